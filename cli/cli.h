@@ -1,0 +1,54 @@
+/*
+ * cli/cli.h — what the subcommands of `ats` share: the command table entry, exit codes, and parsers
+ * for the flags that keep one spelling everywhere (--model, --hw, --trace, --policy, --vram-budget,
+ * --eps, --interval, --threads, --seed, --out).
+ *
+ * A subcommand is `int ats_cmd_<name>(int argc, char **argv)`; argv[0] is the subcommand name. It
+ * parses with getopt_long, prints its own usage on --help (exit 0) and on a bad flag (exit 2), and
+ * returns the process exit code: 0 ok, 1 runtime failure, 2 bad input (ATS_EXIT_*).
+ */
+#ifndef ATS_CLI_H
+#define ATS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ATS_EXIT_OK 0
+#define ATS_EXIT_FAIL 1
+#define ATS_EXIT_USAGE 2
+
+typedef int (*ats_cmd_fn)(int argc, char **argv);
+
+typedef struct ats_cmd {
+    const char *name;
+    ats_cmd_fn fn;
+    const char *summary;
+} ats_cmd;
+
+/** Parses a byte size: "6GiB", "512MiB", "6G" (=GiB), "1.5GB" (10^9), or a plain number of bytes.
+ *  Returns 0 on success, -1 on a malformed or non-positive value. */
+int ats_cli_parse_bytes(const char *s, uint64_t *out);
+/** Strict double / integer parsing (whole string, finite). 0 on success, -1 otherwise. */
+int ats_cli_parse_double(const char *s, double *out);
+int ats_cli_parse_int(const char *s, long long *out);
+
+/** Resolves a model name ("qwen3-14b") or a path to a JSON file: a value containing '/' or ending
+ *  in ".json" is a path; otherwise $ATS_MODELS_DIR/<name>.json, then the source tree's models/.
+ *  Writes the path into buf. Always succeeds (the loader reports a missing file). */
+const char *ats_cli_model_path(const char *name, char *buf, size_t len);
+/** Same for hardware descriptions: sim/hw/<name>.json ($ATS_HW_DIR overrides). */
+const char *ats_cli_hw_path(const char *name, char *buf, size_t len);
+/** Same for load traces: traces/<name>.h5 ($ATS_TRACES_DIR overrides). */
+const char *ats_cli_trace_path(const char *name, char *buf, size_t len);
+
+/** Prints "ats <cmd>: <message>" to stderr (printf-style). */
+void ats_cli_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Subcommands (each in cli/cmd_<name>.c). */
+int ats_cmd_inspect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,97 @@
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "ats_version.h"
+
+int ats_cli_parse_double(const char *s, double *out)
+{
+    if (!s || !*s) return -1;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int ats_cli_parse_int(const char *s, long long *out)
+{
+    if (!s || !*s) return -1;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0') return -1;
+    *out = v;
+    return 0;
+}
+
+int ats_cli_parse_bytes(const char *s, uint64_t *out)
+{
+    if (!s || !*s) return -1;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || !isfinite(v) || v <= 0) return -1;
+    static const struct { const char *suffix; double mult; } units[] = {
+        {"", 1.0},          {"B", 1.0},
+        {"K", 1024.0},      {"KiB", 1024.0},      {"KB", 1e3},
+        {"M", 1048576.0},   {"MiB", 1048576.0},   {"MB", 1e6},
+        {"G", 1073741824.0},{"GiB", 1073741824.0},{"GB", 1e9},
+        {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcasecmp(end, units[i].suffix) == 0) {
+            double b = v * units[i].mult;
+            if (b < 1.0 || b > 1.8e19) return -1;
+            *out = (uint64_t)llround(b);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static const char *resolve(const char *name, const char *env, const char *dflt, const char *ext,
+                           char *buf, size_t len)
+{
+    size_t n = strlen(name), e = strlen(ext);
+    if (strchr(name, '/') || (n > e && strcmp(name + n - e, ext) == 0)) {
+        snprintf(buf, len, "%s", name);
+        return buf;
+    }
+    const char *dir = getenv(env);
+    snprintf(buf, len, "%s/%s%s", dir && *dir ? dir : dflt, name, ext);
+    return buf;
+}
+
+const char *ats_cli_model_path(const char *name, char *buf, size_t len)
+{
+    return resolve(name, "ATS_MODELS_DIR", ATS_DEFAULT_MODELS_DIR, ".json", buf, len);
+}
+
+const char *ats_cli_hw_path(const char *name, char *buf, size_t len)
+{
+    return resolve(name, "ATS_HW_DIR", ATS_DEFAULT_HW_DIR, ".json", buf, len);
+}
+
+const char *ats_cli_trace_path(const char *name, char *buf, size_t len)
+{
+    return resolve(name, "ATS_TRACES_DIR", ATS_DEFAULT_TRACES_DIR, ".h5", buf, len);
+}
+
+void ats_cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "ats %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}

@@ -1,0 +1,56 @@
+/*
+ * ats — one program, git-style subcommands. `ats help`, `ats <cmd> --help`, `ats --version`.
+ * Unknown subcommands give the usage and exit 2. The table below is the whole command list; each
+ * entry lives in cli/cmd_<name>.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <gsl/gsl_errno.h>
+
+#include "ats_version.h"
+#include "cli.h"
+
+static const ats_cmd commands[] = {
+    {"inspect", ats_cmd_inspect, "print a model's op graph, placement and plan for one round"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ats <command> [options]    (ats <command> --help for its options)\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n  help       this message\n  --version  print the version and the commit\n");
+}
+
+int main(int argc, char **argv)
+{
+    gsl_set_error_handler_off(); /* GSL reports through return codes, never aborts (STYLE.md) */
+    if (argc < 2) {
+        usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        if (argc >= 3) {
+            for (size_t i = 0; i < N_COMMANDS; i++)
+                if (strcmp(argv[2], commands[i].name) == 0) {
+                    char *sub[] = {argv[2], "--help", NULL};
+                    return commands[i].fn(2, sub);
+                }
+        }
+        usage(stdout);
+        return ATS_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        printf("ats %s (commit %s)\n", ATS_VERSION_STRING, ATS_GIT_COMMIT);
+        return ATS_EXIT_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(cmd, commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ats: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return ATS_EXIT_USAGE;
+}

@@ -1,0 +1,72 @@
+/*
+ * ats/hw.h — a hardware description: CPU, GPU, PCIe link, copy engines, host-memory interference,
+ * and effective efficiencies per op class and backend.
+ *
+ * Plain data. Filled from sim/hw/<name>.json by the common/ loader (atsc_hw_load), and refined by a
+ * measured profile (`ats profile`) later. The analytic cost model (ats/costs.h) turns a graph and an
+ * ats_hw into a nominal cost snapshot; the simulator uses the same figures as resource rates.
+ * Units: bytes, seconds, FLOP; rates in bytes/s and FLOP/s.
+ */
+#ifndef ATS_HW_H
+#define ATS_HW_H
+
+#include <stdint.h>
+#include "ats/arch.h"
+#include "ats/quant.h"
+#include "ats/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Effective efficiency of one backend for one op class: achieved / peak. */
+typedef struct ats_hw_eff {
+    double gemv_bw;    /* decode matmul (N < gemm_min_tokens): fraction of memory bandwidth */
+    double gemm_flop;  /* prefill matmul: fraction of peak FLOP/s */
+    double attn_bw;    /* attention: fraction of memory bandwidth reading the KV cache */
+    double attn_flop;  /* attention: fraction of peak FLOP/s */
+    double q_scale[64];/* per-qtype multiplier on compute time for dequantization cost, indexed by
+                          ggml type id (1.0 = free; unset entries are 1.0) */
+} ats_hw_eff;
+
+typedef struct ats_hw {
+    char name[ATS_NAME_LEN];
+    char source[ATS_SOURCE_LEN]; /* where the figures come from */
+    /* CPU */
+    int cpu_threads;           /* threads the runtime uses */
+    double cpu_flops;          /* peak FLOP/s at cpu_threads for the int8 dot products of quantized
+                                  matmuls (AVX2/AVX-512 VNNI) [FLOP/s] */
+    double cpu_mem_bw;         /* DRAM read bandwidth at cpu_threads [bytes/s] */
+    double cpu_op_overhead_s;  /* fixed cost per CPU op (thread wake-up, sync) [s] */
+    /* GPU */
+    double gpu_flops;          /* peak dense FP16 tensor-core FLOP/s [FLOP/s] */
+    double gpu_mem_bw;         /* device memory bandwidth [bytes/s] */
+    uint64_t gpu_vram_bytes;   /* total device memory [bytes] */
+    double gpu_op_overhead_s;  /* kernel launch + tail per GPU op [s] */
+    /* link */
+    double pcie_h2d_bw;        /* copy-engine host→device from pinned memory [bytes/s] */
+    double pcie_d2h_bw;        /* copy-engine device→host [bytes/s] */
+    double pcie_sm_copy_bw;    /* SM copy kernel over zero-copy memory [bytes/s] */
+    double pcie_link_bw;       /* both paths together (the link's shared capacity) [bytes/s] */
+    double pcie_latency_s;     /* per-transfer latency [s] */
+    int n_copy_engines;        /* host→device copy engines usable concurrently (consumer RTX: 1) */
+    /* host memory interference (DESIGN.md table): while DMA streams from host memory at the full
+       link rate, CPU ops see cpu_mem_bw · hostmem_cpu_factor; the DMA sees its rate times
+       hostmem_dma_factor while the CPU reads at full bandwidth. Linear in between. */
+    double hostmem_cpu_factor;
+    double hostmem_dma_factor;
+    int64_t gemm_min_tokens;   /* rounds with ≥ this many tokens use the GEMM efficiencies */
+    ats_hw_eff eff_cpu, eff_gpu;
+} ats_hw;
+
+/** Zeroes `hw`, sets every q_scale to 1 and gemm_min_tokens to 8. */
+void ats_hw_init(ats_hw *hw);
+
+/** ATS_EINVAL with "field: value (why)" in err when a rate is ≤ 0 or NaN, a fraction outside (0,1],
+ *  or n_copy_engines < 1. */
+enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,56 @@
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+int tu_failures = 0;
+int tu_checks = 0;
+
+uint64_t tu_seed(const char *test_name)
+{
+    const char *env = getenv("ATS_TEST_SEED");
+    uint64_t seed;
+    if (env && *env) {
+        seed = strtoull(env, NULL, 0);
+    } else {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec;
+    }
+    fprintf(stderr, "%s: seed %llu (replay with ATS_TEST_SEED=%llu)\n", test_name,
+            (unsigned long long)seed, (unsigned long long)seed);
+    return seed;
+}
+
+uint64_t tu_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double tu_uniform(uint64_t *s, double lo, double hi)
+{
+    return lo + (hi - lo) * ((double)(tu_rand(s) >> 11) * 0x1.0p-53);
+}
+
+int tu_finish(const char *test_name)
+{
+    fprintf(stderr, "%s: %d checks, %d failed\n", test_name, tu_checks, tu_failures);
+    return tu_failures ? 1 : 0;
+}
+
+const char *tu_shared_path(char *buf, size_t len, const char *rel)
+{
+    const char *d = getenv("ATS_SHARED_DIR");
+    snprintf(buf, len, "%s/%s", d && *d ? d : "../shared", rel);
+    return buf;
+}
+
+const char *tu_source_path(char *buf, size_t len, const char *rel)
+{
+    const char *d = getenv("ATS_SOURCE_DIR");
+    snprintf(buf, len, "%s/%s", d && *d ? d : ".", rel);
+    return buf;
+}

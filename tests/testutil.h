@@ -1,0 +1,78 @@
+/*
+ * tests/testutil.h — the tiny harness every CTest executable uses.
+ *
+ * CHECK* macros count failures and print file:line with the values; a test's main() returns
+ * tu_finish(). Seeds: tu_seed() returns $ATS_TEST_SEED if set, else a fresh one from the clock, and
+ * prints it so a failure can be replayed. GPU tests return TU_SKIP (77) when there is no device.
+ */
+#ifndef ATS_TESTUTIL_H
+#define ATS_TESTUTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define TU_SKIP 77
+
+extern int tu_failures;
+extern int tu_checks;
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        tu_checks++;                                                                     \
+        if (!(cond)) {                                                                   \
+            tu_failures++;                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);     \
+        }                                                                                \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                             \
+    do {                                                                                 \
+        tu_checks++;                                                                     \
+        if (!(cond)) {                                                                   \
+            tu_failures++;                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                                \
+            fputc('\n', stderr);                                                         \
+        }                                                                                \
+    } while (0)
+
+/* |a - b| <= tol (absolute); NaN never passes. */
+#define CHECK_NEAR(a, b, tol)                                                            \
+    do {                                                                                 \
+        double tu_a_ = (double)(a), tu_b_ = (double)(b), tu_t_ = (double)(tol);          \
+        tu_checks++;                                                                     \
+        if (!(fabs(tu_a_ - tu_b_) <= tu_t_)) {                                           \
+            tu_failures++;                                                               \
+            fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.17g, %s = %.17g, tol %.3g\n", \
+                    __FILE__, __LINE__, #a, tu_a_, #b, tu_b_, tu_t_);                    \
+        }                                                                                \
+    } while (0)
+
+/* Relative: |a - b| <= rel * max(|a|, |b|) + abs; NaN never passes. */
+#define CHECK_REL(a, b, rel, abs_)                                                       \
+    do {                                                                                 \
+        double tu_a_ = (double)(a), tu_b_ = (double)(b);                                 \
+        double tu_m_ = fabs(tu_a_) > fabs(tu_b_) ? fabs(tu_a_) : fabs(tu_b_);            \
+        tu_checks++;                                                                     \
+        if (!(fabs(tu_a_ - tu_b_) <= (double)(rel) * tu_m_ + (double)(abs_))) {          \
+            tu_failures++;                                                               \
+            fprintf(stderr, "%s:%d: CHECK_REL failed: %s = %.17g, %s = %.17g (rel %.3g)\n", \
+                    __FILE__, __LINE__, #a, tu_a_, #b, tu_b_, (double)(rel));            \
+        }                                                                                \
+    } while (0)
+
+/** Seed from $ATS_TEST_SEED or the clock; printed to stderr once with the test name. */
+uint64_t tu_seed(const char *test_name);
+/** splitmix64 step: a small deterministic generator for test inputs (not for the simulator). */
+uint64_t tu_rand(uint64_t *state);
+/** Uniform double in [lo, hi). */
+double tu_uniform(uint64_t *state, double lo, double hi);
+/** Prints a summary and returns 0 when no check failed, 1 otherwise. */
+int tu_finish(const char *test_name);
+/** Path under ../shared ($ATS_SHARED_DIR); returns buf. */
+const char *tu_shared_path(char *buf, size_t len, const char *rel);
+/** Path under the source tree ($ATS_SOURCE_DIR or "."); returns buf. */
+const char *tu_source_path(char *buf, size_t len, const char *rel);
+
+#endif
