@@ -1,0 +1,169 @@
+/*
+ * ex/ops.h — the ops of a transformer forward pass, with the same arguments on every backend.
+ *
+ * This header declares the CPU implementations `ex_cpu_<op>(...)`. The CUDA backend declares
+ * `ex_cuda_<op>(<same arguments>, cudaStream_t-as-void* stream)` in ex/gpu.h; there every pointer
+ * is device memory. The CPU op is the oracle of the CUDA op: same inputs, outputs within a per-type
+ * bound (tests/exec/).
+ *
+ * Conventions (all ops):
+ * - Activations are F32, row-major, one row per token: x is (n_tokens, n) — n_tokens rows of n.
+ *   Decode is n_tokens = 1; a prefill chunk is n_tokens = N. Tokens of one call are consecutive
+ *   positions pos0, pos0+1, … (batch size 1).
+ * - Weights are borrowed `ex_tensor` views (type, shape, raw bytes in the GGUF layout of
+ *   ex/quant_blocks.h). A linear layer y = W x has W with ne[0] = n_in (contiguous) and
+ *   ne[1] = n_out rows, exactly as GGUF stores it; stacked experts add ne[2] = n_expert.
+ * - Output buffers are caller-owned and must not alias inputs unless the op says "in place".
+ * - Every op returns ATS_OK, or ATS_EINVAL for an argument it cannot handle (unsupported type,
+ *   shape mismatch); nothing is written then. No op allocates memory that outlives the call.
+ * - CPU threading: ops parallelise with OpenMP over output rows (or heads), using
+ *   omp_get_max_threads() threads (`ats run --threads N` sets it). Ops are reentrant; two threads
+ *   may call them on disjoint outputs. SIMD paths (AVX2, AVX-512, AVX-512 VNNI) are chosen at run
+ *   time (ex_cpu_features()); results differ between paths only by float summation order.
+ * - Quantized matmuls quantize the activation row to 8 bits per 32 (ex_block_q8_1) or per 256
+ *   (ex_block_q8_K) elements and use integer dot products, as llama.cpp does; F32/F16/BF16 weights
+ *   use float dot products. ex_cpu_matmul_ref is the exact float oracle (dequantize, then dot in
+ *   double).
+ */
+#ifndef EX_OPS_H
+#define EX_OPS_H
+
+#include <stdint.h>
+
+#include "ats/arch.h"
+#include "ats/quant.h"
+#include "ats/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A borrowed view of one weight tensor (GGUF layout). Shapes: ne[0] elements per row (the
+ *  contiguous dimension; a multiple of the type's block size), ne[1] rows, ne[2] matrices (experts;
+ *  1 otherwise). row_bytes = ats_qtype_bytes(type, ne[0]). `data` points to ne[2]*ne[1] rows on the
+ *  backend's memory (host for CPU, device for CUDA); never owned by the view. */
+typedef struct ex_tensor {
+    ats_qtype type;
+    int64_t ne[3];
+    uint64_t row_bytes;
+    const void *data;
+} ex_tensor;
+
+/** View of matrix `e` of a stacked (experts) tensor: ne[2] = 1, data advanced by e*ne[1] rows. */
+ex_tensor ex_tensor_matrix(const ex_tensor *w, int64_t e);
+
+/** Sampling parameters. temp <= 0 means greedy (argmax, lowest id on ties); top_k <= 0 and
+ *  top_p >= 1 disable those filters. Order (as llama.cpp's common chain): top-k, softmax with
+ *  temperature, top-p (smallest prefix of the sorted distribution with mass >= top_p), draw. */
+typedef struct ex_sample_params {
+    float temp;
+    int32_t top_k;
+    float top_p;
+} ex_sample_params;
+
+/** Greedy defaults (temp 0, top_k 0, top_p 1). */
+ex_sample_params ex_sample_params_default(void);
+
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+/** Token embedding: x[t] = dequantize(row tokens[t] of tok_embd). tok_embd (n_vocab, n_embd), any
+ *  supported type; tokens (n_tokens) in [0, n_vocab) else ATS_EINVAL; x (n_tokens, n_embd). */
+enum ats_status ex_cpu_embedding(const ex_tensor *tok_embd, const int32_t *tokens, int64_t n_tokens,
+                                 float *x);
+
+/** RMSNorm: y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of n. w (n) F32; x, y
+ *  (n_rows, n); in place allowed (y == x). Formula: Zhang & Sennrich 2019 (llama2.c rmsnorm). */
+enum ats_status ex_cpu_rmsnorm(const float *x, const float *w, int64_t n_rows, int64_t n, float eps,
+                               float *y);
+
+/** Matmul y = W x for n_tokens rows: W (n_out, n_in) any supported type, x (n_tokens, n_in),
+ *  y (n_tokens, n_out). Decode GEMV is n_tokens = 1; prefill uses the same call with N rows.
+ *  Quantized W: x quantized to 8 bits (see top). Used for Q/K/V/O, dense FFN, router, output head. */
+enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_tokens, float *y);
+
+/** Exact float oracle of ex_cpu_matmul: W dequantized, x kept F32, sums in double. Single-threaded
+ *  and slow; for tests and for checking the CUDA path. */
+enum ats_status ex_cpu_matmul_ref(const ex_tensor *w, const float *x, int64_t n_tokens, float *y);
+
+/** Q/K norm (Qwen3): RMSNorm of every head vector in place. x (n_tokens, n_head, head_dim), w
+ *  (head_dim) F32 shared by all heads. Same as ex_cpu_rmsnorm over n_tokens*n_head rows. */
+enum ats_status ex_cpu_qk_norm(float *x, const float *w, int64_t n_tokens, int64_t n_head,
+                               int64_t head_dim, float eps);
+
+/** RoPE in place on x (n_tokens, n_head, head_dim); token t is at position pos0 + t. The first
+ *  n_rot (even, <= head_dim) dims of each head rotate, pair i (i < n_rot/2) by angle
+ *  pos * theta^(-2i/n_rot). ATS_ROPE_NORM pairs (x[2i], x[2i+1]) (llama2.c, GGUF "llama");
+ *  ATS_ROPE_NEOX pairs (x[i], x[i + n_rot/2]) (HF rotate_half; Qwen3). Su et al. 2021. */
+enum ats_status ex_cpu_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+                            int64_t n_rot, int64_t pos0, float theta, ats_rope_type type);
+
+/** Appends K and V of n_tokens tokens at positions pos0.. to one layer's cache. k, v
+ *  (n_tokens, kv_dim); k_cache, v_cache (n_ctx, kv_dim) F32 with kv_dim = n_head_kv * head_dim.
+ *  ATS_EINVAL when pos0 + n_tokens > n_ctx. */
+enum ats_status ex_cpu_kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0,
+                                int64_t kv_dim, int64_t n_ctx, float *k_cache, float *v_cache);
+
+/** Causal attention with grouped-query heads over one layer's KV cache (already holding the
+ *  n_tokens new positions, see ex_cpu_kv_store). q (n_tokens, n_head, head_dim); caches
+ *  (>= pos0+n_tokens, n_head_kv, head_dim); out (n_tokens, n_head, head_dim). Query token t at
+ *  position p = pos0 + t attends to positions 0..p; query head h uses KV head h / (n_head /
+ *  n_head_kv). out = softmax(q·k^T * scale) · v with scale usually 1/sqrt(head_dim). Decode
+ *  (n_tokens = 1) and prefill chunks use the same call. Vaswani et al. 2017; Ainslie et al. 2023. */
+enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
+                                 const float *v_cache, int64_t n_head, int64_t n_head_kv,
+                                 int64_t head_dim, float scale, float *out);
+
+/** SwiGLU gate: out[i] = silu(gate[i]) * up[i] for n elements; silu(g) = g / (1 + e^-g).
+ *  In place allowed (out == gate or out == up). Shazeer 2020. */
+enum ats_status ex_cpu_swiglu(const float *gate, const float *up, int64_t n, float *out);
+
+/** y += x elementwise for n elements (residual connections). */
+enum ats_status ex_cpu_add(float *y, const float *x, int64_t n);
+
+/** Dense SwiGLU FFN: out = W_down (silu(W_gate x) * (W_up x)). gate, up (n_ff, n_embd); down
+ *  (n_embd, n_ff); x, out (n_tokens, n_embd). Used for dense layers and for shared experts. */
+enum ats_status ex_cpu_ffn(const ex_tensor *gate, const ex_tensor *up, const ex_tensor *down,
+                           const float *x, int64_t n_tokens, float *out);
+
+/** Router: for each token, p = softmax(logits[t]) over n_expert, keep the k largest (ties: lower id
+ *  first), write ids (n_tokens, k) in decreasing probability and weights (n_tokens, k) = those p,
+ *  renormalised to sum 1 when norm_topk (Qwen3-MoE norm_topk_prob = true). logits come from
+ *  ex_cpu_matmul with ffn_gate_inp (n_expert, n_embd). */
+enum ats_status ex_cpu_router_topk(const float *logits, int64_t n_tokens, int64_t n_expert, int64_t k,
+                                   int norm_topk, int32_t *ids, float *weights);
+
+/** Routed experts: out[t] = Σ_j weights[t,j] * FFN_{ids[t,j]}(x[t]) with the SwiGLU FFN of
+ *  ex_cpu_ffn. gate_exps, up_exps (n_expert, n_ff_exp, n_embd); down_exps (n_expert, n_embd,
+ *  n_ff_exp); x, out (n_tokens, n_embd); ids, weights (n_tokens, k) from ex_cpu_router_topk.
+ *  Tokens are grouped by expert, so a prefill chunk reads each touched expert once. */
+enum ats_status ex_cpu_moe(const ex_tensor *gate_exps, const ex_tensor *up_exps,
+                           const ex_tensor *down_exps, const float *x, int64_t n_tokens,
+                           const int32_t *ids, const float *weights, int64_t k, float *out);
+
+/** Output head: logits = W_out x for the n_tokens rows of x (usually only the last token's);
+ *  W_out (n_vocab, n_embd) (token_embd when tied). Same as ex_cpu_matmul; a named op so that a
+ *  backend table can place it. */
+enum ats_status ex_cpu_output(const ex_tensor *w_out, const float *x, int64_t n_tokens, float *logits);
+
+/** Samples one token from logits (n_vocab). *rng is the state of a splitmix64 generator (seeded
+ *  by the caller, advanced by one draw unless greedy). Greedy never touches *rng. */
+enum ats_status ex_cpu_sample(const float *logits, int64_t n_vocab, const ex_sample_params *p,
+                              uint64_t *rng, int32_t *token);
+
+/* ---- CPU features ------------------------------------------------------------------------- */
+
+enum {
+    EX_CPU_AVX2 = 1,       /* AVX2 + FMA */
+    EX_CPU_AVX512 = 2,     /* AVX-512 F + BW */
+    EX_CPU_AVX512VNNI = 4  /* AVX-512 VNNI (vpdpbusd) */
+};
+
+/** SIMD features used by the CPU kernels (bit set of EX_CPU_*), detected once with cpuid; the
+ *  environment variable ATS_CPU_FEATURES=<mask> lowers it (e.g. 1 forces the AVX2 path, 0 scalar),
+ *  for tests. Thread-safe. */
+unsigned ex_cpu_features(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
