@@ -14,72 +14,73 @@ void ats_arch_init(ats_arch *a)
     a->rope_type = ATS_ROPE_NORM;
 }
 
-#define NEED_POS(f)                                                                              \
+/* Messages use the JSON (Hugging Face config) key of each field. */
+#define NEED_POS(f, key)                                                                         \
     do {                                                                                         \
         if (a->f <= 0)                                                                           \
-            return ats_err_set(err, ATS_EINVAL, "%s: %lld (must be > 0)", #f, (long long)a->f);  \
+            return ats_err_set(err, ATS_EINVAL, "'%s': %lld (must be > 0)", key, (long long)a->f); \
     } while (0)
-#define NEED_NONNEG(f)                                                                           \
+#define NEED_NONNEG(f, key)                                                                      \
     do {                                                                                         \
         if (a->f < 0)                                                                            \
-            return ats_err_set(err, ATS_EINVAL, "%s: %lld (must be >= 0)", #f, (long long)a->f); \
+            return ats_err_set(err, ATS_EINVAL, "'%s': %lld (must be >= 0)", key, (long long)a->f); \
     } while (0)
 
 enum ats_status ats_arch_validate(const ats_arch *a, ats_err *err)
 {
-    if (!a) return ats_err_set(err, ATS_EINVAL, "arch: NULL");
-    NEED_POS(n_embd);
-    NEED_POS(n_layer);
-    NEED_POS(n_head);
-    NEED_POS(n_head_kv);
-    NEED_POS(head_dim);
-    NEED_POS(n_vocab);
-    NEED_NONNEG(n_ff);
-    NEED_NONNEG(n_expert);
-    NEED_NONNEG(n_expert_used);
-    NEED_NONNEG(n_ff_exp);
-    NEED_NONNEG(n_expert_shared);
-    NEED_NONNEG(n_ff_shexp);
-    NEED_NONNEG(n_layer_dense_first);
-    NEED_NONNEG(sliding_window);
-    NEED_NONNEG(n_ctx_max);
+    if (!a) return ats_err_set(err, ATS_EINVAL, "'arch': NULL");
+    NEED_POS(n_embd, "hidden_size");
+    NEED_POS(n_layer, "num_hidden_layers");
+    NEED_POS(n_head, "num_attention_heads");
+    NEED_POS(n_head_kv, "num_key_value_heads");
+    NEED_POS(head_dim, "head_dim");
+    NEED_POS(n_vocab, "vocab_size");
+    NEED_NONNEG(n_ff, "intermediate_size");
+    NEED_NONNEG(n_expert, "num_experts");
+    NEED_NONNEG(n_expert_used, "num_experts_per_tok");
+    NEED_NONNEG(n_ff_exp, "moe_intermediate_size");
+    NEED_NONNEG(n_expert_shared, "shared_experts");
+    NEED_NONNEG(n_ff_shexp, "shared_expert_intermediate_size");
+    NEED_NONNEG(n_layer_dense_first, "first_k_dense_replace");
+    NEED_NONNEG(sliding_window, "sliding_window");
+    NEED_NONNEG(n_ctx_max, "max_position_embeddings");
     if (a->n_head % a->n_head_kv != 0)
-        return ats_err_set(err, ATS_EINVAL, "num_key_value_heads: %lld (must divide num_attention_heads %lld)",
+        return ats_err_set(err, ATS_EINVAL, "'num_key_value_heads': %lld (must divide num_attention_heads %lld)",
                            (long long)a->n_head_kv, (long long)a->n_head);
     if (a->n_expert > 0) {
         if (a->n_expert_used < 1 || a->n_expert_used > a->n_expert)
-            return ats_err_set(err, ATS_EINVAL, "num_experts_per_tok: %lld (must be in 1..num_experts=%lld)",
+            return ats_err_set(err, ATS_EINVAL, "'num_experts_per_tok': %lld (must be in 1..num_experts=%lld)",
                                (long long)a->n_expert_used, (long long)a->n_expert);
         if (a->n_ff_exp <= 0)
-            return ats_err_set(err, ATS_EINVAL, "moe_intermediate_size: %lld (must be > 0 for an MoE model)",
+            return ats_err_set(err, ATS_EINVAL, "'moe_intermediate_size': %lld (must be > 0 for an MoE model)",
                                (long long)a->n_ff_exp);
         if (a->n_expert_shared > 0 && a->n_ff_shexp <= 0)
-            return ats_err_set(err, ATS_EINVAL, "shared_expert_intermediate_size: %lld (must be > 0 with shared experts)",
+            return ats_err_set(err, ATS_EINVAL, "'shared_expert_intermediate_size': %lld (must be > 0 with shared experts)",
                                (long long)a->n_ff_shexp);
         if (a->n_layer_dense_first > 0 && a->n_ff <= 0)
-            return ats_err_set(err, ATS_EINVAL, "intermediate_size: %lld (must be > 0 with dense first layers)",
+            return ats_err_set(err, ATS_EINVAL, "'intermediate_size': %lld (must be > 0 with dense first layers)",
                                (long long)a->n_ff);
         if (a->n_layer_dense_first > a->n_layer)
-            return ats_err_set(err, ATS_EINVAL, "first_k_dense_replace: %lld (more than %lld layers)",
+            return ats_err_set(err, ATS_EINVAL, "'first_k_dense_replace': %lld (more than %lld layers)",
                                (long long)a->n_layer_dense_first, (long long)a->n_layer);
     } else {
         if (a->n_ff <= 0)
-            return ats_err_set(err, ATS_EINVAL, "intermediate_size: %lld (must be > 0 for a dense model)",
+            return ats_err_set(err, ATS_EINVAL, "'intermediate_size': %lld (must be > 0 for a dense model)",
                                (long long)a->n_ff);
         if (a->n_expert_used != 0)
-            return ats_err_set(err, ATS_EINVAL, "num_experts_per_tok: %lld (set but num_experts is 0)",
+            return ats_err_set(err, ATS_EINVAL, "'num_experts_per_tok': %lld (set but num_experts is 0)",
                                (long long)a->n_expert_used);
     }
     if (!(a->rope_theta > 0) || !isfinite(a->rope_theta))
-        return ats_err_set(err, ATS_EINVAL, "rope_theta: %g (must be > 0)", a->rope_theta);
+        return ats_err_set(err, ATS_EINVAL, "'rope_theta': %g (must be > 0)", a->rope_theta);
     if (!(a->rms_norm_eps > 0) || !isfinite(a->rms_norm_eps))
-        return ats_err_set(err, ATS_EINVAL, "rms_norm_eps: %g (must be > 0)", a->rms_norm_eps);
+        return ats_err_set(err, ATS_EINVAL, "'rms_norm_eps': %g (must be > 0)", a->rms_norm_eps);
     if (!(a->partial_rotary > 0 && a->partial_rotary <= 1))
-        return ats_err_set(err, ATS_EINVAL, "partial_rotary_factor: %g (must be in (0, 1])", a->partial_rotary);
+        return ats_err_set(err, ATS_EINVAL, "'partial_rotary_factor': %g (must be in (0, 1])", a->partial_rotary);
     if (a->sliding_every < 0)
-        return ats_err_set(err, ATS_EINVAL, "sliding_every: %d (must be >= 0)", a->sliding_every);
+        return ats_err_set(err, ATS_EINVAL, "'sliding_every': %d (must be >= 0)", a->sliding_every);
     if ((int)a->default_recipe < 0 || a->default_recipe >= ATS_RECIPE_COUNT)
-        return ats_err_set(err, ATS_EINVAL, "default_quant: %d (unknown recipe)", (int)a->default_recipe);
+        return ats_err_set(err, ATS_EINVAL, "'default_quant': %d (unknown recipe)", (int)a->default_recipe);
     return ATS_OK;
 }
 

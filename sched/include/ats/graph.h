@@ -53,6 +53,7 @@ typedef struct ats_op {
     int64_t n_out, n_in;      /* weight shape (rows = outputs, cols = inputs) of one matrix; for
                                  EXPERTS/SHEXP of one expert; 0 for ATTN */
     uint64_t weight_bytes;    /* all weight bytes of the op (all experts for EXPERTS), biases incl. */
+    double n_params;          /* weight elements of the op (all experts), biases incl. [parameters] */
     double flop;              /* FLOPs this round [FLOP] */
     uint64_t act_in_bytes;    /* F32 activations read this round [bytes] */
     uint64_t act_out_bytes;   /* F32 activations written this round [bytes] */

@@ -1,0 +1,191 @@
+/*
+ * ats inspect — print the op graph of one round of a model: every op with its tensor bytes (exact at
+ * its quantization type), FLOPs, activation bytes and KV-cache bytes, and the totals.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ats/graph.h"
+#include "atsc/model_json.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ats inspect [--model M] [--quant Q] [--phase decode|prefill] [--ctx L] [--tokens N]\n"
+            "                   [--n-ctx C] [--format table|csv]\n\n"
+            "Prints the ordered ops of one round (those that read weights or the KV cache) with sizes,\n"
+            "FLOPs and bytes, then totals: weights, KV cache, bytes read per round.\n\n"
+            "  --model M        model name (models/M.json) or path to a JSON file [qwen3-14b]\n"
+            "  --quant Q        f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4 [the model's default_quant]\n"
+            "  --phase P        decode (one token) or prefill (a chunk of --tokens) [decode]\n"
+            "  --ctx L          decode: context length L incl. the new token; prefill: tokens already\n"
+            "                   in the KV cache before the chunk [decode 2048, prefill 0]\n"
+            "  --tokens N       prefill chunk size [512]\n"
+            "  --n-ctx C        KV cache capacity [tokens] [ctx + tokens]\n"
+            "  --format F       table or csv [table]\n"
+            "example: ats inspect --model qwen3-14b --quant q4_k_m --phase decode --ctx 2048\n");
+}
+
+static void human_bytes(double b, char *buf, size_t len)
+{
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (b >= 1024.0 && i < 4) { b /= 1024.0; i++; }
+    snprintf(buf, len, i ? "%.2f %s" : "%.0f %s", b, u[i]);
+}
+
+/* Bytes of weights an op actually reads this round (routed experts: the active ones only). */
+static double weight_read(const ats_op *op)
+{
+    if (op->kind == ATS_OP_EXPERTS) return op->n_expert_active * (double)op->expert_bytes;
+    if (op->kind == ATS_OP_EMBED) return (double)op->weight_bytes / (double)op->n_out; /* one row per token, x N below */
+    return (double)op->weight_bytes;
+}
+
+int ats_cmd_inspect(int argc, char **argv)
+{
+    const char *model = "qwen3-14b", *quant = NULL, *phase = "decode", *format = "table";
+    long long ctx = -1, tokens = 512, n_ctx = 0;
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"quant", required_argument, 0, 'q'},
+        {"phase", required_argument, 0, 'p'}, {"ctx", required_argument, 0, 'c'},
+        {"tokens", required_argument, 0, 't'}, {"n-ctx", required_argument, 0, 'n'},
+        {"format", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'q': quant = optarg; break;
+        case 'p': phase = optarg; break;
+        case 'f': format = optarg; break;
+        case 'c':
+        case 't':
+        case 'n': {
+            long long v;
+            if (ats_cli_parse_int(optarg, &v) || v < 0) {
+                ats_cli_error("inspect", "--%s: '%s' is not a non-negative integer",
+                              c == 'c' ? "ctx" : c == 't' ? "tokens" : "n-ctx", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            if (c == 'c') ctx = v; else if (c == 't') tokens = v; else n_ctx = v;
+            break;
+        }
+        case 'h': usage(stdout); return ATS_EXIT_OK;
+        default:
+            ats_cli_error("inspect", "unknown or incomplete option '%s'", argv[optind - 1]);
+            usage(stderr);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        ats_cli_error("inspect", "unexpected argument '%s'", argv[optind]);
+        usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    if (strcmp(format, "table") && strcmp(format, "csv")) {
+        ats_cli_error("inspect", "--format: '%s' (must be table or csv)", format);
+        return ATS_EXIT_USAGE;
+    }
+    char path[4096];
+    ats_cli_model_path(model, path, sizeof path);
+    ats_arch arch;
+    ats_err err;
+    if (atsc_model_load(path, &arch, &err) != ATS_OK) {
+        fprintf(stderr, "ats inspect: %s\n", err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    ats_graph_opts go = ats_graph_opts_default();
+    go.recipe = arch.default_recipe;
+    if (quant && ats_recipe_from_name(quant, &go.recipe) != ATS_OK) {
+        ats_cli_error("inspect", "--quant: '%s' is not a known quantization (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
+        return ATS_EXIT_USAGE;
+    }
+    if (strcmp(phase, "decode") == 0) {
+        if (ctx == 0) {
+            ats_cli_error("inspect", "--ctx: 0 (a decode step needs a context length >= 1)");
+            return ATS_EXIT_USAGE;
+        }
+        go.phase.kind = ATS_PHASE_DECODE;
+        go.phase.n_tokens = 1;
+        go.phase.ctx_pos = (ctx < 0 ? 2048 : ctx) - 1;
+    } else if (strcmp(phase, "prefill") == 0) {
+        if (tokens < 1) {
+            ats_cli_error("inspect", "--tokens: %lld (must be >= 1)", tokens);
+            return ATS_EXIT_USAGE;
+        }
+        go.phase.kind = ATS_PHASE_PREFILL;
+        go.phase.n_tokens = tokens;
+        go.phase.ctx_pos = ctx < 0 ? 0 : ctx;
+    } else {
+        ats_cli_error("inspect", "--phase: '%s' (must be decode or prefill)", phase);
+        return ATS_EXIT_USAGE;
+    }
+    go.n_ctx = n_ctx;
+    ats_graph *g;
+    if (ats_graph_build(&arch, &go, &g, &err) != ATS_OK) {
+        fprintf(stderr, "ats inspect: %s: %s\n", path, err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    const int csv = strcmp(format, "csv") == 0;
+    double tot_flop = 0, tot_read = 0, tot_act = 0, tot_kv_read = 0, params = 0;
+    if (csv)
+        printf("index,name,kind,type,n_out,n_in,weight_bytes,flop,act_in_bytes,act_out_bytes,kv_read_bytes,kv_cache_bytes,n_expert,n_expert_active,expert_bytes\n");
+    else {
+        printf("# %s (%s), quant %s, %s: %lld token(s) at context position %lld, KV cache %lld tokens\n", arch.name,
+               arch.family, ats_recipe_name(go.recipe), phase, (long long)go.phase.n_tokens,
+               (long long)go.phase.ctx_pos, (long long)g->n_ctx);
+        printf("%5s  %-26s %-7s %-5s %13s %12s %12s %10s %10s %12s  %s\n", "op", "name", "kind", "type", "shape",
+               "weights", "FLOP", "act in", "act out", "KV read", "experts");
+    }
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        const ats_op *op = &g->ops[i];
+        double wr = weight_read(op) * (op->kind == ATS_OP_EMBED ? (double)go.phase.n_tokens : 1.0);
+        tot_flop += op->flop;
+        tot_read += wr + (double)op->kv_read_bytes;
+        tot_kv_read += (double)op->kv_read_bytes;
+        tot_act += (double)(op->act_in_bytes + op->act_out_bytes);
+        params += op->n_params;
+        if (csv) {
+            printf("%d,%s,%s,%s,%lld,%lld,%" PRIu64 ",%.6g,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%.4g,%" PRIu64 "\n",
+                   i, op->name, ats_op_kind_name(op->kind), ats_qtype_name(op->qtype), (long long)op->n_out,
+                   (long long)op->n_in, op->weight_bytes, op->flop, op->act_in_bytes, op->act_out_bytes,
+                   op->kv_read_bytes, op->kv_cache_bytes, op->n_expert, op->n_expert_active, op->expert_bytes);
+            continue;
+        }
+        char shape[32] = "-", wb[24], ai[24], ao[24], kr[24], ex[48] = "";
+        if (op->kind == ATS_OP_NORM) snprintf(shape, sizeof shape, "%lld", (long long)op->n_out);
+        else if (op->n_out) snprintf(shape, sizeof shape, "%lldx%lld", (long long)op->n_out, (long long)op->n_in);
+        human_bytes((double)op->weight_bytes, wb, sizeof wb);
+        human_bytes((double)op->act_in_bytes, ai, sizeof ai);
+        human_bytes((double)op->act_out_bytes, ao, sizeof ao);
+        if (op->kind == ATS_OP_ATTN) human_bytes((double)op->kv_read_bytes, kr, sizeof kr);
+        else snprintf(kr, sizeof kr, "-");
+        if (op->n_expert) snprintf(ex, sizeof ex, "%d x %.2f MiB, %.2f active", op->n_expert,
+                                   (double)op->expert_bytes / 1048576.0, op->n_expert_active);
+        printf("%5d  %-26s %-7s %-5s %13s %12s %12.4g %10s %10s %12s  %s\n", i, op->name, ats_op_kind_name(op->kind),
+               ats_qtype_name(op->qtype), shape, wb, op->flop, ai, ao, kr, ex);
+    }
+    if (!csv) {
+        char w[24], kv[24], rd[24], act[24], kvr[24];
+        human_bytes((double)g->weight_bytes, w, sizeof w);
+        human_bytes((double)g->kv_cache_bytes, kv, sizeof kv);
+        human_bytes(tot_read, rd, sizeof rd);
+        human_bytes(tot_act, act, sizeof act);
+        human_bytes(tot_kv_read, kvr, sizeof kvr);
+        printf("\ntotals: %d ops (%d per layer in layer 0), %.3f B parameters\n", g->n_ops,
+               ats_graph_ops_in_layer(g, 0), params / 1e9);
+        printf("  weights          %s (%" PRIu64 " bytes)\n", w, g->weight_bytes);
+        printf("  KV cache         %s at %lld tokens (%" PRIu64 " bytes)\n", kv, (long long)g->n_ctx, g->kv_cache_bytes);
+        printf("  bytes read/round %s (weights touched + KV %s)\n", rd, kvr);
+        printf("  activations      %s in+out\n", act);
+        printf("  FLOP/round       %.4g\n", tot_flop);
+    }
+    ats_graph_free(g);
+    return ATS_EXIT_OK;
+}
