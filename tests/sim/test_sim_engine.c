@@ -1,0 +1,305 @@
+/*
+ * test_sim_engine — the simulator core against hand-computed answers and a list-scheduling oracle.
+ *
+ *  1. max-min water-filling on small cases worked by hand;
+ *  2. a copy-engine transfer and an SM copy sharing one link (hand-computed finish times);
+ *  3. host-memory interference between a CPU op and a DMA transfer (hand-computed);
+ *  4. load-trace change points rescale remaining work (hand-computed);
+ *  5. random programs without sharing: every start/end equals the list-scheduling recurrence
+ *     start = max(queue predecessor end, dependency ends), end = start + latency + work / rate;
+ *  6. the same program run twice gives bit-identical times.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/engine.h"
+#include "testutil.h"
+
+static ats_hw test_hw(void)
+{
+    ats_hw hw;
+    memset(&hw, 0, sizeof hw);
+    strcpy(hw.name, "test");
+    hw.cpu_threads = 8;
+    hw.cpu_flops = 1e12;
+    hw.cpu_mem_bw = 50e9;
+    hw.gpu_flops = 1e14;
+    hw.gpu_mem_bw = 1e12;
+    hw.gpu_vram_bytes = 8ull << 30;
+    hw.pcie_h2d_bw = 10e9;
+    hw.pcie_d2h_bw = 10e9;
+    hw.pcie_sm_copy_bw = 8e9;
+    hw.pcie_link_bw = 12e9;
+    hw.pcie_latency_s = 0.0;
+    hw.n_copy_engines = 2;
+    hw.hostmem_cpu_factor = 1.0;
+    hw.hostmem_dma_factor = 1.0;
+    hw.eff_cpu.gemv_bw = hw.eff_cpu.gemm_flop = hw.eff_cpu.attn_bw = hw.eff_cpu.attn_flop = 1.0;
+    hw.eff_gpu = hw.eff_cpu;
+    return hw;
+}
+
+static void test_maxmin(void)
+{
+    double r[4];
+    const double c1[3] = {10, 30, 50};
+    sim_maxmin_share(3, c1, 60, r); /* 10 capped; 50 left for two → 25, 25 */
+    CHECK_NEAR(r[0], 10, 1e-12);
+    CHECK_NEAR(r[1], 25, 1e-12);
+    CHECK_NEAR(r[2], 25, 1e-12);
+    const double c2[2] = {5, 5};
+    sim_maxmin_share(2, c2, 100, r); /* under-subscribed: each its cap */
+    CHECK_NEAR(r[0], 5, 1e-12);
+    CHECK_NEAR(r[1], 5, 1e-12);
+    const double c3[4] = {40, 1, 40, 4};
+    sim_maxmin_share(4, c3, 21, r); /* 1 and 4 capped; 16 left for two → 8, 8 */
+    CHECK_NEAR(r[0], 8, 1e-12);
+    CHECK_NEAR(r[1], 1, 1e-12);
+    CHECK_NEAR(r[2], 8, 1e-12);
+    CHECK_NEAR(r[3], 4, 1e-12);
+    const double c4[2] = {10, 8};
+    sim_maxmin_share(2, c4, 12, r); /* 6, 6 */
+    CHECK_NEAR(r[0], 6, 1e-12);
+    CHECK_NEAR(r[1], 6, 1e-12);
+}
+
+static sim_engine *mk(const ats_hw *hw, const sim_trace *tr, int hostmem)
+{
+    sim_engine_opts o = sim_engine_opts_default();
+    o.hostmem = hostmem;
+    sim_engine *e = NULL;
+    ats_err err = {{0}};
+    enum ats_status st = sim_engine_new(hw, tr, &o, &e, &err);
+    CHECK_MSG(st == ATS_OK, "%s", err.msg);
+    return e;
+}
+
+static void test_link_sharing(void)
+{
+    ats_hw hw = test_hw();
+    sim_engine *e = mk(&hw, NULL, 0);
+    sim_prog p;
+    sim_prog_init(&p);
+    int32_t a, b;
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 12e9, NULL, 0, &a, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_SM_H2D, SIM_Q_GPU, 4e9, NULL, 0, &b, NULL) == ATS_OK);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    /* caps 10 and 8 GB/s on a 12 GB/s link → 6 and 6. The SM copy ends at 4/6 s with 4 GB of the
+     * transfer done; the remaining 8 GB at the full 10 GB/s take 0.8 s more. */
+    CHECK_NEAR(p.tasks[b].t_end_s, 4.0 / 6.0, 1e-12);
+    CHECK_NEAR(p.tasks[a].t_end_s, 4.0 / 6.0 + 0.8, 1e-12);
+    CHECK_NEAR(sim_engine_now(e), 4.0 / 6.0 + 0.8, 1e-12);
+    CHECK_NEAR(sim_engine_stats(e)->bytes_h2d, 16e9, 1);
+    /* the opposite direction does not share: a d2h SM copy alongside a CE h2d */
+    sim_prog_clear(&p);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 10e9, NULL, 0, &a, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_SM_D2H, SIM_Q_GPU, 8e9, NULL, 0, &b, NULL) == ATS_OK);
+    double t0 = sim_engine_now(e);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    CHECK_NEAR(p.tasks[a].t_end_s - t0, 1.0, 1e-12);
+    CHECK_NEAR(p.tasks[b].t_end_s - t0, 1.0, 1e-12);
+    /* two copy engines and an SM copy: caps 10, 10, 8 on 12 → 4 each. SM (4 GB) ends at 1 s; then
+     * the two CE flows (6 GB each, 2 GB left) share 12 → 6 each: 1/3 s more. */
+    sim_prog_clear(&p);
+    int32_t c;
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 6e9, NULL, 0, &a, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0 + 1, 6e9, NULL, 0, &c, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_SM_H2D, SIM_Q_GPU, 4e9, NULL, 0, &b, NULL) == ATS_OK);
+    t0 = sim_engine_now(e);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    CHECK_NEAR(p.tasks[b].t_end_s - t0, 1.0, 1e-12);
+    CHECK_NEAR(p.tasks[a].t_end_s - t0, 1.0 + 1.0 / 3.0, 1e-12);
+    CHECK_NEAR(p.tasks[c].t_end_s - t0, 1.0 + 1.0 / 3.0, 1e-12);
+    sim_prog_free(&p);
+    sim_engine_free(e);
+}
+
+static void test_hostmem(void)
+{
+    ats_hw hw = test_hw();
+    hw.pcie_link_bw = 100e9; /* no link sharing here */
+    hw.hostmem_cpu_factor = 0.5;
+    hw.hostmem_dma_factor = 0.9;
+    sim_engine *e = mk(&hw, NULL, 1);
+    sim_prog p;
+    sim_prog_init(&p);
+    int32_t cpu, dma;
+    /* CPU op: 1 s of memory-bound work; DMA: 4.5 GB. With the CPU reading, the DMA cap is
+     * 0.9 · 10 = 9 GB/s, u = 0.9, so the CPU runs at f = 1 - 0.5 · 0.9 = 0.55.
+     * DMA ends at 4.5 / 9 = 0.5 s, when the CPU has done 0.275 s of work; the remaining 0.725 s
+     * run at full speed: CPU ends at 1.225 s. */
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &cpu, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 4.5e9, NULL, 0, &dma, NULL) == ATS_OK);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    CHECK_NEAR(p.tasks[dma].t_end_s, 0.5, 1e-12);
+    CHECK_NEAR(p.tasks[cpu].t_end_s, 1.225, 1e-12);
+    /* a compute-bound CPU op (flop share 1, memory share 0.3) is not slowed by the DMA:
+     * max(1, 0.3 / 0.55) = 1; and it barely slows the DMA: cap 10 · (1 - 0.1 · 0.3) = 9.7 GB/s */
+    sim_prog_clear(&p);
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &cpu, NULL) == ATS_OK);
+    p.tasks[cpu].mem_frac = 0.3;
+    p.tasks[cpu].flop_frac = 1.0;
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 9.7e9, NULL, 0, &dma, NULL) == ATS_OK);
+    double t0 = sim_engine_now(e);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    CHECK_NEAR(p.tasks[cpu].t_end_s - t0, 1.0, 1e-12);
+    CHECK_NEAR(p.tasks[dma].t_end_s - t0, 1.0, 1e-12);
+    /* with interference off both run at their idle speed */
+    sim_engine_free(e);
+    e = mk(&hw, NULL, 0);
+    sim_prog_clear(&p);
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &cpu, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 4.5e9, NULL, 0, &dma, NULL) == ATS_OK);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    CHECK_NEAR(p.tasks[dma].t_end_s, 0.45, 1e-12);
+    CHECK_NEAR(p.tasks[cpu].t_end_s, 1.0, 1e-12);
+    sim_prog_free(&p);
+    sim_engine_free(e);
+}
+
+static void test_trace(void)
+{
+    ats_hw hw = test_hw();
+    hw.pcie_latency_s = 0.01;
+    const double t[3] = {0.0, 0.5, 2.0}, cpu[3] = {1.0, 0.25, 1.0}, gpu[3] = {1.0, 0.5, 1.0},
+                 pcie[3] = {1.0, 0.2, 0.4};
+    sim_trace tr = {3, t, cpu, gpu, pcie};
+    sim_engine *e = mk(&hw, &tr, 0);
+    sim_prog p;
+    sim_prog_init(&p);
+    int32_t g, c, x;
+    CHECK(sim_prog_add(&p, SIM_TASK_GPU, SIM_Q_GPU, 1.0, NULL, 0, &g, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 0.75, NULL, 0, &c, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 8e9, NULL, 0, &x, NULL) == ATS_OK);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    /* GPU: 0.5 s done by 0.5, the other 0.5 at half speed → 1.5 */
+    CHECK_NEAR(p.tasks[g].t_end_s, 1.5, 1e-12);
+    /* CPU: 0.5 done by 0.5, 0.25 at quarter speed → 1.5 */
+    CHECK_NEAR(p.tasks[c].t_end_s, 1.5, 1e-12);
+    /* transfer: latency 0.01, then 10 GB/s until 0.5 (4.9 GB), then 2 GB/s until 2.0 (3 GB),
+     * then 4 GB/s for the last 0.1 GB → 2.025 */
+    CHECK_NEAR(p.tasks[x].t_end_s, 2.025, 1e-12);
+    double a_cpu, a_gpu, a_pcie;
+    sim_engine_avail(e, &a_cpu, &a_gpu, &a_pcie);
+    CHECK(a_cpu == 1.0 && a_gpu == 1.0 && a_pcie == 0.4);
+    sim_prog_free(&p);
+    sim_engine_free(e);
+
+    /* a trace offset shifts the replay; advance() crosses change points while idle */
+    sim_engine_opts o = sim_engine_opts_default();
+    o.trace_offset_s = 0.25;
+    CHECK(sim_engine_new(&hw, &tr, &o, &e, NULL) == ATS_OK);
+    sim_engine_advance(e, 1.0);
+    sim_engine_avail(e, &a_cpu, NULL, NULL);
+    CHECK(a_cpu == 0.25);
+    sim_engine_advance(e, 1.75);
+    sim_engine_avail(e, &a_cpu, NULL, NULL);
+    CHECK(a_cpu == 1.0);
+    sim_engine_free(e);
+}
+
+/* random programs without link sharing against the list-scheduling recurrence */
+static void test_random_oracle(uint64_t *rs)
+{
+    ats_hw hw = test_hw();
+    hw.pcie_latency_s = 1e-5;
+    hw.pcie_link_bw = 1e12; /* never binding */
+    hw.n_copy_engines = 2;
+    sim_engine *e = mk(&hw, NULL, 0);
+    sim_prog p;
+    sim_prog_init(&p);
+    double *end = malloc(sizeof(double) * 400), *start = malloc(sizeof(double) * 400);
+    for (int rep = 0; rep < 200; rep++) {
+        sim_prog_clear(&p);
+        int n = 1 + (int)(tu_rand(rs) % 300);
+        double qend[SIM_MAX_QUEUES];
+        double t0 = sim_engine_now(e);
+        for (int q = 0; q < SIM_MAX_QUEUES; q++) qend[q] = t0;
+        for (int i = 0; i < n; i++) {
+            /* queues: CPU, GPU (GPU op only: an SM copy could overlap a CE flow), CE0, CE1 (one
+             * direction each, so no two flows share a direction) */
+            int pick = (int)(tu_rand(rs) % 4);
+            sim_task_kind k = pick == 0 ? SIM_TASK_CPU : pick == 1 ? SIM_TASK_GPU
+                              : pick == 2 ? SIM_TASK_CE_H2D : SIM_TASK_CE_D2H;
+            int q = pick == 0 ? SIM_Q_CPU : pick == 1 ? SIM_Q_GPU : pick == 2 ? SIM_Q_CE0 : SIM_Q_CE0 + 1;
+            double work = pick < 2 ? tu_uniform(rs, 1e-6, 1e-3) : tu_uniform(rs, 1e3, 1e7);
+            int32_t deps[4];
+            int nd = i ? (int)(tu_rand(rs) % 4) : 0;
+            for (int d = 0; d < nd; d++) deps[d] = (int32_t)(tu_rand(rs) % (uint64_t)i);
+            int32_t idx;
+            CHECK(sim_prog_add(&p, k, q, work, deps, nd, &idx, NULL) == ATS_OK);
+            double s = qend[q];
+            for (int d = 0; d < nd; d++) s = end[deps[d]] > s ? end[deps[d]] : s;
+            start[i] = s;
+            double dur = pick < 2 ? work : hw.pcie_latency_s + work / 10e9;
+            end[i] = s + dur;
+            qend[q] = end[i];
+        }
+        CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+        double last = t0;
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            if (fabs(p.tasks[i].t_start_s - start[i]) > 1e-12 * (1 + fabs(start[i])) ||
+                fabs(p.tasks[i].t_end_s - end[i]) > 1e-12 * (1 + fabs(end[i])))
+                bad++;
+            last = end[i] > last ? end[i] : last;
+        }
+        CHECK_MSG(bad == 0, "rep %d: %d of %d tasks differ from the oracle", rep, bad, n);
+        CHECK_NEAR(sim_engine_now(e), last, 1e-12 * (1 + last));
+    }
+    /* reproducibility: rerun the last program on a fresh engine, identical bits */
+    sim_engine *e2 = mk(&hw, NULL, 0);
+    sim_prog q2 = p;
+    q2.tasks = malloc(sizeof(sim_task) * (size_t)p.n);
+    memcpy(q2.tasks, p.tasks, sizeof(sim_task) * (size_t)p.n);
+    sim_engine_advance(e2, p.tasks[0].t_start_s); /* programs start at the same clock */
+    CHECK(sim_engine_run(e2, &q2, NULL) == ATS_OK);
+    int same = 1;
+    for (int i = 0; i < p.n; i++) same &= q2.tasks[i].t_end_s == p.tasks[i].t_end_s;
+    CHECK(same);
+    free(q2.tasks);
+    sim_engine_free(e2);
+    free(end);
+    free(start);
+    sim_prog_free(&p);
+    sim_engine_free(e);
+}
+
+static void test_bad_input(void)
+{
+    sim_prog p;
+    sim_prog_init(&p);
+    ats_err err = {{0}};
+    int32_t dep = 3;
+    CHECK(sim_prog_add(&p, SIM_TASK_GPU, SIM_Q_CPU, 1.0, NULL, 0, NULL, &err) == ATS_EINVAL);
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, NAN, NULL, 0, NULL, &err) == ATS_EINVAL);
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, &dep, 1, NULL, &err) == ATS_EINVAL);
+    CHECK(strstr(err.msg, "dependency 3") != NULL);
+    ats_hw hw = test_hw();
+    hw.n_copy_engines = 1;
+    sim_engine *e = mk(&hw, NULL, 0);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0 + 1, 1.0, NULL, 0, NULL, &err) == ATS_OK);
+    CHECK(sim_engine_run(e, &p, &err) == ATS_EINVAL);
+    sim_engine_free(e);
+    const double t[2] = {0.0, 0.0}, v[2] = {1.0, 1.0}, z[2] = {1.0, 0.0};
+    sim_trace tr = {2, t, v, v, v};
+    CHECK(sim_engine_new(&hw, &tr, NULL, &e, &err) == ATS_EINVAL);
+    const double t2[2] = {0.0, 1.0};
+    sim_trace tr2 = {2, t2, v, z, v};
+    CHECK(sim_engine_new(&hw, &tr2, NULL, &e, &err) == ATS_EINVAL);
+    CHECK(strstr(err.msg, "gpu_avail[1]") != NULL);
+    sim_prog_free(&p);
+}
+
+int main(void)
+{
+    uint64_t rs = tu_seed("test_sim_engine");
+    test_maxmin();
+    test_link_sharing();
+    test_hostmem();
+    test_trace();
+    test_random_oracle(&rs);
+    test_bad_input();
+    return tu_finish("test_sim_engine");
+}
