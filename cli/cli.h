@@ -50,5 +50,6 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 
 /* Subcommands (each in cli/cmd_<name>.c). */
 int ats_cmd_inspect(int argc, char **argv);
+int ats_cmd_trace(int argc, char **argv);
 
 #endif

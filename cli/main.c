@@ -13,6 +13,7 @@
 
 static const ats_cmd commands[] = {
     {"inspect", ats_cmd_inspect, "print a model's op graph, placement and plan for one round"},
+    {"trace", ats_cmd_trace, "load traces: synth, show, import (CSV), compare"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,279 @@
+/*
+ * common/src/trace_import.c — CSV time series → load trace (see atsc/trace_import.h).
+ */
+#include "atsc/trace_import.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+atsc_import_opts atsc_import_opts_default(void)
+{
+    atsc_import_opts o = {.time_col = "0", .value_col = "1", .filter_col = NULL, .filter_value = NULL,
+                          .resource = ATSC_RES_CPU, .ref_percentile = 50.0, .invert = 0, .compress = 1.0,
+                          .floor = 0.01};
+    return o;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double atsc_percentile(double *v, size_t n, double p)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    if (n == 1) return v[0];
+    double pos = p / 100.0 * (double)(n - 1);
+    if (pos <= 0) return v[0];
+    if (pos >= (double)(n - 1)) return v[n - 1];
+    size_t i = (size_t)pos;
+    double f = pos - (double)i;
+    return v[i] + f * (v[i + 1] - v[i]);
+}
+
+/* days from 1970-01-01 to y-m-d (proleptic Gregorian), Howard Hinnant's algorithm */
+static long long days_from_civil(long long y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (long long)doe - 719468;
+}
+
+int atsc_parse_time(const char *s, double *out_s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end != s && !errno && isfinite(v)) {
+        while (isspace((unsigned char)*end)) end++;
+        if (*end == '\0') {
+            *out_s = v;
+            return 0;
+        }
+    }
+    int Y, M, D, h, mi, n = 0;
+    double sec;
+    char sep;
+    if (sscanf(s, "%4d-%2d-%2d%c%2d:%2d:%lf%n", &Y, &M, &D, &sep, &h, &mi, &sec, &n) != 7) return -1;
+    if ((sep != ' ' && sep != 'T') || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || mi > 59 || sec < 0 ||
+        sec >= 61)
+        return -1;
+    const char *rest = s + n;
+    while (isspace((unsigned char)*rest)) rest++;
+    if (*rest == 'Z') rest++;
+    if (*rest) return -1;
+    *out_s = (double)days_from_civil(Y, (unsigned)M, (unsigned)D) * 86400.0 + h * 3600.0 + mi * 60.0 + sec;
+    return 0;
+}
+
+/* Splits a CSV line in place at commas (no quoting in the supported files; quotes are stripped). */
+static int split_csv(char *line, char **fields, int max)
+{
+    int n = 0;
+    char *p = line;
+    size_t len = strlen(p);
+    while (len && (p[len - 1] == '\n' || p[len - 1] == '\r')) p[--len] = '\0';
+    for (;;) {
+        if (n == max) return -1;
+        char *c = strchr(p, ',');
+        if (c) *c = '\0';
+        size_t l = strlen(p);
+        if (l >= 2 && p[0] == '"' && p[l - 1] == '"') {
+            p[l - 1] = '\0';
+            p++;
+        }
+        fields[n++] = p;
+        if (!c) break;
+        p = c + 1;
+    }
+    return n;
+}
+
+static int find_col(char **hdr, int nh, const char *want)
+{
+    for (int i = 0; i < nh; i++)
+        if (strcmp(hdr[i], want) == 0) return i;
+    char *end = NULL;
+    long k = strtol(want, &end, 10);
+    if (end != want && *end == '\0' && k >= 0 && k < nh) return (int)k;
+    return -1;
+}
+
+typedef struct row { double t, v; } row;
+
+static int cmp_row(const void *a, const void *b)
+{
+    const row *x = a, *y = b;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+#define MAX_FIELDS 64
+
+enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *o, atsc_trace **out, ats_err *err)
+{
+    *out = NULL;
+    if (!(o->ref_percentile > 0 && o->ref_percentile <= 100))
+        return ats_err_set(err, ATS_EINVAL, "import: percentile %g must be in (0, 100]", o->ref_percentile);
+    if (!(o->compress > 1e-9) || !isfinite(o->compress))
+        return ats_err_set(err, ATS_EINVAL, "import: compression factor %g must be > 0", o->compress);
+    if (!(o->floor > 0 && o->floor <= 1))
+        return ats_err_set(err, ATS_EINVAL, "import: floor %g must be in (0, 1]", o->floor);
+    if ((unsigned)o->resource >= ATSC_RES_COUNT)
+        return ats_err_set(err, ATS_EINVAL, "import: bad resource %d", (int)o->resource);
+    if ((o->filter_col == NULL) != (o->filter_value == NULL))
+        return ats_err_set(err, ATS_EINVAL, "import: a filter needs both a column and a value");
+
+    FILE *f = fopen(path, "r");
+    if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open: %s", path, strerror(errno));
+    enum ats_status st = ATS_EINVAL;
+    char *line = NULL;
+    size_t cap = 0, nrows = 0, rcap = 0;
+    row *rows = NULL;
+    double *vals = NULL;
+    atsc_trace *tr = NULL;
+    char *fields[MAX_FIELDS];
+    if (getline(&line, &cap, f) < 0) {
+        ats_err_set(err, ATS_EINVAL, "%s: line 1: empty file (need a header row)", path);
+        goto done;
+    }
+    char *hdr_copy = strdup(line);
+    if (!hdr_copy) {
+        st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    char *hdr[MAX_FIELDS];
+    int nh = split_csv(hdr_copy, hdr, MAX_FIELDS);
+    int ct = nh > 0 ? find_col(hdr, nh, o->time_col) : -1;
+    int cv = nh > 0 ? find_col(hdr, nh, o->value_col) : -1;
+    int cf = (nh > 0 && o->filter_col) ? find_col(hdr, nh, o->filter_col) : -2;
+    const char *missing = ct < 0 ? o->time_col : cv < 0 ? o->value_col : cf == -1 ? o->filter_col : NULL;
+    free(hdr_copy);
+    if (missing) {
+        st = ats_err_set(err, ATS_ENOTFOUND, "%s: line 1: no column '%s' in the header", path, missing);
+        goto done;
+    }
+    size_t lineno = 1;
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        if (line[0] == '\n' || line[0] == '\r' || line[0] == '\0') continue;
+        int nf = split_csv(line, fields, MAX_FIELDS);
+        int need = ct > cv ? ct : cv;
+        if (cf > need) need = cf;
+        if (nf <= need) {
+            ats_err_set(err, ATS_EINVAL, "%s: line %zu: %d fields, need at least %d", path, lineno, nf, need + 1);
+            goto done;
+        }
+        if (cf >= 0 && strcmp(fields[cf], o->filter_value) != 0) continue;
+        row r;
+        if (atsc_parse_time(fields[ct], &r.t) != 0) {
+            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%s': bad time '%s'", path, lineno, o->time_col,
+                        fields[ct]);
+            goto done;
+        }
+        char *end = NULL;
+        r.v = strtod(fields[cv], &end);
+        if (end == fields[cv] || *end != '\0' || !isfinite(r.v)) {
+            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%s': bad value '%s'", path, lineno, o->value_col,
+                        fields[cv]);
+            goto done;
+        }
+        if (nrows == rcap) {
+            size_t nc = rcap ? 2 * rcap : 1024;
+            row *nr = realloc(rows, nc * sizeof *rows);
+            if (!nr) {
+                st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory at line %zu", path, lineno);
+                goto done;
+            }
+            rows = nr;
+            rcap = nc;
+        }
+        rows[nrows++] = r;
+    }
+    if (nrows == 0) {
+        ats_err_set(err, ATS_EINVAL, "%s: no data rows%s%s%s%s", path, o->filter_col ? " with " : "",
+                    o->filter_col ? o->filter_col : "", o->filter_col ? " = " : "",
+                    o->filter_col ? o->filter_value : "");
+        goto done;
+    }
+    /* stable order by time; merge equal times by their mean */
+    qsort(rows, nrows, sizeof *rows, cmp_row);
+    size_t m = 0;
+    for (size_t i = 0; i < nrows;) {
+        size_t j = i;
+        double acc = 0;
+        while (j < nrows && rows[j].t == rows[i].t) acc += rows[j++].v;
+        rows[m].t = rows[i].t;
+        rows[m].v = acc / (double)(j - i);
+        m++;
+        i = j;
+    }
+    vals = malloc(m * sizeof *vals);
+    if (!vals) {
+        st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    for (size_t i = 0; i < m; i++) vals[i] = rows[i].v;
+    double ref = atsc_percentile(vals, m, o->ref_percentile);
+    if (!(ref > 0)) {
+        ats_err_set(err, ATS_EINVAL, "%s: column '%s': reference (percentile %g) = %g, must be > 0", path,
+                    o->value_col, o->ref_percentile, ref);
+        goto done;
+    }
+    if (!(tr = atsc_trace_new(m))) {
+        st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    double *a = atsc_trace_res(tr, o->resource);
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        if (r != (int)o->resource) {
+            double *b = atsc_trace_res(tr, (enum atsc_resource)r);
+            for (size_t i = 0; i < m; i++) b[i] = 1.0;
+        }
+    for (size_t i = 0; i < m; i++) {
+        tr->t_s[i] = (rows[i].t - rows[0].t) / o->compress;
+        double v = rows[i].v;
+        double av = o->invert ? (v > 0 ? ref / v : o->floor) : v / ref;
+        if (!(av >= o->floor)) av = o->floor;
+        if (av > 1.0) av = 1.0;
+        a[i] = av;
+    }
+    /* compression can merge nearly equal times into equal doubles: keep strictly increasing */
+    for (size_t i = 1; i < m; i++)
+        if (!(tr->t_s[i] > tr->t_s[i - 1])) {
+            ats_err_set(err, ATS_EINVAL, "%s: times of rows %zu and %zu coincide after compression by %g", path,
+                        i - 1, i, o->compress);
+            goto done;
+        }
+    snprintf(tr->source, sizeof tr->source,
+             "ats trace import %s --time-col %s --value-col %s%s%s%s%s --resource %s --percentile %g%s "
+             "--compress %g --floor %g",
+             path, o->time_col, o->value_col, o->filter_col ? " --filter " : "", o->filter_col ? o->filter_col : "",
+             o->filter_col ? "=" : "", o->filter_col ? o->filter_value : "", atsc_resource_name(o->resource),
+             o->ref_percentile, o->invert ? " --invert" : "", o->compress, o->floor);
+    snprintf(tr->machine, sizeof tr->machine, "imported");
+    snprintf(tr->description, sizeof tr->description,
+             "%s availability = %s (reference = p%g of %zu samples = %g), clipped to [%g, 1]; time / %g; other "
+             "resources 1",
+             atsc_resource_name(o->resource), o->invert ? "ref / value" : "value / ref", o->ref_percentile, m, ref,
+             o->floor, o->compress);
+    *out = tr;
+    tr = NULL;
+    st = ATS_OK;
+done:
+    atsc_trace_free(tr);
+    free(vals);
+    free(rows);
+    free(line);
+    fclose(f);
+    return st;
+}
