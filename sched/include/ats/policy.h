@@ -1,0 +1,138 @@
+/*
+ * ats/policy.h — scheduling policies: a named table of function pointers plus a context (STYLE.md).
+ *
+ * The simulator and the executor look a policy up by name and drive it the same way:
+ *   ats_policy *pol; ats_policy_new("ats", &cfg, &pol, &err);
+ *   ats_policy_place(pol, g_decode, nominal, &placement, &err);          once, before the run
+ *   per round: ats_policy_assign(pol, g_round, &placement, cur, &ctx, &asg, &err);
+ *              ats_policy_plan(pol, g_round, &placement, &asg, cur, &ctx, &plan, &err);
+ *   ats_policy_free(pol);
+ * (or let the controller, controller.h, decide when to re-assign). Op i means the same tensor in the
+ * prefill and decode graphs of a model, so one placement serves every round.
+ *
+ * Policies ("ats_policy_names()" lists them):
+ *  layer            llama.cpp -ngl: whole layers on the GPU as fit (KV cache included), the output
+ *                   head (and output norm) first, then the last layers, going down; nothing promoted.
+ *  layer-opoffload  layer + llama.cpp's prefill rule: rounds with ≥ opoffload_min_tokens tokens
+ *                   copy CPU-resident MATMUL/EXPERTS/SHEXP weights to the GPU and run them there,
+ *                   serialized (plan R7); activations over the copy engine.
+ *  expert           KTransformers: every non-expert op (incl. KV cache) on the GPU, routed experts
+ *                   on the CPU; ATS_EINFEASIBLE when the non-expert part does not fit.
+ *  gpu-stream       FlexGen/vLLM-style offload: every op runs on the GPU; residency chosen by the
+ *                   placement DP with r_i = w_i (transfer time saved); the rest streamed every round
+ *                   through the temp ring.
+ *  static           ATS static placement (Algorithm 1), no dynamic transfer.
+ *  ats-paper        static placement + Algorithm 2 exactly (transfer.h model P) each (re)schedule.
+ *  ats              static placement + model A (transfer.h): copy-engine queue, prefetch, router
+ *                   release, host-memory interference, temp capacity.
+ * Every policy except the ATTN pinning respects the VRAM budget: resident bytes ≤ budget − temp.
+ */
+#ifndef ATS_POLICY_H
+#define ATS_POLICY_H
+
+#include <stdint.h>
+#include "ats/costs.h"
+#include "ats/graph.h"
+#include "ats/placement.h"
+#include "ats/plan.h"
+#include "ats/status.h"
+#include "ats/transfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Configuration shared by all policies. */
+typedef struct ats_policy_cfg {
+    uint64_t vram_budget_bytes;  /* M: resident weights + KV caches + temp ring [bytes]; > 0 */
+    uint64_t temp_bytes;         /* temp ring for promoted weights [bytes]; 0 = automatic: policies
+                                    that promote take max(2 × the largest promotable op, M/8),
+                                    capped at M/2; policies that never promote take 0 */
+    uint64_t quantum_bytes;      /* placement DP unit [bytes]; default 1 MiB */
+    int64_t opoffload_min_tokens;/* layer-opoffload: prefill rounds with ≥ this many tokens offload
+                                    (llama.cpp default 32) */
+    int n_copy_engines;          /* default 1 (consumer RTX); ats/ats-paper plans use engine 0 */
+    double hostmem_cpu_factor;   /* model A R6 factor, (0,1]; default 1; set from ats_hw */
+    int moe_partition;           /* static placement: Algorithm 1 partition (default 1) */
+} ats_policy_cfg;
+
+ats_policy_cfg ats_policy_cfg_default(void);
+
+/** What one round needs besides the costs. */
+typedef struct ats_round_ctx {
+    const ats_routing *routing;  /* borrowed; NULL = expected routing */
+    double prefetch_lead_s;      /* decode only: copy-engine idle tail of the previous round [s];
+                                    0 = no prefetch (prefill, first round) */
+} ats_round_ctx;
+
+static inline ats_round_ctx ats_round_ctx_default(void)
+{
+    ats_round_ctx c = {0, 0.0};
+    return c;
+}
+
+typedef struct ats_policy ats_policy;
+
+/** The function table of one policy. `self` is the policy handle (its cfg and context). */
+typedef struct ats_policy_ops {
+    const char *name;
+    const char *summary;
+    int dynamic;                 /* 1: assignment depends on the current costs (re-run by the
+                                    controller); 0: fixed per phase */
+    ats_act_path act_path;       /* how its plans move activations */
+    enum ats_status (*place)(ats_policy *self, const ats_graph *g, const ats_costs *nominal,
+                             ats_placement *out, ats_err *err);
+    enum ats_status (*assign)(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                              const ats_costs *cur, const ats_round_ctx *ctx, ats_assignment *out,
+                              ats_err *err);
+} ats_policy_ops;
+
+/** Looks a policy up by name. ATS_ENOTFOUND for unknown names (out untouched). */
+enum ats_status ats_policy_find(const char *name, const ats_policy_ops **out);
+/** Comma-separated list of policy names, for help text (static string). */
+const char *ats_policy_names(void);
+
+/**
+ * New policy handle: looks `name` up and copies `cfg`. *out is new; free with ats_policy_free().
+ * ATS_ENOTFOUND (message lists the names), ATS_EINVAL (budget 0, factor outside (0,1], quantum 0,
+ * n_copy_engines < 1), ATS_ENOMEM. Handles are independent; one handle is not thread-safe.
+ */
+enum ats_status ats_policy_new(const char *name, const ats_policy_cfg *cfg, ats_policy **out,
+                               ats_err *err);
+void ats_policy_free(ats_policy *pol);
+const ats_policy_ops *ats_policy_get_ops(const ats_policy *pol);
+const ats_policy_cfg *ats_policy_get_cfg(const ats_policy *pol);
+
+/**
+ * Static placement (once). `nominal` borrowed (n = g->n_ops, validated); `out` initialised with
+ * n = g->n_ops. Also fixes the temp capacity the handle uses afterwards (ats_policy_temp_bytes).
+ * ATS_EINVAL (empty graph, bad costs), ATS_EINFEASIBLE (e.g. `expert` when non-experts do not fit).
+ */
+enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
+                                 ats_placement *out, ats_err *err);
+
+/** Temp ring capacity chosen at placement [bytes] (0 before ats_policy_place). */
+uint64_t ats_policy_temp_bytes(const ats_policy *pol);
+
+/**
+ * Per-round assignment. `cur`: current costs (load-scaled, routing applied with ats_costs_route);
+ * ctx may be NULL (defaults). `out` initialised with n = g->n_ops; its serialized flag says whether
+ * the plan runs without overlap. ATS_EINVAL on mismatched sizes / bad costs.
+ */
+enum ats_status ats_policy_assign(ats_policy *pol, const ats_graph *g, const ats_placement *p,
+                                  const ats_costs *cur, const ats_round_ctx *ctx,
+                                  ats_assignment *out, ats_err *err);
+
+/** Builds the plan of an assignment with the policy's temp capacity, copy engines, activation
+ *  path and the ctx's routing / prefetch lead (ats_plan_build). */
+enum ats_status ats_policy_plan(ats_policy *pol, const ats_graph *g, const ats_placement *p,
+                                const ats_assignment *a, const ats_costs *cur,
+                                const ats_round_ctx *ctx, ats_plan *out, ats_err *err);
+
+/** Predict options matching the policy (hostmem factor from cfg, prefetch lead from ctx). */
+ats_predict_opts ats_policy_predict_opts(const ats_policy *pol, const ats_round_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,151 @@
+/*
+ * ats/transfer.h — dynamic transfer: the per-round backend assignment rb (paper §4.4, Algorithm 2).
+ *
+ * Given a placement b (placement.h) and the current cost snapshot, choose for each CPU-resident op
+ * whether to promote it this round (copy its weights to a GPU temp buffer on the copy engine and run
+ * it on the GPU). GPU-resident ops always run on the GPU. Two solvers, each exact for the latency
+ * model stated below; both return an ats_assignment.
+ *
+ * Ops that can be promoted ("promotable"): b_i = CPU, kind not EMBED and not ATTN (attention runs
+ * where its KV cache lives), weight bytes this round > 0 and ≤ the temp capacity.
+ *
+ * ── Model P (policy "ats-paper", §4.4.1 exactly) ───────────────────────────────────────────────
+ * Ops 0..n−1 run one after another. G = promoted ops. With default backends b and t_i^b, c_i:
+ *   seg(j,i) = Σ_{k=j+1}^{i−1} t_k^{b_k} + Σ_{k=j+1}^{i−1, k≥1} c_k·[b_{k−1} ≠ b_k]
+ *   δ_i      = max(w_i − seg(j(i), i), 0)
+ *   T(rb)    = Σ_i t_i^{rb_i} + Σ_{i≥1} c_i·[rb_{i−1} ≠ rb_i] + Σ_{i∈G} δ_i
+ * where j(i), "the previous CPU-side endpoint" at which i's transfer starts, is the virtual round
+ * start j = −1 when i is the first promoted op, else the first op after the previous promoted op
+ * that runs on the CPU; an rb with two promoted ops and no CPU-run op between them is infeasible
+ * (T = +∞). This is exactly the set of schedules Algorithm 2 enumerates (dp[j,CPU] +
+ * max(w_i, seg[j,i]) with every op between j and i at its default backend); we read its line 17
+ * "c_i·1{b_{i−1} = GPU}" as the switch into i, i.e. c_i·[b_{i−1} = CPU], which is what T charges.
+ * Solver: O(n²) time, O(n) auxiliary memory (prefix sums of the default path + dp + argmin).
+ *
+ * ── Model A (policy "ats") ─────────────────────────────────────────────────────────────────────
+ * The round as the plan executes it (plan.h, ats_plan_predict with the same options), for one copy
+ * engine and no temp-slot reuse inside the round:
+ *  - compute: op i starts at S_i = max(E_{i−1} + c_i·[rb_{i−1} ≠ rb_i], F_i if i is promoted)
+ *    (E_{−1} = 0) and ends at E_i = S_i + t_i^{rb_i}, except that a CPU op progresses at rate
+ *    h = hostmem_cpu_factor (≤ 1) while the copy engine is busy (DESIGN.md host-memory table);
+ *  - copy engine: promoted ops' weights move back to back in op order; transfer k starts at
+ *    max(end of transfer k−1, release_k) and takes w_{g_k}; the queue is free from −prefetch_lead_s
+ *    (decode: the idle tail of the previous round's copy engine; a transfer starting before 0 is a
+ *    prefetch, issued during the previous round); release = −prefetch_lead_s for non-expert ops and
+ *    the end of the layer's router op for EXPERTS ops (only selected experts move);
+ *  - temp capacity: Σ bytes of promoted ops ≤ temp_bytes (every promoted tensor gets its own range
+ *    of the temp region this round, so the plan has no slot waits within the round).
+ * Solver: DP over promoted ops in order with a Pareto frontier of states (E, F, U) = (end of the
+ * promoted op, end of its transfer, temp bytes used); the round latency is monotone in E and F
+ * (no-overtaking argument in transfer.c), so dominated states are dropped and the DP is exact.
+ * Requires the graph property that ops strictly between an EXPERTS op and its router are EXPERTS ops
+ * of the same router (true for ats_graph_build graphs); ATS_EINVAL otherwise.
+ *
+ * Routing: for EXPERTS ops the weight-transfer time w_i covers only the experts selected this round.
+ * ats_costs_route() rewrites w for a given routing; without a routing the snapshot's expected value
+ * (op.n_expert_active experts) is used.
+ */
+#ifndef ATS_TRANSFER_H
+#define ATS_TRANSFER_H
+
+#include <stdint.h>
+#include "ats/costs.h"
+#include "ats/graph.h"
+#include "ats/placement.h"
+#include "ats/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Runtime backend per op for one round. */
+typedef struct ats_assignment {
+    int32_t n;
+    uint8_t *backend;     /* ats_backend rb_i per op (owned) */
+    int32_t n_promoted;   /* ops with b = CPU and rb = GPU */
+    uint8_t serialized;   /* 1: the round runs without overlap (llama.cpp path; see plan.h) */
+    double predicted_s;   /* round latency under the solver's model [s]; NaN when not computed */
+} ats_assignment;
+
+enum ats_status ats_assignment_init(ats_assignment *a, int32_t n);
+void ats_assignment_free(ats_assignment *a);
+void ats_assignment_copy(ats_assignment *dst, const ats_assignment *src);
+/** rb = b (nothing promoted). */
+void ats_assignment_from_placement(ats_assignment *a, const ats_placement *p);
+
+/**
+ * The routing of one round (MoE). All pointers borrowed.
+ * n_selected[i]: distinct experts selected this round by op i's router (EXPERTS ops; other entries
+ * ignored). ids/ids_off: optional CSR of the selected expert ids (ids_off has n+1 entries; op i's
+ * ids are ids[ids_off[i] .. ids_off[i+1]) ); NULL when only counts are known.
+ */
+typedef struct ats_routing {
+    int32_t n;
+    const double *n_selected;
+    const int32_t *ids_off;
+    const int32_t *ids;
+} ats_routing;
+
+/**
+ * out = in with, for every EXPERTS op i: w[i] += (n_selected[i] − op.n_expert_active)·w_expert[i]
+ * (execution times unchanged). `in` and `out` may alias. ATS_EINVAL when routing->n ≠ g->n_ops
+ * or a count is negative, NaN or > op.n_expert (message names the op).
+ */
+enum ats_status ats_costs_route(const ats_graph *g, const ats_costs *in, const ats_routing *routing,
+                                ats_costs *out, ats_err *err);
+
+/** Options shared by both solvers. */
+typedef struct ats_transfer_opts {
+    uint64_t temp_bytes;        /* temp-buffer capacity for promoted weights [bytes]; ops larger
+                                   than this are not promotable; model A also caps Σ promoted bytes */
+    double hostmem_cpu_factor;  /* model A: CPU op rate while the copy engine is busy, (0, 1];
+                                   1 = no interference (default 1) */
+    double prefetch_lead_s;     /* model A: copy engine free from −prefetch_lead_s [s] (≥ 0;
+                                   default 0 = no prefetch) */
+    const ats_routing *routing; /* borrowed; this round's routing (bytes of EXPERTS transfers);
+                                   NULL = expected routing (op.n_expert_active) */
+} ats_transfer_opts;
+
+ats_transfer_opts ats_transfer_opts_default(void);
+
+/** 1 when op i of g may be promoted under placement p and opts (see the file comment). */
+int ats_op_promotable(const ats_graph *g, const ats_placement *p, const ats_transfer_opts *opts,
+                      int32_t i);
+
+/**
+ * Bytes that move host→device when op i is promoted this round [bytes]: weight_bytes, or for
+ * EXPERTS n_selected (routing) or ceil(n_expert_active) experts × expert_bytes.
+ */
+uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i);
+
+/**
+ * Model P solver (Algorithm 2). `cur` borrowed: current costs (routing already applied).
+ * `out` initialised with n = g->n_ops; predicted_s = T(rb*). Returns ATS_EINVAL for mismatched n or
+ * invalid costs, ATS_ENOMEM. O(n²) time, O(n) extra memory. Thread-safe.
+ */
+enum ats_status ats_transfer_paper(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
+                                   const ats_transfer_opts *opts, ats_assignment *out, ats_err *err);
+
+/** Model P latency T(rb) of an arbitrary assignment [s] (+INFINITY when infeasible under P).
+ *  For brute-force tests and inspect. */
+double ats_transfer_paper_eval(const ats_placement *p, const ats_costs *cur, const uint8_t *rb);
+
+/**
+ * Model A solver. Same contract as ats_transfer_paper; predicted_s = latency under model A, which
+ * equals ats_plan_predict() of the plan built from this assignment with the same options.
+ * Time O(P²·F·w̄) for P promotable ops, F the frontier size and w̄ the ops overlapping a transfer;
+ * memory O(P·F).
+ */
+enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
+                                 const ats_transfer_opts *opts, ats_assignment *out, ats_err *err);
+
+/** Model A latency of an arbitrary assignment [s] (+INFINITY when Σ promoted bytes > temp_bytes or
+ *  a promoted op is not promotable). Reference implementation for brute-force tests: a direct
+ *  event-by-event evaluation, independent of the DP. */
+double ats_transfer_ats_eval(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
+                             const ats_transfer_opts *opts, const uint8_t *rb);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
