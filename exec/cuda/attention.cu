@@ -1,0 +1,114 @@
+/*
+ * KV-cache append and causal GQA attention over one layer's F32 KV cache (ex/ops.h semantics).
+ * One thread block of 4 warps per (query token, head); each warp walks a strided share of the
+ * positions 0..p with an online softmax (running max, sum, and the weighted V sum in registers,
+ * head_dim/32 values per lane), then the 4 partial results are merged in shared memory. Works for
+ * decode (1 token) and prefill chunks alike; head_dim ≤ 256 and a multiple of 32.
+ * Vaswani et al. 2017 (attention), Ainslie et al. 2023 (GQA), Milakov & Gimelshein 2018 (online softmax).
+ */
+#include "common.cuh"
+
+#include "ex/ops.h"
+
+#define ATT_WARPS 4
+#define ATT_MAX_PER_LANE 8 /* head_dim ≤ 256 */
+
+static __global__ void kv_store_kernel(const float *__restrict__ k, const float *__restrict__ v, int64_t n,
+                                       float *__restrict__ kc, float *__restrict__ vc)
+{
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        kc[i] = k[i];
+        vc[i] = v[i];
+    }
+}
+
+extern "C" ex_gpu_status ex_cuda_kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0, int64_t kv_dim,
+                                          int64_t n_ctx, float *k_cache, float *v_cache, ex_stream s)
+{
+    if (!k || !v || !k_cache || !v_cache || n_tokens < 1 || pos0 < 0 || kv_dim < 1 || pos0 + n_tokens > n_ctx)
+        return EX_GPU_EINVAL;
+    int64_t n = n_tokens * kv_dim;
+    kv_store_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(k, v, n, k_cache + pos0 * kv_dim, v_cache + pos0 * kv_dim);
+    EXC_LAUNCHED(s);
+    return EX_GPU_OK;
+}
+
+template <int PL> /* head_dim / 32 */
+static __global__ void __launch_bounds__(32 * ATT_WARPS)
+    attention_kernel(const float *__restrict__ q, int64_t pos0, const float *__restrict__ kc,
+                     const float *__restrict__ vc, int64_t n_head, int64_t n_head_kv, float scale,
+                     float *__restrict__ out)
+{
+    const int HD = PL * 32;
+    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS], sm_acc[ATT_WARPS][HD];
+    int64_t t = blockIdx.y, h = blockIdx.x;
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int64_t kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * HD;
+    const float *qv = q + (t * n_head + h) * HD;
+    float qr[PL], acc[PL];
+#pragma unroll
+    for (int i = 0; i < PL; i++) {
+        qr[i] = qv[lane + 32 * i] * scale;
+        acc[i] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+    int64_t p_last = pos0 + t;
+    for (int64_t p = w; p <= p_last; p += ATT_WARPS) {
+        const float *kr = kc + p * kv_dim + kvh * HD, *vr = vc + p * kv_dim + kvh * HD;
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < PL; i++) d += qr[i] * kr[lane + 32 * i];
+        d = exc_warp_sum(d);
+        float m_new = fmaxf(m, d);
+        float corr = __expf(m - m_new), e = __expf(d - m_new);
+        l = l * corr + e;
+#pragma unroll
+        for (int i = 0; i < PL; i++) acc[i] = acc[i] * corr + e * vr[lane + 32 * i];
+        m = m_new;
+    }
+    if (lane == 0) {
+        sm_m[w] = m;
+        sm_l[w] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < PL; i++) sm_acc[w][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float M = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < ATT_WARPS; j++) M = fmaxf(M, sm_m[j]);
+    float L = 0.0f, f[ATT_WARPS];
+#pragma unroll
+    for (int j = 0; j < ATT_WARPS; j++) {
+        f[j] = sm_m[j] == -INFINITY ? 0.0f : __expf(sm_m[j] - M); /* a warp with no position */
+        L += sm_l[j] * f[j];
+    }
+    float *o = out + (t * n_head + h) * HD;
+    for (int i = threadIdx.x; i < HD; i += 32 * ATT_WARPS) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < ATT_WARPS; j++) sum += sm_acc[j][i] * f[j];
+        o[i] = sum / L;
+    }
+}
+
+extern "C" ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
+                                           const float *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                                           float scale, float *out, ex_stream s)
+{
+    if (!q || !k_cache || !v_cache || !out || n_tokens < 1 || pos0 < 0 || n_head < 1 || n_head_kv < 1 ||
+        n_head % n_head_kv != 0 || n_tokens > 65535)
+        return EX_GPU_EINVAL;
+    dim3 grid((unsigned)n_head, (unsigned)n_tokens), block(32 * ATT_WARPS);
+    switch (head_dim) {
+    case 32: attention_kernel<1><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
+    case 64: attention_kernel<2><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
+    case 96: attention_kernel<3><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
+    case 128: attention_kernel<4><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
+    case 192: attention_kernel<6><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
+    case 256: attention_kernel<8><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
+    default: return EX_GPU_EINVAL;
+    }
+    EXC_LAUNCHED(s);
+    return EX_GPU_OK;
+}

@@ -1,0 +1,147 @@
+/*
+ * exec/cuda/common.cuh — private helpers of the CUDA backend (never included by host C code).
+ *
+ * - EXC_CUDA(call) / EXC_LAUNCHED(): every CUDA runtime call is checked and turned into an
+ *   `ex_gpu_status` (with one line on stderr naming the call, file:line and CUDA's message);
+ *   after a kernel launch the last error is always read, and in debug builds (no NDEBUG, or
+ *   ATS_CUDA_SYNC_DEBUG defined) the stream is synchronized too so a fault shows at its launch.
+ * - Byte layouts of the ggml quantized blocks, read bytewise or by aligned 16/32-bit pieces, from
+ *   ../shared/models/QUANT_FORMATS.md §2 (checked against exec/include/ex/quant_blocks.h by
+ *   static asserts in the static asserts below).
+ * - Warp reductions and the int8 activation blocks (`exc_q8x`) the quantized GEMV kernels read.
+ */
+#ifndef EXC_COMMON_CUH
+#define EXC_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ex/gpu.h"
+#include "ex/quant_blocks.h"
+
+#if !defined(NDEBUG) || defined(ATS_CUDA_SYNC_DEBUG)
+#define EXC_SYNC_AFTER_LAUNCH 1
+#else
+#define EXC_SYNC_AFTER_LAUNCH 0
+#endif
+
+/** Reports a failed CUDA call (one line) and maps it to a status. Defined in gpu.cu. */
+extern "C" ex_gpu_status exc_fail(cudaError_t e, const char *what, const char *file, int line);
+
+#define EXC_CUDA(call)                                                              \
+    do {                                                                            \
+        cudaError_t exc_e_ = (call);                                                \
+        if (exc_e_ != cudaSuccess) return exc_fail(exc_e_, #call, __FILE__, __LINE__); \
+    } while (0)
+
+/* After every launch: the launch error always; in debug builds also the kernel's own fault. */
+#define EXC_LAUNCHED(stream)                                                        \
+    do {                                                                            \
+        EXC_CUDA(cudaGetLastError());                                               \
+        if (EXC_SYNC_AFTER_LAUNCH) EXC_CUDA(cudaStreamSynchronize(stream));         \
+    } while (0)
+
+#define EXC_WARP 32
+
+/* ---- block layouts (bytes) ----------------------------------------------------------------- */
+#define EXC_Q4_0_BYTES 18  /* d fp16 @0, qs[16] @2 */
+#define EXC_Q8_0_BYTES 34  /* d fp16 @0, qs[32] int8 @2 */
+#define EXC_Q4_K_BYTES 144 /* d fp16 @0, dmin fp16 @2, scales[12] @4, qs[128] @16 */
+#define EXC_Q6_K_BYTES 210 /* ql[128] @0, qh[64] @128, scales[16] int8 @192, d fp16 @208 */
+#define EXC_MXFP4_BYTES 17 /* e uint8 @0, qs[16] @1 */
+static_assert(sizeof(ex_block_q4_0) == EXC_Q4_0_BYTES && sizeof(ex_block_q8_0) == EXC_Q8_0_BYTES, "block sizes");
+static_assert(sizeof(ex_block_q4_K) == EXC_Q4_K_BYTES && sizeof(ex_block_q6_K) == EXC_Q6_K_BYTES, "block sizes");
+static_assert(sizeof(ex_block_mxfp4) == EXC_MXFP4_BYTES, "block sizes");
+static_assert(offsetof(ex_block_q4_K, scales) == 4 && offsetof(ex_block_q4_K, qs) == 16, "Q4_K offsets");
+static_assert(offsetof(ex_block_q6_K, qh) == 128 && offsetof(ex_block_q6_K, scales) == 192 &&
+              offsetof(ex_block_q6_K, d) == 208, "Q6_K offsets");
+
+__device__ __forceinline__ float exc_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float exc_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+/* Little-endian 32-bit word from a 2-byte aligned address. */
+__device__ __forceinline__ int exc_ld_u16x2(const uint8_t *p)
+{
+    const uint16_t *q = (const uint16_t *)p;
+    return (int)((uint32_t)__ldg(q) | ((uint32_t)__ldg(q + 1) << 16));
+}
+/* Little-endian 32-bit word from any address. */
+__device__ __forceinline__ int exc_ld_u8x4(const uint8_t *p)
+{
+    return (int)((uint32_t)__ldg(p) | ((uint32_t)__ldg(p + 1) << 8) | ((uint32_t)__ldg(p + 2) << 16) |
+                 ((uint32_t)__ldg(p + 3) << 24));
+}
+
+__device__ __forceinline__ float exc_warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float exc_warp_max(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Block-wide sum for blockDim.x a multiple of 32 (≤ 1024); `sh` holds 32 floats. All threads get it. */
+__device__ __forceinline__ float exc_block_sum(float v, float *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = exc_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : 0.0f;
+    return exc_warp_sum(v);
+}
+__device__ __forceinline__ float exc_block_max(float v, float *sh)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = exc_warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[w] = v;
+    __syncthreads();
+    v = lane < nw ? sh[lane] : -INFINITY;
+    return exc_warp_max(v);
+}
+
+/*
+ * Activations quantized to int8 in blocks of 32 (like ggml's Q8_1): for block b of a vector,
+ * qs[32b..32b+31] int8, d[b] = amax/127 [scale], s[b] = d[b] * sum(qs) (for the offset terms of
+ * Q4_0/Q4_K). `qs` is 16-byte aligned. Built by exc_quantize_q8x() (quantize_x.cu).
+ */
+typedef struct exc_q8x {
+    int8_t *qs;
+    float *d;
+    float *s;
+} exc_q8x;
+
+/** Quantizes `n_rows` rows of `n` floats (n % 32 == 0, rows contiguous) into `q` (row r's blocks
+ *  follow row r-1's). Launch on `stream`. */
+ex_gpu_status exc_quantize_q8x(const float *x, int64_t n, int64_t n_rows, exc_q8x q, cudaStream_t stream);
+
+/** Batched decode GEMV (gemv.cu): for z = 0..n_z-1 (n_z ≤ 65535), y[z] (rows) = W_m · x[r] with
+ *  matrix m = ids ? ids[z] : z·mat_z at W + m·mat_bytes and activation row r = x_div ? z / x_div : 0
+ *  (x rows of `cols` floats). ids: device (n_z) or NULL. */
+ex_gpu_status exc_gemv_batched(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, int64_t mat_bytes,
+                               const int32_t *ids, int mat_z, int x_div, int n_z, const float *x, float *y,
+                               cudaStream_t s);
+
+/* Workspace slots of the handle (each op family its own, so nested ops never share one). */
+enum { EXC_WS_Q8X = 0, EXC_WS_WDEQ, EXC_WS_X16, EXC_WS_FFN, EXC_WS_MOE, EXC_WS_MISC, EXC_N_WORKSPACES };
+
+/** Device workspace of the handle: grows to `bytes` (never shrinks); the returned pointer is
+ *  valid until the next call. Defined in gpu.cu. */
+ex_gpu_status exc_workspace(ex_gpu *g, int slot, size_t bytes, void **out);
+/** Internal accessors of the handle. */
+struct cublasContext;
+struct cublasContext *exc_cublas(ex_gpu *g);
+int exc_sm_count(const ex_gpu *g);
+
+#endif

@@ -1,0 +1,319 @@
+/*
+ * Decode GEMV y = W·x for every weight type (ex_cuda_gemv). One warp per output row, four rows per
+ * thread block; a row is cut into "tasks" (a weight block or a fixed part of one) that the 32 lanes
+ * take in turn, so consecutive lanes read consecutive bytes of the row. Quantized types meet int8
+ * activations (exc_q8x, blocks of 32) through __dp4a, as ggml's mmvq does; the float types use
+ * 16-byte loads and F32 FMAs. Block layouts: ../shared/models/QUANT_FORMATS.md §2.
+ */
+#include "common.cuh"
+
+#include "ats/quant.h"
+
+#define ROWS_PER_BLOCK 4
+
+/* ---- one task of each quantized type: returns its part of the row's dot product -------------- */
+
+/* Q4_0: task = one block of 32. (nibble - 8)·d·x = d·(dx·Σ q·xq - 8·s). */
+struct task_q4_0 {
+    static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1;
+    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int, const exc_q8x &x)
+    {
+        const uint8_t *bp = row + b * BYTES;
+        const int4 *xq = (const int4 *)(x.qs + b * 32);
+        int4 xa = __ldg(xq), xb = __ldg(xq + 1);
+        int xs_lo[4] = {xa.x, xa.y, xa.z, xa.w}, xs_hi[4] = {xb.x, xb.y, xb.z, xb.w};
+        int sumi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int v = exc_ld_u16x2(bp + 2 + 4 * i);
+            sumi = __dp4a(v & 0x0F0F0F0F, xs_lo[i], sumi);
+            sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xs_hi[i], sumi);
+        }
+        float d = exc_h2f(__ldg((const uint16_t *)bp));
+        return d * (__ldg(x.d + b) * (float)sumi - 8.0f * __ldg(x.s + b));
+    }
+};
+
+/* Q8_0: task = one block of 32. */
+struct task_q8_0 {
+    static constexpr int QK = 32, BYTES = EXC_Q8_0_BYTES, TPB = 1;
+    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int, const exc_q8x &x)
+    {
+        const uint8_t *bp = row + b * BYTES;
+        const int4 *xq = (const int4 *)(x.qs + b * 32);
+        int4 xa = __ldg(xq), xb = __ldg(xq + 1);
+        int xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+        int sumi = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) sumi = __dp4a(exc_ld_u16x2(bp + 2 + 4 * i), xs[i], sumi);
+        float d = exc_h2f(__ldg((const uint16_t *)bp));
+        return d * __ldg(x.d + b) * (float)sumi;
+    }
+};
+
+/* Q4_K: 8 tasks per super-block; task j = (chunk c = j/2, half h = j%2) reads qs[32c+16h .. +15]:
+ * low nibbles are elements 16h..16h+15 of sub-block 2c, high nibbles the same of sub-block 2c+1.
+ * value = d·sc·q - dmin·m  →  d·sc·dx·Σ q·xq - dmin·m·dx·Σ xq (per sub-block half). */
+struct task_q4_K {
+    static constexpr int QK = 256, BYTES = EXC_Q4_K_BYTES, TPB = 8;
+    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int j, const exc_q8x &x)
+    {
+        const uint8_t *bp = row + b * BYTES;
+        int c = j >> 1, h = j & 1;
+        int4 w = __ldg((const int4 *)(bp + 16 + 32 * c + 16 * h));
+        int64_t xb_lo = b * 8 + 2 * c, xb_hi = xb_lo + 1;
+        int4 xl = __ldg((const int4 *)(x.qs + xb_lo * 32 + 16 * h));
+        int4 xh = __ldg((const int4 *)(x.qs + xb_hi * 32 + 16 * h));
+        int ws[4] = {w.x, w.y, w.z, w.w}, xls[4] = {xl.x, xl.y, xl.z, xl.w}, xhs[4] = {xh.x, xh.y, xh.z, xh.w};
+        int s_lo = 0, s_hi = 0, n_lo = 0, n_hi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            s_lo = __dp4a(ws[i] & 0x0F0F0F0F, xls[i], s_lo);
+            s_hi = __dp4a((ws[i] >> 4) & 0x0F0F0F0F, xhs[i], s_hi);
+            n_lo = __dp4a(0x01010101, xls[i], n_lo);
+            n_hi = __dp4a(0x01010101, xhs[i], n_hi);
+        }
+        /* 6-bit scales and mins of sub-blocks k0 = 2c and k1 = 2c+1 (QUANT_FORMATS.md §Q4_K) */
+        const uint32_t *sp = (const uint32_t *)(bp + 4);
+        uint32_t s0 = __ldg(sp), s1 = __ldg(sp + 1), s2 = __ldg(sp + 2);
+        uint8_t sc[12];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            sc[i] = (uint8_t)(s0 >> (8 * i));
+            sc[4 + i] = (uint8_t)(s1 >> (8 * i));
+            sc[8 + i] = (uint8_t)(s2 >> (8 * i));
+        }
+        uint8_t sc0, m0, sc1, m1;
+        ex_q4k_scale_min(sc, 2 * c, &sc0, &m0);
+        ex_q4k_scale_min(sc, 2 * c + 1, &sc1, &m1);
+        uint32_t dd = __ldg((const uint32_t *)bp);
+        float d = exc_h2f((uint16_t)dd), dmin = exc_h2f((uint16_t)(dd >> 16));
+        float dx0 = __ldg(x.d + xb_lo), dx1 = __ldg(x.d + xb_hi);
+        return d * (dx0 * (float)(sc0 * s_lo) + dx1 * (float)(sc1 * s_hi)) -
+               dmin * (dx0 * (float)(m0 * n_lo) + dx1 * (float)(m1 * n_hi));
+    }
+};
+
+/* Q6_K: 16 tasks per super-block; task j = (half h = j/8, l0 = 4·(j%8)) makes the 16 values at
+ * offsets 128h + l0 + {0..3} + 32g, g = 0..3 (QUANT_FORMATS.md §Q6_K), each group g with its scale. */
+struct task_q6_K {
+    static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16;
+    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int j, const exc_q8x &x)
+    {
+        const uint8_t *bp = row + b * BYTES;
+        int h = j >> 3, l0 = 4 * (j & 7), s = (j & 7) >> 2;
+        int a = exc_ld_u16x2(bp + 64 * h + l0);
+        int bb = exc_ld_u16x2(bp + 64 * h + 32 + l0);
+        int hh = exc_ld_u16x2(bp + 128 + 32 * h + l0);
+        int q[4];
+        q[0] = (a & 0x0F0F0F0F) | ((hh & 0x03030303) << 4);
+        q[1] = (bb & 0x0F0F0F0F) | (((hh >> 2) & 0x03030303) << 4);
+        q[2] = ((a >> 4) & 0x0F0F0F0F) | (((hh >> 4) & 0x03030303) << 4);
+        q[3] = ((bb >> 4) & 0x0F0F0F0F) | (((hh >> 6) & 0x03030303) << 4);
+        const int8_t *S = (const int8_t *)(bp + 192 + 8 * h + s);
+        int64_t e0 = b * 256 + 128 * h + l0;
+        float acc = 0.0f;
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            int xv = __ldg((const int *)(x.qs + e0 + 32 * g));
+            int sumi = __dp4a((int)__vsubss4((unsigned)q[g], 0x20202020u), xv, 0);
+            acc += (float)(__ldg(S + 2 * g) * sumi) * __ldg(x.d + (e0 >> 5) + g);
+        }
+        float d = exc_h2f(__ldg((const uint16_t *)(bp + 208)));
+        return d * acc;
+    }
+};
+
+/* MXFP4: task = one block of 32; E2M1 codes → doubled int8 magnitudes {0,1,2,3,4,6,8,12} by byte
+ * permutation, sign from bit 3; scale 2^(e-128) (the doubling undone). */
+static __device__ __forceinline__ int mxfp4_codes_to_i8(int n /* 4 codes, one per byte */)
+{
+    uint32_t sel = (n & 7) | ((n >> 4) & 0x70) | ((n >> 8) & 0x700) | ((n >> 12) & 0x7000);
+    uint32_t mag = __byte_perm(0x03020100u, 0x0C080604u, sel);
+    uint32_t neg = __vsub4(0u, mag);
+    uint32_t m = ((uint32_t)(n >> 3) & 0x01010101u) * 0xFFu;
+    return (int)((mag & ~m) | (neg & m));
+}
+struct task_mxfp4 {
+    static constexpr int QK = 32, BYTES = EXC_MXFP4_BYTES, TPB = 1;
+    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int, const exc_q8x &x)
+    {
+        const uint8_t *bp = row + b * BYTES;
+        const int4 *xq = (const int4 *)(x.qs + b * 32);
+        int4 xa = __ldg(xq), xb = __ldg(xq + 1);
+        int xs_lo[4] = {xa.x, xa.y, xa.z, xa.w}, xs_hi[4] = {xb.x, xb.y, xb.z, xb.w};
+        int sumi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int v = exc_ld_u8x4(bp + 1 + 4 * i);
+            sumi = __dp4a(mxfp4_codes_to_i8(v & 0x0F0F0F0F), xs_lo[i], sumi);
+            sumi = __dp4a(mxfp4_codes_to_i8((v >> 4) & 0x0F0F0F0F), xs_hi[i], sumi);
+        }
+        float scale = 0.5f * ex_e8m0_to_f32(__ldg(bp));
+        return scale * __ldg(x.d + b) * (float)sumi;
+    }
+};
+
+/* Batched form: grid.y = z indexes (matrix, x row, y row) triples: matrix ids ? ids[z] : z·mat_z
+ * (mat_z 0 or 1), activation row x_div ? z / x_div : 0, output row z. */
+struct gemv_batch {
+    const int32_t *ids;  /* device, (n_z) matrix of each z, or NULL */
+    int mat_z, x_div;
+    int64_t mat_bytes;   /* bytes of one matrix */
+};
+
+template <typename T>
+static __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+    gemv_q_kernel(const uint8_t *__restrict__ W, int64_t rows, int64_t cols, exc_q8x x, float *__restrict__ y,
+                  gemv_batch bt)
+{
+    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+    if (row >= rows) return; /* whole warp */
+    int z = blockIdx.y;
+    int64_t mat = bt.ids ? (int64_t)__ldg(bt.ids + z) : (int64_t)z * bt.mat_z;
+    int64_t nb = cols / T::QK;
+    const uint8_t *wr = W + mat * bt.mat_bytes + row * nb * T::BYTES;
+    int64_t xo = (bt.x_div ? (int64_t)(z / bt.x_div) : 0) * cols; /* this z's activation row */
+    exc_q8x xz = {x.qs + xo, x.d + xo / 32, x.s + xo / 32};
+    int64_t ntask = nb * T::TPB;
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int64_t t = threadIdx.x; t < ntask; t += 32) acc += T::dot(wr, t / T::TPB, (int)(t % T::TPB), xz);
+    acc = exc_warp_sum(acc);
+    if (threadIdx.x == 0) y[(int64_t)z * rows + row] = acc;
+}
+
+/* ---- float weights ---------------------------------------------------------------------------- */
+template <int TYPE> struct wload;
+template <> struct wload<ATS_Q_F32> {
+    static constexpr int VEC = 4;
+    static __device__ __forceinline__ void vec(const void *p, float *o)
+    {
+        float4 v = __ldg((const float4 *)p);
+        o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
+    }
+    static __device__ __forceinline__ float one(const void *p, int64_t i) { return __ldg((const float *)p + i); }
+    static constexpr int ESIZE = 4;
+};
+template <> struct wload<ATS_Q_F16> {
+    static constexpr int VEC = 8;
+    static __device__ __forceinline__ void vec(const void *p, float *o)
+    {
+        uint4 v = __ldg((const uint4 *)p);
+        uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            float2 f = __half22float2(*(const __half2 *)&u[i]);
+            o[2 * i] = f.x; o[2 * i + 1] = f.y;
+        }
+    }
+    static __device__ __forceinline__ float one(const void *p, int64_t i) { return exc_h2f(__ldg((const uint16_t *)p + i)); }
+    static constexpr int ESIZE = 2;
+};
+template <> struct wload<ATS_Q_BF16> {
+    static constexpr int VEC = 8;
+    static __device__ __forceinline__ void vec(const void *p, float *o)
+    {
+        uint4 v = __ldg((const uint4 *)p);
+        uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            o[2 * i] = __uint_as_float(u[i] << 16);
+            o[2 * i + 1] = __uint_as_float(u[i] & 0xFFFF0000u);
+        }
+    }
+    static __device__ __forceinline__ float one(const void *p, int64_t i) { return exc_bf2f(__ldg((const uint16_t *)p + i)); }
+    static constexpr int ESIZE = 2;
+};
+
+template <int TYPE>
+static __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+    gemv_f_kernel(const uint8_t *__restrict__ W, int64_t rows, int64_t cols, const float *__restrict__ x,
+                  float *__restrict__ y, int vec_ok, gemv_batch bt)
+{
+    typedef wload<TYPE> L;
+    int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
+    if (row >= rows) return;
+    int z = blockIdx.y;
+    int64_t mat = bt.ids ? (int64_t)__ldg(bt.ids + z) : (int64_t)z * bt.mat_z;
+    const uint8_t *wr = W + mat * bt.mat_bytes + row * cols * L::ESIZE;
+    x += (bt.x_div ? (int64_t)(z / bt.x_div) : 0) * cols;
+    y += (int64_t)z * rows;
+    float acc = 0.0f;
+    if (vec_ok) {
+        for (int64_t c = (int64_t)threadIdx.x * L::VEC; c < cols; c += 32 * L::VEC) {
+            float w[L::VEC];
+            L::vec(wr + c * L::ESIZE, w);
+#pragma unroll
+            for (int i = 0; i < L::VEC; i += 4) {
+                float4 xv = __ldg((const float4 *)(x + c + i));
+                acc += w[i] * xv.x + w[i + 1] * xv.y + w[i + 2] * xv.z + w[i + 3] * xv.w;
+            }
+        }
+    } else {
+        for (int64_t c = threadIdx.x; c < cols; c += 32) acc += L::one(wr, c) * __ldg(x + c);
+    }
+    acc = exc_warp_sum(acc);
+    if (threadIdx.x == 0) y[row] = acc;
+}
+
+template <typename T>
+static ex_gpu_status launch_q(ex_gpu *g, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
+                              int n_z, gemv_batch bt, cudaStream_t s)
+{
+    if (cols % T::QK != 0) return EX_GPU_EINVAL;
+    void *ws;
+    int64_t n_x = bt.x_div ? (n_z + bt.x_div - 1) / bt.x_div : 1;
+    int64_t nxb = cols / 32 * n_x;
+    size_t qbytes = ((size_t)(cols * n_x) + 255) & ~(size_t)255;
+    ex_gpu_status st = exc_workspace(g, EXC_WS_Q8X, qbytes + 2 * (size_t)nxb * sizeof(float), &ws);
+    if (st) return st;
+    exc_q8x q;
+    q.qs = (int8_t *)ws;
+    q.d = (float *)((uint8_t *)ws + qbytes);
+    q.s = q.d + nxb;
+    if ((st = exc_quantize_q8x(x, cols, n_x, q, s))) return st;
+    dim3 block(32, ROWS_PER_BLOCK), grid((unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)n_z);
+    gemv_q_kernel<T><<<grid, block, 0, s>>>((const uint8_t *)W, rows, cols, q, y, bt);
+    EXC_LAUNCHED(s);
+    return EX_GPU_OK;
+}
+
+template <int TYPE>
+static ex_gpu_status launch_f(const void *W, int64_t rows, int64_t cols, const float *x, float *y, int n_z,
+                              gemv_batch bt, cudaStream_t s)
+{
+    typedef wload<TYPE> L;
+    int vec_ok = cols % L::VEC == 0 && ((uintptr_t)W % 16) == 0 && ((uintptr_t)x % 16) == 0 &&
+                 ((size_t)cols * L::ESIZE) % 16 == 0 && bt.mat_bytes % 16 == 0;
+    dim3 block(32, ROWS_PER_BLOCK), grid((unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)n_z);
+    gemv_f_kernel<TYPE><<<grid, block, 0, s>>>((const uint8_t *)W, rows, cols, x, y, vec_ok, bt);
+    EXC_LAUNCHED(s);
+    return EX_GPU_OK;
+}
+
+ex_gpu_status exc_gemv_batched(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, int64_t mat_bytes,
+                               const int32_t *ids, int mat_z, int x_div, int n_z, const float *x, float *y,
+                               cudaStream_t s)
+{
+    if (!g || !W || !x || !y || rows < 1 || cols < 1 || n_z < 1 || n_z > 65535) return EX_GPU_EINVAL;
+    if ((uintptr_t)W % 16 != 0 || (uintptr_t)x % 16 != 0) return EX_GPU_EINVAL; /* 16-byte loads */
+    gemv_batch bt = {ids, mat_z, x_div, mat_bytes};
+    switch (type) {
+    case ATS_Q_Q4_0: return launch_q<task_q4_0>(g, W, rows, cols, x, y, n_z, bt, s);
+    case ATS_Q_Q8_0: return launch_q<task_q8_0>(g, W, rows, cols, x, y, n_z, bt, s);
+    case ATS_Q_Q4_K: return launch_q<task_q4_K>(g, W, rows, cols, x, y, n_z, bt, s);
+    case ATS_Q_Q6_K: return launch_q<task_q6_K>(g, W, rows, cols, x, y, n_z, bt, s);
+    case ATS_Q_MXFP4: return launch_q<task_mxfp4>(g, W, rows, cols, x, y, n_z, bt, s);
+    case ATS_Q_F32: return launch_f<ATS_Q_F32>(W, rows, cols, x, y, n_z, bt, s);
+    case ATS_Q_F16: return launch_f<ATS_Q_F16>(W, rows, cols, x, y, n_z, bt, s);
+    case ATS_Q_BF16: return launch_f<ATS_Q_BF16>(W, rows, cols, x, y, n_z, bt, s);
+    default: return EX_GPU_EINVAL;
+    }
+}
+
+extern "C" ex_gpu_status ex_cuda_gemv(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols,
+                                      const float *x, float *y, ex_stream s)
+{
+    return exc_gemv_batched(g, type, W, rows, cols, 0, NULL, 0, 0, 1, x, y, s);
+}

@@ -1,0 +1,33 @@
+/* Activations → int8 blocks of 32 (exc_q8x) for the __dp4a dot products of the quantized GEMV. */
+#include "common.cuh"
+
+/* One warp per block of 32 values: d = amax/127, q = round(x/d), s = d * Σq. */
+static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ qs,
+                                           float *__restrict__ d, float *__restrict__ s)
+{
+    int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x & 31;
+    if (b >= n_blocks) return;
+    float v = x[b * 32 + lane];
+    float amax = exc_warp_max(fabsf(v));
+    float db = amax / 127.0f;
+    int q = amax > 0.0f ? __float2int_rn(v / db) : 0;
+    /* NaN/inf inputs: keep them visible in the scale, never in the int8 quants */
+    if (!(amax <= 3.0e38f)) { q = 0; db = __int_as_float(0x7fc00000); }
+    int sum = __reduce_add_sync(0xffffffffu, q);
+    qs[b * 32 + lane] = (int8_t)q;
+    if (lane == 0) {
+        d[b] = db;
+        s[b] = db * (float)sum;
+    }
+}
+
+ex_gpu_status exc_quantize_q8x(const float *x, int64_t n, int64_t n_rows, exc_q8x q, cudaStream_t stream)
+{
+    if (n % 32 != 0 || n_rows < 1) return EX_GPU_EINVAL;
+    int64_t nb = n / 32 * n_rows;
+    const int warps = 8;
+    quantize_q8x_kernel<<<(unsigned)((nb + warps - 1) / warps), warps * 32, 0, stream>>>(x, nb, q.qs, q.d, q.s);
+    EXC_LAUNCHED(stream);
+    return EX_GPU_OK;
+}
