@@ -1,0 +1,256 @@
+/* Chrome trace-event JSON writer, streaming (see atsc/timeline.h). Format reference: "Trace Event
+ * Format" (Google, docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU):
+ * "X" complete events with ts/dur in µs, "C" counters, "M" metadata (process_name, thread_name,
+ * thread_sort_index). */
+#include "atsc/timeline.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct atsc_timeline {
+    FILE *f;
+    char *path, *tmp;
+    long long n_events;
+    int n_pid;      /* processes declared: ids 1..n_pid */
+    int n_tid;      /* tracks declared: ids 1..n_tid */
+    int *tid_pid;   /* (n_tid + 1) process of each track */
+    int tid_cap;
+    int write_failed;
+};
+
+/* Writes s as a JSON string literal (with quotes). */
+static void put_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\r': fputs("\\r", f); break;
+        case '\t': fputs("\\t", f); break;
+        default:
+            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+/* Separator before every event but the first. */
+static void begin_event(atsc_timeline *tl)
+{
+    fputs(tl->n_events ? ",\n" : "\n", tl->f);
+    tl->n_events++;
+}
+
+/* Seconds → µs text with ns resolution; %.17g would be exact but bloats the file. */
+static void put_us(FILE *f, double t_s)
+{
+    fprintf(f, "%.3f", t_s * 1e6);
+}
+
+enum ats_status atsc_timeline_open(const char *path, const char *meta_json, atsc_timeline **out,
+                                   ats_err *err)
+{
+    if (!path || !out) return ats_err_set(err, ATS_EINVAL, "atsc_timeline_open: NULL argument");
+    *out = NULL;
+    json_t *meta = NULL;
+    if (meta_json) {
+        json_error_t je;
+        meta = json_loads(meta_json, 0, &je);
+        if (!meta || !json_is_object(meta)) {
+            json_decref(meta);
+            return ats_err_set(err, ATS_EINVAL, "%s: timeline metadata is not a JSON object: %s",
+                               path, meta ? "not an object" : je.text);
+        }
+    }
+    atsc_timeline *tl = calloc(1, sizeof *tl);
+    size_t len = strlen(path) + 32;
+    if (!tl || !(tl->path = strdup(path)) || !(tl->tmp = malloc(len))) {
+        json_decref(meta);
+        if (tl) { free(tl->path); free(tl); }
+        return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+    }
+    snprintf(tl->tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    tl->f = fopen(tl->tmp, "w");
+    if (!tl->f) {
+        ats_err_set(err, ATS_EINVAL, "%s: cannot create: %s", tl->tmp, strerror(errno));
+        json_decref(meta);
+        free(tl->tmp); free(tl->path); free(tl);
+        return ATS_EINVAL;
+    }
+    fputs("{\"displayTimeUnit\":\"ms\",\"otherData\":", tl->f);
+    if (meta) {
+        char *s = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+        fputs(s ? s : "{}", tl->f);
+        free(s);
+        json_decref(meta);
+    } else {
+        fputs("{}", tl->f);
+    }
+    fputs(",\"traceEvents\":[", tl->f);
+    *out = tl;
+    return ATS_OK;
+}
+
+int atsc_timeline_process(atsc_timeline *tl, const char *name)
+{
+    if (!tl || tl->write_failed) return -1;
+    int pid = ++tl->n_pid;
+    begin_event(tl);
+    fprintf(tl->f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":", pid);
+    put_str(tl->f, name);
+    fputs("}}", tl->f);
+    begin_event(tl);
+    fprintf(tl->f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,"
+                   "\"args\":{\"sort_index\":%d}}", pid, pid);
+    return pid;
+}
+
+int atsc_timeline_track(atsc_timeline *tl, int pid, const char *name)
+{
+    if (!tl || tl->write_failed || pid < 1 || pid > tl->n_pid) return -1;
+    if (tl->n_tid + 2 > tl->tid_cap) {
+        int cap = tl->tid_cap ? 2 * tl->tid_cap : 16;
+        int *p = realloc(tl->tid_pid, (size_t)cap * sizeof *p);
+        if (!p) { tl->write_failed = 1; return -1; }
+        tl->tid_pid = p;
+        tl->tid_cap = cap;
+    }
+    int tid = ++tl->n_tid;
+    tl->tid_pid[tid] = pid;
+    begin_event(tl);
+    fprintf(tl->f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
+            pid, tid);
+    put_str(tl->f, name);
+    fputs("}}", tl->f);
+    begin_event(tl);
+    fprintf(tl->f, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,"
+                   "\"args\":{\"sort_index\":%d}}", pid, tid, tid);
+    return tid;
+}
+
+static enum ats_status slice_head(atsc_timeline *tl, int tid, const char *name, const char *cat,
+                                  double t_start_s, double dur_s, ats_err *err)
+{
+    if (!tl) return ats_err_set(err, ATS_EINVAL, "timeline: NULL handle");
+    if (tid < 1 || tid > tl->n_tid)
+        return ats_err_set(err, ATS_EINVAL, "%s: event '%s': unknown track %d", tl->path,
+                           name ? name : "", tid);
+    if (!isfinite(t_start_s) || !isfinite(dur_s) || dur_s < 0)
+        return ats_err_set(err, ATS_EINVAL, "%s: event '%s': start %g s, duration %g s (must be "
+                           "finite, duration >= 0)", tl->path, name ? name : "", t_start_s, dur_s);
+    begin_event(tl);
+    fprintf(tl->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", tl->tid_pid[tid], tid);
+    put_us(tl->f, t_start_s);
+    fputs(",\"dur\":", tl->f);
+    put_us(tl->f, dur_s);
+    fputs(",\"name\":", tl->f);
+    put_str(tl->f, name);
+    if (cat) {
+        fputs(",\"cat\":", tl->f);
+        put_str(tl->f, cat);
+    }
+    return ATS_OK;
+}
+
+enum ats_status atsc_timeline_slice(atsc_timeline *tl, int tid, const char *name, const char *cat,
+                                    double t_start_s, double dur_s, const char *args_json,
+                                    ats_err *err)
+{
+    enum ats_status st = slice_head(tl, tid, name, cat, t_start_s, dur_s, err);
+    if (st) return st;
+    if (args_json) {
+        fputs(",\"args\":", tl->f);
+        fputs(args_json, tl->f);
+    }
+    fputc('}', tl->f);
+    return ATS_OK;
+}
+
+enum ats_status atsc_timeline_slice_args(atsc_timeline *tl, int tid, const char *name,
+                                         const char *cat, double t_start_s, double dur_s,
+                                         int n, const char *const *keys, const double *vals,
+                                         ats_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (!isfinite(vals[i]))
+            return ats_err_set(err, ATS_EINVAL, "%s: event '%s': arg '%s' = %g (must be finite)",
+                               tl ? tl->path : "timeline", name ? name : "", keys[i], vals[i]);
+    enum ats_status st = slice_head(tl, tid, name, cat, t_start_s, dur_s, err);
+    if (st) return st;
+    fputs(",\"args\":{", tl->f);
+    for (int i = 0; i < n; i++) {
+        if (i) fputc(',', tl->f);
+        put_str(tl->f, keys[i]);
+        fprintf(tl->f, ":%.17g", vals[i]);
+    }
+    fputs("}}", tl->f);
+    return ATS_OK;
+}
+
+enum ats_status atsc_timeline_counter(atsc_timeline *tl, int pid, const char *name,
+                                      const char *unit, double t_s, double value, ats_err *err)
+{
+    if (!tl) return ats_err_set(err, ATS_EINVAL, "timeline: NULL handle");
+    if (pid < 1 || pid > tl->n_pid)
+        return ats_err_set(err, ATS_EINVAL, "%s: counter '%s': unknown process %d", tl->path,
+                           name ? name : "", pid);
+    if (!isfinite(t_s) || !isfinite(value))
+        return ats_err_set(err, ATS_EINVAL, "%s: counter '%s': t = %g s, value %g (must be finite)",
+                           tl->path, name ? name : "", t_s, value);
+    begin_event(tl);
+    fprintf(tl->f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":", pid);
+    put_us(tl->f, t_s);
+    fputs(",\"name\":", tl->f);
+    put_str(tl->f, name);
+    fputs(",\"args\":{", tl->f);
+    put_str(tl->f, unit ? unit : "value");
+    fprintf(tl->f, ":%.9g}}", value);
+    return ATS_OK;
+}
+
+long long atsc_timeline_n_events(const atsc_timeline *tl) { return tl ? tl->n_events : 0; }
+
+const char *atsc_timeline_tmp_path(const atsc_timeline *tl) { return tl ? tl->tmp : NULL; }
+
+static void destroy(atsc_timeline *tl)
+{
+    free(tl->tid_pid);
+    free(tl->tmp);
+    free(tl->path);
+    free(tl);
+}
+
+enum ats_status atsc_timeline_close(atsc_timeline *tl, ats_err *err)
+{
+    if (!tl) return ats_err_set(err, ATS_EINVAL, "timeline: NULL handle");
+    fputs("\n]}\n", tl->f);
+    int bad = tl->write_failed || ferror(tl->f);
+    if (fclose(tl->f) != 0) bad = 1;
+    enum ats_status st = ATS_OK;
+    if (bad) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: write failed (disk full?)", tl->tmp);
+        unlink(tl->tmp);
+    } else if (rename(tl->tmp, tl->path) != 0) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: cannot rename %s into place: %s", tl->path, tl->tmp,
+                         strerror(errno));
+        unlink(tl->tmp);
+    }
+    destroy(tl);
+    return st;
+}
+
+void atsc_timeline_abort(atsc_timeline *tl)
+{
+    if (!tl) return;
+    fclose(tl->f);
+    unlink(tl->tmp);
+    destroy(tl);
+}
