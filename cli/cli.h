@@ -51,5 +51,9 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 /* Subcommands (each in cli/cmd_<name>.c). */
 int ats_cmd_inspect(int argc, char **argv);
 int ats_cmd_trace(int argc, char **argv);
+int ats_cmd_record(int argc, char **argv);
+int ats_cmd_stress(int argc, char **argv);
+int ats_cmd_run(int argc, char **argv);
+int ats_cmd_quantize(int argc, char **argv);
 
 #endif

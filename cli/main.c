@@ -14,6 +14,10 @@
 static const ats_cmd commands[] = {
     {"inspect", ats_cmd_inspect, "print a model's op graph, placement and plan for one round"},
     {"trace", ats_cmd_trace, "load traces: synth, show, import (CSV), compare"},
+    {"record", ats_cmd_record, "record a load trace of this machine with CPU/GPU/PCIe probes"},
+    {"stress", ats_cmd_stress, "generate CPU/GPU/PCIe background load that follows a load trace"},
+    {"run", ats_cmd_run, "generate text with the executor (GGUF or --dummy-weights)"},
+    {"quantize", ats_cmd_quantize, "re-quantize a GGUF file: q8_0, q4_0 or q4_k"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

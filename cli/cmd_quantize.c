@@ -1,0 +1,131 @@
+/*
+ * ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k — re-quantizes the matrices of a GGUF file.
+ * 2-D and 3-D weight tensors become the requested type (with ats_qtype_fallback when a row does not
+ * divide into its blocks: Q4_K → Q4_0 → F16, Q8_0 → F16); 1-D tensors (norms) stay as they are. All
+ * metadata is copied, general.file_type is rewritten. Output goes to OUT.tmp, then is renamed.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ex/gguf.h"
+#include "ex/quant.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k\n");
+}
+
+/* llama.cpp's LLAMA_FTYPE values for general.file_type */
+static uint32_t file_type_of(ats_qtype t)
+{
+    switch (t) {
+    case ATS_Q_Q8_0: return 7;
+    case ATS_Q_Q4_0: return 2;
+    case ATS_Q_Q4_K: return 15; /* MOSTLY_Q4_K_M is 15; plain Q4_K everywhere is our recipe */
+    default: return 0;
+    }
+}
+
+int ats_cmd_quantize(int argc, char **argv)
+{
+    const char *type_name = NULL;
+    static const struct option opts[] = {{"type", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
+        if (c == 't') type_name = optarg;
+        else if (c == 'h') { usage(stdout); return ATS_EXIT_OK; }
+        else { usage(stderr); return ATS_EXIT_USAGE; }
+    }
+    if (argc - optind != 2 || !type_name) {
+        usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    const char *in = argv[optind], *out = argv[optind + 1];
+    ats_qtype qt;
+    if (ats_qtype_from_name(type_name, &qt) != ATS_OK || (qt != ATS_Q_Q8_0 && qt != ATS_Q_Q4_0 && qt != ATS_Q_Q4_K)) {
+        ats_cli_error("quantize", "--type '%s': expected q8_0, q4_0 or q4_k", type_name);
+        return ATS_EXIT_USAGE;
+    }
+    ats_err err = {{0}};
+    ex_gguf *g = NULL;
+    enum ats_status st = ex_gguf_open(in, &g, &err);
+    if (st != ATS_OK) {
+        ats_cli_error("quantize", "%s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    int64_t nkv = ex_gguf_n_kv(g), nt = ex_gguf_n_tensors(g);
+    const void **kv = calloc((size_t)nkv + 1, sizeof *kv);
+    size_t *kvl = calloc((size_t)nkv + 1, sizeof *kvl);
+    ex_gguf_out_tensor *ot = calloc((size_t)(nt ? nt : 1), sizeof *ot);
+    uint8_t ftbuf[64];
+    int rc = ATS_EXIT_OK;
+    int64_t n_out_kv = 0, n_changed = 0;
+    uint64_t bytes_in = 0, bytes_out = 0;
+    if (!kv || !kvl || !ot) { rc = ATS_EXIT_FAIL; goto done; }
+    for (int64_t i = 0; i < nkv; i++) {
+        if (strcmp(ex_gguf_kv_key(g, i), "general.file_type") == 0) continue;
+        ex_gguf_kv_raw(g, i, &kv[n_out_kv], &kvl[n_out_kv]);
+        n_out_kv++;
+    }
+    kvl[n_out_kv] = ex_gguf_kv_u32(ftbuf, "general.file_type", file_type_of(qt));
+    kv[n_out_kv++] = ftbuf;
+    for (int64_t i = 0; i < nt; i++) {
+        const ex_gguf_tensor *t = ex_gguf_tensor_at(g, i);
+        ex_gguf_out_tensor *o = &ot[i];
+        o->name = t->name;
+        o->n_dims = t->n_dims;
+        memcpy(o->ne, t->ne, sizeof o->ne);
+        o->type = t->type;
+        o->data = t->data;
+        o->bytes = t->bytes;
+        bytes_in += t->bytes;
+        ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(qt, t->ne[0]) : t->type;
+        if (target != t->type && t->n_dims >= 2) {
+            int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], n = t->ne[0];
+            uint64_t rb_in, rb_out;
+            ats_qtype_bytes(t->type, n, &rb_in);
+            ats_qtype_bytes(target, n, &rb_out);
+            uint8_t *buf = malloc((size_t)(rb_out * (uint64_t)rows));
+            float *row = malloc((size_t)n * sizeof(float));
+            if (!buf || !row) {
+                free(buf);
+                free(row);
+                rc = ATS_EXIT_FAIL;
+                goto done;
+            }
+            for (int64_t r = 0; r < rows; r++) {
+                ex_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)(rb_in * (uint64_t)r), row, n);
+                ex_quantize_row(target, row, buf + (size_t)(rb_out * (uint64_t)r), n);
+            }
+            free(row);
+            o->type = target;
+            o->data = buf;
+            o->bytes = rb_out * (uint64_t)rows;
+            n_changed++;
+            fprintf(stderr, "ats quantize: %-28s [%lld, %lld, %lld] %s -> %s\n", t->name, (long long)t->ne[0],
+                    (long long)t->ne[1], (long long)t->ne[2], ats_qtype_name(t->type), ats_qtype_name(target));
+        }
+        bytes_out += o->bytes;
+    }
+    st = ex_gguf_write(out, n_out_kv, kv, kvl, nt, ot, ex_gguf_alignment(g), &err);
+    if (st != ATS_OK) {
+        ats_cli_error("quantize", "%s", err.msg);
+        rc = ATS_EXIT_FAIL;
+    } else {
+        fprintf(stderr, "ats quantize: %s -> %s: %lld of %lld tensors re-quantized, %.3f MiB -> %.3f MiB\n", in, out,
+                (long long)n_changed, (long long)nt, (double)bytes_in / 1048576.0, (double)bytes_out / 1048576.0);
+    }
+done:
+    if (ot)
+        for (int64_t i = 0; i < nt; i++)
+            if (ot[i].data != ex_gguf_tensor_at(g, i)->data) free((void *)ot[i].data);
+    free(ot);
+    free(kv);
+    free(kvl);
+    ex_gguf_free(g);
+    return rc;
+}

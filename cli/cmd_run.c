@@ -1,0 +1,259 @@
+/*
+ * ats run — generate text with the executor. Generated text on stdout, statistics and diagnostics
+ * on stderr (as llama.cpp's tools do). Weights from a GGUF file, or seeded random weights of a
+ * models/<name>.json architecture with --dummy-weights (for timing at full size).
+ */
+#include <getopt.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "atsc/model_json.h"
+#include "cli.h"
+#include "ex/model.h"
+#include "ex/tokenizer.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ats run --model M [options]\n"
+            "  --model M          GGUF file (path ending in .gguf), or with --dummy-weights a model name/JSON\n"
+            "  --dummy-weights    seeded random weights of the model's exact shapes and quantization\n"
+            "  --quant R          recipe for --dummy-weights (f32 f16 bf16 q8_0 q4_0 q4_k_m; default: the model's)\n"
+            "  -p, --prompt TEXT  prompt (default: empty, generation starts from BOS)\n"
+            "  --prompt-tokens N  (dummy weights) a synthetic prompt of N token ids\n"
+            "  -n N               tokens to generate (default 256)\n"
+            "  --temp T           temperature (0 = greedy, the default)\n"
+            "  --top-k K          top-k filter (0 = off)\n"
+            "  --top-p P          top-p filter (1 = off)\n"
+            "  --seed S           sampling / dummy-weight seed (default 42)\n"
+            "  --threads N        CPU threads (default: all)\n"
+            "  --ctx N            KV cache capacity in tokens (default min(context_length, 4096))\n"
+            "  --chunk N          prefill chunk size in tokens (default 512)\n"
+            "  --split K          layers [0,K) on backend A, the rest on backend B (both CPU here)\n"
+            "  --print-ids        print generated token ids (one line, space-separated) instead of text\n"
+            "  --no-eos           do not stop at end-of-sequence\n");
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+int ats_cmd_run(int argc, char **argv)
+{
+    const char *model = NULL, *prompt = "", *quant = NULL;
+    long long n_gen = 256, threads = 0, n_ctx = 0, chunk = 512, split = -1, prompt_tokens = 0;
+    long long seed = 42, top_k = 0;
+    double temp = 0.0, top_p = 1.0;
+    int dummy = 0, print_ids = 0, no_eos = 0;
+    enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
+           O_IDS, O_NOEOS, O_PTOK };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
+        {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
+        {"temp", required_argument, 0, O_TEMP}, {"top-k", required_argument, 0, O_TOPK},
+        {"top-p", required_argument, 0, O_TOPP}, {"seed", required_argument, 0, O_SEED},
+        {"threads", required_argument, 0, O_THREADS}, {"ctx", required_argument, 0, O_CTX},
+        {"chunk", required_argument, 0, O_CHUNK}, {"split", required_argument, 0, O_SPLIT},
+        {"print-ids", no_argument, 0, O_IDS}, {"no-eos", no_argument, 0, O_NOEOS},
+        {"prompt-tokens", required_argument, 0, O_PTOK}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:p:n:h", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'p': prompt = optarg; break;
+        case 'n': bad = ats_cli_parse_int(optarg, &n_gen) || n_gen < 0; break;
+        case O_DUMMY: dummy = 1; break;
+        case O_QUANT: quant = optarg; break;
+        case O_TEMP: bad = ats_cli_parse_double(optarg, &temp) || temp < 0; break;
+        case O_TOPK: bad = ats_cli_parse_int(optarg, &top_k) || top_k < 0; break;
+        case O_TOPP: bad = ats_cli_parse_double(optarg, &top_p) || top_p <= 0 || top_p > 1; break;
+        case O_SEED: bad = ats_cli_parse_int(optarg, &seed); break;
+        case O_THREADS: bad = ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024; break;
+        case O_CTX: bad = ats_cli_parse_int(optarg, &n_ctx) || n_ctx < 1; break;
+        case O_CHUNK: bad = ats_cli_parse_int(optarg, &chunk) || chunk < 1; break;
+        case O_SPLIT: bad = ats_cli_parse_int(optarg, &split) || split < 0; break;
+        case O_IDS: print_ids = 1; break;
+        case O_NOEOS: no_eos = 1; break;
+        case O_PTOK: bad = ats_cli_parse_int(optarg, &prompt_tokens) || prompt_tokens < 0; break;
+        case 'h': usage(stdout); return ATS_EXIT_OK;
+        default: usage(stderr); return ATS_EXIT_USAGE;
+        }
+        if (bad) {
+            ats_cli_error("run", "bad value '%s' for option %s", optarg, argv[optind - 1]);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    if (!model || optind < argc) {
+        if (optind < argc) ats_cli_error("run", "unexpected argument '%s'", argv[optind]);
+        else ats_cli_error("run", "--model is required");
+        usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    if (threads > 0) omp_set_num_threads((int)threads);
+    ats_err err = {{0}};
+    ex_model *m = NULL;
+    enum ats_status st;
+    int64_t t_load = now_ns();
+    if (dummy) {
+        char path[1024];
+        ats_arch arch;
+        st = atsc_model_load(ats_cli_model_path(model, path, sizeof path), &arch, &err);
+        if (st != ATS_OK) {
+            ats_cli_error("run", "%s", err.msg);
+            return ATS_EXIT_USAGE;
+        }
+        ats_recipe r = arch.default_recipe;
+        if (quant && ats_recipe_from_name(quant, &r) != ATS_OK) {
+            ats_cli_error("run", "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
+            return ATS_EXIT_USAGE;
+        }
+        st = ex_model_new_dummy(&arch, r, (uint64_t)seed, &m, &err);
+    } else {
+        if (quant) {
+            ats_cli_error("run", "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");
+            return ATS_EXIT_USAGE;
+        }
+        if (!ends_with(model, ".gguf"))
+            fprintf(stderr, "ats run: note: '%s' does not end in .gguf; reading it as GGUF\n", model);
+        st = ex_model_load_gguf(model, &m, &err);
+    }
+    if (st != ATS_OK) {
+        ats_cli_error("run", "%s", err.msg);
+        return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+    }
+    t_load = now_ns() - t_load;
+    const ats_arch *a = &m->arch;
+    ex_session_opts so = ex_session_opts_default();
+    so.n_ctx = n_ctx;
+    so.split_layer = split;
+    if (split > a->n_layer) {
+        ats_cli_error("run", "--split %lld: model has %lld layers", split, (long long)a->n_layer);
+        ex_model_free(m);
+        return ATS_EXIT_USAGE;
+    }
+    ex_session *s = NULL;
+    if ((st = ex_session_new(m, &so, &s, &err)) != ATS_OK) {
+        ats_cli_error("run", "%s", err.msg);
+        ex_model_free(m);
+        return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+    }
+    int64_t ctx = ex_session_n_ctx(s);
+    /* prompt tokens */
+    int64_t n_prompt = 0;
+    int32_t *ptok = NULL;
+    int rc = ATS_EXIT_OK;
+    if (m->tok) {
+        if (prompt_tokens > 0) {
+            ats_cli_error("run", "--prompt-tokens is for --dummy-weights; use -p with a real vocabulary");
+            rc = ATS_EXIT_USAGE;
+            goto done;
+        }
+        int64_t cap = (int64_t)strlen(prompt) * 4 + 8;
+        ptok = malloc((size_t)cap * sizeof *ptok);
+        if (!ptok || ex_tokenizer_encode(m->tok, prompt, 1, ptok, cap, &n_prompt) != ATS_OK) {
+            ats_cli_error("run", "cannot tokenize the prompt");
+            rc = ATS_EXIT_FAIL;
+            goto done;
+        }
+    } else {
+        if (prompt[0]) {
+            ats_cli_error("run", "model '%s' has no vocabulary (dummy weights): use --prompt-tokens N", model);
+            rc = ATS_EXIT_USAGE;
+            goto done;
+        }
+        n_prompt = prompt_tokens > 0 ? prompt_tokens : 1;
+        ptok = malloc((size_t)n_prompt * sizeof *ptok);
+        if (!ptok) { rc = ATS_EXIT_FAIL; goto done; }
+        uint64_t z = (uint64_t)seed;
+        for (int64_t i = 0; i < n_prompt; i++) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            ptok[i] = (int32_t)((z >> 33) % (uint64_t)a->n_vocab);
+        }
+    }
+    if (n_prompt == 0) {
+        ats_cli_error("run", "empty prompt and the vocabulary has no BOS token");
+        rc = ATS_EXIT_USAGE;
+        goto done;
+    }
+    if (n_prompt > ctx) {
+        ats_cli_error("run", "prompt of %lld tokens is longer than the context (%lld tokens; --ctx)",
+                      (long long)n_prompt, (long long)ctx);
+        rc = ATS_EXIT_USAGE;
+        goto done;
+    }
+    if (n_prompt + n_gen - 1 > ctx) {
+        fprintf(stderr, "ats run: note: -n %lld limited to %lld by the context of %lld tokens\n", n_gen,
+                (long long)(ctx - n_prompt + 1), (long long)ctx);
+        n_gen = ctx - n_prompt + 1;
+    }
+    float *logits = malloc((size_t)a->n_vocab * sizeof *logits);
+    if (!logits) { rc = ATS_EXIT_FAIL; goto done; }
+    ex_sample_params sp = {(float)temp, (int32_t)top_k, (float)top_p};
+    uint64_t rng = (uint64_t)seed ^ 0x5DEECE66Dull;
+    int64_t t0 = now_ns();
+    for (int64_t i = 0; i < n_prompt && rc == ATS_EXIT_OK; i += chunk) {
+        int64_t nn = n_prompt - i < chunk ? n_prompt - i : chunk;
+        if (ex_session_forward(s, ptok + i, nn, logits, &err) != ATS_OK) {
+            ats_cli_error("run", "%s", err.msg);
+            rc = ATS_EXIT_FAIL;
+        }
+    }
+    int64_t t_prefill = now_ns() - t0;
+    t0 = now_ns();
+    int32_t prev = ptok[n_prompt - 1];
+    int64_t generated = 0;
+    char piece[512];
+    for (int64_t i = 0; i < n_gen && rc == ATS_EXIT_OK; i++) {
+        int32_t next;
+        if (ex_cpu_sample(logits, a->n_vocab, &sp, &rng, &next) != ATS_OK) { rc = ATS_EXIT_FAIL; break; }
+        if (!no_eos && m->tok && next == m->eos_id) break;
+        generated++;
+        if (print_ids) {
+            printf(i ? " %d" : "%d", next);
+        } else if (m->tok) {
+            ex_tokenizer_decode(m->tok, prev, next, piece, sizeof piece);
+            fputs(piece, stdout);
+        }
+        fflush(stdout);
+        prev = next;
+        if (i + 1 < n_gen && ex_session_forward(s, &next, 1, logits, &err) != ATS_OK) {
+            ats_cli_error("run", "%s", err.msg);
+            rc = ATS_EXIT_FAIL;
+        }
+    }
+    int64_t t_decode = now_ns() - t0;
+    if (print_ids || m->tok) printf("\n");
+    ex_op_times ot = ex_session_times(s);
+    double dec_steps = generated > 1 ? (double)(generated - 1) : 0;
+    fprintf(stderr,
+            "ats run: model %s (%s, %lld layers, %.3f GiB weights), threads %d, ctx %lld, load %.3f s\n"
+            "ats run: prompt %lld tok in %.3f s (%.2f tok/s); generated %lld tok, decode %.3f s (%.2f tok/s)\n"
+            "ats run: op time [s]: embed %.3f norm+add %.3f matmul %.3f attn %.3f ffn %.3f moe %.3f output %.3f\n",
+            a->name, a->family, (long long)a->n_layer, (double)m->weight_bytes / 1073741824.0,
+            omp_get_max_threads(), (long long)ctx, (double)t_load * 1e-9, (long long)n_prompt,
+            (double)t_prefill * 1e-9, (double)n_prompt / ((double)t_prefill * 1e-9 + 1e-12),
+            (long long)generated, (double)t_decode * 1e-9,
+            dec_steps > 0 ? dec_steps / ((double)t_decode * 1e-9 + 1e-12) : 0.0, ot.embed_ns * 1e-9,
+            ot.norm_ns * 1e-9, ot.matmul_ns * 1e-9, ot.attn_ns * 1e-9, ot.ffn_ns * 1e-9, ot.moe_ns * 1e-9,
+            ot.output_ns * 1e-9);
+    free(logits);
+done:
+    free(ptok);
+    ex_session_free(s);
+    ex_model_free(m);
+    return rc;
+}

@@ -1,0 +1,155 @@
+/*
+ * ex/model.h — a loaded model (weights + hyper-parameters + tokenizer) and a session that runs its
+ * forward pass over a KV cache, op by op, each op dispatched to a backend table.
+ *
+ * Architectures: "llama" (Llama-3.x, stories260K; RoPE on adjacent pairs), "qwen3" (dense, Q/K
+ * norms, neox RoPE), "qwen3moe" (router top-k with softmax, routed experts, optional shared
+ * experts). Weights come from a GGUF file (ex_model_load_gguf, memory-mapped, every tensor's
+ * presence, shape and type checked) or are seeded random data of an architecture's exact shapes
+ * and quantization recipe (ex_model_new_dummy, like vLLM's dummy load format).
+ *
+ * Lifecycle: model = ex_model_load_gguf(...) or ex_model_new_dummy(...); s = ex_session_new(model,
+ * opts); ex_session_forward(s, tokens, n, logits) repeatedly (prefill chunks, then one token per
+ * decode step); ex_session_free(s); ex_model_free(model). A model is read-only after loading and may
+ * back several sessions; a session is used by one thread at a time (its ops use OpenMP inside).
+ *
+ * Backend hooks: a session holds one ex_backend (a named table of op functions plus a context) per
+ * layer, plus one for the embedding and one for the output head; --split k puts layers [0, k) on
+ * backend A and [k, n_layer) on backend B. The CPU table is ex_backend_cpu(); the hybrid executor
+ * (next issue) adds a CUDA table whose ops take device pointers.
+ */
+#ifndef EX_MODEL_H
+#define EX_MODEL_H
+
+#include <stdint.h>
+
+#include "ats/arch.h"
+#include "ats/status.h"
+#include "ex/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Weights of one layer (borrowed views into the model's storage). Shapes as GGUF ne (in, out). */
+typedef struct ex_layer {
+    ex_tensor attn_norm;            /* (n_embd) F32 */
+    ex_tensor wq, wk, wv, wo;       /* (n_embd, n_head*hd), (n_embd, n_kv*hd) x2, (n_head*hd, n_embd) */
+    ex_tensor q_norm, k_norm;       /* (hd) F32; qk_norm only */
+    ex_tensor ffn_norm;             /* (n_embd) F32 */
+    ex_tensor ffn_gate, ffn_up, ffn_down; /* dense: (n_embd, n_ff) x2, (n_ff, n_embd) */
+    ex_tensor gate_inp;             /* MoE router (n_embd, n_expert) */
+    ex_tensor gate_exps, up_exps, down_exps; /* (n_embd, n_ff_exp, n_expert) x2, (n_ff_exp, n_embd, n_expert) */
+    ex_tensor gate_shexp, up_shexp, down_shexp; /* (n_embd, n_ff_shexp) x2, (n_ff_shexp, n_embd) */
+    int moe;                        /* 1 when this layer uses routed experts */
+    int has_shexp;
+} ex_layer;
+
+/** Tokenizer (SentencePiece-style vocabulary from the GGUF, byte fallback). Opaque. */
+typedef struct ex_tokenizer ex_tokenizer;
+
+typedef struct ex_model {
+    ats_arch arch;          /* hyper-parameters; family is "llama", "qwen3" or "qwen3moe" */
+    int64_t n_rot;          /* rotated dims per head */
+    int norm_topk;          /* MoE: renormalise the top-k weights */
+    ex_tensor tok_embd;     /* (n_embd, n_vocab) */
+    ex_tensor output_norm;  /* (n_embd) F32 */
+    ex_tensor output;       /* (n_embd, n_vocab); == tok_embd when tied */
+    ex_layer *layers;       /* n_layer entries, owned */
+    ex_tokenizer *tok;      /* NULL for dummy weights */
+    int32_t bos_id, eos_id; /* -1 when the vocabulary has none */
+    uint64_t weight_bytes;  /* Σ tensor bytes [bytes] */
+    void *storage;          /* owned: the GGUF handle or the dummy buffer */
+    int storage_is_gguf;
+} ex_model;
+
+/** Loads a GGUF file. Checks: architecture known, every tensor present with the expected shape
+ *  and a supported type, hyper-parameters consistent (ats_arch_validate). *out is new (free with
+ *  ex_model_free). ATS_EINVAL/ATS_ENOTFOUND with one line in err naming file, tensor/key, values. */
+enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err);
+
+/** Builds seeded random weights (deterministic for a seed) of `arch` with the types of `recipe`
+ *  (ats_recipe_type + ats_qtype_fallback), in memory. Block scales are set so that every weight is
+ *  finite and of order 1/sqrt(n_in). family must be llama, qwen3, or qwen3moe/qwen3_moe.
+ *  Multi-threaded fill (OpenMP). *out is new. ATS_EINVAL (message) for an unsupported family,
+ *  ATS_ENOMEM when the weights do not fit. */
+enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
+                                   ex_model **out, ats_err *err);
+
+void ex_model_free(ex_model *m);
+
+/* ---- backends ----------------------------------------------------------------------------- */
+
+/** A backend: a named table of the ops of ex/ops.h with the same arguments, plus its context.
+ *  All pointers are in the backend's memory. Every entry returns an ats_status. */
+typedef struct ex_backend {
+    const char *name;
+    void *ctx;
+    enum ats_status (*embedding)(void *ctx, const ex_tensor *tok_embd, const int32_t *tokens,
+                                 int64_t n_tokens, float *x);
+    enum ats_status (*rmsnorm)(void *ctx, const float *x, const float *w, int64_t n_rows, int64_t n,
+                               float eps, float *y);
+    enum ats_status (*matmul)(void *ctx, const ex_tensor *w, const float *x, int64_t n_tokens, float *y);
+    enum ats_status (*qk_norm)(void *ctx, float *x, const float *w, int64_t n_tokens, int64_t n_head,
+                               int64_t head_dim, float eps);
+    enum ats_status (*rope)(void *ctx, float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+                            int64_t n_rot, int64_t pos0, float theta, ats_rope_type type);
+    enum ats_status (*kv_store)(void *ctx, const float *k, const float *v, int64_t n_tokens, int64_t pos0,
+                                int64_t kv_dim, int64_t n_ctx, float *k_cache, float *v_cache);
+    enum ats_status (*attention)(void *ctx, const float *q, int64_t n_tokens, int64_t pos0,
+                                 const float *k_cache, const float *v_cache, int64_t n_head,
+                                 int64_t n_head_kv, int64_t head_dim, float scale, float *out);
+    enum ats_status (*add)(void *ctx, float *y, const float *x, int64_t n);
+    enum ats_status (*ffn)(void *ctx, const ex_tensor *gate, const ex_tensor *up, const ex_tensor *down,
+                           const float *x, int64_t n_tokens, float *out);
+    enum ats_status (*router_topk)(void *ctx, const float *logits, int64_t n_tokens, int64_t n_expert,
+                                   int64_t k, int norm_topk, int32_t *ids, float *weights);
+    enum ats_status (*moe)(void *ctx, const ex_tensor *gate_exps, const ex_tensor *up_exps,
+                           const ex_tensor *down_exps, const float *x, int64_t n_tokens,
+                           const int32_t *ids, const float *weights, int64_t k, float *out);
+    enum ats_status (*output)(void *ctx, const ex_tensor *w_out, const float *x, int64_t n_tokens,
+                              float *logits);
+} ex_backend;
+
+/** The CPU backend table (static, ctx NULL). */
+const ex_backend *ex_backend_cpu(void);
+
+/* ---- sessions ------------------------------------------------------------------------------ */
+
+typedef struct ex_session_opts {
+    int64_t n_ctx;          /* KV cache capacity [tokens]; 0 = min(arch n_ctx_max, 4096) */
+    int64_t split_layer;    /* layers [0, split) use backend_a, the rest backend_b; -1 = all on a */
+    const ex_backend *backend_a; /* NULL = CPU */
+    const ex_backend *backend_b; /* NULL = CPU */
+} ex_session_opts;
+
+ex_session_opts ex_session_opts_default(void);
+
+/** Wall-clock time spent per op kind in the last forward calls [ns] (accumulated). */
+typedef struct ex_op_times {
+    int64_t embed_ns, norm_ns, matmul_ns, attn_ns, ffn_ns, moe_ns, output_ns;
+} ex_op_times;
+
+typedef struct ex_session ex_session;
+
+/** New session over a borrowed model (must outlive it). KV cache F32 (n_layer, n_ctx, kv_dim). */
+enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, ex_session **out,
+                               ats_err *err);
+void ex_session_free(ex_session *s);
+
+/** Runs tokens (n_tokens, consecutive positions starting at ex_session_pos) through the model,
+ *  appends them to the KV cache and writes the logits of the LAST token into logits (n_vocab).
+ *  ATS_ERANGE (message) when pos + n_tokens > n_ctx; ATS_EINVAL for an out-of-vocabulary token. */
+enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t n_tokens,
+                                   float *logits, ats_err *err);
+
+/** Tokens in the KV cache. */
+int64_t ex_session_pos(const ex_session *s);
+int64_t ex_session_n_ctx(const ex_session *s);
+/** Accumulated per-op wall-clock times since the session started. */
+ex_op_times ex_session_times(const ex_session *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

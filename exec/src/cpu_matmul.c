@@ -1,0 +1,431 @@
+/* CPU matmul y = W x: activations quantized to 8 bits (ex_block_q8_1 per 32, ex_block_q8_K per 256)
+ * and integer dot products with the weight blocks, as llama.cpp does; OpenMP over output rows.
+ * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (256-bit vpdpbusd). */
+#include "ex/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ex/quant.h"
+#include "ex/quant_blocks.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define EX_X86 1
+#endif
+
+unsigned ex_cpu_features(void)
+{
+    unsigned f = 0;
+#ifdef EX_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= EX_CPU_AVX2;
+    if ((f & EX_CPU_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        f |= EX_CPU_AVX512;
+    if ((f & EX_CPU_AVX512) && __builtin_cpu_supports("avx512vnni")) f |= EX_CPU_AVX512VNNI;
+#endif
+    const char *env = getenv("ATS_CPU_FEATURES");
+    if (env && *env) f &= (unsigned)strtoul(env, NULL, 0);
+    return f;
+}
+
+/* ---- activation quantization ---------------------------------------------------------------- */
+
+static void quant_q8_1(const float *x, ex_block_q8_1 *b, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = (int)lrintf(x[j] * id);
+            b[i].qs[j] = (int8_t)q;
+            sum += q;
+        }
+        b[i].d = d;
+        b[i].s = d * (float)sum;
+    }
+}
+
+static void quant_q8_K(const float *x, ex_block_q8_K *b, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        float amax = 0;
+        for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 256; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);
+        for (int s = 0; s < 16; s++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += b[i].qs[16 * s + j];
+            b[i].bsums[s] = (int16_t)sum;
+        }
+        b[i].d = d;
+    }
+}
+
+/* ---- scalar dot products ------------------------------------------------------------------ */
+
+typedef float (*vec_dot_fn)(const void *w, const void *a, int64_t nb);
+
+static float dot_q4_0_scalar(const void *wv, const void *av, int64_t nb)
+{
+    const ex_block_q4_0 *w = wv;
+    const ex_block_q8_1 *a = av;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++) s += (w[i].qs[j] & 0xF) * a[i].qs[j] + (w[i].qs[j] >> 4) * a[i].qs[j + 16];
+        acc += ex_fp16_to_f32(w[i].d) * (a[i].d * (float)s - 8.0f * a[i].s);
+    }
+    return acc;
+}
+
+static float dot_q8_0_scalar(const void *wv, const void *av, int64_t nb)
+{
+    const ex_block_q8_0 *w = wv;
+    const ex_block_q8_1 *a = av;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int s = 0;
+        for (int j = 0; j < 32; j++) s += w[i].qs[j] * a[i].qs[j];
+        acc += ex_fp16_to_f32(w[i].d) * a[i].d * (float)s;
+    }
+    return acc;
+}
+
+static const int8_t E2M1X2[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static float dot_mxfp4_scalar(const void *wv, const void *av, int64_t nb)
+{
+    const ex_block_mxfp4 *w = wv;
+    const ex_block_q8_1 *a = av;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += E2M1X2[w[i].qs[j] & 0xF] * a[i].qs[j] + E2M1X2[w[i].qs[j] >> 4] * a[i].qs[j + 16];
+        acc += 0.5f * ex_e8m0_to_f32(w[i].e) * a[i].d * (float)s;
+    }
+    return acc;
+}
+
+static float dot_q4_K_scalar(const void *wv, const void *av, int64_t nb)
+{
+    const ex_block_q4_K *w = wv;
+    const ex_block_q8_K *a = av;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int sumi = 0, summ = 0;
+        for (int c = 0; c < 4; c++) {
+            uint8_t sc0, m0, sc1, m1;
+            ex_q4k_scale_min(w[i].scales, 2 * c, &sc0, &m0);
+            ex_q4k_scale_min(w[i].scales, 2 * c + 1, &sc1, &m1);
+            const uint8_t *q = w[i].qs + 32 * c;
+            const int8_t *x = a[i].qs + 64 * c;
+            int s0 = 0, s1 = 0;
+            for (int l = 0; l < 32; l++) {
+                s0 += (q[l] & 0xF) * x[l];
+                s1 += (q[l] >> 4) * x[l + 32];
+            }
+            sumi += sc0 * s0 + sc1 * s1;
+            summ += m0 * (a[i].bsums[4 * c] + a[i].bsums[4 * c + 1]) +
+                    m1 * (a[i].bsums[4 * c + 2] + a[i].bsums[4 * c + 3]);
+        }
+        acc += a[i].d * (ex_fp16_to_f32(w[i].d) * (float)sumi - ex_fp16_to_f32(w[i].dmin) * (float)summ);
+    }
+    return acc;
+}
+
+static float dot_q6_K_scalar(const void *wv, const void *av, int64_t nb)
+{
+    const ex_block_q6_K *w = wv;
+    const ex_block_q8_K *a = av;
+    float acc = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        int sumi = 0;
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *L = w[i].ql + 64 * h, *H = w[i].qh + 32 * h;
+            const int8_t *S = w[i].scales + 8 * h, *x = a[i].qs + 128 * h;
+            int s[8] = {0};
+            for (int l = 0; l < 32; l++) {
+                int g = l / 16;
+                s[g + 0] += ((L[l] & 0xF) | (((H[l] >> 0) & 3) << 4)) * x[l];
+                s[g + 2] += ((L[l + 32] & 0xF) | (((H[l] >> 2) & 3) << 4)) * x[l + 32];
+                s[g + 4] += ((L[l] >> 4) | (((H[l] >> 4) & 3) << 4)) * x[l + 64];
+                s[g + 6] += ((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4)) * x[l + 96];
+            }
+            for (int k = 0; k < 8; k++) sumi += S[k] * (s[k] - 32 * a[i].bsums[8 * h + k]);
+        }
+        acc += a[i].d * ex_fp16_to_f32(w[i].d) * (float)sumi;
+    }
+    return acc;
+}
+
+/* ---- AVX2 / AVX-512 VNNI ------------------------------------------------------------------ */
+#ifdef EX_X86
+#define AVX2_FN __attribute__((target("avx2,fma")))
+#define VNNI_FN __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+static inline AVX2_FN float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline AVX2_FN __m256i load_q4(const uint8_t *qs)
+{
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+/* u8 x s8 → i32 x8, by maddubs (AVX2) */
+static inline AVX2_FN __m256i dot_us_avx2(__m256i u, __m256i s)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
+{
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+
+#define DEF_Q4_0(NAME, ATTR, DOT)                                                                 \
+    static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
+    {                                                                                             \
+        const ex_block_q4_0 *w = wv;                                                              \
+        const ex_block_q8_1 *a = av;                                                              \
+        __m256 acc = _mm256_setzero_ps();                                                         \
+        float corr = 0;                                                                           \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            float dw = ex_fp16_to_f32(w[i].d);                                                    \
+            __m256i q = load_q4(w[i].qs);                                                         \
+            __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
+            __m256 p = _mm256_cvtepi32_ps(DOT(q, x));                                             \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[i].d), p, acc);                           \
+            corr += dw * a[i].s;                                                                  \
+        }                                                                                         \
+        return hsum_ps(acc) - 8.0f * corr;                                                        \
+    }
+
+#define DEF_Q8_0(NAME, ATTR, DOT)                                                                 \
+    static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
+    {                                                                                             \
+        const ex_block_q8_0 *w = wv;                                                              \
+        const ex_block_q8_1 *a = av;                                                              \
+        __m256 acc = _mm256_setzero_ps();                                                         \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            __m256i q = _mm256_loadu_si256((const __m256i *)w[i].qs);                             \
+            __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
+            __m256 p = _mm256_cvtepi32_ps(DOT(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)));   \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(ex_fp16_to_f32(w[i].d) * a[i].d), p, acc);       \
+        }                                                                                         \
+        return hsum_ps(acc);                                                                      \
+    }
+
+/* Q4_K: int16 pair sums (maddubs) weighted by the sub-block scales with madd, int32 per super-block. */
+#define DEF_Q4_K(NAME, ATTR)                                                                      \
+    static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
+    {                                                                                             \
+        const ex_block_q4_K *w = wv;                                                              \
+        const ex_block_q8_K *a = av;                                                              \
+        __m256 acc = _mm256_setzero_ps();                                                         \
+        float accm = 0;                                                                           \
+        const __m256i m4 = _mm256_set1_epi8(0x0F);                                                \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            uint8_t sc[8], mn[8];                                                                 \
+            for (int k = 0; k < 8; k++) ex_q4k_scale_min(w[i].scales, k, &sc[k], &mn[k]);         \
+            int summ = 0;                                                                         \
+            for (int k = 0; k < 8; k++) summ += mn[k] * (a[i].bsums[2 * k] + a[i].bsums[2 * k + 1]); \
+            __m256i sumi = _mm256_setzero_si256();                                                \
+            for (int c = 0; c < 4; c++) {                                                         \
+                __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));              \
+                __m256i lo = _mm256_and_si256(q, m4);                                             \
+                __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);                       \
+                __m256i x0 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));             \
+                __m256i x1 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));        \
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16(sc[2 * c])); \
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), _mm256_set1_epi16(sc[2 * c + 1])); \
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));                          \
+            }                                                                                     \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * ex_fp16_to_f32(w[i].d)),                \
+                                  _mm256_cvtepi32_ps(sumi), acc);                                 \
+            accm += a[i].d * ex_fp16_to_f32(w[i].dmin) * (float)summ;                             \
+        }                                                                                         \
+        return hsum_ps(acc) - accm;                                                               \
+    }
+
+#define DEF_Q6_K(NAME, ATTR)                                                                      \
+    static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
+    {                                                                                             \
+        const ex_block_q6_K *w = wv;                                                              \
+        const ex_block_q8_K *a = av;                                                              \
+        __m256 acc = _mm256_setzero_ps();                                                         \
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);                      \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            __m256i sumi = _mm256_setzero_si256();                                                \
+            int corr = 0;                                                                         \
+            for (int k = 0; k < 16; k++) corr += w[i].scales[k] * a[i].bsums[k];                  \
+            for (int h = 0; h < 2; h++) {                                                         \
+                const int8_t *S = w[i].scales + 8 * h;                                            \
+                const int8_t *x = a[i].qs + 128 * h;                                              \
+                __m256i L0 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));             \
+                __m256i L1 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));        \
+                __m256i H = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));              \
+                __m256i q[4];                                                                     \
+                q[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_slli_epi16(_mm256_and_si256(H, m2), 4)); \
+                q[1] = _mm256_or_si256(_mm256_and_si256(L1, m4),                                  \
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), m2), 4)); \
+                q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4),            \
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), m2), 4)); \
+                q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),            \
+                                       _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), m2), 4)); \
+                for (int g = 0; g < 4; g++) {                                                     \
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 32 * g));               \
+                    __m256i scv = _mm256_set_m128i(_mm_set1_epi16(S[2 * g + 1]), _mm_set1_epi16(S[2 * g])); \
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], xv), scv)); \
+                }                                                                                 \
+            }                                                                                     \
+            float dd = a[i].d * ex_fp16_to_f32(w[i].d);                                           \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);             \
+            acc = _mm256_add_ps(acc, _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, -32.0f * dd * (float)corr)); \
+        }                                                                                         \
+        return hsum_ps(acc);                                                                      \
+    }
+
+static AVX2_FN float dot_f32_avx2(const float *w, const float *x, int64_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), acc);
+    float s = hsum_ps(acc);
+    for (; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+DEF_Q4_0(dot_q4_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_Q4_0(dot_q4_0_vnni, VNNI_FN, dot_us_vnni)
+DEF_Q8_0(dot_q8_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_Q8_0(dot_q8_0_vnni, VNNI_FN, dot_us_vnni)
+DEF_Q4_K(dot_q4_K_avx2, AVX2_FN)
+DEF_Q6_K(dot_q6_K_avx2, AVX2_FN)
+#endif
+
+static float dot_f32_scalar(const float *w, const float *x, int64_t n)
+{
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+/* ---- matmul --------------------------------------------------------------------------------- */
+
+static vec_dot_fn pick_dot(ats_qtype t, unsigned f)
+{
+    (void)f;
+    switch (t) {
+#ifdef EX_X86
+    case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dot_q4_0_vnni : (f & EX_CPU_AVX2) ? dot_q4_0_avx2 : dot_q4_0_scalar;
+    case ATS_Q_Q8_0: return (f & EX_CPU_AVX512VNNI) ? dot_q8_0_vnni : (f & EX_CPU_AVX2) ? dot_q8_0_avx2 : dot_q8_0_scalar;
+    case ATS_Q_Q4_K: return (f & EX_CPU_AVX2) ? dot_q4_K_avx2 : dot_q4_K_scalar;
+    case ATS_Q_Q6_K: return (f & EX_CPU_AVX2) ? dot_q6_K_avx2 : dot_q6_K_scalar;
+#else
+    case ATS_Q_Q4_0: return dot_q4_0_scalar;
+    case ATS_Q_Q8_0: return dot_q8_0_scalar;
+    case ATS_Q_Q4_K: return dot_q4_K_scalar;
+    case ATS_Q_Q6_K: return dot_q6_K_scalar;
+#endif
+    case ATS_Q_MXFP4: return dot_mxfp4_scalar;
+    default: return NULL;
+    }
+}
+
+static int valid_matmul(const ex_tensor *w)
+{
+    uint64_t rb;
+    if (!ex_qtype_supported(w->type) || w->ne[0] <= 0 || w->ne[1] <= 0) return 0;
+    return ats_qtype_bytes(w->type, w->ne[0], &rb) == ATS_OK && rb == w->row_bytes;
+}
+
+enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_tokens, float *y)
+{
+    if (!valid_matmul(w) || n_tokens < 1) return ATS_EINVAL;
+    const int64_t n_in = w->ne[0], n_out = w->ne[1];
+    const uint8_t *W = w->data;
+    const unsigned f = ex_cpu_features();
+    if (w->type == ATS_Q_F32) {
+        float (*dot)(const float *, const float *, int64_t) = dot_f32_scalar;
+#ifdef EX_X86
+        if (f & EX_CPU_AVX2) dot = dot_f32_avx2;
+#endif
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n_out; r++)
+            for (int64_t t = 0; t < n_tokens; t++)
+                y[t * n_out + r] = dot((const float *)(W + (size_t)r * w->row_bytes), x + t * n_in, n_in);
+        return ATS_OK;
+    }
+    if (w->type == ATS_Q_F16 || w->type == ATS_Q_BF16) {
+        int bad = 0;
+#pragma omp parallel
+        {
+            float *row = malloc((size_t)n_in * sizeof(float));
+            if (!row) {
+#pragma omp atomic write
+                bad = 1;
+            }
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < n_out; r++) {
+                if (!row) continue;
+                ex_dequantize_row(w->type, W + (size_t)r * w->row_bytes, row, n_in);
+                for (int64_t t = 0; t < n_tokens; t++) {
+                    const float *xt = x + t * n_in;
+                    float s = 0;
+                    for (int64_t i = 0; i < n_in; i++) s += row[i] * xt[i];
+                    y[t * n_out + r] = s;
+                }
+            }
+            free(row);
+        }
+        return bad ? ATS_ENOMEM : ATS_OK;
+    }
+    const int kq = w->type == ATS_Q_Q4_K || w->type == ATS_Q_Q6_K;
+    const int64_t nb = n_in / (kq ? 256 : 32);
+    const size_t abytes = (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
+    uint8_t *xq = malloc(abytes * (size_t)n_tokens);
+    if (!xq) return ATS_ENOMEM;
+#pragma omp parallel for schedule(static) if (n_tokens > 1)
+    for (int64_t t = 0; t < n_tokens; t++) {
+        if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
+        else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
+    }
+    vec_dot_fn dot = pick_dot(w->type, f);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t t = 0; t < n_tokens; t++)
+            y[t * n_out + r] = dot(W + (size_t)r * w->row_bytes, xq + abytes * (size_t)t, nb);
+    free(xq);
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_matmul_ref(const ex_tensor *w, const float *x, int64_t n_tokens, float *y)
+{
+    if (!valid_matmul(w) || n_tokens < 1) return ATS_EINVAL;
+    const int64_t n_in = w->ne[0], n_out = w->ne[1];
+    float *row = malloc((size_t)n_in * sizeof(float));
+    if (!row) return ATS_ENOMEM;
+    for (int64_t r = 0; r < n_out; r++) {
+        ex_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)r * w->row_bytes, row, n_in);
+        for (int64_t t = 0; t < n_tokens; t++) {
+            double s = 0;
+            for (int64_t i = 0; i < n_in; i++) s += (double)row[i] * x[t * n_in + i];
+            y[t * n_out + r] = (float)s;
+        }
+    }
+    free(row);
+    return ATS_OK;
+}

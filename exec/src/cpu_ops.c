@@ -1,0 +1,311 @@
+/* CPU implementations of the ops of ex/ops.h (everything except the matmuls: cpu_matmul.c). */
+#include "ex/ops.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ex/quant.h"
+
+ex_tensor ex_tensor_matrix(const ex_tensor *w, int64_t e)
+{
+    ex_tensor v = *w;
+    v.ne[2] = 1;
+    v.data = (const uint8_t *)w->data + (size_t)e * (size_t)w->ne[1] * w->row_bytes;
+    return v;
+}
+
+ex_sample_params ex_sample_params_default(void)
+{
+    ex_sample_params p = {0.0f, 0, 1.0f};
+    return p;
+}
+
+enum ats_status ex_cpu_embedding(const ex_tensor *tok_embd, const int32_t *tokens, int64_t n_tokens,
+                                 float *x)
+{
+    int64_t n = tok_embd->ne[0];
+    for (int64_t t = 0; t < n_tokens; t++)
+        if (tokens[t] < 0 || tokens[t] >= tok_embd->ne[1]) return ATS_EINVAL;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *row = (const uint8_t *)tok_embd->data + (size_t)tokens[t] * tok_embd->row_bytes;
+        enum ats_status st = ex_dequantize_row(tok_embd->type, row, x + t * n, n);
+        if (st != ATS_OK) return st;
+    }
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_rmsnorm(const float *x, const float *w, int64_t n_rows, int64_t n, float eps,
+                               float *y)
+{
+    if (n <= 0) return ATS_EINVAL;
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        float ss = 0.0f;
+        for (int64_t i = 0; i < n; i++) ss += xr[i] * xr[i];
+        ss = 1.0f / sqrtf(ss / (float)n + eps);
+        for (int64_t i = 0; i < n; i++) yr[i] = w[i] * (ss * xr[i]);
+    }
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_qk_norm(float *x, const float *w, int64_t n_tokens, int64_t n_head,
+                               int64_t head_dim, float eps)
+{
+    return ex_cpu_rmsnorm(x, w, n_tokens * n_head, head_dim, eps, x);
+}
+
+enum ats_status ex_cpu_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+                            int64_t n_rot, int64_t pos0, float theta, ats_rope_type type)
+{
+    if (n_rot <= 0 || n_rot % 2 || n_rot > head_dim) return ATS_EINVAL;
+    int64_t half = n_rot / 2;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        float pos = (float)(pos0 + t);
+        for (int64_t i = 0; i < half; i++) {
+            /* llama2.c: freq = 1 / theta^(2i / n_rot), angle = pos * freq (float) */
+            float freq = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
+            float ang = pos * freq, c = cosf(ang), s = sinf(ang);
+            for (int64_t h = 0; h < n_head; h++) {
+                float *v = x + (t * n_head + h) * head_dim;
+                int64_t a = type == ATS_ROPE_NORM ? 2 * i : i;
+                int64_t b = type == ATS_ROPE_NORM ? 2 * i + 1 : i + half;
+                float v0 = v[a], v1 = v[b];
+                v[a] = v0 * c - v1 * s;
+                v[b] = v0 * s + v1 * c;
+            }
+        }
+    }
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0,
+                                int64_t kv_dim, int64_t n_ctx, float *k_cache, float *v_cache)
+{
+    if (pos0 < 0 || pos0 + n_tokens > n_ctx) return ATS_EINVAL;
+    memcpy(k_cache + pos0 * kv_dim, k, (size_t)(n_tokens * kv_dim) * sizeof(float));
+    memcpy(v_cache + pos0 * kv_dim, v, (size_t)(n_tokens * kv_dim) * sizeof(float));
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
+                                 const float *v_cache, int64_t n_head, int64_t n_head_kv,
+                                 int64_t head_dim, float scale, float *out)
+{
+    if (n_head_kv <= 0 || n_head % n_head_kv) return ATS_EINVAL;
+    int64_t group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
+    int64_t n_ctx = pos0 + n_tokens;
+    int bad = 0;
+#pragma omp parallel
+    {
+        float *att = malloc((size_t)n_ctx * sizeof(float));
+        if (!att) {
+#pragma omp atomic write
+            bad = 1;
+        }
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t t = 0; t < n_tokens; t++)
+            for (int64_t h = 0; h < n_head; h++) {
+                if (!att) continue;
+                const float *qh = q + (t * n_head + h) * head_dim;
+                const float *kb = k_cache + (h / group) * head_dim;
+                const float *vb = v_cache + (h / group) * head_dim;
+                int64_t len = pos0 + t + 1;
+                float mx = -INFINITY;
+                for (int64_t p = 0; p < len; p++) {
+                    const float *kp = kb + p * kv_dim;
+                    float s = 0.0f;
+                    for (int64_t i = 0; i < head_dim; i++) s += qh[i] * kp[i];
+                    s *= scale;
+                    att[p] = s;
+                    if (s > mx) mx = s;
+                }
+                float sum = 0.0f;
+                for (int64_t p = 0; p < len; p++) {
+                    att[p] = expf(att[p] - mx);
+                    sum += att[p];
+                }
+                float *o = out + (t * n_head + h) * head_dim;
+                for (int64_t i = 0; i < head_dim; i++) o[i] = 0.0f;
+                for (int64_t p = 0; p < len; p++) {
+                    const float *vp = vb + p * kv_dim;
+                    float a = att[p] / sum;
+                    for (int64_t i = 0; i < head_dim; i++) o[i] += a * vp[i];
+                }
+            }
+        free(att);
+    }
+    return bad ? ATS_ENOMEM : ATS_OK;
+}
+
+enum ats_status ex_cpu_swiglu(const float *gate, const float *up, int64_t n, float *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_add(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_ffn(const ex_tensor *gate, const ex_tensor *up, const ex_tensor *down,
+                           const float *x, int64_t n_tokens, float *out)
+{
+    int64_t n_ff = gate->ne[1];
+    if (up->ne[1] != n_ff || down->ne[0] != n_ff || gate->ne[0] != up->ne[0] || down->ne[1] != gate->ne[0])
+        return ATS_EINVAL;
+    float *g = malloc((size_t)(2 * n_tokens * n_ff) * sizeof(float));
+    if (!g) return ATS_ENOMEM;
+    float *u = g + n_tokens * n_ff;
+    enum ats_status st = ex_cpu_matmul(gate, x, n_tokens, g);
+    if (st == ATS_OK) st = ex_cpu_matmul(up, x, n_tokens, u);
+    if (st == ATS_OK) st = ex_cpu_swiglu(g, u, n_tokens * n_ff, g);
+    if (st == ATS_OK) st = ex_cpu_matmul(down, g, n_tokens, out);
+    free(g);
+    return st;
+}
+
+enum ats_status ex_cpu_router_topk(const float *logits, int64_t n_tokens, int64_t n_expert, int64_t k,
+                                   int norm_topk, int32_t *ids, float *weights)
+{
+    if (k <= 0 || k > n_expert) return ATS_EINVAL;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float *l = logits + t * n_expert;
+        float mx = -INFINITY;
+        for (int64_t e = 0; e < n_expert; e++) mx = fmaxf(mx, l[e]);
+        double sum = 0;
+        for (int64_t e = 0; e < n_expert; e++) sum += exp((double)(l[e] - mx));
+        int32_t *id = ids + t * k;
+        float *w = weights + t * k;
+        double wsum = 0;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < n_expert; e++) {
+                int taken = 0;
+                for (int64_t q = 0; q < j; q++) taken |= id[q] == e;
+                if (!taken && (best < 0 || l[e] > l[best])) best = e;
+            }
+            id[j] = (int32_t)best;
+            w[j] = (float)(exp((double)(l[best] - mx)) / sum);
+            wsum += w[j];
+        }
+        if (norm_topk)
+            for (int64_t j = 0; j < k; j++) w[j] = (float)(w[j] / wsum);
+    }
+    return ATS_OK;
+}
+
+enum ats_status ex_cpu_moe(const ex_tensor *gate_exps, const ex_tensor *up_exps,
+                           const ex_tensor *down_exps, const float *x, int64_t n_tokens,
+                           const int32_t *ids, const float *weights, int64_t k, float *out)
+{
+    int64_t n_expert = gate_exps->ne[2], n_embd = gate_exps->ne[0];
+    if (up_exps->ne[2] != n_expert || down_exps->ne[2] != n_expert || down_exps->ne[1] != n_embd)
+        return ATS_EINVAL;
+    for (int64_t i = 0; i < n_tokens * k; i++)
+        if (ids[i] < 0 || ids[i] >= n_expert) return ATS_EINVAL;
+    float *xs = malloc((size_t)(2 * n_tokens * n_embd) * sizeof(float));
+    int64_t *rows = malloc((size_t)n_tokens * sizeof(int64_t));
+    float *rw = malloc((size_t)n_tokens * sizeof(float));
+    enum ats_status st = (xs && rows && rw) ? ATS_OK : ATS_ENOMEM;
+    float *ys = xs ? xs + n_tokens * n_embd : NULL;
+    if (st == ATS_OK) memset(out, 0, (size_t)(n_tokens * n_embd) * sizeof(float));
+    for (int64_t e = 0; e < n_expert && st == ATS_OK; e++) {
+        int64_t m = 0;
+        for (int64_t t = 0; t < n_tokens; t++)
+            for (int64_t j = 0; j < k; j++)
+                if (ids[t * k + j] == e) {
+                    rows[m] = t;
+                    rw[m] = weights[t * k + j];
+                    memcpy(xs + m * n_embd, x + t * n_embd, (size_t)n_embd * sizeof(float));
+                    m++;
+                }
+        if (m == 0) continue;
+        ex_tensor g = ex_tensor_matrix(gate_exps, e), u = ex_tensor_matrix(up_exps, e),
+                  d = ex_tensor_matrix(down_exps, e);
+        st = ex_cpu_ffn(&g, &u, &d, xs, m, ys);
+        for (int64_t r = 0; r < m && st == ATS_OK; r++)
+            for (int64_t i = 0; i < n_embd; i++) out[rows[r] * n_embd + i] += rw[r] * ys[r * n_embd + i];
+    }
+    free(xs);
+    free(rows);
+    free(rw);
+    return st;
+}
+
+enum ats_status ex_cpu_output(const ex_tensor *w_out, const float *x, int64_t n_tokens, float *logits)
+{
+    return ex_cpu_matmul(w_out, x, n_tokens, logits);
+}
+
+/* ---- sampling ----------------------------------------------------------------------------- */
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct { float logit; int32_t id; } cand;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+enum ats_status ex_cpu_sample(const float *logits, int64_t n_vocab, const ex_sample_params *p,
+                              uint64_t *rng, int32_t *token)
+{
+    if (n_vocab <= 0) return ATS_EINVAL;
+    if (!(p->temp > 0.0f)) {
+        int64_t best = 0;
+        for (int64_t i = 1; i < n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        *token = (int32_t)best;
+        return ATS_OK;
+    }
+    cand *c = malloc((size_t)n_vocab * sizeof *c);
+    if (!c) return ATS_ENOMEM;
+    for (int64_t i = 0; i < n_vocab; i++) c[i] = (cand){logits[i], (int32_t)i};
+    qsort(c, (size_t)n_vocab, sizeof *c, cand_cmp);
+    int64_t n = n_vocab;
+    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+    double sum = 0;
+    double *pr = malloc((size_t)n * sizeof *pr);
+    if (!pr) { free(c); return ATS_ENOMEM; }
+    for (int64_t i = 0; i < n; i++) {
+        pr[i] = exp((double)(c[i].logit - c[0].logit) / p->temp);
+        sum += pr[i];
+    }
+    if (p->top_p < 1.0f) {
+        double cum = 0;
+        int64_t keep = n;
+        for (int64_t i = 0; i < n; i++) {
+            cum += pr[i] / sum;
+            if (cum >= p->top_p) { keep = i + 1; break; }
+        }
+        n = keep;
+        sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += pr[i];
+    }
+    double r = (double)(splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0) * sum, cum = 0;
+    int32_t tok = c[n - 1].id;
+    for (int64_t i = 0; i < n; i++) {
+        cum += pr[i];
+        if (r < cum) { tok = c[i].id; break; }
+    }
+    *token = tok;
+    free(pr);
+    free(c);
+    return ATS_OK;
+}

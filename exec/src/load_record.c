@@ -1,0 +1,425 @@
+/*
+ * exec/src/load_record.c — load probes and the recorder behind `ats record` (ex/load.h).
+ * CPU probe: a float GEMV over a pthread pool (rows handed out in chunks through an atomic counter, so
+ * a thread slowed by a co-runner takes fewer chunks, as inference threads do); GPU and PCIe probes in
+ * exec/cuda/load_probe.cu when built with CUDA.
+ */
+#include "ex/load.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef ATS_HAVE_CUDA
+#include "load_probe.h"
+#endif
+
+#define CHUNK_ROWS 32
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+struct ex_probe {
+    ex_probe_opts o;
+    /* CPU GEMV: y (rows) = A (rows, cols) x (cols) */
+    float *A, *x, *y;
+    int reps;                 /* GEMV repetitions per probe */
+    pthread_t *tids;
+    int nthreads;
+    pthread_mutex_t mu;       /* guards gen, active, quit */
+    pthread_cond_t cv_start, cv_done;
+    unsigned gen;             /* incremented to start a probe */
+    int active;               /* pool threads still working on the current probe */
+    int quit;
+    int sync_ok;              /* mutex and condition variables initialized */
+    atomic_size_t next_chunk; /* chunk counter over reps * rows */
+    /* GPU */
+    int has_gpu;
+    long gpu_iters;
+#ifdef ATS_HAVE_CUDA
+    ex_lp *lp;
+#endif
+    char gpu_name[256];
+};
+
+static void gemv_rows(const struct ex_probe *p, size_t r0, size_t r1)
+{
+    const size_t cols = p->o.gemv_cols;
+    for (size_t r = r0; r < r1; r++) {
+        const float *a = p->A + r * cols;
+        float acc = 0.0f;
+        for (size_t c = 0; c < cols; c++) acc += a[c] * p->x[c];
+        p->y[r] = acc;
+    }
+}
+
+static void *pool_main(void *arg)
+{
+    struct ex_probe *p = arg;
+    const size_t rows = p->o.gemv_rows, chunks_per = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    unsigned seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (p->gen == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
+        seen = p->gen;
+        int quit = p->quit;
+        pthread_mutex_unlock(&p->mu);
+        if (quit) break;
+        const size_t total = chunks_per * (size_t)p->reps;
+        for (;;) {
+            size_t c = atomic_fetch_add(&p->next_chunk, 1);
+            if (c >= total) break;
+            size_t r0 = (c % chunks_per) * CHUNK_ROWS, r1 = r0 + CHUNK_ROWS < rows ? r0 + CHUNK_ROWS : rows;
+            gemv_rows(p, r0, r1);
+        }
+        pthread_mutex_lock(&p->mu);
+        if (--p->active == 0) pthread_cond_signal(&p->cv_done);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return NULL;
+}
+
+/* One CPU probe: reps GEMVs over the pool; returns wall time [s]. */
+static double cpu_probe(struct ex_probe *p)
+{
+    atomic_store(&p->next_chunk, 0);
+    double t0 = now_s();
+    pthread_mutex_lock(&p->mu);
+    p->active = p->nthreads;
+    p->gen++;
+    pthread_cond_broadcast(&p->cv_start);
+    while (p->active > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    return now_s() - t0;
+}
+
+ex_probe_opts ex_probe_opts_default(void)
+{
+    ex_probe_opts o = {.threads = 0, .gemv_rows = 2048, .gemv_cols = 2048, .cpu_target_s = 2e-3,
+                       .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0};
+    return o;
+}
+
+static double median3(double a, double b, double c)
+{
+    if (a > b) { double t = a; a = b; b = t; }
+    if (b > c) b = c;
+    return a > b ? a : b;
+}
+
+void ex_probe_free(ex_probe *p)
+{
+    if (!p) return;
+    if (p->sync_ok) {
+        pthread_mutex_lock(&p->mu);
+        p->quit = 1;
+        pthread_cond_broadcast(&p->cv_start);
+        pthread_mutex_unlock(&p->mu);
+        for (int i = 0; i < p->nthreads; i++) pthread_join(p->tids[i], NULL);
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cv_start);
+        pthread_cond_destroy(&p->cv_done);
+    }
+    free(p->tids);
+#ifdef ATS_HAVE_CUDA
+    ex_lp_free(p->lp);
+#endif
+    free(p->A);
+    free(p->x);
+    free(p->y);
+    free(p);
+}
+
+enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err *err)
+{
+    *out = NULL;
+    ex_probe_opts o = *opts;
+    if (o.threads <= 0) o.threads = online_cpus();
+    if (o.threads > 1024 || o.gemv_rows == 0 || o.gemv_cols == 0 || o.gemv_rows * o.gemv_cols > (1u << 28) ||
+        !(o.cpu_target_s > 0) || !(o.gpu_target_s > 0))
+        return ats_err_set(err, ATS_EINVAL, "probe: bad options (threads %d, gemv %zu x %zu)", o.threads,
+                           o.gemv_rows, o.gemv_cols);
+    struct ex_probe *p = calloc(1, sizeof *p);
+    if (!p) return ats_err_set(err, ATS_ENOMEM, "probe: out of memory");
+    p->o = o;
+    p->A = malloc(o.gemv_rows * o.gemv_cols * sizeof(float));
+    p->x = malloc(o.gemv_cols * sizeof(float));
+    p->y = malloc(o.gemv_rows * sizeof(float));
+    p->tids = calloc((size_t)o.threads, sizeof(pthread_t));
+    if (!p->A || !p->x || !p->y || !p->tids) {
+        ex_probe_free(p);
+        return ats_err_set(err, ATS_ENOMEM, "probe: out of memory for a %zu x %zu GEMV", o.gemv_rows, o.gemv_cols);
+    }
+    uint32_t s = 12345u; /* fixed LCG: the probe's data never changes its speed */
+    for (size_t i = 0; i < o.gemv_rows * o.gemv_cols; i++) {
+        s = s * 1664525u + 1013904223u;
+        p->A[i] = (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    }
+    for (size_t i = 0; i < o.gemv_cols; i++) p->x[i] = 1.0f / (float)(i + 1);
+    p->reps = 1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_start, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    p->sync_ok = 1;
+    for (int i = 0; i < o.threads; i++) {
+        if (pthread_create(&p->tids[i], NULL, pool_main, p) != 0) {
+            ex_probe_free(p); /* joins the i threads started so far */
+            return ats_err_set(err, ATS_ENOMEM, "probe: cannot start thread %d of %d", i, o.threads);
+        }
+        p->nthreads = i + 1;
+    }
+    /* calibrate repetitions to the target duration: median of 3, twice */
+    for (int pass = 0; pass < 2; pass++) {
+        cpu_probe(p); /* warm-up */
+        double t = median3(cpu_probe(p), cpu_probe(p), cpu_probe(p));
+        int reps = (int)ceil(p->reps * o.cpu_target_s / (t > 1e-7 ? t : 1e-7));
+        p->reps = reps < 1 ? 1 : reps > 100000 ? 100000 : reps;
+    }
+#ifdef ATS_HAVE_CUDA
+    if (o.use_gpu && ex_lp_device_count() > o.device) {
+        char msg[256];
+        if (ex_lp_new(o.device, o.copy_bytes, &p->lp, msg, sizeof msg) != 0) {
+            ex_probe_free(p);
+            return ats_err_set(err, ATS_EINVAL, "probe: GPU setup failed: %s", msg);
+        }
+        ex_lp_name(p->lp, p->gpu_name, sizeof p->gpu_name);
+        /* busy-kernel iterations for gpu_target_s: time 2 sizes and fit the slope */
+        long it = 1000;
+        double t1 = 0, t2 = 0;
+        for (int k = 0; k < 3; k++) {
+            double a = now_s();
+            if (ex_lp_busy(p->lp, it, msg, sizeof msg) != 0) goto gpu_fail;
+            t1 = now_s() - a;
+            a = now_s();
+            if (ex_lp_busy(p->lp, 4 * it, msg, sizeof msg) != 0) goto gpu_fail;
+            t2 = now_s() - a;
+            if (t2 - t1 < 2e-4) it *= 8; /* too short to see the slope: grow */
+        }
+        double per_it = (t2 - t1) / (3.0 * (double)it);
+        if (!(per_it > 0)) per_it = 1e-9;
+        p->gpu_iters = (long)(o.gpu_target_s / per_it);
+        if (p->gpu_iters < 100) p->gpu_iters = 100;
+        p->has_gpu = 1;
+        if (ex_lp_copy_h2d(p->lp, o.copy_bytes, msg, sizeof msg) != 0) goto gpu_fail; /* warm-up */
+        goto gpu_ok;
+    gpu_fail:
+        ex_probe_free(p);
+        return ats_err_set(err, ATS_EINVAL, "probe: GPU calibration failed: %s", msg);
+    gpu_ok:;
+    }
+#endif
+    *out = p;
+    return ATS_OK;
+}
+
+int ex_probe_has_gpu(const ex_probe *p) { return p->has_gpu; }
+
+enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err)
+{
+    t_s[ATSC_RES_CPU] = cpu_probe(p);
+    t_s[ATSC_RES_GPU] = t_s[ATSC_RES_PCIE] = NAN;
+#ifdef ATS_HAVE_CUDA
+    if (p->has_gpu) {
+        char msg[256];
+        double a = now_s();
+        if (ex_lp_busy(p->lp, p->gpu_iters, msg, sizeof msg) != 0)
+            return ats_err_set(err, ATS_EINVAL, "GPU probe: %s", msg);
+        double b = now_s();
+        if (ex_lp_copy_h2d(p->lp, p->o.copy_bytes, msg, sizeof msg) != 0)
+            return ats_err_set(err, ATS_EINVAL, "PCIe probe: %s", msg);
+        t_s[ATSC_RES_GPU] = b - a;
+        t_s[ATSC_RES_PCIE] = now_s() - b;
+    }
+#else
+    (void)err;
+#endif
+    return ATS_OK;
+}
+
+void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu) on %d threads (chunks of %d rows)", p->reps,
+                     p->o.gemv_rows, p->o.gemv_cols, p->o.threads, CHUNK_ROWS);
+    if (n < 0 || (size_t)n >= len) return;
+    if (p->has_gpu)
+        snprintf(buf + n, len - (size_t)n,
+                 "; GPU probe: busy kernel %ld dependent FMAs/thread on every SM of %s; PCIe probe: %zu MiB "
+                 "H2D copy from pinned memory",
+                 p->gpu_iters, p->gpu_name, p->o.copy_bytes >> 20);
+    else
+        snprintf(buf + n, len - (size_t)n, "; no GPU: gpu_avail and pcie_avail not measured (1)");
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void sleep_until(double t_abs)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)t_abs;
+    ts.tv_nsec = (long)((t_abs - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+        /* a signal: the caller checks its stop flag after we return */
+        return;
+    }
+}
+
+enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s, const volatile sig_atomic_t *stop,
+                                  ex_baseline *out, ats_err *err)
+{
+    size_t n = (size_t)ceil(seconds / interval_s);
+    if (n < 3) n = 3;
+    double *v[ATSC_RES_COUNT];
+    for (int r = 0; r < ATSC_RES_COUNT; r++) v[r] = malloc(n * sizeof(double));
+    enum ats_status st = ATS_OK;
+    if (!v[0] || !v[1] || !v[2]) {
+        st = ats_err_set(err, ATS_ENOMEM, "baseline: out of memory");
+        goto done;
+    }
+    double t0 = now_s();
+    for (size_t i = 0; i < n; i++) {
+        if (stop && *stop) {
+            st = ats_err_set(err, ATS_EINVAL, "baseline: interrupted");
+            goto done;
+        }
+        double t[ATSC_RES_COUNT];
+        if ((st = ex_probe_measure(p, t, err)) != ATS_OK) goto done;
+        for (int r = 0; r < ATSC_RES_COUNT; r++) v[r][i] = t[r];
+        sleep_until(t0 + (double)(i + 1) * interval_s);
+    }
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        if (isnan(v[r][0])) {
+            out->t_s[r] = NAN;
+            continue;
+        }
+        qsort(v[r], n, sizeof(double), cmp_d);
+        out->t_s[r] = n % 2 ? v[r][n / 2] : 0.5 * (v[r][n / 2 - 1] + v[r][n / 2]);
+    }
+done:
+    for (int r = 0; r < ATSC_RES_COUNT; r++) free(v[r]);
+    return st;
+}
+
+enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err)
+{
+    size_t l = strlen(path) + 32;
+    char *tmp = malloc(l);
+    if (!tmp) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+    snprintf(tmp, l, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    enum ats_status st = ATS_OK;
+    if (!f || fprintf(f, "%.9g %.9g %.9g\n", b->t_s[0], b->t_s[1], b->t_s[2]) < 0 || fclose(f) != 0 ||
+        rename(tmp, path) != 0) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write baseline: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    return st;
+}
+
+enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open baseline: %s", path, strerror(errno));
+    char w[3][64];
+    int n = fscanf(f, "%63s %63s %63s", w[0], w[1], w[2]);
+    fclose(f);
+    if (n != 3) return ats_err_set(err, ATS_EINVAL, "%s: line 1: need 3 probe times [s] (cpu gpu pcie)", path);
+    for (int r = 0; r < 3; r++) {
+        char *end = NULL;
+        b->t_s[r] = strtod(w[r], &end);
+        if (*end || !(isnan(b->t_s[r]) || b->t_s[r] > 0))
+            return ats_err_set(err, ATS_EINVAL, "%s: field %d (%s) = '%s': need a time > 0 or nan", path, r + 1,
+                               atsc_resource_name((enum atsc_resource)r), w[r]);
+    }
+    return ATS_OK;
+}
+
+double ex_avail_from_times(double base_s, double t_s)
+{
+    if (isnan(base_s) || isnan(t_s)) return 1.0;
+    double a = t_s > 0 ? base_s / t_s : 1.0;
+    if (a > 1.0) a = 1.0;
+    if (!(a >= 0.01)) a = 0.01;
+    return a;
+}
+
+ex_record_opts ex_record_opts_default(void)
+{
+    ex_record_opts o = {.interval_s = 0.1, .duration_s = 60.0, .stop = NULL, .progress = 0};
+    return o;
+}
+
+enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_record_opts *o, atsc_trace **out,
+                              ex_record_stats *stats, ats_err *err)
+{
+    *out = NULL;
+    if (!(o->interval_s > 0) || !(o->duration_s > 0) || o->duration_s / o->interval_s > 1e8)
+        return ats_err_set(err, ATS_EINVAL, "record: bad interval %g s / duration %g s", o->interval_s,
+                           o->duration_s);
+    size_t cap = (size_t)ceil(o->duration_s / o->interval_s) + 1;
+    atsc_trace *tr = atsc_trace_new(cap);
+    if (!tr) return ats_err_set(err, ATS_ENOMEM, "record: out of memory for %zu samples", cap);
+    memset(stats, 0, sizeof *stats);
+    enum ats_status st = ATS_OK;
+    double t0 = now_s(), last_progress = t0;
+    size_t n = 0;
+    for (size_t i = 0; i < cap; i++) {
+        if (o->stop && *o->stop) break;
+        double ts = now_s();
+        if (ts - t0 > o->duration_s) break;
+        double t[ATSC_RES_COUNT];
+        if ((st = ex_probe_measure(p, t, err)) != ATS_OK) break;
+        tr->t_s[n] = n == 0 ? 0.0 : ts - t0;
+        if (n > 0 && !(tr->t_s[n] > tr->t_s[n - 1])) tr->t_s[n] = nextafter(tr->t_s[n - 1], INFINITY);
+        for (int r = 0; r < ATSC_RES_COUNT; r++) {
+            atsc_trace_res(tr, (enum atsc_resource)r)[n] = ex_avail_from_times(base->t_s[r], t[r]);
+            if (!isnan(t[r])) stats->probe_s[r] += t[r];
+        }
+        n++;
+        if (n == 1) t0 = ts; /* t = 0 at the first sample */
+        double now = now_s();
+        if (o->progress && now - last_progress >= 10.0) {
+            last_progress = now;
+            fprintf(stderr, "record: %6.1f s, %zu samples, last cpu %.3f gpu %.3f pcie %.3f\n", now - t0, n,
+                    tr->cpu_avail[n - 1], tr->gpu_avail[n - 1], tr->pcie_avail[n - 1]);
+        }
+        sleep_until(t0 + (double)n * o->interval_s);
+    }
+    stats->wall_s = now_s() - t0;
+    stats->samples = n;
+    double busy = stats->probe_s[0] + stats->probe_s[1] + stats->probe_s[2];
+    stats->duty = stats->wall_s > 0 ? busy / stats->wall_s : 0;
+    if (st != ATS_OK || n == 0) {
+        atsc_trace_free(tr);
+        if (st == ATS_OK) st = ats_err_set(err, ATS_EINVAL, "record: stopped before the first sample");
+        return st;
+    }
+    tr->n = n;
+    *out = tr;
+    return ATS_OK;
+}

@@ -1,0 +1,435 @@
+/* Model loading (GGUF or seeded dummy weights) for llama / qwen3 / qwen3moe. */
+#include "ex/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ex/gguf.h"
+#include "ex/quant.h"
+#include "ex/quant_blocks.h"
+#include "ex/tokenizer.h"
+
+/* One weight the architecture needs: GGUF name, shape, where it goes. */
+typedef struct spec {
+    char name[64];
+    ats_role role;
+    int layer;
+    uint32_t n_dims;
+    int64_t ne[3];
+    int is_norm;    /* F32 vector */
+    int optional;   /* e.g. output.weight when tied */
+    ex_tensor *dst;
+} spec;
+
+typedef struct spec_list {
+    spec *v;
+    int n, cap;
+} spec_list;
+
+static int add_spec(spec_list *l, const char *name, ats_role role, int layer, uint32_t nd, int64_t ne0,
+                    int64_t ne1, int64_t ne2, int is_norm, ex_tensor *dst)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        spec *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    spec *s = &l->v[l->n++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    s->role = role;
+    s->layer = layer;
+    s->n_dims = nd;
+    s->ne[0] = ne0;
+    s->ne[1] = ne1;
+    s->ne[2] = ne2;
+    s->is_norm = is_norm;
+    s->dst = dst;
+    return 0;
+}
+
+static int family_kind(const char *f)
+{
+    if (strcmp(f, "llama") == 0) return 0;
+    if (strcmp(f, "qwen3") == 0) return 1;
+    if (strcmp(f, "qwen3moe") == 0 || strcmp(f, "qwen3_moe") == 0) return 2;
+    return -1;
+}
+
+/* The weights of model m (arch filled, layers allocated). */
+static int build_specs(ex_model *m, spec_list *l)
+{
+    const ats_arch *a = &m->arch;
+    int64_t E = a->n_embd, hd = a->head_dim, q = a->n_head * hd, kv = a->n_head_kv * hd;
+    char nm[64];
+    int rc = add_spec(l, "token_embd.weight", ATS_ROLE_TOKEN_EMBD, -1, 2, E, a->n_vocab, 1, 0, &m->tok_embd);
+    rc |= add_spec(l, "output_norm.weight", ATS_ROLE_OUTPUT_NORM, -1, 1, E, 1, 1, 1, &m->output_norm);
+    rc |= add_spec(l, "output.weight", ATS_ROLE_OUTPUT, -1, 2, E, a->n_vocab, 1, 0, &m->output);
+    if (rc) return -1;
+    l->v[l->n - 1].optional = a->tied_embd;
+    for (int i = 0; i < a->n_layer; i++) {
+        ex_layer *L = &m->layers[i];
+        L->moe = ats_arch_layer_is_moe(a, i);
+        L->has_shexp = L->moe && a->n_expert_shared > 0;
+#define S(role_, nd, n0, n1, n2, norm, dst)                                                  \
+        do {                                                                                 \
+            snprintf(nm, sizeof nm, "blk.%d.%s.weight", i, ats_role_name(role_));            \
+            if (add_spec(l, nm, role_, i, nd, n0, n1, n2, norm, dst)) return -1;             \
+        } while (0)
+        S(ATS_ROLE_ATTN_NORM, 1, E, 1, 1, 1, &L->attn_norm);
+        S(ATS_ROLE_ATTN_Q, 2, E, q, 1, 0, &L->wq);
+        S(ATS_ROLE_ATTN_K, 2, E, kv, 1, 0, &L->wk);
+        S(ATS_ROLE_ATTN_V, 2, E, kv, 1, 0, &L->wv);
+        S(ATS_ROLE_ATTN_OUTPUT, 2, q, E, 1, 0, &L->wo);
+        if (a->qk_norm) {
+            snprintf(nm, sizeof nm, "blk.%d.attn_q_norm.weight", i);
+            if (add_spec(l, nm, ATS_ROLE_ATTN, i, 1, hd, 1, 1, 1, &L->q_norm)) return -1;
+            snprintf(nm, sizeof nm, "blk.%d.attn_k_norm.weight", i);
+            if (add_spec(l, nm, ATS_ROLE_ATTN, i, 1, hd, 1, 1, 1, &L->k_norm)) return -1;
+        }
+        S(ATS_ROLE_FFN_NORM, 1, E, 1, 1, 1, &L->ffn_norm);
+        if (!L->moe) {
+            S(ATS_ROLE_FFN_GATE, 2, E, a->n_ff, 1, 0, &L->ffn_gate);
+            S(ATS_ROLE_FFN_UP, 2, E, a->n_ff, 1, 0, &L->ffn_up);
+            S(ATS_ROLE_FFN_DOWN, 2, a->n_ff, E, 1, 0, &L->ffn_down);
+        } else {
+            int64_t X = a->n_expert, F = a->n_ff_exp;
+            S(ATS_ROLE_FFN_GATE_INP, 2, E, X, 1, 0, &L->gate_inp);
+            S(ATS_ROLE_FFN_GATE_EXPS, 3, E, F, X, 0, &L->gate_exps);
+            S(ATS_ROLE_FFN_UP_EXPS, 3, E, F, X, 0, &L->up_exps);
+            S(ATS_ROLE_FFN_DOWN_EXPS, 3, F, E, X, 0, &L->down_exps);
+            if (L->has_shexp) {
+                int64_t Fs = a->n_ff_shexp * a->n_expert_shared;
+                S(ATS_ROLE_FFN_GATE_SHEXP, 2, E, Fs, 1, 0, &L->gate_shexp);
+                S(ATS_ROLE_FFN_UP_SHEXP, 2, E, Fs, 1, 0, &L->up_shexp);
+                S(ATS_ROLE_FFN_DOWN_SHEXP, 2, Fs, E, 1, 0, &L->down_shexp);
+            }
+        }
+#undef S
+    }
+    return 0;
+}
+
+void ex_model_free(ex_model *m)
+{
+    if (!m) return;
+    if (m->storage_is_gguf) ex_gguf_free(m->storage);
+    else free(m->storage);
+    ex_tokenizer_free(m->tok);
+    free(m->layers);
+    free(m);
+}
+
+static void finish_tied(ex_model *m)
+{
+    if (m->arch.tied_embd || !m->output.data) {
+        m->output = m->tok_embd;
+        m->arch.tied_embd = 1;
+    }
+}
+
+/* ---- GGUF --------------------------------------------------------------------------------- */
+
+static enum ats_status get_int_key(const ex_gguf *g, const char *arch, const char *suffix, int64_t *out,
+                                   int required, int64_t dflt, ats_err *err)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    enum ats_status st = ex_gguf_get_int(g, key, out, err);
+    if (st == ATS_ENOTFOUND) {
+        if (required)
+            return ats_err_set(err, ATS_EINVAL, "%s: metadata '%s' missing (needed for architecture %s)",
+                               ex_gguf_path(g), key, arch);
+        *out = dflt;
+        return ATS_OK;
+    }
+    return st;
+}
+
+static enum ats_status get_dbl_key(const ex_gguf *g, const char *arch, const char *suffix, double *out,
+                                   double dflt, ats_err *err)
+{
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    enum ats_status st = ex_gguf_get_double(g, key, out, err);
+    if (st == ATS_ENOTFOUND) {
+        *out = dflt;
+        return ATS_OK;
+    }
+    return st;
+}
+
+#define TRY(x) do { st = (x); if (st != ATS_OK) goto fail; } while (0)
+
+enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err)
+{
+    ex_gguf *g = NULL;
+    enum ats_status st = ex_gguf_open(path, &g, err);
+    if (st != ATS_OK) return st;
+    ex_model *m = calloc(1, sizeof *m);
+    spec_list l = {0};
+    if (!m) { ex_gguf_free(g); return ATS_ENOMEM; }
+    m->storage = g;
+    m->storage_is_gguf = 1;
+    const char *s;
+    size_t sl;
+    char arch[ATS_NAME_LEN];
+    st = ex_gguf_get_str(g, "general.architecture", &s, &sl, err);
+    if (st == ATS_ENOTFOUND) { st = ats_err_set(err, ATS_EINVAL, "%s: metadata 'general.architecture' missing", path); goto fail; }
+    if (st != ATS_OK) goto fail;
+    snprintf(arch, sizeof arch, "%.*s", (int)(sl < sizeof arch - 1 ? sl : sizeof arch - 1), s);
+    int kind = family_kind(arch);
+    if (kind < 0) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: metadata 'general.architecture' = '%s' (supported: llama, qwen3, qwen3moe)", path, arch);
+        goto fail;
+    }
+    ats_arch *a = &m->arch;
+    ats_arch_init(a);
+    snprintf(a->family, sizeof a->family, "%s", arch);
+    const char *base = strrchr(path, '/');
+    snprintf(a->name, sizeof a->name, "%s", base ? base + 1 : path);
+    snprintf(a->source, sizeof a->source, "GGUF metadata of %s", path);
+    int64_t v;
+    TRY(get_int_key(g, arch, "embedding_length", &a->n_embd, 1, 0, err));
+    TRY(get_int_key(g, arch, "block_count", &a->n_layer, 1, 0, err));
+    TRY(get_int_key(g, arch, "attention.head_count", &a->n_head, 1, 0, err));
+    TRY(get_int_key(g, arch, "attention.head_count_kv", &a->n_head_kv, 0, a->n_head, err));
+    TRY(get_int_key(g, arch, "feed_forward_length", &a->n_ff, kind != 2, 0, err));
+    TRY(get_int_key(g, arch, "context_length", &a->n_ctx_max, 0, 2048, err));
+    if (a->n_head <= 0 || a->n_embd <= 0 || a->n_layer <= 0 || a->n_layer > 100000) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: metadata: embedding_length %lld, block_count %lld, head_count %lld (must be positive)",
+                         path, (long long)a->n_embd, (long long)a->n_layer, (long long)a->n_head);
+        goto fail;
+    }
+    TRY(get_int_key(g, arch, "attention.key_length", &a->head_dim, 0, a->n_embd / a->n_head, err));
+    TRY(get_int_key(g, arch, "rope.dimension_count", &m->n_rot, 0, a->head_dim, err));
+    TRY(get_dbl_key(g, arch, "attention.layer_norm_rms_epsilon", &a->rms_norm_eps, 1e-5, err));
+    TRY(get_dbl_key(g, arch, "rope.freq_base", &a->rope_theta, 10000.0, err));
+    a->rope_type = kind == 0 ? ATS_ROPE_NORM : ATS_ROPE_NEOX;
+    a->qk_norm = kind != 0;
+    if (kind == 2) {
+        TRY(get_int_key(g, arch, "expert_count", &a->n_expert, 1, 0, err));
+        TRY(get_int_key(g, arch, "expert_used_count", &a->n_expert_used, 1, 0, err));
+        TRY(get_int_key(g, arch, "expert_feed_forward_length", &a->n_ff_exp, 1, 0, err));
+        TRY(get_int_key(g, arch, "expert_shared_feed_forward_length", &a->n_ff_shexp, 0, 0, err));
+        TRY(get_int_key(g, arch, "expert_shared_count", &a->n_expert_shared, 0, a->n_ff_shexp > 0, err));
+        m->norm_topk = 1;
+    }
+    const ex_gguf_tensor *te = ex_gguf_find_tensor(g, "token_embd.weight");
+    if (!te) { st = ats_err_set(err, ATS_EINVAL, "%s: tensor 'token_embd.weight' missing (architecture %s needs it)", path, arch); goto fail; }
+    a->n_vocab = te->ne[1];
+    a->tied_embd = ex_gguf_find_tensor(g, "output.weight") == NULL;
+    a->partial_rotary = a->head_dim > 0 ? (double)m->n_rot / (double)a->head_dim : 1.0;
+    ats_err aerr;
+    if (ats_arch_validate(a, &aerr) != ATS_OK) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: hyper-parameters from metadata: %s", path, aerr.msg);
+        goto fail;
+    }
+    if (m->n_rot <= 0 || m->n_rot > a->head_dim || m->n_rot % 2) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: metadata '%s.rope.dimension_count' = %lld (must be even, 1..head_dim %lld)",
+                         path, arch, (long long)m->n_rot, (long long)a->head_dim);
+        goto fail;
+    }
+    m->layers = calloc((size_t)a->n_layer, sizeof *m->layers);
+    if (!m->layers || build_specs(m, &l)) { st = ATS_ENOMEM; goto fail; }
+    for (int i = 0; i < l.n; i++) {
+        const spec *sp = &l.v[i];
+        const ex_gguf_tensor *t = ex_gguf_find_tensor(g, sp->name);
+        if (!t) {
+            if (sp->optional) continue;
+            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' missing (architecture %s needs it)", path, sp->name, arch);
+            goto fail;
+        }
+        int ok = 1;
+        for (int d = 0; d < 4; d++) {
+            int64_t want = d < 3 ? sp->ne[d] : 1;
+            if (t->ne[d] != want) ok = 0;
+        }
+        if (!ok) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s': shape [%lld, %lld, %lld] but the hyper-parameters need [%lld, %lld, %lld]",
+                             path, sp->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                             (long long)sp->ne[0], (long long)sp->ne[1], (long long)sp->ne[2]);
+            goto fail;
+        }
+        if (sp->is_norm && t->type != ATS_Q_F32) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s': type %s, norm weights must be F32", path, sp->name, ats_qtype_name(t->type));
+            goto fail;
+        }
+        if (t->type == ATS_Q_F32 && ((uintptr_t)t->data % 4) != 0) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s': F32 data not 4-byte aligned", path, sp->name);
+            goto fail;
+        }
+        ex_tensor *x = sp->dst;
+        x->type = t->type;
+        x->ne[0] = t->ne[0];
+        x->ne[1] = t->ne[1];
+        x->ne[2] = t->ne[2];
+        ats_qtype_bytes(t->type, t->ne[0], &x->row_bytes);
+        x->data = t->data;
+        m->weight_bytes += t->bytes;
+    }
+    finish_tied(m);
+    if (ex_gguf_find_kv(g, "tokenizer.ggml.tokens", &v) == ATS_OK) {
+        TRY(ex_tokenizer_from_gguf(g, &m->tok, err));
+        if (ex_tokenizer_n_vocab(m->tok) != a->n_vocab) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: metadata 'tokenizer.ggml.tokens' has %lld tokens but token_embd.weight has %lld rows",
+                             path, (long long)ex_tokenizer_n_vocab(m->tok), (long long)a->n_vocab);
+            goto fail;
+        }
+    }
+    m->bos_id = m->eos_id = -1;
+    if (ex_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v, NULL) == ATS_OK && v >= 0 && v < a->n_vocab) m->bos_id = (int32_t)v;
+    if (ex_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v, NULL) == ATS_OK && v >= 0 && v < a->n_vocab) m->eos_id = (int32_t)v;
+    free(l.v);
+    *out = m;
+    return ATS_OK;
+fail:
+    free(l.v);
+    ex_model_free(m);
+    return st;
+}
+
+/* ---- dummy weights ------------------------------------------------------------------------ */
+
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Fills rows [0, n_rows) of a tensor with seeded random blocks whose scales give weights of
+ * magnitude ~ 1/sqrt(n_in). Each row has its own stream, so the fill is parallel and deterministic. */
+static void fill_random(ex_tensor *t, uint64_t seed, int is_norm, uint8_t *dst)
+{
+    int64_t rows = t->ne[1] * t->ne[2], n = t->ne[0];
+    float sd = 1.0f / sqrtf((float)n);
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t r = 0; r < rows; r++) {
+        uint64_t s = mix64(seed ^ mix64((uint64_t)r + 1));
+        uint8_t *p = dst + (size_t)r * t->row_bytes;
+        /* random bytes first */
+        for (uint64_t b = 0; b < t->row_bytes; b += 8) {
+            s += 0x9E3779B97F4A7C15ull;
+            uint64_t z = mix64(s);
+            size_t k = t->row_bytes - b < 8 ? (size_t)(t->row_bytes - b) : 8;
+            memcpy(p + b, &z, k);
+        }
+        switch (t->type) {
+        case ATS_Q_F32: {
+            float *f = (float *)p;
+            for (int64_t i = 0; i < n; i++) {
+                s += 0x9E3779B97F4A7C15ull;
+                float u = (float)(mix64(s) >> 40) / 16777216.0f * 2.0f - 1.0f;
+                f[i] = is_norm ? 1.0f + 0.1f * u : sd * 1.7f * u;
+            }
+            break;
+        }
+        case ATS_Q_F16: case ATS_Q_BF16:
+            for (int64_t i = 0; i < n; i++) {
+                s += 0x9E3779B97F4A7C15ull;
+                float u = ((float)(mix64(s) >> 40) / 16777216.0f * 2.0f - 1.0f) * sd * 1.7f;
+                uint16_t h = t->type == ATS_Q_F16 ? ex_f32_to_fp16(u) : ex_f32_to_bf16(u);
+                memcpy(p + 2 * i, &h, 2);
+            }
+            break;
+        case ATS_Q_Q4_0: {
+            ex_fp16 d = ex_f32_to_fp16(sd / 4.6f);
+            for (int64_t i = 0; i < n / 32; i++) memcpy(p + 18 * i, &d, 2);
+            break;
+        }
+        case ATS_Q_Q8_0: {
+            ex_fp16 d = ex_f32_to_fp16(sd / 74.0f);
+            for (int64_t i = 0; i < n / 32; i++) memcpy(p + 34 * i, &d, 2);
+            break;
+        }
+        case ATS_Q_Q4_K: {
+            ex_block_q4_K *b = (ex_block_q4_K *)p;
+            for (int64_t i = 0; i < n / 256; i++) {
+                b[i].d = ex_f32_to_fp16(sd / (4.6f * 32.0f));
+                b[i].dmin = ex_f32_to_fp16(sd * 7.5f / (4.6f * 32.0f));
+            }
+            break;
+        }
+        case ATS_Q_Q6_K: {
+            ex_block_q6_K *b = (ex_block_q6_K *)p;
+            for (int64_t i = 0; i < n / 256; i++) b[i].d = ex_f32_to_fp16(sd / (18.5f * 74.0f));
+            break;
+        }
+        case ATS_Q_MXFP4: {
+            for (int64_t i = 0; i < n / 32; i++) p[17 * i] = (uint8_t)(127 - 2 - (int)ceilf(log2f(1.0f / sd)));
+            break;
+        }
+        }
+    }
+}
+
+enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
+                                   ex_model **out, ats_err *err)
+{
+    int kind = family_kind(arch->family);
+    if (kind < 0)
+        return ats_err_set(err, ATS_EINVAL, "model '%s': family '%s' not supported by the executor (llama, qwen3, qwen3_moe)",
+                           arch->name, arch->family);
+    enum ats_status st = ats_arch_validate(arch, err);
+    if (st != ATS_OK) return st;
+    ex_model *m = calloc(1, sizeof *m);
+    spec_list l = {0};
+    if (!m) return ATS_ENOMEM;
+    m->arch = *arch;
+    m->n_rot = (int64_t)lround(arch->head_dim * arch->partial_rotary);
+    if (m->n_rot % 2) m->n_rot--;
+    m->norm_topk = kind == 2;
+    m->bos_id = m->eos_id = -1;
+    m->layers = calloc((size_t)arch->n_layer, sizeof *m->layers);
+    if (!m->layers || build_specs(m, &l)) { st = ATS_ENOMEM; goto fail; }
+    uint64_t total = 0;
+    for (int i = 0; i < l.n; i++) {
+        spec *sp = &l.v[i];
+        if (sp->optional) continue; /* tied output */
+        ex_tensor *t = sp->dst;
+        ats_qtype ty = sp->is_norm ? ATS_Q_F32 : ats_recipe_type(recipe, sp->role, sp->layer, (int)arch->n_layer);
+        ty = ats_qtype_fallback(ty, sp->ne[0]);
+        t->type = ty;
+        t->ne[0] = sp->ne[0];
+        t->ne[1] = sp->ne[1];
+        t->ne[2] = sp->ne[2];
+        if (ats_qtype_bytes(ty, sp->ne[0], &t->row_bytes) != ATS_OK) {
+            st = ats_err_set(err, ATS_EINVAL, "tensor '%s': %lld columns do not divide into %s blocks", sp->name,
+                             (long long)sp->ne[0], ats_qtype_name(ty));
+            goto fail;
+        }
+        total += (t->row_bytes * (uint64_t)(sp->ne[1] * sp->ne[2]) + 63) / 64 * 64;
+    }
+    uint8_t *buf = aligned_alloc(64, (size_t)total ? (size_t)total : 64);
+    if (!buf) {
+        st = ats_err_set(err, ATS_ENOMEM, "dummy weights of '%s': %.2f GiB do not fit in memory", arch->name,
+                         (double)total / 1073741824.0);
+        goto fail;
+    }
+    m->storage = buf;
+    m->weight_bytes = 0;
+    uint64_t off = 0;
+    for (int i = 0; i < l.n; i++) {
+        spec *sp = &l.v[i];
+        if (sp->optional) continue;
+        ex_tensor *t = sp->dst;
+        uint64_t bytes = t->row_bytes * (uint64_t)(sp->ne[1] * sp->ne[2]);
+        fill_random(t, mix64(seed * 1000003ull + (uint64_t)i), sp->is_norm, buf + off);
+        t->data = buf + off;
+        m->weight_bytes += bytes;
+        off += (bytes + 63) / 64 * 64;
+    }
+    finish_tied(m);
+    free(l.v);
+    *out = m;
+    return ATS_OK;
+fail:
+    free(l.v);
+    ex_model_free(m);
+    return st;
+}
