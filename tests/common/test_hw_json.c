@@ -1,0 +1,358 @@
+/* atsc_hw_load: the committed descriptions load with their figures; random descriptions round-trip
+ * (JSON units → SI units); every kind of bad input is refused with a message naming the file and
+ * the field. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atsc/hw_json.h"
+#include "testutil.h"
+
+static char tmpdir[256];
+
+/* Writes j to a fresh file in tmpdir; returns its path (static buffer). */
+static const char *write_json(const json_t *j, const char *name)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    if (json_dump_file(j, path, JSON_INDENT(1)) != 0) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+    return path;
+}
+
+static const char *write_text(const char *text, const char *name)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) exit(1);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* Object at dotted path `p` (all but the last component), creating nothing; NULL if absent. */
+static json_t *parent_of(json_t *root, const char *p, const char **last)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf, "%s", p);
+    json_t *o = root;
+    char *s = buf, *dot;
+    while ((dot = strchr(s, '.'))) {
+        *dot = '\0';
+        o = json_object_get(o, s);
+        if (!o) return NULL;
+        s = dot + 1;
+    }
+    *last = p + (s - buf);
+    return o;
+}
+
+static void set_path(json_t *root, const char *p, json_t *v)
+{
+    const char *last;
+    json_t *o = parent_of(root, p, &last);
+    if (!o) { fprintf(stderr, "test bug: no parent for %s\n", p); exit(1); }
+    json_object_set_new(o, last, v);
+}
+
+static void del_path(json_t *root, const char *p)
+{
+    const char *last;
+    json_t *o = parent_of(root, p, &last);
+    if (!o || json_object_del(o, last) != 0) { fprintf(stderr, "test bug: cannot delete %s\n", p); exit(1); }
+}
+
+static json_t *load_base(void)
+{
+    char p[512];
+    tu_source_path(p, sizeof p, "sim/hw/rtx3060-laptop.json");
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    if (!j) { fprintf(stderr, "%s: %s\n", p, je.text); exit(1); }
+    return j;
+}
+
+/* Loads the mutated description; expects ATS_EINVAL and every `want` substring in the message. */
+static void expect_bad(json_t *j, const char *want1, const char *want2)
+{
+    const char *path = write_json(j, "bad.json");
+    ats_hw hw;
+    ats_err e = {{0}};
+    enum ats_status st = atsc_hw_load(path, &hw, &e);
+    CHECK_MSG(st == ATS_EINVAL, "want EINVAL for '%s', got %d (%s)", want1, (int)st, e.msg);
+    CHECK_MSG(strstr(e.msg, path) != NULL, "message does not name the file: %s", e.msg);
+    CHECK_MSG(strstr(e.msg, want1) != NULL, "message lacks '%s': %s", want1, e.msg);
+    if (want2) CHECK_MSG(strstr(e.msg, want2) != NULL, "message lacks '%s': %s", want2, e.msg);
+    CHECK_MSG(strchr(e.msg, '\n') == NULL, "message is not one line: %s", e.msg);
+}
+
+static void test_committed(void)
+{
+    static const char *const names[] = {"rtx3060-laptop", "rtx4090-desktop", "h200-host"};
+    for (int i = 0; i < 3; i++) {
+        char p[512], rel[128];
+        snprintf(rel, sizeof rel, "sim/hw/%s.json", names[i]);
+        tu_source_path(p, sizeof p, rel);
+        ats_hw hw;
+        ats_err e = {{0}};
+        enum ats_status st = atsc_hw_load(p, &hw, &e);
+        CHECK_MSG(st == ATS_OK, "%s: %s", p, e.msg);
+        if (st) continue;
+        CHECK(strcmp(hw.name, names[i]) == 0);
+        CHECK(hw.source[0] != '\0');
+        /* plausibility: GPU memory faster than CPU memory, link slower than both */
+        CHECK(hw.gpu_mem_bw > hw.cpu_mem_bw);
+        CHECK(hw.pcie_h2d_bw < hw.cpu_mem_bw);
+        CHECK(hw.gpu_flops > hw.cpu_flops);
+        CHECK(hw.eff_cpu.q_scale[ATS_Q_Q4_K] >= 1.0);
+        CHECK(hw.eff_cpu.q_scale[3] == 1.0); /* id 3 is no type: left at 1 */
+    }
+    char p[512];
+    ats_hw hw;
+    ats_err e;
+    tu_source_path(p, sizeof p, "sim/hw/h200-host.json");
+    if (atsc_hw_load(p, &hw, &e) == ATS_OK) {
+        /* measured figures, converted to SI units */
+        CHECK(hw.n_copy_engines == 3);
+        CHECK_REL(hw.pcie_h2d_bw, 55.4e9, 1e-12, 0);
+        CHECK_REL(hw.pcie_sm_copy_bw, 51.2e9, 1e-12, 0);
+        CHECK_REL(hw.pcie_latency_s, 2.7e-6, 1e-12, 0);
+        CHECK_REL(hw.cpu_mem_bw, 101.4e9, 1e-12, 0);
+        CHECK(hw.gpu_vram_bytes == 150109880320ull);
+        CHECK(hw.cpu_threads == 15);
+    }
+    tu_source_path(p, sizeof p, "sim/hw/rtx3060-laptop.json");
+    if (atsc_hw_load(p, &hw, &e) == ATS_OK) {
+        CHECK(hw.n_copy_engines == 1); /* paper §2.1 */
+        CHECK(hw.gpu_vram_bytes == 6ull << 30);
+        CHECK_REL(hw.gpu_mem_bw, 336e9, 1e-12, 0);
+    }
+}
+
+/* Random figures written in JSON units must come back in SI units. */
+static void test_round_trip(uint64_t *rng)
+{
+    for (int rep = 0; rep < 20; rep++) {
+        json_t *j = load_base();
+        double cpu_tops = tu_uniform(rng, 0.1, 50), cpu_bw = tu_uniform(rng, 5, 500);
+        double cpu_ov = tu_uniform(rng, 0, 50), gpu_tf = tu_uniform(rng, 5, 2000);
+        double gpu_bw = tu_uniform(rng, 100, 8000), gpu_ov = tu_uniform(rng, 0, 20);
+        double h2d = tu_uniform(rng, 1, 100), d2h = tu_uniform(rng, 1, 100);
+        double smc = tu_uniform(rng, 1, 100), link = tu_uniform(rng, 1, 100);
+        double lat = tu_uniform(rng, 0, 30), cf = tu_uniform(rng, 0.05, 1), df = tu_uniform(rng, 0.05, 1);
+        double eff[8], q4k = tu_uniform(rng, 0.5, 3), q60 = tu_uniform(rng, 0.5, 3);
+        int threads = 1 + (int)(tu_rand(rng) % 128), ce = 1 + (int)(tu_rand(rng) % 4);
+        long long vram = 1 + (long long)(tu_rand(rng) % (200ull << 30));
+        long long gmt = 1 + (long long)(tu_rand(rng) % 64);
+        for (int i = 0; i < 8; i++) eff[i] = tu_uniform(rng, 0.01, 1);
+        set_path(j, "cpu.threads", json_integer(threads));
+        set_path(j, "cpu.int8_peak_TOPS", json_real(cpu_tops));
+        set_path(j, "cpu.mem_bw_GBps", json_real(cpu_bw));
+        set_path(j, "cpu.op_overhead_us", json_real(cpu_ov));
+        set_path(j, "gpu.fp16_tensor_peak_TFLOPS", json_real(gpu_tf));
+        set_path(j, "gpu.mem_bw_GBps", json_real(gpu_bw));
+        set_path(j, "gpu.vram_bytes", json_integer(vram));
+        set_path(j, "gpu.op_overhead_us", json_real(gpu_ov));
+        set_path(j, "pcie.h2d_GBps", json_real(h2d));
+        set_path(j, "pcie.d2h_GBps", json_real(d2h));
+        set_path(j, "pcie.sm_copy_GBps", json_real(smc));
+        set_path(j, "pcie.link_GBps", json_real(link));
+        set_path(j, "pcie.latency_us", json_real(lat));
+        set_path(j, "pcie.copy_engines", json_integer(ce));
+        set_path(j, "host_memory.cpu_factor", json_real(cf));
+        set_path(j, "host_memory.dma_factor", json_real(df));
+        set_path(j, "efficiency.gemm_min_tokens", json_integer(gmt));
+        static const char *const ek[4] = {"gemv_bw", "gemm_flop", "attn_bw", "attn_flop"};
+        char k[64];
+        for (int i = 0; i < 4; i++) {
+            snprintf(k, sizeof k, "efficiency.cpu.%s", ek[i]);
+            set_path(j, k, json_real(eff[i]));
+            snprintf(k, sizeof k, "efficiency.gpu.%s", ek[i]);
+            set_path(j, k, json_real(eff[4 + i]));
+        }
+        json_t *qs = json_object();
+        json_object_set_new(qs, "q4_k", json_real(q4k)); /* names are case-insensitive */
+        json_object_set_new(qs, "Q6_K", json_real(q60));
+        set_path(j, "efficiency.gpu.quant_scale", qs);
+        const char *path = write_json(j, "rt.json");
+        json_decref(j);
+        ats_hw hw;
+        ats_err e = {{0}};
+        enum ats_status st = atsc_hw_load(path, &hw, &e);
+        /* ats_hw_validate may refuse cross-field combinations; the loader's own checks all pass */
+        if (st != ATS_OK) {
+            CHECK_MSG(strstr(e.msg, path) != NULL, "%s", e.msg);
+            fprintf(stderr, "round trip %d refused by ats_hw_validate: %s\n", rep, e.msg);
+            continue;
+        }
+        CHECK(hw.cpu_threads == threads);
+        CHECK_REL(hw.cpu_flops, cpu_tops * 1e12, 1e-12, 0);
+        CHECK_REL(hw.cpu_mem_bw, cpu_bw * 1e9, 1e-12, 0);
+        CHECK_REL(hw.cpu_op_overhead_s, cpu_ov * 1e-6, 1e-12, 0);
+        CHECK_REL(hw.gpu_flops, gpu_tf * 1e12, 1e-12, 0);
+        CHECK_REL(hw.gpu_mem_bw, gpu_bw * 1e9, 1e-12, 0);
+        CHECK(hw.gpu_vram_bytes == (uint64_t)vram);
+        CHECK_REL(hw.gpu_op_overhead_s, gpu_ov * 1e-6, 1e-12, 0);
+        CHECK_REL(hw.pcie_h2d_bw, h2d * 1e9, 1e-12, 0);
+        CHECK_REL(hw.pcie_d2h_bw, d2h * 1e9, 1e-12, 0);
+        CHECK_REL(hw.pcie_sm_copy_bw, smc * 1e9, 1e-12, 0);
+        CHECK_REL(hw.pcie_link_bw, link * 1e9, 1e-12, 0);
+        CHECK_REL(hw.pcie_latency_s, lat * 1e-6, 1e-12, 0);
+        CHECK(hw.n_copy_engines == ce);
+        CHECK_REL(hw.hostmem_cpu_factor, cf, 1e-15, 0);
+        CHECK_REL(hw.hostmem_dma_factor, df, 1e-15, 0);
+        CHECK(hw.gemm_min_tokens == gmt);
+        CHECK_REL(hw.eff_cpu.gemv_bw, eff[0], 1e-15, 0);
+        CHECK_REL(hw.eff_cpu.gemm_flop, eff[1], 1e-15, 0);
+        CHECK_REL(hw.eff_cpu.attn_bw, eff[2], 1e-15, 0);
+        CHECK_REL(hw.eff_cpu.attn_flop, eff[3], 1e-15, 0);
+        CHECK_REL(hw.eff_gpu.gemv_bw, eff[4], 1e-15, 0);
+        CHECK_REL(hw.eff_gpu.attn_flop, eff[7], 1e-15, 0);
+        CHECK_REL(hw.eff_gpu.q_scale[ATS_Q_Q4_K], q4k, 1e-15, 0);
+        CHECK_REL(hw.eff_gpu.q_scale[ATS_Q_Q6_K], q60, 1e-15, 0);
+        CHECK(hw.eff_gpu.q_scale[ATS_Q_Q8_0] == 1.0); /* not listed → 1 */
+    }
+}
+
+static void test_bad_values(void)
+{
+    struct { const char *path; double num; const char *want2; } cases[] = {
+        {"gpu.mem_bw_GBps", -3, "-3 (must be > 0)"},
+        {"gpu.fp16_tensor_peak_TFLOPS", 0, "(must be > 0)"},
+        {"cpu.mem_bw_GBps", -0.5, "(must be > 0)"},
+        {"cpu.op_overhead_us", -1, "(must be >= 0)"},
+        {"pcie.latency_us", -2, "(must be >= 0)"},
+        {"pcie.h2d_GBps", 0, "(must be > 0)"},
+        {"host_memory.cpu_factor", 1.5, "(must be in (0, 1])"},
+        {"host_memory.dma_factor", 0, "(must be in (0, 1])"},
+        {"efficiency.gpu.gemv_bw", 0, "(must be in (0, 1])"},
+        {"efficiency.cpu.attn_flop", 1.01, "(must be in (0, 1])"},
+        {"efficiency.cpu.quant_scale.Q4_K", -1, "(must be > 0)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *j = load_base();
+        set_path(j, cases[i].path, json_real(cases[i].num));
+        char want[128];
+        snprintf(want, sizeof want, "field '%s'", cases[i].path);
+        expect_bad(j, want, cases[i].want2);
+        json_decref(j);
+    }
+    /* integers */
+    struct { const char *path; json_t *v; const char *want2; } ints[] = {
+        {"cpu.threads", json_integer(0), "0 (must be >= 1)"},
+        {"cpu.threads", json_real(2.5), "(must be an integer)"},
+        {"pcie.copy_engines", json_string("1"), "\"1\" (must be an integer)"},
+        {"pcie.copy_engines", json_integer(-1), "(must be >= 1)"},
+        {"gpu.vram_bytes", json_integer(-6), "(must be >= 1)"},
+        {"efficiency.gemm_min_tokens", json_integer(0), "(must be >= 1)"},
+        {"gpu.mem_bw_GBps", json_string("336"), "(must be a number)"},
+        {"gpu.mem_bw_GBps", json_null(), "(must be a number)"},
+        {"cpu", json_integer(3), "(must be an object)"},
+        {"efficiency.cpu.quant_scale", json_array(), "(must be an object)"},
+        {"name", json_integer(1), "(must be a non-empty string)"},
+        {"source", json_string(""), "(must be a non-empty string)"},
+        {"gpu.model", json_integer(1), "(must be a string)"},
+        {"cpu.sources.threads", json_integer(8), "(must be a non-empty string)"},
+        {"cpu.sources", json_string("datasheet"), "(must be an object of strings)"},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        json_t *j = load_base();
+        set_path(j, ints[i].path, ints[i].v);
+        char want[128];
+        snprintf(want, sizeof want, "field '%s'", ints[i].path);
+        expect_bad(j, want, ints[i].want2);
+        json_decref(j);
+    }
+    /* missing fields and sources */
+    static const char *const missing[] = {"name", "source", "cpu", "pcie.h2d_GBps", "gpu.vram_bytes",
+                                          "host_memory.dma_factor", "efficiency.gpu",
+                                          "efficiency.cpu.attn_bw", "efficiency.gemm_min_tokens",
+                                          "cpu.sources.mem_bw_GBps", "pcie.sources",
+                                          "efficiency.cpu.sources.quant_scale"};
+    for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+        json_t *j = load_base();
+        del_path(j, missing[i]);
+        char want[128];
+        snprintf(want, sizeof want, "field '%s'", missing[i]);
+        expect_bad(j, want, "missing");
+        json_decref(j);
+    }
+    /* unknown keys and quant types */
+    struct { const char *path; const char *want; const char *want2; } unk[] = {
+        {"gpu.mem_bw_GBs", "field 'gpu.mem_bw_GBs'", "unknown field"},
+        {"turbo", "field 'turbo'", "unknown field"},
+        {"efficiency.gpu.gemv_flop", "field 'efficiency.gpu.gemv_flop'", "unknown field"},
+        {"efficiency.cpu.quant_scale.Q5_K", "field 'efficiency.cpu.quant_scale.Q5_K'", "unknown quant type"},
+        {"pcie.sources.bandwidth", "field 'pcie.sources.bandwidth'", "names no figure"},
+    };
+    for (size_t i = 0; i < sizeof unk / sizeof unk[0]; i++) {
+        json_t *j = load_base();
+        set_path(j, unk[i].path, json_string("x"));
+        if (strstr(unk[i].path, "quant_scale")) set_path(j, unk[i].path, json_real(1.2));
+        expect_bad(j, unk[i].want, unk[i].want2);
+        json_decref(j);
+    }
+}
+
+static void test_bad_files(void)
+{
+    ats_hw hw;
+    ats_err e = {{0}};
+    char p[512];
+    snprintf(p, sizeof p, "%s/does-not-exist.json", tmpdir);
+    CHECK(atsc_hw_load(p, &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, p) != NULL, "%s", e.msg);
+
+    const char *path = write_text("{\n  \"name\": \"x\",\n  \"cpu\": { \"threads\": 8,, }\n}\n", "syntax.json");
+    CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
+    char want[600];
+    snprintf(want, sizeof want, "%s:3:", path); /* line 3, with a column */
+    CHECK_MSG(strstr(e.msg, want) != NULL && strstr(e.msg, "JSON syntax error"), "%s", e.msg);
+
+    path = write_text("[1, 2]\n", "array.json");
+    CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, "top level must be a JSON object") != NULL, "%s", e.msg);
+
+    path = write_text("{\"name\": \"a\", \"name\": \"b\"}\n", "dup.json");
+    CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, "duplicate") != NULL, "%s", e.msg);
+
+    path = write_text("{\"gpu\": {\"mem_bw_GBps\": 1e999}}\n", "overflow.json");
+    CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, path) != NULL, "%s", e.msg);
+
+    path = write_text("", "empty.json");
+    CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, path) != NULL, "%s", e.msg);
+
+    /* a name longer than the struct holds */
+    json_t *j = load_base();
+    char longname[200];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    set_path(j, "name", json_string(longname));
+    expect_bad(j, "field 'name'", "bytes long");
+    json_decref(j);
+}
+
+int main(void)
+{
+    uint64_t rng = tu_seed("test_hw_json");
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats_test_hw_json.%ld", (long)getpid());
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", tmpdir);
+    if (system(cmd) != 0) return 1;
+    test_committed();
+    test_round_trip(&rng);
+    test_bad_values();
+    test_bad_files();
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return tu_finish("test_hw_json");
+}
