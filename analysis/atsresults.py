@@ -1,0 +1,103 @@
+"""Reading ATS results files (the one HDF5 schema of DESIGN.md, common/README.md) with h5py.
+
+Used by the plotting scripts of this folder; importable on its own:
+    import atsresults as ar
+    f = ar.load("out.h5")            # ar.Results
+    for run in f.runs: run.name, run.policy, run.rounds (numpy structured array), run.ops or None
+    f.sweep                          # numpy structured array or None
+Bad files raise ar.ResultsError with a message naming the file and the dataset or attribute.
+"""
+import json
+
+import numpy as np
+
+SCHEMA = "ats-results"
+SCHEMA_VERSION = 1
+ROUND_FIELDS = ("index", "phase", "tokens", "t_start_s", "latency_s", "n_promoted",
+                "rescheduled", "bytes_h2d", "load_cpu", "load_gpu", "load_pcie")
+PHASE_PREFILL, PHASE_DECODE = 0, 1
+
+
+class ResultsError(Exception):
+    """A results file that does not follow the schema."""
+
+
+class Run:
+    def __init__(self, name, policy, config, rounds, ops):
+        self.name, self.policy, self.config, self.rounds, self.ops = name, policy, config, rounds, ops
+
+    def decode(self):
+        """Decode rounds only (their latency_s is the TPOT sample)."""
+        return self.rounds[self.rounds["phase"] == PHASE_DECODE]
+
+    def prefill(self):
+        return self.rounds[self.rounds["phase"] == PHASE_PREFILL]
+
+    def summary(self):
+        """Mean/p50/p99 TPOT [s], decode tok/s, TTFT [s] (end of the last prefill round)."""
+        d, p = self.decode(), self.prefill()
+        out = {"rounds": int(len(self.rounds)), "decode_rounds": int(len(d))}
+        if len(d):
+            lat = d["latency_s"]
+            out.update(tpot_mean_s=float(np.mean(lat)), tpot_p50_s=float(np.percentile(lat, 50)),
+                       tpot_p99_s=float(np.percentile(lat, 99)),
+                       decode_tok_s=float(np.sum(d["tokens"]) / np.sum(lat)))
+        if len(p):
+            out["ttft_s"] = float(np.max(p["t_start_s"] + p["latency_s"]) - np.min(p["t_start_s"]))
+            out["prefill_tok_s"] = float(np.sum(p["tokens"]) / np.sum(p["latency_s"]))
+        out["resched"] = int(np.sum(self.rounds["rescheduled"]))
+        out["gb_h2d"] = float(np.sum(self.rounds["bytes_h2d"]) / 1e9)
+        return out
+
+
+class Results:
+    def __init__(self, path, attrs, runs, sweep):
+        self.path, self.attrs, self.runs, self.sweep = path, attrs, runs, sweep
+
+    def run(self, name):
+        for r in self.runs:
+            if r.name == name:
+                return r
+        raise ResultsError(f"{self.path}: no run '{name}' (runs: {', '.join(r.name for r in self.runs)})")
+
+
+def _str(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def load(path):
+    """Reads a results file; raises ResultsError (bad schema) or OSError (unreadable)."""
+    import h5py
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot open as HDF5 ({e})") from None
+    with f:
+        a = f.attrs
+        for k in ("schema", "schema_version", "runs", "config", "seed"):
+            if k not in a:
+                raise ResultsError(f"{path}: attribute '/{k}': missing")
+        if _str(a["schema"]) != SCHEMA:
+            raise ResultsError(f"{path}: attribute '/schema': '{_str(a['schema'])}' (must be '{SCHEMA}')")
+        if int(a["schema_version"]) != SCHEMA_VERSION:
+            raise ResultsError(f"{path}: attribute '/schema_version': {int(a['schema_version'])} "
+                               f"(this script reads {SCHEMA_VERSION})")
+        attrs = {k: (_str(v) if isinstance(v, (bytes, str)) else v.item() if hasattr(v, "item") else v)
+                 for k, v in a.items()}
+        runs = []
+        names = [n for n in _str(a["runs"]).split(",") if n]
+        for n in names:
+            g = f.get(f"/runs/{n}")
+            if g is None:
+                raise ResultsError(f"{path}: group '/runs/{n}' (listed in attribute 'runs'): missing")
+            if "rounds" not in g:
+                raise ResultsError(f"{path}: dataset '/runs/{n}/rounds': missing")
+            rounds = g["rounds"][()]
+            missing = [c for c in ROUND_FIELDS if c not in (rounds.dtype.names or ())]
+            if missing:
+                raise ResultsError(f"{path}: dataset '/runs/{n}/rounds': member '{missing[0]}' missing")
+            ops = g["ops"][()] if "ops" in g else None
+            cfg = json.loads(_str(g.attrs.get("config", "{}")))
+            runs.append(Run(n, _str(g.attrs.get("policy", n)), cfg, rounds, ops))
+        sweep = f["sweep"][()] if "sweep" in f else None
+    return Results(path, attrs, runs, sweep)

@@ -1,0 +1,48 @@
+#!/bin/sh
+# CTest driver for the analysis/ scripts (registered as test_analysis in tests/common/CMakeLists.txt):
+# a C test program writes results files, each script draws from them; the PNGs must exist, --help
+# must work, and bad input must exit 2 with a message naming the file. Exits 77 (skipped) when
+# /usr/bin/python3 lacks h5py, numpy or matplotlib.
+#   usage: analysis/test_analysis.sh FIXTURE_WRITER OUTDIR
+set -u
+writer=$1
+out=$2
+here=$(cd "$(dirname "$0")" && pwd)
+py=/usr/bin/python3
+if ! $py -c "import h5py, numpy, matplotlib" 2>/dev/null; then
+    echo "test_analysis: /usr/bin/python3 lacks h5py/numpy/matplotlib: skipped"
+    exit 77
+fi
+fail=0
+check() { # description, command...
+    d=$1; shift
+    if "$@"; then echo "ok: $d"; else echo "FAILED: $d"; fail=1; fi
+}
+rm -rf "$out" && mkdir -p "$out" || exit 1
+check "fixture written" "$writer" --write-fixture "$out"
+for s in plot_tpot.py plot_sweep.py compare_sim_real.py; do
+    check "$s --help" sh -c "$py '$here/$s' --help >'$out/$s.help' 2>&1"
+    check "$s --help mentions usage" grep -q "usage:" "$out/$s.help"
+done
+check "plot_tpot draws" $py "$here/plot_tpot.py" "$out/results.h5" --window 5 --loads -o "$out/tpot.png"
+check "tpot.png exists" test -s "$out/tpot.png"
+check "plot_sweep draws" sh -c "$py '$here/plot_sweep.py' '$out/sweep.h5' -o '$out/sweep.png' >'$out/sweep.txt'"
+check "sweep.png exists" test -s "$out/sweep.png"
+# the fixture's optimum is at eps=0.2, tau=9 on both traces (test_results.c, write_fixture)
+check "plot_sweep finds the optimum" grep -q "trace-0 ats: best eps=0.2 tau=9" "$out/sweep.txt"
+check "compare_sim_real draws" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' -o '$out/cmp.png' >'$out/cmp.txt'"
+check "cmp.png exists" test -s "$out/cmp.png"
+check "comparison names both runs" sh -c "grep -q '^ats ' '$out/cmp.txt' && grep -q '^layer ' '$out/cmp.txt'"
+check "csv output" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --format csv --no-plot | head -1 | grep -q '^run,sim_tpot_mean_s'"
+# bad input: exit 2, message names the file
+echo "not hdf5" >"$out/bad.h5"
+$py "$here/plot_tpot.py" "$out/bad.h5" -o "$out/bad.png" 2>"$out/bad.err"; rc=$?
+check "bad file: exit 2" test $rc -eq 2
+check "bad file: message names it" grep -q "bad.h5" "$out/bad.err"
+$py "$here/plot_sweep.py" "$out/results.h5" -o "$out/bad.png" 2>"$out/bad2.err"; rc=$?
+check "no /sweep: exit 2" test $rc -eq 2
+check "no /sweep: message names the dataset" grep -q "'/sweep'" "$out/bad2.err"
+$py "$here/plot_tpot.py" "$out/results.h5" --runs nope -o "$out/bad.png" 2>"$out/bad3.err"; rc=$?
+check "unknown run: exit 2" test $rc -eq 2
+check "no bad.png left" test ! -e "$out/bad.png"
+exit $fail
