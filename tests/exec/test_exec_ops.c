@@ -1,0 +1,378 @@
+/*
+ * test_exec_ops — every CPU op of ex/ops.h against a naive double-precision reference written here,
+ * on fresh random inputs (seed printed; replay with ATS_TEST_SEED).
+ *
+ * Matmul error measure: max_r |y[r] - y_ref[r]| / max_r Σ_j |W_rj x_j| (one bound per type whatever
+ * the shape). Bounds: F32/F16/BF16 1e-5 (float sums); 8-bit activations per 32 (Q4_0, Q8_0, MXFP4):
+ * |Δx_j| <= amax/254 → 1e-2 on uniform x; per 256 (Q4_K, Q6_K) 1.5e-2. The SIMD paths (AVX2,
+ * AVX-512 VNNI, forced with ATS_CPU_FEATURES) compute the same integer sums as the scalar path, so
+ * they must agree with it to float rounding (1e-5). A prefill chunk of N rows must equal N decode
+ * calls bit for bit (rows are independent).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ex/ops.h"
+#include "ex/quant.h"
+#include "testutil.h"
+
+static uint64_t rng;
+
+static void fill(float *x, int64_t n, double lo, double hi)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = (float)tu_uniform(&rng, lo, hi);
+}
+
+static ex_tensor make_weight(ats_qtype t, int64_t n_in, int64_t n_out, int64_t n_mat, float **dense_out)
+{
+    ex_tensor w = {t, {n_in, n_out, n_mat}, 0, NULL};
+    ats_qtype_bytes(t, n_in, &w.row_bytes);
+    uint8_t *buf = malloc((size_t)(w.row_bytes * (uint64_t)(n_out * n_mat)));
+    float *row = malloc((size_t)n_in * sizeof *row);
+    float *dense = malloc((size_t)(n_in * n_out * n_mat) * sizeof *dense);
+    for (int64_t r = 0; r < n_out * n_mat; r++) {
+        fill(row, n_in, -1, 1);
+        ex_quantize_row(t, row, buf + (size_t)(r * (int64_t)w.row_bytes), n_in);
+        ex_dequantize_row(t, buf + (size_t)(r * (int64_t)w.row_bytes), dense + r * n_in, n_in);
+    }
+    free(row);
+    w.data = buf;
+    *dense_out = dense;
+    return w;
+}
+
+/* y_ref and the scale Σ|W x| of each row */
+static void naive_matmul(const float *W, const float *x, int64_t n_in, int64_t n_out, int64_t n_tok,
+                         double *yref, double *scale)
+{
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < n_out; r++) {
+            double s = 0, a = 0;
+            for (int64_t j = 0; j < n_in; j++) {
+                s += (double)W[r * n_in + j] * x[t * n_in + j];
+                a += fabs((double)W[r * n_in + j] * x[t * n_in + j]);
+            }
+            yref[t * n_out + r] = s;
+            scale[t * n_out + r] = a;
+        }
+}
+
+static double rel_err(const float *y, const double *yref, const double *scale, int64_t n)
+{
+    double e = 0, sc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(y[i] - yref[i]);
+        if (!(d == d)) return INFINITY;
+        e = fmax(e, d);
+        sc = fmax(sc, scale[i]);
+    }
+    return e / sc;
+}
+
+static void test_matmul(void)
+{
+    struct { ats_qtype t; double bound; } types[] = {
+        {ATS_Q_F32, 1e-5}, {ATS_Q_F16, 1e-5}, {ATS_Q_BF16, 1e-5}, {ATS_Q_Q8_0, 1e-2}, {ATS_Q_Q4_0, 1e-2},
+        {ATS_Q_MXFP4, 1e-2}, {ATS_Q_Q4_K, 1.5e-2}, {ATS_Q_Q6_K, 1.5e-2},
+    };
+    const char *paths[] = {"0", "1", "3", "7"};
+    unsigned have = ex_cpu_features();
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        ats_qtype t = types[k].t;
+        int64_t n_in = 256 * (1 + (int64_t)(tu_rand(&rng) % 4)), n_out = 1 + (int64_t)(tu_rand(&rng) % 70), n_tok = 5;
+        float *dense;
+        ex_tensor w = make_weight(t, n_in, n_out, 1, &dense);
+        float *x = malloc((size_t)(n_in * n_tok) * sizeof *x);
+        fill(x, n_in * n_tok, -2, 2);
+        double *yref = malloc((size_t)(n_out * n_tok) * sizeof *yref), *sc = malloc((size_t)(n_out * n_tok) * sizeof *sc);
+        naive_matmul(dense, x, n_in, n_out, n_tok, yref, sc);
+        float *y = malloc((size_t)(n_out * n_tok) * sizeof *y), *y0 = malloc((size_t)(n_out * n_tok) * sizeof *y0);
+        float *y1 = malloc((size_t)n_out * sizeof *y1);
+        /* oracle */
+        CHECK(ex_cpu_matmul_ref(&w, x, n_tok, y) == ATS_OK);
+        CHECK_MSG(rel_err(y, yref, sc, n_out * n_tok) <= 1e-6, "%s matmul_ref err %.3g", ats_qtype_name(t),
+                  rel_err(y, yref, sc, n_out * n_tok));
+        for (size_t p = 0; p < 4; p++) {
+            unsigned mask = (unsigned)strtoul(paths[p], NULL, 0);
+            if ((mask & have) != mask) continue; /* path not available on this CPU */
+            setenv("ATS_CPU_FEATURES", paths[p], 1);
+            CHECK(ex_cpu_matmul(&w, x, n_tok, y) == ATS_OK);
+            double e = rel_err(y, yref, sc, n_out * n_tok);
+            CHECK_MSG(e <= types[k].bound, "%s matmul (features %s, %lldx%lld): err %.3g > %.3g", ats_qtype_name(t),
+                      paths[p], (long long)n_out, (long long)n_in, e, types[k].bound);
+            if (p == 0) memcpy(y0, y, (size_t)(n_out * n_tok) * sizeof *y);
+            else {
+                double d = 0, s = 0;
+                for (int64_t i = 0; i < n_out * n_tok; i++) {
+                    d = fmax(d, fabs(y[i] - y0[i]));
+                    s = fmax(s, sc[i]);
+                }
+                CHECK_MSG(d / s <= 1e-5, "%s: SIMD path %s differs from scalar by %.3g", ats_qtype_name(t), paths[p], d / s);
+            }
+            /* prefill rows == decode calls, bit for bit */
+            for (int64_t tk = 0; tk < n_tok; tk++) {
+                CHECK(ex_cpu_matmul(&w, x + tk * n_in, 1, y1) == ATS_OK);
+                CHECK(memcmp(y1, y + tk * n_out, (size_t)n_out * sizeof *y1) == 0);
+            }
+        }
+        unsetenv("ATS_CPU_FEATURES");
+        /* shape error */
+        ex_tensor bad = w;
+        bad.row_bytes += 1;
+        CHECK(ex_cpu_matmul(&bad, x, 1, y) == ATS_EINVAL);
+        free((void *)w.data); free(dense); free(x); free(yref); free(sc); free(y); free(y0); free(y1);
+    }
+}
+
+static void test_embedding_norm(void)
+{
+    float *dense;
+    ex_tensor te = make_weight(ATS_Q_Q8_0, 64, 50, 1, &dense);
+    int32_t tok[3] = {0, 49, 17};
+    float x[3 * 64];
+    CHECK(ex_cpu_embedding(&te, tok, 3, x) == ATS_OK);
+    CHECK(memcmp(x + 64, dense + 49 * 64, 64 * sizeof(float)) == 0);
+    CHECK(memcmp(x + 128, dense + 17 * 64, 64 * sizeof(float)) == 0);
+    int32_t badtok = 50;
+    CHECK(ex_cpu_embedding(&te, &badtok, 1, x) == ATS_EINVAL);
+    free((void *)te.data);
+    free(dense);
+    /* RMSNorm */
+    int64_t n = 1 + (int64_t)(tu_rand(&rng) % 300);
+    float *xi = malloc(3 * (size_t)n * sizeof *xi), *w = malloc((size_t)n * sizeof *w), *y = malloc(3 * (size_t)n * sizeof *y);
+    fill(xi, 3 * n, -3, 3);
+    fill(w, n, 0.5, 1.5);
+    CHECK(ex_cpu_rmsnorm(xi, w, 3, n, 1e-5f, y) == ATS_OK);
+    for (int r = 0; r < 3; r++) {
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) ss += (double)xi[r * n + i] * xi[r * n + i];
+        double inv = 1.0 / sqrt(ss / (double)n + 1e-5);
+        for (int64_t i = 0; i < n; i++) CHECK_REL(y[r * n + i], w[i] * xi[r * n + i] * inv, 1e-5, 1e-6);
+    }
+    /* q/k norm = rmsnorm per head, in place */
+    float q[2 * 4 * 8], q2[2 * 4 * 8], wq[8];
+    fill(q, 64, -1, 1);
+    fill(wq, 8, 0.5, 1.5);
+    memcpy(q2, q, sizeof q);
+    CHECK(ex_cpu_qk_norm(q, wq, 2, 4, 8, 1e-6f) == ATS_OK);
+    for (int h = 0; h < 8; h++) {
+        double ss = 0;
+        for (int i = 0; i < 8; i++) ss += (double)q2[h * 8 + i] * q2[h * 8 + i];
+        for (int i = 0; i < 8; i++) CHECK_REL(q[h * 8 + i], wq[i] * q2[h * 8 + i] / sqrt(ss / 8 + 1e-6), 1e-5, 1e-6);
+    }
+    free(xi); free(w); free(y);
+}
+
+static void test_rope(void)
+{
+    const int64_t n_tok = 3, H = 2, hd = 16;
+    for (int type = 0; type < 2; type++)
+        for (int64_t n_rot = 8; n_rot <= hd; n_rot += 8) {
+            float x[3 * 2 * 16], x0[3 * 2 * 16];
+            fill(x, n_tok * H * hd, -1, 1);
+            memcpy(x0, x, sizeof x);
+            int64_t pos0 = (int64_t)(tu_rand(&rng) % 1000);
+            double theta = 10000.0;
+            CHECK(ex_cpu_rope(x, n_tok, H, hd, n_rot, pos0, (float)theta, (ats_rope_type)type) == ATS_OK);
+            for (int64_t t = 0; t < n_tok; t++)
+                for (int64_t h = 0; h < H; h++) {
+                    const float *a = x0 + (t * H + h) * hd;
+                    const float *b = x + (t * H + h) * hd;
+                    for (int64_t i = 0; i < n_rot / 2; i++) {
+                        double ang = (double)(pos0 + t) * pow(theta, -2.0 * (double)i / (double)n_rot);
+                        int64_t p0 = type == ATS_ROPE_NORM ? 2 * i : i, p1 = type == ATS_ROPE_NORM ? 2 * i + 1 : i + n_rot / 2;
+                        CHECK_NEAR(b[p0], a[p0] * cos(ang) - a[p1] * sin(ang), 2e-3);
+                        CHECK_NEAR(b[p1], a[p0] * sin(ang) + a[p1] * cos(ang), 2e-3);
+                    }
+                    for (int64_t i = n_rot; i < hd; i++) CHECK(b[i] == a[i]); /* not rotated */
+                }
+        }
+    float x[16];
+    CHECK(ex_cpu_rope(x, 1, 1, 16, 7, 0, 1e4f, ATS_ROPE_NORM) == ATS_EINVAL);
+}
+
+static void test_attention(void)
+{
+    const int64_t H = 8, Hkv = 2, hd = 16, kvd = Hkv * hd, n_ctx = 40;
+    int64_t pos0 = 1 + (int64_t)(tu_rand(&rng) % 20), n_tok = 1 + (int64_t)(tu_rand(&rng) % 10);
+    float *kc = calloc((size_t)(n_ctx * kvd), sizeof *kc), *vc = calloc((size_t)(n_ctx * kvd), sizeof *vc);
+    float *k = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *k), *v = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *v);
+    fill(k, (pos0 + n_tok) * kvd, -1, 1);
+    fill(v, (pos0 + n_tok) * kvd, -1, 1);
+    CHECK(ex_cpu_kv_store(k, v, pos0 + n_tok, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+    CHECK(ex_cpu_kv_store(k, v, 2, n_ctx - 1, kvd, n_ctx, kc, vc) == ATS_EINVAL);
+    float *q = malloc((size_t)(n_tok * H * hd) * sizeof *q), *o = malloc((size_t)(n_tok * H * hd) * sizeof *o);
+    fill(q, n_tok * H * hd, -2, 2);
+    float scale = 1.0f / sqrtf((float)hd);
+    CHECK(ex_cpu_attention(q, n_tok, pos0, kc, vc, H, Hkv, hd, scale, o) == ATS_OK);
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t kh = h / (H / Hkv), len = pos0 + t + 1;
+            double *p = malloc((size_t)len * sizeof *p), mx = -INFINITY, sum = 0;
+            for (int64_t s = 0; s < len; s++) {
+                double d = 0;
+                for (int64_t i = 0; i < hd; i++) d += (double)q[(t * H + h) * hd + i] * k[s * kvd + kh * hd + i];
+                p[s] = d * scale;
+                mx = fmax(mx, p[s]);
+            }
+            for (int64_t s = 0; s < len; s++) sum += (p[s] = exp(p[s] - mx));
+            for (int64_t i = 0; i < hd; i++) {
+                double r = 0;
+                for (int64_t s = 0; s < len; s++) r += p[s] / sum * v[s * kvd + kh * hd + i];
+                CHECK_NEAR(o[(t * H + h) * hd + i], r, 1e-5);
+            }
+            free(p);
+        }
+    /* decode step by step equals the prefill chunk */
+    float o1[8 * 16];
+    for (int64_t t = 0; t < n_tok; t++) {
+        CHECK(ex_cpu_attention(q + t * H * hd, 1, pos0 + t, kc, vc, H, Hkv, hd, scale, o1) == ATS_OK);
+        double d = 0;
+        for (int64_t i = 0; i < H * hd; i++) d = fmax(d, fabs(o1[i] - o[t * H * hd + i]));
+        CHECK_NEAR(d, 0, 1e-6);
+    }
+    CHECK(ex_cpu_attention(q, 1, 0, kc, vc, 6, 4, hd, scale, o) == ATS_EINVAL);
+    free(kc); free(vc); free(k); free(v); free(q); free(o);
+}
+
+static void test_ffn_router_moe(void)
+{
+    /* swiglu, add */
+    float g[100], u[100], out[100], y[100];
+    fill(g, 100, -6, 6);
+    fill(u, 100, -2, 2);
+    CHECK(ex_cpu_swiglu(g, u, 100, out) == ATS_OK);
+    for (int i = 0; i < 100; i++) CHECK_REL(out[i], g[i] / (1 + exp(-(double)g[i])) * u[i], 1e-6, 1e-7);
+    memcpy(y, g, sizeof y);
+    CHECK(ex_cpu_add(y, u, 100) == ATS_OK);
+    for (int i = 0; i < 100; i++) CHECK(y[i] == g[i] + u[i]);
+    /* router vs brute force */
+    const int64_t X = 2 + (int64_t)(tu_rand(&rng) % 30), K = 1 + (int64_t)(tu_rand(&rng) % (uint64_t)(X < 8 ? X : 8)), T = 4;
+    float *lg = malloc((size_t)(T * X) * sizeof *lg), *wts = malloc((size_t)(T * K) * sizeof *wts);
+    int32_t *ids = malloc((size_t)(T * K) * sizeof *ids);
+    fill(lg, T * X, -3, 3);
+    for (int norm = 0; norm < 2; norm++) {
+        CHECK(ex_cpu_router_topk(lg, T, X, K, norm, ids, wts) == ATS_OK);
+        for (int64_t t = 0; t < T; t++) {
+            double mx = -INFINITY, sum = 0, ksum = 0;
+            for (int64_t e = 0; e < X; e++) mx = fmax(mx, lg[t * X + e]);
+            for (int64_t e = 0; e < X; e++) sum += exp(lg[t * X + e] - mx);
+            for (int64_t j = 0; j < K; j++) {
+                /* exactly j experts have a larger logit */
+                int larger = 0;
+                for (int64_t e = 0; e < X; e++) larger += lg[t * X + e] > lg[t * X + ids[t * K + j]];
+                CHECK(larger == j);
+                ksum += exp(lg[t * X + ids[t * K + j]] - mx) / sum;
+            }
+            for (int64_t j = 0; j < K; j++) {
+                double p = exp(lg[t * X + ids[t * K + j]] - mx) / sum;
+                CHECK_REL(wts[t * K + j], norm ? p / ksum : p, 1e-5, 1e-7);
+            }
+        }
+    }
+    /* MoE vs per-token dense FFNs with the exact oracle */
+    const int64_t E = 64, F = 32;
+    float *dg, *du, *dd;
+    ex_tensor ge = make_weight(ATS_Q_Q8_0, E, F, X, &dg), ue = make_weight(ATS_Q_Q8_0, E, F, X, &du),
+              de = make_weight(ATS_Q_Q8_0, F, E, X, &dd);
+    float *x = malloc((size_t)(T * E) * sizeof *x), *o = malloc((size_t)(T * E) * sizeof *o);
+    fill(x, T * E, -1, 1);
+    CHECK(ex_cpu_router_topk(lg, T, X, K, 1, ids, wts) == ATS_OK);
+    CHECK(ex_cpu_moe(&ge, &ue, &de, x, T, ids, wts, K, o) == ATS_OK);
+    for (int64_t t = 0; t < T; t++) {
+        double ref[64] = {0}, sc[64] = {0};
+        for (int64_t j = 0; j < K; j++) {
+            int64_t e = ids[t * K + j];
+            double h[32];
+            for (int64_t r = 0; r < F; r++) {
+                double a = 0, b = 0;
+                for (int64_t i = 0; i < E; i++) {
+                    a += (double)dg[(e * F + r) * E + i] * x[t * E + i];
+                    b += (double)du[(e * F + r) * E + i] * x[t * E + i];
+                }
+                h[r] = a / (1 + exp(-a)) * b;
+            }
+            for (int64_t r = 0; r < E; r++) {
+                double s = 0, a = 0;
+                for (int64_t i = 0; i < F; i++) {
+                    s += (double)dd[(e * E + r) * F + i] * h[i];
+                    a += fabs((double)dd[(e * E + r) * F + i] * h[i]);
+                }
+                ref[r] += wts[t * K + j] * s;
+                sc[r] += wts[t * K + j] * a;
+            }
+        }
+        double err = 0, s = 0;
+        for (int64_t r = 0; r < E; r++) {
+            err = fmax(err, fabs(o[t * E + r] - ref[r]));
+            s = fmax(s, sc[r]);
+        }
+        CHECK_MSG(err / s <= 3e-2, "moe token %lld: err %.3g of scale %.3g", (long long)t, err, s);
+    }
+    int32_t badid = (int32_t)X;
+    CHECK(ex_cpu_moe(&ge, &ue, &de, x, 1, &badid, wts, 1, o) == ATS_EINVAL);
+    free((void *)ge.data); free((void *)ue.data); free((void *)de.data); free(dg); free(du); free(dd);
+    free(x); free(o); free(lg); free(wts); free(ids);
+}
+
+static void test_sample(void)
+{
+    float lg[6] = {0.1f, 2.0f, 1.5f, 2.0f, -1.0f, 0.0f};
+    ex_sample_params p = ex_sample_params_default();
+    uint64_t r = 7, r0 = 7;
+    int32_t tok;
+    CHECK(ex_cpu_sample(lg, 6, &p, &r, &tok) == ATS_OK && tok == 1); /* lowest id on ties */
+    CHECK(r == r0);                                                  /* greedy never draws */
+    p.temp = 1.0f;
+    p.top_k = 1;
+    for (int i = 0; i < 20; i++) CHECK(ex_cpu_sample(lg, 6, &p, &r, &tok) == ATS_OK && tok == 1);
+    /* temperature: frequencies ~ softmax(l / T) */
+    p.top_k = 0;
+    p.temp = 0.7f;
+    int cnt[6] = {0}, N = 40000;
+    for (int i = 0; i < N; i++) {
+        ex_cpu_sample(lg, 6, &p, &r, &tok);
+        cnt[tok]++;
+    }
+    double z = 0;
+    for (int i = 0; i < 6; i++) z += exp(lg[i] / 0.7);
+    for (int i = 0; i < 6; i++) {
+        double pi = exp(lg[i] / 0.7) / z;
+        CHECK_NEAR((double)cnt[i] / N, pi, 5 * sqrt(pi * (1 - pi) / N) + 1e-3);
+    }
+    /* top-p: keeps the smallest prefix with mass >= p: here {1, 3} (ids tie at 2.0) */
+    p.top_p = 0.5f;
+    p.temp = 1.0f;
+    int seen[6] = {0};
+    for (int i = 0; i < 2000; i++) {
+        ex_cpu_sample(lg, 6, &p, &r, &tok);
+        seen[tok] = 1;
+    }
+    CHECK(seen[1] && seen[3] && !seen[0] && !seen[2] && !seen[4] && !seen[5]);
+    /* seeded: same seed, same tokens */
+    p = ex_sample_params_default();
+    p.temp = 1.0f;
+    uint64_t ra = 99, rb = 99;
+    int same = 1;
+    for (int i = 0; i < 100; i++) {
+        int32_t a, b;
+        ex_cpu_sample(lg, 6, &p, &ra, &a);
+        ex_cpu_sample(lg, 6, &p, &rb, &b);
+        same &= a == b;
+    }
+    CHECK(same);
+}
+
+int main(void)
+{
+    rng = tu_seed("test_exec_ops");
+    fprintf(stderr, "test_exec_ops: CPU features %u (1 AVX2, 2 AVX-512, 4 VNNI)\n", ex_cpu_features());
+    test_matmul();
+    test_embedding_norm();
+    test_rope();
+    test_attention();
+    test_ffn_router_moe();
+    test_sample();
+    return tu_finish("test_exec_ops");
+}
