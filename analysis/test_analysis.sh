@@ -9,6 +9,7 @@ writer=$1
 out=$2
 here=$(cd "$(dirname "$0")" && pwd)
 py=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1
 if ! $py -c "import h5py, numpy, matplotlib" 2>/dev/null; then
     echo "test_analysis: /usr/bin/python3 lacks h5py/numpy/matplotlib: skipped"
     exit 77
