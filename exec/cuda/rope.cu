@@ -1,5 +1,6 @@
 /* RoPE in place, both pair layouts (ex/ops.h: ATS_ROPE_NORM adjacent pairs, ATS_ROPE_NEOX halves).
- * Angles in double (pos · theta^(-2i/n_rot)), as exact as the CPU reference can be. Su et al. 2021. */
+ * Angles as the CPU reference (llama2.c): freq = 1 / theta^(2i/n_rot), angle = pos · freq, in F32
+ * with CUDA's accurate powf/sincosf (no fast-math intrinsics), so both backends agree to ~1 ulp. Su et al. 2021. */
 #include "common.cuh"
 
 #include "ex/ops.h"
@@ -12,13 +13,13 @@ static __global__ void rope_kernel(float *x, int64_t n_tokens, int64_t n_head, i
     if (idx >= n_tokens * n_head * half) return;
     int64_t i = idx % half, th = idx / half, t = th / n_head;
     float *v = x + th * head_dim;
-    double ang = (double)(pos0 + t) * pow((double)theta, -2.0 * (double)i / (double)n_rot);
-    double sn, cs;
-    sincos(ang, &sn, &cs);
+    float freq = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
+    float ang = (float)(pos0 + t) * freq, sn, cs;
+    sincosf(ang, &sn, &cs);
     int64_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
     float x0 = v[a], x1 = v[b];
-    v[a] = (float)(x0 * cs - x1 * sn);
-    v[b] = (float)(x0 * sn + x1 * cs);
+    v[a] = x0 * cs - x1 * sn;
+    v[b] = x0 * sn + x1 * cs;
 }
 
 extern "C" ex_gpu_status ex_cuda_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,

@@ -157,6 +157,10 @@ ex_gpu_status ex_cuda_gemm_16(ex_gpu *g, int bf16, const void *W, int64_t m, int
  */
 ex_gpu_status ex_cuda_copy(void *dst, const void *src, size_t bytes, ex_stream s);
 
+/** Reads `bytes` [bytes] of device memory at `buf` (16-byte aligned) once, for measuring the read
+ *  bandwidth that bounds the GEMV kernels (`ats bench kernels`). */
+ex_gpu_status ex_cuda_read_probe(ex_gpu *g, const void *buf, size_t bytes, ex_stream s);
+
 /* ---- the ops of ex/ops.h on the GPU ------------------------------------------------------------
  * Same arguments and semantics as ex_cpu_<op> (see ex/ops.h for shapes, formulas and sources), plus
  * the stream `s` they are queued on; ops that need scratch memory or cuBLAS also take the handle
@@ -178,7 +182,7 @@ ex_gpu_status ex_cuda_matmul(ex_gpu *g, const ex_tensor *w, const float *x, int6
 /** ex_cpu_qk_norm (in place). */
 ex_gpu_status ex_cuda_qk_norm(float *x, const float *w, int64_t n_tokens, int64_t n_head, int64_t head_dim, float eps,
                               ex_stream s);
-/** ex_cpu_rope (in place; angles computed in double). */
+/** ex_cpu_rope (in place; F32 angles by the same formula as the CPU op). */
 ex_gpu_status ex_cuda_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos0,
                            float theta, ats_rope_type type, ex_stream s);
 /** ex_cpu_kv_store. */

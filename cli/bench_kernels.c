@@ -1,0 +1,563 @@
+/*
+ * `ats bench kernels` — speed of the executor's kernels against measured ceilings (issue 5):
+ * - GPU decode GEMV per weight type at Qwen3-14B shapes, as a fraction of the measured HBM read
+ *   bandwidth (ex_cuda_read_probe over 4 GiB); bytes counted = weight bytes (activations are < 0.2%).
+ * - GPU prefill GEMM (dequantize + cublasGemmEx, n_tok tokens) in TFLOP/s next to cuBLAS's own F16
+ *   GEMM on the same shape and on 8192³ (the ceiling).
+ * - CPU decode GEMV (ex_cpu_matmul, --threads threads) as a fraction of the measured DRAM read
+ *   bandwidth (an OpenMP read loop over 2 GiB with the same thread count).
+ * Timing: GPU with CUDA events around each call after warm-up, CPU with CLOCK_MONOTONIC; the median
+ * of --reps runs. Weights are random values quantized by the CPU code (ex_quantize_row); several
+ * copies are cycled so the working set exceeds the GPU's L2 / the CPU's last-level cache.
+ * Writes a table to stdout and JSON (commit, machine, parameters, figures) to --out (tmp + rename).
+ */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <getopt.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "ats/quant.h"
+#include "ats_version.h"
+#include "cli.h"
+#include "ex/ops.h"
+#include "ex/quant.h"
+#ifdef ATS_HAVE_CUDA
+#include "ex/gpu.h"
+#endif
+
+typedef struct shape {
+    const char *name;
+    int64_t rows, cols; /* W (rows, cols): y (rows) = W x (cols) */
+} shape;
+
+/* Qwen3-14B: hidden 5120, intermediate 17408, 40 heads / 8 KV heads of 128 (models/qwen3-14b.json) */
+static const shape SHAPES[] = {
+    {"ffn_up 5120->17408", 17408, 5120},
+    {"ffn_down 17408->5120", 5120, 17408},
+    {"attn_q 5120->5120", 5120, 5120},
+    {"attn_kv 5120->1024", 1024, 5120},
+};
+#define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
+
+static const ats_qtype CPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
+
+typedef struct bench_opts {
+    int threads, reps, n_tok, skip_cpu, skip_gpu;
+    const char *out;
+} bench_opts;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* rows x cols random values in [-1, 1) quantized to `t` (rows in parallel). NULL on failure. */
+static void *make_weights(ats_qtype t, int64_t rows, int64_t cols, uint64_t seed, uint64_t *bytes_out)
+{
+    uint64_t rb = 0;
+    if (ats_qtype_bytes(t, cols, &rb) != ATS_OK) return NULL;
+    uint8_t *w = malloc((size_t)(rb * (uint64_t)rows));
+    if (!w) return NULL;
+    int bad = 0;
+#pragma omp parallel
+    {
+        float *tmp = malloc((size_t)cols * sizeof(float));
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            if (!tmp) { bad = 1; continue; }
+            uint64_t s = seed ^ (uint64_t)r * 0x9E3779B97F4A7C15ull;
+            for (int64_t j = 0; j < cols; j++) tmp[j] = (float)((double)(splitmix(&s) >> 11) * 0x1.0p-52 - 1.0);
+            if (ex_quantize_row(t, tmp, w + (uint64_t)r * rb, cols) != ATS_OK) bad = 1;
+        }
+        free(tmp);
+    }
+    if (bad) { free(w); return NULL; }
+    *bytes_out = rb * (uint64_t)rows;
+    return w;
+}
+
+static void machine_json(json_t *root, const bench_opts *o)
+{
+    json_t *m = json_object();
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    json_object_set_new(m, "hostname", json_string(host));
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    int ncpu = 0;
+    char model[256] = "?";
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            ncpu++;
+            char *c = strchr(line, ':');
+            if (c && ncpu == 1) {
+                snprintf(model, sizeof model, "%s", c + 2);
+                model[strcspn(model, "\n")] = '\0';
+            }
+        }
+    }
+    if (f) fclose(f);
+    json_object_set_new(m, "cpu_model", json_string(model));
+    json_object_set_new(m, "cpu_logical_cores", json_integer(ncpu));
+    json_object_set_new(m, "cpu_features", json_integer((json_int_t)ex_cpu_features()));
+    json_object_set_new(root, "machine", m);
+    json_t *p = json_object();
+    json_object_set_new(p, "threads", json_integer(o->threads));
+    json_object_set_new(p, "reps", json_integer(o->reps));
+    json_object_set_new(p, "prefill_tokens", json_integer(o->n_tok));
+    json_object_set_new(p, "model_shapes", json_string("Qwen3-14B (hidden 5120, ffn 17408, 40/8 heads x 128)"));
+    json_object_set_new(root, "params", p);
+}
+
+/* ---- CPU ---------------------------------------------------------------------------------------- */
+/* OpenMP read loop: 64-byte vector loads folded with XOR (SSE2 at least; cheap enough per byte that
+ * memory, not the core, is the limit) [B/s]. */
+typedef uint64_t v8u64 __attribute__((vector_size(64)));
+static double cpu_read_bw(int threads, int reps)
+{
+    size_t bytes = (size_t)2 << 30, n = bytes / sizeof(v8u64);
+    v8u64 *buf = aligned_alloc(64, bytes);
+    if (!buf) return NAN;
+    uint64_t *b64 = (uint64_t *)buf;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < bytes / 8; i++) b64[i] = i * 0x9E3779B97F4A7C15ull;
+    double *t = malloc((size_t)reps * sizeof *t);
+    volatile uint64_t sink = 0;
+    for (int r = 0; r < reps; r++) {
+        int64_t t0 = now_ns();
+        uint64_t acc = 0;
+#pragma omp parallel num_threads(threads) reduction(^ : acc)
+        {
+            v8u64 a = {0}, b = {0};
+#pragma omp for schedule(static)
+            for (size_t i = 0; i < n; i += 2) {
+                a ^= buf[i];
+                b ^= buf[i + 1];
+            }
+            a ^= b;
+            for (int k = 0; k < 8; k++) acc ^= a[k];
+        }
+        t[r] = (double)(now_ns() - t0) * 1e-9;
+        sink ^= acc;
+    }
+    (void)sink;
+    double bw = (double)bytes / median(t, reps);
+    free(t);
+    free(buf);
+    return bw;
+}
+
+static int bench_cpu(const bench_opts *o, json_t *root)
+{
+    json_t *cpu = json_object(), *arr = json_array();
+    omp_set_num_threads(o->threads);
+    int reps = o->reps < 5 ? 5 : o->reps;
+    double bw = cpu_read_bw(o->threads, 7);
+    printf("\nCPU (%d threads): measured DRAM read bandwidth %.1f GB/s\n", o->threads, bw * 1e-9);
+    printf("%-6s %-22s %10s %10s %9s %8s\n", "type", "shape", "MB", "median_us", "GB/s", "of_DRAM");
+    json_object_set_new(cpu, "threads", json_integer(o->threads));
+    json_object_set_new(cpu, "dram_read_GBps", json_real(bw * 1e-9));
+    for (size_t ti = 0; ti < sizeof CPU_TYPES / sizeof CPU_TYPES[0]; ti++) {
+        for (int si = 0; si < 2; si++) { /* the two FFN shapes carry 2/3 of the weights */
+            const shape *sh = &SHAPES[si];
+            ats_qtype t = CPU_TYPES[ti];
+            uint64_t bytes = 0;
+            void *w0 = make_weights(t, sh->rows, sh->cols, 1234 + ti, &bytes);
+            if (!w0) {
+                fprintf(stderr, "ats bench kernels: cannot build %s weights\n", ats_qtype_name(t));
+                json_decref(cpu);
+                json_decref(arr);
+                return -1;
+            }
+            /* copies so that the cycled set (≥ 1 GiB) exceeds the last-level cache */
+            int nc = (int)(((uint64_t)1 << 30) / bytes) + 1;
+            if (nc > 64) nc = 64;
+            void **w = calloc((size_t)nc, sizeof *w);
+            w[0] = w0;
+            for (int c = 1; c < nc; c++) {
+                w[c] = malloc(bytes);
+                if (w[c]) memcpy(w[c], w0, bytes);
+                else { nc = c; break; }
+            }
+            float *x = malloc((size_t)sh->cols * 4), *y = malloc((size_t)sh->rows * 4);
+            uint64_t s = 99;
+            for (int64_t j = 0; j < sh->cols; j++) x[j] = (float)((double)(splitmix(&s) >> 11) * 0x1.0p-52 - 1.0);
+            double *tm = malloc((size_t)reps * sizeof *tm);
+            uint64_t rb = bytes / (uint64_t)sh->rows;
+            for (int r = -3; r < reps; r++) {
+                ex_tensor wt = {t, {sh->cols, sh->rows, 1}, rb, w[(r + 3) % nc]};
+                int64_t t0 = now_ns();
+                enum ats_status mst = ex_cpu_matmul(&wt, x, 1, y);
+                if (r >= 0) tm[r] = (double)(now_ns() - t0) * 1e-9;
+                if (mst != ATS_OK) {
+                    fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s): %s\n", ats_qtype_name(t), ats_status_str(mst));
+                    tm[r < 0 ? 0 : r] = NAN;
+                    break;
+                }
+            }
+            double med = median(tm, reps), gbs = (double)bytes / med;
+            printf("%-6s %-22s %10.1f %10.1f %9.1f %7.1f%%\n", ats_qtype_name(t), sh->name, bytes / 1e6, med * 1e6,
+                   gbs * 1e-9, 100.0 * gbs / bw);
+            json_t *e = json_object();
+            json_object_set_new(e, "type", json_string(ats_qtype_name(t)));
+            json_object_set_new(e, "shape", json_string(sh->name));
+            json_object_set_new(e, "rows", json_integer(sh->rows));
+            json_object_set_new(e, "cols", json_integer(sh->cols));
+            json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
+            json_object_set_new(e, "median_s", json_real(med));
+            json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
+            json_object_set_new(e, "fraction_of_dram_read", json_real(gbs / bw));
+            json_array_append_new(arr, e);
+            for (int c = 0; c < nc; c++) free(w[c]);
+            free(w);
+            free(x);
+            free(y);
+            free(tm);
+        }
+    }
+    json_object_set_new(cpu, "gemv", arr);
+    json_object_set_new(root, "cpu", cpu);
+    return 0;
+}
+
+/* ---- GPU ---------------------------------------------------------------------------------------- */
+#ifdef ATS_HAVE_CUDA
+static const ats_qtype GPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K, ATS_Q_MXFP4,
+                                      ATS_Q_F16,  ATS_Q_BF16, ATS_Q_F32};
+
+typedef ex_gpu_status (*gpu_fn)(void *arg, int rep);
+
+/* Median time of fn over reps (after 3 warm-up calls) [s], each call between two events. */
+static double gpu_time(ex_stream s, int reps, gpu_fn fn, void *arg)
+{
+    ex_event *ev = calloc((size_t)(2 * reps), sizeof *ev);
+    double *t = malloc((size_t)reps * sizeof *t), med = NAN;
+    for (int i = 0; i < 2 * reps; i++)
+        if (ex_gpu_event_new(&ev[i])) goto out;
+    for (int r = 0; r < 3; r++)
+        if (fn(arg, r)) goto out;
+    for (int r = 0; r < reps; r++) {
+        ex_gpu_event_record(ev[2 * r], s);
+        if (fn(arg, r)) goto out;
+        ex_gpu_event_record(ev[2 * r + 1], s);
+    }
+    if (ex_gpu_stream_sync(s)) goto out;
+    for (int r = 0; r < reps; r++) {
+        int64_t ns = 0;
+        ex_gpu_event_elapsed_ns(ev[2 * r], ev[2 * r + 1], &ns);
+        t[r] = (double)ns * 1e-9;
+    }
+    med = median(t, reps);
+out:
+    for (int i = 0; i < 2 * reps; i++) ex_gpu_event_free(ev[i]);
+    free(ev);
+    free(t);
+    return med;
+}
+
+typedef struct gemv_arg {
+    ex_gpu *g;
+    ex_stream s;
+    int type;
+    void **w;
+    int nc;
+    int64_t rows, cols, n_tok;
+    float *x, *y;
+    const void *x16;
+} gemv_arg;
+
+static ex_gpu_status run_gemv(void *p, int rep)
+{
+    gemv_arg *a = p;
+    return ex_cuda_gemv(a->g, a->type, a->w[rep % a->nc], a->rows, a->cols, a->x, a->y, a->s);
+}
+static ex_gpu_status run_gemm(void *p, int rep)
+{
+    gemv_arg *a = p;
+    return ex_cuda_gemm(a->g, a->type, a->w[rep % a->nc], a->rows, a->cols, a->x, a->n_tok, a->y, a->s);
+}
+static ex_gpu_status run_gemm16(void *p, int rep)
+{
+    gemv_arg *a = p;
+    return ex_cuda_gemm_16(a->g, 0, a->w[rep % a->nc], a->rows, a->cols, a->x16, a->n_tok, a->y, a->s);
+}
+typedef struct probe_arg { ex_gpu *g; ex_stream s; void *buf, *buf2; size_t bytes; } probe_arg;
+static ex_gpu_status run_probe(void *p, int rep)
+{
+    (void)rep;
+    probe_arg *a = p;
+    return ex_cuda_read_probe(a->g, a->buf, a->bytes, a->s);
+}
+static ex_gpu_status run_d2d(void *p, int rep)
+{
+    (void)rep;
+    probe_arg *a = p;
+    return ex_gpu_memcpy_d2d(a->buf2, a->buf, a->bytes, a->s);
+}
+
+static json_t *entry(const char *type, const char *shape_name, int64_t rows, int64_t cols)
+{
+    json_t *e = json_object();
+    json_object_set_new(e, "type", json_string(type));
+    json_object_set_new(e, "shape", json_string(shape_name));
+    json_object_set_new(e, "rows", json_integer(rows));
+    json_object_set_new(e, "cols", json_integer(cols));
+    return e;
+}
+
+/* Uploads nc copies of host weights; returns 0 on success. */
+static int upload_copies(ex_gpu *g, ex_stream s, const void *h, uint64_t bytes, void **w, int nc)
+{
+    for (int c = 0; c < nc; c++) {
+        if (ex_gpu_malloc(g, bytes, &w[c]) || ex_gpu_memcpy_h2d(w[c], h, bytes, s)) return -1;
+    }
+    return ex_gpu_stream_sync(s) ? -1 : 0;
+}
+
+static int bench_gpu(const bench_opts *o, json_t *root)
+{
+    ex_gpu *g = NULL;
+    float *X = NULL, *Y = NULL;
+    void *X16 = NULL;
+    ex_gpu_status st = ex_gpu_open(0, &g);
+    if (st) {
+        printf("\nGPU: %s: skipped\n", ex_gpu_status_str(st));
+        json_object_set_new(root, "gpu", json_string(ex_gpu_status_str(st)));
+        return 0;
+    }
+    const ex_gpu_props *pr = ex_gpu_info(g);
+    ex_stream s = ex_gpu_stream(g, EX_GPU_STREAM_COMPUTE);
+    json_t *gj = json_object();
+    json_object_set_new(gj, "name", json_string(pr->name));
+    json_object_set_new(gj, "cc", json_integer(pr->cc_major * 10 + pr->cc_minor));
+    json_object_set_new(gj, "sm_count", json_integer(pr->sm_count));
+    json_object_set_new(gj, "mem_bytes", json_integer((json_int_t)pr->mem_bytes));
+    json_object_set_new(gj, "mem_bw_theoretical_GBps", json_real(pr->mem_bw_peak_Bps * 1e-9));
+
+    /* ceilings: read probe over 4 GiB, device-to-device copy of 2 GiB (read + write counted) */
+    probe_arg pa = {g, s, NULL, NULL, (size_t)2 << 30};
+    int rc = -1;
+    if (ex_gpu_malloc(g, 2 * pa.bytes, &pa.buf) || ex_gpu_malloc(g, pa.bytes, &pa.buf2) ||
+        ex_gpu_memset(pa.buf, 0x5A, 2 * pa.bytes, s) || ex_gpu_memset(pa.buf2, 0, pa.bytes, s))
+        goto done;
+    pa.bytes *= 2;
+    double t_read = gpu_time(s, 20, run_probe, &pa);
+    double read_bw = (double)pa.bytes / t_read;
+    pa.bytes /= 2;
+    double t_copy = gpu_time(s, 20, run_d2d, &pa);
+    double copy_bw = 2.0 * (double)pa.bytes / t_copy;
+    ex_gpu_free(g, pa.buf);
+    ex_gpu_free(g, pa.buf2);
+    printf("\nGPU %s (%d SMs): HBM read %.0f GB/s (probe, 4 GiB), D2D copy %.0f GB/s (r+w), theoretical %.0f GB/s\n",
+           pr->name, pr->sm_count, read_bw * 1e-9, copy_bw * 1e-9, pr->mem_bw_peak_Bps * 1e-9);
+    json_object_set_new(gj, "hbm_read_GBps", json_real(read_bw * 1e-9));
+    json_object_set_new(gj, "hbm_copy_rw_GBps", json_real(copy_bw * 1e-9));
+
+    /* decode GEMV */
+    json_t *garr = json_array();
+    printf("%-6s %-22s %10s %10s %9s %8s\n", "type", "shape", "MB", "median_us", "GB/s", "of_read");
+    for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0]; ti++) {
+        ats_qtype t = GPU_TYPES[ti];
+        for (int si = 0; si < N_SHAPES; si++) {
+            const shape *sh = &SHAPES[si];
+            uint64_t bytes = 0;
+            void *h = make_weights(t, sh->rows, sh->cols, 777 + ti, &bytes);
+            if (!h) goto done;
+            int nc = (int)(((uint64_t)512 << 20) / bytes) + 1; /* ≥ 512 MiB cycled: ~10x the L2 */
+            if (nc > 64) nc = 64;
+            void *w[64] = {0};
+            gemv_arg a = {g, s, (int)t, w, nc, sh->rows, sh->cols, 1, NULL, NULL, NULL};
+            float *hx = malloc((size_t)sh->cols * 4);
+            uint64_t sd = 5;
+            for (int64_t j = 0; j < sh->cols; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
+            int ok = upload_copies(g, s, h, bytes, w, nc) == 0 && ex_gpu_malloc(g, (size_t)sh->cols * 4, (void **)&a.x) == 0 &&
+                     ex_gpu_malloc(g, (size_t)sh->rows * 4, (void **)&a.y) == 0 &&
+                     ex_gpu_memcpy_h2d(a.x, hx, (size_t)sh->cols * 4, s) == 0;
+            double med = ok ? gpu_time(s, o->reps, run_gemv, &a) : NAN;
+            double gbs = (double)bytes / med;
+            printf("%-6s %-22s %10.1f %10.2f %9.0f %7.1f%%\n", ats_qtype_name(t), sh->name, bytes / 1e6, med * 1e6,
+                   gbs * 1e-9, 100.0 * gbs / read_bw);
+            json_t *e = entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
+            json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
+            json_object_set_new(e, "copies_cycled", json_integer(nc));
+            json_object_set_new(e, "median_s", json_real(med));
+            json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
+            json_object_set_new(e, "fraction_of_hbm_read", json_real(gbs / read_bw));
+            json_array_append_new(garr, e);
+            for (int c = 0; c < nc; c++) ex_gpu_free(g, w[c]);
+            ex_gpu_free(g, a.x);
+            ex_gpu_free(g, a.y);
+            free(hx);
+            free(h);
+            if (!ok) goto done;
+        }
+    }
+    json_object_set_new(gj, "gemv", garr);
+
+    /* prefill GEMM: ffn_up shape, n_tok tokens; cuBLAS F16 on the same shape and on 8192³ */
+    json_t *marr = json_array();
+    const shape *sh = &SHAPES[0];
+    int64_t n = o->n_tok;
+    printf("\nprefill GEMM, %lld tokens, %s: dequantize + cublasGemmEx (F16/BF16 in, F32 accumulate)\n", (long long)n,
+           sh->name);
+    printf("%-6s %10s %9s\n", "type", "median_us", "TFLOP/s");
+    const ats_qtype mt[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K, ATS_Q_F16, ATS_Q_BF16};
+    size_t xb = (size_t)(n * 8192) * 4;
+    if (ex_gpu_malloc(g, xb, (void **)&X) || ex_gpu_malloc(g, (size_t)(n > 8192 ? n : 8192) * 17408 * 4, (void **)&Y) ||
+        ex_gpu_malloc(g, (size_t)8192 * 8192 * 2, &X16))
+        goto done;
+    {
+        float *hx = malloc(xb);
+        uint64_t sd = 11;
+        for (size_t j = 0; j < xb / 4; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
+        ex_gpu_memcpy_h2d(X, hx, xb, s);
+        ex_gpu_stream_sync(s);
+        free(hx);
+    }
+    double flop = 2.0 * (double)sh->rows * (double)sh->cols * (double)n;
+    for (size_t ti = 0; ti < sizeof mt / sizeof mt[0]; ti++) {
+        uint64_t bytes = 0;
+        void *h = make_weights(mt[ti], sh->rows, sh->cols, 31 + ti, &bytes);
+        void *w[1] = {NULL};
+        gemv_arg a = {g, s, (int)mt[ti], w, 1, sh->rows, sh->cols, n, X, Y, NULL};
+        double med = h && upload_copies(g, s, h, bytes, w, 1) == 0 ? gpu_time(s, o->reps / 2 + 3, run_gemm, &a) : NAN;
+        printf("%-6s %10.1f %9.1f\n", ats_qtype_name(mt[ti]), med * 1e6, flop / med * 1e-12);
+        json_t *e = entry(ats_qtype_name(mt[ti]), sh->name, sh->rows, sh->cols);
+        json_object_set_new(e, "tokens", json_integer(n));
+        json_object_set_new(e, "median_s", json_real(med));
+        json_object_set_new(e, "TFLOPs", json_real(flop / med * 1e-12));
+        json_array_append_new(marr, e);
+        ex_gpu_free(g, w[0]);
+        free(h);
+    }
+    /* cuBLAS ceiling: F16 operands already in place */
+    {
+        void *W16 = NULL;
+        double med1 = NAN, med2 = NAN;
+        if (ex_gpu_malloc(g, (size_t)8192 * 17408 * 2, &W16) == 0 &&
+            ex_gpu_memset(W16, 0x3C, (size_t)8192 * 17408 * 2, s) == 0 && ex_gpu_memset(X16, 0x3C, (size_t)8192 * 8192 * 2, s) == 0) {
+            void *w[1] = {W16};
+            gemv_arg a = {g, s, ATS_Q_F16, w, 1, sh->rows, sh->cols, n, NULL, Y, X16};
+            med1 = gpu_time(s, o->reps / 2 + 3, run_gemm16, &a);
+            gemv_arg b = {g, s, ATS_Q_F16, w, 1, 8192, 8192, 8192, NULL, Y, X16};
+            med2 = gpu_time(s, 10, run_gemm16, &b);
+        }
+        double flop2 = 2.0 * 8192.0 * 8192.0 * 8192.0;
+        printf("cuBLAS F16 GEMM alone, same shape: %.1f TFLOP/s; 8192^3: %.1f TFLOP/s (ceiling)\n", flop / med1 * 1e-12,
+               flop2 / med2 * 1e-12);
+        json_object_set_new(gj, "cublas_f16_same_shape_TFLOPs", json_real(flop / med1 * 1e-12));
+        json_object_set_new(gj, "cublas_f16_8192_TFLOPs", json_real(flop2 / med2 * 1e-12));
+        ex_gpu_free(g, W16);
+    }
+    json_object_set_new(gj, "prefill_gemm", marr);
+    rc = 0;
+done:
+    ex_gpu_free(g, X);
+    ex_gpu_free(g, Y);
+    ex_gpu_free(g, X16);
+    json_object_set_new(root, "gpu", gj);
+    ex_gpu_close(g);
+    if (rc) fprintf(stderr, "ats bench kernels: GPU part failed (see the CUDA message above)\n");
+    return rc;
+}
+#endif
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ats bench kernels [--threads N] [--reps N] [--tokens N] [--skip-cpu] [--skip-gpu] [--out FILE]\n"
+               "  decode GEMV per weight type at Qwen3-14B shapes vs measured HBM / DRAM read bandwidth,\n"
+               "  prefill GEMM TFLOP/s vs cuBLAS. Defaults: --threads 16 --reps 50 --tokens 512\n"
+               "  --out experiments/bench/bench-kernels.json\n");
+}
+
+int ats_bench_kernels(int argc, char **argv)
+{
+    bench_opts o = {16, 50, 512, 0, 0, "experiments/bench/bench-kernels.json"};
+    static const struct option lo[] = {{"threads", required_argument, 0, 't'}, {"reps", required_argument, 0, 'r'},
+                                       {"tokens", required_argument, 0, 'n'},  {"skip-cpu", no_argument, 0, 'C'},
+                                       {"skip-gpu", no_argument, 0, 'G'},      {"out", required_argument, 0, 'o'},
+                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    int c;
+    long long v;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "t:r:n:o:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 't':
+        case 'r':
+        case 'n':
+            if (ats_cli_parse_int(optarg, &v) || v < 1 || v > 100000) {
+                ats_cli_error("bench kernels", "--%s: '%s' is not a positive integer",
+                              c == 't' ? "threads" : c == 'r' ? "reps" : "tokens", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            if (c == 't') o.threads = (int)v;
+            else if (c == 'r') o.reps = (int)v;
+            else o.n_tok = (int)v;
+            break;
+        case 'C': o.skip_cpu = 1; break;
+        case 'G': o.skip_gpu = 1; break;
+        case 'o': o.out = optarg; break;
+        case 'h': usage(stdout); return ATS_EXIT_OK;
+        default: usage(stderr); return ATS_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        ats_cli_error("bench kernels", "unexpected argument '%s'", argv[optind]);
+        return ATS_EXIT_USAGE;
+    }
+    json_t *root = json_object();
+    json_object_set_new(root, "bench", json_string("kernels"));
+    json_object_set_new(root, "version", json_string(ATS_VERSION_STRING));
+    json_object_set_new(root, "commit", json_string(ATS_GIT_COMMIT));
+    machine_json(root, &o);
+    int rc = 0;
+#ifdef ATS_HAVE_CUDA
+    if (!o.skip_gpu) rc |= bench_gpu(&o, root);
+#else
+    if (!o.skip_gpu) {
+        printf("GPU: built without the CUDA backend: skipped\n");
+        json_object_set_new(root, "gpu", json_string("built without CUDA"));
+    }
+#endif
+    if (!o.skip_cpu) rc |= bench_cpu(&o, root);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o.out, (long)getpid());
+    if (json_dump_file(root, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) != 0 || rename(tmp, o.out) != 0) {
+        ats_cli_error("bench kernels", "cannot write %s: %s", o.out, strerror(errno));
+        remove(tmp);
+        json_decref(root);
+        return ATS_EXIT_FAIL;
+    }
+    json_decref(root);
+    fprintf(stderr, "wrote %s\n", o.out);
+    return rc ? ATS_EXIT_FAIL : ATS_EXIT_OK;
+}

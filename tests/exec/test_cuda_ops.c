@@ -1,0 +1,436 @@
+/*
+ * test_cuda_ops — every CUDA op of ex/gpu.h against its CPU oracle of ex/ops.h on fresh random
+ * inputs (seed printed; replay with ATS_TEST_SEED). Exits 77 when there is no CUDA device or the
+ * build has no CUDA backend.
+ *
+ * Error measure for the matmul family: max_i |y_gpu[i] - y_ref[i]| / max_i Σ_j |W_ij x_j| (the
+ * scale of the row sums), so one bound per type holds whatever the shape; y_ref is the exact float
+ * oracle ex_cpu_matmul_ref; the GPU is also compared with ex_cpu_matmul (both quantize activations
+ * to 8 bits). Bounds (see err_bound()): F32 1e-5; F16/BF16 GEMV 1e-5 (F32 math); int8-activation
+ * GEMV 1.2e-2 (|Δx| ≤ amax/254 per block of 32); dequant + F16 GEMM 4e-3; BF16 GEMM 1.6e-2.
+ * A NaN anywhere never passes (all comparisons are written as !(err <= bound)); one check feeds a
+ * NaN on purpose and expects the comparison to fail.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#ifndef ATS_HAVE_CUDA
+int main(void)
+{
+    fprintf(stderr, "test_cuda_ops: built without the CUDA backend: skipped\n");
+    return TU_SKIP;
+}
+#else
+
+#include "ex/gpu.h"
+#include "ex/ops.h"
+#include "ex/quant.h"
+
+static uint64_t g_rng;
+static ex_gpu *g_gpu;
+static ex_stream g_s;
+
+static float frand(double lo, double hi) { return (float)tu_uniform(&g_rng, lo, hi); }
+static void fill(float *x, int64_t n, double lo, double hi)
+{
+    for (int64_t i = 0; i < n; i++) x[i] = frand(lo, hi);
+}
+
+static void *dev_upload(const void *h, size_t bytes)
+{
+    void *d = NULL;
+    if (ex_gpu_malloc(g_gpu, bytes, &d) != EX_GPU_OK) {
+        fprintf(stderr, "device allocation of %zu bytes failed\n", bytes);
+        exit(1); /* test program, not library code */
+    }
+    if (h && (ex_gpu_memcpy_h2d(d, h, bytes, g_s) != EX_GPU_OK || ex_gpu_stream_sync(g_s) != EX_GPU_OK)) exit(1);
+    return d;
+}
+static void dev_download(void *h, const void *d, size_t bytes)
+{
+    if (ex_gpu_memcpy_d2h(h, d, bytes, g_s) != EX_GPU_OK || ex_gpu_stream_sync(g_s) != EX_GPU_OK) exit(1);
+}
+
+/* max |a - b| / scale, NaN → INFINITY */
+static double max_err(const float *a, const float *b, int64_t n, double scale)
+{
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= e)) e = isnan(d) ? INFINITY : d;
+    }
+    return e / scale;
+}
+
+/* A random weight tensor (rows, cols) of `type`: random F32 values quantized by the CPU code. */
+typedef struct { ex_tensor host, dev; void *hbuf; void *dbuf; } wt;
+static wt make_weight(ats_qtype type, int64_t cols, int64_t rows, int64_t n_mat, double amp)
+{
+    wt w;
+    memset(&w, 0, sizeof w);
+    uint64_t rb = 0;
+    ats_qtype_bytes(type, cols, &rb);
+    size_t bytes = (size_t)(rb * (uint64_t)rows * (uint64_t)n_mat);
+    w.hbuf = malloc(bytes);
+    float *tmp = malloc((size_t)cols * sizeof(float));
+    for (int64_t r = 0; r < rows * n_mat; r++) {
+        fill(tmp, cols, -amp, amp);
+        ex_quantize_row(type, tmp, (uint8_t *)w.hbuf + r * rb, cols);
+    }
+    free(tmp);
+    w.dbuf = dev_upload(w.hbuf, bytes);
+    ex_tensor t = {type, {cols, rows, n_mat}, rb, w.hbuf};
+    w.host = t;
+    w.dev = t;
+    w.dev.data = w.dbuf;
+    return w;
+}
+static void free_weight(wt *w)
+{
+    free(w->hbuf);
+    ex_gpu_free(g_gpu, w->dbuf);
+}
+
+/* Σ_j |W_ij x_j| maximised over rows and tokens: the scale of the row sums. */
+static double row_scale(const ex_tensor *w, const float *x, int64_t n_tok)
+{
+    int64_t cols = w->ne[0], rows = w->ne[1];
+    float *row = malloc((size_t)cols * sizeof(float));
+    double best = 1e-30;
+    for (int64_t r = 0; r < rows; r++) {
+        ex_dequantize_row(w->type, (const uint8_t *)w->data + r * w->row_bytes, row, cols);
+        for (int64_t t = 0; t < n_tok; t++) {
+            double s = 0;
+            for (int64_t j = 0; j < cols; j++) s += fabs((double)row[j] * x[t * cols + j]);
+            if (s > best) best = s;
+        }
+    }
+    free(row);
+    return best;
+}
+
+static double err_bound(ats_qtype t, int64_t n_tok)
+{
+    int gemm = n_tok > 8;
+    switch (t) {
+    case ATS_Q_F32: return 1e-5;
+    case ATS_Q_F16: return gemm ? 4e-3 : 1e-5;
+    case ATS_Q_BF16: return gemm ? 1.6e-2 : 1e-5;
+    default: return gemm ? 4e-3 : 1.2e-2;
+    }
+}
+
+static void test_matmul(void)
+{
+    const ats_qtype types[] = {ATS_Q_F32, ATS_Q_F16, ATS_Q_BF16, ATS_Q_Q8_0, ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_MXFP4};
+    const int64_t toks[] = {1, 3, 19};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        ats_qtype t = types[ti];
+        int64_t cols = 256 * (1 + (int64_t)(tu_rand(&g_rng) % 4)), rows = 37 + (int64_t)(tu_rand(&g_rng) % 90);
+        wt w = make_weight(t, cols, rows, 1, 1.0);
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            int64_t n = toks[k];
+            float *x = malloc((size_t)(n * cols) * sizeof(float));
+            float *yr = malloc((size_t)(n * rows) * sizeof(float)), *yc = malloc((size_t)(n * rows) * sizeof(float));
+            float *yg = malloc((size_t)(n * rows) * sizeof(float));
+            fill(x, n * cols, -1, 1);
+            CHECK(ex_cpu_matmul_ref(&w.host, x, n, yr) == ATS_OK);
+            CHECK(ex_cpu_matmul(&w.host, x, n, yc) == ATS_OK);
+            float *dx = dev_upload(x, (size_t)(n * cols) * sizeof(float));
+            float *dy = dev_upload(NULL, (size_t)(n * rows) * sizeof(float));
+            CHECK(ex_cuda_matmul(g_gpu, &w.dev, dx, n, dy, g_s) == EX_GPU_OK);
+            dev_download(yg, dy, (size_t)(n * rows) * sizeof(float));
+            double sc = row_scale(&w.host, x, n), b = err_bound(t, n);
+            double e_ref = max_err(yg, yr, n * rows, sc), e_cpu = max_err(yg, yc, n * rows, sc);
+            CHECK_MSG(e_ref <= b, "matmul %s %lldx%lld n_tok %lld: error vs exact %.3g > %.3g", ats_qtype_name(t),
+                      (long long)rows, (long long)cols, (long long)n, e_ref, b);
+            CHECK_MSG(e_cpu <= 2 * b, "matmul %s n_tok %lld: error vs ex_cpu_matmul %.3g > %.3g", ats_qtype_name(t),
+                      (long long)n, e_cpu, 2 * b);
+            fprintf(stderr, "  matmul %-5s %4lldx%-4lld n_tok %2lld: err vs exact %.2e, vs cpu %.2e (bound %.1e)\n",
+                    ats_qtype_name(t), (long long)rows, (long long)cols, (long long)n, e_ref, e_cpu, b);
+            if (n == 1) { /* NaN never passes: poison x and expect the comparison to fail */
+                x[cols / 2] = NAN;
+                ex_gpu_memcpy_h2d(dx, x, (size_t)cols * sizeof(float), g_s);
+                CHECK(ex_cuda_matmul(g_gpu, &w.dev, dx, 1, dy, g_s) == EX_GPU_OK);
+                dev_download(yg, dy, (size_t)rows * sizeof(float));
+                CHECK_MSG(!(max_err(yg, yr, rows, sc) <= b), "matmul %s: a NaN input passed the comparison",
+                          ats_qtype_name(t));
+            }
+            ex_gpu_free(g_gpu, dx);
+            ex_gpu_free(g_gpu, dy);
+            free(x); free(yr); free(yc); free(yg);
+        }
+        /* dequantize to F32 is exact (same formula as ex_dequantize_row) */
+        float *hd = malloc((size_t)(rows * cols) * sizeof(float)), *gd = malloc((size_t)(rows * cols) * sizeof(float));
+        for (int64_t r = 0; r < rows; r++)
+            ex_dequantize_row(t, (const uint8_t *)w.hbuf + r * w.host.row_bytes, hd + r * cols, cols);
+        float *dd = dev_upload(NULL, (size_t)(rows * cols) * sizeof(float));
+        CHECK(ex_cuda_dequantize((int)t, w.dbuf, rows * cols, ATS_Q_F32, dd, g_s) == EX_GPU_OK);
+        dev_download(gd, dd, (size_t)(rows * cols) * sizeof(float));
+        double e = max_err(gd, hd, rows * cols, 1.0);
+        CHECK_MSG(e <= 1e-6, "dequantize %s: max error %.3g", ats_qtype_name(t), e);
+        ex_gpu_free(g_gpu, dd);
+        free(hd); free(gd);
+        free_weight(&w);
+    }
+    /* bad shape: cols not a multiple of the block */
+    ex_tensor bad = {ATS_Q_Q4_K, {96, 4, 1}, 0, (void *)16};
+    CHECK(ex_cuda_matmul(g_gpu, &bad, (const float *)16, 1, (float *)16, g_s) == EX_GPU_EINVAL);
+}
+
+static void test_norm_rope(void)
+{
+    int64_t rows = 5, n = 64 * (1 + (int64_t)(tu_rand(&g_rng) % 40));
+    float *x = malloc((size_t)(rows * n) * 4), *w = malloc((size_t)n * 4), *yc = malloc((size_t)(rows * n) * 4),
+          *yg = malloc((size_t)(rows * n) * 4);
+    fill(x, rows * n, -2, 2);
+    fill(w, n, 0.5, 1.5);
+    float eps = 1e-6f;
+    ex_cpu_rmsnorm(x, w, rows, n, eps, yc);
+    float *dx = dev_upload(x, (size_t)(rows * n) * 4), *dw = dev_upload(w, (size_t)n * 4);
+    CHECK(ex_cuda_rmsnorm(dx, dw, rows, n, eps, dx, g_s) == EX_GPU_OK); /* in place */
+    dev_download(yg, dx, (size_t)(rows * n) * 4);
+    double e = max_err(yg, yc, rows * n, 1.0);
+    CHECK_MSG(e <= 1e-5, "rmsnorm n %lld: max error %.3g", (long long)n, e);
+    ex_gpu_free(g_gpu, dx);
+    ex_gpu_free(g_gpu, dw);
+    free(x); free(w); free(yc); free(yg);
+
+    /* Q/K norm + RoPE, both layouts */
+    for (int type = 0; type < 2; type++) {
+        int64_t nt = 1 + (int64_t)(tu_rand(&g_rng) % 6), nh = 3, hd = 64 * (1 + type), nrot = type ? hd : hd - 16;
+        int64_t pos0 = (int64_t)(tu_rand(&g_rng) % 4000), len = nt * nh * hd;
+        float theta = type ? 1000000.0f : 10000.0f;
+        float *q = malloc((size_t)len * 4), *qc = malloc((size_t)len * 4), *qg = malloc((size_t)len * 4),
+              *wn = malloc((size_t)hd * 4);
+        fill(q, len, -1, 1);
+        fill(wn, hd, 0.5, 1.5);
+        memcpy(qc, q, (size_t)len * 4);
+        ex_cpu_qk_norm(qc, wn, nt, nh, hd, eps);
+        ex_cpu_rope(qc, nt, nh, hd, nrot, pos0, theta, (ats_rope_type)type);
+        float *dq = dev_upload(q, (size_t)len * 4), *dwn = dev_upload(wn, (size_t)hd * 4);
+        CHECK(ex_cuda_qk_norm(dq, dwn, nt, nh, hd, eps, g_s) == EX_GPU_OK);
+        CHECK(ex_cuda_rope(dq, nt, nh, hd, nrot, pos0, theta, (ats_rope_type)type, g_s) == EX_GPU_OK);
+        dev_download(qg, dq, (size_t)len * 4);
+        e = max_err(qg, qc, len, 1.0);
+        /* |x| ≲ 4 after the norm; the angle pos·freq (pos < 4006) carries F32 rounding of ~2 ulp */
+        CHECK_MSG(e <= 2e-3, "qk_norm+rope %s pos0 %lld: max error %.3g", type ? "neox" : "norm", (long long)pos0, e);
+        fprintf(stderr, "  rope %s pos0 %lld: max error %.2e\n", type ? "neox" : "norm", (long long)pos0, e);
+        ex_gpu_free(g_gpu, dq);
+        ex_gpu_free(g_gpu, dwn);
+        free(q); free(qc); free(qg); free(wn);
+    }
+    CHECK(ex_cuda_rope((float *)16, 1, 1, 64, 63, 0, 1e4f, ATS_ROPE_NORM, g_s) == EX_GPU_EINVAL);
+}
+
+static void test_attention(void)
+{
+    const int64_t hds[] = {64, 128};
+    for (int c = 0; c < 4; c++) {
+        int64_t hd = hds[c % 2], nkv = 2, nh = 8, nt = c < 2 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
+        int64_t pos0 = (int64_t)(tu_rand(&g_rng) % 300), n_ctx = pos0 + nt + 3, kvd = nkv * hd;
+        float scale = 1.0f / sqrtf((float)hd);
+        float *kc = calloc((size_t)(n_ctx * kvd), 4), *vc = calloc((size_t)(n_ctx * kvd), 4);
+        fill(kc, pos0 * kvd, -1, 1);
+        fill(vc, pos0 * kvd, -1, 1);
+        float *k = malloc((size_t)(nt * kvd) * 4), *v = malloc((size_t)(nt * kvd) * 4), *q = malloc((size_t)(nt * nh * hd) * 4);
+        fill(k, nt * kvd, -1, 1);
+        fill(v, nt * kvd, -1, 1);
+        fill(q, nt * nh * hd, -2, 2);
+        float *dkc = dev_upload(kc, (size_t)(n_ctx * kvd) * 4), *dvc = dev_upload(vc, (size_t)(n_ctx * kvd) * 4);
+        float *dk = dev_upload(k, (size_t)(nt * kvd) * 4), *dv = dev_upload(v, (size_t)(nt * kvd) * 4);
+        float *dq = dev_upload(q, (size_t)(nt * nh * hd) * 4), *dout = dev_upload(NULL, (size_t)(nt * nh * hd) * 4);
+        CHECK(ex_cpu_kv_store(k, v, nt, pos0, kvd, n_ctx, kc, vc) == ATS_OK);
+        CHECK(ex_cuda_kv_store(dk, dv, nt, pos0, kvd, n_ctx, dkc, dvc, g_s) == EX_GPU_OK);
+        CHECK(ex_cuda_kv_store(dk, dv, nt, n_ctx - nt + 1, kvd, n_ctx, dkc, dvc, g_s) == EX_GPU_EINVAL);
+        float *oc = malloc((size_t)(nt * nh * hd) * 4), *og = malloc((size_t)(nt * nh * hd) * 4);
+        CHECK(ex_cpu_attention(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+        CHECK(ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s) == EX_GPU_OK);
+        dev_download(og, dout, (size_t)(nt * nh * hd) * 4);
+        double e = max_err(og, oc, nt * nh * hd, 1.0);
+        CHECK_MSG(e <= 2e-5, "attention hd %lld n_tok %lld pos0 %lld: max error %.3g", (long long)hd, (long long)nt,
+                  (long long)pos0, e);
+        fprintf(stderr, "  attention hd %3lld n_tok %2lld pos0 %3lld: max error %.2e\n", (long long)hd, (long long)nt,
+                (long long)pos0, e);
+        ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dk); ex_gpu_free(g_gpu, dv);
+        ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
+        free(kc); free(vc); free(k); free(v); free(q); free(oc); free(og);
+    }
+}
+
+static void test_elementwise_embedding(void)
+{
+    int64_t n = 1000 + (int64_t)(tu_rand(&g_rng) % 5000);
+    float *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4), *c = malloc((size_t)n * 4), *gg = malloc((size_t)n * 4);
+    fill(a, n, -8, 8);
+    fill(b, n, -2, 2);
+    float *da = dev_upload(a, (size_t)n * 4), *db = dev_upload(b, (size_t)n * 4);
+    ex_cpu_swiglu(a, b, n, c);
+    CHECK(ex_cuda_swiglu(da, db, n, da, g_s) == EX_GPU_OK);
+    dev_download(gg, da, (size_t)n * 4);
+    CHECK_MSG(max_err(gg, c, n, 1.0) <= 1e-5, "swiglu: max error %.3g", max_err(gg, c, n, 1.0));
+    ex_cpu_add(c, b, n);
+    CHECK(ex_cuda_add(da, db, n, g_s) == EX_GPU_OK);
+    dev_download(gg, da, (size_t)n * 4);
+    CHECK_MSG(max_err(gg, c, n, 1.0) <= 1e-5, "add: max error %.3g", max_err(gg, c, n, 1.0));
+    ex_gpu_free(g_gpu, da);
+    ex_gpu_free(g_gpu, db);
+    free(a); free(b); free(c); free(gg);
+
+    const ats_qtype types[] = {ATS_Q_F32, ATS_Q_Q8_0, ATS_Q_Q4_K, ATS_Q_Q6_K};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t n_embd = 512, n_vocab = 300, nt = 7;
+        wt w = make_weight(types[i], n_embd, n_vocab, 1, 1.0);
+        int32_t tok[7];
+        for (int t = 0; t < nt; t++) tok[t] = (int32_t)(tu_rand(&g_rng) % (uint64_t)n_vocab);
+        float *xc = malloc((size_t)(nt * n_embd) * 4), *xg = malloc((size_t)(nt * n_embd) * 4);
+        CHECK(ex_cpu_embedding(&w.host, tok, nt, xc) == ATS_OK);
+        int32_t *dt = dev_upload(tok, sizeof tok);
+        float *dx = dev_upload(NULL, (size_t)(nt * n_embd) * 4);
+        CHECK(ex_cuda_embedding(&w.dev, dt, nt, dx, g_s) == EX_GPU_OK);
+        dev_download(xg, dx, (size_t)(nt * n_embd) * 4);
+        double e = max_err(xg, xc, nt * n_embd, 1.0);
+        CHECK_MSG(e <= 1e-6, "embedding %s: max error %.3g", ats_qtype_name(types[i]), e);
+        /* an id out of range gives a NaN row, never a crash */
+        tok[0] = (int32_t)n_vocab;
+        ex_gpu_memcpy_h2d(dt, tok, sizeof tok, g_s);
+        CHECK(ex_cuda_embedding(&w.dev, dt, nt, dx, g_s) == EX_GPU_OK);
+        dev_download(xg, dx, (size_t)n_embd * 4);
+        CHECK(isnan(xg[0]) && isnan(xg[n_embd - 1]));
+        ex_gpu_free(g_gpu, dt);
+        ex_gpu_free(g_gpu, dx);
+        free(xc); free(xg);
+        free_weight(&w);
+    }
+}
+
+static void test_ffn_router_moe(void)
+{
+    int64_t n_embd = 256, n_ff = 512, n_exp = 8, k = 2;
+    const int64_t toks[] = {1, 4, 12};
+    for (int c = 0; c < 3; c++) {
+        int64_t nt = toks[c];
+        ats_qtype t = c == 0 ? ATS_Q_Q4_K : c == 1 ? ATS_Q_Q8_0 : ATS_Q_Q4_0;
+        wt gate = make_weight(t, n_embd, n_ff, 1, 0.1), up = make_weight(t, n_embd, n_ff, 1, 0.1),
+           down = make_weight(ATS_Q_Q6_K, n_ff, n_embd, 1, 0.1);
+        float *x = malloc((size_t)(nt * n_embd) * 4), *oc = malloc((size_t)(nt * n_embd) * 4),
+              *og = malloc((size_t)(nt * n_embd) * 4);
+        fill(x, nt * n_embd, -1, 1);
+        CHECK(ex_cpu_ffn(&gate.host, &up.host, &down.host, x, nt, oc) == ATS_OK);
+        float *dx = dev_upload(x, (size_t)(nt * n_embd) * 4), *dout = dev_upload(NULL, (size_t)(nt * n_embd) * 4);
+        CHECK(ex_cuda_ffn(g_gpu, &gate.dev, &up.dev, &down.dev, dx, nt, dout, g_s) == EX_GPU_OK);
+        dev_download(og, dout, (size_t)(nt * n_embd) * 4);
+        double mx = 1e-30;
+        for (int64_t i = 0; i < nt * n_embd; i++) mx = fmax(mx, fabs(oc[i]));
+        double e = max_err(og, oc, nt * n_embd, mx);
+        CHECK_MSG(e <= 3e-2, "ffn %s n_tok %lld: max error / max|out| = %.3g", ats_qtype_name(t), (long long)nt, e);
+        fprintf(stderr, "  ffn %s n_tok %2lld: max error / max|out| %.2e\n", ats_qtype_name(t), (long long)nt, e);
+        free_weight(&gate); free_weight(&up); free_weight(&down);
+
+        /* router */
+        float *lg = malloc((size_t)(nt * n_exp) * 4), *wc = malloc((size_t)(nt * k) * 4), *wg = malloc((size_t)(nt * k) * 4);
+        int32_t *ic = malloc((size_t)(nt * k) * 4), *ig = malloc((size_t)(nt * k) * 4);
+        fill(lg, nt * n_exp, -3, 3);
+        CHECK(ex_cpu_router_topk(lg, nt, n_exp, k, 1, ic, wc) == ATS_OK);
+        float *dlg = dev_upload(lg, (size_t)(nt * n_exp) * 4), *dw = dev_upload(NULL, (size_t)(nt * k) * 4);
+        int32_t *di = dev_upload(NULL, (size_t)(nt * k) * 4);
+        CHECK(ex_cuda_router_topk(dlg, nt, n_exp, k, 1, di, dw, g_s) == EX_GPU_OK);
+        dev_download(ig, di, (size_t)(nt * k) * 4);
+        dev_download(wg, dw, (size_t)(nt * k) * 4);
+        for (int64_t i = 0; i < nt * k; i++) {
+            CHECK_MSG(ig[i] == ic[i], "router: slot %lld id %d vs cpu %d", (long long)i, ig[i], ic[i]);
+            CHECK_NEAR(wg[i], wc[i], 1e-5);
+        }
+        /* experts */
+        wt ge = make_weight(t, n_embd, n_ff, n_exp, 0.1), ue = make_weight(t, n_embd, n_ff, n_exp, 0.1),
+           de = make_weight(ATS_Q_Q4_K, n_ff, n_embd, n_exp, 0.1);
+        CHECK(ex_cpu_moe(&ge.host, &ue.host, &de.host, x, nt, ic, wc, k, oc) == ATS_OK);
+        CHECK(ex_cuda_moe(g_gpu, &ge.dev, &ue.dev, &de.dev, dx, nt, di, dw, k, dout, g_s) == EX_GPU_OK);
+        dev_download(og, dout, (size_t)(nt * n_embd) * 4);
+        mx = 1e-30;
+        for (int64_t i = 0; i < nt * n_embd; i++) mx = fmax(mx, fabs(oc[i]));
+        e = max_err(og, oc, nt * n_embd, mx);
+        CHECK_MSG(e <= 3e-2, "moe %s n_tok %lld: max error / max|out| = %.3g", ats_qtype_name(t), (long long)nt, e);
+        fprintf(stderr, "  moe %s n_tok %2lld: max error / max|out| %.2e\n", ats_qtype_name(t), (long long)nt, e);
+        free_weight(&ge); free_weight(&ue); free_weight(&de);
+        ex_gpu_free(g_gpu, dlg); ex_gpu_free(g_gpu, dw); ex_gpu_free(g_gpu, di);
+        ex_gpu_free(g_gpu, dx); ex_gpu_free(g_gpu, dout);
+        free(lg); free(wc); free(wg); free(ic); free(ig);
+        free(x); free(oc); free(og);
+    }
+}
+
+static void test_sample_copy(void)
+{
+    int64_t nv = 1000 + (int64_t)(tu_rand(&g_rng) % 150000);
+    float *lg = malloc((size_t)nv * 4);
+    fill(lg, nv, -10, 10);
+    float *dl = dev_upload(lg, (size_t)nv * 4);
+    ex_sample_params p = ex_sample_params_default();
+    int32_t tc = -1, tg = -2;
+    uint64_t r1 = 42, r2 = 42;
+    CHECK(ex_cpu_sample(lg, nv, &p, &r1, &tc) == ATS_OK);
+    CHECK(ex_cuda_sample(g_gpu, dl, nv, &p, &r2, &tg, g_s) == EX_GPU_OK);
+    CHECK_MSG(tc == tg, "greedy: gpu %d cpu %d", tg, tc);
+    p.temp = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.9f;
+    for (int i = 0; i < 5; i++) {
+        CHECK(ex_cpu_sample(lg, nv, &p, &r1, &tc) == ATS_OK);
+        CHECK(ex_cuda_sample(g_gpu, dl, nv, &p, &r2, &tg, g_s) == EX_GPU_OK);
+        CHECK_MSG(tc == tg && r1 == r2, "sample %d: gpu %d cpu %d", i, tg, tc);
+    }
+    ex_gpu_free(g_gpu, dl);
+    free(lg);
+
+    /* SM copy kernel: device → mapped pinned host (zero-copy) and back, odd sizes and offsets */
+    size_t bytes = 1 + (size_t)(tu_rand(&g_rng) % (1u << 22));
+    uint8_t *src = malloc(bytes + 16), *back = malloc(bytes + 16);
+    for (size_t i = 0; i < bytes + 16; i++) src[i] = (uint8_t)tu_rand(&g_rng);
+    uint8_t *dsrc = dev_upload(src, bytes + 16), *ddst = dev_upload(NULL, bytes + 16);
+    void *host = NULL, *halias = NULL;
+    CHECK(ex_gpu_host_alloc(g_gpu, bytes + 16, &host, &halias) == EX_GPU_OK);
+    for (int off = 0; off < 2; off++) {
+        CHECK(ex_cuda_copy((uint8_t *)halias + off, dsrc + off, bytes, g_s) == EX_GPU_OK);
+        CHECK(ex_gpu_stream_sync(g_s) == EX_GPU_OK);
+        CHECK(memcmp((uint8_t *)host + off, src + off, bytes) == 0);
+        CHECK(ex_cuda_copy(ddst + off, (uint8_t *)halias + off, bytes, g_s) == EX_GPU_OK);
+        dev_download(back, ddst, bytes + 16);
+        CHECK(memcmp(back + off, src + off, bytes) == 0);
+    }
+    ex_gpu_host_free(g_gpu, host);
+    ex_gpu_free(g_gpu, dsrc);
+    ex_gpu_free(g_gpu, ddst);
+    free(src); free(back);
+}
+
+int main(void)
+{
+    ex_gpu_status st = ex_gpu_open(0, &g_gpu);
+    if (st == EX_GPU_ENODEV) {
+        fprintf(stderr, "test_cuda_ops: %s: skipped\n", ex_gpu_status_str(st));
+        return TU_SKIP;
+    }
+    if (st != EX_GPU_OK) {
+        fprintf(stderr, "test_cuda_ops: ex_gpu_open: %s\n", ex_gpu_status_str(st));
+        return 1;
+    }
+    fprintf(stderr, "device: %s (cc %d.%d, %d SMs)\n", ex_gpu_info(g_gpu)->name, ex_gpu_info(g_gpu)->cc_major,
+            ex_gpu_info(g_gpu)->cc_minor, ex_gpu_info(g_gpu)->sm_count);
+    g_rng = tu_seed("test_cuda_ops");
+    g_s = ex_gpu_stream(g_gpu, EX_GPU_STREAM_COMPUTE);
+    test_matmul();
+    test_norm_rope();
+    test_attention();
+    test_elementwise_embedding();
+    test_ffn_router_moe();
+    test_sample_copy();
+    ex_gpu_close(g_gpu);
+    return tu_finish("test_cuda_ops");
+}
+#endif
