@@ -50,6 +50,7 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 
 /* Subcommands (each in cli/cmd_<name>.c). */
 int ats_cmd_inspect(int argc, char **argv);
+int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/bench_kernels.c) */
 int ats_cmd_trace(int argc, char **argv);
 int ats_cmd_record(int argc, char **argv);
 int ats_cmd_stress(int argc, char **argv);
