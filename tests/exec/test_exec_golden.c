@@ -1,0 +1,205 @@
+/*
+ * test_exec_golden — the correctness anchor on Karpathy's stories260K (../shared/models/stories260K):
+ *  1. in-process: 256 greedy steps from BOS; at every step the top-1 id equals the reference and the
+ *     top-1/top-2 logits match reference_greedy_steps.csv (float64 llama2.c) within 1e-4 relative;
+ *  2. `ats run --temp 0 -n 256` prints reference_greedy_from_BOS.txt byte for byte (also with
+ *     --threads 1 and with --split 2, the half-and-half hook);
+ *  3. `ats quantize --type q8_0` then `ats run --print-ids`: the first >= 150 ids match the reference
+ *     (the closest greedy decision is at step 185, margin 0.0042); Q4_0 is reported, not asserted;
+ *  4. tokenizer: decode(encode(text)) == text, and "Once upon a time" encodes to the reference ids.
+ * Needs $ATS_BIN (set by CTest) and $ATS_SHARED_DIR.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ex/model.h"
+#include "ex/tokenizer.h"
+#include "testutil.h"
+
+static char model_path[1024], ref_txt[1024], ref_ids[1024], ref_csv[1024];
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    size_t got = fread(b, 1, (size_t)n, f);
+    fclose(f);
+    b[got] = 0;
+    if (len) *len = got;
+    return b;
+}
+
+static int read_ids(const char *text, int *ids, int cap)
+{
+    int n = 0;
+    const char *p = text;
+    char *end;
+    while (n < cap) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[n++] = (int)v;
+        p = end;
+    }
+    return n;
+}
+
+/* Runs a shell command, returns its stdout (malloc'd) and exit status. */
+static char *run_cmd(const char *cmd, int *status)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    size_t k;
+    while ((k = fread(b + n, 1, cap - n - 1, p)) > 0) {
+        n += k;
+        if (cap - n < 2) b = realloc(b, cap *= 2);
+    }
+    b[n] = 0;
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return b;
+}
+
+static void test_in_process(ex_model *m)
+{
+    ex_session *s = NULL;
+    ats_err err;
+    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    FILE *f = fopen(ref_csv, "r");
+    CHECK(f != NULL);
+    if (!f || !s) return;
+    char line[256];
+    CHECK(fgets(line, sizeof line, f) != NULL); /* header */
+    float *logits = malloc((size_t)m->arch.n_vocab * sizeof *logits);
+    int steps = 0, ok_ids = 1;
+    double worst = 0;
+    while (fgets(line, sizeof line, f)) {
+        int pos, in, id1, id2;
+        double l1, l2;
+        if (sscanf(line, "%d,%d,%d,%lf,%d,%lf", &pos, &in, &id1, &l1, &id2, &l2) != 6) continue;
+        int32_t tok = in;
+        CHECK(ex_session_forward(s, &tok, 1, logits, &err) == ATS_OK);
+        int32_t best = 0;
+        for (int i = 1; i < m->arch.n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        if (best != id1) {
+            ok_ids = 0;
+            fprintf(stderr, "step %d: top-1 %d, reference %d\n", pos, best, id1);
+        }
+        worst = fmax(worst, fabs(logits[id1] - l1) / fabs(l1));
+        worst = fmax(worst, fabs(logits[id2] - l2) / fmax(fabs(l2), 1.0));
+        steps++;
+    }
+    fclose(f);
+    CHECK(steps == 256);
+    CHECK(ok_ids);
+    CHECK_MSG(worst <= 1e-4, "top-1/top-2 logits differ from the float64 reference by %.3g relative", worst);
+    fprintf(stderr, "test_exec_golden: %d steps, worst logit error %.3g relative\n", steps, worst);
+    free(logits);
+    ex_session_free(s);
+}
+
+static void test_tokenizer(ex_model *m)
+{
+    CHECK(m->tok != NULL);
+    if (!m->tok) return;
+    int32_t ids[4096];
+    int64_t n;
+    CHECK(ex_tokenizer_encode(m->tok, "Once upon a time", 1, ids, 4096, &n) == ATS_OK);
+    int32_t want[] = {1, 403, 407, 261, 378};
+    CHECK(n == 5 && memcmp(ids, want, sizeof want) == 0);
+    const char *texts[] = {"Lily's mom said, \"Don't worry.\"\nThe end.", "héllo wörld — ✓ 日本", "a  b   c", "x"};
+    for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
+        CHECK(ex_tokenizer_encode(m->tok, texts[k], 1, ids, 4096, &n) == ATS_OK);
+        char out[4096] = {0}, piece[256];
+        for (int64_t i = 1; i < n; i++) {
+            ex_tokenizer_decode(m->tok, ids[i - 1], ids[i], piece, sizeof piece);
+            strcat(out, piece);
+        }
+        CHECK_MSG(strcmp(out, texts[k]) == 0, "round trip '%s' -> '%s'", texts[k], out);
+    }
+    CHECK(ex_tokenizer_encode(m->tok, "Once upon a time", 1, ids, 2, &n) == ATS_ERANGE);
+}
+
+static int prefix_match(const char *out, const int *ref, int n_ref)
+{
+    int got[1024];
+    int n = read_ids(out, got, 1024), k = 0;
+    while (k < n && k < n_ref && got[k] == ref[k]) k++;
+    return k;
+}
+
+static void test_cli(const char *bin, const int *ref, int n_ref)
+{
+    size_t rl;
+    char *want = slurp(ref_txt, &rl);
+    CHECK(want != NULL);
+    const char *variants[] = {"", "--threads 1", "--split 2", "--chunk 1"};
+    char cmd[4096];
+    int st;
+    for (size_t v = 0; v < 4 && want; v++) {
+        snprintf(cmd, sizeof cmd, "'%s' run --model '%s' --temp 0 -n 256 %s 2>/dev/null", bin, model_path, variants[v]);
+        char *out = run_cmd(cmd, &st);
+        CHECK(st == 0);
+        CHECK_MSG(out && strcmp(out, want) == 0, "`ats run %s` output differs from reference_greedy_from_BOS.txt",
+                  variants[v]);
+        free(out);
+    }
+    free(want);
+    /* quantized */
+    char dir[] = "/tmp/ats_golden_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    const char *types[] = {"q8_0", "q4_0", "q4_k"};
+    for (int t = 0; t < 3; t++) {
+        snprintf(cmd, sizeof cmd, "'%s' quantize '%s' %s/%s.gguf --type %s 2>/dev/null", bin, model_path, dir, types[t], types[t]);
+        char *out = run_cmd(cmd, &st);
+        CHECK(st == 0);
+        free(out);
+        snprintf(cmd, sizeof cmd, "'%s' run --model %s/%s.gguf --temp 0 -n 256 --print-ids 2>/dev/null", bin, dir, types[t]);
+        out = run_cmd(cmd, &st);
+        CHECK(st == 0);
+        int k = out ? prefix_match(out, ref, n_ref) : 0;
+        fprintf(stderr, "test_exec_golden: %s matches the reference ids for the first %d of %d steps\n", types[t], k, n_ref);
+        if (t == 0) CHECK_MSG(k >= 150, "Q8_0 matched only %d steps (need >= 150)", k);
+        else CHECK(k >= 1); /* Q4_0 diverges early on this tiny model (reported, see exec/README.md) */
+        free(out);
+        snprintf(cmd, sizeof cmd, "%s/%s.gguf", dir, types[t]);
+        unlink(cmd);
+    }
+    rmdir(dir);
+}
+
+int main(void)
+{
+    tu_seed("test_exec_golden");
+    tu_shared_path(model_path, sizeof model_path, "models/stories260K/stories260K.gguf");
+    tu_shared_path(ref_txt, sizeof ref_txt, "models/stories260K/reference_greedy_from_BOS.txt");
+    tu_shared_path(ref_ids, sizeof ref_ids, "models/stories260K/reference_greedy_from_BOS.ids.txt");
+    tu_shared_path(ref_csv, sizeof ref_csv, "models/stories260K/reference_greedy_steps.csv");
+    ex_model *m = NULL;
+    ats_err err;
+    if (ex_model_load_gguf(model_path, &m, &err) != ATS_OK) {
+        fprintf(stderr, "test_exec_golden: %s\n", err.msg);
+        CHECK(0);
+        return tu_finish("test_exec_golden");
+    }
+    char *ids_text = slurp(ref_ids, NULL);
+    int ref[1024], n_ref = ids_text ? read_ids(ids_text, ref, 1024) : 0;
+    free(ids_text);
+    CHECK(n_ref == 256);
+    test_in_process(m);
+    test_tokenizer(m);
+    const char *bin = getenv("ATS_BIN");
+    CHECK_MSG(bin && *bin, "ATS_BIN not set");
+    if (bin && *bin) test_cli(bin, ref, n_ref);
+    ex_model_free(m);
+    return tu_finish("test_exec_golden");
+}
