@@ -14,7 +14,9 @@
  *    waits for its end (record an event after it).
  * Temp region: a ring of temp_capacity_bytes; transfers are allocated in issue order at increasing
  * offsets, wrapping to 0 when the next one does not fit; a transfer overlapping live ranges waits for
- * the last reader among them. peak_temp_bytes ≤ temp_capacity_bytes always; resident + temp capacity
+ * the last reader among them. With double_buffer (policy "ats"), two slots of capacity/2 instead:
+ * transfer k uses slot k mod 2 at offset (k mod 2)·capacity/2 and waits for the op just before the
+ * previous transfer's consumer (which also frees its slot: that slot's reader is two back). peak_temp_bytes ≤ temp_capacity_bytes always; resident + temp capacity
  * ≤ the VRAM budget is the policy's job (policy.h).
  *
  * Dependency rules (DESIGN.md contract 2), shared by ats_plan_predict, the simulator and the
@@ -113,6 +115,7 @@ typedef struct ats_plan {
     int32_t n_expert_ids;
     int32_t *expert_ids;     /* owned; referenced by wxfers */
     uint8_t serialized;      /* R7 */
+    uint8_t double_buffer;   /* temp region as two slots (see above) */
     uint8_t act_path;        /* ats_act_path of all axfers */
     int32_t n_copy_engines;
     uint64_t resident_bytes;      /* GPU-resident bytes of the placement [bytes] */
@@ -131,6 +134,8 @@ typedef struct ats_plan_opts {
     ats_act_path act_path;      /* default ATS_ACT_SM */
     double prefetch_lead_s;     /* R2; > 0 only in decode; default 0 */
     const ats_routing *routing; /* borrowed; EXPERTS counts / ids; NULL = expected */
+    int double_buffer;          /* 1: two slots of temp_bytes/2 (model A of transfer.h) instead of
+                                   the ring; default 0 */
 } ats_plan_opts;
 
 ats_plan_opts ats_plan_opts_default(void);
@@ -140,7 +145,8 @@ void ats_plan_free(ats_plan *pl);
 
 /**
  * Builds the plan of one round. All inputs borrowed; `cur` (routing applied) decides which
- * transfers are prefetches (those that start before 0 under R2 with prefetch_lead_s; never EXPERTS
+ * transfers are prefetches: the leading transfers of each engine without waits that start before 0
+ * under R2 with prefetch_lead_s (with double_buffer only the first transfer; never EXPERTS
  * transfers, never in serialized plans). Returns ATS_EINVAL when sizes mismatch, an assignment puts
  * a GPU-resident op on the CPU, an ATTN/EMBED op is promoted, or a promoted op's bytes exceed
  * temp_bytes (message names the op); ATS_ENOMEM. O(n + T·L) for T transfers and L live ranges.

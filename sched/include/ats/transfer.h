@@ -23,21 +23,24 @@
  * Solver: O(n²) time, O(n) auxiliary memory (prefix sums of the default path + dp + argmin).
  *
  * ── Model A (policy "ats") ─────────────────────────────────────────────────────────────────────
- * The round as the plan executes it (plan.h, ats_plan_predict with the same options), for one copy
- * engine and no temp-slot reuse inside the round:
+ * The round as the plan executes it (plan.h rules, ats_plan_predict with the same options), with
+ * one copy engine and the temp region split into two slots of temp_bytes/2 (double buffering):
  *  - compute: op i starts at S_i = max(E_{i−1} + c_i·[rb_{i−1} ≠ rb_i], F_i if i is promoted)
  *    (E_{−1} = 0) and ends at E_i = S_i + t_i^{rb_i}, except that a CPU op progresses at rate
- *    h = hostmem_cpu_factor (≤ 1) while the copy engine is busy (DESIGN.md host-memory table);
- *  - copy engine: promoted ops' weights move back to back in op order; transfer k starts at
- *    max(end of transfer k−1, release_k) and takes w_{g_k}; the queue is free from −prefetch_lead_s
- *    (decode: the idle tail of the previous round's copy engine; a transfer starting before 0 is a
- *    prefetch, issued during the previous round); release = −prefetch_lead_s for non-expert ops and
- *    the end of the layer's router op for EXPERTS ops (only selected experts move);
- *  - temp capacity: Σ bytes of promoted ops ≤ temp_bytes (every promoted tensor gets its own range
- *    of the temp region this round, so the plan has no slot waits within the round).
- * Solver: DP over promoted ops in order with a Pareto frontier of states (E, F, U) = (end of the
- * promoted op, end of its transfer, temp bytes used); the round latency is monotone in E and F
- * (no-overtaking argument in transfer.c), so dominated states are dropped and the DP is exact.
+ *    h = hostmem_cpu_factor (≤ 1) while the copy engine is busy (DESIGN.md host-memory table:
+ *    the CPU op overlapping a transfer is slowed, which model P ignores);
+ *  - copy engine: promoted ops' weights move in op order on one queue; transfer k (for promoted op
+ *    g_k) starts at max(end of transfer k−1, release_k) and lasts w_{g_k}, so the queue runs back
+ *    to back whenever the compute stream keeps up. release_0 = −prefetch_lead_s (decode: the
+ *    previous round's idle copy-engine tail; a transfer starting before 0 is a prefetch, issued
+ *    during the previous round); release_k = E_{g_{k−1}−1} for k ≥ 1 (slot k mod 2 is free once
+ *    the compute stream has reached the previous promoted op: the engine runs at most one promoted
+ *    op ahead); EXPERTS ops additionally wait for the end of their router (only the selected
+ *    experts move, after routing);
+ *  - temp capacity: each promoted op's bytes ≤ temp_bytes/2.
+ * Solver: DP over promoted ops in order with a Pareto frontier of states (E, R) = (end of the
+ * promoted op, release time of the next transfer); the latency is monotone in both (argument in
+ * transfer.c), so dominated states are dropped and the DP is exact (tested against brute force).
  * Requires the graph property that ops strictly between an EXPERTS op and its router are EXPERTS ops
  * of the same router (true for ats_graph_build graphs); ATS_EINVAL otherwise.
  *
@@ -96,8 +99,9 @@ enum ats_status ats_costs_route(const ats_graph *g, const ats_costs *in, const a
 
 /** Options shared by both solvers. */
 typedef struct ats_transfer_opts {
-    uint64_t temp_bytes;        /* temp-buffer capacity for promoted weights [bytes]; ops larger
-                                   than this are not promotable; model A also caps Σ promoted bytes */
+    uint64_t temp_bytes;        /* temp-buffer capacity for promoted weights [bytes]; model P:
+                                   ops larger than this are not promotable; model A: ops larger
+                                   than temp_bytes/2 (one slot) are not promotable */
     double hostmem_cpu_factor;  /* model A: CPU op rate while the copy engine is busy, (0, 1];
                                    1 = no interference (default 1) */
     double prefetch_lead_s;     /* model A: copy engine free from −prefetch_lead_s [s] (≥ 0;
@@ -133,15 +137,15 @@ double ats_transfer_paper_eval(const ats_placement *p, const ats_costs *cur, con
 /**
  * Model A solver. Same contract as ats_transfer_paper; predicted_s = latency under model A, which
  * equals ats_plan_predict() of the plan built from this assignment with the same options.
- * Time O(P²·F·w̄) for P promotable ops, F the frontier size and w̄ the ops overlapping a transfer;
- * memory O(P·F).
+ * Time O(P²·F·L) for P promotable ops, F the frontier size and L the mean distance between
+ * promoted ops; memory O(P·F).
  */
 enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
                                  const ats_transfer_opts *opts, ats_assignment *out, ats_err *err);
 
-/** Model A latency of an arbitrary assignment [s] (+INFINITY when Σ promoted bytes > temp_bytes or
- *  a promoted op is not promotable). Reference implementation for brute-force tests: a direct
- *  event-by-event evaluation, independent of the DP. */
+/** Model A latency of an arbitrary assignment [s] (+INFINITY when a promoted op is not promotable
+ *  under model A). Reference for brute-force tests, independent of the DP: builds the plan
+ *  (double_buffer, one engine) and runs ats_plan_predict. */
 double ats_transfer_ats_eval(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
                              const ats_transfer_opts *opts, const uint8_t *rb);
 

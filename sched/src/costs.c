@@ -1,0 +1,280 @@
+/* Cost snapshots, the analytic roofline cost model, load scaling and load estimation (ats/costs.h),
+ * and hardware-description checks (ats/hw.h). */
+#include "ats/costs.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- hardware description ---------------------------------------------------------------- */
+
+void ats_hw_init(ats_hw *hw)
+{
+    memset(hw, 0, sizeof *hw);
+    for (int i = 0; i < 64; i++) {
+        hw->eff_cpu.q_scale[i] = 1.0;
+        hw->eff_gpu.q_scale[i] = 1.0;
+    }
+    hw->gemm_min_tokens = 8;
+    hw->n_copy_engines = 1;
+    hw->hostmem_cpu_factor = 1.0;
+    hw->hostmem_dma_factor = 1.0;
+}
+
+#define HW_POS(f)                                                                                \
+    do {                                                                                         \
+        if (!(hw->f > 0) || !isfinite((double)hw->f))                                            \
+            return ats_err_set(err, ATS_EINVAL, "hw '%s': %g (must be a finite value > 0)", #f,  \
+                               (double)hw->f);                                                   \
+    } while (0)
+#define HW_NONNEG(f)                                                                             \
+    do {                                                                                         \
+        if (!(hw->f >= 0) || !isfinite((double)hw->f))                                           \
+            return ats_err_set(err, ATS_EINVAL, "hw '%s': %g (must be a finite value >= 0)", #f, \
+                               (double)hw->f);                                                   \
+    } while (0)
+#define HW_FRAC(expr, name)                                                                      \
+    do {                                                                                         \
+        double v_ = (expr);                                                                      \
+        if (!(v_ > 0 && v_ <= 1))                                                                \
+            return ats_err_set(err, ATS_EINVAL, "hw '%s': %g (must be in (0, 1])", name, v_);    \
+    } while (0)
+
+static enum ats_status eff_validate(const ats_hw_eff *e, const char *side, ats_err *err)
+{
+    char name[64];
+    const double *v[4] = {&e->gemv_bw, &e->gemm_flop, &e->attn_bw, &e->attn_flop};
+    const char *nm[4] = {"gemv_bw", "gemm_flop", "attn_bw", "attn_flop"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", side, nm[i]);
+        HW_FRAC(*v[i], name);
+    }
+    for (int i = 0; i < 64; i++)
+        if (!(e->q_scale[i] > 0) || !isfinite(e->q_scale[i]))
+            return ats_err_set(err, ATS_EINVAL, "hw '%s.q_scale[%d]': %g (must be a finite value > 0)",
+                               side, i, e->q_scale[i]);
+    return ATS_OK;
+}
+
+enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
+{
+    if (!hw) return ats_err_set(err, ATS_EINVAL, "hw: NULL");
+    if (hw->cpu_threads < 1)
+        return ats_err_set(err, ATS_EINVAL, "hw 'cpu_threads': %d (must be >= 1)", hw->cpu_threads);
+    HW_POS(cpu_flops);
+    HW_POS(cpu_mem_bw);
+    HW_NONNEG(cpu_op_overhead_s);
+    HW_POS(gpu_flops);
+    HW_POS(gpu_mem_bw);
+    if (hw->gpu_vram_bytes == 0) return ats_err_set(err, ATS_EINVAL, "hw 'gpu_vram_bytes': 0 (must be > 0)");
+    HW_NONNEG(gpu_op_overhead_s);
+    HW_POS(pcie_h2d_bw);
+    HW_POS(pcie_d2h_bw);
+    HW_POS(pcie_sm_copy_bw);
+    HW_POS(pcie_link_bw);
+    HW_NONNEG(pcie_latency_s);
+    if (hw->n_copy_engines < 1)
+        return ats_err_set(err, ATS_EINVAL, "hw 'n_copy_engines': %d (must be >= 1)", hw->n_copy_engines);
+    HW_FRAC(hw->hostmem_cpu_factor, "hostmem_cpu_factor");
+    HW_FRAC(hw->hostmem_dma_factor, "hostmem_dma_factor");
+    if (hw->gemm_min_tokens < 1)
+        return ats_err_set(err, ATS_EINVAL, "hw 'gemm_min_tokens': %lld (must be >= 1)",
+                           (long long)hw->gemm_min_tokens);
+    enum ats_status st = eff_validate(&hw->eff_cpu, "eff_cpu", err);
+    if (st) return st;
+    return eff_validate(&hw->eff_gpu, "eff_gpu", err);
+}
+
+/* ---- snapshots --------------------------------------------------------------------------- */
+
+enum ats_status ats_costs_init(ats_costs *c, int32_t n)
+{
+    memset(c, 0, sizeof *c);
+    if (n < 1) return ATS_EINVAL;
+    double *all = calloc((size_t)n * 5, sizeof(double));
+    if (!all) return ATS_ENOMEM;
+    c->n = n;
+    c->t_cpu = all;
+    c->t_gpu = all + n;
+    c->w = all + 2 * (size_t)n;
+    c->c = all + 3 * (size_t)n;
+    c->w_expert = all + 4 * (size_t)n;
+    return ATS_OK;
+}
+
+void ats_costs_free(ats_costs *c)
+{
+    if (!c) return;
+    free(c->t_cpu); /* one block */
+    memset(c, 0, sizeof *c);
+}
+
+void ats_costs_copy(ats_costs *dst, const ats_costs *src)
+{
+    ATS_ASSERT(dst->n == src->n);
+    size_t b = (size_t)src->n * sizeof(double);
+    memmove(dst->t_cpu, src->t_cpu, b);
+    memmove(dst->t_gpu, src->t_gpu, b);
+    memmove(dst->w, src->w, b);
+    memmove(dst->c, src->c, b);
+    memmove(dst->w_expert, src->w_expert, b);
+}
+
+enum ats_status ats_costs_validate(const ats_costs *c, ats_err *err)
+{
+    if (!c || c->n < 1 || !c->t_cpu)
+        return ats_err_set(err, ATS_EINVAL, "costs: empty snapshot (n = %d)", c ? (int)c->n : 0);
+    const double *f[5] = {c->t_cpu, c->t_gpu, c->w, c->c, c->w_expert};
+    const char *nm[5] = {"t_cpu", "t_gpu", "w", "c", "w_expert"};
+    for (int k = 0; k < 5; k++)
+        for (int32_t i = 0; i < c->n; i++) {
+            double v = f[k][i];
+            if (!isfinite(v) || v < 0)
+                return ats_err_set(err, ATS_EINVAL, "costs '%s'[%d]: %g (must be finite and >= 0)",
+                                   nm[k], (int)i, v);
+        }
+    return ATS_OK;
+}
+
+/* ---- analytic model ---------------------------------------------------------------------- */
+
+static double roofline(double flop, double bytes, double peak_flops, double eff_flop, double bw,
+                       double eff_bw, double q_scale, double overhead)
+{
+    double tf = flop / (peak_flops * eff_flop);
+    double tb = bytes / (bw * eff_bw);
+    return (tf > tb ? tf : tb) * q_scale + overhead;
+}
+
+static void op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, int gpu, double *out)
+{
+    const ats_hw_eff *e = gpu ? &hw->eff_gpu : &hw->eff_cpu;
+    double peak = gpu ? hw->gpu_flops : hw->cpu_flops;
+    double bw = gpu ? hw->gpu_mem_bw : hw->cpu_mem_bw;
+    double ovh = gpu ? hw->gpu_op_overhead_s : hw->cpu_op_overhead_s;
+    double act = (double)op->act_in_bytes + (double)op->act_out_bytes;
+    double wbytes = (double)op->weight_bytes;
+    if (op->kind == ATS_OP_EXPERTS) wbytes = op->n_expert_active * (double)op->expert_bytes;
+    int qt = (int)op->qtype;
+    double qs = (qt >= 0 && qt < 64) ? e->q_scale[qt] : 1.0;
+    if (op->kind == ATS_OP_ATTN) {
+        /* KV cache (F16) read; dequantization scale does not apply */
+        *out = roofline(op->flop, (double)op->kv_read_bytes + act, peak, e->attn_flop, bw,
+                        e->attn_bw, 1.0, ovh);
+        return;
+    }
+    if (op->kind == ATS_OP_EMBED) {
+        /* gather of n_tokens rows: bytes of the rows read */
+        double rows = (double)g->phase.n_tokens;
+        double row_bytes = op->n_out > 0 ? wbytes / (double)op->n_out : wbytes;
+        if (op->n_out <= 0 && op->n_in > 0) row_bytes = wbytes / (double)op->n_in;
+        double b = rows * row_bytes + act;
+        *out = b / (bw * e->gemv_bw) + ovh;
+        return;
+    }
+    int gemm = g->phase.n_tokens >= hw->gemm_min_tokens;
+    (void)gemm; /* GEMV vs GEMM: the bandwidth side uses gemv_bw, the compute side gemm_flop */
+    *out = roofline(op->flop, wbytes + act, peak, e->gemm_flop, bw, e->gemv_bw, qs, ovh);
+}
+
+enum ats_status ats_costs_from_model(const ats_graph *g, const ats_hw *hw, ats_costs *out,
+                                     ats_err *err)
+{
+    if (!g || g->n_ops < 1) return ats_err_set(err, ATS_EINVAL, "graph: empty (no ops)");
+    if (!out || out->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "costs: n = %d, graph has %d ops", out ? (int)out->n : -1,
+                           (int)g->n_ops);
+    enum ats_status st = ats_hw_validate(hw, err);
+    if (st) return st;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        const ats_op *op = &g->ops[i];
+        op_time(g, op, hw, 0, &out->t_cpu[i]);
+        op_time(g, op, hw, 1, &out->t_gpu[i]);
+        double moved = (double)op->weight_bytes;
+        if (op->kind == ATS_OP_ATTN) moved = (double)op->kv_cache_bytes;
+        if (op->kind == ATS_OP_EXPERTS) moved = op->n_expert_active * (double)op->expert_bytes;
+        out->w[i] = hw->pcie_latency_s + moved / hw->pcie_h2d_bw;
+        out->w_expert[i] = (op->kind == ATS_OP_EXPERTS || op->kind == ATS_OP_SHEXP)
+                               ? (double)op->expert_bytes / hw->pcie_h2d_bw
+                               : 0.0;
+        out->c[i] = i == 0 ? 0.0 : hw->pcie_latency_s + (double)op->act_in_bytes / hw->pcie_sm_copy_bw;
+    }
+    return ATS_OK;
+}
+
+void ats_costs_scale(const ats_costs *nominal, ats_load load, ats_costs *cur)
+{
+    ATS_ASSERT(nominal->n == cur->n);
+    ATS_ASSERT(load.cpu > 0 && load.gpu > 0 && load.pcie > 0);
+    for (int32_t i = 0; i < nominal->n; i++) {
+        cur->t_cpu[i] = nominal->t_cpu[i] / load.cpu;
+        cur->t_gpu[i] = nominal->t_gpu[i] / load.gpu;
+        cur->w[i] = nominal->w[i] / load.pcie;
+        cur->c[i] = nominal->c[i] / load.pcie;
+        cur->w_expert[i] = nominal->w_expert[i] / load.pcie;
+    }
+}
+
+/* ---- observations and load estimation ---------------------------------------------------- */
+
+enum ats_status ats_round_obs_init(ats_round_obs *o, int32_t n)
+{
+    memset(o, 0, sizeof *o);
+    if (n < 1) return ATS_EINVAL;
+    o->backend = calloc((size_t)n, 1);
+    o->t_exec = calloc((size_t)n, sizeof(double));
+    o->t_xfer = malloc((size_t)n * sizeof(double));
+    if (!o->backend || !o->t_exec || !o->t_xfer) {
+        ats_round_obs_free(o);
+        return ATS_ENOMEM;
+    }
+    for (int32_t i = 0; i < n; i++) o->t_xfer[i] = NAN;
+    o->n = n;
+    return ATS_OK;
+}
+
+void ats_round_obs_free(ats_round_obs *o)
+{
+    if (!o) return;
+    free(o->backend);
+    free(o->t_exec);
+    free(o->t_xfer);
+    memset(o, 0, sizeof *o);
+}
+
+static double clip_factor(double f)
+{
+    if (f < 0.01) return 0.01;
+    if (f > 4.0) return 4.0;
+    return f;
+}
+
+void ats_load_estimate(const ats_costs *nominal, const ats_round_obs *obs, ats_load prev,
+                       ats_load *out)
+{
+    ATS_ASSERT(nominal->n == obs->n);
+    double nc = 0, oc = 0, ng = 0, og = 0, np = 0, op = 0;
+    for (int32_t i = 0; i < obs->n; i++) {
+        double t = obs->t_exec[i];
+        if (isfinite(t) && t > 0) {
+            if (obs->backend[i] == ATS_GPU) {
+                ng += nominal->t_gpu[i];
+                og += t;
+            } else {
+                nc += nominal->t_cpu[i];
+                oc += t;
+            }
+        }
+        double x = obs->t_xfer[i];
+        if (isfinite(x) && x > 0) {
+            np += nominal->w[i];
+            op += x;
+        }
+    }
+    ats_load l = prev;
+    if (oc > 0 && nc > 0) l.cpu = clip_factor(nc / oc);
+    if (og > 0 && ng > 0) l.gpu = clip_factor(ng / og);
+    if (op > 0 && np > 0) l.pcie = clip_factor(np / op);
+    *out = l;
+}

@@ -1,0 +1,206 @@
+/* Static tensor placement: knapsack DP with switch penalty and Algorithm 1's MoE partition
+ * (ats/placement.h, paper §4.3). */
+#include "ats/placement.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum ats_status ats_placement_init(ats_placement *p, int32_t n)
+{
+    memset(p, 0, sizeof *p);
+    if (n < 1) return ATS_EINVAL;
+    p->backend = calloc((size_t)n, 1);
+    if (!p->backend) return ATS_ENOMEM;
+    p->n = n;
+    return ATS_OK;
+}
+
+void ats_placement_free(ats_placement *p)
+{
+    if (!p) return;
+    free(p->backend);
+    memset(p, 0, sizeof *p);
+}
+
+void ats_placement_copy(ats_placement *dst, const ats_placement *src)
+{
+    ATS_ASSERT(dst->n == src->n);
+    memcpy(dst->backend, src->backend, (size_t)src->n);
+    dst->gpu_bytes = src->gpu_bytes;
+    dst->objective_s = src->objective_s;
+}
+
+ats_placement_opts ats_placement_opts_default(void)
+{
+    ats_placement_opts o = {1u << 20, 1};
+    return o;
+}
+
+uint64_t ats_op_resident_bytes(const ats_op *op) { return op->weight_bytes + op->kv_cache_bytes; }
+
+double ats_placement_objective(int32_t n, const double *r, const double *c, const uint8_t *backend)
+{
+    double v = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (backend[i] == ATS_GPU) v += r[i];
+        if (i > 0 && backend[i] != backend[i - 1]) v -= c[i];
+    }
+    return v;
+}
+
+/* Backtracking bits per (item, capacity): bit 0 = the CPU state came from a GPU predecessor,
+ * bit 1 = the GPU state came from a GPU predecessor. */
+enum ats_status ats_place_dp(int32_t n, const uint64_t *size_units, const double *r, const double *c,
+                             const uint8_t *fix, uint64_t budget_units, uint8_t *backend_out,
+                             double *objective_out, ats_err *err)
+{
+    if (n < 1) return ats_err_set(err, ATS_EINVAL, "placement: no items (n = %d)", (int)n);
+    for (int32_t i = 0; i < n; i++) {
+        if (!isfinite(r[i]) || (i > 0 && !isfinite(c[i])))
+            return ats_err_set(err, ATS_EINVAL, "placement: item %d has r = %g, c = %g (must be finite)",
+                               (int)i, r[i], c[i]);
+        if (i > 0 && c[i] < 0)
+            return ats_err_set(err, ATS_EINVAL, "placement: item %d has c = %g (must be >= 0)", (int)i, c[i]);
+    }
+    uint64_t forced = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (fix && fix[i] == ATS_FIX_GPU) forced += size_units[i];
+    if (forced > budget_units)
+        return ats_err_set(err, ATS_EINFEASIBLE,
+                           "placement: items forced to the GPU need %llu units, budget is %llu",
+                           (unsigned long long)forced, (unsigned long long)budget_units);
+    size_t W = (size_t)budget_units + 1;
+    if ((double)W * (double)n > 4e9)
+        return ats_err_set(err, ATS_ERANGE, "placement: %d items x %zu budget units is too large for the DP",
+                           (int)n, W);
+    double *dp = malloc(4 * W * sizeof(double));
+    uint8_t *bt = malloc(W * (size_t)n);
+    if (!dp || !bt) {
+        free(dp);
+        free(bt);
+        return ats_err_set(err, ATS_ENOMEM, "placement: out of memory for %zu DP states", W * (size_t)n);
+    }
+    double *pc = dp, *pg = dp + W, *nc = dp + 2 * W, *ng = dp + 3 * W;
+    const double NEG = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t s = size_units[i];
+        int can_cpu = !(fix && fix[i] == ATS_FIX_GPU);
+        int can_gpu = !(fix && fix[i] == ATS_FIX_CPU);
+        uint8_t *b = bt + (size_t)i * W;
+        double ci = i > 0 ? c[i] : 0.0;
+        for (size_t m = 0; m < W; m++) {
+            uint8_t bits = 0;
+            double vc = NEG, vg = NEG;
+            if (i == 0) {
+                if (can_cpu) vc = 0.0;
+                if (can_gpu && m >= s) vg = r[0];
+            } else {
+                if (can_cpu) {
+                    double a = pc[m], g = pg[m] - ci;
+                    if (g > a) {
+                        vc = g;
+                        bits |= 1;
+                    } else {
+                        vc = a;
+                    }
+                }
+                if (can_gpu && m >= s) {
+                    double a = pc[m - s] - ci, g = pg[m - s];
+                    if (g >= a) {
+                        vg = g;
+                        bits |= 2;
+                    } else {
+                        vg = a;
+                    }
+                    if (vg > NEG) vg += r[i];
+                }
+            }
+            nc[m] = vc;
+            ng[m] = vg;
+            b[m] = bits;
+        }
+        double *t = pc;
+        pc = nc;
+        nc = t;
+        t = pg;
+        pg = ng;
+        ng = t;
+    }
+    size_t m = W - 1;
+    int last = pg[m] > pc[m] ? ATS_GPU : ATS_CPU;
+    double best = last == ATS_GPU ? pg[m] : pc[m];
+    free(dp);
+    if (!(best > NEG)) {
+        free(bt);
+        return ats_err_set(err, ATS_EINFEASIBLE, "placement: no feasible placement");
+    }
+    for (int32_t i = n - 1; i >= 0; i--) {
+        backend_out[i] = (uint8_t)last;
+        uint8_t bits = bt[(size_t)i * W + m];
+        int prev = last == ATS_GPU ? ((bits & 2) ? ATS_GPU : ATS_CPU) : ((bits & 1) ? ATS_GPU : ATS_CPU);
+        if (last == ATS_GPU) {
+            ATS_ASSERT(m >= size_units[i]);
+            m -= size_units[i];
+        }
+        last = prev;
+    }
+    free(bt);
+    if (objective_out) *objective_out = best;
+    return ATS_OK;
+}
+
+enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, uint64_t budget_bytes,
+                                 const ats_placement_opts *opts, ats_placement *out, ats_err *err)
+{
+    ats_placement_opts o = opts ? *opts : ats_placement_opts_default();
+    if (!g || g->n_ops < 1) return ats_err_set(err, ATS_EINVAL, "placement: empty graph (no ops)");
+    if (budget_bytes == 0) return ats_err_set(err, ATS_EINVAL, "placement: VRAM budget 0 bytes (must be > 0)");
+    if (o.quantum_bytes == 0) return ats_err_set(err, ATS_EINVAL, "placement: quantum 0 bytes (must be > 0)");
+    if (!nominal || nominal->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "placement: costs have n = %d, graph has %d ops",
+                           nominal ? (int)nominal->n : -1, (int)g->n_ops);
+    if (!out || out->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "placement: output has n = %d, graph has %d ops",
+                           out ? (int)out->n : -1, (int)g->n_ops);
+    enum ats_status st = ats_costs_validate(nominal, err);
+    if (st) return st;
+    int32_t n = g->n_ops;
+    uint64_t *su = malloc((size_t)n * sizeof *su);
+    double *r = calloc((size_t)n, sizeof *r);
+    uint8_t *fix = calloc((size_t)n, 1);
+    if (!su || !r || !fix) {
+        st = ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
+        goto done;
+    }
+    uint64_t q = o.quantum_bytes, B = budget_bytes / q, nonexp = 0;
+    int moe = 0;
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t s = ats_op_resident_bytes(&g->ops[i]);
+        su[i] = s / q + (s % q != 0);
+        r[i] = nominal->t_cpu[i] - nominal->t_gpu[i];
+        if (g->ops[i].kind == ATS_OP_EXPERTS) moe = 1;
+        else nonexp += su[i];
+    }
+    if (moe && o.moe_partition) {
+        /* Algorithm 1 lines 13-21 */
+        int nonexp_fits = B >= nonexp;
+        for (int32_t i = 0; i < n; i++) {
+            int is_exp = g->ops[i].kind == ATS_OP_EXPERTS;
+            if (nonexp_fits && !is_exp) fix[i] = ATS_FIX_GPU;
+            if (!nonexp_fits && is_exp) fix[i] = ATS_FIX_CPU;
+        }
+    }
+    st = ats_place_dp(n, su, r, nominal->c, fix, B, out->backend, NULL, err);
+    if (st) goto done;
+    out->gpu_bytes = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (out->backend[i] == ATS_GPU) out->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
+    out->objective_s = ats_placement_objective(n, r, nominal->c, out->backend);
+    ATS_ASSERT(out->gpu_bytes <= budget_bytes);
+done:
+    free(su);
+    free(r);
+    free(fix);
+    return st;
+}

@@ -1,0 +1,379 @@
+/* Scheduling policies: the named table (ats/policy.h). Each policy is a static placement function
+ * plus a per-round assignment function; plans are built the same way for all of them. */
+#include "ats/policy.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ats_policy {
+    const ats_policy_ops *ops;
+    ats_policy_cfg cfg;
+    uint64_t temp_bytes; /* fixed at placement */
+    int placed;
+};
+
+ats_policy_cfg ats_policy_cfg_default(void)
+{
+    ats_policy_cfg c;
+    memset(&c, 0, sizeof c);
+    c.vram_budget_bytes = 0;
+    c.temp_bytes = 0;
+    c.quantum_bytes = 1u << 20;
+    c.opoffload_min_tokens = 32;
+    c.n_copy_engines = 1;
+    c.hostmem_cpu_factor = 1.0;
+    c.moe_partition = 1;
+    return c;
+}
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static int promotes(const ats_policy *pol)
+{
+    const char *n = pol->ops->name;
+    return strcmp(n, "layer") != 0 && strcmp(n, "expert") != 0 && strcmp(n, "static") != 0;
+}
+
+/* Automatic temp capacity: max(2 × largest op that could move, M/8), capped at M/2. */
+static uint64_t auto_temp(const ats_policy *pol, const ats_graph *g)
+{
+    uint64_t M = pol->cfg.vram_budget_bytes, big = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        const ats_op *op = &g->ops[i];
+        if (op->kind == ATS_OP_EMBED || op->kind == ATS_OP_ATTN) continue;
+        uint64_t b = ats_op_xfer_bytes(g, NULL, i);
+        if (b > big) big = b;
+    }
+    uint64_t t = 2 * big;
+    if (t < M / 8) t = M / 8;
+    if (t > M / 2) t = M / 2;
+    return t;
+}
+
+static enum ats_status check_place_inputs(const ats_policy *pol, const ats_graph *g,
+                                          const ats_costs *nominal, const ats_placement *out,
+                                          ats_err *err)
+{
+    if (!g || g->n_ops < 1) return ats_err_set(err, ATS_EINVAL, "policy %s: empty graph (no ops)", pol->ops->name);
+    if (!nominal || nominal->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "policy %s: costs have n = %d, graph has %d ops", pol->ops->name,
+                           nominal ? (int)nominal->n : -1, (int)g->n_ops);
+    if (!out || out->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "policy %s: placement has n = %d, graph has %d ops", pol->ops->name,
+                           out ? (int)out->n : -1, (int)g->n_ops);
+    return ats_costs_validate(nominal, err);
+}
+
+static void finish_placement(const ats_graph *g, const ats_costs *nominal, ats_placement *out)
+{
+    out->gpu_bytes = 0;
+    double v = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        if (out->backend[i] == ATS_GPU) {
+            out->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
+            v += nominal->t_cpu[i] - nominal->t_gpu[i];
+        }
+        if (i > 0 && out->backend[i] != out->backend[i - 1]) v -= nominal->c[i];
+    }
+    out->objective_s = v;
+}
+
+/* ---- placements -------------------------------------------------------------------------- */
+
+/* llama.cpp -ngl: output norm + head first, then whole layers from the last one down. */
+static enum ats_status place_layer(ats_policy *self, const ats_graph *g, const ats_costs *nominal,
+                                   ats_placement *out, ats_err *err)
+{
+    (void)err;
+    uint64_t M = self->cfg.vram_budget_bytes - self->temp_bytes, used = 0;
+    memset(out->backend, ATS_CPU, (size_t)g->n_ops);
+    uint64_t outb = 0;
+    for (int32_t i = 0; i < g->n_ops; i++)
+        if (g->ops[i].layer < 0 && g->ops[i].kind != ATS_OP_EMBED) outb += ats_op_resident_bytes(&g->ops[i]);
+    if (outb <= M) {
+        for (int32_t i = 0; i < g->n_ops; i++)
+            if (g->ops[i].layer < 0 && g->ops[i].kind != ATS_OP_EMBED) out->backend[i] = ATS_GPU;
+        used = outb;
+        for (int64_t l = g->arch.n_layer - 1; l >= 0; l--) {
+            uint64_t lb = 0;
+            for (int32_t i = 0; i < g->n_ops; i++)
+                if (g->ops[i].layer == l) lb += ats_op_resident_bytes(&g->ops[i]);
+            if (used + lb > M) break;
+            used += lb;
+            for (int32_t i = 0; i < g->n_ops; i++)
+                if (g->ops[i].layer == l) out->backend[i] = ATS_GPU;
+        }
+    }
+    finish_placement(g, nominal, out);
+    return ATS_OK;
+}
+
+/* KTransformers: all non-expert ops except the embedding lookup on the GPU, routed experts CPU. */
+static enum ats_status place_expert(ats_policy *self, const ats_graph *g, const ats_costs *nominal,
+                                    ats_placement *out, ats_err *err)
+{
+    if (!ats_arch_is_moe(&g->arch))
+        return ats_err_set(err, ATS_EINVAL, "policy expert: model %s is dense (needs routed experts)", g->arch.name);
+    uint64_t M = self->cfg.vram_budget_bytes - self->temp_bytes, need = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        const ats_op *op = &g->ops[i];
+        int gpu = op->kind != ATS_OP_EXPERTS && op->kind != ATS_OP_EMBED;
+        out->backend[i] = gpu ? ATS_GPU : ATS_CPU;
+        if (gpu) need += ats_op_resident_bytes(op);
+    }
+    if (need > M)
+        return ats_err_set(err, ATS_EINFEASIBLE,
+                           "policy expert: non-expert tensors + KV cache need %llu bytes, budget is %llu",
+                           (unsigned long long)need, (unsigned long long)M);
+    finish_placement(g, nominal, out);
+    return ATS_OK;
+}
+
+/* FlexGen-style: residency by the placement DP on the transfer time saved (r = w, no switch
+ * penalty: every op runs on the GPU); KV caches pinned to the GPU, embedding lookup on the CPU. */
+static enum ats_status place_gpu_stream(ats_policy *self, const ats_graph *g, const ats_costs *nominal,
+                                        ats_placement *out, ats_err *err)
+{
+    int32_t n = g->n_ops;
+    uint64_t q = self->cfg.quantum_bytes, M = self->cfg.vram_budget_bytes - self->temp_bytes;
+    uint64_t *su = malloc((size_t)n * sizeof *su);
+    double *r = calloc((size_t)n, sizeof *r), *c = calloc((size_t)n, sizeof *c);
+    uint8_t *fix = calloc((size_t)n, 1);
+    enum ats_status st = ATS_OK;
+    if (!su || !r || !c || !fix) {
+        st = ats_err_set(err, ATS_ENOMEM, "policy gpu-stream: out of memory");
+        goto done;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        uint64_t s = ats_op_resident_bytes(&g->ops[i]);
+        su[i] = s / q + (s % q != 0);
+        r[i] = nominal->w[i];
+        if (g->ops[i].kind == ATS_OP_ATTN) fix[i] = ATS_FIX_GPU;
+        if (g->ops[i].kind == ATS_OP_EMBED) fix[i] = ATS_FIX_CPU;
+    }
+    st = ats_place_dp(n, su, r, c, fix, M / q, out->backend, NULL, err);
+    if (st == ATS_EINFEASIBLE)
+        st = ats_err_set(err, ATS_EINFEASIBLE, "policy gpu-stream: KV caches (%llu bytes) do not fit the budget %llu",
+                         (unsigned long long)g->kv_cache_bytes, (unsigned long long)M);
+    if (st) goto done;
+    finish_placement(g, nominal, out);
+done:
+    free(su);
+    free(r);
+    free(c);
+    free(fix);
+    return st;
+}
+
+static enum ats_status place_static(ats_policy *self, const ats_graph *g, const ats_costs *nominal,
+                                    ats_placement *out, ats_err *err)
+{
+    ats_placement_opts po = ats_placement_opts_default();
+    po.quantum_bytes = self->cfg.quantum_bytes;
+    po.moe_partition = self->cfg.moe_partition;
+    uint64_t M = self->cfg.vram_budget_bytes - self->temp_bytes;
+    if (M == 0) return ats_err_set(err, ATS_EINVAL, "policy %s: no residency budget left after the temp ring", self->ops->name);
+    return ats_place_static(g, nominal, M, &po, out, err);
+}
+
+/* ---- assignments ------------------------------------------------------------------------- */
+
+static enum ats_status assign_fixed(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                    const ats_costs *cur, const ats_round_ctx *ctx, ats_assignment *out,
+                                    ats_err *err)
+{
+    (void)self;
+    (void)g;
+    (void)cur;
+    (void)ctx;
+    (void)err;
+    ats_assignment_from_placement(out, p);
+    return ATS_OK;
+}
+
+/* llama.cpp's op offload in large prefill rounds: matmul weights copied and run on the GPU. */
+static enum ats_status assign_opoffload(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                        const ats_costs *cur, const ats_round_ctx *ctx,
+                                        ats_assignment *out, ats_err *err)
+{
+    (void)cur;
+    (void)err;
+    ats_assignment_from_placement(out, p);
+    if (g->phase.n_tokens < self->cfg.opoffload_min_tokens) return ATS_OK;
+    const ats_routing *rt = ctx ? ctx->routing : NULL;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        const ats_op *op = &g->ops[i];
+        if (p->backend[i] != ATS_CPU) continue;
+        if (op->kind != ATS_OP_MATMUL && op->kind != ATS_OP_EXPERTS && op->kind != ATS_OP_SHEXP) continue;
+        uint64_t b = ats_op_xfer_bytes(g, rt, i);
+        if (b == 0 || b > self->temp_bytes) continue;
+        out->backend[i] = ATS_GPU;
+        out->n_promoted++;
+    }
+    out->serialized = 1;
+    return ATS_OK;
+}
+
+static enum ats_status assign_gpu_stream(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                         const ats_costs *cur, const ats_round_ctx *ctx,
+                                         ats_assignment *out, ats_err *err)
+{
+    (void)cur;
+    (void)err;
+    ats_transfer_opts o = ats_transfer_opts_default();
+    o.temp_bytes = self->temp_bytes;
+    o.routing = ctx ? ctx->routing : NULL;
+    ats_assignment_from_placement(out, p);
+    for (int32_t i = 0; i < g->n_ops; i++)
+        if (ats_op_promotable(g, p, &o, i)) {
+            out->backend[i] = ATS_GPU;
+            out->n_promoted++;
+        }
+    return ATS_OK;
+}
+
+static ats_transfer_opts transfer_opts(const ats_policy *self, const ats_round_ctx *ctx)
+{
+    ats_transfer_opts o = ats_transfer_opts_default();
+    o.temp_bytes = self->temp_bytes;
+    o.hostmem_cpu_factor = self->cfg.hostmem_cpu_factor;
+    o.prefetch_lead_s = ctx ? ctx->prefetch_lead_s : 0.0;
+    o.routing = ctx ? ctx->routing : NULL;
+    return o;
+}
+
+static enum ats_status assign_paper(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                    const ats_costs *cur, const ats_round_ctx *ctx, ats_assignment *out,
+                                    ats_err *err)
+{
+    ats_transfer_opts o = transfer_opts(self, ctx);
+    o.prefetch_lead_s = 0; /* model P has no prefetch */
+    return ats_transfer_paper(g, p, cur, &o, out, err);
+}
+
+static enum ats_status assign_ats(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                  const ats_costs *cur, const ats_round_ctx *ctx, ats_assignment *out,
+                                  ats_err *err)
+{
+    ats_transfer_opts o = transfer_opts(self, ctx);
+    return ats_transfer_ats(g, p, cur, &o, out, err);
+}
+
+/* ---- the table --------------------------------------------------------------------------- */
+
+static const ats_policy_ops POLICIES[] = {
+    {"layer", "llama.cpp -ngl: whole layers on the GPU (output head and last layers first)", 0, ATS_ACT_CE,
+     place_layer, assign_fixed},
+    {"layer-opoffload", "layer + llama.cpp's prefill op offload (>= 32 tokens), serialized", 0, ATS_ACT_CE,
+     place_layer, assign_opoffload},
+    {"expert", "KTransformers: non-expert tensors on the GPU, routed experts on the CPU", 0, ATS_ACT_SM,
+     place_expert, assign_fixed},
+    {"gpu-stream", "GPU-centric offload: every op on the GPU, non-resident weights streamed", 0, ATS_ACT_SM,
+     place_gpu_stream, assign_gpu_stream},
+    {"static", "ATS static tensor placement only (Algorithm 1)", 0, ATS_ACT_SM, place_static, assign_fixed},
+    {"ats-paper", "static placement + the paper's dynamic transfer (Algorithm 2) + re-scheduling", 1, ATS_ACT_SM,
+     place_static, assign_paper},
+    {"ats", "static placement + copy-engine-aware dynamic transfer (model A) + re-scheduling", 1, ATS_ACT_SM,
+     place_static, assign_ats},
+};
+#define N_POLICIES ((int)(sizeof POLICIES / sizeof POLICIES[0]))
+
+enum ats_status ats_policy_find(const char *name, const ats_policy_ops **out)
+{
+    if (!name) return ATS_ENOTFOUND;
+    for (int i = 0; i < N_POLICIES; i++)
+        if (strcmp(name, POLICIES[i].name) == 0) {
+            *out = &POLICIES[i];
+            return ATS_OK;
+        }
+    return ATS_ENOTFOUND;
+}
+
+const char *ats_policy_names(void) { return "layer, layer-opoffload, expert, gpu-stream, static, ats-paper, ats"; }
+
+enum ats_status ats_policy_new(const char *name, const ats_policy_cfg *cfg, ats_policy **out, ats_err *err)
+{
+    const ats_policy_ops *ops = NULL;
+    if (ats_policy_find(name, &ops) != ATS_OK)
+        return ats_err_set(err, ATS_ENOTFOUND, "unknown policy '%s' (known: %s)", name ? name : "(null)",
+                           ats_policy_names());
+    ats_policy_cfg c = cfg ? *cfg : ats_policy_cfg_default();
+    if (c.vram_budget_bytes == 0)
+        return ats_err_set(err, ATS_EINVAL, "policy %s: VRAM budget 0 bytes (must be > 0)", name);
+    if (c.quantum_bytes == 0) return ats_err_set(err, ATS_EINVAL, "policy %s: quantum 0 bytes (must be > 0)", name);
+    if (c.temp_bytes >= c.vram_budget_bytes)
+        return ats_err_set(err, ATS_EINVAL, "policy %s: temp ring %llu bytes >= VRAM budget %llu", name,
+                           (unsigned long long)c.temp_bytes, (unsigned long long)c.vram_budget_bytes);
+    if (!(c.hostmem_cpu_factor > 0 && c.hostmem_cpu_factor <= 1))
+        return ats_err_set(err, ATS_EINVAL, "policy %s: hostmem_cpu_factor %g (must be in (0, 1])", name,
+                           c.hostmem_cpu_factor);
+    if (c.n_copy_engines < 1 || c.n_copy_engines > 64)
+        return ats_err_set(err, ATS_EINVAL, "policy %s: n_copy_engines %d (must be in 1..64)", name, c.n_copy_engines);
+    if (c.opoffload_min_tokens < 1)
+        return ats_err_set(err, ATS_EINVAL, "policy %s: opoffload_min_tokens %lld (must be >= 1)", name,
+                           (long long)c.opoffload_min_tokens);
+    ats_policy *p = calloc(1, sizeof *p);
+    if (!p) return ats_err_set(err, ATS_ENOMEM, "policy %s: out of memory", name);
+    p->ops = ops;
+    p->cfg = c;
+    *out = p;
+    return ATS_OK;
+}
+
+void ats_policy_free(ats_policy *pol) { free(pol); }
+const ats_policy_ops *ats_policy_get_ops(const ats_policy *pol) { return pol->ops; }
+const ats_policy_cfg *ats_policy_get_cfg(const ats_policy *pol) { return &pol->cfg; }
+uint64_t ats_policy_temp_bytes(const ats_policy *pol) { return pol->placed ? pol->temp_bytes : 0; }
+
+enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
+                                 ats_placement *out, ats_err *err)
+{
+    enum ats_status st = check_place_inputs(pol, g, nominal, out, err);
+    if (st) return st;
+    pol->temp_bytes = 0;
+    if (promotes(pol)) pol->temp_bytes = pol->cfg.temp_bytes ? pol->cfg.temp_bytes : auto_temp(pol, g);
+    st = pol->ops->place(pol, g, nominal, out, err);
+    if (st) return st;
+    ATS_ASSERT(out->gpu_bytes + pol->temp_bytes <= pol->cfg.vram_budget_bytes);
+    pol->placed = 1;
+    return ATS_OK;
+}
+
+enum ats_status ats_policy_assign(ats_policy *pol, const ats_graph *g, const ats_placement *p,
+                                  const ats_costs *cur, const ats_round_ctx *ctx, ats_assignment *out,
+                                  ats_err *err)
+{
+    if (!pol->placed) return ats_err_set(err, ATS_EINVAL, "policy %s: assign before place", pol->ops->name);
+    if (!g || g->n_ops < 1) return ats_err_set(err, ATS_EINVAL, "policy %s: empty graph (no ops)", pol->ops->name);
+    if (!p || p->n != g->n_ops || !cur || cur->n != g->n_ops || !out || out->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "policy %s: placement/costs/assignment size mismatch with %d ops",
+                           pol->ops->name, (int)g->n_ops);
+    enum ats_status st = ats_costs_validate(cur, err);
+    if (st) return st;
+    return pol->ops->assign(pol, g, p, cur, ctx, out, err);
+}
+
+enum ats_status ats_policy_plan(ats_policy *pol, const ats_graph *g, const ats_placement *p,
+                                const ats_assignment *a, const ats_costs *cur, const ats_round_ctx *ctx,
+                                ats_plan *out, ats_err *err)
+{
+    ats_plan_opts o = ats_plan_opts_default();
+    o.temp_bytes = pol->temp_bytes;
+    int is_ats = strcmp(pol->ops->name, "ats") == 0;
+    o.n_copy_engines = is_ats || strcmp(pol->ops->name, "ats-paper") == 0 ? 1 : pol->cfg.n_copy_engines;
+    o.act_path = pol->ops->act_path;
+    o.prefetch_lead_s = (is_ats && ctx && !a->serialized) ? ctx->prefetch_lead_s : 0.0;
+    o.routing = ctx ? ctx->routing : NULL;
+    o.double_buffer = is_ats;
+    return ats_plan_build(g, p, a, cur, &o, out, err);
+}
+
+ats_predict_opts ats_policy_predict_opts(const ats_policy *pol, const ats_round_ctx *ctx)
+{
+    ats_predict_opts o = ats_predict_opts_default();
+    o.hostmem_cpu_factor = pol->cfg.hostmem_cpu_factor;
+    int is_ats = strcmp(pol->ops->name, "ats") == 0;
+    o.prefetch_lead_s = (is_ats && ctx) ? ctx->prefetch_lead_s : 0.0;
+    return o;
+}

@@ -1,0 +1,517 @@
+/* Dynamic transfer (ats/transfer.h): assignments, routing, the paper's Algorithm 2 (model P) and
+ * the ATS copy-engine model solved by a Pareto DP (model A).
+ *
+ * Why the model-A DP is exact. A state after promoted op p is (E, F): the end of op p on the
+ * compute stream and the release of the next transfer F = max(end of p's transfer, E_{p−1}). The
+ * rest of the round depends only on (E, F): the next transfer starts at T_s = F (non-expert, or
+ * router at or before p) or at the end of its router inside the segment (which only depends on E,
+ * since F ≤ E: a promoted op waits for its weights). Every earlier transfer ended by F, and the
+ * next-but-one transfer is released only at E_{g−1}, so while ops p+1..g−1 run, g's transfer is the
+ * only one in flight. Ops between p and the next promoted op g run on
+ * their default backends; CPU ops progress at rate h while g's transfer runs, else at rate 1. Two
+ * runs of the same op sequence under the same rate function (rate depends on time and op only)
+ * cannot overtake each other, so every op end is non-decreasing in the start time E, and the rate
+ * function only gets slower when the transfer ends later (larger F). Op g then starts at
+ * max(E_{g−1} + c, T_f), also monotone, and so is the new F. Hence the final latency is
+ * non-decreasing in E and F: a state dominated in (E, F) can be dropped.
+ */
+#include "ats/transfer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ats/plan.h"
+
+/* ---- assignments and routing ------------------------------------------------------------- */
+
+enum ats_status ats_assignment_init(ats_assignment *a, int32_t n)
+{
+    memset(a, 0, sizeof *a);
+    if (n < 1) return ATS_EINVAL;
+    a->backend = calloc((size_t)n, 1);
+    if (!a->backend) return ATS_ENOMEM;
+    a->n = n;
+    a->predicted_s = NAN;
+    return ATS_OK;
+}
+
+void ats_assignment_free(ats_assignment *a)
+{
+    if (!a) return;
+    free(a->backend);
+    memset(a, 0, sizeof *a);
+}
+
+void ats_assignment_copy(ats_assignment *dst, const ats_assignment *src)
+{
+    ATS_ASSERT(dst->n == src->n);
+    memcpy(dst->backend, src->backend, (size_t)src->n);
+    dst->n_promoted = src->n_promoted;
+    dst->serialized = src->serialized;
+    dst->predicted_s = src->predicted_s;
+}
+
+void ats_assignment_from_placement(ats_assignment *a, const ats_placement *p)
+{
+    ATS_ASSERT(a->n == p->n);
+    memcpy(a->backend, p->backend, (size_t)p->n);
+    a->n_promoted = 0;
+    a->serialized = 0;
+    a->predicted_s = NAN;
+}
+
+enum ats_status ats_costs_route(const ats_graph *g, const ats_costs *in, const ats_routing *routing,
+                                ats_costs *out, ats_err *err)
+{
+    if (!g || !in || !out || in->n != g->n_ops || out->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "route: costs/graph size mismatch");
+    if (in != out) ats_costs_copy(out, in);
+    if (!routing) return ATS_OK;
+    if (routing->n != g->n_ops || !routing->n_selected)
+        return ats_err_set(err, ATS_EINVAL, "routing: n = %d, graph has %d ops", (int)routing->n,
+                           (int)g->n_ops);
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        const ats_op *op = &g->ops[i];
+        if (op->kind != ATS_OP_EXPERTS) continue;
+        double k = routing->n_selected[i];
+        if (!(k >= 0) || k > (double)op->n_expert)
+            return ats_err_set(err, ATS_EINVAL, "routing: op %d (%s) selects %g experts (must be in [0, %d])",
+                               (int)i, op->name, k, (int)op->n_expert);
+        double w = out->w[i] + (k - op->n_expert_active) * out->w_expert[i];
+        out->w[i] = w > 0 ? w : 0;
+    }
+    return ATS_OK;
+}
+
+ats_transfer_opts ats_transfer_opts_default(void)
+{
+    ats_transfer_opts o;
+    memset(&o, 0, sizeof o);
+    o.temp_bytes = 0;
+    o.hostmem_cpu_factor = 1.0;
+    o.prefetch_lead_s = 0.0;
+    o.routing = NULL;
+    return o;
+}
+
+uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i)
+{
+    const ats_op *op = &g->ops[i];
+    if (op->kind != ATS_OP_EXPERTS) return op->weight_bytes;
+    double k = op->n_expert_active;
+    if (routing && routing->n_selected && routing->n == g->n_ops) k = routing->n_selected[i];
+    double ek = ceil(k - 1e-9);
+    if (ek < 0) ek = 0;
+    if (ek > op->n_expert) ek = op->n_expert;
+    return (uint64_t)ek * op->expert_bytes;
+}
+
+/* cap: temp_bytes (model P, ring) or temp_bytes / 2 (model A, one of two slots) */
+static int promotable_cap(const ats_graph *g, const uint8_t *b, const ats_transfer_opts *o, int32_t i,
+                          uint64_t cap)
+{
+    const ats_op *op = &g->ops[i];
+    if (b[i] != ATS_CPU) return 0;
+    if (op->kind == ATS_OP_EMBED || op->kind == ATS_OP_ATTN) return 0;
+    uint64_t x = ats_op_xfer_bytes(g, o->routing, i);
+    return x > 0 && x <= cap;
+}
+
+static int promotable(const ats_graph *g, const uint8_t *b, const ats_transfer_opts *o, int32_t i)
+{
+    return promotable_cap(g, b, o, i, o->temp_bytes);
+}
+
+static int promotable_a(const ats_graph *g, const uint8_t *b, const ats_transfer_opts *o, int32_t i)
+{
+    return promotable_cap(g, b, o, i, o->temp_bytes / 2);
+}
+
+int ats_op_promotable(const ats_graph *g, const ats_placement *p, const ats_transfer_opts *opts,
+                      int32_t i)
+{
+    return promotable(g, p->backend, opts, i);
+}
+
+static enum ats_status check_inputs(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
+                                    const ats_transfer_opts *o, const ats_assignment *out,
+                                    ats_err *err)
+{
+    if (!g || g->n_ops < 1) return ats_err_set(err, ATS_EINVAL, "transfer: empty graph (no ops)");
+    if (!p || p->n != g->n_ops || !cur || cur->n != g->n_ops || !out || out->n != g->n_ops)
+        return ats_err_set(err, ATS_EINVAL, "transfer: placement/costs/assignment size mismatch with %d ops",
+                           (int)g->n_ops);
+    if (!(o->hostmem_cpu_factor > 0 && o->hostmem_cpu_factor <= 1))
+        return ats_err_set(err, ATS_EINVAL, "transfer: hostmem_cpu_factor %g (must be in (0, 1])",
+                           o->hostmem_cpu_factor);
+    if (!(o->prefetch_lead_s >= 0) || !isfinite(o->prefetch_lead_s))
+        return ats_err_set(err, ATS_EINVAL, "transfer: prefetch_lead_s %g (must be finite and >= 0)",
+                           o->prefetch_lead_s);
+    return ats_costs_validate(cur, err);
+}
+
+static void finish_assignment(const ats_placement *p, ats_assignment *out)
+{
+    out->n_promoted = 0;
+    out->serialized = 0;
+    for (int32_t i = 0; i < p->n; i++)
+        if (p->backend[i] == ATS_CPU && out->backend[i] == ATS_GPU) out->n_promoted++;
+}
+
+/* ---- model P: Algorithm 2 ---------------------------------------------------------------- */
+
+static double tb(const ats_costs *c, int b, int32_t i) { return b == ATS_GPU ? c->t_gpu[i] : c->t_cpu[i]; }
+
+enum ats_status ats_transfer_paper(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
+                                   const ats_transfer_opts *opts, ats_assignment *out, ats_err *err)
+{
+    ats_transfer_opts o = opts ? *opts : ats_transfer_opts_default();
+    enum ats_status st = check_inputs(g, p, cur, &o, out, err);
+    if (st) return st;
+    int32_t n = g->n_ops;
+    const uint8_t *b = p->backend;
+    /* O(n) auxiliary: prefix sums of the default path, dp, and backtracking pointers */
+    double *P = malloc((size_t)(n + 1) * sizeof *P);
+    double *dc = calloc((size_t)n, sizeof *dc), *dg = calloc((size_t)n, sizeof *dg);
+    int32_t *fromc = malloc((size_t)n * sizeof *fromc), *fromg = malloc((size_t)n * sizeof *fromg);
+    if (!P || !dc || !dg || !fromc || !fromg) {
+        st = ats_err_set(err, ATS_ENOMEM, "transfer: out of memory");
+        goto done;
+    }
+    P[0] = 0;
+    for (int32_t k = 0; k < n; k++)
+        P[k + 1] = P[k] + tb(cur, b[k], k) + ((k >= 1 && b[k - 1] != b[k]) ? cur->c[k] : 0.0);
+    const double INF = INFINITY;
+    /* fromc/fromg: predecessor backend (0 CPU, 1 GPU) for non-promoted states; for a promoted GPU
+       state fromg = -(j + 2) encodes the transfer start j (j = -1: round start). */
+    for (int32_t i = 0; i < n; i++) {
+        double pc = i ? dc[i - 1] : 0.0, pg = i ? dg[i - 1] : INF;
+        double ci = i ? cur->c[i] : 0.0;
+        if (i == 0) pg = INF;
+        dc[i] = dg[i] = INF;
+        fromc[i] = fromg[i] = 0;
+        if (b[i] == ATS_GPU) {
+            double a = (i ? pc + ci : 0.0), gg = pg;
+            if (i == 0) a = 0.0;
+            if (gg < a) {
+                dg[i] = gg + cur->t_gpu[i];
+                fromg[i] = 1;
+            } else {
+                dg[i] = a + cur->t_gpu[i];
+                fromg[i] = 0;
+            }
+            continue;
+        }
+        {
+            double a = pc, gg = pg + ci;
+            if (gg < a) {
+                dc[i] = gg + cur->t_cpu[i];
+                fromc[i] = 1;
+            } else {
+                dc[i] = a + cur->t_cpu[i];
+                fromc[i] = 0;
+            }
+        }
+        if (!promotable(g, b, &o, i)) continue;
+        double best = INF;
+        int32_t bj = -2;
+        /* j = -1: round start */
+        {
+            double seg = P[i] - P[0];
+            double v = (cur->w[i] > seg ? cur->w[i] : seg);
+            best = v;
+            bj = -1;
+        }
+        for (int32_t j = 0; j < i; j++) {
+            if (b[j] != ATS_CPU || !(dc[j] < INF)) continue;
+            double seg = P[i] - P[j + 1];
+            double v = dc[j] + (cur->w[i] > seg ? cur->w[i] : seg);
+            if (v < best) {
+                best = v;
+                bj = j;
+            }
+        }
+        double sw = (i >= 1 && b[i - 1] == ATS_CPU) ? ci : 0.0;
+        dg[i] = best + sw + cur->t_gpu[i];
+        fromg[i] = -(bj + 2);
+    }
+    /* backtrack */
+    int state = dg[n - 1] < dc[n - 1] ? ATS_GPU : ATS_CPU;
+    out->predicted_s = state == ATS_GPU ? dg[n - 1] : dc[n - 1];
+    int32_t i = n - 1;
+    while (i >= 0) {
+        if (state == ATS_CPU) {
+            out->backend[i] = ATS_CPU;
+            state = fromc[i] ? ATS_GPU : ATS_CPU;
+            i--;
+        } else if (b[i] == ATS_GPU) {
+            out->backend[i] = ATS_GPU;
+            state = fromg[i] ? ATS_GPU : ATS_CPU;
+            i--;
+        } else {
+            out->backend[i] = ATS_GPU; /* promoted */
+            int32_t j = -fromg[i] - 2;
+            for (int32_t k = j + 1; k < i; k++) out->backend[k] = b[k];
+            i = j;
+            state = ATS_CPU;
+        }
+    }
+    finish_assignment(p, out);
+done:
+    free(P);
+    free(dc);
+    free(dg);
+    free(fromc);
+    free(fromg);
+    return st;
+}
+
+double ats_transfer_paper_eval(const ats_placement *p, const ats_costs *cur, const uint8_t *rb)
+{
+    int32_t n = p->n;
+    const uint8_t *b = p->backend;
+    double T = 0;
+    int32_t prev_prom = -2; /* -2: none yet */
+    for (int32_t i = 0; i < n; i++) {
+        if (b[i] == ATS_GPU && rb[i] != ATS_GPU) return INFINITY;
+        T += tb(cur, rb[i], i);
+        if (i >= 1 && rb[i] != rb[i - 1]) T += cur->c[i];
+        if (!(b[i] == ATS_CPU && rb[i] == ATS_GPU)) continue;
+        int32_t j;
+        if (prev_prom == -2) {
+            j = -1;
+        } else {
+            j = -3;
+            for (int32_t k = prev_prom + 1; k < i; k++)
+                if (rb[k] == ATS_CPU) {
+                    j = k;
+                    break;
+                }
+            if (j == -3) return INFINITY;
+        }
+        double seg = 0;
+        for (int32_t k = j + 1; k < i; k++) {
+            seg += tb(cur, b[k], k);
+            if (k >= 1 && b[k - 1] != b[k]) seg += cur->c[k];
+        }
+        double d = cur->w[i] - seg;
+        T += d > 0 ? d : 0;
+        prev_prom = i;
+    }
+    return T;
+}
+
+/* ---- model A: Pareto DP -------------------------------------------------------------------- */
+
+/* End time of a CPU op of nominal duration t starting at s while the copy engine is busy on
+ * [ws, wf]: rate h inside, 1 outside. Same arithmetic as plan.c's cpu_end for one interval. */
+static double cpu_end1(double s, double t, double ws, double wf, double h)
+{
+    if (h >= 1.0 || wf <= s) return s + t;
+    double tau = s, W = t;
+    if (ws > tau) {
+        if (tau + W <= ws) return tau + W;
+        W -= ws - tau;
+        tau = ws;
+    }
+    double prog = h * (wf - tau);
+    if (prog >= W) return tau + W / h;
+    W -= prog;
+    return wf + W;
+}
+
+typedef struct st_a {
+    double E, F; /* F: release time of the next transfer (R above) */
+    int32_t op;   /* promoted op of this state (-1: start) */
+    int32_t from; /* index of predecessor state, -1 for start */
+} st_a;
+
+typedef struct dp_a {
+    const ats_graph *g;
+    const ats_costs *c;
+    const uint8_t *b;
+    double h, lead;
+} dp_a;
+
+/* Runs ops a..z (inclusive, default backends) starting at time E with previous backend pb
+ * (-1: none); CPU ops slowed in [ws, wf]. Returns the end; *pb_out the backend of z. */
+static double run_default(const dp_a *d, int32_t a, int32_t z, double E, int pb, double ws, double wf,
+                          int *pb_out)
+{
+    const ats_costs *c = d->c;
+    for (int32_t k = a; k <= z; k++) {
+        int bk = d->b[k];
+        double s = E + ((k >= 1 && pb >= 0 && pb != bk) ? c->c[k] : 0.0);
+        E = bk == ATS_GPU ? s + c->t_gpu[k] : cpu_end1(s, c->t_cpu[k], ws, wf, d->h);
+        pb = bk;
+    }
+    *pb_out = pb;
+    return E;
+}
+
+/* Transition from state s (after promoted op s->op, on GPU) to promoting g. Returns E_g and the
+ * release of the next transfer R_g = max(end of g's transfer, end of op g-1) (double buffering). */
+static void step_a(const dp_a *d, const st_a *s, int32_t g, double *Eg, double *Fg)
+{
+    const ats_op *op = &d->g->ops[g];
+    int32_t p = s->op;
+    int pb = p >= 0 ? ATS_GPU : -1;
+    double E = s->E, Ts;
+    int32_t a = p + 1;
+    if (op->kind == ATS_OP_EXPERTS && op->router >= 0 && op->router > p) {
+        /* ops up to the router run with the copy engine idle (previous transfer ended at F ≤ E) */
+        E = run_default(d, a, op->router, E, pb, 0, 0, &pb);
+        a = op->router + 1;
+        Ts = E > s->F ? E : s->F;
+    } else if (op->kind == ATS_OP_EXPERTS && op->router >= 0 && op->router == p) {
+        Ts = s->E > s->F ? s->E : s->F;
+    } else {
+        Ts = s->F; /* release −lead ≤ F; or router ended before F */
+    }
+    double Tf = Ts + d->c->w[g];
+    E = run_default(d, a, g - 1, E, pb, Ts, Tf, &pb);
+    double Egm1 = E;
+    double start = E + ((g >= 1 && pb >= 0 && pb != ATS_GPU) ? d->c->c[g] : 0.0);
+    if (Tf > start) start = Tf;
+    *Eg = start + d->c->t_gpu[g];
+    *Fg = Tf > Egm1 ? Tf : Egm1;
+}
+
+static int dominated(const st_a *x, const st_a *y) /* y dominates x */
+{
+    return y->E <= x->E && y->F <= x->F;
+}
+
+enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
+                                 const ats_transfer_opts *opts, ats_assignment *out, ats_err *err)
+{
+    ats_transfer_opts o = opts ? *opts : ats_transfer_opts_default();
+    enum ats_status st = check_inputs(g, p, cur, &o, out, err);
+    if (st) return st;
+    int32_t n = g->n_ops;
+    /* graph property needed by the DP (see transfer.h) */
+    for (int32_t i = 0; i < n; i++) {
+        const ats_op *op = &g->ops[i];
+        if (op->kind != ATS_OP_EXPERTS || op->router < 0) continue;
+        if (op->router >= i)
+            return ats_err_set(err, ATS_EINVAL, "transfer: op %d (%s) has router %d after it", (int)i,
+                               op->name, (int)op->router);
+        for (int32_t k = op->router + 1; k < i; k++)
+            if (g->ops[k].kind != ATS_OP_EXPERTS || g->ops[k].router != op->router)
+                return ats_err_set(err, ATS_EINVAL,
+                                   "transfer: op %d (%s) lies between EXPERTS op %d and its router %d",
+                                   (int)k, g->ops[k].name, (int)i, (int)op->router);
+    }
+    dp_a d = {g, cur, p->backend, o.hostmem_cpu_factor, o.prefetch_lead_s};
+    int32_t *cand = malloc((size_t)n * sizeof *cand);
+    int32_t *first = malloc((size_t)(n + 1) * sizeof *first); /* states of candidate k: [first[k], first[k+1]) */
+    uint64_t *xb = malloc((size_t)n * sizeof *xb);
+    size_t cap = 1024, ns = 0;
+    st_a *S = malloc(cap * sizeof *S);
+    if (!cand || !first || !xb || !S) {
+        st = ats_err_set(err, ATS_ENOMEM, "transfer: out of memory");
+        goto done;
+    }
+    int32_t nc = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (promotable_a(g, p->backend, &o, i)) {
+            xb[nc] = ats_op_xfer_bytes(g, o.routing, i);
+            cand[nc++] = i;
+        }
+    /* state 0: round start */
+    S[ns++] = (st_a){0.0, -o.prefetch_lead_s, -1, -1};
+    for (int32_t k = 0; k < nc; k++) {
+        first[k] = (int32_t)ns;
+        int32_t gop = cand[k];
+        /* predecessors: start (state 0) and states of candidates 0..k-1 */
+        for (size_t si = 0; si < (size_t)first[k]; si++) {
+            st_a s = S[si];
+            st_a x;
+            step_a(&d, &s, gop, &x.E, &x.F);
+            x.op = gop;
+            x.from = (int32_t)si;
+            /* insert into the frontier [first[k], ns) */
+            int dom = 0;
+            for (size_t q = (size_t)first[k]; q < ns; q++)
+                if (dominated(&x, &S[q])) {
+                    dom = 1;
+                    break;
+                }
+            if (dom) continue;
+            size_t w = (size_t)first[k];
+            for (size_t q = (size_t)first[k]; q < ns; q++)
+                if (!dominated(&S[q], &x)) S[w++] = S[q];
+            ns = w;
+            if (ns == cap) {
+                cap *= 2;
+                st_a *t = realloc(S, cap * sizeof *S);
+                if (!t) {
+                    st = ats_err_set(err, ATS_ENOMEM, "transfer: out of memory");
+                    goto done;
+                }
+                S = t;
+            }
+            S[ns++] = x;
+        }
+    }
+    first[nc] = (int32_t)ns;
+    /* close: run the rest of the round from every state */
+    double best = INFINITY;
+    int32_t bs = 0;
+    for (size_t si = 0; si < ns; si++) {
+        int pb;
+        int32_t a = S[si].op + 1;
+        double E = run_default(&d, a, n - 1, S[si].E, S[si].op >= 0 ? ATS_GPU : -1, 0, 0, &pb);
+        if (E < best) {
+            best = E;
+            bs = (int32_t)si;
+        }
+    }
+    memcpy(out->backend, p->backend, (size_t)n);
+    for (int32_t si = bs; si >= 0 && S[si].op >= 0; si = S[si].from) out->backend[S[si].op] = ATS_GPU;
+    out->predicted_s = best;
+    finish_assignment(p, out);
+done:
+    free(cand);
+    free(first);
+    free(xb);
+    free(S);
+    return st;
+}
+
+double ats_transfer_ats_eval(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
+                             const ats_transfer_opts *opts, const uint8_t *rb)
+{
+    ats_transfer_opts o = opts ? *opts : ats_transfer_opts_default();
+    int32_t n = g->n_ops;
+    for (int32_t i = 0; i < n; i++) {
+        if (p->backend[i] == ATS_GPU && rb[i] != ATS_GPU) return INFINITY;
+        if (p->backend[i] == ATS_CPU && rb[i] == ATS_GPU && !promotable_a(g, p->backend, &o, i))
+            return INFINITY;
+    }
+    ats_assignment a;
+    ats_plan pl;
+    ats_plan_init(&pl);
+    double lat = INFINITY;
+    if (ats_assignment_init(&a, n)) return NAN;
+    memcpy(a.backend, rb, (size_t)n);
+    finish_assignment(p, &a);
+    ats_plan_opts po = ats_plan_opts_default();
+    po.temp_bytes = o.temp_bytes;
+    po.n_copy_engines = 1;
+    po.double_buffer = 1;
+    po.prefetch_lead_s = o.prefetch_lead_s;
+    po.routing = o.routing;
+    ats_predict_opts pr = ats_predict_opts_default();
+    pr.hostmem_cpu_factor = o.hostmem_cpu_factor;
+    pr.prefetch_lead_s = o.prefetch_lead_s;
+    if (ats_plan_build(g, p, &a, cur, &po, &pl, NULL) == ATS_OK) {
+        if (ats_plan_predict(&pl, cur, &pr, &lat, NULL, NULL) != ATS_OK) lat = NAN;
+    } else {
+        lat = NAN;
+    }
+    ats_plan_free(&pl);
+    ats_assignment_free(&a);
+    return lat;
+}
