@@ -76,6 +76,15 @@ static hid_t sweep_type(void)
     return t;
 }
 
+/* The type stored in the file: the memory type without its padding, so that the file holds exactly
+ * the members of the schema and HDF5 converts member by member (by name) on write and read. */
+static hid_t file_type_of(hid_t mem)
+{
+    hid_t t = H5Tcopy(mem);
+    H5Tpack(t);
+    return t;
+}
+
 static hid_t vlstr_type(void)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
@@ -173,7 +182,8 @@ typedef struct {
 struct atsc_results {
     char *path, *tmp;
     hid_t file;
-    hid_t t_round, t_op;
+    hid_t t_round, t_op;   /* memory types */
+    hid_t ft_round, ft_op; /* file types (packed) */
     /* current run */
     int in_run;
     hid_t grp, d_rounds, d_ops;
@@ -312,6 +322,8 @@ enum ats_status atsc_results_open(const char *path, const atsc_results_meta *met
     }
     w->t_round = round_type();
     w->t_op = op_type();
+    w->ft_round = file_type_of(w->t_round);
+    w->ft_op = file_type_of(w->t_op);
     int ver = ATSC_RESULTS_SCHEMA_VERSION;
     enum ats_status st = ATS_OK;
     if (write_str_attr(w->file, "schema", "ats-results") ||
@@ -376,11 +388,11 @@ enum ats_status atsc_results_begin_run(atsc_results *w, const char *run_name, co
     w->have_last = 0;
     if (write_str_attr(w->grp, "policy", policy) || write_str_attr(w->grp, "config", cfg))
         return ats_err_set(err, ATS_EINVAL, "%s: group '%s': writing attributes failed", w->tmp, gname);
-    w->d_rounds = create_table(w->grp, "rounds", w->t_round, 1024);
+    w->d_rounds = create_table(w->grp, "rounds", w->ft_round, 1024);
     if (w->d_rounds < 0)
         return ats_err_set(err, ATS_EINVAL, "%s: cannot create dataset '%s/rounds'", w->tmp, gname);
     if (with_ops) {
-        w->d_ops = create_table(w->grp, "ops", w->t_op, 8192);
+        w->d_ops = create_table(w->grp, "ops", w->ft_op, 8192);
         if (w->d_ops < 0)
             return ats_err_set(err, ATS_EINVAL, "%s: cannot create dataset '%s/ops'", w->tmp, gname);
     }
@@ -444,13 +456,14 @@ enum ats_status atsc_results_write_sweep(atsc_results *w, const atsc_sweep_row *
             return ats_err_set(err, ATS_EINVAL, "%s: dataset '/sweep' row %zu: eps %g, interval %g "
                                "(must be finite)", w->path, i, r->eps, r->interval);
     }
-    hid_t t = sweep_type();
+    hid_t t = sweep_type(), ft = file_type_of(t);
     hsize_t dims = n;
     hid_t sp = H5Screate_simple(1, &dims, NULL);
-    hid_t d = H5Dcreate2(w->file, "sweep", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t d = H5Dcreate2(w->file, "sweep", ft, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     herr_t e = d < 0 ? -1 : (n ? H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) : 0);
     if (d >= 0) H5Dclose(d);
     H5Sclose(sp);
+    H5Tclose(ft);
     H5Tclose(t);
     if (e < 0) return ats_err_set(err, ATS_EINVAL, "%s: dataset '/sweep': write failed", w->tmp);
     w->sweep_written = 1;
@@ -469,6 +482,8 @@ static void close_handles(atsc_results *w)
     }
     H5Tclose(w->t_round);
     H5Tclose(w->t_op);
+    H5Tclose(w->ft_round);
+    H5Tclose(w->ft_op);
 }
 
 enum ats_status atsc_results_close(atsc_results *w, ats_err *err)
@@ -606,6 +621,14 @@ static enum ats_status check_members(rctx *c, hid_t d, hid_t mt, const char *dpa
             else if (H5Tget_member_class(ft, (unsigned)j) != H5Tget_member_class(mt, (unsigned)i))
                 st = ats_err_set(c->err, ATS_EINVAL, "%s: dataset '%s': member '%s' has the wrong type",
                                  c->file, dpath, name);
+            else if (H5Tget_member_class(mt, (unsigned)i) != H5T_STRING) {
+                hid_t a = H5Tget_member_type(ft, (unsigned)j), b = H5Tget_member_type(mt, (unsigned)i);
+                if (H5Tget_size(a) != H5Tget_size(b))
+                    st = ats_err_set(c->err, ATS_EINVAL, "%s: dataset '%s': member '%s' is %zu bytes "
+                                     "(schema: %zu)", c->file, dpath, name, H5Tget_size(a), H5Tget_size(b));
+                H5Tclose(a);
+                H5Tclose(b);
+            }
             H5free_memory(name);
         }
     }

@@ -115,6 +115,74 @@ static atsc_results_meta meta_for(uint64_t seed)
     return m;
 }
 
+/* The stored types, checked against the layout documented in common/README.md (written out here
+ * independently of results.c): member name, HDF5 class, size in bytes. */
+typedef struct { const char *name; H5T_class_t cls; size_t size; } member;
+static const member ROUND_MEMBERS[] = {
+    {"index", H5T_INTEGER, 8}, {"phase", H5T_INTEGER, 4}, {"tokens", H5T_INTEGER, 4},
+    {"t_start_s", H5T_FLOAT, 8}, {"latency_s", H5T_FLOAT, 8}, {"n_promoted", H5T_INTEGER, 4},
+    {"rescheduled", H5T_INTEGER, 4}, {"bytes_h2d", H5T_INTEGER, 8}, {"load_cpu", H5T_FLOAT, 8},
+    {"load_gpu", H5T_FLOAT, 8}, {"load_pcie", H5T_FLOAT, 8}};
+static const member OP_MEMBERS[] = {
+    {"round", H5T_INTEGER, 8}, {"op", H5T_INTEGER, 4}, {"backend", H5T_INTEGER, 4},
+    {"t_start_s", H5T_FLOAT, 8}, {"t_end_s", H5T_FLOAT, 8}, {"has_xfer", H5T_INTEGER, 4},
+    {"copy_engine", H5T_INTEGER, 4}, {"xfer_start_s", H5T_FLOAT, 8}, {"xfer_end_s", H5T_FLOAT, 8}};
+static const member SWEEP_MEMBERS[] = {
+    {"trace", H5T_STRING, 64}, {"policy", H5T_STRING, 64}, {"eps", H5T_FLOAT, 8},
+    {"interval", H5T_FLOAT, 8}, {"interval_in_tpot", H5T_INTEGER, 4}, {"n_resched", H5T_INTEGER, 4},
+    {"tpot_mean_s", H5T_FLOAT, 8}, {"tpot_p50_s", H5T_FLOAT, 8}, {"tpot_p99_s", H5T_FLOAT, 8},
+    {"decode_tok_s", H5T_FLOAT, 8}, {"ttft_s", H5T_FLOAT, 8}};
+
+static void check_layout(hid_t file, const char *dpath, const member *m, int n)
+{
+    hid_t d = H5Dopen2(file, dpath, H5P_DEFAULT);
+    CHECK_MSG(d >= 0, "dataset %s missing", dpath);
+    if (d < 0) return;
+    hid_t t = H5Dget_type(d);
+    CHECK(H5Tget_class(t) == H5T_COMPOUND && H5Tget_nmembers(t) == n);
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        int j = H5Tget_member_index(t, m[i].name);
+        CHECK_MSG(j >= 0, "%s: member %s missing", dpath, m[i].name);
+        if (j < 0) continue;
+        hid_t mt = H5Tget_member_type(t, (unsigned)j);
+        CHECK_MSG(H5Tget_class(mt) == m[i].cls && H5Tget_size(mt) == m[i].size,
+                  "%s: member %s: class %d size %zu (want %d, %zu)", dpath, m[i].name,
+                  (int)H5Tget_class(mt), H5Tget_size(mt), (int)m[i].cls, m[i].size);
+        if (m[i].cls == H5T_INTEGER)
+            CHECK_MSG(H5Tget_sign(mt) == (strcmp(m[i].name, "bytes_h2d") == 0 ? H5T_SGN_NONE : H5T_SGN_2),
+                      "%s: member %s: wrong signedness", dpath, m[i].name);
+        total += H5Tget_size(mt);
+        H5Tclose(mt);
+    }
+    CHECK_MSG(H5Tget_size(t) == total, "%s: %zu bytes per row, members add up to %zu (padding stored)",
+              dpath, H5Tget_size(t), total);
+    H5Tclose(t);
+    H5Dclose(d);
+}
+
+/* Values as an independent reader sees them: read single members by name, compare with the rows. */
+static void check_values_by_member(hid_t file, const atsc_round_row *r, size_t n)
+{
+    hid_t d = H5Dopen2(file, "/runs/ats/rounds", H5P_DEFAULT);
+    double *lat = malloc(n * sizeof *lat);
+    int64_t *idx = malloc(n * sizeof *idx);
+    hid_t a = H5Tcreate(H5T_COMPOUND, sizeof(double));
+    H5Tinsert(a, "latency_s", 0, H5T_NATIVE_DOUBLE);
+    hid_t b = H5Tcreate(H5T_COMPOUND, sizeof(int64_t));
+    H5Tinsert(b, "index", 0, H5T_NATIVE_INT64);
+    CHECK(H5Dread(d, a, H5S_ALL, H5S_ALL, H5P_DEFAULT, lat) >= 0);
+    CHECK(H5Dread(d, b, H5S_ALL, H5S_ALL, H5P_DEFAULT, idx) >= 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += lat[i] != r[i].latency_s || idx[i] != r[i].index;
+    CHECK_MSG(bad == 0, "%zu rows differ when read member by member", bad);
+    H5Tclose(a);
+    H5Tclose(b);
+    H5Dclose(d);
+    free(lat);
+    free(idx);
+}
+
 /* Appends rows in random-sized pieces so the writer's buffers fill at odd places. */
 static void append_in_pieces(uint64_t *rng, atsc_results *w, const atsc_round_row *r, size_t nr,
                              const atsc_op_row *o, size_t no)
@@ -211,10 +279,16 @@ static void test_round_trip(uint64_t *rng)
         CHECK(same_double(f->sweep[i].eps, sw[i].eps) && f->sweep[i].n_resched == sw[i].n_resched);
         CHECK(same_double(f->sweep[i].tpot_p99_s, sw[i].tpot_p99_s));
     }
-    /* two runs: no /rounds link */
+    /* two runs: no /rounds link; stored types follow the documented layout */
     hid_t h = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     CHECK(h >= 0 && H5Lexists(h, "rounds", H5P_DEFAULT) == 0);
-    if (h >= 0) H5Fclose(h);
+    if (h >= 0) {
+        check_layout(h, "/runs/ats/rounds", ROUND_MEMBERS, 11);
+        check_layout(h, "/runs/ats/ops", OP_MEMBERS, 9);
+        check_layout(h, "/sweep", SWEEP_MEMBERS, 11);
+        check_values_by_member(h, r1, nr1);
+        H5Fclose(h);
+    }
     atsc_results_file_free(f);
 out:
     free(r1);
