@@ -1,0 +1,278 @@
+/*
+ * ats sweep — the controller's threshold ε and minimum interval τ over a grid, for several traces
+ * and policies; OpenMP over grid points (each point is an independent, seeded simulation, so the
+ * table is bit-for-bit the same whatever --threads is). Writes one HDF5 table (/sweep) with --out
+ * and prints the best (ε, τ) per trace and policy (lowest mean TPOT).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ats/policy.h"
+#include "atsc/results.h"
+#include "cli.h"
+#include "sim_cli.h"
+
+#define MAX_GRID 1024
+#define MAX_TRACES 32
+#define MAX_POL 16
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ats sweep --eps A:B:S --interval A:B:S --trace T [--trace T2 ...] [--policy P[,P...]]\n"
+            "                 [--threads N] [--format table|csv] [--out sweep.h5] [simulation flags]\n\n"
+            "Simulates every (trace, policy, eps, interval) point and prints the best (eps, interval)\n"
+            "per trace and policy by mean TPOT; --format csv prints every point.\n\n"
+            "  --eps A:B:S        threshold grid, fractions (a single value is a one-point grid)\n"
+            "  --interval A:B:S   interval grid in multiples of the recent TPOT, or with 'ms' absolute\n"
+            "                     (e.g. 50ms:800ms:50ms)\n"
+            "  --trace T          a trace name or path; repeat or comma-separate for several\n"
+            "  --policy P         policies [ats]\n"
+            "  --threads N        OpenMP threads over grid points [all cores]\n"
+            "  --format F         table (best points) or csv (every point) [table]\n"
+            "  --out FILE         HDF5 file with the /sweep table\n"
+            "%s"
+            "example: ats sweep --eps 0.05:0.5:0.05 --interval 1:20:1 --trace fig13-synth --policy ats\n",
+            sim_cli_help);
+}
+
+int ats_cmd_sweep(int argc, char **argv)
+{
+    enum { O_POLICY = 1, O_EPS, O_INTERVAL, O_THREADS, O_FORMAT, O_OUT, O_HELP };
+    static const struct option opts[] = {
+        {"policy", required_argument, 0, O_POLICY}, {"eps", required_argument, 0, O_EPS},
+        {"interval", required_argument, 0, O_INTERVAL}, {"threads", required_argument, 0, O_THREADS},
+        {"format", required_argument, 0, O_FORMAT}, {"out", required_argument, 0, O_OUT},
+        {"help", no_argument, 0, O_HELP}, SIM_CLI_LONG_OPTIONS, {0, 0, 0, 0}};
+    sim_cli o;
+    sim_cli_init(&o);
+    static double eps[MAX_GRID], itv[MAX_GRID];
+    int n_eps = 0, n_itv = 0, itv_ms = 0, csv = 0;
+    const char *out_path = NULL;
+    char pbuf[512] = "ats", tbuf[4096] = "";
+    long long threads = omp_get_num_procs();
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == SIMF_TRACE) { /* several traces */
+            if (strlen(tbuf) + strlen(optarg) + 2 >= sizeof tbuf) {
+                ats_cli_error("sweep", "--trace: too many traces");
+                return ATS_EXIT_USAGE;
+            }
+            if (*tbuf) strcat(tbuf, ",");
+            strcat(tbuf, optarg);
+            continue;
+        }
+        int r = sim_cli_flag(&o, "sweep", c, optarg);
+        if (r < 0) return ATS_EXIT_USAGE;
+        if (r > 0) continue;
+        switch (c) {
+        case O_POLICY: snprintf(pbuf, sizeof pbuf, "%s", optarg); break;
+        case O_EPS:
+            n_eps = sim_cli_parse_range(optarg, eps, MAX_GRID, NULL);
+            if (n_eps < 1 || eps[0] < 0) {
+                ats_cli_error("sweep", "--eps: bad range '%s' (A:B:S with 0 <= A <= B, S > 0)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_INTERVAL:
+            n_itv = sim_cli_parse_range(optarg, itv, MAX_GRID, &itv_ms);
+            if (n_itv < 1 || !(itv[0] > 0)) {
+                ats_cli_error("sweep", "--interval: bad range '%s' (A:B:S with 0 < A <= B, S > 0)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_THREADS:
+            if (ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024) {
+                ats_cli_error("sweep", "--threads: bad value '%s'", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_FORMAT:
+            if (strcmp(optarg, "csv") == 0) csv = 1;
+            else if (strcmp(optarg, "table") == 0) csv = 0;
+            else {
+                ats_cli_error("sweep", "--format: '%s' (table or csv)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_OUT: out_path = optarg; break;
+        case O_HELP: usage(stdout); return ATS_EXIT_OK;
+        default:
+            ats_cli_error("sweep", "unknown or incomplete option '%s'", argv[optind - 1]);
+            usage(stderr);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        ats_cli_error("sweep", "unexpected argument '%s'", argv[optind]);
+        return ATS_EXIT_USAGE;
+    }
+    if (n_eps == 0 || n_itv == 0 || !*tbuf) {
+        ats_cli_error("sweep", "--eps, --interval and --trace are required");
+        usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    const char *pol[MAX_POL];
+    int n_pol = 0;
+    char *save = NULL;
+    char pol_list[sizeof pbuf], trace_list[sizeof tbuf]; /* untokenized copies for the metadata */
+    memcpy(pol_list, pbuf, sizeof pbuf);
+    memcpy(trace_list, tbuf, sizeof tbuf);
+    for (char *t = strtok_r(pbuf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        const ats_policy_ops *ops;
+        if (ats_policy_find(t, &ops) != ATS_OK || n_pol == MAX_POL) {
+            ats_cli_error("sweep", "--policy: unknown policy '%s' (known: %s)", t, ats_policy_names());
+            return ATS_EXIT_USAGE;
+        }
+        pol[n_pol++] = t;
+    }
+    /* model and hardware through the shared loader; the traces here */
+    o.trace = "none";
+    int rc = sim_cli_load(&o, "sweep");
+    if (rc) return rc;
+    atsc_trace *tr[MAX_TRACES] = {0};
+    sim_trace st[MAX_TRACES];
+    char tname[MAX_TRACES][ATSC_RESULTS_NAME_LEN];
+    int n_tr = 0;
+    ats_err err = {{0}};
+    save = NULL;
+    for (char *t = strtok_r(tbuf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n_tr == MAX_TRACES) {
+            ats_cli_error("sweep", "--trace: more than %d traces", MAX_TRACES);
+            rc = ATS_EXIT_USAGE;
+            goto done;
+        }
+        char path[1024];
+        ats_cli_trace_path(t, path, sizeof path);
+        if (atsc_trace_load(path, &tr[n_tr], &err) != ATS_OK) {
+            ats_cli_error("sweep", "%s", err.msg);
+            rc = ATS_EXIT_USAGE;
+            goto done;
+        }
+        st[n_tr] = (sim_trace){(int32_t)tr[n_tr]->n, tr[n_tr]->t_s, tr[n_tr]->cpu_avail, tr[n_tr]->gpu_avail,
+                               tr[n_tr]->pcie_avail};
+        const char *b = strrchr(path, '/');
+        snprintf(tname[n_tr], sizeof tname[n_tr], "%.63s", b ? b + 1 : path);
+        char *dot = strrchr(tname[n_tr], '.');
+        if (dot && strcmp(dot, ".h5") == 0) *dot = 0;
+        n_tr++;
+    }
+    const long n_pts = (long)n_tr * n_pol * n_eps * n_itv;
+    atsc_sweep_row *rows = calloc((size_t)n_pts, sizeof *rows);
+    enum ats_status *pst = calloc((size_t)n_pts, sizeof *pst);
+    ats_err *perr = calloc((size_t)n_pts, sizeof *perr);
+    if (!rows || !pst || !perr) {
+        ats_cli_error("sweep", "out of memory");
+        rc = ATS_EXIT_FAIL;
+        goto done2;
+    }
+    long n_done = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads)
+    for (long p = 0; p < n_pts; p++) {
+        long q = p;
+        int ii = (int)(q % n_itv);
+        q /= n_itv;
+        int ie = (int)(q % n_eps);
+        q /= n_eps;
+        int ip = (int)(q % n_pol);
+        int it = (int)(q / n_pol);
+        sim_session_cfg cfg = o.cfg;
+        cfg.policy = pol[ip];
+        cfg.ctrl.eps = eps[ie];
+        if (itv_ms) cfg.ctrl.tau_s = itv[ii] * 1e-3;
+        else cfg.ctrl.tau_s = 0, cfg.ctrl.tau_tpot_mult = itv[ii];
+        if (!o.duration_given && !o.requests_given) {
+            double d = atsc_trace_duration(tr[it]) - cfg.trace_offset_s;
+            if (d > 0) cfg.duration_s = d;
+        }
+        sim_session_result r;
+        pst[p] = sim_session_run(&o.arch, &o.hw_desc, &st[it], &cfg, &r, &perr[p]);
+        atsc_sweep_row *w = &rows[p];
+        snprintf(w->trace, sizeof w->trace, "%s", tname[it]);
+        snprintf(w->policy, sizeof w->policy, "%s", pol[ip]);
+        w->eps = eps[ie];
+        w->interval = itv[ii];
+        w->interval_in_tpot = !itv_ms;
+        if (pst[p] == ATS_OK) {
+            w->n_resched = (int32_t)r.n_resched;
+            w->tpot_mean_s = r.tpot_mean_s;
+            w->tpot_p50_s = r.tpot_p50_s;
+            w->tpot_p99_s = r.tpot_p99_s;
+            w->decode_tok_s = r.decode_tok_s;
+            w->ttft_s = r.ttft_mean_s;
+            sim_session_result_free(&r);
+        } else {
+            w->tpot_mean_s = w->tpot_p50_s = w->tpot_p99_s = w->decode_tok_s = w->ttft_s = NAN;
+        }
+        long d;
+#pragma omp atomic capture
+        d = ++n_done;
+        if (omp_get_thread_num() == 0 || d == n_pts) sim_cli_progress("ats sweep", (double)d / (double)n_pts, 0);
+    }
+    sim_cli_progress("ats sweep", 1.0, 1);
+    for (long p = 0; p < n_pts; p++)
+        if (pst[p] != ATS_OK) {
+            fprintf(stderr, "ats sweep: %s / %s / eps %g / interval %g: %s\n", rows[p].trace, rows[p].policy,
+                    rows[p].eps, rows[p].interval, perr[p].msg);
+            rc = pst[p] == ATS_EINVAL || pst[p] == ATS_EINFEASIBLE ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+        }
+    const char *unit = itv_ms ? "ms" : "xTPOT";
+    if (csv) {
+        printf("trace,policy,eps,interval,interval_unit,reschedules,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,decode_tok_s,ttft_s\n");
+        for (long p = 0; p < n_pts; p++)
+            printf("%s,%s,%.6g,%.6g,%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f\n", rows[p].trace, rows[p].policy, rows[p].eps,
+                   rows[p].interval, unit, rows[p].n_resched, 1e3 * rows[p].tpot_mean_s, 1e3 * rows[p].tpot_p50_s,
+                   1e3 * rows[p].tpot_p99_s, rows[p].decode_tok_s, rows[p].ttft_s);
+    } else {
+        printf("# %s (%s) on %s, %d x %d grid (eps x interval in %s), %ld points\n", o.arch.name,
+               ats_recipe_name(o.cfg.recipe), o.hw_desc.name, n_eps, n_itv, unit, n_pts);
+        printf("%-20s %-12s %8s %10s %10s %10s %8s\n", "trace", "policy", "best eps", "interval", "TPOT ms",
+               "p99 ms", "resched");
+    }
+    /* best point per (trace, policy): lowest mean TPOT, ties to the earlier grid point */
+    for (int it = 0; it < n_tr; it++)
+        for (int ip = 0; ip < n_pol; ip++) {
+            long best = -1;
+            for (long p = 0; p < n_pts; p++) {
+                if (strcmp(rows[p].trace, tname[it]) || strcmp(rows[p].policy, pol[ip]) || !isfinite(rows[p].tpot_mean_s))
+                    continue;
+                if (best < 0 || rows[p].tpot_mean_s < rows[best].tpot_mean_s) best = p;
+            }
+            if (best < 0) continue;
+            if (csv)
+                fprintf(stderr, "best %s %s: eps %.4g interval %.4g %s (TPOT %.3f ms)\n", tname[it], pol[ip],
+                        rows[best].eps, rows[best].interval, unit, 1e3 * rows[best].tpot_mean_s);
+            else
+                printf("%-20s %-12s %8.4g %7.4g %-2s %10.3f %10.3f %8d\n", tname[it], pol[ip], rows[best].eps,
+                       rows[best].interval, itv_ms ? "ms" : "x", 1e3 * rows[best].tpot_mean_s,
+                       1e3 * rows[best].tpot_p99_s, rows[best].n_resched);
+        }
+    if (out_path) {
+        char cfg_json[4096];
+        sim_cli_config_json(&o, pol_list, cfg_json, sizeof cfg_json);
+        atsc_results_meta meta = {"ats sweep", cfg_json, o.cfg.seed, o.arch.name, o.hw_desc.name, trace_list};
+        atsc_results *w = NULL;
+        enum ats_status s2 = atsc_results_open(out_path, &meta, &w, &err);
+        if (s2 == ATS_OK) s2 = atsc_results_write_sweep(w, rows, (size_t)n_pts, &err);
+        if (s2 == ATS_OK) s2 = atsc_results_close(w, &err);
+        else atsc_results_abort(w);
+        if (s2 != ATS_OK) {
+            ats_cli_error("sweep", "%s", err.msg);
+            rc = ATS_EXIT_FAIL;
+        }
+    }
+done2:
+    free(rows);
+    free(pst);
+    free(perr);
+done:
+    for (int i = 0; i < n_tr; i++) atsc_trace_free(tr[i]);
+    sim_cli_free(&o);
+    return rc;
+}
