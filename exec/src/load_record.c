@@ -113,7 +113,8 @@ static double cpu_probe(struct ex_probe *p)
 ex_probe_opts ex_probe_opts_default(void)
 {
     ex_probe_opts o = {.threads = 0, .gemv_rows = 2048, .gemv_cols = 2048, .cpu_target_s = 2e-3,
-                       .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0};
+                       .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0,
+                       .cpu_reps = 0, .gpu_iters = 0};
     return o;
 }
 
@@ -185,8 +186,9 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         }
         p->nthreads = i + 1;
     }
-    /* calibrate repetitions to the target duration: median of 3, twice */
-    for (int pass = 0; pass < 2; pass++) {
+    /* calibrate repetitions to the target duration: median of 3, twice (unless fixed by a baseline) */
+    if (o.cpu_reps > 0) p->reps = o.cpu_reps;
+    for (int pass = 0; pass < 2 && o.cpu_reps <= 0; pass++) {
         cpu_probe(p); /* warm-up */
         double t = median3(cpu_probe(p), cpu_probe(p), cpu_probe(p));
         int reps = (int)ceil(p->reps * o.cpu_target_s / (t > 1e-7 ? t : 1e-7));
@@ -203,19 +205,21 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         /* busy-kernel iterations for gpu_target_s: time 2 sizes and fit the slope */
         long it = 1000;
         double t1 = 0, t2 = 0;
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 12; k++) {
             double a = now_s();
             if (ex_lp_busy(p->lp, it, msg, sizeof msg) != 0) goto gpu_fail;
             t1 = now_s() - a;
             a = now_s();
             if (ex_lp_busy(p->lp, 4 * it, msg, sizeof msg) != 0) goto gpu_fail;
             t2 = now_s() - a;
-            if (t2 - t1 < 2e-4) it *= 8; /* too short to see the slope: grow */
+            if (t2 - t1 >= 3e-4 && k >= 1) break; /* long enough to see the slope (and warmed up) */
+            if (t2 - t1 < 3e-4) it *= 4;
         }
         double per_it = (t2 - t1) / (3.0 * (double)it);
         if (!(per_it > 0)) per_it = 1e-9;
         p->gpu_iters = (long)(o.gpu_target_s / per_it);
         if (p->gpu_iters < 100) p->gpu_iters = 100;
+        if (o.gpu_iters > 0) p->gpu_iters = o.gpu_iters;
         p->has_gpu = 1;
         if (ex_lp_copy_h2d(p->lp, o.copy_bytes, msg, sizeof msg) != 0) goto gpu_fail; /* warm-up */
         goto gpu_ok;
@@ -311,6 +315,9 @@ enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s
         for (int r = 0; r < ATSC_RES_COUNT; r++) v[r][i] = t[r];
         sleep_until(t0 + (double)(i + 1) * interval_s);
     }
+    out->cpu_reps = p->reps;
+    out->gpu_iters = p->has_gpu ? p->gpu_iters : 0;
+    out->threads = p->o.threads;
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (isnan(v[r][0])) {
             out->t_s[r] = NAN;
@@ -332,7 +339,10 @@ enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err
     snprintf(tmp, l, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     enum ats_status st = ATS_OK;
-    if (!f || fprintf(f, "%.9g %.9g %.9g\n", b->t_s[0], b->t_s[1], b->t_s[2]) < 0 || fclose(f) != 0 ||
+    if (!f ||
+        fprintf(f, "%.9g %.9g %.9g %d %ld %d\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
+                b->threads) < 0 ||
+        fclose(f) != 0 ||
         rename(tmp, path) != 0) {
         st = ats_err_set(err, ATS_EINVAL, "%s: cannot write baseline: %s", path, strerror(errno));
         unlink(tmp);
@@ -345,17 +355,26 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
 {
     FILE *f = fopen(path, "r");
     if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open baseline: %s", path, strerror(errno));
-    char w[3][64];
-    int n = fscanf(f, "%63s %63s %63s", w[0], w[1], w[2]);
+    char w[6][64];
+    int n = fscanf(f, "%63s %63s %63s %63s %63s %63s", w[0], w[1], w[2], w[3], w[4], w[5]);
     fclose(f);
-    if (n != 3) return ats_err_set(err, ATS_EINVAL, "%s: line 1: need 3 probe times [s] (cpu gpu pcie)", path);
-    for (int r = 0; r < 3; r++) {
+    if (n != 6)
+        return ats_err_set(err, ATS_EINVAL, "%s: line 1: need 6 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads)",
+                           path);
+    static const char *const names[6] = {"cpu_s", "gpu_s", "pcie_s", "cpu_reps", "gpu_iters", "threads"};
+    double x[6];
+    for (int r = 0; r < 6; r++) {
         char *end = NULL;
-        b->t_s[r] = strtod(w[r], &end);
-        if (*end || !(isnan(b->t_s[r]) || b->t_s[r] > 0))
-            return ats_err_set(err, ATS_EINVAL, "%s: field %d (%s) = '%s': need a time > 0 or nan", path, r + 1,
-                               atsc_resource_name((enum atsc_resource)r), w[r]);
+        x[r] = strtod(w[r], &end);
+        int ok = *end == '\0' && (r < 3 ? (isnan(x[r]) || x[r] > 0) : (x[r] >= (r == 4 ? 0 : 1) && x[r] < 1e12));
+        if (!ok)
+            return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range", path, r + 1,
+                               names[r], w[r]);
     }
+    for (int r = 0; r < 3; r++) b->t_s[r] = x[r];
+    b->cpu_reps = (int)x[3];
+    b->gpu_iters = (long)x[4];
+    b->threads = (int)x[5];
     return ATS_OK;
 }
 

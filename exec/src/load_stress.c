@@ -331,22 +331,22 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
 {
     *out = NULL;
     if (!(o->period_s >= 1e-3 && o->period_s <= 10))
-        return ats_err_set(err, ATS_EINVAL, "stress: period %g s must be in [0.001, 10]", o->period_s);
+        return ats_err_set(err, ATS_EINVAL, "period %g s must be in [0.001, 10]", o->period_s);
     int threads = o->threads > 0 ? o->threads : online_cpus();
     if (k[ATSC_RES_CPU] < 0 || k[ATSC_RES_CPU] * threads > 4096 || k[ATSC_RES_GPU] < 0 || k[ATSC_RES_PCIE] < 0 ||
         k[ATSC_RES_GPU] + k[ATSC_RES_PCIE] > MAX_PROCS)
-        return ats_err_set(err, ATS_EINVAL, "stress: bad hog counts cpu %d x %d threads, gpu %d, pcie %d",
+        return ats_err_set(err, ATS_EINVAL, "bad hog counts cpu %d x %d threads, gpu %d, pcie %d",
                            k[ATSC_RES_CPU], threads, k[ATSC_RES_GPU], k[ATSC_RES_PCIE]);
 #ifndef ATS_HAVE_CUDA
     if (k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0)
-        return ats_err_set(err, ATS_ENOTFOUND, "stress: GPU/PCIe hogs need CUDA, and this build has none");
+        return ats_err_set(err, ATS_ENOTFOUND, "GPU/PCIe hogs need CUDA, and this build has none");
 #endif
     ex_hogs *h = calloc(1, sizeof *h);
-    if (!h) return ats_err_set(err, ATS_ENOMEM, "stress: out of memory");
+    if (!h) return ats_err_set(err, ATS_ENOMEM, "out of memory");
     h->sh = mmap(NULL, sizeof *h->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (h->sh == MAP_FAILED) {
         free(h);
-        return ats_err_set(err, ATS_ENOMEM, "stress: mmap of the shared page failed: %s", strerror(errno));
+        return ats_err_set(err, ATS_ENOMEM, "mmap of the shared page failed: %s", strerror(errno));
     }
     memset(h->sh, 0, sizeof *h->sh);
     h->sh->period_s = o->period_s;
@@ -359,7 +359,7 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
         for (int i = 0; i < k[r]; i++) {
             pid_t pid = fork();
             if (pid < 0) {
-                st = ats_err_set(err, ATS_ENOMEM, "stress: fork failed: %s", strerror(errno));
+                st = ats_err_set(err, ATS_ENOMEM, "fork failed: %s", strerror(errno));
                 goto fail;
             }
             if (pid == 0) {
@@ -378,19 +378,19 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
         usleep(10000);
     }
     if (atomic_load(&h->sh->ready) < h->npid) {
-        st = ats_err_set(err, ATS_EINVAL, "stress: %d of %d GPU/PCIe hog processes failed to start",
+        st = ats_err_set(err, ATS_EINVAL, "%d of %d GPU/PCIe hog processes failed to start",
                          h->npid - atomic_load(&h->sh->ready), h->npid);
         goto fail;
     }
 #endif
     h->cpu = calloc((size_t)(k[ATSC_RES_CPU] * threads + 1), sizeof(pthread_t));
     if (!h->cpu) {
-        st = ats_err_set(err, ATS_ENOMEM, "stress: out of memory");
+        st = ats_err_set(err, ATS_ENOMEM, "out of memory");
         goto fail;
     }
     for (int i = 0; i < k[ATSC_RES_CPU] * threads; i++) {
         if (pthread_create(&h->cpu[i], NULL, cpu_hog, h->sh) != 0) {
-            st = ats_err_set(err, ATS_ENOMEM, "stress: cannot start CPU hog thread %d", i);
+            st = ats_err_set(err, ATS_ENOMEM, "cannot start CPU hog thread %d", i);
             goto fail;
         }
         h->ncpu = i + 1;
@@ -418,7 +418,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
 {
     double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
     if (!(dur > 0))
-        return ats_err_set(err, ATS_EINVAL, "stress: the trace covers 0 s (one sample): give a duration");
+        return ats_err_set(err, ATS_EINVAL, "the trace covers 0 s (one sample): give a duration");
     int k[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
@@ -431,7 +431,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
     }
     if ((k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0) && !ex_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND,
-                           "stress: the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
+                           "the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
                            "but there is no CUDA device %d",
                            amin[ATSC_RES_GPU], amin[ATSC_RES_PCIE], o->device);
     if (o->delay_s > 0) {
@@ -451,7 +451,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
         double t = now_s() - t0;
         if (t >= dur) break;
         if (!ex_hogs_alive(h)) {
-            st = ats_err_set(err, ATS_EINVAL, "stress: a GPU/PCIe hog process died at t = %.1f s", t);
+            st = ats_err_set(err, ATS_EINVAL, "a GPU/PCIe hog process died at t = %.1f s", t);
             break;
         }
         atsc_avail a;
@@ -490,7 +490,7 @@ static void wait_s(double s, const volatile sig_atomic_t *stop)
 enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts *popts, double settle_s,
                                     double measure_s, ex_stress_calib *out, ats_err *err)
 {
-    static const double levels[] = {1.0, 0.85, 0.7, 0.55, 0.45, 0.4, 0.35, 0.3};
+    static const double levels[] = {1.0, 0.85, 0.7, 0.55, 0.45, 0.4, 0.35, 0.3, 0.25};
     const int nlev = (int)(sizeof levels / sizeof levels[0]);
     memset(out, 0, sizeof *out);
     if ((o->k[ATSC_RES_GPU] > 0 || o->k[ATSC_RES_PCIE] > 0) && !ex_gpu_present(o->device))

@@ -1,0 +1,195 @@
+/*
+ * cli/cmd_record.c — `ats record`: sample the machine's CPU, GPU and PCIe availability with small
+ * probes (exec/load_record.c) and write a load trace. SIGINT/SIGTERM end the recording early; what was
+ * recorded is still written.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "atsc/trace_io.h"
+#include "cli.h"
+#include "ex/load.h"
+
+static volatile sig_atomic_t record_stop = 0;
+static void on_signal(int sig) { (void)sig; record_stop = 1; }
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ats record --out FILE.h5 [--duration S] [--interval S] [--threads N] [--cpu-only]\n"
+            "                  [--baseline FILE | --baseline-s S] [--save-baseline FILE] [--device N]\n"
+            "                  [--machine NAME] [--description TEXT] [--progress]\n"
+            "Samples CPU, GPU and PCIe availability every --interval (default 0.1 s) for --duration (default\n"
+            "60 s) with probes: a float GEMV (2048 x 2048) on --threads (default: online CPUs), a ~1 ms busy\n"
+            "kernel, a 16 MiB pinned host-to-device copy. Availability = idle probe time / probe time, clipped\n"
+            "to [0.01, 1]. The idle baseline is measured first for --baseline-s (default 3 s) on the idle\n"
+            "machine, or read from --baseline (written by --save-baseline; --save-baseline without --out only\n"
+            "measures it). Without a GPU only the CPU is recorded (gpu/pcie = 1). Ctrl-C stops early and\n"
+            "still writes the samples so far.\n");
+}
+
+int ats_cmd_record(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"out", required_argument, 0, 'o'},         {"duration", required_argument, 0, 'd'},
+        {"interval", required_argument, 0, 'i'},    {"threads", required_argument, 0, 't'},
+        {"cpu-only", no_argument, 0, 'C'},          {"baseline", required_argument, 0, 'b'},
+        {"baseline-s", required_argument, 0, 'B'},  {"save-baseline", required_argument, 0, 'S'},
+        {"device", required_argument, 0, 'D'},      {"machine", required_argument, 0, 'm'},
+        {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+    ex_probe_opts po = ex_probe_opts_default();
+    ex_record_opts ro = ex_record_opts_default();
+    const char *out = NULL, *base_in = NULL, *base_out = NULL, *descr = NULL;
+    char machine[256] = "";
+    double base_s = 3.0;
+    long long v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'b': base_in = optarg; break;
+        case 'S': base_out = optarg; break;
+        case 'x': descr = optarg; break;
+        case 'm': snprintf(machine, sizeof machine, "%s", optarg); break;
+        case 'C': po.use_gpu = 0; break;
+        case 'p': ro.progress = 1; break;
+        case 'd': case 'i': case 'B': {
+            double *dst = c == 'd' ? &ro.duration_s : c == 'i' ? &ro.interval_s : &base_s;
+            if (ats_cli_parse_double(optarg, dst) || !(*dst > 0)) {
+                ats_cli_error("record", "--%s '%s': need a number of seconds > 0",
+                              c == 'd' ? "duration" : c == 'i' ? "interval" : "baseline-s", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        }
+        case 't': case 'D':
+            if (ats_cli_parse_int(optarg, &v) || v < (c == 't' ? 1 : 0) || v > 4096) {
+                ats_cli_error("record", "--%s '%s': need an integer >= %d", c == 't' ? "threads" : "device", optarg,
+                              c == 't' ? 1 : 0);
+                return ATS_EXIT_USAGE;
+            }
+            if (c == 't') po.threads = (int)v; else po.device = (int)v;
+            break;
+        case 'h': usage(stdout); return ATS_EXIT_OK;
+        default: usage(stderr); return ATS_EXIT_USAGE;
+        }
+    }
+    if (optind != argc || (!out && !base_out)) {
+        ats_cli_error("record", optind != argc ? "unexpected argument '%s'" : "--out FILE is required%s",
+                      optind != argc ? argv[optind] : "");
+        usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    if (ro.interval_s < 0.01) {
+        ats_cli_error("record", "--interval %g s: below 0.01 s the probes would dominate", ro.interval_s);
+        return ATS_EXIT_USAGE;
+    }
+    if (!machine[0] && gethostname(machine, sizeof machine) != 0) snprintf(machine, sizeof machine, "unknown");
+    machine[sizeof machine - 1] = '\0';
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    ats_err err = {{0}};
+    ex_baseline base;
+    if (base_in) {
+        enum ats_status st = ex_baseline_load(base_in, &base, &err);
+        if (st != ATS_OK) {
+            fprintf(stderr, "ats record: %s\n", err.msg);
+            return ATS_EXIT_USAGE;
+        }
+        if (po.threads > 0 && po.threads != base.threads) {
+            fprintf(stderr, "ats record: %s: baseline measured with %d threads, --threads %d asked\n", base_in,
+                    base.threads, po.threads);
+            return ATS_EXIT_USAGE;
+        }
+        po.threads = base.threads; /* the very probes the baseline timed */
+        po.cpu_reps = base.cpu_reps;
+        po.gpu_iters = base.gpu_iters;
+    }
+    ex_probe *p = NULL;
+    if (ex_probe_new(&po, &p, &err) != ATS_OK) {
+        fprintf(stderr, "ats record: %s\n", err.msg);
+        return ATS_EXIT_FAIL;
+    }
+    int gpu = ex_probe_has_gpu(p);
+    if (!gpu)
+        fprintf(stderr, "ats record: %s: recording the CPU only (gpu_avail and pcie_avail written as 1)\n",
+                po.use_gpu ? "no CUDA device" : "--cpu-only");
+    if (base_in && gpu && (base.t_s[ATSC_RES_GPU] != base.t_s[ATSC_RES_GPU])) {
+        fprintf(stderr, "ats record: %s: the baseline has no GPU/PCIe times but this machine has a GPU; "
+                        "measure a baseline here (--save-baseline)\n", base_in);
+        ex_probe_free(p);
+        return ATS_EXIT_USAGE;
+    }
+    char pdesc[768];
+    ex_probe_describe(p, pdesc, sizeof pdesc);
+    fprintf(stderr, "ats record: %s\n", pdesc);
+    int rc = ATS_EXIT_OK;
+    atsc_trace *tr = NULL;
+    if (!base_in) {
+        fprintf(stderr, "ats record: measuring the idle baseline for %g s (keep the machine idle)\n", base_s);
+        if (ex_probe_baseline(p, base_s, ro.interval_s, &record_stop, &base, &err) != ATS_OK) {
+            fprintf(stderr, "ats record: %s\n", err.msg);
+            rc = ATS_EXIT_FAIL;
+            goto done;
+        }
+    }
+    fprintf(stderr, "ats record: baseline probe times: cpu %.4g ms, gpu %.4g ms, pcie %.4g ms\n",
+            1e3 * base.t_s[0], 1e3 * base.t_s[1], 1e3 * base.t_s[2]);
+    if (base_out) {
+        if (ex_baseline_save(&base, base_out, &err) != ATS_OK) {
+            fprintf(stderr, "ats record: %s\n", err.msg);
+            rc = ATS_EXIT_FAIL;
+            goto done;
+        }
+        printf("wrote baseline %s\n", base_out);
+    }
+    if (!out) goto done;
+    ro.stop = &record_stop;
+    ex_record_stats stats;
+    if (ex_record_run(p, &base, &ro, &tr, &stats, &err) != ATS_OK) {
+        fprintf(stderr, "ats record: %s\n", err.msg);
+        rc = ATS_EXIT_FAIL;
+        goto done;
+    }
+    char cmdline[ATSC_TRACE_ATTR_LEN] = "ats record";
+    for (int i = 1; i < argc; i++) {
+        size_t l = strlen(cmdline);
+        snprintf(cmdline + l, sizeof cmdline - l, strpbrk(argv[i], " \t;()") ? " '%s'" : " %s", argv[i]);
+    }
+    snprintf(tr->source, sizeof tr->source, "%s", cmdline);
+    snprintf(tr->machine, sizeof tr->machine, "%s", machine);
+    snprintf(tr->description, sizeof tr->description,
+             "%s%srecorded %zu samples every %g s over %.1f s%s; probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, "
+             "pcie %.2f%%); baseline probe times [ms] cpu %.4g gpu %.4g pcie %.4g; %s",
+             descr ? descr : "", descr ? "; " : "", stats.samples, ro.interval_s, stats.wall_s,
+             record_stop ? " (stopped early by a signal)" : "", 100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s,
+             100 * stats.probe_s[1] / stats.wall_s, 100 * stats.probe_s[2] / stats.wall_s, 1e3 * base.t_s[0],
+             1e3 * base.t_s[1], 1e3 * base.t_s[2], pdesc);
+    if (atsc_trace_save(tr, out, &err) != ATS_OK) {
+        fprintf(stderr, "ats record: %s\n", err.msg);
+        rc = ATS_EXIT_FAIL;
+        goto done;
+    }
+    double span = atsc_trace_duration(tr) > 0 ? atsc_trace_duration(tr) : 1.0, mean[3];
+    for (int r = 0; r < ATSC_RES_COUNT; r++) atsc_trace_stats(tr, (enum atsc_resource)r, span, &mean[r], NULL, NULL);
+    printf("wrote %s: %zu samples over %.1f s%s; mean availability cpu %.3f gpu %.3f pcie %.3f; probe duty cycle "
+           "%.2f%% (cpu %.2f%%, gpu %.2f%%, pcie %.2f%%)\n",
+           out, stats.samples, stats.wall_s, record_stop ? " (stopped early)" : "", mean[0], mean[1], mean[2],
+           100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s, 100 * stats.probe_s[1] / stats.wall_s,
+           100 * stats.probe_s[2] / stats.wall_s);
+done:
+    atsc_trace_free(tr);
+    ex_probe_free(p);
+    return rc;
+}

@@ -1,0 +1,193 @@
+/*
+ * ex/load.h — real machine load: probes that measure how much of the idle machine's CPU, GPU and PCIe
+ * speed is left (`ats record`), and a stressor that generates background load following a load trace
+ * (`ats stress`). Both write / read the load-trace schema of DESIGN.md through atsc/trace_io.h.
+ *
+ * Probes (ex_probe): a fixed CPU GEMV (float, row-major (rows, cols), rows split in chunks over a pool
+ * of `threads` pthreads, like the inference threads), a short GPU kernel (dependent FMAs on every SM),
+ * and a 16 MiB host-to-device copy from pinned memory. Availability of a resource =
+ * idle probe time / probe time now, clipped to [0.01, 1]. The idle baseline is measured first (or read
+ * from a file written on the idle machine). Probes run one after another, never concurrently, so they
+ * do not load each other; their summed wall time over the interval is their duty cycle.
+ *
+ * Stressor: per resource k "hogs" (CPU: k spinning threads per probe thread; GPU: k processes, each
+ * its own CUDA context launching busy kernels; PCIe: k processes copying host-to-device). All hogs
+ * of a resource are busy for the first d*P of every period P (aligned on one clock) and sleep the rest.
+ * With a fair-share scheduler a victim running next to k busy hogs gets 1/(k+1) of the resource, so
+ * its availability is  a = 1 - d * k / (k+1)  (ex_stress_avail), and the duty for a target a is
+ * d = (1 - a) (k+1) / k  (ex_stress_duty), feasible when a >= 1/(k+1) (ex_stress_hogs_needed).
+ * A calibration (ex_stress_calibrate) measures the real availability at a few model levels with the
+ * probes; ex_stress_calib_invert then maps a target through it.
+ *
+ * Without a GPU (no driver or no device): probes measure the CPU only (GPU and PCIe stay 1, and the
+ * trace's description says so); the stressor refuses traces with GPU or PCIe load (ATS_ENOTFOUND).
+ * Nothing here calls exit(); stop flags make every long call return early (SIGINT/SIGTERM handlers in
+ * the CLI set them). Handles are not thread-safe.
+ */
+#ifndef EX_LOAD_H
+#define EX_LOAD_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "ats/status.h"
+#include "atsc/trace_io.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------ probes ---------------------- */
+
+typedef struct ex_probe_opts {
+    int threads;          /**< CPU probe threads (the inference thread count); <= 0: online CPUs */
+    size_t gemv_rows;     /**< GEMV matrix rows (default 2048) */
+    size_t gemv_cols;     /**< GEMV matrix columns (default 2048: 16 MiB of float) */
+    double cpu_target_s;  /**< idle duration of one CPU probe [s] (repetitions chosen to reach it; 2e-3) */
+    double gpu_target_s;  /**< idle duration of one GPU probe kernel [s] (1e-3) */
+    size_t copy_bytes;    /**< PCIe probe copy size [bytes] (16 MiB) */
+    int use_gpu;          /**< 1: probe GPU and PCIe if a device exists; 0: CPU only */
+    int device;           /**< CUDA device index (0) */
+    int cpu_reps;         /**< > 0: GEMV repetitions per CPU probe, fixed (from a baseline); 0: calibrate */
+    long gpu_iters;       /**< > 0: busy-kernel iterations, fixed (from a baseline); 0: calibrate */
+} ex_probe_opts;
+
+ex_probe_opts ex_probe_opts_default(void);
+
+typedef struct ex_probe ex_probe;
+
+/** Creates the probes: allocates the GEMV (seeded, non-zero data), starts the thread pool, calibrates
+ *  the repetition counts, and (with use_gpu and a device) creates a CUDA stream, the kernel's work size
+ *  and pinned/device buffers. No GPU is not an error: ex_probe_has_gpu says 0. Returns ATS_OK,
+ *  ATS_EINVAL (bad option), ATS_ENOMEM. *out freed with ex_probe_free. */
+enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err *err);
+void ex_probe_free(ex_probe *p);
+
+/** 1 if GPU and PCIe probes run. */
+int ex_probe_has_gpu(const ex_probe *p);
+
+/** Runs the probes once, in order CPU, GPU, PCIe; writes each one's wall time [s] into t_s[ATSC_RES_*]
+ *  (NAN for GPU/PCIe without a GPU). Returns ATS_OK or ATS_EINVAL (a CUDA call failed; message). */
+enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err);
+
+/** One line describing the probes (sizes, threads, repetitions, device). */
+void ex_probe_describe(const ex_probe *p, char *buf, size_t len);
+
+/** Idle probe times [s] per resource (NAN: not measured), with the probe sizes they belong to: a
+ *  recorder using a saved baseline must run the very same probes (same repetitions and threads). */
+typedef struct ex_baseline {
+    double t_s[ATSC_RES_COUNT];
+    int cpu_reps;   /**< GEMV repetitions per CPU probe */
+    long gpu_iters; /**< busy-kernel iterations (0 without GPU) */
+    int threads;    /**< CPU probe threads */
+} ex_baseline;
+
+/** Measures the baseline: median of the probe times over `seconds` of samples every interval_s.
+ *  Returns early (ATS_EINVAL, "interrupted") when *stop becomes non-zero. */
+enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s, const volatile sig_atomic_t *stop,
+                                  ex_baseline *out, ats_err *err);
+
+/** Baseline as one text line "cpu_s gpu_s pcie_s cpu_reps gpu_iters threads" (times may be nan); save
+ *  writes tmp + rename; load refuses anything else with the file, field and value. */
+enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err);
+enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err);
+
+/** Availability from a baseline and a probe time: base / t clipped to [0.01, 1]; 1 when either is NAN. */
+double ex_avail_from_times(double base_s, double t_s);
+
+/* ------------------------------------------------------------------ recorder -------------------- */
+
+typedef struct ex_record_opts {
+    double interval_s;                 /**< sampling interval Δ [s] (0.1) */
+    double duration_s;                 /**< recording length [s] (60) */
+    const volatile sig_atomic_t *stop; /**< optional: non-zero ends the recording early (kept) */
+    int progress;                      /**< 1: one status line on stderr every 10 s */
+} ex_record_opts;
+
+ex_record_opts ex_record_opts_default(void);
+
+typedef struct ex_record_stats {
+    size_t samples;                    /**< samples written */
+    double wall_s;                     /**< recording wall time [s] */
+    double probe_s[ATSC_RES_COUNT];    /**< summed probe wall time per resource [s] */
+    double duty;                       /**< sum(probe_s) / wall_s: fraction of time a probe runs */
+} ex_record_stats;
+
+/** Samples every interval (absolute schedule on CLOCK_MONOTONIC; a late sample starts at once) and
+ *  returns a new trace (*out; caller frees) with t_s = sample start since the first one. Resources the
+ *  probes do not measure are 1. The trace's source/machine/description are left for the caller.
+ *  Returns ATS_OK (also when stopped early with >= 1 sample), ATS_EINVAL, ATS_ENOMEM. */
+enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_record_opts *opts, atsc_trace **out,
+                              ex_record_stats *stats, ats_err *err);
+
+/* ------------------------------------------------------------------ stressor -------------------- */
+
+/** Availability of a victim next to k hogs busy a fraction d of the time: 1 - d k / (k+1).
+ *  d is clipped to [0, 1]; k >= 1. */
+double ex_stress_avail(double duty, int k);
+/** Duty giving availability a next to k hogs: (1 - a)(k+1)/k, clipped to [0, 1] (1 when a < 1/(k+1)). */
+double ex_stress_duty(double avail, int k);
+/** Smallest k >= 1 with 1/(k+1) <= a_min (the lowest availability to produce), a_min in (0, 1]. */
+int ex_stress_hogs_needed(double a_min);
+
+/** Calibration: measured availability at model availabilities m_i (decreasing), per resource. */
+#define EX_CALIB_MAX 16
+typedef struct ex_stress_calib {
+    int k[ATSC_RES_COUNT];                 /**< hogs per resource the table was measured with */
+    int n[ATSC_RES_COUNT];                 /**< levels measured (0: uncalibrated resource) */
+    double model[ATSC_RES_COUNT][EX_CALIB_MAX];    /**< model availability, decreasing, model[0] = 1 */
+    double measured[ATSC_RES_COUNT][EX_CALIB_MAX]; /**< probe availability there, made non-increasing */
+} ex_stress_calib;
+
+/** Model availability to ask for so that the measured one is `target`, by linear interpolation in the
+ *  table of resource r (identity when uncalibrated; clipped to the lowest level). */
+double ex_stress_calib_invert(const ex_stress_calib *c, enum atsc_resource r, double target);
+enum ats_status ex_stress_calib_save(const ex_stress_calib *c, const char *path, ats_err *err);
+enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_err *err);
+
+typedef struct ex_stress_opts {
+    int threads;                       /**< probe threads T the CPU hogs are sized for (<= 0: online CPUs) */
+    int k[ATSC_RES_COUNT];             /**< hogs per resource (0: ex_stress_hogs_needed of the trace) */
+    double period_s;                   /**< duty period P [s] (0.02) */
+    double duration_s;                 /**< run length [s] (<= 0: the target trace's duration) */
+    double delay_s;                    /**< wait before t = 0 of the trace [s] */
+    const ex_stress_calib *calib;      /**< optional calibration (borrowed) */
+    const volatile sig_atomic_t *stop; /**< non-zero: stop all hogs and return */
+    int device;                        /**< CUDA device (0) */
+    int verbose;                       /**< 1: print each change of the targets on stderr */
+} ex_stress_opts;
+
+ex_stress_opts ex_stress_opts_default(void);
+
+/** 1 if a CUDA device is usable; probed in a short-lived child process so that this process can still
+ *  fork CUDA-using children afterwards. */
+int ex_gpu_present(int device);
+
+/** Generates load following `target` until its duration (or opts->duration_s) or *stop. Forks GPU and
+ *  PCIe hog processes (only for resources the trace loads), starts CPU hog threads, sets their duties
+ *  every 10 ms, then stops and reaps every hog before returning (also on errors and signals).
+ *  Returns ATS_OK, ATS_ENOTFOUND (GPU/PCIe load asked but no GPU), ATS_EINVAL, ATS_ENOMEM. */
+enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *opts, ats_err *err);
+
+/** Hogs of the stressor, for callers that set duties themselves. ex_hogs_start forks the GPU/PCIe
+ *  hog processes for resources with k[r] > 0 (call it before this process touches CUDA) and starts
+ *  k[CPU] * threads CPU hog threads, all idle (duty 0). ex_hogs_set sets a resource's duty in [0, 1]
+ *  (takes effect at the next period). ex_hogs_stop stops, joins and reaps all of them and frees h. */
+typedef struct ex_hogs ex_hogs;
+enum ats_status ex_hogs_start(const ex_stress_opts *opts, const int k[ATSC_RES_COUNT], ex_hogs **out, ats_err *err);
+void ex_hogs_set(ex_hogs *h, enum atsc_resource r, double duty);
+/** 1 while every hog process of the set is alive (a crashed hog makes the stress run fail). */
+int ex_hogs_alive(ex_hogs *h);
+void ex_hogs_stop(ex_hogs *h);
+
+/** Calibrates: starts hogs (opts->k, each >= 1 where to calibrate; 0 skips a resource), then creates the
+ *  probes (`popts`), and for model levels 1, 0.85, 0.7, 0.55, 0.45, 0.4, 0.35, 0.3, 0.25 (down to 1/(k+1)) holds
+ *  each resource at that level for settle_s and records the median probe availability over measure_s
+ *  (baseline: level 1). Other resources stay idle meanwhile. Output table in *out. */
+enum ats_status ex_stress_calibrate(const ex_stress_opts *opts, const ex_probe_opts *popts, double settle_s,
+                                    double measure_s, ex_stress_calib *out, ats_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
