@@ -1,0 +1,225 @@
+/*
+ * test_placement — the static placement DP (paper §4.3, Algorithm 1) against brute force on random
+ * instances (n ≤ 18, many seeds, with switch penalties and forced items), never over budget,
+ * monotone in the budget; Algorithm 1's MoE partition; real model graphs; bad inputs.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ats/placement.h"
+#include "sched_fix.h"
+#include "testutil.h"
+
+#define MIB (1024ull * 1024ull)
+
+/* best objective over all 2^n backend vectors within the budget (respecting fixes) */
+static double brute(int n, const uint64_t *s, const double *r, const double *c, const uint8_t *fix, uint64_t B)
+{
+    double best = -INFINITY;
+    uint8_t b[32];
+    for (uint32_t mask = 0; mask < (1u << n); mask++) {
+        uint64_t used = 0;
+        int ok = 1;
+        for (int i = 0; i < n; i++) {
+            b[i] = (mask >> i) & 1;
+            if (fix && fix[i] == ATS_FIX_CPU && b[i]) ok = 0;
+            if (fix && fix[i] == ATS_FIX_GPU && !b[i]) ok = 0;
+            if (b[i]) used += s[i];
+        }
+        if (!ok || used > B) continue;
+        double v = ats_placement_objective(n, r, c, b);
+        if (v > best) best = v;
+    }
+    return best;
+}
+
+static void test_dp_vs_brute(uint64_t *rng)
+{
+    for (int it = 0; it < 400; it++) {
+        int n = it < 20 ? 18 : 1 + (int)(tu_rand(rng) % 14);
+        uint64_t s[32];
+        double r[32], c[32];
+        uint8_t fix[32], b[32];
+        uint64_t total = 0;
+        for (int i = 0; i < n; i++) {
+            s[i] = 1 + tu_rand(rng) % 20;
+            total += s[i];
+            r[i] = tu_uniform(rng, -0.5, 3.0);
+            c[i] = tu_uniform(rng, 0.0, 1.5);
+            fix[i] = ATS_FIX_FREE;
+            if (it % 3 == 0 && tu_rand(rng) % 6 == 0) fix[i] = (uint8_t)(1 + tu_rand(rng) % 2);
+        }
+        uint64_t B = tu_rand(rng) % (total + 2);
+        const uint8_t *fx = it % 3 == 0 ? fix : NULL;
+        double want = brute(n, s, r, c, fx, B);
+        double got = NAN;
+        ats_err err;
+        enum ats_status st = ats_place_dp(n, s, r, c, fx, B, b, &got, &err);
+        if (want == -INFINITY) {
+            CHECK_MSG(st == ATS_EINFEASIBLE, "it %d: infeasible instance gave status %d", it, st);
+            continue;
+        }
+        CHECK_MSG(st == ATS_OK, "it %d: %s", it, err.msg);
+        CHECK_NEAR(got, want, 1e-9);
+        /* the returned placement achieves the objective and fits */
+        uint64_t used = 0;
+        for (int i = 0; i < n; i++) {
+            if (b[i]) used += s[i];
+            if (fx && fix[i] == ATS_FIX_CPU) CHECK(b[i] == ATS_CPU);
+            if (fx && fix[i] == ATS_FIX_GPU) CHECK(b[i] == ATS_GPU);
+        }
+        CHECK(used <= B);
+        CHECK_NEAR(ats_placement_objective(n, r, c, b), want, 1e-9);
+    }
+}
+
+static void test_monotone(uint64_t *rng)
+{
+    for (int it = 0; it < 40; it++) {
+        int n = 40 + (int)(tu_rand(rng) % 60);
+        uint64_t s[100];
+        double r[100], c[100];
+        uint8_t b[100];
+        uint64_t total = 0;
+        for (int i = 0; i < n; i++) {
+            s[i] = 1 + tu_rand(rng) % 50;
+            total += s[i];
+            r[i] = tu_uniform(rng, -0.2, 2.0);
+            c[i] = tu_uniform(rng, 0.0, 0.5);
+        }
+        double prev = -INFINITY;
+        for (uint64_t B = 0; B <= total; B += 1 + total / 17) {
+            double v;
+            CHECK(ats_place_dp(n, s, r, c, NULL, B, b, &v, NULL) == ATS_OK);
+            CHECK_MSG(v >= prev - 1e-12, "budget %llu: objective %g < %g at a smaller budget", (unsigned long long)B, v, prev);
+            prev = v;
+            uint64_t used = 0;
+            for (int i = 0; i < n; i++) used += b[i] ? s[i] : 0;
+            CHECK(used <= B);
+        }
+    }
+}
+
+/* ats_place_static on random graphs: never over budget in real bytes, equals the raw DP in units,
+ * and the MoE partition of Algorithm 1 */
+static void test_static_graphs(uint64_t *rng)
+{
+    for (int it = 0; it < 60; it++) {
+        int moe = it % 2;
+        int n = 4 + (int)(tu_rand(rng) % 14);
+        ats_graph *g = fx_random_graph(rng, n, moe);
+        ats_costs c;
+        CHECK(ats_costs_init(&c, n) == ATS_OK);
+        fx_random_costs(rng, g, &c);
+        ats_placement p;
+        CHECK(ats_placement_init(&p, n) == ATS_OK);
+        uint64_t budget = (uint64_t)(tu_uniform(rng, 0.05, 1.1) * (double)(g->weight_bytes + g->kv_cache_bytes)) + 1;
+        ats_placement_opts po = ats_placement_opts_default();
+        ats_err err;
+        enum ats_status st = ats_place_static(g, &c, budget, &po, &p, &err);
+        CHECK_MSG(st == ATS_OK, "%s", err.msg);
+        CHECK(p.gpu_bytes <= budget);
+        uint64_t sum = 0, nonexp = 0;
+        int has_exp = 0;
+        for (int i = 0; i < n; i++) {
+            uint64_t s = ats_op_resident_bytes(&g->ops[i]);
+            if (p.backend[i]) sum += s;
+            if (g->ops[i].kind == ATS_OP_EXPERTS) has_exp = 1;
+            else nonexp += (s + MIB - 1) / MIB;
+        }
+        CHECK(sum == p.gpu_bytes);
+        if (moe && has_exp) {
+            int fits = budget / MIB >= nonexp;
+            for (int i = 0; i < n; i++) {
+                if (fits && g->ops[i].kind != ATS_OP_EXPERTS) CHECK(p.backend[i] == ATS_GPU);
+                if (!fits && g->ops[i].kind == ATS_OP_EXPERTS) CHECK(p.backend[i] == ATS_CPU);
+            }
+        }
+        if (!moe || !has_exp) {
+            /* dense: optimal against brute force in quantized units */
+            uint64_t s[32];
+            double r[32];
+            for (int i = 0; i < n; i++) {
+                uint64_t b = ats_op_resident_bytes(&g->ops[i]);
+                s[i] = (b + MIB - 1) / MIB;
+                r[i] = c.t_cpu[i] - c.t_gpu[i];
+            }
+            CHECK_NEAR(p.objective_s, brute(n, s, r, c.c, NULL, budget / MIB), 1e-9);
+        }
+        ats_placement_free(&p);
+        ats_costs_free(&c);
+        ats_graph_free(g);
+    }
+}
+
+static void test_real_models(void)
+{
+    ats_hw hw;
+    if (!fx_hw("rtx4090-desktop", &hw)) return;
+    const char *models[] = {"qwen3-14b", "qwen3-30b-a3b"};
+    for (int m = 0; m < 2; m++) {
+        ats_graph *g = fx_model_graph(models[m], ATS_PHASE_DECODE, 1, 2047);
+        if (!g) continue;
+        ats_costs c;
+        ats_err err;
+        CHECK(ats_costs_init(&c, g->n_ops) == ATS_OK);
+        CHECK_MSG(ats_costs_from_model(g, &hw, &c, &err) == ATS_OK, "%s", err.msg);
+        ats_placement p;
+        CHECK(ats_placement_init(&p, g->n_ops) == ATS_OK);
+        double prev = -INFINITY;
+        for (uint64_t gib = 1; gib <= 12; gib += 2) {
+            CHECK_MSG(ats_place_static(g, &c, gib << 30, NULL, &p, &err) == ATS_OK, "%s", err.msg);
+            CHECK(p.gpu_bytes <= gib << 30);
+            if (strcmp(models[m], "qwen3-14b") == 0) {
+                CHECK(p.objective_s >= prev - 1e-12);
+                prev = p.objective_s;
+            }
+        }
+        ats_placement_free(&p);
+        ats_costs_free(&c);
+        ats_graph_free(g);
+    }
+}
+
+static void test_bad_inputs(uint64_t *rng)
+{
+    ats_graph *g = fx_random_graph(rng, 6, 0);
+    ats_costs c;
+    CHECK(ats_costs_init(&c, 6) == ATS_OK);
+    fx_random_costs(rng, g, &c);
+    ats_placement p;
+    CHECK(ats_placement_init(&p, 6) == ATS_OK);
+    ats_err err;
+    err.msg[0] = 0;
+    CHECK(ats_place_static(g, &c, 0, NULL, &p, &err) == ATS_EINVAL);
+    CHECK(strstr(err.msg, "budget") != NULL);
+    c.t_cpu[3] = NAN;
+    CHECK(ats_place_static(g, &c, 1ull << 30, NULL, &p, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "t_cpu") && strstr(err.msg, "[3]"), "%s", err.msg);
+    c.t_cpu[3] = 1.0;
+    c.w[2] = -1;
+    CHECK(ats_place_static(g, &c, 1ull << 30, NULL, &p, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "'w'[2]"), "%s", err.msg);
+    c.w[2] = 1;
+    ats_graph empty = *g;
+    empty.n_ops = 0;
+    CHECK(ats_place_static(&empty, &c, 1ull << 30, NULL, &p, &err) == ATS_EINVAL);
+    CHECK(strstr(err.msg, "empty") != NULL);
+    CHECK(ats_placement_init(&p, 0) == ATS_EINVAL);
+    ats_placement_free(&p);
+    ats_costs_free(&c);
+    ats_graph_free(g);
+}
+
+int main(void)
+{
+    uint64_t rng = tu_seed("test_placement");
+    test_dp_vs_brute(&rng);
+    test_monotone(&rng);
+    test_static_graphs(&rng);
+    test_real_models();
+    test_bad_inputs(&rng);
+    return tu_finish("test_placement");
+}
