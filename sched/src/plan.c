@@ -175,13 +175,13 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         /* temp ring: allocate at head, wrap when it does not fit; wait for overlapped readers */
         if (head + bytes > o.temp_bytes) head = 0;
         uint64_t lo = head, hi = head + bytes;
+        /* a live range fully covered by the new one is dropped (later overlaps also overlap the
+           new range, whose reader is later); partially covered ones stay */
         int32_t w = 0;
         for (int32_t q = 0; q < n_live; q++) {
-            if (live[q].lo < hi && lo < live[q].hi) {
-                if (live[q].reader > x->wait_op) x->wait_op = live[q].reader;
-            } else {
-                live[w++] = live[q];
-            }
+            int over = live[q].lo < hi && lo < live[q].hi;
+            if (over && live[q].reader > x->wait_op) x->wait_op = live[q].reader;
+            if (!(over && lo <= live[q].lo && live[q].hi <= hi)) live[w++] = live[q];
         }
         n_live = w;
         live[n_live++] = (live_rng){lo, hi, i};
@@ -336,11 +336,13 @@ enum ats_status ats_plan_predict(const ats_plan *plan, const ats_costs *costs,
             }
         }
         const ats_plan_op *po = &plan->ops[i];
-        double S = Eprev + (po->act_xfer >= 0 ? costs->c[i] : 0.0);
+        double act = po->act_xfer >= 0 ? costs->c[i] : 0.0;
+        double S = Eprev + act;
         if (po->wait_xfer >= 0) {
             int32_t k = po->wait_xfer;
             ATS_ASSERT(head[k % nce] > k); /* issued */
-            if (xe[k] > S) S = xe[k];
+            if (plan->serialized) S = (xe[k] > Eprev ? xe[k] : Eprev) + act; /* R7 */
+            else if (xe[k] > S) S = xe[k];
         }
         double Ei;
         if (po->backend == ATS_GPU) {

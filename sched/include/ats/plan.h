@@ -36,8 +36,9 @@
  *  R5 routed-expert transfers start after their router ended (wait_router in R2).
  *  R6 host memory (optional, predict opts): while any copy engine is busy, a CPU op progresses at
  *     rate hostmem_cpu_factor (its remaining work is stretched); GPU ops and transfers are unaffected.
- *  R7 serialized plans (llama.cpp path): every transfer has wait_op = consumer − 1, so nothing
- *     overlaps; otherwise identical rules.
+ *  R7 serialized plans (llama.cpp path): every transfer has wait_op = consumer − 1, and the
+ *     activation transfer into a promoted op follows its weight transfer: S_i = max(E_{i−1}, X_i)
+ *     + a_i; so nothing overlaps and the latency is Σ t + Σ a + Σ w. Otherwise identical rules.
  * Activation transfer time is c_i on the compute timeline whatever its path; the path only matters
  * where PCIe bandwidth is shared (simulator) or for which engine runs it (executor).
  *
