@@ -210,6 +210,18 @@ int sim_cli_load(sim_cli *o, const char *cmd)
         ats_cli_error(cmd, "%s", err.msg);
         return ATS_EXIT_USAGE;
     }
+    if (o->cfg.routing == SIM_ROUTE_FILE) { /* check the routing file once, before any simulation */
+        sim_routing *r = NULL;
+        if (!ats_arch_is_moe(&o->arch)) {
+            ats_cli_error(cmd, "--routing: model %s has no routed experts", o->arch.name);
+            return ATS_EXIT_USAGE;
+        }
+        if (sim_routing_load(o->routing_path, &o->arch, &r, &err) != ATS_OK) {
+            ats_cli_error(cmd, "%s", err.msg);
+            return ATS_EXIT_USAGE;
+        }
+        sim_routing_free(r);
+    }
     if (o->cfg.vram_budget_bytes == 0) {
         /* 85% of the GPU's memory, in whole MiB: leaves room for the runtime and compute buffers */
         o->cfg.vram_budget_bytes = (uint64_t)((double)o->hw_desc.gpu_vram_bytes * 0.85) & ~((1ull << 20) - 1);

@@ -1,0 +1,158 @@
+/*
+ * test_sim_golden — end-to-end checks of `ats sim` and `ats sweep` through the program ($ATS_BIN).
+ *
+ *  golden   fixed seed, committed fixture trace (traces/fig13-synth.h5, replayed from an offset so
+ *           the runs cross a change point), text summary diffed against tests/golden/sim_*.expected.
+ *           ATS_UPDATE_GOLDEN=1 rewrites the expected files (a commit that changes them says why).
+ *  threads  `ats sweep --format csv` prints the same bytes with --threads 1 and --threads 2, and
+ *           `ats sim --threads 2` the same table as --threads 1 (bit-for-bit reproducibility).
+ *  badinput bad flags and files give one line on stderr and exit code 2.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "testutil.h"
+
+static char *run(const char *args, int *rc, int with_stderr)
+{
+    const char *bin = getenv("ATS_BIN");
+    if (!bin || !*bin) bin = "./build/cli/ats";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s %s", bin, args, with_stderr ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        *rc = -1;
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    size_t k;
+    while (buf && (k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) break;
+            buf = nb;
+        }
+    }
+    if (buf) buf[n] = 0;
+    int st = pclose(p);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+static void golden(const char *name, const char *args)
+{
+    int rc;
+    char *out = run(args, &rc, 0);
+    CHECK_MSG(rc == 0 && out, "ats %s: exit %d", args, rc);
+    if (!out) return;
+    char rel[256], path[1024];
+    snprintf(rel, sizeof rel, "tests/golden/%s.expected", name);
+    tu_source_path(path, sizeof path, rel);
+    const char *upd = getenv("ATS_UPDATE_GOLDEN");
+    if (upd && *upd == '1') {
+        FILE *f = fopen(path, "wb");
+        CHECK_MSG(f != NULL, "cannot write %s", path);
+        if (f) {
+            fputs(out, f);
+            fclose(f);
+            fprintf(stderr, "test_sim_golden: wrote %s\n", path);
+        }
+    } else {
+        char *exp = slurp(path);
+        CHECK_MSG(exp != NULL, "missing %s (run with ATS_UPDATE_GOLDEN=1)", path);
+        if (exp && strcmp(exp, out) != 0) {
+            CHECK_MSG(0, "%s differs from `ats %s`", path, args);
+            fprintf(stderr, "--- expected\n%s--- got\n%s", exp, out);
+        }
+        free(exp);
+    }
+    free(out);
+}
+
+static void threads(void)
+{
+    const char *sweep = "sweep --model qwen3-14b --trace fig13-synth --trace-offset 55 --duration 12 --prompt 512 "
+                        "--gen 48 --eps 0.05:0.25:0.1 --interval 2:8:3 --policy ats,ats-paper --jitter 0.05 --seed 9 "
+                        "--format csv";
+    char a1[1024], a2[1024];
+    snprintf(a1, sizeof a1, "%s --threads 1", sweep);
+    snprintf(a2, sizeof a2, "%s --threads 2", sweep);
+    int r1, r2;
+    char *o1 = run(a1, &r1, 0), *o2 = run(a2, &r2, 0);
+    CHECK_MSG(r1 == 0 && r2 == 0, "sweep exit %d / %d", r1, r2);
+    CHECK(o1 && o2 && strcmp(o1, o2) == 0);
+    /* 2 policies x 3 eps x 3 intervals = 18 rows + header */
+    int lines = 0;
+    for (const char *c = o1 ? o1 : ""; *c; c++) lines += *c == '\n';
+    CHECK_MSG(lines == 19, "sweep printed %d lines", lines);
+    free(o1);
+    free(o2);
+    const char *sim = "sim --model qwen3-30b-a3b --requests 2 --prompt 512 --gen 16 --routing zipf:1.3 --jitter 0.1 "
+                      "--seed 4 --trace fig13-synth --trace-offset 119";
+    snprintf(a1, sizeof a1, "%s --threads 1", sim);
+    snprintf(a2, sizeof a2, "%s --threads 2", sim);
+    o1 = run(a1, &r1, 0);
+    o2 = run(a2, &r2, 0);
+    CHECK(r1 == 0 && r2 == 0 && o1 && o2 && strcmp(o1, o2) == 0);
+    free(o1);
+    free(o2);
+}
+
+static void badinput(void)
+{
+    const char *cases[][2] = {
+        {"sim --policy nosuch", "unknown policy 'nosuch'"},
+        {"sim --trace /nonexistent/t.h5", "/nonexistent/t.h5"},
+        {"sim --vram-budget -3", "--vram-budget"},
+        {"sim --jitter abc", "--jitter"},
+        {"sim --model /nonexistent/m.json", "/nonexistent/m.json"},
+        {"sim --format xml", "--format"},
+        {"sim --routing /nonexistent/r.h5 --model qwen3-30b-a3b --requests 1 --trace none", "/nonexistent/r.h5"},
+        {"sweep --eps 0.5:0.1:0.1 --interval 1 --trace fig13-synth", "--eps"},
+        {"sweep --eps 0.1 --interval 1", "required"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc;
+        char *out = run(cases[i][0], &rc, 1);
+        CHECK_MSG(rc == 2, "ats %s: exit %d (expected 2)", cases[i][0], rc);
+        CHECK_MSG(out && strstr(out, cases[i][1]), "ats %s: message lacks '%s': %s", cases[i][0], cases[i][1],
+                  out ? out : "");
+        free(out);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "golden";
+    if (strcmp(what, "golden") == 0) {
+        golden("sim_qwen3-14b_fig13", "sim --requests 1 --prompt 1024 --gen 24 --trace fig13-synth --trace-offset 57 "
+                                      "--jitter 0.05 --seed 11");
+        golden("sim_qwen3-30b-a3b_zipf", "sim --model qwen3-30b-a3b --requests 2 --prompt 512 --gen 16 --routing zipf:1.2 "
+                                         "--trace fig13-synth --trace-offset 118 --seed 3 --format csv");
+        golden("sim_ablation", "sim --policy static,ats --requests 1 --prompt 1024 --gen 16 --trace none --serialized "
+                               "--act-path ce --no-hostmem --resched-cost 9ms --format json");
+    } else if (strcmp(what, "threads") == 0) {
+        threads();
+    } else {
+        badinput();
+    }
+    return tu_finish(what);
+}
