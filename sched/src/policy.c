@@ -326,6 +326,52 @@ const ats_policy_ops *ats_policy_get_ops(const ats_policy *pol) { return pol->op
 const ats_policy_cfg *ats_policy_get_cfg(const ats_policy *pol) { return &pol->cfg; }
 uint64_t ats_policy_temp_bytes(const ats_policy *pol) { return pol->placed ? pol->temp_bytes : 0; }
 
+/* Dynamic policies with an automatic temp ring: try 0, 2 × the largest movable op, M/16, M/8 and
+ * M/4, and keep the one whose placement + assignment predicts the lowest latency for graph g under
+ * the nominal costs (residency and promotion space trade off; 0 degenerates to `static`). */
+static enum ats_status choose_temp(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
+                                   ats_placement *scratch, ats_err *err)
+{
+    uint64_t M = pol->cfg.vram_budget_bytes, big = auto_temp(pol, g);
+    uint64_t cand[5] = {0, big, M / 16, M / 8, M / 4};
+    ats_assignment a;
+    ats_plan plan;
+    ats_plan_init(&plan);
+    if (ats_assignment_init(&a, g->n_ops)) return ats_err_set(err, ATS_ENOMEM, "policy: out of memory");
+    double best = INFINITY;
+    uint64_t best_t = pol->temp_bytes;
+    enum ats_status st = ATS_OK;
+    pol->placed = 1;
+    for (int k = 0; k < 5; k++) {
+        uint64_t t = cand[k];
+        if (t >= M || (k > 0 && t == 0)) continue;
+        int dup = 0;
+        for (int q = 0; q < k; q++) dup |= cand[q] == t;
+        if (dup) continue;
+        pol->temp_bytes = t;
+        st = pol->ops->place(pol, g, nominal, scratch, err);
+        if (st == ATS_EINFEASIBLE) continue;
+        if (st) break;
+        st = pol->ops->assign(pol, g, scratch, nominal, NULL, &a, err);
+        if (st) break;
+        st = ats_policy_plan(pol, g, scratch, &a, nominal, NULL, &plan, err);
+        if (st) break;
+        ats_predict_opts po = ats_policy_predict_opts(pol, NULL);
+        double lat;
+        st = ats_plan_predict(&plan, nominal, &po, &lat, NULL, err);
+        if (st) break;
+        if (lat < best) {
+            best = lat;
+            best_t = t;
+        }
+    }
+    pol->placed = 0;
+    pol->temp_bytes = best_t;
+    ats_plan_free(&plan);
+    ats_assignment_free(&a);
+    return st;
+}
+
 enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
                                  ats_placement *out, ats_err *err)
 {
@@ -333,6 +379,10 @@ enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_
     if (st) return st;
     pol->temp_bytes = 0;
     if (promotes(pol)) pol->temp_bytes = pol->cfg.temp_bytes ? pol->cfg.temp_bytes : auto_temp(pol, g);
+    if (pol->ops->dynamic && pol->cfg.temp_bytes == 0) {
+        st = choose_temp(pol, g, nominal, out, err);
+        if (st) return st;
+    }
     st = pol->ops->place(pol, g, nominal, out, err);
     if (st) return st;
     ATS_ASSERT(out->gpu_bytes + pol->temp_bytes <= pol->cfg.vram_budget_bytes);

@@ -118,7 +118,7 @@ ats_graph *fx_model_graph(const char *name, ats_phase_kind kind, int64_t n_token
     o.phase.kind = kind;
     o.phase.n_tokens = n_tokens;
     o.phase.ctx_pos = ctx_pos;
-    o.n_ctx = ctx_pos + (n_tokens > 2048 ? n_tokens : 2048);
+    o.n_ctx = 4096; /* the same KV capacity for every round of a model */
     ats_graph *g = NULL;
     st = ats_graph_build(&a, &o, &g, &err);
     CHECK_MSG(st == ATS_OK, "%s: %s", name, err.msg);

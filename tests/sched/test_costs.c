@@ -1,0 +1,159 @@
+/*
+ * test_costs — cost snapshots: validation messages, the roofline model on a real graph (hand-checked
+ * op, PCIe terms, experts), load scaling, load estimation recovering the factors it was given, and
+ * hardware-description checks.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ats/costs.h"
+#include "sched_fix.h"
+#include "testutil.h"
+
+static void test_validate(uint64_t *rng)
+{
+    ats_costs c;
+    CHECK(ats_costs_init(&c, 0) == ATS_EINVAL);
+    CHECK(ats_costs_init(&c, 10) == ATS_OK);
+    for (int i = 0; i < 10; i++) {
+        c.t_cpu[i] = tu_uniform(rng, 0.1, 1);
+        c.t_gpu[i] = tu_uniform(rng, 0.1, 1);
+        c.w[i] = tu_uniform(rng, 0.1, 1);
+        c.c[i] = tu_uniform(rng, 0.1, 1);
+    }
+    ats_err err;
+    CHECK(ats_costs_validate(&c, &err) == ATS_OK);
+    double bad[3] = {NAN, -1.0, INFINITY};
+    for (int k = 0; k < 3; k++) {
+        double keep = c.c[7];
+        c.c[7] = bad[k];
+        CHECK(ats_costs_validate(&c, &err) == ATS_EINVAL);
+        CHECK_MSG(strstr(err.msg, "'c'[7]") != NULL, "%s", err.msg);
+        c.c[7] = keep;
+    }
+    ats_costs d;
+    CHECK(ats_costs_init(&d, 10) == ATS_OK);
+    ats_costs_copy(&d, &c);
+    CHECK(memcmp(d.t_cpu, c.t_cpu, 10 * sizeof(double)) == 0 && memcmp(d.w, c.w, 10 * sizeof(double)) == 0);
+    ats_costs_free(&d);
+    ats_costs_free(&c);
+}
+
+static void test_model(void)
+{
+    ats_hw hw;
+    if (!fx_hw("rtx4090-desktop", &hw)) return;
+    const char *models[] = {"qwen3-14b", "qwen3-30b-a3b"};
+    for (int m = 0; m < 2; m++) {
+        ats_graph *g = fx_model_graph(models[m], ATS_PHASE_DECODE, 1, 2047);
+        if (!g) continue;
+        ats_costs c;
+        ats_err err;
+        CHECK(ats_costs_init(&c, g->n_ops) == ATS_OK);
+        CHECK_MSG(ats_costs_from_model(g, &hw, &c, &err) == ATS_OK, "%s", err.msg);
+        CHECK(ats_costs_validate(&c, &err) == ATS_OK);
+        CHECK(c.c[0] == 0.0);
+        int checked = 0;
+        for (int32_t i = 0; i < g->n_ops; i++) {
+            const ats_op *op = &g->ops[i];
+            if (op->kind == ATS_OP_MATMUL) {
+                CHECK_MSG(c.t_gpu[i] < c.t_cpu[i], "%s: GPU %g s >= CPU %g s", op->name, c.t_gpu[i], c.t_cpu[i]);
+                if (!checked) {
+                    /* decode GEMV is bandwidth bound: bytes / (bw · eff) · q_scale + overhead */
+                    double bytes = (double)op->weight_bytes + (double)op->act_in_bytes + (double)op->act_out_bytes;
+                    double tb = bytes / (hw.cpu_mem_bw * hw.eff_cpu.gemv_bw);
+                    double tf = op->flop / (hw.cpu_flops * hw.eff_cpu.gemm_flop);
+                    double want = (tb > tf ? tb : tf) * hw.eff_cpu.q_scale[op->qtype] + hw.cpu_op_overhead_s;
+                    CHECK_REL(c.t_cpu[i], want, 1e-12, 0);
+                    CHECK_REL(c.w[i], hw.pcie_latency_s + (double)op->weight_bytes / hw.pcie_h2d_bw, 1e-12, 0);
+                    CHECK_REL(c.c[i], hw.pcie_latency_s + (double)op->act_in_bytes / hw.pcie_sm_copy_bw, 1e-12, 0);
+                    checked = 1;
+                }
+            }
+            if (op->kind == ATS_OP_EXPERTS) {
+                /* only the active experts move and are read */
+                CHECK_REL(c.w[i], hw.pcie_latency_s + op->n_expert_active * (double)op->expert_bytes / hw.pcie_h2d_bw,
+                          1e-12, 0);
+                CHECK_REL(c.w_expert[i], (double)op->expert_bytes / hw.pcie_h2d_bw, 1e-12, 0);
+                CHECK(c.w[i] < hw.pcie_latency_s + (double)op->weight_bytes / hw.pcie_h2d_bw);
+            }
+        }
+        CHECK(checked);
+        /* bad hardware is refused with the field named */
+        ats_hw bad = hw;
+        bad.pcie_h2d_bw = 0;
+        CHECK(ats_costs_from_model(g, &bad, &c, &err) == ATS_EINVAL);
+        CHECK_MSG(strstr(err.msg, "pcie_h2d_bw") != NULL, "%s", err.msg);
+        bad = hw;
+        bad.hostmem_cpu_factor = 1.5;
+        CHECK(ats_hw_validate(&bad, &err) == ATS_EINVAL);
+        CHECK_MSG(strstr(err.msg, "hostmem_cpu_factor") != NULL, "%s", err.msg);
+        bad = hw;
+        bad.n_copy_engines = 0;
+        CHECK(ats_hw_validate(&bad, &err) == ATS_EINVAL);
+        bad = hw;
+        bad.eff_gpu.gemv_bw = NAN;
+        CHECK(ats_hw_validate(&bad, &err) == ATS_EINVAL);
+        CHECK_MSG(strstr(err.msg, "eff_gpu.gemv_bw") != NULL, "%s", err.msg);
+        ats_costs_free(&c);
+        ats_graph_free(g);
+    }
+    ats_hw z;
+    ats_hw_init(&z);
+    CHECK(ats_hw_validate(&z, NULL) == ATS_EINVAL); /* zero rates */
+}
+
+static void test_scale_and_estimate(uint64_t *rng)
+{
+    for (int it = 0; it < 50; it++) {
+        int n = 5 + (int)(tu_rand(rng) % 100);
+        ats_costs nom, cur;
+        ats_round_obs obs;
+        CHECK(ats_costs_init(&nom, n) == 0 && ats_costs_init(&cur, n) == 0 && ats_round_obs_init(&obs, n) == 0);
+        for (int i = 0; i < n; i++) {
+            nom.t_cpu[i] = tu_uniform(rng, 1e-4, 1e-2);
+            nom.t_gpu[i] = tu_uniform(rng, 1e-5, 1e-3);
+            nom.w[i] = tu_uniform(rng, 1e-4, 1e-2);
+            nom.c[i] = i ? tu_uniform(rng, 1e-6, 1e-4) : 0;
+        }
+        ats_load L = {tu_uniform(rng, 0.05, 1), tu_uniform(rng, 0.05, 1), tu_uniform(rng, 0.05, 1)};
+        ats_costs_scale(&nom, L, &cur);
+        CHECK_REL(cur.t_cpu[n / 2], nom.t_cpu[n / 2] / L.cpu, 1e-15, 0);
+        CHECK_REL(cur.w[n - 1], nom.w[n - 1] / L.pcie, 1e-15, 0);
+        int any_cpu = 0, any_gpu = 0;
+        for (int i = 0; i < n; i++) {
+            obs.backend[i] = (uint8_t)(tu_rand(rng) % 2);
+            obs.t_exec[i] = obs.backend[i] ? cur.t_gpu[i] : cur.t_cpu[i];
+            obs.t_xfer[i] = tu_rand(rng) % 3 == 0 ? cur.w[i] : NAN;
+            any_cpu |= !obs.backend[i];
+            any_gpu |= obs.backend[i];
+        }
+        ats_load prev = {0.7, 0.7, 0.7}, est;
+        ats_load_estimate(&nom, &obs, prev, &est);
+        if (any_cpu) CHECK_REL(est.cpu, L.cpu, 1e-12, 0);
+        else CHECK(est.cpu == prev.cpu);
+        if (any_gpu) CHECK_REL(est.gpu, L.gpu, 1e-12, 0);
+        else CHECK(est.gpu == prev.gpu);
+        /* no transfers: PCIe keeps the previous factor */
+        for (int i = 0; i < n; i++) obs.t_xfer[i] = NAN;
+        ats_load_estimate(&nom, &obs, prev, &est);
+        CHECK(est.pcie == prev.pcie);
+        /* clipping */
+        for (int i = 0; i < n; i++) obs.t_exec[i] = 1e3;
+        ats_load_estimate(&nom, &obs, prev, &est);
+        CHECK(est.cpu >= 0.01 && est.gpu >= 0.01);
+        ats_round_obs_free(&obs);
+        ats_costs_free(&nom);
+        ats_costs_free(&cur);
+    }
+}
+
+int main(void)
+{
+    uint64_t rng = tu_seed("test_costs");
+    test_validate(&rng);
+    test_model();
+    test_scale_and_estimate(&rng);
+    return tu_finish("test_costs");
+}

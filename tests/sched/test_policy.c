@@ -1,0 +1,165 @@
+/*
+ * test_policy — the policy table: lookup and bad names/configs; every policy on real dense and MoE
+ * graphs in decode and prefill keeps resident + temp within the VRAM budget, builds a plan that
+ * predicts a finite latency; the baselines' defining properties (layer: output head then last
+ * layers, whole layers; expert: experts on the CPU; gpu-stream: every op on the GPU;
+ * layer-opoffload: serialized promotion in large prefill rounds only).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ats/policy.h"
+#include "sched_fix.h"
+#include "testutil.h"
+
+#define GIB (1024ull * 1024ull * 1024ull)
+
+static const char *NAMES[] = {"layer", "layer-opoffload", "expert", "gpu-stream", "static", "ats-paper", "ats"};
+#define N_NAMES 7
+
+static void test_lookup(void)
+{
+    for (int i = 0; i < N_NAMES; i++) {
+        const ats_policy_ops *ops = NULL;
+        CHECK(ats_policy_find(NAMES[i], &ops) == ATS_OK);
+        CHECK(ops && strcmp(ops->name, NAMES[i]) == 0);
+        CHECK(strstr(ats_policy_names(), NAMES[i]) != NULL);
+    }
+    const ats_policy_ops *ops = NULL;
+    CHECK(ats_policy_find("nope", &ops) == ATS_ENOTFOUND && ops == NULL);
+    ats_policy *p = NULL;
+    ats_err err;
+    ats_policy_cfg cfg = ats_policy_cfg_default();
+    cfg.vram_budget_bytes = 4 * GIB;
+    CHECK(ats_policy_new("llama", &cfg, &p, &err) == ATS_ENOTFOUND);
+    CHECK_MSG(strstr(err.msg, "llama") && strstr(err.msg, "gpu-stream"), "%s", err.msg);
+    cfg.vram_budget_bytes = 0;
+    CHECK(ats_policy_new("ats", &cfg, &p, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "budget") != NULL, "%s", err.msg);
+    cfg.vram_budget_bytes = 4 * GIB;
+    cfg.hostmem_cpu_factor = NAN;
+    CHECK(ats_policy_new("ats", &cfg, &p, &err) == ATS_EINVAL);
+}
+
+static void run_policy(const char *pname, const char *model, uint64_t budget, const ats_hw *hw)
+{
+    ats_graph *gd = fx_model_graph(model, ATS_PHASE_DECODE, 1, 2047);
+    ats_graph *gp = fx_model_graph(model, ATS_PHASE_PREFILL, 512, 0);
+    if (!gd || !gp) return;
+    int32_t n = gd->n_ops;
+    CHECK(gp->n_ops == n);
+    ats_costs cd, cp;
+    ats_placement pl;
+    ats_assignment a;
+    ats_plan plan;
+    ats_plan_init(&plan);
+    ats_err err;
+    CHECK(ats_costs_init(&cd, n) == 0 && ats_costs_init(&cp, n) == 0 && ats_placement_init(&pl, n) == 0 &&
+          ats_assignment_init(&a, n) == 0);
+    CHECK(ats_costs_from_model(gd, hw, &cd, &err) == ATS_OK && ats_costs_from_model(gp, hw, &cp, &err) == ATS_OK);
+    ats_policy_cfg cfg = ats_policy_cfg_default();
+    cfg.vram_budget_bytes = budget;
+    cfg.hostmem_cpu_factor = hw->hostmem_cpu_factor;
+    ats_policy *pol = NULL;
+    CHECK(ats_policy_new(pname, &cfg, &pol, &err) == ATS_OK);
+    enum ats_status st = ats_policy_place(pol, gd, &cd, &pl, &err);
+    int moe = ats_arch_is_moe(&gd->arch);
+    if (strcmp(pname, "expert") == 0 && !moe) {
+        CHECK_MSG(st == ATS_EINVAL, "expert on dense %s gave %d", model, st);
+        goto done;
+    }
+    if (st == ATS_EINFEASIBLE) { /* allowed for expert / gpu-stream at small budgets; say so */
+        printf("  %s %s %.0f GiB: infeasible (%s)\n", pname, model, (double)budget / GIB, err.msg);
+        CHECK(strcmp(pname, "expert") == 0 || strcmp(pname, "gpu-stream") == 0);
+        goto done;
+    }
+    CHECK_MSG(st == ATS_OK, "%s %s: %s", pname, model, err.msg);
+    if (st) goto done;
+    CHECK_MSG(pl.gpu_bytes + ats_policy_temp_bytes(pol) <= budget, "%s: resident %llu + temp %llu > budget %llu", pname,
+              (unsigned long long)pl.gpu_bytes, (unsigned long long)ats_policy_temp_bytes(pol), (unsigned long long)budget);
+    for (int ph = 0; ph < 2; ph++) {
+        const ats_graph *g = ph ? gp : gd;
+        const ats_costs *c = ph ? &cp : &cd;
+        ats_round_ctx ctx = ats_round_ctx_default();
+        if (!ph) ctx.prefetch_lead_s = 1e-3;
+        CHECK_MSG(ats_policy_assign(pol, g, &pl, c, &ctx, &a, &err) == ATS_OK, "%s: %s", pname, err.msg);
+        CHECK_MSG(ats_policy_plan(pol, g, &pl, &a, c, &ctx, &plan, &err) == ATS_OK, "%s: %s", pname, err.msg);
+        ats_predict_opts po = ats_policy_predict_opts(pol, &ctx);
+        double lat = NAN;
+        CHECK(ats_plan_predict(&plan, c, &po, &lat, NULL, &err) == ATS_OK);
+        CHECK(isfinite(lat) && lat > 0);
+        CHECK(plan.resident_bytes == pl.gpu_bytes);
+        CHECK(plan.peak_temp_bytes <= ats_policy_temp_bytes(pol));
+        if (strcmp(pname, "ats") == 0) CHECK_REL(lat, a.predicted_s, 1e-9, 0);
+        printf("  %-16s %-14s %2.0f GiB %-7s resident %6.2f GiB temp %5.2f GiB promoted %3d  predicted %9.3f ms\n", pname,
+               model, (double)budget / GIB, ph ? "prefill" : "decode", (double)pl.gpu_bytes / GIB,
+               (double)ats_policy_temp_bytes(pol) / GIB, a.n_promoted, lat * 1e3);
+        /* defining properties */
+        if (strcmp(pname, "layer-opoffload") == 0) {
+            CHECK(a.serialized == ph);
+            int cpu_mm = 0;
+            for (int32_t i = 0; i < n; i++)
+                cpu_mm |= pl.backend[i] == ATS_CPU && (g->ops[i].kind == ATS_OP_MATMUL || g->ops[i].kind == ATS_OP_EXPERTS);
+            CHECK(ph ? (a.n_promoted > 0) == cpu_mm : a.n_promoted == 0);
+        }
+        if (strcmp(pname, "gpu-stream") == 0)
+            for (int32_t i = 0; i < n; i++)
+                if (g->ops[i].kind != ATS_OP_EMBED) CHECK_MSG(a.backend[i] == ATS_GPU, "%s on CPU", g->ops[i].name);
+        if (strcmp(pname, "static") == 0 || strcmp(pname, "layer") == 0 || strcmp(pname, "expert") == 0)
+            CHECK(a.n_promoted == 0);
+    }
+    if (strcmp(pname, "layer") == 0) {
+        /* whole layers, from the last one down, after the output head */
+        int64_t L = gd->arch.n_layer;
+        int lowest = (int)L;
+        for (int64_t l = L - 1; l >= 0; l--) {
+            int all = 1, none = 1;
+            for (int32_t i = 0; i < n; i++)
+                if (gd->ops[i].layer == l) {
+                    all &= pl.backend[i] == ATS_GPU;
+                    none &= pl.backend[i] == ATS_CPU;
+                }
+            CHECK(all || none);
+            if (all && lowest == l + 1) lowest = (int)l;
+        }
+        int gpu_layers = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (gd->ops[i].layer >= 0 && pl.backend[i] == ATS_GPU) {
+                gpu_layers = 1;
+                CHECK(gd->ops[i].layer >= lowest);
+            }
+        if (gpu_layers)
+            for (int32_t i = 0; i < n; i++)
+                if (gd->ops[i].role == ATS_ROLE_OUTPUT) CHECK(pl.backend[i] == ATS_GPU);
+        for (int32_t i = 0; i < n; i++)
+            if (gd->ops[i].kind == ATS_OP_EMBED) CHECK(pl.backend[i] == ATS_CPU);
+    }
+    if (strcmp(pname, "expert") == 0)
+        for (int32_t i = 0; i < n; i++)
+            CHECK(pl.backend[i] == ((gd->ops[i].kind == ATS_OP_EXPERTS || gd->ops[i].kind == ATS_OP_EMBED) ? ATS_CPU : ATS_GPU));
+done:
+    ats_policy_free(pol);
+    ats_plan_free(&plan);
+    ats_assignment_free(&a);
+    ats_placement_free(&pl);
+    ats_costs_free(&cd);
+    ats_costs_free(&cp);
+    ats_graph_free(gd);
+    ats_graph_free(gp);
+}
+
+int main(void)
+{
+    tu_seed("test_policy"); /* deterministic inputs (real models); printed for the record */
+    test_lookup();
+    ats_hw hw;
+    if (fx_hw("rtx3060-laptop", &hw)) {
+        const char *models[] = {"qwen3-14b", "qwen3-30b-a3b"};
+        uint64_t budgets[] = {4 * GIB, 6 * GIB, 16 * GIB};
+        for (int m = 0; m < 2; m++)
+            for (int b = 0; b < 3; b++)
+                for (int p = 0; p < N_NAMES; p++) run_policy(NAMES[p], models[m], budgets[b], &hw);
+    }
+    return tu_finish("test_policy");
+}
