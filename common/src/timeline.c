@@ -22,6 +22,9 @@ struct atsc_timeline {
     int *tid_pid;   /* (n_tid + 1) process of each track */
     int tid_cap;
     int write_failed;
+    /* counter series seen: last value of each (pid, name), to drop repeated samples */
+    struct series { int pid; char *name; double last; } *series;
+    int n_series, cap_series;
     size_t nbuf;        /* bytes pending in buf */
     char buf[1 << 16];  /* events are formatted here and written in large blocks */
 };
@@ -274,6 +277,26 @@ enum ats_status atsc_timeline_counter(atsc_timeline *tl, int pid, const char *na
     if (!isfinite(t_s) || !isfinite(value))
         return ats_err_set(err, ATS_EINVAL, "%s: counter '%s': t = %g s, value %g (must be finite)",
                            tl->path, name ? name : "", t_s, value);
+    /* a sample equal to the series' previous one changes nothing: drop it */
+    struct series *sr = NULL;
+    for (int i = 0; i < tl->n_series && !sr; i++)
+        if (tl->series[i].pid == pid && strcmp(tl->series[i].name, name ? name : "") == 0)
+            sr = &tl->series[i];
+    if (sr && sr->last == value) return ATS_OK;
+    if (!sr) {
+        if (tl->n_series == tl->cap_series) {
+            int cap = tl->cap_series ? 2 * tl->cap_series : 8;
+            struct series *p = realloc(tl->series, (size_t)cap * sizeof *p);
+            if (!p) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", tl->path);
+            tl->series = p;
+            tl->cap_series = cap;
+        }
+        sr = &tl->series[tl->n_series];
+        if (!(sr->name = strdup(name ? name : ""))) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", tl->path);
+        sr->pid = pid;
+        tl->n_series++;
+    }
+    sr->last = value;
     begin_event(tl);
     out_fmt(tl, "{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":", pid);
     put_us(tl, t_s);
@@ -291,6 +314,8 @@ const char *atsc_timeline_tmp_path(const atsc_timeline *tl) { return tl ? tl->tm
 
 static void destroy(atsc_timeline *tl)
 {
+    for (int i = 0; i < tl->n_series; i++) free(tl->series[i].name);
+    free(tl->series);
     free(tl->tid_pid);
     free(tl->tmp);
     free(tl->path);

@@ -159,6 +159,54 @@ static void test_streaming_and_tmp(uint64_t *rng)
     CHECK(atsc_timeline_open(path, "{oops", &tl, &e) == ATS_EINVAL);
 }
 
+/* Repeated counter values are dropped per series; other series and changes are kept. */
+static void test_counter_dedup(uint64_t *rng)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s", tpath("dedup.json"));
+    atsc_timeline *tl = NULL;
+    ats_err e = {{0}};
+    CHECK(atsc_timeline_open(path, NULL, &tl, &e) == ATS_OK);
+    int p1 = atsc_timeline_process(tl, "a"), p2 = atsc_timeline_process(tl, "b");
+    long long base = atsc_timeline_n_events(tl);
+    int n = 1000, kept = 0;
+    double prev[3] = {NAN, NAN, NAN};
+    int *keep = calloc((size_t)n, sizeof *keep);
+    int *ser = calloc((size_t)n, sizeof *ser);
+    double *val = calloc((size_t)n, sizeof *val);
+    for (int i = 0; i < n; i++) {
+        ser[i] = (int)(tu_rand(rng) % 3); /* (p1,"H2D"), (p1,"D2H"), (p2,"H2D") */
+        val[i] = (double)(tu_rand(rng) % 3); /* few distinct values: many repeats */
+        keep[i] = !(prev[ser[i]] == val[i]);
+        prev[ser[i]] = val[i];
+        kept += keep[i];
+        CHECK(atsc_timeline_counter(tl, ser[i] == 2 ? p2 : p1, ser[i] == 1 ? "D2H" : "H2D", "GB/s",
+                                    i * 1e-3, val[i], &e) == ATS_OK);
+    }
+    CHECK(atsc_timeline_n_events(tl) - base == kept);
+    CHECK(kept < n);
+    CHECK(atsc_timeline_close(tl, &e) == ATS_OK);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    CHECK(root != NULL);
+    if (root) {
+        json_t *ev = json_object_get(root, "traceEvents");
+        size_t j = (size_t)base, bad = 0;
+        for (int i = 0; i < n; i++) {
+            if (!keep[i]) continue;
+            json_t *v = json_array_get(ev, j++);
+            double ts = json_number_value(json_object_get(v, "ts"));
+            double x = json_number_value(json_object_get(json_object_get(v, "args"), "GB/s"));
+            bad += fabs(ts - i * 1e3) > 1e-3 || x != val[i];
+        }
+        CHECK_MSG(bad == 0 && j == json_array_size(ev), "%zu kept samples differ", bad);
+        json_decref(root);
+    }
+    free(keep);
+    free(ser);
+    free(val);
+}
+
 static void test_bad_events(void)
 {
     char path[512];
@@ -198,6 +246,7 @@ int main(void)
     if (mkdir(tmpdir, 0700) != 0) return 1;
     test_round_trip(&rng);
     test_streaming_and_tmp(&rng);
+    test_counter_dedup(&rng);
     test_bad_events();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

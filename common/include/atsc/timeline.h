@@ -65,8 +65,10 @@ enum ats_status atsc_timeline_slice_args(atsc_timeline *tl, int tid, const char 
 
 /**
  * A counter sample: series `name` of process `pid` takes value `value` (finite) in unit `unit`
- * (the series' key in Perfetto, e.g. "GB/s") from time `t_s` [s] until its next sample.
- * ATS_EINVAL on an unknown pid or a non-finite time or value.
+ * (the series' key in Perfetto, e.g. "GB/s") from time `t_s` [s] until its next sample. A sample
+ * equal to the series' previous value is dropped (it changes nothing; ATS_OK), so callers may
+ * report the link rate at every event without bloating the file.
+ * ATS_EINVAL on an unknown pid or a non-finite time or value; ATS_ENOMEM.
  */
 enum ats_status atsc_timeline_counter(atsc_timeline *tl, int pid, const char *name,
                                       const char *unit, double t_s, double value, ats_err *err);
