@@ -9,11 +9,13 @@ static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t 
     int lane = threadIdx.x & 31;
     if (b >= n_blocks) return;
     float v = x[b * 32 + lane];
-    float amax = exc_warp_max(fabsf(v));
+    /* fmaxf drops NaN, so non-finite inputs are caught by a vote: the block's scale becomes NaN and
+     * the NaN reaches every output that reads this block (NaN never turns into a number) */
+    int bad = __any_sync(0xffffffffu, !(fabsf(v) <= 3.4e38f));
+    float amax = exc_warp_max(bad ? 0.0f : fabsf(v));
     float db = amax / 127.0f;
-    int q = amax > 0.0f ? __float2int_rn(v / db) : 0;
-    /* NaN/inf inputs: keep them visible in the scale, never in the int8 quants */
-    if (!(amax <= 3.0e38f)) { q = 0; db = __int_as_float(0x7fc00000); }
+    int q = amax > 0.0f && !bad ? __float2int_rn(v / db) : 0;
+    if (bad) db = __int_as_float(0x7fc00000);
     int sum = __reduce_add_sync(0xffffffffu, q);
     qs[b * 32 + lane] = (int8_t)q;
     if (lane == 0) {

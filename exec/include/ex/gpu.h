@@ -216,6 +216,24 @@ ex_gpu_status ex_cuda_output(ex_gpu *g, const ex_tensor *w_out, const float *x, 
 ex_gpu_status ex_cuda_sample(ex_gpu *g, const float *logits, int64_t n_vocab, const ex_sample_params *p, uint64_t *rng,
                              int32_t *token, ex_stream s);
 
+/* ---- backend table -------------------------------------------------------------------------- */
+struct ex_backend; /* ex/model.h */
+
+/**
+ * New CUDA backend table (ex_backend of ex/model.h, name "cuda") for sessions whose buffers are in
+ * host memory: weights are mirrored on the device at first use (keyed by host address), each
+ * layer's KV cache is mirrored, activations are copied in and out around every op and the compute
+ * stream of `g` (borrowed; must outlive the table) is synchronized before each op returns.
+ * Use as ex_session_opts.backend_a/backend_b. *out: new, free with ex_backend_cuda_free (before
+ * freeing the models whose weights it mirrored, or call ex_backend_cuda_reset in between).
+ */
+ex_gpu_status ex_backend_cuda_new(ex_gpu *g, struct ex_backend **out);
+/** Drops every device mirror (weights and KV caches). */
+void ex_backend_cuda_reset(struct ex_backend *b);
+void ex_backend_cuda_free(struct ex_backend *b);
+/** Device bytes held by the mirrors [bytes]. */
+uint64_t ex_backend_cuda_mirror_bytes(const struct ex_backend *b);
+
 #ifdef __cplusplus
 }
 #endif
