@@ -56,6 +56,7 @@ def main(argv=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
     nrows = 2 if a.loads else 1
     fig, axes = plt.subplots(nrows, 1, figsize=(9, 4 + 2 * (nrows - 1)), sharex=True, squeeze=False)
@@ -66,11 +67,15 @@ def main(argv=None):
             print(f"plot_tpot: run '{run.name}' has no decode round; skipped", file=sys.stderr)
             continue
         t, tpot = d["t_start_s"], d["latency_s"] * 1e3
-        line, = ax.plot(t, rolling_median(tpot, a.window), lw=1.2, label=f"{run.name} (mean {tpot.mean():.1f} ms)")
+        y = rolling_median(tpot, a.window)
+        # break the line where other rounds (a prefill, an idle gap) ran between two decode rounds
+        gap = np.nonzero(t[1:] > t[:-1] + d["latency_s"][:-1] * (1 + 1e-9) + 1e-12)[0] + 1
+        line, = ax.plot(np.insert(t, gap, np.nan), np.insert(y, gap, np.nan), lw=1.2,
+                        label=f"{run.name} (mean {tpot.mean():.1f} ms)")
         rs = d["rescheduled"] == 1
         if rs.any():
-            ax.plot(t[rs], rolling_median(tpot, a.window)[rs], "o", ms=3, color=line.get_color())
-    ax.set_ylabel("TPOT [ms]")
+            ax.plot(t[rs], y[rs], "o", ms=3, color=line.get_color())
+    ax.set_ylabel("TPOT [ms]" + (f" (rolling median of {a.window})" if a.window > 1 else ""))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     at = res.attrs

@@ -93,7 +93,7 @@ typedef struct atsc_sweep_row {
 /** Root metadata of a results file. All pointers borrowed for the duration of atsc_results_open;
  *  NULL strings are written as "". */
 typedef struct atsc_results_meta {
-    const char *producer;    /**< "ats sim" or "ats run" */
+    const char *producer;    /**< "ats sim", "ats run" or "ats sweep" */
     const char *config_json; /**< the full configuration as JSON text (must parse as JSON) */
     uint64_t seed;           /**< the run's seed */
     const char *model;       /**< model name ("qwen3-14b") */
