@@ -1,0 +1,212 @@
+/*
+ * test_controller — Algorithm 3: no re-schedule under steady load or a change below ε; a change
+ * ≥ ε re-schedules exactly once τ has passed since the last one (τ = 5 × recent TPOT, or absolute);
+ * non-dynamic policies never re-schedule; the load estimate follows the injected load; reports
+ * say what changed; bad configuration and observations are refused.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ats/controller.h"
+#include "sched_fix.h"
+#include "testutil.h"
+
+#define GIB (1024ull * 1024ull * 1024ull)
+
+/* one simulated round: observed times = current costs under the true load */
+static double fake_round(const ats_controller *k, const ats_costs *nominal, ats_load truth, ats_round_obs *obs)
+{
+    const ats_assignment *a = ats_controller_assignment(k);
+    const ats_plan *pl = ats_controller_plan(k);
+    double lat = 0;
+    for (int32_t i = 0; i < obs->n; i++) {
+        obs->backend[i] = a->backend[i];
+        obs->t_exec[i] = a->backend[i] == ATS_GPU ? nominal->t_gpu[i] / truth.gpu : nominal->t_cpu[i] / truth.cpu;
+        obs->t_xfer[i] = (pl->ops[i].wait_xfer >= 0) ? nominal->w[i] / truth.pcie : NAN;
+        lat += obs->t_exec[i];
+    }
+    return lat;
+}
+
+static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
+{
+    ats_hw hw;
+    if (!fx_hw("rtx3060-laptop", &hw)) return;
+    ats_graph *g = fx_model_graph("qwen3-14b", ATS_PHASE_DECODE, 1, 2047);
+    if (!g) return;
+    int32_t n = g->n_ops;
+    ats_costs nom;
+    ats_placement pl;
+    ats_round_obs obs;
+    ats_err err;
+    CHECK(ats_costs_init(&nom, n) == 0 && ats_placement_init(&pl, n) == 0 && ats_round_obs_init(&obs, n) == 0);
+    CHECK(ats_costs_from_model(g, &hw, &nom, &err) == ATS_OK);
+    ats_policy_cfg cfg = ats_policy_cfg_default();
+    cfg.vram_budget_bytes = 6 * GIB;
+    cfg.hostmem_cpu_factor = hw.hostmem_cpu_factor;
+    ats_policy *pol;
+    CHECK(ats_policy_new(pname, &cfg, &pol, &err) == ATS_OK);
+    CHECK_MSG(ats_policy_place(pol, g, &nom, &pl, &err) == ATS_OK, "%s", err.msg);
+    ats_controller *k = NULL;
+    CHECK(ats_controller_new(pol, g, &pl, &nom, NULL, &k, &err) == ATS_OK);
+    CHECK(ats_controller_start(k, 0.0, ats_load_idle(), NULL, &err) == ATS_OK);
+    CHECK(ats_controller_n_reschedules(k) == 0);
+    double now = 0;
+    ats_load truth = ats_load_idle();
+    ats_resched_report r;
+    int n_resched = 0;
+    /* 20 steady rounds: never */
+    for (int i = 0; i < 20; i++) {
+        double lat = fake_round(k, &nom, truth, &obs);
+        now += lat;
+        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        CHECK(!r.rescheduled);
+        CHECK(r.deviation < 1e-9);
+    }
+    /* a small change (below ε): never */
+    truth.cpu = 0.9 + tu_uniform(rng, 0, 0.05);
+    for (int i = 0; i < 20; i++) {
+        double lat = fake_round(k, &nom, truth, &obs);
+        now += lat;
+        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        CHECK(!r.rescheduled);
+    }
+    /* a big change: exactly one re-schedule (dynamic policies), right away since τ has passed */
+    truth.cpu = 0.4;
+    truth.pcie = 0.7;
+    double t_change = now, t_resched = 0;
+    for (int i = 0; i < 30; i++) {
+        double lat = fake_round(k, &nom, truth, &obs);
+        now += lat;
+        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        if (r.rescheduled) {
+            n_resched++;
+            t_resched = now;
+            CHECK(r.deviation >= 0.15);
+            CHECK(now - t_change <= 2 * lat + 1e-12); /* fired on the first round that saw the load */
+            CHECK(r.n_promoted_after == ats_controller_assignment(k)->n_promoted);
+            CHECK(r.predicted_after_s <= r.predicted_before_s + 1e-12); /* the DP is optimal under the new costs */
+            printf("%s: re-scheduled at t = %.3f s: deviation %.2f, %d ops changed backend, promoted %d -> %d, "
+                   "predicted %.2f -> %.2f ms\n", pname, now, r.deviation, (int)r.n_changed, (int)r.n_promoted_before,
+                   (int)r.n_promoted_after, r.predicted_before_s * 1e3, r.predicted_after_s * 1e3);
+        }
+    }
+    CHECK_NEAR(ats_controller_load(k).cpu, 0.4, 1e-9);
+    if (dynamic_expected) CHECK_NEAR(ats_controller_load(k).pcie, 0.7, 1e-9); /* static moves no weights */
+    CHECK(n_resched == (dynamic_expected ? 1 : 0));
+    CHECK(ats_controller_n_reschedules(k) == n_resched);
+    /* back to idle, but τ not yet elapsed: wait, then fire once */
+    if (dynamic_expected) {
+        truth = ats_load_idle();
+        double lat = fake_round(k, &nom, truth, &obs);
+        double tau = r.tau_s;
+        CHECK(tau > 0);
+        /* observe at a time just after the last re-schedule: too early */
+        ats_controller_cfg c2 = ats_controller_cfg_default();
+        (void)c2;
+        int fired_early = 0, fired = 0;
+        double t_last = t_resched;
+        for (int i = 0; i < 40 && !fired; i++) {
+            double step = tau / 10.0;
+            now += step;
+            CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+            if (r.rescheduled) {
+                fired = 1;
+                if (now - t_last < r.tau_s - 1e-12) fired_early = 1;
+            }
+        }
+        (void)t_last;
+        CHECK(fired);
+        CHECK(!fired_early);
+        CHECK(ats_controller_n_reschedules(k) == 2);
+    }
+    CHECK(ats_controller_n_rounds(k) >= 70);
+    CHECK(isfinite(ats_controller_predicted_s(k)));
+    /* bad observation */
+    ats_round_obs small;
+    CHECK(ats_round_obs_init(&small, n - 1) == 0);
+    CHECK(ats_controller_observe(k, &small, 0.1, now + 1, NULL, NULL, &err) == ATS_EINVAL);
+    CHECK(ats_controller_observe(k, &obs, NAN, now + 1, NULL, NULL, &err) == ATS_EINVAL);
+    ats_round_obs_free(&small);
+    ats_controller_free(k);
+    ats_policy_free(pol);
+    ats_round_obs_free(&obs);
+    ats_placement_free(&pl);
+    ats_costs_free(&nom);
+    ats_graph_free(g);
+}
+
+/* absolute τ: changes keep coming every round, re-schedules at most once per τ */
+static void rate_limit(uint64_t *rng)
+{
+    ats_hw hw;
+    if (!fx_hw("rtx3060-laptop", &hw)) return;
+    ats_graph *g = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_DECODE, 1, 2047);
+    if (!g) return;
+    int32_t n = g->n_ops;
+    ats_costs nom;
+    ats_placement pl;
+    ats_round_obs obs;
+    ats_err err;
+    CHECK(ats_costs_init(&nom, n) == 0 && ats_placement_init(&pl, n) == 0 && ats_round_obs_init(&obs, n) == 0);
+    CHECK(ats_costs_from_model(g, &hw, &nom, &err) == ATS_OK);
+    ats_policy_cfg cfg = ats_policy_cfg_default();
+    cfg.vram_budget_bytes = 6 * GIB;
+    ats_policy *pol;
+    CHECK(ats_policy_new("ats-paper", &cfg, &pol, &err) == ATS_OK);
+    CHECK(ats_policy_place(pol, g, &nom, &pl, &err) == ATS_OK);
+    ats_controller_cfg cc = ats_controller_cfg_default();
+    cc.tau_s = 0.5;
+    ats_controller *k;
+    CHECK(ats_controller_new(pol, g, &pl, &nom, &cc, &k, &err) == ATS_OK);
+    CHECK(ats_controller_start(k, 0.0, ats_load_idle(), NULL, &err) == ATS_OK);
+    double now = 0, last = 0;
+    int fired = 0;
+    for (int i = 0; i < 400; i++) {
+        ats_load truth = {tu_uniform(rng, 0.2, 1), tu_uniform(rng, 0.2, 1), tu_uniform(rng, 0.2, 1)};
+        double lat = fake_round(k, &nom, truth, &obs);
+        now += lat;
+        ats_resched_report r;
+        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        if (r.rescheduled) {
+            CHECK_MSG(now - last >= 0.5, "re-scheduled %.3f s after the previous one", now - last);
+            last = now;
+            fired++;
+        }
+    }
+    CHECK(fired >= (int)(0.8 * now / 0.5) && fired <= (int)(now / 0.5) + 1);
+    printf("rate limit: %d re-schedules in %.2f s of noisy load with tau 0.5 s\n", fired, now);
+    ats_controller_free(k);
+    ats_policy_free(pol);
+    ats_round_obs_free(&obs);
+    ats_placement_free(&pl);
+    ats_costs_free(&nom);
+    ats_graph_free(g);
+}
+
+static void bad_cfg(void)
+{
+    ats_controller *k = NULL;
+    ats_err err;
+    ats_controller_cfg c = ats_controller_cfg_default();
+    c.eps = NAN;
+    CHECK(ats_controller_new(NULL, NULL, NULL, NULL, &c, &k, &err) == ATS_EINVAL);
+    CHECK(strstr(err.msg, "eps") != NULL);
+    c = ats_controller_cfg_default();
+    c.tpot_window = 0;
+    CHECK(ats_controller_new(NULL, NULL, NULL, NULL, &c, &k, &err) == ATS_EINVAL);
+    c = ats_controller_cfg_default();
+    CHECK(ats_controller_new(NULL, NULL, NULL, NULL, &c, &k, &err) == ATS_EINVAL);
+}
+
+int main(void)
+{
+    uint64_t rng = tu_seed("test_controller");
+    scenario("ats", 1, &rng);
+    scenario("ats-paper", 1, &rng);
+    scenario("static", 0, &rng);
+    rate_limit(&rng);
+    bad_cfg();
+    return tu_finish("test_controller");
+}
