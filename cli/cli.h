@@ -52,6 +52,7 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 int ats_cmd_inspect(int argc, char **argv);
 int ats_cmd_sim(int argc, char **argv);   /* cli/cmd_sim.c */
 int ats_cmd_sweep(int argc, char **argv); /* cli/cmd_sweep.c */
+int ats_bench_sim(int argc, char **argv); /* `ats bench sim` (cli/bench_sim.c) */
 int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/bench_kernels.c) */
 int ats_cmd_trace(int argc, char **argv);
 int ats_cmd_record(int argc, char **argv);
