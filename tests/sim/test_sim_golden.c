@@ -8,11 +8,16 @@
  *           `ats sim --threads 2` the same table as --threads 1 (bit-for-bit reproducibility).
  *  badinput bad flags and files give one line on stderr and exit code 2.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
+#include <jansson.h>
+#include <unistd.h>
+
+#include "atsc/results.h"
 #include "testutil.h"
 
 static char *run(const char *args, int *rc, int with_stderr)
@@ -139,6 +144,63 @@ static void badinput(void)
     }
 }
 
+/* --out and --timeline: the results file reads back with the schema reader, one run per policy
+ * with its rounds and ops; the timeline parses as JSON with CPU/GPU/copy-engine tracks and
+ * PCIe counters; no temporary file is left behind */
+static void outputs(void)
+{
+    char h5[256], js[256], args[1024];
+    snprintf(h5, sizeof h5, "/tmp/test_sim_out.%d.h5", (int)getpid());
+    snprintf(js, sizeof js, "/tmp/test_sim_out.%d.json", (int)getpid());
+    snprintf(args, sizeof args,
+             "sim --policy static,ats --requests 2 --prompt 512 --gen 6 --ops --out %s --timeline %s --seed 2", h5, js);
+    int rc;
+    char *o = run(args, &rc, 0);
+    CHECK_MSG(rc == 0, "ats %s: exit %d", args, rc);
+    free(o);
+    atsc_results_file *f = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(atsc_results_read(h5, &f, &err) == ATS_OK, "%s", err.msg);
+    if (f) {
+        CHECK(f->n_runs == 2 && strcmp(f->producer, "ats sim") == 0 && f->seed == 2);
+        const atsc_results_run *r = atsc_results_find_run(f, "ats");
+        CHECK(r != NULL);
+        if (r) {
+            CHECK(r->n_rounds == 2 * (1 + 6));
+            CHECK(r->has_ops && r->n_ops == r->n_rounds * (size_t)(r->n_ops / r->n_rounds) && r->n_ops > 0);
+            double t = 0;
+            int ok = 1;
+            for (size_t i = 0; i < r->n_rounds; i++) { /* rounds follow each other without gaps */
+                ok &= fabs(r->rounds[i].t_start_s - t) < 1e-9 && r->rounds[i].latency_s > 0;
+                t = r->rounds[i].t_start_s + r->rounds[i].latency_s;
+            }
+            CHECK(ok);
+        }
+        atsc_results_file_free(f);
+    }
+    json_error_t je;
+    json_t *root = json_load_file(js, 0, &je);
+    CHECK_MSG(root != NULL, "%s: %s (line %d)", js, je.text, je.line);
+    if (root) {
+        json_t *ev = json_object_get(root, "traceEvents");
+        size_t i, n_x = 0, n_c = 0, n_tracks = 0;
+        json_t *e;
+        json_array_foreach(ev, i, e) {
+            const char *ph = json_string_value(json_object_get(e, "ph"));
+            if (!ph) continue;
+            n_x += strcmp(ph, "X") == 0;
+            n_c += strcmp(ph, "C") == 0;
+            const char *nm = json_string_value(json_object_get(e, "name"));
+            if (strcmp(ph, "M") == 0 && nm && strcmp(nm, "thread_name") == 0) n_tracks++;
+        }
+        CHECK_MSG(n_x > 100 && n_c > 10 && n_tracks == 2 * 3, "%zu slices, %zu counters, %zu tracks", n_x, n_c, n_tracks);
+        json_decref(root);
+    }
+    CHECK(access(h5, F_OK) == 0 && access(js, F_OK) == 0);
+    unlink(h5);
+    unlink(js);
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "golden";
@@ -151,6 +213,8 @@ int main(int argc, char **argv)
                                "--act-path ce --no-hostmem --resched-cost 9ms --format json");
     } else if (strcmp(what, "threads") == 0) {
         threads();
+    } else if (strcmp(what, "outputs") == 0) {
+        outputs();
     } else {
         badinput();
     }
