@@ -26,7 +26,9 @@
 
 #include "ats/quant.h"
 #include "ats_version.h"
+#include "atsc/model_json.h"
 #include "cli.h"
+#include "ex/model.h"
 #include "ex/ops.h"
 #include "ex/quant.h"
 #ifdef ATS_HAVE_CUDA
@@ -50,9 +52,14 @@ static const shape SHAPES[] = {
 static const ats_qtype CPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
 
 typedef struct bench_opts {
-    int threads, reps, n_tok, skip_cpu, skip_gpu;
-    const char *out;
+    int threads, reps, n_tok, skip_cpu, skip_gpu, skip_model, prompt, decode;
+    const char *out, *model;
 } bench_opts;
+
+/* Ceilings measured by the kernel parts, used as floors for the whole-model part. */
+typedef struct ceilings {
+    double gpu_read_Bps, gpu_gemm_flops, cpu_read_Bps;
+} ceilings;
 
 static int64_t now_ns(void)
 {
@@ -176,12 +183,13 @@ static double cpu_read_bw(int threads, int reps)
     return bw;
 }
 
-static int bench_cpu(const bench_opts *o, json_t *root)
+static int bench_cpu(const bench_opts *o, json_t *root, ceilings *cl)
 {
     json_t *cpu = json_object(), *arr = json_array();
     omp_set_num_threads(o->threads);
     int reps = o->reps < 5 ? 5 : o->reps;
     double bw = cpu_read_bw(o->threads, 7);
+    cl->cpu_read_Bps = bw;
     printf("\nCPU (%d threads): measured DRAM read bandwidth %.1f GB/s\n", o->threads, bw * 1e-9);
     printf("%-6s %-22s %10s %10s %9s %8s\n", "type", "shape", "MB", "median_us", "GB/s", "of_DRAM");
     json_object_set_new(cpu, "threads", json_integer(o->threads));
@@ -343,7 +351,7 @@ static int upload_copies(ex_gpu *g, ex_stream s, const void *h, uint64_t bytes, 
     return ex_gpu_stream_sync(s) ? -1 : 0;
 }
 
-static int bench_gpu(const bench_opts *o, json_t *root)
+static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
 {
     ex_gpu *g = NULL;
     float *X = NULL, *Y = NULL;
@@ -372,6 +380,7 @@ static int bench_gpu(const bench_opts *o, json_t *root)
     pa.bytes *= 2;
     double t_read = gpu_time(s, 20, run_probe, &pa);
     double read_bw = (double)pa.bytes / t_read;
+    cl->gpu_read_Bps = read_bw;
     pa.bytes /= 2;
     double t_copy = gpu_time(s, 20, run_d2d, &pa);
     double copy_bw = 2.0 * (double)pa.bytes / t_copy;
@@ -476,6 +485,7 @@ static int bench_gpu(const bench_opts *o, json_t *root)
                flop2 / med2 * 1e-12);
         json_object_set_new(gj, "cublas_f16_same_shape_TFLOPs", json_real(flop / med1 * 1e-12));
         json_object_set_new(gj, "cublas_f16_8192_TFLOPs", json_real(flop2 / med2 * 1e-12));
+        cl->gpu_gemm_flops = flop2 / med2;
         ex_gpu_free(g, W16);
     }
     json_object_set_new(gj, "prefill_gemm", marr);
@@ -491,38 +501,179 @@ done:
 }
 #endif
 
+/* ---- whole model ------------------------------------------------------------------------------- */
+/* One backend for every layer: a prompt of o->prompt tokens as one chunk (prefill tok/s), then
+ * o->decode greedy steps (decode tok/s), after a warm-up session (weights mirrored on the GPU).
+ * Floors: decode reads every weight but the token embedding once per token; a prefill chunk reads
+ * them once per chunk; GPU prefill is also bounded by 2·params·tokens / cuBLAS's F16 ceiling. */
+static int run_model_once(ex_model *m, const ex_backend *be, int prompt, int decode, double *prefill_s,
+                          double *decode_s)
+{
+    ats_err err;
+    ex_session *s = NULL;
+    ex_session_opts so = ex_session_opts_default();
+    so.n_ctx = prompt + decode + 8;
+    so.backend_a = be;
+    if (ex_session_new(m, &so, &s, &err) != ATS_OK) {
+        fprintf(stderr, "ats bench kernels: session: %s\n", err.msg);
+        return -1;
+    }
+    int32_t *toks = malloc((size_t)prompt * sizeof *toks);
+    float *logits = malloc((size_t)m->arch.n_vocab * sizeof *logits);
+    uint64_t sd = 3;
+    for (int i = 0; i < prompt; i++) toks[i] = (int32_t)(splitmix(&sd) % (uint64_t)m->arch.n_vocab);
+    int rc = -1;
+    int64_t t0 = now_ns();
+    if (ex_session_forward(s, toks, prompt, logits, &err) != ATS_OK) goto out;
+    *prefill_s = (double)(now_ns() - t0) * 1e-9;
+    t0 = now_ns();
+    for (int i = 0; i < decode; i++) {
+        int32_t best = 0;
+        for (int64_t v = 1; v < m->arch.n_vocab; v++)
+            if (logits[v] > logits[best]) best = (int32_t)v;
+        if (ex_session_forward(s, &best, 1, logits, &err) != ATS_OK) goto out;
+    }
+    *decode_s = decode ? (double)(now_ns() - t0) * 1e-9 / decode : 0;
+    rc = 0;
+out:
+    if (rc) fprintf(stderr, "ats bench kernels: forward: %s\n", err.msg);
+    ex_session_free(s);
+    free(toks);
+    free(logits);
+    return rc;
+}
+
+static int bench_model(const bench_opts *o, json_t *root, const ceilings *cl)
+{
+    char path[1024];
+    ats_arch a;
+    ats_err err;
+    ats_cli_model_path(o->model, path, sizeof path);
+    if (atsc_model_load(path, &a, &err) != ATS_OK) {
+        fprintf(stderr, "ats bench kernels: %s\n", err.msg);
+        return -1;
+    }
+    ex_model *m = NULL;
+    int64_t t0 = now_ns();
+    if (ex_model_new_dummy(&a, ATS_RECIPE_Q4_K_M, 42, &m, &err) != ATS_OK) {
+        fprintf(stderr, "ats bench kernels: dummy weights: %s\n", err.msg);
+        return -1;
+    }
+    double build_s = (double)(now_ns() - t0) * 1e-9;
+    uint64_t embd_bytes = m->tok_embd.row_bytes * (uint64_t)m->tok_embd.ne[1];
+    uint64_t dec_bytes = m->weight_bytes - (m->output.data == m->tok_embd.data ? 0 : embd_bytes);
+    double params = 0, active = 0;
+    ats_arch_param_count(&a, &params, &active);
+    printf("\nwhole model %s Q4_K_M, dummy weights (%.2f GB, built in %.1f s): prompt %d tokens as one chunk, "
+           "%d decode steps\n", a.name, m->weight_bytes / 1e9, build_s, o->prompt, o->decode);
+    printf("%-8s %12s %12s %14s %12s %12s %14s\n", "backend", "prefill_tok/s", "floor_tok/s", "prefill_of_floor",
+           "decode_tok/s", "floor_tok/s", "decode_of_floor");
+    json_t *mj = json_object(), *arr = json_array();
+    json_object_set_new(mj, "model", json_string(a.name));
+    json_object_set_new(mj, "recipe", json_string("q4_k_m"));
+    json_object_set_new(mj, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
+    json_object_set_new(mj, "decode_bytes_per_token", json_integer((json_int_t)dec_bytes));
+    json_object_set_new(mj, "active_params", json_real(active));
+    json_object_set_new(mj, "prompt_tokens", json_integer(o->prompt));
+    json_object_set_new(mj, "decode_steps", json_integer(o->decode));
+    int rc = 0;
+    for (int b = 0; b < 2; b++) {
+        const ex_backend *be = NULL;
+        double bw = b == 0 ? cl->gpu_read_Bps : cl->cpu_read_Bps;
+        if (!(bw > 0)) continue; /* that side was skipped */
+#ifdef ATS_HAVE_CUDA
+        ex_gpu *g = NULL;
+        ex_backend *gb = NULL;
+        if (b == 0) {
+            if (ex_gpu_open(0, &g) || ex_backend_cuda_new(g, &gb)) {
+                ex_gpu_close(g);
+                continue;
+            }
+            be = gb;
+        }
+#else
+        if (b == 0) continue;
+#endif
+        if (b == 1) omp_set_num_threads(o->threads);
+        double pf = 0, dc = 0, w1, w2;
+        /* warm-up: weights mirrored / pages touched, kernels loaded */
+        int bad = run_model_once(m, be, 8, 1, &w1, &w2) || run_model_once(m, be, o->prompt, o->decode, &pf, &dc);
+#ifdef ATS_HAVE_CUDA
+        if (gb) ex_backend_cuda_free(gb);
+        ex_gpu_close(g);
+#endif
+        if (bad) {
+            rc = -1;
+            continue;
+        }
+        double pf_tok = o->prompt / pf, dc_tok = 1.0 / dc;
+        double pf_floor = (double)o->prompt * bw / (double)m->weight_bytes, dc_floor = bw / (double)dec_bytes;
+        if (b == 0 && cl->gpu_gemm_flops > 0) {
+            double flop_floor = cl->gpu_gemm_flops / (2.0 * active);
+            if (flop_floor < pf_floor) pf_floor = flop_floor;
+        }
+        const char *name = b == 0 ? "gpu" : "cpu";
+        printf("%-8s %12.1f %12.1f %13.1f%% %12.2f %12.2f %13.1f%%\n", name, pf_tok, pf_floor, 100 * pf_tok / pf_floor,
+               dc_tok, dc_floor, 100 * dc_tok / dc_floor);
+        json_t *e = json_object();
+        json_object_set_new(e, "backend", json_string(name));
+        if (b == 1) json_object_set_new(e, "threads", json_integer(o->threads));
+        json_object_set_new(e, "bandwidth_GBps", json_real(bw * 1e-9));
+        json_object_set_new(e, "prefill_tok_per_s", json_real(pf_tok));
+        json_object_set_new(e, "prefill_floor_tok_per_s", json_real(pf_floor));
+        json_object_set_new(e, "decode_tok_per_s", json_real(dc_tok));
+        json_object_set_new(e, "decode_floor_tok_per_s", json_real(dc_floor));
+        json_array_append_new(arr, e);
+    }
+    json_object_set_new(mj, "runs", arr);
+    json_object_set_new(root, "whole_model", mj);
+    ex_model_free(m);
+    return rc;
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ats bench kernels [--threads N] [--reps N] [--tokens N] [--skip-cpu] [--skip-gpu] [--out FILE]\n"
+    fprintf(f, "usage: ats bench kernels [--threads N] [--reps N] [--tokens N] [--skip-cpu] [--skip-gpu]\n"
+               "                         [--skip-model] [--model NAME] [--prompt N] [--decode N] [--out FILE]\n"
                "  decode GEMV per weight type at Qwen3-14B shapes vs measured HBM / DRAM read bandwidth,\n"
-               "  prefill GEMM TFLOP/s vs cuBLAS. Defaults: --threads 16 --reps 50 --tokens 512\n"
-               "  --out experiments/bench/bench-kernels.json\n");
+               "  prefill GEMM TFLOP/s vs cuBLAS, whole-model (dummy Q4_K_M weights) prefill/decode tok/s\n"
+               "  on each backend vs bytes/bandwidth floors. Defaults: --threads 16 --reps 50 --tokens 512\n"
+               "  --model qwen3-14b --prompt 256 --decode 16 --out experiments/bench/bench-kernels.json\n");
 }
 
 int ats_bench_kernels(int argc, char **argv)
 {
-    bench_opts o = {16, 50, 512, 0, 0, "experiments/bench/bench-kernels.json"};
+    bench_opts o = {16, 50, 512, 0, 0, 0, 256, 16, "experiments/bench/bench-kernels.json", "qwen3-14b"};
     static const struct option lo[] = {{"threads", required_argument, 0, 't'}, {"reps", required_argument, 0, 'r'},
                                        {"tokens", required_argument, 0, 'n'},  {"skip-cpu", no_argument, 0, 'C'},
                                        {"skip-gpu", no_argument, 0, 'G'},      {"out", required_argument, 0, 'o'},
+                                       {"skip-model", no_argument, 0, 'M'},    {"model", required_argument, 0, 'm'},
+                                       {"prompt", required_argument, 0, 'p'},  {"decode", required_argument, 0, 'd'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c;
     long long v;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "t:r:n:o:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "t:r:n:o:m:p:d:h", lo, NULL)) != -1) {
         switch (c) {
         case 't':
         case 'r':
         case 'n':
+        case 'p':
+        case 'd':
             if (ats_cli_parse_int(optarg, &v) || v < 1 || v > 100000) {
-                ats_cli_error("bench kernels", "--%s: '%s' is not a positive integer",
-                              c == 't' ? "threads" : c == 'r' ? "reps" : "tokens", optarg);
+                ats_cli_error("bench kernels", "--%s: '%s' is not a positive integer (1..100000)",
+                              c == 't' ? "threads" : c == 'r' ? "reps" : c == 'n' ? "tokens" : c == 'p' ? "prompt" : "decode",
+                              optarg);
                 return ATS_EXIT_USAGE;
             }
             if (c == 't') o.threads = (int)v;
             else if (c == 'r') o.reps = (int)v;
-            else o.n_tok = (int)v;
+            else if (c == 'n') o.n_tok = (int)v;
+            else if (c == 'p') o.prompt = (int)v;
+            else o.decode = (int)v;
             break;
+        case 'M': o.skip_model = 1; break;
+        case 'm': o.model = optarg; break;
         case 'C': o.skip_cpu = 1; break;
         case 'G': o.skip_gpu = 1; break;
         case 'o': o.out = optarg; break;
@@ -540,15 +691,17 @@ int ats_bench_kernels(int argc, char **argv)
     json_object_set_new(root, "commit", json_string(ATS_GIT_COMMIT));
     machine_json(root, &o);
     int rc = 0;
+    ceilings cl = {0, 0, 0};
 #ifdef ATS_HAVE_CUDA
-    if (!o.skip_gpu) rc |= bench_gpu(&o, root);
+    if (!o.skip_gpu) rc |= bench_gpu(&o, root, &cl);
 #else
     if (!o.skip_gpu) {
         printf("GPU: built without the CUDA backend: skipped\n");
         json_object_set_new(root, "gpu", json_string("built without CUDA"));
     }
 #endif
-    if (!o.skip_cpu) rc |= bench_cpu(&o, root);
+    if (!o.skip_cpu) rc |= bench_cpu(&o, root, &cl);
+    if (!o.skip_model) rc |= bench_model(&o, root, &cl);
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o.out, (long)getpid());
     if (json_dump_file(root, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) != 0 || rename(tmp, o.out) != 0) {
