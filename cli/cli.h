@@ -54,6 +54,8 @@ int ats_cmd_sim(int argc, char **argv);   /* cli/cmd_sim.c */
 int ats_cmd_sweep(int argc, char **argv); /* cli/cmd_sweep.c */
 int ats_bench_sim(int argc, char **argv); /* `ats bench sim` (cli/bench_sim.c) */
 int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/bench_kernels.c) */
+int ats_cmd_bench(int argc, char **argv); /* `ats bench <what>` dispatcher (cli/cmd_bench.c) */
+int ats_bench_sched(int argc, char **argv); /* `ats bench sched` (cli/cmd_bench.c) */
 int ats_cmd_trace(int argc, char **argv);
 int ats_cmd_record(int argc, char **argv);
 int ats_cmd_stress(int argc, char **argv);

@@ -322,32 +322,52 @@ static double cpu_end1(double s, double t, double ws, double wf, double h)
 }
 
 typedef struct st_a {
-    double E, F; /* F: release time of the next transfer (R above) */
+    double E, F;  /* F: release time of the next transfer (R above) */
     int32_t op;   /* promoted op of this state (-1: start) */
     int32_t from; /* index of predecessor state, -1 for start */
 } st_a;
 
+/* Default-path prefix sums: N = nominal time, Q = time with every CPU op stretched by 1/h, both
+ * including the default switch into each op (sw_k = c_k·[b_{k−1} ≠ b_k], k ≥ 1). */
 typedef struct dp_a {
     const ats_graph *g;
     const ats_costs *c;
     const uint8_t *b;
     double h, lead;
+    double *N, *Q; /* n + 1 each */
 } dp_a;
 
-/* Runs ops a..z (inclusive, default backends) starting at time E with previous backend pb
- * (-1: none); CPU ops slowed in [ws, wf]. Returns the end; *pb_out the backend of z. */
-static double run_default(const dp_a *d, int32_t a, int32_t z, double E, int pb, double ws, double wf,
-                          int *pb_out)
+static double sw_def(const dp_a *d, int32_t k)
 {
-    const ats_costs *c = d->c;
-    for (int32_t k = a; k <= z; k++) {
-        int bk = d->b[k];
-        double s = E + ((k >= 1 && pb >= 0 && pb != bk) ? c->c[k] : 0.0);
-        E = bk == ATS_GPU ? s + c->t_gpu[k] : cpu_end1(s, c->t_cpu[k], ws, wf, d->h);
-        pb = bk;
+    return (k >= 1 && d->b[k - 1] != d->b[k]) ? d->c->c[k] : 0.0;
+}
+
+/* Ops from..to (from ≥ 1 past the state's first op, default switches) starting at time E, with the
+ * copy engine busy from before E until Wf. Exact: CPU ops run at rate h until Wf, then at 1. */
+static double run_window(const dp_a *d, int32_t from, int32_t to, double E, double Ws, double Wf)
+{
+    if (from > to) return E;
+    if (d->h >= 1.0 || Wf <= E) return E + (d->N[to + 1] - d->N[from]);
+    if (E + (d->Q[to + 1] - d->Q[from]) <= Wf) return E + (d->Q[to + 1] - d->Q[from]);
+    /* first op m whose slowed end passes Wf */
+    int32_t lo = from, hi = to;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (E + (d->Q[mid + 1] - d->Q[from]) > Wf) hi = mid;
+        else lo = mid + 1;
     }
-    *pb_out = pb;
-    return E;
+    int32_t m = lo;
+    double s = E + (d->Q[m] - d->Q[from]) + sw_def(d, m);
+    double Em = d->b[m] == ATS_GPU ? s + d->c->t_gpu[m] : cpu_end1(s, d->c->t_cpu[m], Ws, Wf, d->h);
+    return Em + (d->N[to + 1] - d->N[m + 1]);
+}
+
+/* End of the first op a = p+1 after a state (previous backend GPU when p ≥ 0), window [Ws, Wf]. */
+static double run_first(const dp_a *d, int32_t a, int pb, double E, double Ws, double Wf)
+{
+    int ba = d->b[a];
+    double s = E + ((a >= 1 && pb >= 0 && pb != ba) ? d->c->c[a] : 0.0);
+    return ba == ATS_GPU ? s + d->c->t_gpu[a] : cpu_end1(s, d->c->t_cpu[a], Ws, Wf, d->h);
 }
 
 /* Transition from state s (after promoted op s->op, on GPU) to promoting g. Returns E_g and the
@@ -355,22 +375,27 @@ static double run_default(const dp_a *d, int32_t a, int32_t z, double E, int pb,
 static void step_a(const dp_a *d, const st_a *s, int32_t g, double *Eg, double *Fg)
 {
     const ats_op *op = &d->g->ops[g];
-    int32_t p = s->op;
+    int32_t p = s->op, a = p + 1;
     int pb = p >= 0 ? ATS_GPU : -1;
-    double E = s->E, Ts;
-    int32_t a = p + 1;
-    if (op->kind == ATS_OP_EXPERTS && op->router >= 0 && op->router > p) {
+    int32_t r = (op->kind == ATS_OP_EXPERTS) ? op->router : -1;
+    double E = s->E, Ts, Tf;
+    if (r >= a) {
         /* ops up to the router run with the copy engine idle (previous transfer ended at F ≤ E) */
-        E = run_default(d, a, op->router, E, pb, 0, 0, &pb);
-        a = op->router + 1;
+        E = run_first(d, a, pb, E, 0, 0);
+        E = run_window(d, a + 1, r, E, 0, -INFINITY);
         Ts = E > s->F ? E : s->F;
-    } else if (op->kind == ATS_OP_EXPERTS && op->router >= 0 && op->router == p) {
-        Ts = s->E > s->F ? s->E : s->F;
+        Tf = Ts + d->c->w[g];
+        E = run_window(d, r + 1, g - 1, E, Ts, Tf);
+        pb = (g - 1 >= a) ? d->b[g - 1] : pb;
     } else {
-        Ts = s->F; /* release −lead ≤ F; or router ended before F */
+        Ts = (r >= 0 && r == p) ? (s->E > s->F ? s->E : s->F) : s->F;
+        Tf = Ts + d->c->w[g];
+        if (a <= g - 1) {
+            E = run_first(d, a, pb, E, Ts, Tf);
+            E = run_window(d, a + 1, g - 1, E, Ts, Tf);
+            pb = d->b[g - 1];
+        }
     }
-    double Tf = Ts + d->c->w[g];
-    E = run_default(d, a, g - 1, E, pb, Ts, Tf, &pb);
     double Egm1 = E;
     double start = E + ((g >= 1 && pb >= 0 && pb != ATS_GPU) ? d->c->c[g] : 0.0);
     if (Tf > start) start = Tf;
@@ -378,7 +403,16 @@ static void step_a(const dp_a *d, const st_a *s, int32_t g, double *Eg, double *
     *Fg = Tf > Egm1 ? Tf : Egm1;
 }
 
-static int dominated(const st_a *x, const st_a *y) /* y dominates x */
+/* End of op z when the state s runs ops s->op+1..z at default with the copy engine idle. */
+static double advance(const dp_a *d, const st_a *s, int32_t z)
+{
+    int32_t a = s->op + 1;
+    if (a > z) return s->E;
+    double E = run_first(d, a, s->op >= 0 ? ATS_GPU : -1, s->E, 0, 0);
+    return run_window(d, a + 1, z, E, 0, -INFINITY);
+}
+
+static int dominated(const st_a *x, const st_a *y) /* y dominates x (same position) */
 {
     return y->E <= x->E && y->F <= x->F;
 }
@@ -403,44 +437,44 @@ enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, con
                                    "transfer: op %d (%s) lies between EXPERTS op %d and its router %d",
                                    (int)k, g->ops[k].name, (int)i, (int)op->router);
     }
-    dp_a d = {g, cur, p->backend, o.hostmem_cpu_factor, o.prefetch_lead_s};
-    int32_t *cand = malloc((size_t)n * sizeof *cand);
-    int32_t *first = malloc((size_t)(n + 1) * sizeof *first); /* states of candidate k: [first[k], first[k+1]) */
-    uint64_t *xb = malloc((size_t)n * sizeof *xb);
-    size_t cap = 1024, ns = 0;
+    dp_a d = {g, cur, p->backend, o.hostmem_cpu_factor, o.prefetch_lead_s, NULL, NULL};
+    d.N = malloc((size_t)(n + 1) * sizeof *d.N);
+    d.Q = malloc((size_t)(n + 1) * sizeof *d.Q);
+    size_t cap = 1024, ns = 0, na = 0, cap_alive = 1024;
     st_a *S = malloc(cap * sizeof *S);
-    if (!cand || !first || !xb || !S) {
+    size_t *alive = malloc(cap_alive * sizeof *alive);
+    if (!d.N || !d.Q || !S || !alive) {
         st = ats_err_set(err, ATS_ENOMEM, "transfer: out of memory");
         goto done;
     }
-    int32_t nc = 0;
-    for (int32_t i = 0; i < n; i++)
-        if (promotable_a(g, p->backend, &o, i)) {
-            xb[nc] = ats_op_xfer_bytes(g, o.routing, i);
-            cand[nc++] = i;
-        }
+    d.N[0] = d.Q[0] = 0;
+    for (int32_t k = 0; k < n; k++) {
+        double sw = sw_def(&d, k);
+        int cpu = p->backend[k] == ATS_CPU;
+        d.N[k + 1] = d.N[k] + sw + (cpu ? cur->t_cpu[k] : cur->t_gpu[k]);
+        d.Q[k + 1] = d.Q[k] + sw + (cpu ? cur->t_cpu[k] / d.h : cur->t_gpu[k]);
+    }
     /* state 0: round start */
     S[ns++] = (st_a){0.0, -o.prefetch_lead_s, -1, -1};
-    for (int32_t k = 0; k < nc; k++) {
-        first[k] = (int32_t)ns;
-        int32_t gop = cand[k];
-        /* predecessors: start (state 0) and states of candidates 0..k-1 */
-        for (size_t si = 0; si < (size_t)first[k]; si++) {
-            st_a s = S[si];
+    alive[na++] = 0;
+    for (int32_t gop = 0; gop < n; gop++) {
+        if (!promotable_a(g, p->backend, &o, gop)) continue;
+        size_t first = ns;
+        for (size_t ai = 0; ai < na; ai++) {
+            size_t si = alive[ai];
             st_a x;
-            step_a(&d, &s, gop, &x.E, &x.F);
+            step_a(&d, &S[si], gop, &x.E, &x.F);
             x.op = gop;
             x.from = (int32_t)si;
-            /* insert into the frontier [first[k], ns) */
             int dom = 0;
-            for (size_t q = (size_t)first[k]; q < ns; q++)
+            for (size_t q = first; q < ns; q++)
                 if (dominated(&x, &S[q])) {
                     dom = 1;
                     break;
                 }
             if (dom) continue;
-            size_t w = (size_t)first[k];
-            for (size_t q = (size_t)first[k]; q < ns; q++)
+            size_t w = first;
+            for (size_t q = first; q < ns; q++)
                 if (!dominated(&S[q], &x)) S[w++] = S[q];
             ns = w;
             if (ns == cap) {
@@ -454,18 +488,37 @@ enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, con
             }
             S[ns++] = x;
         }
+        /* drop earlier states that the new ones dominate from here on: compared after op gop,
+           the earlier state (CPU ran gop) must beat E + c_{gop+1} of the new one (GPU) */
+        double cnext = gop + 1 < n ? cur->c[gop + 1] : 0.0;
+        size_t w = 0;
+        for (size_t ai = 0; ai < na; ai++) {
+            const st_a *s1 = &S[alive[ai]];
+            double E1 = advance(&d, s1, gop);
+            int dom = 0;
+            for (size_t q = first; q < ns && !dom; q++) dom = S[q].E + cnext <= E1 && S[q].F <= s1->F;
+            if (!dom) alive[w++] = alive[ai];
+        }
+        na = w;
+        if (na + (ns - first) > cap_alive) {
+            cap_alive = 2 * (na + (ns - first));
+            size_t *t = realloc(alive, cap_alive * sizeof *alive);
+            if (!t) {
+                st = ats_err_set(err, ATS_ENOMEM, "transfer: out of memory");
+                goto done;
+            }
+            alive = t;
+        }
+        for (size_t q = first; q < ns; q++) alive[na++] = q;
     }
-    first[nc] = (int32_t)ns;
-    /* close: run the rest of the round from every state */
+    /* close: run the rest of the round from every live state */
     double best = INFINITY;
     int32_t bs = 0;
-    for (size_t si = 0; si < ns; si++) {
-        int pb;
-        int32_t a = S[si].op + 1;
-        double E = run_default(&d, a, n - 1, S[si].E, S[si].op >= 0 ? ATS_GPU : -1, 0, 0, &pb);
+    for (size_t ai = 0; ai < na; ai++) {
+        double E = advance(&d, &S[alive[ai]], n - 1);
         if (E < best) {
             best = E;
-            bs = (int32_t)si;
+            bs = (int32_t)alive[ai];
         }
     }
     memcpy(out->backend, p->backend, (size_t)n);
@@ -473,10 +526,10 @@ enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, con
     out->predicted_s = best;
     finish_assignment(p, out);
 done:
-    free(cand);
-    free(first);
-    free(xb);
+    free(d.N);
+    free(d.Q);
     free(S);
+    free(alive);
     return st;
 }
 
