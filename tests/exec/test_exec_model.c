@@ -1,0 +1,338 @@
+/*
+ * test_exec_model — whole-model checks on small random qwen3 (dense, Q/K norms, neox RoPE) and
+ * qwen3moe (router top-k softmax, routed + shared experts) built with ex_model_new_dummy (fresh seed,
+ * printed), and a llama with adjacent-pair RoPE:
+ *  1. a naive double-precision forward pass written here (dequantized weights) agrees with
+ *     ex_session_forward: F32 weights within 1e-4 of the logit scale, Q8_0 / Q4_K_M within 5e-2
+ *     (quantized MoE: the chosen experts are recorded through the backend hook; when 8-bit activations
+ *     flip a near-tie router decision the logit comparison is skipped, since the two passes then
+ *     compute different functions; with F32 weights the routes must agree);
+ *  2. a prefill chunk gives the same last-token logits as token-by-token decode;
+ *  3. the backend hook: with --split k a counting backend B receives exactly the ops of layers >= k
+ *     and the logits equal the unsplit run; thread count does not change the logits;
+ *  4. context overflow returns ATS_ERANGE with a message; out-of-vocabulary tokens ATS_EINVAL.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ex/model.h"
+#include "ex/quant.h"
+#include "testutil.h"
+
+static uint64_t rng;
+/* expert sets chosen per (layer, token): by the naive forward and by the session (recorded by the
+   counting backend's router entry); used to tell a routing flip from an error */
+static uint64_t g_naive_sets[16][16], g_run_sets[16][16];
+static int g_router_layer;
+
+static ats_arch make_arch(const char *family, int moe, int shexp, int64_t n_embd)
+{
+    ats_arch a;
+    ats_arch_init(&a);
+    snprintf(a.name, sizeof a.name, "tiny-%s", family);
+    snprintf(a.family, sizeof a.family, "%s", family);
+    snprintf(a.source, sizeof a.source, "test");
+    a.n_embd = n_embd;
+    a.n_layer = 3;
+    a.n_head = 4;
+    a.n_head_kv = 2;
+    a.head_dim = 32;
+    a.n_vocab = 96;
+    a.n_ff = moe ? 0 : 3 * n_embd;
+    a.n_ctx_max = 64;
+    a.rms_norm_eps = 1e-6;
+    a.rope_theta = 1e6;
+    a.rope_type = strcmp(family, "llama") == 0 ? ATS_ROPE_NORM : ATS_ROPE_NEOX;
+    a.qk_norm = strcmp(family, "llama") != 0;
+    a.tied_embd = strcmp(family, "llama") == 0;
+    if (moe) {
+        a.n_expert = 8;
+        a.n_expert_used = 2;
+        a.n_ff_exp = 64;
+        a.n_expert_shared = shexp;
+        a.n_ff_shexp = shexp ? 96 : 0;
+    }
+    return a;
+}
+
+/* dense copy of a weight matrix (or all experts) */
+static float *deq(const ex_tensor *t)
+{
+    int64_t rows = t->ne[1] * t->ne[2];
+    float *d = malloc((size_t)(rows * t->ne[0]) * sizeof *d);
+    for (int64_t r = 0; r < rows; r++)
+        ex_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)r * t->row_bytes, d + r * t->ne[0], t->ne[0]);
+    return d;
+}
+
+static void mv(const ex_tensor *t, int64_t mat, const double *x, double *y)
+{
+    float *d = deq(t);
+    int64_t n = t->ne[0], m = t->ne[1];
+    for (int64_t r = 0; r < m; r++) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) s += (double)d[(mat * m + r) * n + i] * x[i];
+        y[r] = s;
+    }
+    free(d);
+}
+
+static void rms(const double *x, const float *w, int64_t n, double eps, double *y)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    double inv = 1.0 / sqrt(ss / (double)n + eps);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+}
+
+static void rope(double *v, int64_t hd, int64_t pos, double theta, ats_rope_type ty)
+{
+    for (int64_t i = 0; i < hd / 2; i++) {
+        double ang = (double)pos * pow(theta, -2.0 * (double)i / (double)hd);
+        int64_t a = ty == ATS_ROPE_NORM ? 2 * i : i, b = ty == ATS_ROPE_NORM ? 2 * i + 1 : i + hd / 2;
+        double x0 = v[a], x1 = v[b];
+        v[a] = x0 * cos(ang) - x1 * sin(ang);
+        v[b] = x0 * sin(ang) + x1 * cos(ang);
+    }
+}
+
+static void ffn(const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, int64_t mat, const double *x, double *out)
+{
+    int64_t F = g->ne[1];
+    double *a = malloc((size_t)F * sizeof *a), *b = malloc((size_t)F * sizeof *b);
+    mv(g, mat, x, a);
+    mv(u, mat, x, b);
+    for (int64_t i = 0; i < F; i++) a[i] = a[i] / (1 + exp(-a[i])) * b[i];
+    mv(d, mat, a, out);
+    free(a);
+    free(b);
+}
+
+/* Naive forward over the whole sequence; logits of the last token. */
+static void naive_forward(const ex_model *m, const int32_t *tok, int64_t T, double *logits)
+{
+    const ats_arch *A = &m->arch;
+    int64_t E = A->n_embd, hd = A->head_dim, H = A->n_head, Hk = A->n_head_kv, kvd = Hk * hd;
+    double eps = A->rms_norm_eps;
+    double *x = malloc((size_t)(T * E) * sizeof *x), *xb = malloc((size_t)E * sizeof *xb);
+    double *K = malloc((size_t)(A->n_layer * T * kvd) * sizeof *K), *V = malloc((size_t)(A->n_layer * T * kvd) * sizeof *V);
+    double *q = malloc((size_t)(H * hd) * sizeof *q), *att = malloc((size_t)(H * hd) * sizeof *att);
+    double *tmp = malloc((size_t)E * sizeof *tmp), *t2 = malloc((size_t)E * sizeof *t2);
+    float *emb = deq(&m->tok_embd);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < E; i++) x[t * E + i] = emb[tok[t] * E + i];
+    free(emb);
+    for (int64_t t = 0; t < T; t++) {
+        double *xt = x + t * E;
+        for (int64_t l = 0; l < A->n_layer; l++) {
+            const ex_layer *L = &m->layers[l];
+            double *Kl = K + l * T * kvd, *Vl = V + l * T * kvd;
+            rms(xt, L->attn_norm.data, E, eps, xb);
+            mv(&L->wq, 0, xb, q);
+            mv(&L->wk, 0, xb, Kl + t * kvd);
+            mv(&L->wv, 0, xb, Vl + t * kvd);
+            for (int64_t h = 0; h < H; h++) {
+                if (A->qk_norm) rms(q + h * hd, L->q_norm.data, hd, eps, q + h * hd);
+                rope(q + h * hd, hd, t, A->rope_theta, A->rope_type);
+            }
+            for (int64_t h = 0; h < Hk; h++) {
+                if (A->qk_norm) rms(Kl + t * kvd + h * hd, L->k_norm.data, hd, eps, Kl + t * kvd + h * hd);
+                rope(Kl + t * kvd + h * hd, hd, t, A->rope_theta, A->rope_type);
+            }
+            for (int64_t h = 0; h < H; h++) {
+                int64_t kh = h / (H / Hk);
+                double p[64], mx = -INFINITY, sum = 0;
+                for (int64_t s = 0; s <= t; s++) {
+                    double d = 0;
+                    for (int64_t i = 0; i < hd; i++) d += q[h * hd + i] * Kl[s * kvd + kh * hd + i];
+                    p[s] = d / sqrt((double)hd);
+                    mx = fmax(mx, p[s]);
+                }
+                for (int64_t s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
+                for (int64_t i = 0; i < hd; i++) {
+                    double r = 0;
+                    for (int64_t s = 0; s <= t; s++) r += p[s] / sum * Vl[s * kvd + kh * hd + i];
+                    att[h * hd + i] = r;
+                }
+            }
+            mv(&L->wo, 0, att, tmp);
+            for (int64_t i = 0; i < E; i++) xt[i] += tmp[i];
+            rms(xt, L->ffn_norm.data, E, eps, xb);
+            if (!L->moe) {
+                ffn(&L->ffn_gate, &L->ffn_up, &L->ffn_down, 0, xb, tmp);
+            } else {
+                int64_t X = A->n_expert, k = A->n_expert_used;
+                double lg[64], mx = -INFINITY, sum = 0, ksum = 0;
+                mv(&L->gate_inp, 0, xb, lg);
+                for (int64_t e = 0; e < X; e++) mx = fmax(mx, lg[e]);
+                for (int64_t e = 0; e < X; e++) sum += exp(lg[e] - mx);
+                int used[64] = {0};
+                int64_t ids[8];
+                for (int64_t j = 0; j < k; j++) {
+                    int64_t b = -1;
+                    for (int64_t e = 0; e < X; e++)
+                        if (!used[e] && (b < 0 || lg[e] > lg[b])) b = e;
+                    used[b] = 1;
+                    ids[j] = b;
+                    g_naive_sets[l][t] |= 1ull << b;
+                    ksum += exp(lg[b] - mx) / sum;
+                }
+                memset(tmp, 0, (size_t)E * sizeof *tmp);
+                for (int64_t j = 0; j < k; j++) {
+                    double w = exp(lg[ids[j]] - mx) / sum / ksum;
+                    ffn(&L->gate_exps, &L->up_exps, &L->down_exps, ids[j], xb, t2);
+                    for (int64_t i = 0; i < E; i++) tmp[i] += w * t2[i];
+                }
+                if (L->has_shexp) {
+                    ffn(&L->gate_shexp, &L->up_shexp, &L->down_shexp, 0, xb, t2);
+                    for (int64_t i = 0; i < E; i++) tmp[i] += t2[i];
+                }
+            }
+            for (int64_t i = 0; i < E; i++) xt[i] += tmp[i];
+        }
+    }
+    rms(x + (T - 1) * E, m->output_norm.data, E, eps, xb);
+    mv(&m->output, 0, xb, logits);
+    free(x); free(xb); free(K); free(V); free(q); free(att); free(tmp); free(t2);
+}
+
+static double max_abs(const double *v, int64_t n)
+{
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(v[i]));
+    return m;
+}
+
+/* counting backend: CPU ops, counts calls */
+typedef struct { int calls; } counter;
+#define CNT(c) (((counter *)(c))->calls++)
+static enum ats_status k_embedding(void *c, const ex_tensor *t, const int32_t *tok, int64_t n, float *x) { CNT(c); return ex_cpu_embedding(t, tok, n, x); }
+static enum ats_status k_rmsnorm(void *c, const float *x, const float *w, int64_t r, int64_t n, float e, float *y) { CNT(c); return ex_cpu_rmsnorm(x, w, r, n, e, y); }
+static enum ats_status k_matmul(void *c, const ex_tensor *w, const float *x, int64_t n, float *y) { CNT(c); return ex_cpu_matmul(w, x, n, y); }
+static enum ats_status k_qk_norm(void *c, float *x, const float *w, int64_t n, int64_t h, int64_t hd, float e) { CNT(c); return ex_cpu_qk_norm(x, w, n, h, hd, e); }
+static enum ats_status k_rope(void *c, float *x, int64_t n, int64_t h, int64_t hd, int64_t nr, int64_t p, float th, ats_rope_type ty) { CNT(c); return ex_cpu_rope(x, n, h, hd, nr, p, th, ty); }
+static enum ats_status k_kv(void *c, const float *k, const float *v, int64_t n, int64_t p, int64_t d, int64_t nc, float *kc, float *vc) { CNT(c); return ex_cpu_kv_store(k, v, n, p, d, nc, kc, vc); }
+static enum ats_status k_attn(void *c, const float *q, int64_t n, int64_t p, const float *kc, const float *vc, int64_t h, int64_t hk, int64_t hd, float s, float *o) { CNT(c); return ex_cpu_attention(q, n, p, kc, vc, h, hk, hd, s, o); }
+static enum ats_status k_add(void *c, float *y, const float *x, int64_t n) { CNT(c); return ex_cpu_add(y, x, n); }
+static enum ats_status k_ffn(void *c, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x, int64_t n, float *o) { CNT(c); return ex_cpu_ffn(g, u, d, x, n, o); }
+static enum ats_status k_router(void *c, const float *l, int64_t n, int64_t ne, int64_t k, int nm, int32_t *ids, float *w)
+{
+    CNT(c);
+    enum ats_status st = ex_cpu_router_topk(l, n, ne, k, nm, ids, w);
+    for (int64_t t = 0; t < n && t < 16; t++)
+        for (int64_t j = 0; j < k; j++) g_run_sets[g_router_layer & 15][t] |= 1ull << ids[t * k + j];
+    g_router_layer++;
+    return st;
+}
+static enum ats_status k_moe(void *c, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x, int64_t n, const int32_t *ids, const float *w, int64_t k, float *o) { CNT(c); return ex_cpu_moe(g, u, d, x, n, ids, w, k, o); }
+static enum ats_status k_output(void *c, const ex_tensor *w, const float *x, int64_t n, float *l) { CNT(c); return ex_cpu_output(w, x, n, l); }
+
+static void check_model(const char *family, int moe, int shexp, ats_recipe recipe, int64_t n_embd, double bound)
+{
+    ats_arch a = make_arch(family, moe, shexp, n_embd);
+    ex_model *m = NULL;
+    ats_err err = {{0}};
+    uint64_t seed = tu_rand(&rng);
+    CHECK_MSG(ex_model_new_dummy(&a, recipe, seed, &m, &err) == ATS_OK, "%s", err.msg);
+    if (!m) return;
+    const int64_t T = 7, V = a.n_vocab;
+    int32_t tok[7];
+    for (int i = 0; i < T; i++) tok[i] = (int32_t)(tu_rand(&rng) % (uint64_t)V);
+    double *ref = malloc((size_t)V * sizeof *ref);
+    memset(g_naive_sets, 0, sizeof g_naive_sets);
+    memset(g_run_sets, 0, sizeof g_run_sets);
+    naive_forward(m, tok, T, ref);
+    double scale = max_abs(ref, V);
+    /* 1 + 2: prefill chunk and token-by-token */
+    float *lp = malloc((size_t)V * sizeof *lp), *ld = malloc((size_t)V * sizeof *ld);
+    ex_session *s = NULL;
+    counter rec = {0};
+    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add,
+                    k_ffn, k_router, k_moe, k_output};
+    ex_session_opts ro = ex_session_opts_default();
+    ro.backend_a = &R;
+    g_router_layer = 0;
+    CHECK(ex_session_new(m, &ro, &s, &err) == ATS_OK);
+    CHECK(ex_session_forward(s, tok, T, lp, &err) == ATS_OK);
+    ex_session_free(s);
+    int flips = memcmp(g_naive_sets, g_run_sets, sizeof g_naive_sets) != 0;
+    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    for (int64_t t = 0; t < T; t++) CHECK(ex_session_forward(s, tok + t, 1, ld, &err) == ATS_OK);
+    CHECK(ex_session_pos(s) == T);
+    ex_session_free(s);
+    double e_ref = 0, e_pd = 0;
+    for (int64_t i = 0; i < V; i++) {
+        double d = fabs(lp[i] - ref[i]);
+        e_ref = (d == d) ? fmax(e_ref, d) : INFINITY;
+        e_pd = fmax(e_pd, fabs(lp[i] - ld[i]));
+    }
+    fprintf(stderr, "test_exec_model: %s%s recipe %s: |logits - naive| = %.3g of scale %.3g; prefill vs decode %.3g\n",
+            family, shexp ? "+shexp" : "", ats_recipe_name(recipe), e_ref, scale, e_pd);
+    /* with 8-bit activations a router near-tie may pick another expert than the exact forward: a
+       discontinuity, not an error; the comparison is skipped then (reported) */
+    CHECK_MSG(!flips || recipe != ATS_RECIPE_F32, "%s F32: routing differs from the naive forward", family);
+    if (flips)
+        fprintf(stderr, "test_exec_model: 8-bit activations routed a token to another expert (near-tie): "
+                        "logit comparison skipped for this seed\n");
+    else
+        CHECK_MSG(e_ref <= bound * scale, "%s %s: logits differ from the naive forward by %.3g (scale %.3g)", family,
+              ats_recipe_name(recipe), e_ref, scale);
+    CHECK_MSG(e_pd <= 1e-5 * scale, "%s: prefill vs decode logits differ by %.3g", family, e_pd);
+    /* 3: split hook with a counting backend B; threads */
+    counter cnt = {0};
+    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add,
+                    k_ffn, k_router, k_moe, k_output};
+    for (int64_t k = 0; k <= a.n_layer; k++) {
+        cnt.calls = 0;
+        ex_session_opts o = ex_session_opts_default();
+        o.split_layer = k;
+        o.backend_b = &B;
+        CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+        float *lk = malloc((size_t)V * sizeof *lk);
+        CHECK(ex_session_forward(s, tok, T, lk, &err) == ATS_OK);
+        CHECK(memcmp(lk, lp, (size_t)V * sizeof *lk) == 0);
+        /* ops per layer: 2 norms, 4 matmuls, rope x2, kv, attn, 2 adds, [2 qk norms], ffn or (router
+           matmul, topk, moe [, shexp ffn + add]); output norm + head go to the last layer's backend */
+        int per_layer = 12 + (a.qk_norm ? 2 : 0) + (moe ? 3 + (shexp ? 2 : 0) : 1);
+        int want = (int)(a.n_layer - k) * per_layer + (k < a.n_layer ? 2 : 0);
+        CHECK_MSG(cnt.calls == want, "split %lld: backend B got %d calls, want %d", (long long)k, cnt.calls, want);
+        free(lk);
+        ex_session_free(s);
+    }
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    CHECK(ex_session_forward(s, tok, T, ld, &err) == ATS_OK);
+    CHECK(memcmp(ld, lp, (size_t)V * sizeof *ld) == 0);
+    omp_set_num_threads(nt);
+    /* 4: errors */
+    int32_t big[64] = {0};
+    ats_err e2 = {{0}};
+    CHECK(ex_session_forward(s, big, ex_session_n_ctx(s), ld, &e2) == ATS_ERANGE);
+    CHECK(strstr(e2.msg, "context") != NULL);
+    int32_t oov = (int32_t)V;
+    CHECK(ex_session_forward(s, &oov, 1, ld, &e2) == ATS_EINVAL);
+    ex_session_free(s);
+    free(lp); free(ld); free(ref);
+    ex_model_free(m);
+}
+
+int main(void)
+{
+    rng = tu_seed("test_exec_model");
+    check_model("qwen3", 0, 0, ATS_RECIPE_F32, 64, 1e-4);
+    check_model("qwen3moe", 1, 0, ATS_RECIPE_F32, 64, 1e-4);
+    check_model("qwen3_moe", 1, 1, ATS_RECIPE_F32, 64, 1e-4);
+    check_model("llama", 0, 0, ATS_RECIPE_F32, 64, 1e-4);
+    check_model("qwen3", 0, 0, ATS_RECIPE_Q8_0, 64, 5e-2);
+    check_model("qwen3moe", 1, 1, ATS_RECIPE_Q4_K_M, 256, 5e-2);
+    check_model("llama", 0, 0, ATS_RECIPE_Q4_0, 64, 8e-2);
+    /* unsupported family */
+    ats_arch a = make_arch("glm4", 0, 0, 64);
+    ex_model *m = NULL;
+    ats_err err = {{0}};
+    CHECK(ex_model_new_dummy(&a, ATS_RECIPE_F32, 1, &m, &err) == ATS_EINVAL && strstr(err.msg, "glm4"));
+    return tu_finish("test_exec_model");
+}
