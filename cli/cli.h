@@ -56,6 +56,12 @@ int ats_bench_sim(int argc, char **argv); /* `ats bench sim` (cli/bench_sim.c) *
 int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/bench_kernels.c) */
 int ats_cmd_bench(int argc, char **argv); /* `ats bench <what>` dispatcher (cli/cmd_bench.c) */
 int ats_bench_sched(int argc, char **argv); /* `ats bench sched` (cli/cmd_bench.c) */
+struct ats_arch;
+struct ats_graph_opts;
+struct ats_graph;
+/* `ats inspect --policy P --vram-budget B`: placement, GPU bytes, predicted latency, plan (cli/inspect_plan.c) */
+int ats_inspect_plan(const struct ats_arch *arch, const struct ats_graph_opts *go, const struct ats_graph *g,
+                     const char *policy, uint64_t budget, const char *hw_name, int show_plan);
 int ats_cmd_trace(int argc, char **argv);
 int ats_cmd_record(int argc, char **argv);
 int ats_cmd_stress(int argc, char **argv);

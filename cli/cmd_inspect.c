@@ -27,6 +27,10 @@ static void usage(FILE *f)
             "  --tokens N       prefill chunk size [512]\n"
             "  --n-ctx C        KV cache capacity [tokens] [ctx + tokens]\n"
             "  --format F       table or csv [table]\n"
+            "  --policy P       also print P's placement (per layer and role), GPU bytes, predicted round\n"
+            "                   latency and the plan (layer layer-opoffload expert gpu-stream static ats-paper ats)\n"
+            "  --vram-budget B  VRAM budget for --policy, e.g. 6GiB (required with --policy)\n"
+            "  --hw H           hardware description for the cost model (sim/hw/H.json) [rtx3060-laptop]\n"
             "example: ats inspect --model qwen3-14b --quant q4_k_m --phase decode --ctx 2048\n");
 }
 
@@ -54,7 +58,11 @@ int ats_cmd_inspect(int argc, char **argv)
         {"model", required_argument, 0, 'm'}, {"quant", required_argument, 0, 'q'},
         {"phase", required_argument, 0, 'p'}, {"ctx", required_argument, 0, 'c'},
         {"tokens", required_argument, 0, 't'}, {"n-ctx", required_argument, 0, 'n'},
-        {"format", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"format", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'},
+        {"policy", required_argument, 0, 'P'}, {"vram-budget", required_argument, 0, 'B'},
+        {"hw", required_argument, 0, 'W'}, {0, 0, 0, 0}};
+    const char *policy = NULL, *hw = "rtx3060-laptop";
+    uint64_t vram_budget = 0;
     optind = 1;
     opterr = 0;
     int c;
@@ -64,6 +72,14 @@ int ats_cmd_inspect(int argc, char **argv)
         case 'q': quant = optarg; break;
         case 'p': phase = optarg; break;
         case 'f': format = optarg; break;
+        case 'P': policy = optarg; break;
+        case 'W': hw = optarg; break;
+        case 'B':
+            if (ats_cli_parse_bytes(optarg, &vram_budget)) {
+                ats_cli_error("inspect", "--vram-budget: '%s' is not a positive size (e.g. 6GiB)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
         case 'c':
         case 't':
         case 'n': {
@@ -86,6 +102,10 @@ int ats_cmd_inspect(int argc, char **argv)
     if (optind < argc) {
         ats_cli_error("inspect", "unexpected argument '%s'", argv[optind]);
         usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    if (policy && vram_budget == 0) {
+        ats_cli_error("inspect", "--policy needs --vram-budget (e.g. --vram-budget 6GiB)");
         return ATS_EXIT_USAGE;
     }
     if (strcmp(format, "table") && strcmp(format, "csv")) {
@@ -186,6 +206,8 @@ int ats_cmd_inspect(int argc, char **argv)
         printf("  activations      %s in+out\n", act);
         printf("  FLOP/round       %.4g\n", tot_flop);
     }
+    int rc = ATS_EXIT_OK;
+    if (policy) rc = ats_inspect_plan(&arch, &go, g, policy, vram_budget, hw, 1);
     ats_graph_free(g);
-    return ATS_EXIT_OK;
+    return rc;
 }
