@@ -161,6 +161,7 @@ int ats_bench_sim(int argc, char **argv)
     {
         sim_session_cfg cfg = o.cfg;
         cfg.policy = "ats";
+        cfg.resched_cost_s = sim_cli_resched_cost(&o, "ats", NULL, 0);
         cfg.duration_s = replay_s;
         int64_t t0 = now_ns();
         enum ats_status st = sim_session_run(&o.arch, &o.hw_desc, o.tr ? &o.st : NULL, &cfg, &rr, &err);
@@ -190,12 +191,14 @@ int ats_bench_sim(int argc, char **argv)
     double *tpot = calloc((size_t)n_pts, sizeof *tpot);
     uint64_t events = 0;
     long n_rounds = 0, n_fail = 0;
+    const double resched = sim_cli_resched_cost(&o, "ats", NULL, 0);
     int64_t t_sw0 = now_ns();
 #pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads) reduction(+ : events, n_rounds, n_fail)
     for (long p = 0; p < n_pts; p++) {
         int it = (int)(p / (n_grid * n_grid)), ie = (int)(p / n_grid % n_grid), ii = (int)(p % n_grid);
         sim_session_cfg cfg = o.cfg;
         cfg.policy = "ats";
+        cfg.resched_cost_s = resched;
         cfg.duration_s = 180.0;
         cfg.ctrl.eps = 0.05 + 0.45 * ie / (n_grid - 1);   /* 0.05 .. 0.5 */
         cfg.ctrl.tau_s = 0;

@@ -188,11 +188,15 @@ int ats_cmd_sim(int argc, char **argv)
         goto done;
     }
     progress_state ps = {n_pol, frac};
+    double rcost[32];
+    char rsrc[512] = "";
+    for (int i = 0; i < n_pol; i++) rcost[i] = sim_cli_resched_cost(&o, pol[i], rsrc, sizeof rsrc);
     int nthr = tl ? 1 : (int)threads; /* a timeline handle is not thread-safe */
 #pragma omp parallel for schedule(dynamic) num_threads(nthr)
     for (int i = 0; i < n_pol; i++) {
         sim_session_cfg cfg = o.cfg;
         cfg.policy = pol[i];
+        cfg.resched_cost_s = rcost[i];
         cfg.timeline = tl;
         slots[i].ps = &ps;
         slots[i].i = i;
@@ -217,10 +221,11 @@ int ats_cmd_sim(int argc, char **argv)
         }
     }
     if (fmt == SIM_FMT_TABLE)
-        printf("# %s (%s) on %s, trace %s, VRAM budget %.2f GiB, prompt %lld + gen %lld, chunk %lld, seed %llu\n",
+        printf("# %s (%s) on %s, trace %s, VRAM budget %.2f GiB, prompt %lld + gen %lld, chunk %lld, seed %llu\n"
+               "# re-schedule cost %.2f ms (%s)\n",
                o.arch.name, ats_recipe_name(o.cfg.recipe), o.hw_desc.name, o.trace_name,
                (double)o.cfg.vram_budget_bytes / (1 << 30), (long long)o.cfg.prompt_tok, (long long)o.cfg.gen_tok,
-               (long long)o.cfg.chunk_tok, (unsigned long long)o.cfg.seed);
+               (long long)o.cfg.chunk_tok, (unsigned long long)o.cfg.seed, 1e3 * rcost[n_pol - 1], rsrc);
     sim_summary_print(stdout, ok, n_ok, fmt);
     free(ok);
     if (n_ok == 0 && rc == ATS_EXIT_OK) rc = ATS_EXIT_USAGE;
@@ -231,9 +236,10 @@ int ats_cmd_sim(int argc, char **argv)
         enum ats_status s2 = atsc_results_open(out_path, &meta, &w, &err);
         for (int i = 0; i < n_pol && s2 == ATS_OK; i++) {
             if (st[i] != ATS_OK) continue;
-            char run_cfg[256];
+            char run_cfg[320];
             snprintf(run_cfg, sizeof run_cfg,
-                     "{\"policy\": \"%s\", \"resident_bytes\": %llu, \"temp_bytes\": %llu, \"events\": %llu}", pol[i],
+                     "{\"policy\": \"%s\", \"resched_cost_s\": %.9g, \"resident_bytes\": %llu, \"temp_bytes\": %llu, "
+                     "\"events\": %llu}", pol[i], rcost[i],
                      (unsigned long long)res[i].resident_bytes, (unsigned long long)res[i].temp_bytes,
                      (unsigned long long)res[i].events);
             s2 = atsc_results_begin_run(w, pol[i], pol[i], run_cfg, o.cfg.record_ops, &err);

@@ -163,6 +163,8 @@ int ats_cmd_sweep(int argc, char **argv)
         if (dot && strcmp(dot, ".h5") == 0) *dot = 0;
         n_tr++;
     }
+    double resched[MAX_POL];
+    for (int i = 0; i < n_pol; i++) resched[i] = sim_cli_resched_cost(&o, pol[i], NULL, 0);
     const long n_pts = (long)n_tr * n_pol * n_eps * n_itv;
     atsc_sweep_row *rows = calloc((size_t)n_pts, sizeof *rows);
     enum ats_status *pst = calloc((size_t)n_pts, sizeof *pst);
@@ -184,6 +186,7 @@ int ats_cmd_sweep(int argc, char **argv)
         int it = (int)(q / n_pol);
         sim_session_cfg cfg = o.cfg;
         cfg.policy = pol[ip];
+        cfg.resched_cost_s = resched[ip];
         cfg.ctrl.eps = eps[ie];
         if (itv_ms) cfg.ctrl.tau_s = itv[ii] * 1e-3;
         else cfg.ctrl.tau_s = 0, cfg.ctrl.tau_tpot_mult = itv[ii];

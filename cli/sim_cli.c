@@ -6,6 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "ats_version.h"
 #include "atsc/hw_json.h"
 #include "atsc/model_json.h"
 #include "cli.h"
@@ -26,7 +29,8 @@ const char sim_cli_help[] =
     "  --gap S            idle time between requests [0]\n"
     "  --jitter SIGMA     lognormal jitter on op times (mean 1) [0]\n"
     "  --routing R        MoE routing: uniform, zipf[:SKEW] or an HDF5 file [uniform]\n"
-    "  --resched-cost T   CPU time of one re-schedule, e.g. 16ms [16ms: paper's 9 ms DP + 7 ms rebuild]\n"
+    "  --resched-cost T   CPU time of one re-schedule, e.g. 16ms [DP + plan build measured by\n"
+    "                     `ats bench sched` (experiments/bench/bench-sched.json), else the paper's 16ms]\n"
     "  --tpot-window N    rounds in the controller's recent-TPOT median [8]\n"
     "  --no-prefetch      no decode prefetch into the previous round's idle copy engine\n"
     "  --no-hostmem       no host-memory interference between CPU ops and DMA\n"
@@ -162,6 +166,7 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
     case SIMF_RESCHED:
         if (sim_cli_parse_time(arg, &d)) goto bad;
         c->resched_cost_s = d;
+        o->resched_given = 1;
         return 1;
     case SIMF_WINDOW:
         if (ats_cli_parse_int(arg, &ll) || ll < 1 || ll > 64) goto bad;
@@ -249,6 +254,39 @@ int sim_cli_load(sim_cli *o, const char *cmd)
         snprintf(o->trace_name, sizeof o->trace_name, "none");
     }
     return 0;
+}
+
+double sim_cli_resched_cost(const sim_cli *o, const char *policy, char *source, size_t len)
+{
+    if (o->resched_given) {
+        if (source) snprintf(source, len, "--resched-cost");
+        return o->cfg.resched_cost_s;
+    }
+    char path[1200];
+    const char *env = getenv("ATS_BENCH_SCHED");
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else { /* the source tree: the models directory's parent */
+        snprintf(path, sizeof path, "%s", ATS_DEFAULT_MODELS_DIR);
+        char *slash = strrchr(path, '/');
+        if (slash) *slash = 0;
+        strncat(path, "/experiments/bench/bench-sched.json", sizeof path - strlen(path) - 1);
+    }
+    double cost = 0.016;
+    if (source) snprintf(source, len, "paper 9 ms + 7 ms");
+    json_t *root = json_load_file(path, 0, NULL);
+    json_t *m = root ? json_object_get(json_object_get(root, "results"), o->arch.name) : NULL;
+    if (m) {
+        int paper = policy && strcmp(policy, "ats-paper") == 0;
+        json_t *dp = json_object_get(m, paper ? "dynamic_transfer_paper_us" : "dynamic_transfer_us");
+        json_t *pb = json_object_get(m, "plan_build_us");
+        if (json_is_number(dp) && json_is_number(pb) && json_number_value(dp) >= 0 && json_number_value(pb) >= 0) {
+            cost = (json_number_value(dp) + json_number_value(pb)) * 1e-6;
+            if (source) snprintf(source, len, "ats bench sched (%s)", path);
+        }
+    }
+    json_decref(root);
+    return cost;
 }
 
 const char *sim_cli_config_json(const sim_cli *o, const char *policies, char *buf, size_t len)

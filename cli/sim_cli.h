@@ -45,7 +45,7 @@ extern const char sim_cli_help[];
 
 typedef struct sim_cli {
     const char *model, *quant, *hw, *trace; /* names or paths; trace "none" = idle machine */
-    int trace_given, duration_given, requests_given;
+    int trace_given, duration_given, requests_given, resched_given;
     sim_session_cfg cfg;
     char routing_path[1024];
     /* loaded by sim_cli_load */
@@ -65,6 +65,11 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg);
  *  default duration = the trace's length when a trace is given and neither --requests nor
  *  --duration. Returns 0, or 2 (bad input, message printed). */
 int sim_cli_load(sim_cli *o, const char *cmd);
+/** The re-schedule cost for `policy` [s]: --resched-cost when given; else the DP + plan-build
+ *  times that `ats bench sched` measured on this machine for this model
+ *  (experiments/bench/bench-sched.json in the source tree, $ATS_BENCH_SCHED overrides); else the
+ *  paper's 16 ms (§4.4.3). `source` (may be NULL) receives where the figure came from. */
+double sim_cli_resched_cost(const sim_cli *o, const char *policy, char *source, size_t len);
 /** Parses a time: "16ms", "2.5s", "300us" or a plain number of seconds. 0 ok, -1 bad. */
 int sim_cli_parse_time(const char *s, double *out_s);
 /** Parses "a:b:s" into a ≤ b, s > 0 (inclusive grid); a single value is a:a:1. Returns the number

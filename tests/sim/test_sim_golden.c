@@ -206,9 +206,9 @@ int main(int argc, char **argv)
     const char *what = argc > 1 ? argv[1] : "golden";
     if (strcmp(what, "golden") == 0) {
         golden("sim_qwen3-14b_fig13", "sim --requests 1 --prompt 1024 --gen 24 --trace fig13-synth --trace-offset 57 "
-                                      "--jitter 0.05 --seed 11");
+                                      "--jitter 0.05 --seed 11 --resched-cost 16ms");
         golden("sim_qwen3-30b-a3b_zipf", "sim --model qwen3-30b-a3b --requests 2 --prompt 512 --gen 16 --routing zipf:1.2 "
-                                         "--trace fig13-synth --trace-offset 118 --seed 3 --format csv");
+                                         "--trace fig13-synth --trace-offset 118 --seed 3 --resched-cost 16ms --format csv");
         golden("sim_ablation", "sim --policy static,ats --requests 1 --prompt 1024 --gen 16 --trace none --serialized "
                                "--act-path ce --no-hostmem --resched-cost 9ms --format json");
     } else if (strcmp(what, "threads") == 0) {
