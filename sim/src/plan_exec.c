@@ -104,9 +104,11 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
                 kind = a->dir == ATS_H2D ? SIM_TASK_SM_H2D : SIM_TASK_SM_D2H;
                 q = SIM_Q_GPU;
             }
-            int32_t idx;
-            st = add(prog, kind, q, (double)a->bytes, prev >= 0 ? &prev : NULL, prev >= 0, SIM_TAG_AXFER, i,
-                     &idx, err);
+            int32_t adeps[2], nad = 0, idx;
+            if (prev >= 0) adeps[nad++] = prev;
+            /* R7: in serialized plans the activation follows the op's weight transfer */
+            if (serial && po->wait_xfer >= 0 && po->wait_xfer < k) adeps[nad++] = xtask[po->wait_xfer];
+            st = add(prog, kind, q, (double)a->bytes, adeps, nad, SIM_TAG_AXFER, i, &idx, err);
             if (st) goto out;
             if (act_task) act_task[i] = idx;
             prev = idx;
