@@ -443,9 +443,20 @@ enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, con
     size_t cap = 1024, ns = 0, na = 0, cap_alive = 1024;
     st_a *S = malloc(cap * sizeof *S);
     size_t *alive = malloc(cap_alive * sizeof *alive);
+    double *Wsuf = NULL;
     if (!d.N || !d.Q || !S || !alive) {
         st = ats_err_set(err, ATS_ENOMEM, "transfer: out of memory");
         goto done;
+    }
+    Wsuf = malloc((size_t)(n + 1) * sizeof *Wsuf);
+    if (!Wsuf) {
+        st = ats_err_set(err, ATS_ENOMEM, "transfer: out of memory");
+        goto done;
+    }
+    Wsuf[n] = 0;
+    for (int32_t k = n - 1; k >= 0; k--) {
+        double wk = promotable_a(g, p->backend, &o, k) ? cur->w[k] : 0.0;
+        Wsuf[k] = wk > Wsuf[k + 1] ? wk : Wsuf[k + 1];
     }
     d.N[0] = d.Q[0] = 0;
     for (int32_t k = 0; k < n; k++) {
@@ -488,15 +499,26 @@ enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, con
             }
             S[ns++] = x;
         }
-        /* drop earlier states that the new ones dominate from here on: compared after op gop,
-           the earlier state (CPU ran gop) must beat E + c_{gop+1} of the new one (GPU) */
+        /* Drop earlier states that a new one dominates for every continuation. Compared at the
+           end of op gop: the earlier state s1 (which ran gop on the CPU) is at best (E1, F1) with
+           E1 its interference-free end of gop; the new state s2 is no worse than (E2 + c_{gop+1},
+           F2). A release F ≤ E − W, W the largest transfer still to come, acts like F = E − W
+           (every later transfer would end before the compute stream gets there), so s2 dominates
+           when E2 + c ≤ E1 and F2 ≤ max(F1, E1 − W). Skipped where a later EXPERTS op's router
+           lies at or before gop (its release would depend on s1's router end). */
+        int can_prune = !o.no_prune && !(gop + 1 < n && g->ops[gop + 1].kind == ATS_OP_EXPERTS && g->ops[gop + 1].router >= 0 &&
+                          g->ops[gop + 1].router <= gop);
         double cnext = gop + 1 < n ? cur->c[gop + 1] : 0.0;
+        double Wn = Wsuf[gop + 1];
         size_t w = 0;
         for (size_t ai = 0; ai < na; ai++) {
             const st_a *s1 = &S[alive[ai]];
-            double E1 = advance(&d, s1, gop);
             int dom = 0;
-            for (size_t q = first; q < ns && !dom; q++) dom = S[q].E + cnext <= E1 && S[q].F <= s1->F;
+            if (can_prune) {
+                double E1 = advance(&d, s1, gop);
+                double F1 = s1->F > E1 - Wn ? s1->F : E1 - Wn;
+                for (size_t q = first; q < ns && !dom; q++) dom = S[q].E + cnext <= E1 && S[q].F <= F1;
+            }
             if (!dom) alive[w++] = alive[ai];
         }
         na = w;
@@ -530,6 +552,7 @@ done:
     free(d.Q);
     free(S);
     free(alive);
+    free(Wsuf);
     return st;
 }
 

@@ -126,6 +126,63 @@ static void test_ats_vs_brute(uint64_t *rng)
     CHECK_MSG(n_nontrivial > 100, "only %d of 500 instances promoted anything", n_nontrivial);
 }
 
+/* larger instances (where the DP's dominance pruning acts most): no assignment one or two flips
+ * away from the DP's, and no random assignment, is better under model A */
+static void test_ats_local_optimality(uint64_t *rng)
+{
+    for (int it = 0; it < 40; it++) {
+        int moe = it % 2, n = 40 + (int)(tu_rand(rng) % 60);
+        ats_graph *g = fx_random_graph(rng, n, moe);
+        ats_costs c;
+        ats_placement p;
+        ats_assignment a;
+        CHECK(ats_costs_init(&c, n) == 0 && ats_placement_init(&p, n) == 0 && ats_assignment_init(&a, n) == 0);
+        fx_random_costs(rng, g, &c);
+        random_placement(rng, &p, tu_uniform(rng, 0, 0.4));
+        ats_transfer_opts o = ats_transfer_opts_default();
+        o.temp_bytes = 512 * MIB;
+        o.hostmem_cpu_factor = tu_uniform(rng, 0.3, 1.0);
+        o.prefetch_lead_s = (it % 3 == 0) ? tu_uniform(rng, 0.0, 2.0) : 0.0;
+        ats_err err;
+        CHECK_MSG(ats_transfer_ats(g, &p, &c, &o, &a, &err) == ATS_OK, "%s", err.msg);
+        double best = a.predicted_s;
+        CHECK_REL(ats_transfer_ats_eval(g, &p, &c, &o, a.backend), best, 1e-9, 0);
+        /* the pruning changes nothing */
+        ats_assignment a2;
+        CHECK(ats_assignment_init(&a2, n) == 0);
+        o.no_prune = 1;
+        CHECK(ats_transfer_ats(g, &p, &c, &o, &a2, &err) == ATS_OK);
+        o.no_prune = 0;
+        CHECK_REL(a2.predicted_s, best, 1e-12, 0);
+        ats_assignment_free(&a2);
+        uint8_t rb[128];
+        int32_t cand[128], m = 0;
+        for (int i = 0; i < n; i++)
+            if (ats_transfer_ats_eval(g, &p, &c, &o, p.backend) < INFINITY && p.backend[i] == ATS_CPU) cand[m++] = i;
+        for (int t = 0; t < 300 && m > 0; t++) {
+            memcpy(rb, a.backend, (size_t)n);
+            int flips = 1 + (int)(tu_rand(rng) % 2);
+            for (int f = 0; f < flips; f++) {
+                int32_t i = cand[tu_rand(rng) % (uint64_t)m];
+                rb[i] = rb[i] == ATS_GPU ? ATS_CPU : ATS_GPU;
+            }
+            double v = ats_transfer_ats_eval(g, &p, &c, &o, rb);
+            CHECK_MSG(!(v < best - 1e-9 * (1 + best)), "it %d: a neighbour has %.12g < DP %.12g", it, v, best);
+        }
+        for (int t = 0; t < 100 && m > 0; t++) {
+            memcpy(rb, p.backend, (size_t)n);
+            for (int k = 0; k < m; k++)
+                if (tu_rand(rng) % 2) rb[cand[k]] = ATS_GPU;
+            double v = ats_transfer_ats_eval(g, &p, &c, &o, rb);
+            CHECK_MSG(!(v < best - 1e-9 * (1 + best)), "it %d: a random assignment has %.12g < DP %.12g", it, v, best);
+        }
+        ats_assignment_free(&a);
+        ats_placement_free(&p);
+        ats_costs_free(&c);
+        ats_graph_free(g);
+    }
+}
+
 /* model A on real graphs: the DP never loses to "promote nothing" and agrees with plan predict */
 static void test_ats_real(void)
 {
@@ -150,6 +207,10 @@ static void test_ats_real(void)
             o.temp_bytes = 1ull << 30;
             o.hostmem_cpu_factor = hw.hostmem_cpu_factor;
             CHECK_MSG(ats_transfer_ats(g, &p, &c, &o, &a, &err) == ATS_OK, "%s", err.msg);
+            o.no_prune = 1;
+            CHECK(ats_transfer_ats(g, &p, &c, &o, &a0, &err) == ATS_OK);
+            o.no_prune = 0;
+            CHECK_REL(a0.predicted_s, a.predicted_s, 1e-12, 0);
             ats_assignment_from_placement(&a0, &p);
             double none = ats_transfer_ats_eval(g, &p, &c, &o, a0.backend);
             CHECK(a.predicted_s <= none + 1e-12);
@@ -203,6 +264,7 @@ int main(void)
     uint64_t rng = tu_seed("test_transfer");
     test_paper_vs_brute(&rng);
     test_ats_vs_brute(&rng);
+    test_ats_local_optimality(&rng);
     test_ats_real();
     test_bad_inputs(&rng);
     return tu_finish("test_transfer");

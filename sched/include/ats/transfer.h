@@ -108,6 +108,8 @@ typedef struct ats_transfer_opts {
                                    default 0 = no prefetch) */
     const ats_routing *routing; /* borrowed; this round's routing (bytes of EXPERTS transfers);
                                    NULL = expected routing (op.n_expert_active) */
+    int no_prune;               /* model A: 1 disables the cross-position dominance pruning (same
+                                   result, O(P²) transitions; for tests); default 0 */
 } ats_transfer_opts;
 
 ats_transfer_opts ats_transfer_opts_default(void);
