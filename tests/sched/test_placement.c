@@ -207,6 +207,7 @@ static void test_bad_inputs(uint64_t *rng)
     empty.n_ops = 0;
     CHECK(ats_place_static(&empty, &c, 1ull << 30, NULL, &p, &err) == ATS_EINVAL);
     CHECK(strstr(err.msg, "empty") != NULL);
+    ats_placement_free(&p);
     CHECK(ats_placement_init(&p, 0) == ATS_EINVAL);
     ats_placement_free(&p);
     ats_costs_free(&c);
