@@ -20,7 +20,8 @@ unsigned ex_cpu_features(void)
     unsigned f = 0;
 #ifdef EX_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) f |= EX_CPU_AVX2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        f |= EX_CPU_AVX2;
     if ((f & EX_CPU_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
         f |= EX_CPU_AVX512;
@@ -166,8 +167,11 @@ static float dot_q6_K_scalar(const void *wv, const void *av, int64_t nb)
 
 /* ---- AVX2 / AVX-512 VNNI ------------------------------------------------------------------ */
 #ifdef EX_X86
-#define AVX2_FN __attribute__((target("avx2,fma")))
-#define VNNI_FN __attribute__((target("avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
+#define VNNI_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* fp16 → float with the F16C instruction (every AVX2 CPU has it) */
+#define H2F(h) _cvtsh_ss(h)
 
 static inline AVX2_FN float hsum_ps(__m256 v)
 {
@@ -203,7 +207,7 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
         __m256 acc = _mm256_setzero_ps();                                                         \
         float corr = 0;                                                                           \
         for (int64_t i = 0; i < nb; i++) {                                                        \
-            float dw = ex_fp16_to_f32(w[i].d);                                                    \
+            float dw = H2F(w[i].d);                                                    \
             __m256i q = load_q4(w[i].qs);                                                         \
             __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
             __m256 p = _mm256_cvtepi32_ps(DOT(q, x));                                             \
@@ -223,12 +227,24 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
             __m256i q = _mm256_loadu_si256((const __m256i *)w[i].qs);                             \
             __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
             __m256 p = _mm256_cvtepi32_ps(DOT(_mm256_sign_epi8(q, q), _mm256_sign_epi8(x, q)));   \
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(ex_fp16_to_f32(w[i].d) * a[i].d), p, acc);       \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(H2F(w[i].d) * a[i].d), p, acc);       \
         }                                                                                         \
         return hsum_ps(acc);                                                                      \
     }
 
-/* Q4_K: int16 pair sums (maddubs) weighted by the sub-block scales with madd, int32 per super-block. */
+/* Q4_K: the 12 packed scale bytes are unpacked with 32-bit masks (sc 0..3 | sc 4..7 | m 0..3 | m 4..7,
+ * see ex_q4k_scale_min); int16 pair sums (maddubs) weighted by the sub-block scales with madd. */
+static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
+{
+    uint32_t u[3], r[4];
+    memcpy(u, scales, 12);
+    r[0] = u[0] & 0x3F3F3F3Fu;                                            /* sc[0..3] */
+    r[1] = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);     /* sc[4..7] */
+    r[2] = u[1] & 0x3F3F3F3Fu;                                            /* m[0..3] */
+    r[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4); /* m[4..7] */
+    memcpy(out, r, 16);
+}
+
 #define DEF_Q4_K(NAME, ATTR)                                                                      \
     static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
     {                                                                                             \
@@ -238,10 +254,16 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
         float accm = 0;                                                                           \
         const __m256i m4 = _mm256_set1_epi8(0x0F);                                                \
         for (int64_t i = 0; i < nb; i++) {                                                        \
-            uint8_t sc[8], mn[8];                                                                 \
-            for (int k = 0; k < 8; k++) ex_q4k_scale_min(w[i].scales, k, &sc[k], &mn[k]);         \
-            int summ = 0;                                                                         \
-            for (int k = 0; k < 8; k++) summ += mn[k] * (a[i].bsums[2 * k] + a[i].bsums[2 * k + 1]); \
+            uint8_t sm[16];                                                                       \
+            q4k_unpack(w[i].scales, sm);                                                          \
+            /* Σ_k m[k] * (bsums[2k] + bsums[2k+1]) */                                            \
+            __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[i].bsums),              \
+                                        _mm_loadu_si128((const __m128i *)(a[i].bsums + 8)));      \
+            __m128i mm = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 8)));          \
+            __m128i pm = _mm_madd_epi16(bs, mm);                                                  \
+            pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4E));                                  \
+            pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xB1));                                  \
+            int summ = _mm_cvtsi128_si32(pm);                                                     \
             __m256i sumi = _mm256_setzero_si256();                                                \
             for (int c = 0; c < 4; c++) {                                                         \
                 __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));              \
@@ -249,13 +271,13 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
                 __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);                       \
                 __m256i x0 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c));             \
                 __m256i x1 = _mm256_loadu_si256((const __m256i *)(a[i].qs + 64 * c + 32));        \
-                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16(sc[2 * c])); \
-                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), _mm256_set1_epi16(sc[2 * c + 1])); \
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16(sm[2 * c])); \
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), _mm256_set1_epi16(sm[2 * c + 1])); \
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));                          \
             }                                                                                     \
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * ex_fp16_to_f32(w[i].d)),                \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(a[i].d * H2F(w[i].d)),                           \
                                   _mm256_cvtepi32_ps(sumi), acc);                                 \
-            accm += a[i].d * ex_fp16_to_f32(w[i].dmin) * (float)summ;                             \
+            accm += a[i].d * H2F(w[i].dmin) * (float)summ;                                        \
         }                                                                                         \
         return hsum_ps(acc) - accm;                                                               \
     }
@@ -291,7 +313,7 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
                     sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], xv), scv)); \
                 }                                                                                 \
             }                                                                                     \
-            float dd = a[i].d * ex_fp16_to_f32(w[i].d);                                           \
+            float dd = a[i].d * H2F(w[i].d);                                           \
             acc = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi), acc);             \
             acc = _mm256_add_ps(acc, _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, -32.0f * dd * (float)corr)); \
         }                                                                                         \
@@ -308,6 +330,58 @@ static AVX2_FN float dot_f32_avx2(const float *w, const float *x, int64_t n)
     return s;
 }
 
+#define DEF_MXFP4(NAME, ATTR, DOT)                                                                \
+    static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
+    {                                                                                             \
+        const ex_block_mxfp4 *w = wv;                                                             \
+        const ex_block_q8_1 *a = av;                                                              \
+        const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)E2M1X2)); \
+        __m256 acc = _mm256_setzero_ps();                                                         \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            __m256i v = _mm256_shuffle_epi8(tab, load_q4(w[i].qs));                               \
+            __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
+            __m256 p = _mm256_cvtepi32_ps(DOT(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v)));   \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(0.5f * ex_e8m0_to_f32(w[i].e) * a[i].d), p, acc); \
+        }                                                                                         \
+        return hsum_ps(acc);                                                                      \
+    }
+
+static AVX2_FN float fdot_f16_avx2(const void *wv, const float *x, int64_t n)
+{
+    const uint8_t *w = wv;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * i))), _mm256_loadu_ps(x + i), acc);
+    float s = hsum_ps(acc);
+    for (; i < n; i++) {
+        ex_fp16 h;
+        memcpy(&h, w + 2 * i, 2);
+        s += ex_fp16_to_f32(h) * x[i];
+    }
+    return s;
+}
+
+static AVX2_FN float fdot_bf16_avx2(const void *wv, const float *x, int64_t n)
+{
+    const uint8_t *w = wv;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * i))), 16);
+        acc = _mm256_fmadd_ps(_mm256_castsi256_ps(v), _mm256_loadu_ps(x + i), acc);
+    }
+    float s = hsum_ps(acc);
+    for (; i < n; i++) {
+        ex_bf16 h;
+        memcpy(&h, w + 2 * i, 2);
+        s += ex_bf16_to_f32(h) * x[i];
+    }
+    return s;
+}
+
+DEF_MXFP4(dot_mxfp4_avx2, AVX2_FN, dot_us_avx2)
+DEF_MXFP4(dot_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_0(dot_q4_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q4_0(dot_q4_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0(dot_q8_0_avx2, AVX2_FN, dot_us_avx2)
@@ -340,7 +414,11 @@ static vec_dot_fn pick_dot(ats_qtype t, unsigned f)
     case ATS_Q_Q4_K: return dot_q4_K_scalar;
     case ATS_Q_Q6_K: return dot_q6_K_scalar;
 #endif
+#ifdef EX_X86
+    case ATS_Q_MXFP4: return (f & EX_CPU_AVX512VNNI) ? dot_mxfp4_vnni : (f & EX_CPU_AVX2) ? dot_mxfp4_avx2 : dot_mxfp4_scalar;
+#else
     case ATS_Q_MXFP4: return dot_mxfp4_scalar;
+#endif
     default: return NULL;
     }
 }
@@ -363,13 +441,22 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
 #ifdef EX_X86
         if (f & EX_CPU_AVX2) dot = dot_f32_avx2;
 #endif
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 32)
         for (int64_t r = 0; r < n_out; r++)
             for (int64_t t = 0; t < n_tokens; t++)
                 y[t * n_out + r] = dot((const float *)(W + (size_t)r * w->row_bytes), x + t * n_in, n_in);
         return ATS_OK;
     }
     if (w->type == ATS_Q_F16 || w->type == ATS_Q_BF16) {
+#ifdef EX_X86
+        if (f & EX_CPU_AVX2) {
+            float (*fd)(const void *, const float *, int64_t) = w->type == ATS_Q_F16 ? fdot_f16_avx2 : fdot_bf16_avx2;
+#pragma omp parallel for schedule(dynamic, 32)
+            for (int64_t r = 0; r < n_out; r++)
+                for (int64_t t = 0; t < n_tokens; t++) y[t * n_out + r] = fd(W + (size_t)r * w->row_bytes, x + t * n_in, n_in);
+            return ATS_OK;
+        }
+#endif
         int bad = 0;
 #pragma omp parallel
         {
@@ -404,7 +491,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
     vec_dot_fn dot = pick_dot(w->type, f);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 32)
     for (int64_t r = 0; r < n_out; r++)
         for (int64_t t = 0; t < n_tokens; t++)
             y[t * n_out + r] = dot(W + (size_t)r * w->row_bytes, xq + abytes * (size_t)t, nb);
