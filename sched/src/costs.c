@@ -137,6 +137,23 @@ enum ats_status ats_costs_validate(const ats_costs *c, ats_err *err)
     return ATS_OK;
 }
 
+enum ats_status ats_costs_set_op(ats_costs *c, int32_t i, const ats_op_cost *m, ats_err *err)
+{
+    if (!c || !m || i < 0 || i >= c->n)
+        return ats_err_set(err, ATS_EINVAL, "costs: op index %d outside [0, %d)", (int)i, c ? (int)c->n : 0);
+    const double v[5] = {m->t_cpu, m->t_gpu, m->w, m->c, m->w_expert};
+    const char *nm[5] = {"t_cpu", "t_gpu", "w", "c", "w_expert"};
+    for (int k = 0; k < 5; k++)
+        if (!isfinite(v[k]) || v[k] < 0)
+            return ats_err_set(err, ATS_EINVAL, "costs '%s'[%d]: %g (must be finite and >= 0)", nm[k], (int)i, v[k]);
+    c->t_cpu[i] = m->t_cpu;
+    c->t_gpu[i] = m->t_gpu;
+    c->w[i] = m->w;
+    c->c[i] = m->c;
+    c->w_expert[i] = m->w_expert;
+    return ATS_OK;
+}
+
 /* ---- analytic model ---------------------------------------------------------------------- */
 
 static double roofline(double flop, double bytes, double peak_flops, double eff_flop, double bw,

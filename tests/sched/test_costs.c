@@ -32,6 +32,16 @@ static void test_validate(uint64_t *rng)
         CHECK_MSG(strstr(err.msg, "'c'[7]") != NULL, "%s", err.msg);
         c.c[7] = keep;
     }
+    /* the measured-profile hook */
+    ats_op_cost m = {0.5, 0.25, 0.125, 0.0625, 0.03125};
+    CHECK(ats_costs_set_op(&c, 4, &m, &err) == ATS_OK);
+    CHECK(c.t_cpu[4] == 0.5 && c.t_gpu[4] == 0.25 && c.w[4] == 0.125 && c.c[4] == 0.0625 && c.w_expert[4] == 0.03125);
+    m.w = NAN;
+    CHECK(ats_costs_set_op(&c, 4, &m, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "'w'[4]") != NULL, "%s", err.msg);
+    CHECK(c.w[4] == 0.125); /* unchanged */
+    m.w = 1;
+    CHECK(ats_costs_set_op(&c, 10, &m, &err) == ATS_EINVAL);
     ats_costs d;
     CHECK(ats_costs_init(&d, 10) == ATS_OK);
     ats_costs_copy(&d, &c);

@@ -45,6 +45,18 @@ void ats_costs_copy(ats_costs *dst, const ats_costs *src);
 /** ATS_EINVAL naming op index and field when a value is NaN, negative or infinite. */
 enum ats_status ats_costs_validate(const ats_costs *c, ats_err *err);
 
+/** One op's costs, as measured by a profile (`ats profile`) [s]. */
+typedef struct ats_op_cost {
+    double t_cpu, t_gpu, w, c, w_expert;
+} ats_op_cost;
+
+/**
+ * The measured-profile hook: overwrites op i of `c` with `m` (every field; read the old values
+ * first to keep some). ATS_EINVAL naming the op and field when i is outside [0, n) or a value is
+ * NaN, negative or infinite (the snapshot is left unchanged). Added by issue 3.
+ */
+enum ats_status ats_costs_set_op(ats_costs *c, int32_t i, const ats_op_cost *m, ats_err *err);
+
 /**
  * Analytic roofline cost model. Per op and backend b:
  *   t_b = max(flop / (peak_b · eff), bytes / (bw_b · eff)) · q_scale + overhead_b
