@@ -34,7 +34,8 @@ class Run:
         return self.rounds[self.rounds["phase"] == PHASE_PREFILL]
 
     def summary(self):
-        """Mean/p50/p99 TPOT [s], decode tok/s, TTFT [s] (end of the last prefill round)."""
+        """Mean/p50/p99 TPOT [s], decode tok/s, mean TTFT [s] over requests (a request starts with a
+        run of prefill rounds), prefill tok/s, re-schedules, GB host→device."""
         d, p = self.decode(), self.prefill()
         out = {"rounds": int(len(self.rounds)), "decode_rounds": int(len(d))}
         if len(d):
@@ -43,7 +44,14 @@ class Run:
                        tpot_p99_s=float(np.percentile(lat, 99)),
                        decode_tok_s=float(np.sum(d["tokens"]) / np.sum(lat)))
         if len(p):
-            out["ttft_s"] = float(np.max(p["t_start_s"] + p["latency_s"]) - np.min(p["t_start_s"]))
+            # one request = a run of consecutive prefill rounds; TTFT = its first start to its last end
+            r = self.rounds
+            is_p = r["phase"] == PHASE_PREFILL
+            starts = np.nonzero(is_p & ~np.concatenate(([False], is_p[:-1])))[0]
+            ends = np.nonzero(is_p & ~np.concatenate((is_p[1:], [False])))[0]
+            ttft = (r["t_start_s"][ends] + r["latency_s"][ends]) - r["t_start_s"][starts]
+            out["ttft_s"] = float(np.mean(ttft))
+            out["requests"] = int(len(starts))
             out["prefill_tok_s"] = float(np.sum(p["tokens"]) / np.sum(p["latency_s"]))
         out["resched"] = int(np.sum(self.rounds["rescheduled"]))
         out["gb_h2d"] = float(np.sum(self.rounds["bytes_h2d"]) / 1e9)
