@@ -174,7 +174,7 @@ enum ats_status ats_controller_observe(ats_controller *c, const ats_round_obs *o
     if (!(latency_s >= 0) || !isfinite(latency_s))
         return ats_err_set(err, ATS_EINVAL, "controller: round latency %g s (must be finite and >= 0)", latency_s);
     ats_round_ctx ctx = next ? *next : ats_round_ctx_default();
-    if (c->cfg.prefetch) ctx.prefetch_lead_s = ce_tail(c, &ctx);
+    if (c->cfg.prefetch && c->g->phase.kind == ATS_PHASE_DECODE) ctx.prefetch_lead_s = ce_tail(c, &ctx);
     c->n_rounds++;
     c->tpot[c->tpot_head] = latency_s;
     c->tpot_head = (c->tpot_head + 1) % c->cfg.tpot_window;

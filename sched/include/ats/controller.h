@@ -40,7 +40,7 @@ typedef struct ats_controller_cfg {
     double tau_tpot_mult;  /* τ = mult × recent TPOT (default 5) */
     int tpot_window;       /* rounds in the recent-TPOT median (default 8, max 64) */
     int prefetch;          /* 1 (default): pass the previous round's predicted copy-engine idle
-                              tail as prefetch_lead_s to the next decode round */
+                              tail as prefetch_lead_s to the next round (decode graphs only) */
 } ats_controller_cfg;
 
 ats_controller_cfg ats_controller_cfg_default(void);
