@@ -393,7 +393,9 @@ static int solve(sim_engine *e, const sim_prog *p)
         const sim_task *t = &p->tasks[cs->task];
         double f = 1.0;
         if (e->opts.hostmem && dma > 0.0) {
-            double u = dma / hw->pcie_h2d_bw;
+            /* u = 1 at the measured operating point (DMA at its rate under CPU reads), so the pair
+             * (hostmem_cpu_factor, hostmem_dma_factor) reproduces the DESIGN.md table exactly */
+            double u = dma / (hw->pcie_h2d_bw * hw->hostmem_dma_factor);
             if (u > 1.0) u = 1.0;
             f = 1.0 - (1.0 - hw->hostmem_cpu_factor) * u;
         }

@@ -126,16 +126,16 @@ static void test_hostmem(void)
     sim_prog_init(&p);
     int32_t cpu, dma;
     /* CPU op: 1 s of memory-bound work; DMA: 4.5 GB. With the CPU reading, the DMA cap is
-     * 0.9 · 10 = 9 GB/s, u = 0.9, so the CPU runs at f = 1 - 0.5 · 0.9 = 0.55.
-     * DMA ends at 4.5 / 9 = 0.5 s, when the CPU has done 0.275 s of work; the remaining 0.725 s
-     * run at full speed: CPU ends at 1.225 s. */
+     * 0.9 · 10 = 9 GB/s = the calibrated operating point (u = 9 / (10 · 0.9) = 1), so the CPU runs
+     * at f = 0.5. DMA ends at 4.5 / 9 = 0.5 s, when the CPU has done 0.25 s of work; the remaining
+     * 0.75 s run at full speed: CPU ends at 1.25 s. */
     CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &cpu, NULL) == ATS_OK);
     CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 4.5e9, NULL, 0, &dma, NULL) == ATS_OK);
     CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
     CHECK_NEAR(p.tasks[dma].t_end_s, 0.5, 1e-12);
-    CHECK_NEAR(p.tasks[cpu].t_end_s, 1.225, 1e-12);
+    CHECK_NEAR(p.tasks[cpu].t_end_s, 1.25, 1e-12);
     /* a compute-bound CPU op (flop share 1, memory share 0.3) is not slowed by the DMA:
-     * max(1, 0.3 / 0.55) = 1; and it barely slows the DMA: cap 10 · (1 - 0.1 · 0.3) = 9.7 GB/s */
+     * max(1, 0.3 / 0.5) = 1; and it barely slows the DMA: cap 10 · (1 - 0.1 · 0.3) = 9.7 GB/s */
     sim_prog_clear(&p);
     CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &cpu, NULL) == ATS_OK);
     p.tasks[cpu].mem_frac = 0.3;
@@ -154,6 +154,32 @@ static void test_hostmem(void)
     CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
     CHECK_NEAR(p.tasks[dma].t_end_s, 0.45, 1e-12);
     CHECK_NEAR(p.tasks[cpu].t_end_s, 1.0, 1e-12);
+    sim_prog_free(&p);
+    sim_engine_free(e);
+}
+
+/* the DESIGN.md measurement (H200 machine, 8 reader threads): CPU 72.7 GB/s alone, copy engine
+ * 55.4 GB/s alone; together CPU 34.8 and copy engine 53.6 GB/s. With the factors taken from that
+ * table the engine reproduces both rates while the two overlap. */
+static void test_hostmem_calibration(void)
+{
+    ats_hw hw = test_hw();
+    hw.pcie_h2d_bw = 55.4e9;
+    hw.pcie_link_bw = 63e9;
+    hw.hostmem_cpu_factor = 34.8 / 72.7;
+    hw.hostmem_dma_factor = 53.6 / 55.4;
+    sim_engine *e = mk(&hw, NULL, 1);
+    sim_prog p;
+    sim_prog_init(&p);
+    int32_t cpu, dma;
+    /* the CPU task reads 72.7 GB at 72.7 GB/s alone (1 s of work); the transfer is long */
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &cpu, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 1000e9, NULL, 0, &dma, NULL) == ATS_OK);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    /* CPU at 34.8 GB/s: 72.7 GB take 72.7 / 34.8 s; meanwhile the DMA moved 53.6 GB/s of it */
+    double t_cpu = 72.7 / 34.8;
+    CHECK_NEAR(p.tasks[cpu].t_end_s, t_cpu, 1e-9);
+    CHECK_NEAR(p.tasks[dma].t_end_s, t_cpu + (1000e9 - 53.6e9 * t_cpu) / 55.4e9, 1e-9);
     sim_prog_free(&p);
     sim_engine_free(e);
 }
@@ -298,6 +324,7 @@ int main(void)
     test_maxmin();
     test_link_sharing();
     test_hostmem();
+    test_hostmem_calibration();
     test_trace();
     test_random_oracle(&rs);
     test_bad_input();

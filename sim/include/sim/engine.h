@@ -9,7 +9,9 @@
  *
  * Resources (DESIGN.md "What the simulator models"):
  *  - CPU: one task at a time; speed = cpu_avail / max(flop_frac, mem_frac / f_hm) where f_hm is the
- *    host-memory factor: 1 - (1 - hostmem_cpu_factor) · min(1, DMA rate / pcie_h2d_bw).
+ *    host-memory factor: 1 - (1 - hostmem_cpu_factor) · min(1, DMA rate / (pcie_h2d_bw ·
+ *    hostmem_dma_factor)); at the measured point (a copy engine streaming while 8 threads read) this
+ *    gives exactly the DESIGN.md table's pair of rates.
  *  - GPU compute stream: one task at a time (GPU op at speed gpu_avail, or an SM copy flow).
  *  - PCIe, one link per direction of capacity pcie_link_bw · pcie_avail, shared by its flows by
  *    max-min fairness with per-flow caps (copy engine: pcie_h2d_bw / pcie_d2h_bw, SM copy kernel:
