@@ -14,6 +14,10 @@ struct ats_controller {
     const ats_placement *p;
     const ats_costs *nominal;
     ats_costs cur;          /* nominal scaled by load_ref, routing applied */
+    ats_costs eff;          /* nominal, with each CPU op's t_cpu replaced by its predicted duration in
+                               the plan in force at idle speed (host-memory interference included),
+                               so that the load estimate does not mistake the plan's own interference
+                               for CPU load */
     ats_load load;          /* latest estimate */
     ats_load load_ref;      /* load of the schedule in force */
     double t_last_s;        /* time of the last (re)schedule */
@@ -59,7 +63,7 @@ enum ats_status ats_controller_new(ats_policy *pol, const ats_graph *g, const at
     k->t_last_s = -INFINITY;
     k->predicted_s = NAN;
     ats_plan_init(&k->plan);
-    if (ats_costs_init(&k->cur, g->n_ops) || ats_assignment_init(&k->asg, g->n_ops) ||
+    if (ats_costs_init(&k->cur, g->n_ops) || ats_costs_init(&k->eff, g->n_ops) || ats_assignment_init(&k->asg, g->n_ops) ||
         ats_assignment_init(&k->tmp, g->n_ops)) {
         ats_controller_free(k);
         return ats_err_set(err, ATS_ENOMEM, "controller: out of memory");
@@ -72,6 +76,7 @@ void ats_controller_free(ats_controller *c)
 {
     if (!c) return;
     ats_costs_free(&c->cur);
+    ats_costs_free(&c->eff);
     ats_assignment_free(&c->asg);
     ats_assignment_free(&c->tmp);
     ats_plan_free(&c->plan);
@@ -120,7 +125,16 @@ static enum ats_status build_plan(ats_controller *c, const ats_round_ctx *ctx, a
     enum ats_status st = ats_policy_plan(c->pol, c->g, c->p, &c->asg, &c->cur, ctx, &c->plan, err);
     if (st) return st;
     ats_predict_opts po = ats_policy_predict_opts(c->pol, ctx);
-    return ats_plan_predict(&c->plan, &c->cur, &po, &c->predicted_s, NULL, err);
+    ats_timeline tl;
+    if (ats_timeline_init(&tl, c->plan.n_ops, c->plan.n_wxfers)) return ats_err_set(err, ATS_ENOMEM, "controller: out of memory");
+    st = ats_plan_predict(&c->plan, &c->cur, &po, &c->predicted_s, &tl, err);
+    if (st == ATS_OK) {
+        ats_costs_copy(&c->eff, c->nominal);
+        for (int32_t i = 0; i < c->plan.n_ops; i++)
+            if (c->plan.ops[i].backend == ATS_CPU) c->eff.t_cpu[i] = (tl.op_end[i] - tl.op_start[i]) * c->load_ref.cpu;
+    }
+    ats_timeline_free(&tl);
+    return st;
 }
 
 enum ats_status ats_controller_start(ats_controller *c, double now_s, ats_load load, const ats_round_ctx *ctx,
@@ -179,7 +193,7 @@ enum ats_status ats_controller_observe(ats_controller *c, const ats_round_obs *o
     c->tpot[c->tpot_head] = latency_s;
     c->tpot_head = (c->tpot_head + 1) % c->cfg.tpot_window;
     if (c->n_tpot < c->cfg.tpot_window) c->n_tpot++;
-    ats_load_estimate(c->nominal, obs, c->load, &c->load);
+    ats_load_estimate(&c->eff, obs, c->load, &c->load);
     ats_resched_report r;
     memset(&r, 0, sizeof r);
     r.deviation = deviation(c->load, c->load_ref);

@@ -4,7 +4,9 @@
  * The controller sits in the decode loop of both the simulator and the executor. After every round
  * the caller hands it the round's observed per-op times (ats_round_obs) and the current time `now`
  * (simulated seconds in sim, wall seconds in exec — the controller never reads a clock). It
- * estimates the resource speed factors (ats_load_estimate, costs.h) and re-runs the policy's
+ * estimates the resource speed factors (ats_load_estimate, costs.h; against the plan's predicted
+ * CPU op durations, so the host-memory interference the plan itself causes is not read as CPU
+ * load) and re-runs the policy's
  * assignment only when
  *     deviation ≥ ε   and   now − t_last ≥ τ,
  * where deviation = max over r ∈ {cpu, gpu, pcie} of |f_r − f_r^ref| / f_r^ref, f^ref being the
