@@ -219,11 +219,65 @@ static void test_bad_inputs(uint64_t *rng)
     ats_graph_free(g);
 }
 
+/* routing: selected counts set the bytes and costs of expert transfers, ids are carried */
+static void test_routing(uint64_t *rng)
+{
+    for (int it = 0; it < 50; it++) {
+        int n = 10 + (int)(tu_rand(rng) % 30);
+        ats_graph *g = fx_random_graph(rng, n, 1);
+        ats_costs c, cr;
+        ats_placement p;
+        ats_assignment a;
+        ats_plan pl;
+        ats_plan_init(&pl);
+        CHECK(ats_costs_init(&c, n) == 0 && ats_costs_init(&cr, n) == 0 && ats_placement_init(&p, n) == 0 &&
+              ats_assignment_init(&a, n) == 0);
+        fx_random_costs(rng, g, &c);
+        double nsel[64];
+        int32_t off[65], ids[64 * 8];
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            off[i] = m;
+            nsel[i] = 0;
+            if (g->ops[i].kind == ATS_OP_EXPERTS) {
+                int k = 1 + (int)(tu_rand(rng) % 4);
+                nsel[i] = k;
+                for (int e = 0; e < k; e++) ids[m++] = (e * 3 + i) % 8;
+                a.backend[i] = ATS_GPU; /* promote every expert op */
+            }
+        }
+        off[n] = m;
+        ats_routing rt = {n, nsel, off, ids};
+        ats_err err;
+        CHECK(ats_costs_route(g, &c, &rt, &cr, &err) == ATS_OK);
+        ats_plan_opts o = ats_plan_opts_default();
+        o.temp_bytes = 1ull << 30;
+        o.routing = &rt;
+        CHECK_MSG(ats_plan_build(g, &p, &a, &cr, &o, &pl, &err) == ATS_OK, "%s", err.msg);
+        for (int k = 0; k < pl.n_wxfers; k++) {
+            const ats_wxfer *x = &pl.wxfers[k];
+            const ats_op *op = &g->ops[x->op];
+            CHECK(x->bytes == (uint64_t)nsel[x->op] * op->expert_bytes);
+            CHECK(x->n_experts == nsel[x->op]);
+            CHECK(x->n_ids == off[x->op + 1] - off[x->op]);
+            for (int q = 0; q < x->n_ids; q++) CHECK(pl.expert_ids[x->ids_off + q] == ids[off[x->op] + q]);
+            CHECK_REL(cr.w[x->op], c.w[x->op] + (nsel[x->op] - op->n_expert_active) * c.w_expert[x->op], 1e-12, 1e-15);
+        }
+        ats_plan_free(&pl);
+        ats_assignment_free(&a);
+        ats_placement_free(&p);
+        ats_costs_free(&c);
+        ats_costs_free(&cr);
+        ats_graph_free(g);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_plan");
     test_random_plans(&rng);
     test_rebuild(&rng);
+    test_routing(&rng);
     test_bad_inputs(&rng);
     return tu_finish("test_plan");
 }
