@@ -1,7 +1,8 @@
 /*
  * test_sim_session — executing sched's plans in the simulator.
  *
- *  1. Where sched's latency model is exact (no link contention, no host-memory interference, no
+ *  1. Where sched's latency model is exact (no link contention, host-memory interference off or in
+ *     R6's form (CPU ops memory-bound, DMA not slowed, no latency), no
  *     jitter, idle machine) the simulated round equals ats_plan_predict(): the round latency and
  *     every op's start and end, for every policy, dense and MoE models (routing applied), prefill
  *     and decode rounds, random VRAM budgets and context lengths (seed printed).
@@ -44,9 +45,16 @@ static int load_hw(const char *name, ats_hw *hw)
 
 /* one round of `policy` on `arch`: simulated vs predicted */
 static void check_round(const ats_arch *arch, const ats_hw *hw_in, const char *policy, ats_phase_kind kind,
-                        int64_t n_tok, int64_t ctx_pos, uint64_t budget, uint64_t *rs, int *n_checked)
+                        int64_t n_tok, int64_t ctx_pos, uint64_t budget, int hostmem, uint64_t *rs, int *n_checked)
 {
     ats_hw hw = *hw_in;
+    /* R6 of plan.h: a CPU op runs at hostmem_cpu_factor while a copy engine is busy, transfers are
+     * not slowed. The engine's model reduces to that when the DMA is not slowed by CPU reads
+     * (dma factor 1) and CPU ops are memory-bound (the default shares). */
+    hw.hostmem_dma_factor = 1.0;
+    /* R6 counts a transfer's latency as busy; the engine moves no bytes (no host-memory traffic)
+     * during it. Equal only without latency. */
+    if (hostmem) hw.pcie_latency_s = 0.0;
     /* no contention: the link carries every flow at its own cap */
     hw.pcie_link_bw = hw.pcie_h2d_bw + hw.pcie_sm_copy_bw + hw.pcie_d2h_bw;
     ats_err err = {{0}};
@@ -97,7 +105,7 @@ static void check_round(const ats_arch *arch, const ats_hw *hw_in, const char *p
     CHECK_MSG(st == ATS_OK, "%s: %s", policy, err.msg);
     if (st) goto out;
     ats_predict_opts po = ats_predict_opts_default();
-    po.hostmem_cpu_factor = 1.0;
+    po.hostmem_cpu_factor = hostmem ? hw.hostmem_cpu_factor : 1.0;
     po.prefetch_lead_s = 0.0;
     ats_timeline tl;
     ats_timeline_init(&tl, g->n_ops, plan.n_wxfers);
@@ -105,7 +113,7 @@ static void check_round(const ats_arch *arch, const ats_hw *hw_in, const char *p
     CHECK(ats_plan_predict(&plan, &cur, &po, &pred, &tl, &err) == ATS_OK);
 
     sim_engine_opts eo = sim_engine_opts_default();
-    eo.hostmem = 0;
+    eo.hostmem = hostmem;
     sim_engine *e = NULL;
     CHECK(sim_engine_new(&hw, NULL, &eo, &e, &err) == ATS_OK);
     sim_prog prog;
@@ -120,8 +128,9 @@ static void check_round(const ats_arch *arch, const ats_hw *hw_in, const char *p
     CHECK(sim_prog_from_plan(&prog, g, &plan, &cur, &xo, ot, xt, NULL, &err) == ATS_OK);
     CHECK(sim_engine_run(e, &prog, &err) == ATS_OK);
     double lat = sim_engine_now(e);
-    CHECK_MSG(fabs(lat - pred) <= 1e-9 * pred, "%s %s n_tok %lld: simulated %.12g s, predicted %.12g s (%d transfers)",
-              policy, arch->name, (long long)n_tok, lat, pred, plan.n_wxfers);
+    CHECK_MSG(fabs(lat - pred) <= 1e-9 * pred,
+              "%s %s n_tok %lld hostmem %d: simulated %.12g s, predicted %.12g s (%d transfers)", policy, arch->name,
+              (long long)n_tok, hostmem, lat, pred, plan.n_wxfers);
     int bad = 0;
     for (int32_t i = 0; i < g->n_ops; i++) {
         const sim_task *t = &prog.tasks[ot[i]];
@@ -168,8 +177,9 @@ static void test_predict(uint64_t *rs)
             for (int rep = 0; rep < 2; rep++) {
                 uint64_t budget = (uint64_t)tu_uniform(rs, 2.5, 6.0) * (1ull << 30);
                 int64_t ctx = 1 + (int64_t)(tu_rand(rs) % 4000);
-                check_round(&a, &hw, pols[p], ATS_PHASE_DECODE, 1, ctx, budget, rs, &n_checked);
-                check_round(&a, &hw, pols[p], ATS_PHASE_PREFILL, 512, (int64_t)(tu_rand(rs) % 4) * 512, budget, rs,
+                int hm = rep; /* once without, once with host-memory interference (R6) */
+                check_round(&a, &hw, pols[p], ATS_PHASE_DECODE, 1, ctx, budget, hm, rs, &n_checked);
+                check_round(&a, &hw, pols[p], ATS_PHASE_PREFILL, 512, (int64_t)(tu_rand(rs) % 4) * 512, budget, hm, rs,
                             &n_checked);
             }
         }
