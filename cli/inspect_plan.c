@@ -70,13 +70,13 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
     }
     st = ats_policy_place(pol, gd, &cd, &pl, &err);
     if (st) {
-        fprintf(stderr, "ats inspect: policy %s: %s\n", policy, err.msg);
+        fprintf(stderr, "ats inspect: %s\n", err.msg);
         rc = st == ATS_EINFEASIBLE || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
         goto done;
     }
     ats_round_ctx ctx = ats_round_ctx_default();
     if (ats_policy_assign(pol, g, &pl, &c, &ctx, &a, &err) || ats_policy_plan(pol, g, &pl, &a, &c, &ctx, &plan, &err)) {
-        fprintf(stderr, "ats inspect: policy %s: %s\n", policy, err.msg);
+        fprintf(stderr, "ats inspect: %s\n", err.msg);
         goto done;
     }
     ats_predict_opts po = ats_policy_predict_opts(pol, &ctx);
