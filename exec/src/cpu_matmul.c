@@ -491,10 +491,20 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
     vec_dot_fn dot = pick_dot(w->type, f);
-#pragma omp parallel for schedule(dynamic, 32)
-    for (int64_t r = 0; r < n_out; r++)
-        for (int64_t t = 0; t < n_tokens; t++)
-            y[t * n_out + r] = dot(W + (size_t)r * w->row_bytes, xq + abytes * (size_t)t, nb);
+    /* Tiles of EX_ROW_TILE weight rows x EX_TOK_TILE tokens: a prefill chunk reads each weight row
+       from DRAM once, while the tile's activations stay in L2. Decode is one token per tile. */
+    enum { EX_ROW_TILE = 16, EX_TOK_TILE = 32 };
+    const int64_t n_rt = (n_out + EX_ROW_TILE - 1) / EX_ROW_TILE;
+#pragma omp parallel for schedule(dynamic, 2)
+    for (int64_t rt = 0; rt < n_rt; rt++) {
+        const int64_t r0 = rt * EX_ROW_TILE, r1 = r0 + EX_ROW_TILE < n_out ? r0 + EX_ROW_TILE : n_out;
+        for (int64_t t0 = 0; t0 < n_tokens; t0 += EX_TOK_TILE) {
+            const int64_t t1 = t0 + EX_TOK_TILE < n_tokens ? t0 + EX_TOK_TILE : n_tokens;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t t = t0; t < t1; t++)
+                    y[t * n_out + r] = dot(W + (size_t)r * w->row_bytes, xq + abytes * (size_t)t, nb);
+        }
+    }
     free(xq);
     return ATS_OK;
 }
