@@ -41,6 +41,10 @@
  * Solver: DP over promoted ops in order with a Pareto frontier of states (E, R) = (end of the
  * promoted op, release time of the next transfer); the latency is monotone in both (argument in
  * transfer.c), so dominated states are dropped and the DP is exact (tested against brute force).
+ * States of earlier positions are also dropped when a newer state dominates them for every
+ * continuation (R is capped below at E − the largest transfer still to come, where it no longer
+ * matters); each transition costs O(log n) through prefix sums of the default path. Measured:
+ * 16 µs for Qwen3-14B decode, 0.13-0.2 ms for Llama-3.1-70B (experiments/bench/bench-sched.json).
  * Requires the graph property that ops strictly between an EXPERTS op and its router are EXPERTS ops
  * of the same router (true for ats_graph_build graphs); ATS_EINVAL otherwise.
  *
@@ -139,8 +143,8 @@ double ats_transfer_paper_eval(const ats_placement *p, const ats_costs *cur, con
 /**
  * Model A solver. Same contract as ats_transfer_paper; predicted_s = latency under model A, which
  * equals ats_plan_predict() of the plan built from this assignment with the same options.
- * Time O(P²·F·L) for P promotable ops, F the frontier size and L the mean distance between
- * promoted ops; memory O(P·F).
+ * Time O(P·A·log n) for P promotable ops and A live states (A ≤ P·F, F the per-position frontier;
+ * A is small in practice thanks to the pruning); memory O(P·F).
  */
 enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, const ats_costs *cur,
                                  const ats_transfer_opts *opts, ats_assignment *out, ats_err *err);
