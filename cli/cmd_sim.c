@@ -209,6 +209,11 @@ int ats_cmd_sim(int argc, char **argv)
     /* policies that cannot run this model in this budget are reported and skipped */
     sim_session_result *ok = calloc((size_t)n_pol, sizeof *ok);
     int n_ok = 0;
+    if (!ok) {
+        ats_cli_error("sim", "out of memory");
+        rc = ATS_EXIT_FAIL;
+        goto done;
+    }
     for (int i = 0; i < n_pol; i++) {
         if (st[i] == ATS_OK) {
             ok[n_ok++] = res[i];

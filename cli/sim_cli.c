@@ -312,9 +312,7 @@ const char *sim_cli_config_json(const sim_cli *o, const char *policies, char *bu
 
 void sim_cli_progress(const char *label, double frac, int done)
 {
-    static int tty = -1; /* CLI-only state: whether stderr is a terminal */
-    if (tty < 0) tty = isatty(STDERR_FILENO);
-    if (!tty) return;
+    if (!isatty(STDERR_FILENO)) return;
     int w = 40, k = (int)(frac * w + 0.5);
     if (k > w) k = w;
     fprintf(stderr, "\r%-16s [", label);

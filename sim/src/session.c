@@ -307,6 +307,7 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
 
     ats_costs_copy(&ph->ctrl_nominal, &sh->nominal);
     double t0 = sim_engine_now(s->eng);
+    const int first = !ph->started;
     if (!ph->started) {
         if (s->routing && !ph->routed_ready) draw_routing(s, k, n_tok);
         ats_load l0 = k == 1 && s->ph[0].started ? ats_controller_load(s->ph[0].ctrl) : ats_load_idle();
@@ -314,6 +315,9 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
         if (st) return st;
         ph->started = 1;
     }
+    /* the first schedule of a dynamic policy (its DP + plan build) is on the critical path too;
+     * it is not counted as a re-schedule */
+    int charge = ph->pending_resched || (first && ats_policy_get_ops(s->pol)->dynamic);
     const ats_plan *plan = ats_controller_plan(ph->ctrl);
     /* truth: nominal of this round's shape with the routed experts */
     if (s->routing) {
@@ -367,7 +371,7 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
     sim_exec_opts eo = sim_exec_opts_default();
     eo.force_serialized = cfg->force_serialized;
     eo.act_path = cfg->act_path;
-    eo.resched_cost_s = ph->pending_resched ? cfg->resched_cost_s : 0.0;
+    eo.resched_cost_s = charge ? cfg->resched_cost_s : 0.0;
     eo.work_scale = s->work_scale;
     eo.cpu_mem_frac = cfg->hostmem ? sh->mem_frac : NULL;
     eo.cpu_flop_frac = cfg->hostmem ? sh->flop_frac : NULL;
