@@ -8,7 +8,7 @@ OUT=experiments/paper-check/out
 mkdir -p "$OUT"
 H5=$(mktemp -d)   # results files (a few MB each) are not committed
 trap 'rm -rf "$H5"' EXIT
-COMMON="--model qwen3-14b --quant q4_k_m --hw rtx3060-laptop --seed 1"
+COMMON="--model qwen3-14b --quant q4_k_m --hw rtx3060-laptop --seed 1 --resched-cost 16ms"
 
 echo "== 1. decode, idle machine: P=2048, G=128 (paper §5.2, Fig. 11)"
 $ATS sim $COMMON --trace none --requests 1 --prompt 2048 --gen 128 --policy all --format csv | tee "$OUT/decode.csv"
