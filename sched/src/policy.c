@@ -379,6 +379,16 @@ enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_
     if (st) return st;
     pol->temp_bytes = 0;
     if (promotes(pol)) pol->temp_bytes = pol->cfg.temp_bytes ? pol->cfg.temp_bytes : auto_temp(pol, g);
+    if (strcmp(pol->ops->name, "layer-opoffload") == 0 && pol->cfg.temp_bytes == 0) {
+        /* llama.cpp copies one whole weight at a time into its compute buffer */
+        uint64_t big = 0, M = pol->cfg.vram_budget_bytes;
+        for (int32_t i = 0; i < g->n_ops; i++) {
+            ats_op_kind k = g->ops[i].kind;
+            if ((k == ATS_OP_MATMUL || k == ATS_OP_EXPERTS || k == ATS_OP_SHEXP) && g->ops[i].weight_bytes > big)
+                big = g->ops[i].weight_bytes;
+        }
+        pol->temp_bytes = big < M / 2 ? big : M / 2;
+    }
     if (pol->ops->dynamic && pol->cfg.temp_bytes == 0) {
         st = choose_temp(pol, g, nominal, out, err);
         if (st) return st;

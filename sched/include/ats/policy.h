@@ -48,8 +48,10 @@ typedef struct ats_policy_cfg {
     uint64_t temp_bytes;         /* temp ring for promoted weights [bytes]; 0 = automatic:
                                     ats / ats-paper try {0, 2 × the largest movable op, M/16, M/8,
                                     M/4} and keep the lowest predicted latency of the placement
-                                    graph; layer-opoffload and gpu-stream take max(2 × the largest
-                                    movable op, M/8) capped at M/2; the others take 0 */
+                                    graph; layer-opoffload takes the largest whole MATMUL/EXPERTS/
+                                    SHEXP weight (one copy at a time, like llama.cpp's compute
+                                    buffer), gpu-stream max(2 × the largest movable op, M/8), both
+                                    capped at M/2; the others take 0 */
     uint64_t quantum_bytes;      /* placement DP unit [bytes]; default 1 MiB */
     int64_t opoffload_min_tokens;/* layer-opoffload: prefill rounds with ≥ this many tokens offload
                                     (llama.cpp default 32) */
