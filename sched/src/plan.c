@@ -348,7 +348,7 @@ enum ats_status ats_plan_predict(const ats_plan *plan, const ats_costs *costs,
         if (po->backend == ATS_GPU) {
             Ei = S + costs->t_gpu[i];
         } else {
-            while (lo < n_sched && xe[sched[lo]] <= S && lo < n_sched) lo++;
+            while (lo < n_sched && xe[sched[lo]] <= S) lo++; /* S only grows: ended before every later op */
             int m = 0;
             for (int32_t q = lo; q < n_sched; q++) {
                 int32_t k = sched[q];
@@ -366,8 +366,9 @@ enum ats_status ats_plan_predict(const ats_plan *plan, const ats_costs *costs,
     }
     if (tl)
         for (int32_t k = 0; k < nx; k++) {
-            tl->xfer_start[k] = k < nx && head[k % nce] > k ? xs[k] : NAN;
-            tl->xfer_end[k] = head[k % nce] > k ? xe[k] : NAN;
+            int issued = head[k % nce] > k;
+            tl->xfer_start[k] = issued ? xs[k] : NAN;
+            tl->xfer_end[k] = issued ? xe[k] : NAN;
         }
     *latency_s = E[n - 1];
     free(E);
