@@ -170,7 +170,7 @@ typedef struct session {
     double prev_end, ce_last_end[SIM_MAX_CE];
     int prev_was_decode;
     /* timeline */
-    int tl_pid, tl_tid[SIM_MAX_QUEUES];
+    int tl_pid, tl_tid[SIM_MAX_QUEUES], tl_rounds;
     const ats_graph *tl_graph;
     double tl_t0;
     sim_session_result *res;
@@ -384,6 +384,12 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
     if (st) return st;
     double t1 = sim_engine_now(s->eng);
     *latency = t1 - t0;
+    if (cfg->timeline) {
+        const char *keys[4] = {"round", "tokens", "promoted", "rescheduled"};
+        double vals[4] = {(double)round_idx, (double)n_tok, (double)plan->n_promoted, charge ? 1.0 : 0.0};
+        atsc_timeline_slice_args(cfg->timeline, s->tl_rounds, k == 0 ? "prefill" : "decode", "round", t0, t1 - t0, 4,
+                                 keys, vals, NULL);
+    }
     /* copy-engine idle times for the next round's prefetches */
     s->prev_end = t1;
     s->prev_was_decode = k == 1;
@@ -571,6 +577,7 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
     if (cfg->timeline) {
         atsc_timeline *tl = cfg->timeline;
         s->tl_pid = atsc_timeline_process(tl, cfg->timeline_name ? cfg->timeline_name : cfg->policy);
+        s->tl_rounds = atsc_timeline_track(tl, s->tl_pid, "rounds");
         s->tl_tid[SIM_Q_CPU] = atsc_timeline_track(tl, s->tl_pid, "CPU");
         s->tl_tid[SIM_Q_GPU] = atsc_timeline_track(tl, s->tl_pid, "GPU compute stream");
         for (int e = 0; e < hw->n_copy_engines; e++) {

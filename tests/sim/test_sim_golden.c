@@ -193,7 +193,7 @@ static void outputs(void)
             const char *nm = json_string_value(json_object_get(e, "name"));
             if (strcmp(ph, "M") == 0 && nm && strcmp(nm, "thread_name") == 0) n_tracks++;
         }
-        CHECK_MSG(n_x > 100 && n_c > 10 && n_tracks == 2 * 3, "%zu slices, %zu counters, %zu tracks", n_x, n_c, n_tracks);
+        CHECK_MSG(n_x > 100 && n_c > 10 && n_tracks == 2 * 4, "%zu slices, %zu counters, %zu tracks", n_x, n_c, n_tracks);
         json_decref(root);
     }
     CHECK(access(h5, F_OK) == 0 && access(js, F_OK) == 0);
