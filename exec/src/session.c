@@ -2,6 +2,8 @@
  * table of its layer (embedding and output head: backend A / the last layer's backend). */
 #include "ex/model.h"
 
+#include "ats/graph.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,8 @@ static enum ats_status c_attention(void *c, const float *q, int64_t n, int64_t p
 { (void)c; return ex_cpu_attention(q, n, p0, kc, vc, h, hkv, hd, sc, o); }
 static enum ats_status c_add(void *c, float *y, const float *x, int64_t n)
 { (void)c; return ex_cpu_add(y, x, n); }
+static enum ats_status c_swiglu(void *c, const float *g, const float *u, int64_t n, float *o)
+{ (void)c; return ex_cpu_swiglu(g, u, n, o); }
 static enum ats_status c_ffn(void *c, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x,
                              int64_t n, float *o)
 { (void)c; return ex_cpu_ffn(g, u, d, x, n, o); }
@@ -42,7 +46,7 @@ static enum ats_status c_output(void *c, const ex_tensor *w, const float *x, int
 
 static const ex_backend CPU_BACKEND = {
     "cpu", NULL, c_embedding, c_rmsnorm, c_matmul, c_qk_norm, c_rope, c_kv_store,
-    c_attention, c_add, c_ffn, c_router, c_moe, c_output,
+    c_attention, c_add, c_swiglu, c_ffn, c_router, c_moe, c_output,
 };
 
 const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
@@ -51,27 +55,28 @@ const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
 
 struct ex_session {
     const ex_model *m;
+    ats_graph *graph;               /* op order of one round (sched's ats_graph_build), owned */
+    const ex_backend **op_be;       /* backend of each graph op */
+    int64_t *op_ns;                 /* accumulated wall-clock time of each graph op [ns] */
     int64_t n_ctx, pos, cap_tokens; /* cap_tokens: rows of the scratch buffers */
     float *k_cache, *v_cache;       /* (n_layer, n_ctx, kv_dim) */
-    float *x, *xb, *q, *k, *v, *att, *tmp, *tmp2, *router; /* scratch */
+    float *x, *xb, *q, *k, *v, *att, *tmp, *tmp2, *router, *g, *u; /* scratch */
     int32_t *ids;
     float *wts;
-    const ex_backend **layer_be;   /* n_layer */
-    const ex_backend *be_first, *be_last;
     ex_op_times times;
 };
 
 ex_session_opts ex_session_opts_default(void)
 {
-    ex_session_opts o = {0, -1, NULL, NULL};
+    ex_session_opts o = {0, -1, NULL, NULL, NULL};
     return o;
 }
 
 static void free_scratch(ex_session *s)
 {
     free(s->x); free(s->xb); free(s->q); free(s->k); free(s->v); free(s->att); free(s->tmp);
-    free(s->tmp2); free(s->router); free(s->ids); free(s->wts);
-    s->x = s->xb = s->q = s->k = s->v = s->att = s->tmp = s->tmp2 = s->router = s->wts = NULL;
+    free(s->tmp2); free(s->router); free(s->ids); free(s->wts); free(s->g); free(s->u);
+    s->x = s->xb = s->q = s->k = s->v = s->att = s->tmp = s->tmp2 = s->router = s->wts = s->g = s->u = NULL;
     s->ids = NULL;
     s->cap_tokens = 0;
 }
@@ -82,7 +87,9 @@ void ex_session_free(ex_session *s)
     free_scratch(s);
     free(s->k_cache);
     free(s->v_cache);
-    free(s->layer_be);
+    free(s->op_be);
+    free(s->op_ns);
+    ats_graph_free(s->graph);
     free(s);
 }
 
@@ -93,6 +100,7 @@ static int ensure_scratch(ex_session *s, int64_t n)
     const ats_arch *a = &s->m->arch;
     int64_t E = a->n_embd, qd = a->n_head * a->head_dim, kvd = a->n_head_kv * a->head_dim;
     int64_t X = a->n_expert > 0 ? a->n_expert : 1, K = a->n_expert_used > 0 ? a->n_expert_used : 1;
+    int64_t F = a->n_ff > 0 ? a->n_ff : 1;
     size_t f = sizeof(float);
     s->x = malloc((size_t)(n * E) * f);
     s->xb = malloc((size_t)(n * E) * f);
@@ -105,8 +113,10 @@ static int ensure_scratch(ex_session *s, int64_t n)
     s->router = malloc((size_t)(n * X) * f);
     s->ids = malloc((size_t)(n * K) * sizeof(int32_t));
     s->wts = malloc((size_t)(n * K) * f);
+    s->g = malloc((size_t)(n * F) * f);
+    s->u = malloc((size_t)(n * F) * f);
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->tmp2 || !s->router ||
-        !s->ids || !s->wts) {
+        !s->ids || !s->wts || !s->g || !s->u) {
         free_scratch(s);
         return -1;
     }
@@ -114,21 +124,60 @@ static int ensure_scratch(ex_session *s, int64_t n)
     return 0;
 }
 
+/* Roles the executor implements; any other op in the graph is refused at session creation. */
+static int role_supported(const ats_op *op)
+{
+    switch (op->role) {
+    case ATS_ROLE_TOKEN_EMBD: case ATS_ROLE_ATTN_NORM: case ATS_ROLE_ATTN_Q: case ATS_ROLE_ATTN_K:
+    case ATS_ROLE_ATTN_V: case ATS_ROLE_ATTN: case ATS_ROLE_ATTN_OUTPUT: case ATS_ROLE_FFN_NORM:
+    case ATS_ROLE_FFN_GATE: case ATS_ROLE_FFN_UP: case ATS_ROLE_FFN_DOWN: case ATS_ROLE_FFN_GATE_INP:
+    case ATS_ROLE_FFN_GATE_EXPS: case ATS_ROLE_FFN_UP_EXPS: case ATS_ROLE_FFN_DOWN_EXPS:
+    case ATS_ROLE_FFN_GATE_SHEXP: case ATS_ROLE_FFN_UP_SHEXP: case ATS_ROLE_FFN_DOWN_SHEXP:
+    case ATS_ROLE_OUTPUT_NORM: case ATS_ROLE_OUTPUT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, ex_session **out,
                                ats_err *err)
 {
     ex_session_opts o = opts ? *opts : ex_session_opts_default();
     const ats_arch *a = &m->arch;
+    if (o.split_layer > a->n_layer)
+        return ats_err_set(err, ATS_EINVAL, "split layer %lld > n_layer %lld", (long long)o.split_layer,
+                           (long long)a->n_layer);
     ex_session *s = calloc(1, sizeof *s);
     if (!s) return ATS_ENOMEM;
     s->m = m;
     s->n_ctx = o.n_ctx > 0 ? o.n_ctx : (a->n_ctx_max > 0 && a->n_ctx_max < 4096 ? a->n_ctx_max : 4096);
+    /* the op order: one decode round of sched's graph (types do not matter here: F32 recipe) */
+    ats_graph_opts go = ats_graph_opts_default();
+    go.recipe = ATS_RECIPE_F32;
+    go.phase.kind = ATS_PHASE_DECODE;
+    go.phase.n_tokens = 1;
+    go.phase.ctx_pos = 0;
+    go.n_ctx = s->n_ctx;
+    enum ats_status st = ats_graph_build(a, &go, &s->graph, err);
+    if (st != ATS_OK) {
+        ex_session_free(s);
+        return st;
+    }
+    for (int32_t i = 0; i < s->graph->n_ops; i++)
+        if (!role_supported(&s->graph->ops[i])) {
+            st = ats_err_set(err, ATS_EINVAL, "op %d '%s' (role %s) is not supported by the executor", i,
+                             s->graph->ops[i].name, ats_role_name(s->graph->ops[i].role));
+            ex_session_free(s);
+            return st;
+        }
     int64_t kvd = a->n_head_kv * a->head_dim;
     size_t cache = (size_t)(a->n_layer * s->n_ctx * kvd) * sizeof(float);
     s->k_cache = malloc(cache);
     s->v_cache = malloc(cache);
-    s->layer_be = malloc((size_t)a->n_layer * sizeof *s->layer_be);
-    if (!s->k_cache || !s->v_cache || !s->layer_be) {
+    s->op_be = calloc((size_t)s->graph->n_ops, sizeof *s->op_be);
+    s->op_ns = calloc((size_t)s->graph->n_ops, sizeof *s->op_ns);
+    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns) {
         long long nc = (long long)s->n_ctx;
         ex_session_free(s);
         return ats_err_set(err, ATS_ENOMEM, "KV cache of %lld tokens (%.1f MiB) does not fit", nc,
@@ -136,14 +185,13 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     }
     const ex_backend *A = o.backend_a ? o.backend_a : ex_backend_cpu();
     const ex_backend *B = o.backend_b ? o.backend_b : ex_backend_cpu();
-    if (o.split_layer > a->n_layer) {
-        ex_session_free(s);
-        return ats_err_set(err, ATS_EINVAL, "split layer %lld > n_layer %lld", (long long)o.split_layer,
-                           (long long)a->n_layer);
+    for (int32_t i = 0; i < s->graph->n_ops; i++) {
+        const ats_op *op = &s->graph->ops[i];
+        if (o.op_backend && o.op_backend[i]) s->op_be[i] = o.op_backend[i];
+        else if (o.split_layer < 0) s->op_be[i] = A;
+        else if (op->layer >= 0) s->op_be[i] = op->layer < o.split_layer ? A : B;
+        else s->op_be[i] = op->role == ATS_ROLE_TOKEN_EMBD ? A : (o.split_layer < a->n_layer ? B : A);
     }
-    for (int64_t l = 0; l < a->n_layer; l++) s->layer_be[l] = (o.split_layer < 0 || l < o.split_layer) ? A : B;
-    s->be_first = A;
-    s->be_last = s->layer_be[a->n_layer - 1];
     *out = s;
     return ATS_OK;
 }
@@ -151,6 +199,8 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ex_op_times ex_session_times(const ex_session *s) { return s->times; }
+const ats_graph *ex_session_graph(const ex_session *s) { return s->graph; }
+const int64_t *ex_session_op_ns(const ex_session *s) { return s->op_ns; }
 
 static int64_t now_ns(void)
 {
@@ -159,20 +209,87 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-#define RUN(field, call)                                                \
-    do {                                                                \
-        int64_t t0_ = now_ns();                                         \
-        st = (call);                                                    \
-        s->times.field += now_ns() - t0_;                               \
-        if (st != ATS_OK) goto fail;                                    \
-    } while (0)
+/* Runs graph op i on its backend. The dense FFN is split along the graph's ops (gate, up, then
+ * SwiGLU + down); routed experts run as one fused op at the graph's FFN_GATE_EXPS op (gate, up,
+ * down of the selected experts), shared experts likewise at FFN_GATE_SHEXP; their up/down ops are
+ * executed by those fused ops. The residual add of a block runs with its last op. */
+static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, int64_t n, float *logits)
+{
+    const ex_model *m = s->m;
+    const ats_arch *a = &m->arch;
+    const ats_op *op = &s->graph->ops[i];
+    const ex_backend *be = s->op_be[i];
+    void *c = be->ctx;
+    const int64_t E = a->n_embd, hd = a->head_dim, H = a->n_head, Hkv = a->n_head_kv, kvd = Hkv * hd;
+    const float eps = (float)a->rms_norm_eps;
+    const ex_layer *L = op->layer >= 0 ? &m->layers[op->layer] : NULL;
+    const int last_of_layer = i + 1 >= s->graph->n_ops || s->graph->ops[i + 1].layer != op->layer;
+    enum ats_status st = ATS_OK;
+    switch (op->role) {
+    case ATS_ROLE_TOKEN_EMBD: return be->embedding(c, &m->tok_embd, tokens, n, s->x);
+    case ATS_ROLE_ATTN_NORM: return be->rmsnorm(c, s->x, L->attn_norm.data, n, E, eps, s->xb);
+    case ATS_ROLE_ATTN_Q: return be->matmul(c, &L->wq, s->xb, n, s->q);
+    case ATS_ROLE_ATTN_K: return be->matmul(c, &L->wk, s->xb, n, s->k);
+    case ATS_ROLE_ATTN_V: return be->matmul(c, &L->wv, s->xb, n, s->v);
+    case ATS_ROLE_ATTN: {
+        float *kc = s->k_cache + op->layer * s->n_ctx * kvd, *vc = s->v_cache + op->layer * s->n_ctx * kvd;
+        const float theta = (float)a->rope_theta;
+        if (a->qk_norm) {
+            if ((st = be->qk_norm(c, s->q, L->q_norm.data, n, H, hd, eps))) return st;
+            if ((st = be->qk_norm(c, s->k, L->k_norm.data, n, Hkv, hd, eps))) return st;
+        }
+        if ((st = be->rope(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
+        if ((st = be->rope(c, s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
+        if ((st = be->kv_store(c, s->k, s->v, n, s->pos, kvd, s->n_ctx, kc, vc))) return st;
+        return be->attention(c, s->q, n, s->pos, kc, vc, H, Hkv, hd, 1.0f / sqrtf((float)hd), s->att);
+    }
+    case ATS_ROLE_ATTN_OUTPUT:
+        if ((st = be->matmul(c, &L->wo, s->att, n, s->tmp))) return st;
+        return be->add(c, s->x, s->tmp, n * E);
+    case ATS_ROLE_FFN_NORM: return be->rmsnorm(c, s->x, L->ffn_norm.data, n, E, eps, s->xb);
+    case ATS_ROLE_FFN_GATE: return be->matmul(c, &L->ffn_gate, s->xb, n, s->g);
+    case ATS_ROLE_FFN_UP: return be->matmul(c, &L->ffn_up, s->xb, n, s->u);
+    case ATS_ROLE_FFN_DOWN:
+        if ((st = be->swiglu(c, s->g, s->u, n * a->n_ff, s->g))) return st;
+        if ((st = be->matmul(c, &L->ffn_down, s->g, n, s->tmp))) return st;
+        return be->add(c, s->x, s->tmp, n * E);
+    case ATS_ROLE_FFN_GATE_INP:
+        if ((st = be->matmul(c, &L->gate_inp, s->xb, n, s->router))) return st;
+        return be->router_topk(c, s->router, n, a->n_expert, a->n_expert_used, m->norm_topk, s->ids, s->wts);
+    case ATS_ROLE_FFN_GATE_EXPS:
+        return be->moe(c, &L->gate_exps, &L->up_exps, &L->down_exps, s->xb, n, s->ids, s->wts, a->n_expert_used, s->tmp);
+    case ATS_ROLE_FFN_GATE_SHEXP:
+        if ((st = be->ffn(c, &L->gate_shexp, &L->up_shexp, &L->down_shexp, s->xb, n, s->tmp2))) return st;
+        return be->add(c, s->tmp, s->tmp2, n * E);
+    case ATS_ROLE_FFN_UP_EXPS: case ATS_ROLE_FFN_DOWN_EXPS: case ATS_ROLE_FFN_UP_SHEXP: case ATS_ROLE_FFN_DOWN_SHEXP:
+        /* run by the fused op above; the MoE block's residual add runs with its last op */
+        return last_of_layer ? be->add(c, s->x, s->tmp, n * E) : ATS_OK;
+    case ATS_ROLE_OUTPUT_NORM: return be->rmsnorm(c, s->x + (n - 1) * E, m->output_norm.data, 1, E, eps, s->xb);
+    case ATS_ROLE_OUTPUT: return be->output(c, &m->output, s->xb, 1, logits);
+    default: return ATS_EINVAL;
+    }
+}
+
+static int64_t *time_slot(ex_op_times *t, const ats_op *op)
+{
+    switch (op->kind) {
+    case ATS_OP_EMBED: return &t->embed_ns;
+    case ATS_OP_NORM: return &t->norm_ns;
+    case ATS_OP_ATTN: return &t->attn_ns;
+    case ATS_OP_EXPERTS: return &t->moe_ns;
+    case ATS_OP_SHEXP: return &t->ffn_ns;
+    default:
+        if (op->role == ATS_ROLE_OUTPUT) return &t->output_ns;
+        if (op->role == ATS_ROLE_FFN_GATE || op->role == ATS_ROLE_FFN_UP || op->role == ATS_ROLE_FFN_DOWN) return &t->ffn_ns;
+        if (op->role == ATS_ROLE_FFN_GATE_INP) return &t->moe_ns;
+        return &t->matmul_ns;
+    }
+}
 
 enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t n, float *logits,
                                    ats_err *err)
 {
-    const ex_model *m = s->m;
-    const ats_arch *a = &m->arch;
-    enum ats_status st = ATS_OK;
+    const ats_arch *a = &s->m->arch;
     if (n < 1) return ats_err_set(err, ATS_EINVAL, "forward: n_tokens = %lld (must be >= 1)", (long long)n);
     if (s->pos + n > s->n_ctx)
         return ats_err_set(err, ATS_ERANGE, "context full: %lld tokens in the cache + %lld new > n_ctx %lld",
@@ -182,52 +299,16 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
             return ats_err_set(err, ATS_EINVAL, "token %lld (index %lld) outside the vocabulary [0, %lld)",
                                (long long)tokens[t], (long long)t, (long long)a->n_vocab);
     if (ensure_scratch(s, n)) return ats_err_set(err, ATS_ENOMEM, "scratch for %lld tokens", (long long)n);
-    const int64_t E = a->n_embd, hd = a->head_dim, H = a->n_head, Hkv = a->n_head_kv;
-    const int64_t kvd = Hkv * hd, pos0 = s->pos;
-    const float eps = (float)a->rms_norm_eps, theta = (float)a->rope_theta, scale = 1.0f / sqrtf((float)hd);
-    const ex_backend *be = s->be_first;
-    RUN(embed_ns, be->embedding(be->ctx, &m->tok_embd, tokens, n, s->x));
-    for (int64_t l = 0; l < a->n_layer; l++) {
-        const ex_layer *L = &m->layers[l];
-        be = s->layer_be[l];
-        float *kc = s->k_cache + l * s->n_ctx * kvd, *vc = s->v_cache + l * s->n_ctx * kvd;
-        /* attention block: norm, Q, K, V, [q/k norm], RoPE, KV store, attention, O, residual */
-        RUN(norm_ns, be->rmsnorm(be->ctx, s->x, L->attn_norm.data, n, E, eps, s->xb));
-        RUN(matmul_ns, be->matmul(be->ctx, &L->wq, s->xb, n, s->q));
-        RUN(matmul_ns, be->matmul(be->ctx, &L->wk, s->xb, n, s->k));
-        RUN(matmul_ns, be->matmul(be->ctx, &L->wv, s->xb, n, s->v));
-        if (a->qk_norm) {
-            RUN(attn_ns, be->qk_norm(be->ctx, s->q, L->q_norm.data, n, H, hd, eps));
-            RUN(attn_ns, be->qk_norm(be->ctx, s->k, L->k_norm.data, n, Hkv, hd, eps));
-        }
-        RUN(attn_ns, be->rope(be->ctx, s->q, n, H, hd, m->n_rot, pos0, theta, a->rope_type));
-        RUN(attn_ns, be->rope(be->ctx, s->k, n, Hkv, hd, m->n_rot, pos0, theta, a->rope_type));
-        RUN(attn_ns, be->kv_store(be->ctx, s->k, s->v, n, pos0, kvd, s->n_ctx, kc, vc));
-        RUN(attn_ns, be->attention(be->ctx, s->q, n, pos0, kc, vc, H, Hkv, hd, scale, s->att));
-        RUN(matmul_ns, be->matmul(be->ctx, &L->wo, s->att, n, s->tmp));
-        RUN(norm_ns, be->add(be->ctx, s->x, s->tmp, n * E));
-        /* FFN block */
-        RUN(norm_ns, be->rmsnorm(be->ctx, s->x, L->ffn_norm.data, n, E, eps, s->xb));
-        if (!L->moe) {
-            RUN(ffn_ns, be->ffn(be->ctx, &L->ffn_gate, &L->ffn_up, &L->ffn_down, s->xb, n, s->tmp));
-        } else {
-            int64_t X = a->n_expert, K = a->n_expert_used;
-            RUN(moe_ns, be->matmul(be->ctx, &L->gate_inp, s->xb, n, s->router));
-            RUN(moe_ns, be->router_topk(be->ctx, s->router, n, X, K, m->norm_topk, s->ids, s->wts));
-            RUN(moe_ns, be->moe(be->ctx, &L->gate_exps, &L->up_exps, &L->down_exps, s->xb, n, s->ids, s->wts, K, s->tmp));
-            if (L->has_shexp) {
-                RUN(ffn_ns, be->ffn(be->ctx, &L->gate_shexp, &L->up_shexp, &L->down_shexp, s->xb, n, s->tmp2));
-                RUN(ffn_ns, be->add(be->ctx, s->tmp, s->tmp2, n * E));
-            }
-        }
-        RUN(norm_ns, be->add(be->ctx, s->x, s->tmp, n * E));
+    for (int32_t i = 0; i < s->graph->n_ops; i++) {
+        int64_t t0 = now_ns();
+        enum ats_status st = run_op(s, i, tokens, n, logits);
+        int64_t dt = now_ns() - t0;
+        s->op_ns[i] += dt;
+        *time_slot(&s->times, &s->graph->ops[i]) += dt;
+        if (st != ATS_OK)
+            return ats_err_set(err, st, "forward: op %d '%s' on backend %s failed at position %lld: %s", i,
+                               s->graph->ops[i].name, s->op_be[i]->name, (long long)s->pos, ats_status_str(st));
     }
-    be = s->be_last;
-    const float *last = s->x + (n - 1) * E;
-    RUN(norm_ns, be->rmsnorm(be->ctx, last, m->output_norm.data, 1, E, eps, s->xb));
-    RUN(output_ns, be->output(be->ctx, &m->output, s->xb, 1, logits));
     s->pos += n;
     return ATS_OK;
-fail:
-    return ats_err_set(err, st, "forward: an op failed at position %lld: %s", (long long)pos0, ats_status_str(st));
 }

@@ -216,6 +216,7 @@ static enum ats_status k_rope(void *c, float *x, int64_t n, int64_t h, int64_t h
 static enum ats_status k_kv(void *c, const float *k, const float *v, int64_t n, int64_t p, int64_t d, int64_t nc, float *kc, float *vc) { CNT(c); return ex_cpu_kv_store(k, v, n, p, d, nc, kc, vc); }
 static enum ats_status k_attn(void *c, const float *q, int64_t n, int64_t p, const float *kc, const float *vc, int64_t h, int64_t hk, int64_t hd, float s, float *o) { CNT(c); return ex_cpu_attention(q, n, p, kc, vc, h, hk, hd, s, o); }
 static enum ats_status k_add(void *c, float *y, const float *x, int64_t n) { CNT(c); return ex_cpu_add(y, x, n); }
+static enum ats_status k_swiglu(void *c, const float *g, const float *u, int64_t n, float *o) { CNT(c); return ex_cpu_swiglu(g, u, n, o); }
 static enum ats_status k_ffn(void *c, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x, int64_t n, float *o) { CNT(c); return ex_cpu_ffn(g, u, d, x, n, o); }
 static enum ats_status k_router(void *c, const float *l, int64_t n, int64_t ne, int64_t k, int nm, int32_t *ids, float *w)
 {
@@ -249,7 +250,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     float *lp = malloc((size_t)V * sizeof *lp), *ld = malloc((size_t)V * sizeof *ld);
     ex_session *s = NULL;
     counter rec = {0};
-    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add,
+    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, k_swiglu,
                     k_ffn, k_router, k_moe, k_output};
     ex_session_opts ro = ex_session_opts_default();
     ro.backend_a = &R;
@@ -282,7 +283,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     CHECK_MSG(e_pd <= 1e-5 * scale, "%s: prefill vs decode logits differ by %.3g", family, e_pd);
     /* 3: split hook with a counting backend B; threads */
     counter cnt = {0};
-    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add,
+    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, k_swiglu,
                     k_ffn, k_router, k_moe, k_output};
     for (int64_t k = 0; k <= a.n_layer; k++) {
         cnt.calls = 0;
@@ -293,9 +294,11 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
         float *lk = malloc((size_t)V * sizeof *lk);
         CHECK(ex_session_forward(s, tok, T, lk, &err) == ATS_OK);
         CHECK(memcmp(lk, lp, (size_t)V * sizeof *lk) == 0);
-        /* ops per layer: 2 norms, 4 matmuls, rope x2, kv, attn, 2 adds, [2 qk norms], ffn or (router
-           matmul, topk, moe [, shexp ffn + add]); output norm + head go to the last layer's backend */
-        int per_layer = 12 + (a.qk_norm ? 2 : 0) + (moe ? 3 + (shexp ? 2 : 0) : 1);
+        /* backend calls per layer: 2 norms, q/k/v/o matmuls, rope x2, kv store, attention, attention
+           residual add, [2 qk norms]; dense: gate, up, swiglu, down, add; MoE: router matmul + top-k,
+           fused experts, [shared-expert ffn + add], residual add. Output norm + head go to the last
+           layer's backend, the embedding to backend A. */
+        int per_layer = 11 + (a.qk_norm ? 2 : 0) + (moe ? 4 + (shexp ? 2 : 0) : 5);
         int want = (int)(a.n_layer - k) * per_layer + (k < a.n_layer ? 2 : 0);
         CHECK_MSG(cnt.calls == want, "split %lld: backend B got %d calls, want %d", (long long)k, cnt.calls, want);
         free(lk);

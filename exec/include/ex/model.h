@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "ats/arch.h"
+#include "ats/graph.h"
 #include "ats/status.h"
 #include "ex/ops.h"
 
@@ -100,6 +101,7 @@ typedef struct ex_backend {
                                  const float *k_cache, const float *v_cache, int64_t n_head,
                                  int64_t n_head_kv, int64_t head_dim, float scale, float *out);
     enum ats_status (*add)(void *ctx, float *y, const float *x, int64_t n);
+    enum ats_status (*swiglu)(void *ctx, const float *gate, const float *up, int64_t n, float *out);
     enum ats_status (*ffn)(void *ctx, const ex_tensor *gate, const ex_tensor *up, const ex_tensor *down,
                            const float *x, int64_t n_tokens, float *out);
     enum ats_status (*router_topk)(void *ctx, const float *logits, int64_t n_tokens, int64_t n_expert,
@@ -118,9 +120,13 @@ const ex_backend *ex_backend_cpu(void);
 
 typedef struct ex_session_opts {
     int64_t n_ctx;          /* KV cache capacity [tokens]; 0 = min(arch n_ctx_max, 4096) */
-    int64_t split_layer;    /* layers [0, split) use backend_a, the rest backend_b; -1 = all on a */
+    int64_t split_layer;    /* ops of layers [0, split) use backend_a, the rest backend_b (output norm
+                               and head: the last layer's); -1 = all on backend_a */
     const ex_backend *backend_a; /* NULL = CPU */
     const ex_backend *backend_b; /* NULL = CPU */
+    const ex_backend *const *op_backend; /* optional, borrowed: backend of each op of the session's
+                                            graph (ex_session_graph order); NULL entries fall back
+                                            to the split rule */
 } ex_session_opts;
 
 ex_session_opts ex_session_opts_default(void);
@@ -132,7 +138,11 @@ typedef struct ex_op_times {
 
 typedef struct ex_session ex_session;
 
-/** New session over a borrowed model (must outlive it). KV cache F32 (n_layer, n_ctx, kv_dim). */
+/** New session over a borrowed model (must outlive it). KV cache F32 (n_layer, n_ctx, kv_dim).
+ *  The forward pass is a loop over the ops of sched's graph of one round (ats_graph_build, the same
+ *  op indices as the simulator and the planner), each op run by its backend's table entry; the
+ *  routed experts of a layer run fused at the layer's FFN_GATE_EXPS op (likewise shared experts).
+ *  ATS_EINVAL (message) for an architecture with ops the executor does not implement. */
 enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, ex_session **out,
                                ats_err *err);
 void ex_session_free(ex_session *s);
@@ -146,8 +156,12 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
 int64_t ex_session_n_ctx(const ex_session *s);
-/** Accumulated per-op wall-clock times since the session started. */
+/** Accumulated per-op-kind wall-clock times since the session started. */
 ex_op_times ex_session_times(const ex_session *s);
+/** The session's op graph (borrowed; valid while the session lives). */
+const ats_graph *ex_session_graph(const ex_session *s);
+/** Accumulated wall-clock time of each graph op [ns] (graph->n_ops entries, borrowed). */
+const int64_t *ex_session_op_ns(const ex_session *s);
 
 #ifdef __cplusplus
 }
