@@ -250,7 +250,8 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
     case ATS_ROLE_FFN_GATE: return be->matmul(c, &L->ffn_gate, s->xb, n, s->g);
     case ATS_ROLE_FFN_UP: return be->matmul(c, &L->ffn_up, s->xb, n, s->u);
     case ATS_ROLE_FFN_DOWN:
-        if ((st = be->swiglu(c, s->g, s->u, n * a->n_ff, s->g))) return st;
+        st = be->swiglu ? be->swiglu(c, s->g, s->u, n * a->n_ff, s->g) : ex_cpu_swiglu(s->g, s->u, n * a->n_ff, s->g);
+        if (st) return st;
         if ((st = be->matmul(c, &L->ffn_down, s->g, n, s->tmp))) return st;
         return be->add(c, s->x, s->tmp, n * E);
     case ATS_ROLE_FFN_GATE_INP:

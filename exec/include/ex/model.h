@@ -82,7 +82,9 @@ void ex_model_free(ex_model *m);
 /* ---- backends ----------------------------------------------------------------------------- */
 
 /** A backend: a named table of the ops of ex/ops.h with the same arguments, plus its context.
- *  All pointers are in the backend's memory. Every entry returns an ats_status. */
+ *  The session passes host pointers (weights in the model's storage, activations and KV cache in
+ *  the session); a device backend mirrors or copies what it needs. Every entry returns an
+ *  ats_status. Fill entries by name: fields may be added. */
 typedef struct ex_backend {
     const char *name;
     void *ctx;
@@ -101,6 +103,7 @@ typedef struct ex_backend {
                                  const float *k_cache, const float *v_cache, int64_t n_head,
                                  int64_t n_head_kv, int64_t head_dim, float scale, float *out);
     enum ats_status (*add)(void *ctx, float *y, const float *x, int64_t n);
+    /* optional: NULL runs ex_cpu_swiglu on the (host) pointers, for tables over host memory */
     enum ats_status (*swiglu)(void *ctx, const float *gate, const float *up, int64_t n, float *out);
     enum ats_status (*ffn)(void *ctx, const ex_tensor *gate, const ex_tensor *up, const ex_tensor *down,
                            const float *x, int64_t n_tokens, float *out);
