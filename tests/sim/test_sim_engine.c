@@ -7,7 +7,9 @@
  *  4. load-trace change points rescale remaining work (hand-computed);
  *  5. random programs without sharing: every start/end equals the list-scheduling recurrence
  *     start = max(queue predecessor end, dependency ends), end = start + latency + work / rate;
- *  6. the same program run twice gives bit-identical times.
+ *  6. the same program run twice gives bit-identical times;
+ *  7. random programs WITH link sharing, host-memory interference and a random trace against a
+ *     brute-force fixed-step integration of the same model (independent code, no events).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -292,6 +294,184 @@ static void test_random_oracle(uint64_t *rs)
     sim_engine_free(e);
 }
 
+
+/* ---- brute force: a fixed-step fluid integration of the same model, coded independently ------ */
+
+typedef struct ref_task {
+    int kind, queue, n_dep, dep[4];
+    double work, mem, flop;
+    double start, end, rem, lat_left;
+    int state; /* 0 waiting, 1 running, 2 done */
+} ref_task;
+
+static double ref_trace(const sim_trace *tr, int which, double t)
+{
+    int i = 0;
+    while (i + 1 < tr->n && tr->t_s[i + 1] <= t) i++;
+    return which == 0 ? tr->cpu[i] : which == 1 ? tr->gpu[i] : tr->pcie[i];
+}
+
+/* rates of the running tasks at time t (same model as sim/engine.h, written plainly) */
+static void ref_rates(const ats_hw *hw, const sim_trace *tr, double t, ref_task *T, int n, double *rate)
+{
+    double acpu = ref_trace(tr, 0, t), agpu = ref_trace(tr, 1, t), apcie = ref_trace(tr, 2, t);
+    double u_cpu = 0;
+    for (int i = 0; i < n; i++)
+        if (T[i].state == 1 && T[i].kind == SIM_TASK_CPU) u_cpu = T[i].mem;
+    double dmaf = 1 - (1 - hw->hostmem_dma_factor) * u_cpu;
+    double dma = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        double cap[8];
+        int idx[8], m = 0;
+        for (int i = 0; i < n; i++) {
+            if (T[i].state != 1 || T[i].lat_left > 0) continue;
+            int k = T[i].kind;
+            int h2d = k == SIM_TASK_CE_H2D || k == SIM_TASK_SM_H2D, d2h = k == SIM_TASK_CE_D2H || k == SIM_TASK_SM_D2H;
+            if ((dir == 0 && !h2d) || (dir == 1 && !d2h)) continue;
+            double c = k == SIM_TASK_CE_H2D ? hw->pcie_h2d_bw : k == SIM_TASK_CE_D2H ? hw->pcie_d2h_bw : hw->pcie_sm_copy_bw;
+            cap[m] = c * apcie * dmaf;
+            idx[m++] = i;
+        }
+        /* max-min by repeated equal split among the unsaturated flows */
+        double left = hw->pcie_link_bw * apcie, r[8] = {0};
+        int sat[8] = {0}, open = m;
+        while (open > 0) {
+            double share = left / open;
+            int any = 0;
+            for (int j = 0; j < m; j++)
+                if (!sat[j] && cap[j] <= share) { r[j] = cap[j]; sat[j] = 1; left -= cap[j]; open--; any = 1; }
+            if (!any) {
+                for (int j = 0; j < m; j++) if (!sat[j]) r[j] = share;
+                break;
+            }
+        }
+        for (int j = 0; j < m; j++) { rate[idx[j]] = r[j]; dma += r[j]; }
+    }
+    double u = dma / (hw->pcie_h2d_bw * hw->hostmem_dma_factor);
+    double f = 1 - (1 - hw->hostmem_cpu_factor) * (u < 1 ? u : 1);
+    for (int i = 0; i < n; i++) {
+        if (T[i].state != 1) continue;
+        if (T[i].kind == SIM_TASK_CPU) rate[i] = acpu / fmax(T[i].flop, T[i].mem / f);
+        else if (T[i].kind == SIM_TASK_GPU) rate[i] = agpu;
+        else if (T[i].lat_left > 0) rate[i] = 0;
+    }
+}
+
+static void ref_run(const ats_hw *hw, const sim_trace *tr, ref_task *T, int n, double dt)
+{
+    double t = 0;
+    int done = 0;
+    double rate[64];
+    while (done < n) {
+        /* start queue heads whose dependencies are done (program order per queue) */
+        for (int q = 0; q < SIM_MAX_QUEUES; q++) {
+            int busy = 0, head = -1;
+            for (int i = 0; i < n; i++) {
+                if (T[i].queue != q) continue;
+                if (T[i].state == 1) busy = 1;
+                if (T[i].state == 0 && head < 0) head = i;
+            }
+            if (busy || head < 0) continue;
+            int ok = 1;
+            for (int d = 0; d < T[head].n_dep; d++) ok &= T[T[head].dep[d]].state == 2;
+            if (!ok) continue;
+            T[head].state = 1;
+            T[head].start = t;
+            T[head].rem = T[head].work;
+            T[head].lat_left = T[head].kind >= SIM_TASK_CE_H2D ? hw->pcie_latency_s : 0;
+        }
+        for (int i = 0; i < n; i++) rate[i] = 0;
+        ref_rates(hw, tr, t, T, n, rate);
+        int finished = 0;
+        for (int i = 0; i < n; i++) {
+            if (T[i].state != 1) continue;
+            if (T[i].lat_left > 0) {
+                T[i].lat_left -= dt;
+                continue;
+            }
+            double step = rate[i] * dt;
+            if (step >= T[i].rem) { /* finishes inside this step: interpolate */
+                T[i].end = t + (rate[i] > 0 ? T[i].rem / rate[i] : 0);
+                T[i].state = 2;
+                done++;
+                finished = 1;
+            } else {
+                T[i].rem -= step;
+            }
+        }
+        (void)finished;
+        t += dt;
+    }
+}
+
+static void test_bruteforce(uint64_t *rs)
+{
+    ats_hw hw = test_hw();
+    hw.pcie_h2d_bw = 10e9;
+    hw.pcie_d2h_bw = 9e9;
+    hw.pcie_sm_copy_bw = 8e9;
+    hw.pcie_link_bw = 12e9;
+    hw.pcie_latency_s = 2e-4;
+    hw.hostmem_cpu_factor = 0.5;
+    hw.hostmem_dma_factor = 0.8;
+    hw.n_copy_engines = 2;
+    int worst_rep = -1;
+    double worst = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        const double tt[4] = {0, tu_uniform(rs, 0.002, 0.01), tu_uniform(rs, 0.011, 0.02), tu_uniform(rs, 0.021, 0.03)};
+        double cpu[4], gpu[4], pcie[4];
+        for (int k = 0; k < 4; k++) {
+            cpu[k] = tu_uniform(rs, 0.3, 1.0);
+            gpu[k] = tu_uniform(rs, 0.3, 1.0);
+            pcie[k] = tu_uniform(rs, 0.3, 1.0);
+        }
+        sim_trace tr = {4, tt, cpu, gpu, pcie};
+        sim_engine *e = mk(&hw, &tr, 1);
+        sim_prog p;
+        sim_prog_init(&p);
+        ref_task T[40];
+        int n = 5 + (int)(tu_rand(rs) % 30);
+        for (int i = 0; i < n; i++) {
+            static const int kinds[6] = {SIM_TASK_CPU, SIM_TASK_GPU, SIM_TASK_CE_H2D, SIM_TASK_CE_D2H, SIM_TASK_SM_H2D, SIM_TASK_SM_D2H};
+            int k = kinds[tu_rand(rs) % 6];
+            int q = k == SIM_TASK_CPU ? SIM_Q_CPU : (k == SIM_TASK_GPU || k >= SIM_TASK_SM_H2D) ? SIM_Q_GPU
+                                                   : SIM_Q_CE0 + (int)(tu_rand(rs) % 2);
+            double work = k <= SIM_TASK_GPU ? tu_uniform(rs, 1e-4, 2e-3) : tu_uniform(rs, 1e6, 2e7);
+            int32_t deps[4];
+            int nd = i ? (int)(tu_rand(rs) % 3) : 0;
+            for (int d = 0; d < nd; d++) deps[d] = (int32_t)(tu_rand(rs) % (uint64_t)i);
+            int32_t idx;
+            CHECK(sim_prog_add(&p, (sim_task_kind)k, q, work, deps, nd, &idx, NULL) == ATS_OK);
+            memset(&T[i], 0, sizeof T[i]);
+            T[i].kind = k;
+            T[i].queue = q;
+            T[i].work = work;
+            T[i].n_dep = nd;
+            for (int d = 0; d < nd; d++) T[i].dep[d] = deps[d];
+            T[i].mem = 1.0;
+            T[i].flop = 0.0;
+            if (k == SIM_TASK_CPU && tu_rand(rs) % 2) { /* some compute-bound CPU ops */
+                T[i].flop = 1.0;
+                T[i].mem = tu_uniform(rs, 0.1, 1.0);
+                p.tasks[idx].flop_frac = T[i].flop;
+                p.tasks[idx].mem_frac = T[i].mem;
+            }
+        }
+        CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+        double span = sim_engine_now(e);
+        ref_run(&hw, &tr, T, n, span * 2e-6);
+        for (int i = 0; i < n; i++) {
+            double d = fmax(fabs(p.tasks[i].t_end_s - T[i].end), fabs(p.tasks[i].t_start_s - T[i].start)) / span;
+            if (d > worst) worst = d, worst_rep = rep;
+        }
+        sim_prog_free(&p);
+        sim_engine_free(e);
+    }
+    /* the reference's error is O(tasks · dt) = O(40 · 2e-6) of the span */
+    CHECK_MSG(worst < 5e-4, "largest start/end difference to the fixed-step reference: %.3g of the span (rep %d)", worst,
+              worst_rep);
+}
+
 static void test_bad_input(void)
 {
     sim_prog p;
@@ -327,6 +507,7 @@ int main(void)
     test_hostmem_calibration();
     test_trace();
     test_random_oracle(&rs);
+    test_bruteforce(&rs);
     test_bad_input();
     return tu_finish("test_sim_engine");
 }
