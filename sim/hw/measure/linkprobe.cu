@@ -1,7 +1,7 @@
 // linkprobe.cu — measures the figures of sim/hw/h200-host.json that are not on a datasheet:
 // copy-engine H2D and D2H bandwidth from pinned memory, per-transfer latency, kernel launch
-// overhead, SM zero-copy read bandwidth, device-to-device copy bandwidth, and the device's
-// copy-engine count. Standalone (not part of the CMake build); the numbers it prints are quoted,
+// overhead, SM zero-copy read bandwidth, both H2D paths together, device-to-device copy
+// bandwidth, and the device's copy-engine count. Standalone (not part of the CMake build); the numbers it prints are quoted,
 // with the date and this command, in the "sources" of h200-host.json.
 //   nvcc -O2 -arch=sm_90 -o linkprobe sim/hw/measure/linkprobe.cu && ./linkprobe
 // Method: CUDA events around back-to-back operations after one warm-up; median of 5 repetitions.
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <algorithm>
+#include <string.h>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
     fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); exit(1); } } while (0)
@@ -78,6 +79,44 @@ int main()
     }
     ms = median5(v);
     printf("SM zero-copy read 1 GiB: %.3f ms, %.2f GB/s\n", ms, big / (ms * 1e-3) / 1e9);
+
+    // both paths together: copy-engine H2D of 1 GiB on one stream while an SM kernel reads another
+    // 1 GiB of mapped memory on a second stream; aggregate rate = 2 GiB / time until both ended
+    {
+        void *h2, *hd2, *d3;
+        CK(cudaHostAlloc(&h2, big, cudaHostAllocMapped));
+        memset(h2, 2, big);
+        CK(cudaHostGetDevicePointer(&hd2, h2, 0));
+        CK(cudaMalloc(&d3, big));
+        cudaStream_t s2;
+        CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+        cudaEvent_t c, e1, e2;
+        CK(cudaEventCreate(&c));
+        CK(cudaEventCreate(&e1));
+        CK(cudaEventCreate(&e2));
+        float vce[5], vsm[5];
+        for (int r = -1; r < 5; r++) {
+            CK(cudaEventRecord(a, s));
+            CK(cudaStreamWaitEvent(s2, a, 0));
+            CK(cudaMemcpyAsync(d, h, big, cudaMemcpyHostToDevice, s));
+            copy_kernel<<<p.multiProcessorCount * 8, 512, 0, s2>>>((const uint4 *)hd2, (uint4 *)d3, n4);
+            CK(cudaGetLastError());
+            CK(cudaEventRecord(e1, s));
+            CK(cudaEventRecord(e2, s2));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventSynchronize(e2));
+            float m1, m2;
+            CK(cudaEventElapsedTime(&m1, a, e1));
+            CK(cudaEventElapsedTime(&m2, a, e2));
+            if (r >= 0) { v[r] = m1 > m2 ? m1 : m2; vce[r] = m1; vsm[r] = m2; }
+        }
+        ms = median5(v);
+        printf("CE H2D + SM zero-copy together, 1 GiB each: %.3f ms, %.2f GB/s total "
+               "(CE alone-in-pair %.2f GB/s, SM %.2f GB/s)\n", ms, 2.0 * big / (ms * 1e-3) / 1e9,
+               big / (median5(vce) * 1e-3) / 1e9, big / (median5(vsm) * 1e-3) / 1e9);
+        CK(cudaFreeHost(h2));
+        CK(cudaFree(d3));
+    }
 
     // per-transfer latency: 1000 back-to-back 4 KiB H2D copies
     const int nsmall = 1000;
