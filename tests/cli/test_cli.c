@@ -69,6 +69,33 @@ static void test_basics(void)
     CHECK(run("inspect --model no-such-model", out, sizeof out, err, sizeof err) == 2 && strstr(err, "no-such-model.json"));
 }
 
+/* Every subcommand: --help prints its usage (exit 0); an unknown flag names itself (exit 2). */
+static void test_every_command(void)
+{
+    CHECK(run("help", out, sizeof out, err, sizeof err) == 0);
+    char list[8192];
+    size_t ol = strlen(out) < sizeof list - 1 ? strlen(out) : sizeof list - 1;
+    memcpy(list, out, ol);
+    list[ol] = '\0';
+    int n = 0;
+    for (char *line = strtok(list, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[64];
+        if (sscanf(line, "  %63s", name) != 1 || !strcmp(name, "help") || name[0] == '-' ||
+            !strncmp(line, "usage", 5) || !strncmp(line, "commands", 8))
+            continue;
+        char args[256];
+        n++;
+        snprintf(args, sizeof args, "%s --help", name);
+        int rc = run(args, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 0 && strstr(out, "usage"), "ats %s --help: rc %d", name, rc);
+        snprintf(args, sizeof args, "%s --no-such-flag-xyz", name);
+        rc = run(args, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && strstr(err, "no-such-flag-xyz"), "ats %s --no-such-flag-xyz: rc %d, stderr '%s'", name, rc, err);
+        CHECK_MSG(strstr(err, name) != NULL, "ats %s: the error does not name the command: '%s'", name, err);
+    }
+    CHECK_MSG(n >= 9, "only %d commands listed by ats help", n);
+}
+
 static void test_inspect_models(void)
 {
     const char *models[] = {"llama-3.1-8b", "llama-3.1-70b", "qwen3-14b", "qwen3-30b-a3b",
@@ -169,6 +196,7 @@ int main(void)
         return 1;
     }
     test_basics();
+    test_every_command();
     test_inspect_models();
     test_bad_json();
     char cmd[400];
