@@ -21,7 +21,7 @@ check() { # description, command...
 }
 rm -rf "$out" && mkdir -p "$out" || exit 1
 check "fixture written" "$writer" --write-fixture "$out"
-for s in plot_tpot.py plot_sweep.py compare_sim_real.py; do
+for s in plot_tpot.py plot_sweep.py compare_sim_real.py plot_utilization.py; do
     check "$s --help" sh -c "$py '$here/$s' --help >'$out/$s.help' 2>&1"
     check "$s --help mentions usage" grep -q "usage:" "$out/$s.help"
 done
@@ -35,6 +35,10 @@ check "compare_sim_real draws" sh -c "$py '$here/compare_sim_real.py' '$out/resu
 check "cmp.png exists" test -s "$out/cmp.png"
 check "comparison names both runs" sh -c "grep -q '^ats ' '$out/cmp.txt' && grep -q '^layer ' '$out/cmp.txt'"
 check "csv output" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --format csv --no-plot | head -1 | grep -q '^run,sim_tpot_mean_s'"
+check "plot_utilization draws" sh -c "$py '$here/plot_utilization.py' '$out/results.h5' -o '$out/util.png' >'$out/util.txt'"
+check "util.png exists" test -s "$out/util.png"
+check "GPU busy for the run with ops" grep -q "^ats: host->device .* GPU busy" "$out/util.txt"
+check "no GPU busy for the run without ops" sh -c "grep '^layer: ' '$out/util.txt' | grep -vq 'GPU busy'"
 # bad input: exit 2, message names the file
 echo "not hdf5" >"$out/bad.h5"
 $py "$here/plot_tpot.py" "$out/bad.h5" -o "$out/bad.png" 2>"$out/bad.err"; rc=$?
