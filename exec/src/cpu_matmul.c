@@ -9,6 +9,7 @@
 
 #include "ex/quant.h"
 #include "ex/quant_blocks.h"
+#include "cpu_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -395,6 +396,38 @@ static float dot_f32_scalar(const float *w, const float *x, int64_t n)
     float s = 0;
     for (int64_t i = 0; i < n; i++) s += w[i] * x[i];
     return s;
+}
+
+static void axpy_f32_scalar(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+#ifdef EX_X86
+static AVX2_FN void axpy_f32_avx2(float *y, float a, const float *x, int64_t n)
+{
+    __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+#endif
+
+ex_dot_f32_fn ex_pick_dot_f32(void)
+{
+#ifdef EX_X86
+    if (ex_cpu_features() & EX_CPU_AVX2) return dot_f32_avx2;
+#endif
+    return dot_f32_scalar;
+}
+
+ex_axpy_f32_fn ex_pick_axpy_f32(void)
+{
+#ifdef EX_X86
+    if (ex_cpu_features() & EX_CPU_AVX2) return axpy_f32_avx2;
+#endif
+    return axpy_f32_scalar;
 }
 
 /* ---- matmul --------------------------------------------------------------------------------- */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ex/quant.h"
+#include "cpu_simd.h"
 
 ex_tensor ex_tensor_matrix(const ex_tensor *w, int64_t e)
 {
@@ -97,6 +98,8 @@ enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0,
     int64_t group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
     int64_t n_ctx = pos0 + n_tokens;
     int bad = 0;
+    const ex_dot_f32_fn dot = ex_pick_dot_f32();
+    const ex_axpy_f32_fn axpy = ex_pick_axpy_f32();
 #pragma omp parallel
     {
         float *att = malloc((size_t)n_ctx * sizeof(float));
@@ -114,10 +117,7 @@ enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0,
                 int64_t len = pos0 + t + 1;
                 float mx = -INFINITY;
                 for (int64_t p = 0; p < len; p++) {
-                    const float *kp = kb + p * kv_dim;
-                    float s = 0.0f;
-                    for (int64_t i = 0; i < head_dim; i++) s += qh[i] * kp[i];
-                    s *= scale;
+                    float s = dot(qh, kb + p * kv_dim, head_dim) * scale;
                     att[p] = s;
                     if (s > mx) mx = s;
                 }
@@ -128,11 +128,8 @@ enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0,
                 }
                 float *o = out + (t * n_head + h) * head_dim;
                 for (int64_t i = 0; i < head_dim; i++) o[i] = 0.0f;
-                for (int64_t p = 0; p < len; p++) {
-                    const float *vp = vb + p * kv_dim;
-                    float a = att[p] / sum;
-                    for (int64_t i = 0; i < head_dim; i++) o[i] += a * vp[i];
-                }
+                const float inv = 1.0f / sum;
+                for (int64_t p = 0; p < len; p++) axpy(o, att[p] * inv, vb + p * kv_dim, head_dim);
             }
         free(att);
     }
