@@ -125,7 +125,7 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
     if (!(o->ref_percentile > 0 && o->ref_percentile <= 100))
         return ats_err_set(err, ATS_EINVAL, "import: percentile %g must be in (0, 100]", o->ref_percentile);
     if (!(o->compress > 1e-9) || !isfinite(o->compress))
-        return ats_err_set(err, ATS_EINVAL, "import: compression factor %g must be > 0", o->compress);
+        return ats_err_set(err, ATS_EINVAL, "import: compression factor %g must be > 1e-9", o->compress);
     if (!(o->floor > 0 && o->floor <= 1))
         return ats_err_set(err, ATS_EINVAL, "import: floor %g must be in (0, 1]", o->floor);
     if ((unsigned)o->resource >= ATSC_RES_COUNT)
@@ -254,6 +254,8 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
                         i - 1, i, o->compress);
             goto done;
         }
+    if ((st = atsc_trace_validate(tr, path, err)) != ATS_OK) goto done; /* e.g. times overflowed to inf */
+    st = ATS_EINVAL;
     snprintf(tr->source, sizeof tr->source,
              "ats trace import %s --time-col %s --value-col %s%s%s%s%s --resource %s --percentile %g%s "
              "--compress %g --floor %g",

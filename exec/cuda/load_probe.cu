@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "load_probe.h"
 
@@ -13,6 +14,8 @@ struct ex_lp {
     int device;
     int sms;
     cudaStream_t stream;
+    cudaEvent_t done;    /* light_wait: polled instead of a spinning synchronize */
+    int light_wait;
     float *d_out;   /* (sms * 4 * 256) busy-kernel results, keeps the FMAs alive */
     void *h_pinned; /* (copy_bytes) pinned host source of the copies */
     void *d_copy;   /* (copy_bytes) device destination */
@@ -39,6 +42,16 @@ static __global__ void busy_kernel(float *out, long iters)
     out[blockIdx.x * blockDim.x + threadIdx.x] = a + c;
 }
 
+/* Waits for everything queued on lp->stream: spinning, or polling an event with short sleeps. */
+static cudaError_t lp_wait(ex_lp *lp)
+{
+    if (!lp->light_wait) return cudaStreamSynchronize(lp->stream);
+    cudaError_t e = cudaEventRecord(lp->done, lp->stream);
+    if (e != cudaSuccess) return e;
+    while ((e = cudaEventQuery(lp->done)) == cudaErrorNotReady) usleep(50);
+    return e;
+}
+
 extern "C" int ex_lp_device_count(void)
 {
     int n = 0;
@@ -49,7 +62,7 @@ extern "C" int ex_lp_device_count(void)
     return n;
 }
 
-extern "C" int ex_lp_new(int device, size_t copy_bytes, ex_lp **out, char *msg, size_t msglen)
+extern "C" int ex_lp_new(int device, size_t copy_bytes, int light_wait, ex_lp **out, char *msg, size_t msglen)
 {
     *out = NULL;
     ex_lp *lp = (ex_lp *)calloc(1, sizeof *lp);
@@ -64,6 +77,8 @@ extern "C" int ex_lp_new(int device, size_t copy_bytes, ex_lp **out, char *msg, 
     lp->sms = prop.multiProcessorCount;
     snprintf(lp->name, sizeof lp->name, "%s", prop.name);
     LP_CHECK(cudaStreamCreateWithFlags(&lp->stream, cudaStreamNonBlocking));
+    LP_CHECK(cudaEventCreateWithFlags(&lp->done, cudaEventDisableTiming));
+    lp->light_wait = light_wait;
     LP_CHECK(cudaMalloc((void **)&lp->d_out, (size_t)lp->sms * 4 * 256 * sizeof(float)));
     if (copy_bytes > 0) {
         LP_CHECK(cudaMallocHost(&lp->h_pinned, copy_bytes));
@@ -86,6 +101,7 @@ extern "C" void ex_lp_free(ex_lp *lp)
     if (lp->d_copy) cudaFree(lp->d_copy);
     if (lp->h_pinned) cudaFreeHost(lp->h_pinned);
     if (lp->d_out) cudaFree(lp->d_out);
+    if (lp->done) cudaEventDestroy(lp->done);
     if (lp->stream) cudaStreamDestroy(lp->stream);
     free(lp);
 }
@@ -94,7 +110,7 @@ extern "C" int ex_lp_busy(ex_lp *lp, long iters, char *msg, size_t msglen)
 {
     busy_kernel<<<lp->sms * 4, 256, 0, lp->stream>>>(lp->d_out, iters);
     LP_CHECK(cudaGetLastError());
-    LP_CHECK(cudaStreamSynchronize(lp->stream));
+    LP_CHECK(lp_wait(lp));
     return 0;
 fail:
     return -1;
@@ -104,7 +120,7 @@ extern "C" int ex_lp_copy_h2d(ex_lp *lp, size_t bytes, char *msg, size_t msglen)
 {
     if (bytes > lp->copy_bytes) bytes = lp->copy_bytes;
     LP_CHECK(cudaMemcpyAsync(lp->d_copy, lp->h_pinned, bytes, cudaMemcpyHostToDevice, lp->stream));
-    LP_CHECK(cudaStreamSynchronize(lp->stream));
+    LP_CHECK(lp_wait(lp));
     return 0;
 fail:
     return -1;

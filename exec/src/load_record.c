@@ -197,7 +197,7 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
 #ifdef ATS_HAVE_CUDA
     if (o.use_gpu && ex_lp_device_count() > o.device) {
         char msg[256];
-        if (ex_lp_new(o.device, o.copy_bytes, &p->lp, msg, sizeof msg) != 0) {
+        if (ex_lp_new(o.device, o.copy_bytes, 0, &p->lp, msg, sizeof msg) != 0) {
             ex_probe_free(p);
             return ats_err_set(err, ATS_EINVAL, "probe: GPU setup failed: %s", msg);
         }

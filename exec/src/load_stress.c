@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,15 +182,31 @@ struct ex_hogs {
     int npid;
 };
 
-/* Start and end of the busy window of the current period, for resource r. */
-static void window(const hog_shared *sh, enum atsc_resource r, double now, double *busy_end, double *period_end)
+void ex_stress_window(double epoch_s, double period_s, double duty, double now_s, double *busy_start_s,
+                      double *busy_end_s, double *period_end_s)
 {
-    double P = sh->period_s;
-    double k = floor((now - sh->epoch_s) / P);
-    double start = sh->epoch_s + k * P;
-    double d = atomic_load(&sh->duty[r]);
-    *busy_end = start + d * P;
-    *period_end = start + P;
+    if (!(duty > 0)) duty = 0;
+    if (duty > 1) duty = 1;
+    double k = floor((now_s - epoch_s) / period_s);
+    double start = epoch_s + k * period_s;
+    /* splitmix64 of the period index: the same pseudo-random phase in every hog of every process */
+    uint64_t z = (uint64_t)(int64_t)k * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    double u = (double)(z >> 11) * 0x1.0p-53;
+    *busy_start_s = start + (1.0 - duty) * period_s * u;
+    *busy_end_s = *busy_start_s + duty * period_s;
+    *period_end_s = start + period_s;
+}
+
+/* Busy window of the current period for resource r: sleeps until it starts; returns its end and the
+ * period's end. */
+static void window(const hog_shared *sh, enum atsc_resource r, double *busy_end, double *period_end)
+{
+    double bs, now = now_s();
+    ex_stress_window(sh->epoch_s, sh->period_s, atomic_load(&sh->duty[r]), now, &bs, busy_end, period_end);
+    if (*busy_end > bs && now < bs) sleep_until(bs);
 }
 
 static void *cpu_hog(void *arg)
@@ -198,8 +215,9 @@ static void *cpu_hog(void *arg)
     volatile double sink = 0;
     double a = 1.0, b = 1.0000001;
     while (!atomic_load(&sh->stop)) {
-        double now = now_s(), be, pe;
-        window(sh, ATSC_RES_CPU, now, &be, &pe);
+        double be, pe;
+        window(sh, ATSC_RES_CPU, &be, &pe);
+        double now = now_s();
         while (now < be && !atomic_load(&sh->stop)) {
             for (int i = 0; i < 512; i++) a = a * b + 1e-9; /* pure core work */
             now = now_s();
@@ -218,8 +236,8 @@ static void hog_process(hog_shared *sh, enum atsc_resource r, int device)
 {
     char msg[256];
     ex_lp *lp = NULL;
-    const size_t copy = 8u << 20; /* 8 MiB per copy: ~0.15 ms at 55 GB/s */
-    if (ex_lp_new(device, r == ATSC_RES_PCIE ? copy : 0, &lp, msg, sizeof msg) != 0) {
+    const size_t copy = 16u << 20; /* 16 MiB per copy: ~0.3 ms at 55 GB/s */
+    if (ex_lp_new(device, r == ATSC_RES_PCIE ? copy : 0, 1, &lp, msg, sizeof msg) != 0) {
         fprintf(stderr, "ats stress: %s hog: %s\n", atsc_resource_name(r), msg);
         atomic_fetch_add(&sh->failed, 1);
         _exit(3);
@@ -235,8 +253,9 @@ static void hog_process(hog_shared *sh, enum atsc_resource r, int device)
     atomic_fetch_add(&sh->ready, 1);
     int rc = 0;
     while (!atomic_load(&sh->stop)) {
-        double now = now_s(), be, pe;
-        window(sh, r, now, &be, &pe);
+        double be, pe;
+        window(sh, r, &be, &pe);
+        double now = now_s();
         while (now < be && !atomic_load(&sh->stop)) {
             int e = r == ATSC_RES_GPU ? ex_lp_busy(lp, iters, msg, sizeof msg) : ex_lp_copy_h2d(lp, copy, msg, sizeof msg);
             if (e != 0) {
@@ -475,12 +494,6 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
 
 /* ------------------------------------------------------------------ calibration ----------------- */
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void wait_s(double s, const volatile sig_atomic_t *stop)
 {
     double until = now_s() + s;
@@ -529,8 +542,10 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
                 st = ats_err_set(err, ATS_EINVAL, "calibrate: interrupted");
                 goto done;
             }
-            qsort(v, ns, sizeof *v, cmp_d);
-            double med = ns % 2 ? v[ns / 2] : 0.5 * (v[ns / 2 - 1] + v[ns / 2]);
+            /* the mean, not the median: with duty d < 1/2 most samples miss the busy window, and a trace
+             * (and `ats trace compare`) averages over time */
+            double med = 0;
+            for (size_t i = 0; i < ns; i++) med += v[i] / (double)ns;
             int i = out->n[r];
             out->model[r][i] = levels[li];
             out->measured[r][i] = (i > 0 && med > out->measured[r][i - 1]) ? out->measured[r][i - 1] : med;

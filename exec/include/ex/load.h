@@ -12,7 +12,8 @@
  *
  * Stressor: per resource k "hogs" (CPU: k spinning threads per probe thread; GPU: k processes, each
  * its own CUDA context launching busy kernels; PCIe: k processes copying host-to-device). All hogs
- * of a resource are busy for the first d*P of every period P (aligned on one clock) and sleep the rest.
+ * of a resource are busy together for d*P of every period P, at a pseudo-random phase within the period
+ * (ex_stress_window), and sleep the rest.
  * With a fair-share scheduler a victim running next to k busy hogs gets 1/(k+1) of the resource, so
  * its availability is  a = 1 - d * k / (k+1)  (ex_stress_avail), and the duty for a target a is
  * d = (1 - a) (k+1) / k  (ex_stress_duty), feasible when a >= 1/(k+1) (ex_stress_hogs_needed).
@@ -130,6 +131,15 @@ double ex_stress_duty(double avail, int k);
 /** Smallest k >= 1 with 1/(k+1) <= a_min (the lowest availability to produce), a_min in (0, 1]. */
 int ex_stress_hogs_needed(double a_min);
 
+/** Busy window of the period containing now_s [s] (CLOCK_MONOTONIC) for hogs with period P = period_s
+ *  counted from epoch_s: [*busy_start_s, *busy_end_s), of length duty * P (duty clipped to [0, 1]),
+ *  placed at a pseudo-random offset in [0, (1 - duty) P] that depends only on the period index, so all
+ *  hogs of a resource are busy together but a victim sampling at a fixed rate (the recorder every 0.1 s)
+ *  does not always land in the same part of the period (with a fixed phase it would see 1 or 1/(k+1)
+ *  instead of the average). *period_end_s = end of the period. */
+void ex_stress_window(double epoch_s, double period_s, double duty, double now_s, double *busy_start_s,
+                      double *busy_end_s, double *period_end_s);
+
 /** Calibration: measured availability at model availabilities m_i (decreasing), per resource. */
 #define EX_CALIB_MAX 16
 typedef struct ex_stress_calib {
@@ -182,7 +192,7 @@ void ex_hogs_stop(ex_hogs *h);
 
 /** Calibrates: starts hogs (opts->k, each >= 1 where to calibrate; 0 skips a resource), then creates the
  *  probes (`popts`), and for model levels 1, 0.85, 0.7, 0.55, 0.45, 0.4, 0.35, 0.3, 0.25 (down to 1/(k+1)) holds
- *  each resource at that level for settle_s and records the median probe availability over measure_s
+ *  each resource at that level for settle_s and records the mean probe availability over measure_s
  *  (baseline: level 1). Other resources stay idle meanwhile. Output table in *out. */
 enum ats_status ex_stress_calibrate(const ex_stress_opts *opts, const ex_probe_opts *popts, double settle_s,
                                     double measure_s, ex_stress_calib *out, ats_err *err);
