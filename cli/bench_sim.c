@@ -232,10 +232,18 @@ int ats_bench_sim(int argc, char **argv)
     printf("%-44s %12.2f M %12s\n", "session events/s, one core (incl. controller)", sess_ev_per_s / 1e6, "");
     printf("%-44s %12.3f s %12s\n", quick ? "1-minute replay, wall" : "10-minute replay, wall", replay_wall,
            quick ? "" : "<= 2 s");
-    printf("%-44s %14ld %12s\n", "  rounds / events in the replay", (long)rr.n_rounds, "");
-    printf("%-44s %12.1f s %12s\n", "16x16 sweep x 3 traces (180 s each), wall", sweep_wall,
-           quick ? "" : "<= 300 s");
-    printf("%-44s %14ld %12s\n", "  sessions / failed", n_pts, "");
+    printf("%-44s %14ld %12s\n", "  rounds in the replay", (long)rr.n_rounds, "");
+    /* the target assumed the paper's ~40 ms TPOT (15000 rounds in 10 minutes); ours is slower, so
+     * also the wall time scaled to that many rounds */
+    printf("%-44s %12.3f s %12s\n", "  scaled to 15000 rounds (40 ms TPOT)", replay_wall * 15000.0 / (double)rr.n_rounds,
+           quick ? "" : "<= 2 s");
+    char label[64];
+    snprintf(label, sizeof label, "%dx%d sweep x 3 traces (180 s each), wall", n_grid, n_grid);
+    printf("%-44s %12.1f s %12s\n", label, sweep_wall, quick ? "" : "<= 300 s");
+    printf("%-44s %14ld %12s\n", "  sessions", n_pts, "");
+    printf("%-44s %14ld %12s\n", "  rounds in the sweep", n_rounds, "");
+    printf("%-44s %12.1f s %12s\n", "  scaled to 40 ms TPOT (4500 rounds/session)",
+           sweep_wall * (double)n_pts * 4500.0 / (double)(n_rounds > 0 ? n_rounds : 1), quick ? "" : "<= 300 s");
     printf("%-44s %12.2f M %12s\n", "  sweep events/s, all threads", (double)events / sweep_wall / 1e6, "");
     for (int i = 0; i < 3; i++) printf("  best mean TPOT on %-24s %10.2f ms\n", tr_names[i], 1e3 * best[i]);
 
@@ -259,18 +267,20 @@ int ats_bench_sim(int argc, char **argv)
                 "  \"vram_budget_bytes\": %llu, \"prompt_tok\": %lld, \"gen_tok\": %lld, \"chunk_tok\": %lld,\n"
                 "  \"engine\": {\"program_tasks\": %d, \"events_per_s\": %.0f, \"target_events_per_s\": 5e6},\n"
                 "  \"replay\": {\"policy\": \"ats\", \"sim_s\": %.1f, \"wall_s\": %.4f, \"rounds\": %zu, \"events\": %llu,"
-                " \"events_per_s\": %.0f, \"tpot_mean_s\": %.6f, \"target_wall_s\": 2},\n"
+                " \"events_per_s\": %.0f, \"tpot_mean_s\": %.6f, \"wall_s_scaled_to_15000_rounds\": %.4f,"
+                " \"target_wall_s\": 2},\n"
                 "  \"sweep\": {\"policy\": \"ats\", \"grid\": [%d, %d], \"eps\": [0.05, 0.5], \"interval_tpot\": [1, 20],"
                 " \"traces\": [\"%s\", \"%s\", \"%s\"], \"trace_s\": 180, \"sessions\": %ld, \"failed\": %ld,"
                 " \"rounds\": %ld, \"events\": %llu, \"wall_s\": %.2f, \"best_tpot_ms\": [%.4f, %.4f, %.4f],"
-                " \"target_wall_s\": 300}\n}\n",
+                " \"wall_s_scaled_to_4500_rounds_per_session\": %.1f, \"target_wall_s\": 300}\n}\n",
                 ATS_VERSION_STRING, ATS_GIT_COMMIT, date, host, omp_get_num_procs(), threads, quick, o.arch.name,
                 ats_recipe_name(o.cfg.recipe), o.hw_desc.name, o.trace_name,
                 (unsigned long long)o.cfg.vram_budget_bytes, (long long)o.cfg.prompt_tok, (long long)o.cfg.gen_tok,
                 (long long)o.cfg.chunk_tok, prog_tasks, ev_per_s, replay_s, replay_wall, rr.n_rounds,
-                (unsigned long long)rr.events, sess_ev_per_s, rr.tpot_mean_s, n_grid, n_grid, tr_names[0], tr_names[1],
-                tr_names[2], n_pts, n_fail, n_rounds, (unsigned long long)events, sweep_wall, 1e3 * best[0],
-                1e3 * best[1], 1e3 * best[2]);
+                (unsigned long long)rr.events, sess_ev_per_s, rr.tpot_mean_s,
+                replay_wall * 15000.0 / (double)(rr.n_rounds > 0 ? rr.n_rounds : 1), n_grid, n_grid, tr_names[0],
+                tr_names[1], tr_names[2], n_pts, n_fail, n_rounds, (unsigned long long)events, sweep_wall, 1e3 * best[0],
+                1e3 * best[1], 1e3 * best[2], sweep_wall * (double)n_pts * 4500.0 / (double)(n_rounds > 0 ? n_rounds : 1));
         int bad = ferror(f);
         bad |= fclose(f);
         if (bad || rename(tmp, out)) {
