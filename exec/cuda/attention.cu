@@ -3,7 +3,7 @@
  * One thread block of 4 warps per (query token, head); each warp walks a strided share of the
  * positions 0..p with an online softmax (running max, sum, and the weighted V sum in registers,
  * head_dim/32 values per lane), then the 4 partial results are merged in shared memory. Works for
- * decode (1 token) and prefill chunks alike; head_dim ≤ 256 and a multiple of 32.
+ * decode (1 token) and prefill chunks alike; any head_dim ≤ 256 (lanes past head_dim idle).
  * Vaswani et al. 2017 (attention), Ainslie et al. 2023 (GQA), Milakov & Gimelshein 2018 (online softmax).
  */
 #include "common.cuh"
@@ -34,14 +34,13 @@ extern "C" ex_gpu_status ex_cuda_kv_store(const float *k, const float *v, int64_
     return EX_GPU_OK;
 }
 
-template <int PL> /* head_dim / 32 */
+template <int PL> /* ceil(head_dim / 32) */
 static __global__ void __launch_bounds__(32 * ATT_WARPS)
     attention_kernel(const float *__restrict__ q, int64_t pos0, const float *__restrict__ kc,
-                     const float *__restrict__ vc, int64_t n_head, int64_t n_head_kv, float scale,
+                     const float *__restrict__ vc, int64_t n_head, int64_t n_head_kv, int HD, float scale,
                      float *__restrict__ out)
 {
-    const int HD = PL * 32;
-    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS], sm_acc[ATT_WARPS][HD];
+    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS], sm_acc[ATT_WARPS][PL * 32];
     int64_t t = blockIdx.y, h = blockIdx.x;
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int64_t kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * HD;
@@ -49,7 +48,7 @@ static __global__ void __launch_bounds__(32 * ATT_WARPS)
     float qr[PL], acc[PL];
 #pragma unroll
     for (int i = 0; i < PL; i++) {
-        qr[i] = qv[lane + 32 * i] * scale;
+        qr[i] = lane + 32 * i < HD ? qv[lane + 32 * i] * scale : 0.0f;
         acc[i] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
@@ -58,13 +57,13 @@ static __global__ void __launch_bounds__(32 * ATT_WARPS)
         const float *kr = kc + p * kv_dim + kvh * HD, *vr = vc + p * kv_dim + kvh * HD;
         float d = 0.0f;
 #pragma unroll
-        for (int i = 0; i < PL; i++) d += qr[i] * kr[lane + 32 * i];
+        for (int i = 0; i < PL; i++) d += lane + 32 * i < HD ? qr[i] * kr[lane + 32 * i] : 0.0f;
         d = exc_warp_sum(d);
         float m_new = fmaxf(m, d);
         float corr = __expf(m - m_new), e = __expf(d - m_new);
         l = l * corr + e;
 #pragma unroll
-        for (int i = 0; i < PL; i++) acc[i] = acc[i] * corr + e * vr[lane + 32 * i];
+        for (int i = 0; i < PL; i++) acc[i] = acc[i] * corr + (lane + 32 * i < HD ? e * vr[lane + 32 * i] : 0.0f);
         m = m_new;
     }
     if (lane == 0) {
@@ -97,18 +96,24 @@ extern "C" ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int
                                            float scale, float *out, ex_stream s)
 {
     if (!q || !k_cache || !v_cache || !out || n_tokens < 1 || pos0 < 0 || n_head < 1 || n_head_kv < 1 ||
-        n_head % n_head_kv != 0 || n_tokens > 65535)
+        n_head % n_head_kv != 0 || n_tokens > 65535 || head_dim < 1)
         return EX_GPU_EINVAL;
     dim3 grid((unsigned)n_head, (unsigned)n_tokens), block(32 * ATT_WARPS);
-    switch (head_dim) {
-    case 32: attention_kernel<1><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
-    case 64: attention_kernel<2><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
-    case 96: attention_kernel<3><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
-    case 128: attention_kernel<4><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
-    case 192: attention_kernel<6><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
-    case 256: attention_kernel<8><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out); break;
+    int hd = (int)head_dim;
+#define ATT_LAUNCH(PL) \
+    attention_kernel<PL><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, hd, scale, out)
+    switch ((head_dim + 31) / 32) {
+    case 1: ATT_LAUNCH(1); break;
+    case 2: ATT_LAUNCH(2); break;
+    case 3: ATT_LAUNCH(3); break;
+    case 4: ATT_LAUNCH(4); break;
+    case 5: ATT_LAUNCH(5); break;
+    case 6: ATT_LAUNCH(6); break;
+    case 7: ATT_LAUNCH(7); break;
+    case 8: ATT_LAUNCH(8); break;
     default: return EX_GPU_EINVAL;
     }
+#undef ATT_LAUNCH
     EXC_LAUNCHED(s);
     return EX_GPU_OK;
 }

@@ -63,17 +63,16 @@ static_assert(offsetof(ex_block_q6_K, qh) == 128 && offsetof(ex_block_q6_K, scal
 __device__ __forceinline__ float exc_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float exc_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
-/* Little-endian 32-bit word from a 2-byte aligned address. */
+/* Little-endian 32-bit word from a 2-byte aligned address (global or shared). */
 __device__ __forceinline__ int exc_ld_u16x2(const uint8_t *p)
 {
     const uint16_t *q = (const uint16_t *)p;
-    return (int)((uint32_t)__ldg(q) | ((uint32_t)__ldg(q + 1) << 16));
+    return (int)((uint32_t)q[0] | ((uint32_t)q[1] << 16));
 }
-/* Little-endian 32-bit word from any address. */
+/* Little-endian 32-bit word from any address (global or shared). */
 __device__ __forceinline__ int exc_ld_u8x4(const uint8_t *p)
 {
-    return (int)((uint32_t)__ldg(p) | ((uint32_t)__ldg(p + 1) << 8) | ((uint32_t)__ldg(p + 2) << 16) |
-                 ((uint32_t)__ldg(p + 3) << 24));
+    return (int)((uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24));
 }
 
 __device__ __forceinline__ float exc_warp_sum(float v)

@@ -15,10 +15,9 @@
 
 /* Q4_0: task = one block of 32. (nibble - 8)·d·x = d·(dx·Σ q·xq - 8·s). */
 struct task_q4_0 {
-    static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1;
-    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int, const exc_q8x &x)
+    static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1, NB = 128;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int, const exc_q8x &x)
     {
-        const uint8_t *bp = row + b * BYTES;
         const int4 *xq = (const int4 *)(x.qs + b * 32);
         int4 xa = __ldg(xq), xb = __ldg(xq + 1);
         int xs_lo[4] = {xa.x, xa.y, xa.z, xa.w}, xs_hi[4] = {xb.x, xb.y, xb.z, xb.w};
@@ -29,38 +28,52 @@ struct task_q4_0 {
             sumi = __dp4a(v & 0x0F0F0F0F, xs_lo[i], sumi);
             sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xs_hi[i], sumi);
         }
-        float d = exc_h2f(__ldg((const uint16_t *)bp));
+        float d = exc_h2f(*(const uint16_t *)bp);
         return d * (__ldg(x.d + b) * (float)sumi - 8.0f * __ldg(x.s + b));
     }
 };
 
 /* Q8_0: task = one block of 32. */
 struct task_q8_0 {
-    static constexpr int QK = 32, BYTES = EXC_Q8_0_BYTES, TPB = 1;
-    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int, const exc_q8x &x)
+    static constexpr int QK = 32, BYTES = EXC_Q8_0_BYTES, TPB = 1, NB = 64;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int, const exc_q8x &x)
     {
-        const uint8_t *bp = row + b * BYTES;
         const int4 *xq = (const int4 *)(x.qs + b * 32);
         int4 xa = __ldg(xq), xb = __ldg(xq + 1);
         int xs[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
         int sumi = 0;
 #pragma unroll
         for (int i = 0; i < 8; i++) sumi = __dp4a(exc_ld_u16x2(bp + 2 + 4 * i), xs[i], sumi);
-        float d = exc_h2f(__ldg((const uint16_t *)bp));
+        float d = exc_h2f(*(const uint16_t *)bp);
         return d * __ldg(x.d + b) * (float)sumi;
     }
 };
+
+/* Q4_K scale and min of sub-block k from the 12 packed bytes as 3 little-endian words (the formula
+ * of ex_q4k_scale_min, without a local array). */
+static __device__ __forceinline__ void q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, uint32_t *sc,
+                                                     uint32_t *m)
+{
+    if (k < 4) {
+        *sc = (s0 >> (8 * k)) & 63u;
+        *m = (s1 >> (8 * k)) & 63u;
+    } else {
+        int i = k - 4;
+        uint32_t b8 = (s2 >> (8 * i)) & 0xFFu, lo = (s0 >> (8 * i)) & 0xFFu, hi = (s1 >> (8 * i)) & 0xFFu;
+        *sc = (b8 & 0x0Fu) | ((lo >> 6) << 4);
+        *m = (b8 >> 4) | ((hi >> 6) << 4);
+    }
+}
 
 /* Q4_K: 8 tasks per super-block; task j = (chunk c = j/2, half h = j%2) reads qs[32c+16h .. +15]:
  * low nibbles are elements 16h..16h+15 of sub-block 2c, high nibbles the same of sub-block 2c+1.
  * value = d·sc·q - dmin·m  →  d·sc·dx·Σ q·xq - dmin·m·dx·Σ xq (per sub-block half). */
 struct task_q4_K {
-    static constexpr int QK = 256, BYTES = EXC_Q4_K_BYTES, TPB = 8;
-    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int j, const exc_q8x &x)
+    static constexpr int QK = 256, BYTES = EXC_Q4_K_BYTES, TPB = 8, NB = 16;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const exc_q8x &x)
     {
-        const uint8_t *bp = row + b * BYTES;
         int c = j >> 1, h = j & 1;
-        int4 w = __ldg((const int4 *)(bp + 16 + 32 * c + 16 * h));
+        int4 w = *(const int4 *)(bp + 16 + 32 * c + 16 * h);
         int64_t xb_lo = b * 8 + 2 * c, xb_hi = xb_lo + 1;
         int4 xl = __ldg((const int4 *)(x.qs + xb_lo * 32 + 16 * h));
         int4 xh = __ldg((const int4 *)(x.qs + xb_hi * 32 + 16 * h));
@@ -75,32 +88,24 @@ struct task_q4_K {
         }
         /* 6-bit scales and mins of sub-blocks k0 = 2c and k1 = 2c+1 (QUANT_FORMATS.md §Q4_K) */
         const uint32_t *sp = (const uint32_t *)(bp + 4);
-        uint32_t s0 = __ldg(sp), s1 = __ldg(sp + 1), s2 = __ldg(sp + 2);
-        uint8_t sc[12];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            sc[i] = (uint8_t)(s0 >> (8 * i));
-            sc[4 + i] = (uint8_t)(s1 >> (8 * i));
-            sc[8 + i] = (uint8_t)(s2 >> (8 * i));
-        }
-        uint8_t sc0, m0, sc1, m1;
-        ex_q4k_scale_min(sc, 2 * c, &sc0, &m0);
-        ex_q4k_scale_min(sc, 2 * c + 1, &sc1, &m1);
-        uint32_t dd = __ldg((const uint32_t *)bp);
+        uint32_t s0 = sp[0], s1 = sp[1], s2 = sp[2];
+        uint32_t sc0, m0, sc1, m1;
+        q4k_scale_min(s0, s1, s2, 2 * c, &sc0, &m0);
+        q4k_scale_min(s0, s1, s2, 2 * c + 1, &sc1, &m1);
+        uint32_t dd = *(const uint32_t *)bp;
         float d = exc_h2f((uint16_t)dd), dmin = exc_h2f((uint16_t)(dd >> 16));
         float dx0 = __ldg(x.d + xb_lo), dx1 = __ldg(x.d + xb_hi);
-        return d * (dx0 * (float)(sc0 * s_lo) + dx1 * (float)(sc1 * s_hi)) -
-               dmin * (dx0 * (float)(m0 * n_lo) + dx1 * (float)(m1 * n_hi));
+        return d * (dx0 * (float)((int)sc0 * s_lo) + dx1 * (float)((int)sc1 * s_hi)) -
+               dmin * (dx0 * (float)((int)m0 * n_lo) + dx1 * (float)((int)m1 * n_hi));
     }
 };
 
 /* Q6_K: 16 tasks per super-block; task j = (half h = j/8, l0 = 4·(j%8)) makes the 16 values at
  * offsets 128h + l0 + {0..3} + 32g, g = 0..3 (QUANT_FORMATS.md §Q6_K), each group g with its scale. */
 struct task_q6_K {
-    static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16;
-    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int j, const exc_q8x &x)
+    static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16, NB = 10;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const exc_q8x &x)
     {
-        const uint8_t *bp = row + b * BYTES;
         int h = j >> 3, l0 = 4 * (j & 7), s = (j & 7) >> 2;
         int a = exc_ld_u16x2(bp + 64 * h + l0);
         int bb = exc_ld_u16x2(bp + 64 * h + 32 + l0);
@@ -117,9 +122,9 @@ struct task_q6_K {
         for (int g = 0; g < 4; g++) {
             int xv = __ldg((const int *)(x.qs + e0 + 32 * g));
             int sumi = __dp4a((int)__vsubss4((unsigned)q[g], 0x20202020u), xv, 0);
-            acc += (float)(__ldg(S + 2 * g) * sumi) * __ldg(x.d + (e0 >> 5) + g);
+            acc += (float)(S[2 * g] * sumi) * __ldg(x.d + (e0 >> 5) + g);
         }
-        float d = exc_h2f(__ldg((const uint16_t *)(bp + 208)));
+        float d = exc_h2f(*(const uint16_t *)(bp + 208));
         return d * acc;
     }
 };
@@ -135,10 +140,9 @@ static __device__ __forceinline__ int mxfp4_codes_to_i8(int n /* 4 codes, one pe
     return (int)((mag & ~m) | (neg & m));
 }
 struct task_mxfp4 {
-    static constexpr int QK = 32, BYTES = EXC_MXFP4_BYTES, TPB = 1;
-    static __device__ __forceinline__ float dot(const uint8_t *row, int64_t b, int, const exc_q8x &x)
+    static constexpr int QK = 32, BYTES = EXC_MXFP4_BYTES, TPB = 1, NB = 128;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int, const exc_q8x &x)
     {
-        const uint8_t *bp = row + b * BYTES;
         const int4 *xq = (const int4 *)(x.qs + b * 32);
         int4 xa = __ldg(xq), xb = __ldg(xq + 1);
         int xs_lo[4] = {xa.x, xa.y, xa.z, xa.w}, xs_hi[4] = {xb.x, xb.y, xb.z, xb.w};
@@ -149,7 +153,7 @@ struct task_mxfp4 {
             sumi = __dp4a(mxfp4_codes_to_i8(v & 0x0F0F0F0F), xs_lo[i], sumi);
             sumi = __dp4a(mxfp4_codes_to_i8((v >> 4) & 0x0F0F0F0F), xs_hi[i], sumi);
         }
-        float scale = 0.5f * ex_e8m0_to_f32(__ldg(bp));
+        float scale = 0.5f * ex_e8m0_to_f32(bp[0]);
         return scale * __ldg(x.d + b) * (float)sumi;
     }
 };
@@ -162,25 +166,55 @@ struct gemv_batch {
     int64_t mat_bytes;   /* bytes of one matrix */
 };
 
+/* Each warp walks its row in chunks of T::NB blocks (~2 KiB): the chunk is read with coalesced
+ * 16-byte streaming loads (up to 5 per lane, all in flight together) into the warp's slice of
+ * shared memory, then the lanes decode their tasks from there. The chunk window starts at the
+ * 16-byte boundary at or below the chunk (rows of 18/34/17/210-byte blocks need not be aligned),
+ * so it may read up to 15 bytes past the row's end: the next row's bytes, or for the last row the
+ * rest of the allocation's 256-byte granule (cudaMalloc). */
+#define STAGE_U4 160
+
 template <typename T>
 static __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
     gemv_q_kernel(const uint8_t *__restrict__ W, int64_t rows, int64_t cols, exc_q8x x, float *__restrict__ y,
                   gemv_batch bt)
 {
+    static_assert((T::NB * T::BYTES + 15) / 16 + 1 <= STAGE_U4, "chunk larger than the stage");
+    static_assert((T::NB * T::TPB) % 32 == 0, "tasks of a chunk spread evenly over the lanes");
+    __shared__ uint4 stage[ROWS_PER_BLOCK][STAGE_U4];
     int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-    if (row >= rows) return; /* whole warp */
-    int z = blockIdx.y;
+    if (row >= rows) return; /* whole warp; only __syncwarp below */
+    int z = blockIdx.y, lane = threadIdx.x;
     int64_t mat = bt.ids ? (int64_t)__ldg(bt.ids + z) : (int64_t)z * bt.mat_z;
     int64_t nb = cols / T::QK;
     const uint8_t *wr = W + mat * bt.mat_bytes + row * nb * T::BYTES;
     int64_t xo = (bt.x_div ? (int64_t)(z / bt.x_div) : 0) * cols; /* this z's activation row */
     exc_q8x xz = {x.qs + xo, x.d + xo / 32, x.s + xo / 32};
-    int64_t ntask = nb * T::TPB;
+    uint4 *sm = stage[threadIdx.y];
     float acc = 0.0f;
-#pragma unroll 4
-    for (int64_t t = threadIdx.x; t < ntask; t += 32) acc += T::dot(wr, t / T::TPB, (int)(t % T::TPB), xz);
+    for (int64_t c0 = 0; c0 < nb; c0 += T::NB) {
+        int nblk = nb - c0 < T::NB ? (int)(nb - c0) : T::NB;
+        const uint8_t *src = wr + c0 * T::BYTES;
+        uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
+        int delta = (int)((uintptr_t)src - a);
+        int n16 = (delta + nblk * T::BYTES + 15) >> 4;
+        const uint4 *gp = (const uint4 *)a;
+        uint4 v[5];
+#pragma unroll
+        for (int k = 0; k < 5; k++)
+            if (lane + 32 * k < n16) v[k] = __ldcs(gp + lane + 32 * k);
+        __syncwarp(); /* every lane is done with the previous chunk */
+#pragma unroll
+        for (int k = 0; k < 5; k++)
+            if (lane + 32 * k < n16) sm[lane + 32 * k] = v[k];
+        __syncwarp();
+        const uint8_t *base = (const uint8_t *)sm + delta;
+        int nt = nblk * T::TPB;
+#pragma unroll 2
+        for (int t = lane; t < nt; t += 32) acc += T::dot(base + (t / T::TPB) * T::BYTES, c0 + t / T::TPB, t % T::TPB, xz);
+    }
     acc = exc_warp_sum(acc);
-    if (threadIdx.x == 0) y[(int64_t)z * rows + row] = acc;
+    if (lane == 0) y[(int64_t)z * rows + row] = acc;
 }
 
 /* ---- float weights ---------------------------------------------------------------------------- */
@@ -189,7 +223,7 @@ template <> struct wload<ATS_Q_F32> {
     static constexpr int VEC = 4;
     static __device__ __forceinline__ void vec(const void *p, float *o)
     {
-        float4 v = __ldg((const float4 *)p);
+        float4 v = __ldcs((const float4 *)p);
         o[0] = v.x; o[1] = v.y; o[2] = v.z; o[3] = v.w;
     }
     static __device__ __forceinline__ float one(const void *p, int64_t i) { return __ldg((const float *)p + i); }
@@ -199,7 +233,7 @@ template <> struct wload<ATS_Q_F16> {
     static constexpr int VEC = 8;
     static __device__ __forceinline__ void vec(const void *p, float *o)
     {
-        uint4 v = __ldg((const uint4 *)p);
+        uint4 v = __ldcs((const uint4 *)p);
         uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -214,7 +248,7 @@ template <> struct wload<ATS_Q_BF16> {
     static constexpr int VEC = 8;
     static __device__ __forceinline__ void vec(const void *p, float *o)
     {
-        uint4 v = __ldg((const uint4 *)p);
+        uint4 v = __ldcs((const uint4 *)p);
         uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -241,13 +275,21 @@ static __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
     y += (int64_t)z * rows;
     float acc = 0.0f;
     if (vec_ok) {
-        for (int64_t c = (int64_t)threadIdx.x * L::VEC; c < cols; c += 32 * L::VEC) {
-            float w[L::VEC];
-            L::vec(wr + c * L::ESIZE, w);
+        const int64_t step = 32 * L::VEC;
+        for (int64_t c0 = (int64_t)threadIdx.x * L::VEC; c0 < cols; c0 += 4 * step) {
+            float w[4][L::VEC];
 #pragma unroll
-            for (int i = 0; i < L::VEC; i += 4) {
-                float4 xv = __ldg((const float4 *)(x + c + i));
-                acc += w[i] * xv.x + w[i + 1] * xv.y + w[i + 2] * xv.z + w[i + 3] * xv.w;
+            for (int k = 0; k < 4; k++)
+                if (c0 + k * step < cols) L::vec(wr + (c0 + k * step) * L::ESIZE, w[k]);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                int64_t c = c0 + k * step;
+                if (c >= cols) break;
+#pragma unroll
+                for (int i = 0; i < L::VEC; i += 4) {
+                    float4 xv = __ldg((const float4 *)(x + c + i));
+                    acc += w[k][i] * xv.x + w[k][i + 1] * xv.y + w[k][i + 2] * xv.z + w[k][i + 3] * xv.w;
+                }
             }
         }
     } else {

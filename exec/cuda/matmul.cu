@@ -25,23 +25,41 @@
 
 #include "dequant.cuh"
 
-static __global__ void dequantize_kernel(int type, const uint8_t *__restrict__ src, int64_t n_chunks, int dst_type,
-                                         void *__restrict__ dst)
+/* One thread per 32 consecutive elements; 16-bit results go through shared memory so the block
+ * writes its 128·64 bytes with coalesced 16-byte stores. */
+#define DEQ_THREADS 128
+static __global__ void __launch_bounds__(DEQ_THREADS)
+    dequantize_kernel(int type, const uint8_t *__restrict__ src, int64_t n_chunks, int dst_type, void *__restrict__ dst)
 {
+    __shared__ uint4 sm[DEQ_THREADS * 4]; /* 32 halves per thread */
     int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= n_chunks) return;
     float v[32];
-    deq32(type, src, c, v);
-    if (dst_type == ATS_Q_F16) {
-        __half2 *o = (__half2 *)dst + c * 16;
-        for (int j = 0; j < 16; j++) o[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    } else if (dst_type == ATS_Q_BF16) {
-        __nv_bfloat162 *o = (__nv_bfloat162 *)dst + c * 16;
-        for (int j = 0; j < 16; j++) o[j] = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
-    } else {
-        float *o = (float *)dst + c * 32;
-        for (int j = 0; j < 32; j++) o[j] = v[j];
+    if (c < n_chunks) deq32(type, src, c, v);
+    if (dst_type == ATS_Q_F32) {
+        if (c < n_chunks) {
+            float *o = (float *)dst + c * 32;
+            for (int j = 0; j < 32; j++) o[j] = v[j];
+        }
+        return;
     }
+    if (c < n_chunks) {
+        uint32_t *o = (uint32_t *)(sm + threadIdx.x * 4);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            if (dst_type == ATS_Q_F16) {
+                __half2 h = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+                o[j] = *(uint32_t *)&h;
+            } else {
+                __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+                o[j] = *(uint32_t *)&h;
+            }
+        }
+    }
+    __syncthreads();
+    int64_t c_first = (int64_t)blockIdx.x * blockDim.x;
+    int64_t n_here = n_chunks - c_first < DEQ_THREADS ? n_chunks - c_first : DEQ_THREADS;
+    uint4 *out = (uint4 *)dst + c_first * 4;
+    for (int i = threadIdx.x; i < n_here * 4; i += DEQ_THREADS) out[i] = sm[i];
 }
 
 extern "C" ex_gpu_status ex_cuda_dequantize(int type, const void *src, int64_t n, int dst_type, void *dst, ex_stream s)
@@ -50,7 +68,9 @@ extern "C" ex_gpu_status ex_cuda_dequantize(int type, const void *src, int64_t n
     if (!src || !dst || be == 0 || n < 1 || n % be != 0 || n % 32 != 0) return EX_GPU_EINVAL;
     if (dst_type != ATS_Q_F16 && dst_type != ATS_Q_BF16 && dst_type != ATS_Q_F32) return EX_GPU_EINVAL;
     int64_t nc = n / 32;
-    dequantize_kernel<<<(unsigned)((nc + 127) / 128), 128, 0, s>>>(type, (const uint8_t *)src, nc, dst_type, dst);
+    if (dst_type != ATS_Q_F32 && (uintptr_t)dst % 16 != 0) return EX_GPU_EINVAL;
+    dequantize_kernel<<<(unsigned)((nc + DEQ_THREADS - 1) / DEQ_THREADS), DEQ_THREADS, 0, s>>>(type, (const uint8_t *)src, nc,
+                                                                                              dst_type, dst);
     EXC_LAUNCHED(s);
     return EX_GPU_OK;
 }

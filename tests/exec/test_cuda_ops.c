@@ -230,9 +230,9 @@ static void test_norm_rope(void)
 
 static void test_attention(void)
 {
-    const int64_t hds[] = {64, 128};
-    for (int c = 0; c < 4; c++) {
-        int64_t hd = hds[c % 2], nkv = 2, nh = 8, nt = c < 2 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
+    const int64_t hds[] = {64, 128, 8, 80}; /* 8: stories260K; 80: not a multiple of 32 */
+    for (int c = 0; c < 8; c++) { /* c < 4: decode; c >= 4: a prefill chunk */
+        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
         int64_t pos0 = (int64_t)(tu_rand(&g_rng) % 300), n_ctx = pos0 + nt + 3, kvd = nkv * hd;
         float scale = 1.0f / sqrtf((float)hd);
         float *kc = calloc((size_t)(n_ctx * kvd), 4), *vc = calloc((size_t)(n_ctx * kvd), 4);
