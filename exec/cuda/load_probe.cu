@@ -106,20 +106,23 @@ extern "C" void ex_lp_free(ex_lp *lp)
     free(lp);
 }
 
-extern "C" int ex_lp_busy(ex_lp *lp, long iters, char *msg, size_t msglen)
+extern "C" int ex_lp_busy(ex_lp *lp, long iters, int n, char *msg, size_t msglen)
 {
-    busy_kernel<<<lp->sms * 4, 256, 0, lp->stream>>>(lp->d_out, iters);
-    LP_CHECK(cudaGetLastError());
+    for (int i = 0; i < n; i++) {
+        busy_kernel<<<lp->sms * 4, 256, 0, lp->stream>>>(lp->d_out, iters);
+        LP_CHECK(cudaGetLastError());
+    }
     LP_CHECK(lp_wait(lp));
     return 0;
 fail:
     return -1;
 }
 
-extern "C" int ex_lp_copy_h2d(ex_lp *lp, size_t bytes, char *msg, size_t msglen)
+extern "C" int ex_lp_copy_h2d(ex_lp *lp, size_t bytes, int n, char *msg, size_t msglen)
 {
     if (bytes > lp->copy_bytes) bytes = lp->copy_bytes;
-    LP_CHECK(cudaMemcpyAsync(lp->d_copy, lp->h_pinned, bytes, cudaMemcpyHostToDevice, lp->stream));
+    for (int i = 0; i < n; i++)
+        LP_CHECK(cudaMemcpyAsync(lp->d_copy, lp->h_pinned, bytes, cudaMemcpyHostToDevice, lp->stream));
     LP_CHECK(lp_wait(lp));
     return 0;
 fail:

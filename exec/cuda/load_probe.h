@@ -25,11 +25,13 @@ int ex_lp_device_count(void);
 int ex_lp_new(int device, size_t copy_bytes, int light_wait, ex_lp **out, char *msg, size_t msglen);
 void ex_lp_free(ex_lp *lp);
 
-/** Launches the busy kernel (every SM, `iters` dependent FMAs per thread) and waits for it. */
-int ex_lp_busy(ex_lp *lp, long iters, char *msg, size_t msglen);
+/** Launches the busy kernel (every SM, `iters` dependent FMAs per thread) `n` >= 1 times back to back
+ *  and waits for them (n > 1: the hogs keep the GPU fed across the wait's polling gap). */
+int ex_lp_busy(ex_lp *lp, long iters, int n, char *msg, size_t msglen);
 
-/** Copies `bytes` (<= copy_bytes) host-to-device from the pinned buffer and waits for it. */
-int ex_lp_copy_h2d(ex_lp *lp, size_t bytes, char *msg, size_t msglen);
+/** Copies `bytes` (<= copy_bytes) host-to-device from the pinned buffer `n` >= 1 times back to back and
+ *  waits for them. */
+int ex_lp_copy_h2d(ex_lp *lp, size_t bytes, int n, char *msg, size_t msglen);
 
 /** Device name into buf. */
 void ex_lp_name(const ex_lp *lp, char *buf, size_t len);

@@ -207,10 +207,10 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         double t1 = 0, t2 = 0;
         for (int k = 0; k < 12; k++) {
             double a = now_s();
-            if (ex_lp_busy(p->lp, it, msg, sizeof msg) != 0) goto gpu_fail;
+            if (ex_lp_busy(p->lp, it, 1, msg, sizeof msg) != 0) goto gpu_fail;
             t1 = now_s() - a;
             a = now_s();
-            if (ex_lp_busy(p->lp, 4 * it, msg, sizeof msg) != 0) goto gpu_fail;
+            if (ex_lp_busy(p->lp, 4 * it, 1, msg, sizeof msg) != 0) goto gpu_fail;
             t2 = now_s() - a;
             if (t2 - t1 >= 3e-4 && k >= 1) break; /* long enough to see the slope (and warmed up) */
             if (t2 - t1 < 3e-4) it *= 4;
@@ -221,7 +221,7 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         if (p->gpu_iters < 100) p->gpu_iters = 100;
         if (o.gpu_iters > 0) p->gpu_iters = o.gpu_iters;
         p->has_gpu = 1;
-        if (ex_lp_copy_h2d(p->lp, o.copy_bytes, msg, sizeof msg) != 0) goto gpu_fail; /* warm-up */
+        if (ex_lp_copy_h2d(p->lp, o.copy_bytes, 1, msg, sizeof msg) != 0) goto gpu_fail; /* warm-up */
         goto gpu_ok;
     gpu_fail:
         ex_probe_free(p);
@@ -243,10 +243,10 @@ enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_er
     if (p->has_gpu) {
         char msg[256];
         double a = now_s();
-        if (ex_lp_busy(p->lp, p->gpu_iters, msg, sizeof msg) != 0)
+        if (ex_lp_busy(p->lp, p->gpu_iters, 1, msg, sizeof msg) != 0)
             return ats_err_set(err, ATS_EINVAL, "GPU probe: %s", msg);
         double b = now_s();
-        if (ex_lp_copy_h2d(p->lp, p->o.copy_bytes, msg, sizeof msg) != 0)
+        if (ex_lp_copy_h2d(p->lp, p->o.copy_bytes, 1, msg, sizeof msg) != 0)
             return ats_err_set(err, ATS_EINVAL, "PCIe probe: %s", msg);
         t_s[ATSC_RES_GPU] = b - a;
         t_s[ATSC_RES_PCIE] = now_s() - b;
