@@ -131,7 +131,6 @@ enum { EV_TASK = 0, EV_LAT = 1, EV_TRACE = 2 };
 typedef struct ev {
     double t;
     uint64_t seq;
-    uint64_t ver;
     int32_t kind;
     int32_t q;
 } ev;
@@ -141,7 +140,6 @@ typedef struct slot {
     int32_t phase;    /* 0 latency, 1 moving work */
     double remaining; /* work left (seconds at idle speed, or bytes) */
     double rate;      /* work per second; 0 while in the latency phase */
-    uint64_t ver;     /* version of the pending completion event */
 } slot;
 
 struct sim_engine {
@@ -151,9 +149,10 @@ struct sim_engine {
     double now;
     int32_t tr_idx;
     double a_cpu, a_gpu, a_pcie;
-    ev *heap;
-    int32_t n_heap, cap_heap;
-    uint64_t seq, ver;
+    ev heap[SIM_MAX_QUEUES + 1];
+    int32_t n_heap;
+    int32_t pos[SIM_MAX_QUEUES + 1]; /* heap index of each queue's event (last: trace), -1 none */
+    uint64_t seq;
     sim_stats st;
     sim_task_hook task_hook;
     sim_rate_hook rate_hook;
@@ -182,37 +181,63 @@ static int ev_less(const ev *a, const ev *b)
     return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
 
-static int heap_push(sim_engine *e, double t, int32_t kind, int32_t q, uint64_t ver)
+/* The heap holds at most one event per queue (its task's latency end or completion) and one trace
+ * event, so it never exceeds SIM_MAX_QUEUES + 1 entries; pos[] finds a queue's entry so a changed
+ * completion time is updated in place (with a fresh insertion sequence, as if re-inserted). */
+static inline int slot_of(int32_t q) { return q < 0 ? SIM_MAX_QUEUES : q; }
+
+static inline void heap_place(sim_engine *e, int32_t i, ev x)
 {
-    if (e->n_heap == e->cap_heap &&
-        grow((void **)&e->heap, &e->cap_heap, e->n_heap + 1, sizeof *e->heap))
-        return -1;
-    ev x = {t, e->seq++, ver, kind, q};
-    int32_t i = e->n_heap++;
+    e->heap[i] = x;
+    e->pos[slot_of(x.q)] = i;
+}
+
+static void sift_up(sim_engine *e, int32_t i, ev x)
+{
     while (i > 0) {
         int32_t p = (i - 1) / 2;
         if (!ev_less(&x, &e->heap[p])) break;
-        e->heap[i] = e->heap[p];
+        heap_place(e, i, e->heap[p]);
         i = p;
     }
-    e->heap[i] = x;
-    return 0;
+    heap_place(e, i, x);
 }
 
-static ev heap_pop(sim_engine *e)
+static void sift_down(sim_engine *e, int32_t i, ev x)
 {
-    ev top = e->heap[0];
-    ev x = e->heap[--e->n_heap];
-    int32_t n = e->n_heap, i = 0;
+    const int32_t n = e->n_heap;
     for (;;) {
         int32_t c = 2 * i + 1;
         if (c >= n) break;
         if (c + 1 < n && ev_less(&e->heap[c + 1], &e->heap[c])) c++;
         if (!ev_less(&e->heap[c], &x)) break;
-        e->heap[i] = e->heap[c];
+        heap_place(e, i, e->heap[c]);
         i = c;
     }
-    if (n > 0) e->heap[i] = x;
+    heap_place(e, i, x);
+}
+
+/* schedules (or re-schedules) the one event of queue q (q = -1: the trace) at time t */
+static void heap_set(sim_engine *e, double t, int32_t kind, int32_t q)
+{
+    ev x = {t, e->seq++, kind, q};
+    int32_t i = e->pos[slot_of(q)];
+    if (i < 0) {
+        ATS_ASSERT(e->n_heap < SIM_MAX_QUEUES + 1);
+        sift_up(e, e->n_heap++, x);
+    } else if (ev_less(&x, &e->heap[i])) {
+        sift_up(e, i, x);
+    } else {
+        sift_down(e, i, x);
+    }
+}
+
+static ev heap_pop(sim_engine *e)
+{
+    ev top = e->heap[0];
+    e->pos[slot_of(top.q)] = -1;
+    ev x = e->heap[--e->n_heap];
+    if (e->n_heap > 0) sift_down(e, 0, x);
     return top;
 }
 
@@ -239,7 +264,8 @@ static int trace_schedule_next(sim_engine *e)
 {
     const sim_trace *tr = e->tr;
     if (!tr || e->tr_idx + 1 >= tr->n) return 0;
-    return heap_push(e, tr->t_s[e->tr_idx + 1] - e->opts.trace_offset_s, EV_TRACE, -1, 0);
+    heap_set(e, tr->t_s[e->tr_idx + 1] - e->opts.trace_offset_s, EV_TRACE, -1);
+    return 0;
 }
 
 enum ats_status sim_engine_new(const ats_hw *hw, const sim_trace *trace, const sim_engine_opts *opts,
@@ -285,6 +311,7 @@ enum ats_status sim_engine_new(const ats_hw *hw, const sim_trace *trace, const s
     e->opts = opts ? *opts : sim_engine_opts_default();
     e->n_queues = SIM_Q_CE0 + hw->n_copy_engines;
     for (int q = 0; q < SIM_MAX_QUEUES; q++) e->run[q].task = -1;
+    for (int q = 0; q <= SIM_MAX_QUEUES; q++) e->pos[q] = -1;
     trace_seek(e);
     if (trace_schedule_next(e)) {
         sim_engine_free(e);
@@ -297,7 +324,6 @@ enum ats_status sim_engine_new(const ats_hw *hw, const sim_trace *trace, const s
 void sim_engine_free(sim_engine *e)
 {
     if (!e) return;
-    free(e->heap);
     free(e->qlist);
     free(e->done);
     free(e);
@@ -328,7 +354,7 @@ void sim_engine_advance(sim_engine *e, double t_s)
     ATS_ASSERT(t_s >= e->now);
     while (e->n_heap > 0 && e->heap[0].t <= t_s) {
         ev x = heap_pop(e);
-        if (x.kind != EV_TRACE) continue; /* stale task events */
+        ATS_ASSERT(x.kind == EV_TRACE); /* nothing runs between programs */
         e->now = x.t > e->now ? x.t : e->now;
         e->st.events++;
         trace_seek(e);
@@ -411,8 +437,7 @@ static int solve(sim_engine *e, const sim_prog *p)
         if (rate[q] == s->rate) continue;
         s->rate = rate[q];
         ATS_ASSERT(s->rate > 0.0);
-        s->ver = ++e->ver;
-        if (heap_push(e, e->now + s->remaining / s->rate, EV_TASK, q, s->ver)) return -1;
+        heap_set(e, e->now + s->remaining / s->rate, EV_TASK, q);
     }
     return 0;
 }
@@ -442,8 +467,7 @@ static int start_ready(sim_engine *e, const sim_prog *p)
         s->rate = 0.0;
         if (is_xfer(t->kind) && e->hw.pcie_latency_s > 0.0) {
             s->phase = 0;
-            s->ver = ++e->ver;
-            if (heap_push(e, e->now + e->hw.pcie_latency_s, EV_LAT, q, s->ver)) return -1;
+            heap_set(e, e->now + e->hw.pcie_latency_s, EV_LAT, q);
         } else {
             s->phase = 1; /* solve() schedules the completion */
         }
@@ -509,8 +533,6 @@ enum ats_status sim_engine_run(sim_engine *e, const sim_prog *p, ats_err *err)
     while (n_done < n) {
         ATS_ASSERT(e->n_heap > 0); /* progress is guaranteed: deps point to earlier tasks */
         ev x = heap_pop(e);
-        if (x.kind != EV_TRACE && e->run[x.q].ver != x.ver) continue; /* stale */
-        if (x.kind != EV_TRACE && e->run[x.q].task < 0) continue;
         /* advance the fluid state to x.t */
         double dt = x.t - e->now;
         if (dt > 0.0) {
@@ -532,23 +554,12 @@ enum ats_status sim_engine_run(sim_engine *e, const sim_prog *p, ats_err *err)
                 if (trace_schedule_next(e)) return ATS_ENOMEM;
             }
             /* other events at the same instant */
-            int more = 0;
-            while (e->n_heap > 0 && e->heap[0].t <= e->now) {
-                x = heap_pop(e);
-                if (x.kind != EV_TRACE && (e->run[x.q].ver != x.ver || e->run[x.q].task < 0)) continue;
-                more = 1;
-                break;
-            }
-            if (!more) break;
+            if (e->n_heap == 0 || e->heap[0].t > e->now) break;
+            x = heap_pop(e);
         }
         if (start_ready(e, p) || solve(e, p)) return ATS_ENOMEM;
     }
     ATS_ASSERT(e->st.tasks - tasks0 == (uint64_t)n);
-    /* every task event left is stale: keep only the trace event */
-    int32_t k = 0;
-    for (int32_t i = 0; i < e->n_heap; i++)
-        if (e->heap[i].kind == EV_TRACE) e->heap[k++] = e->heap[i];
-    e->n_heap = k; /* at most one entry: still a valid heap */
-    ATS_ASSERT(k <= 1);
+    ATS_ASSERT(e->n_heap <= 1); /* only the next trace change is left */
     return ATS_OK;
 }
