@@ -142,5 +142,6 @@ ex_gpu_status exc_workspace(ex_gpu *g, int slot, size_t bytes, void **out);
 struct cublasContext;
 struct cublasContext *exc_cublas(ex_gpu *g);
 int exc_sm_count(const ex_gpu *g);
+int exc_cc_major(const ex_gpu *g);
 
 #endif

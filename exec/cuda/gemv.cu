@@ -7,6 +7,8 @@
  */
 #include "common.cuh"
 
+#include <cuda_pipeline.h>
+
 #include "ats/quant.h"
 
 #define ROWS_PER_BLOCK 4
@@ -166,13 +168,37 @@ struct gemv_batch {
     int64_t mat_bytes;   /* bytes of one matrix */
 };
 
-/* Each warp walks its row in chunks of T::NB blocks (~2 KiB): the chunk is read with coalesced
- * 16-byte streaming loads (up to 5 per lane, all in flight together) into the warp's slice of
- * shared memory, then the lanes decode their tasks from there. The chunk window starts at the
- * 16-byte boundary at or below the chunk (rows of 18/34/17/210-byte blocks need not be aligned),
- * so it may read up to 15 bytes past the row's end: the next row's bytes, or for the last row the
- * rest of the allocation's 256-byte granule (cudaMalloc). */
-#define STAGE_U4 160
+/* Each warp walks its row in chunks of T::NB blocks (~2 KiB), double-buffered in its slice of
+ * shared memory: chunk k+1 is copied with 16-byte asynchronous copies (cp.async, coalesced) while
+ * the lanes decode chunk k. The chunk window starts at the 16-byte boundary at or below the chunk
+ * (rows of 18/34/17/210-byte blocks need not be aligned), so it may read up to 15 bytes past the
+ * row's end: the next row's bytes, or for the last row the rest of the allocation's 256-byte
+ * granule (cudaMalloc).
+ * On Hopper the kernel is launched as a programmatic dependent of the activation quantization
+ * (PDL): it starts early, issues its first weight copies, and only then waits (griddepcontrol.wait)
+ * for the quantized activations, so the small quantize kernel and the launch gap are hidden. */
+#define STAGE_U4 152
+
+static __device__ __forceinline__ void pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+template <typename T>
+static __device__ __forceinline__ int stage_chunk(uint4 *sm, const uint8_t *wr, int64_t nb, int64_t c0, int lane)
+{
+    int nblk = nb - c0 < T::NB ? (int)(nb - c0) : T::NB;
+    const uint8_t *src = wr + c0 * T::BYTES;
+    uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
+    int delta = (int)((uintptr_t)src - a);
+    int n16 = (delta + nblk * T::BYTES + 15) >> 4;
+    const uint4 *gp = (const uint4 *)a;
+    for (int i = lane; i < n16; i += 32) __pipeline_memcpy_async(sm + i, gp + i, 16);
+    __pipeline_commit();
+    return delta; /* offset of the chunk's first byte in the stage */
+}
 
 template <typename T>
 static __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
@@ -181,37 +207,39 @@ static __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 {
     static_assert((T::NB * T::BYTES + 15) / 16 + 1 <= STAGE_U4, "chunk larger than the stage");
     static_assert((T::NB * T::TPB) % 32 == 0, "tasks of a chunk spread evenly over the lanes");
-    __shared__ uint4 stage[ROWS_PER_BLOCK][STAGE_U4];
+    __shared__ __align__(16) uint4 stage[ROWS_PER_BLOCK][2][STAGE_U4];
     int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.y;
-    if (row >= rows) return; /* whole warp; only __syncwarp below */
     int z = blockIdx.y, lane = threadIdx.x;
+    if (row >= rows) { /* whole warp; only __syncwarp below */
+        pdl_wait();
+        return;
+    }
     int64_t mat = bt.ids ? (int64_t)__ldg(bt.ids + z) : (int64_t)z * bt.mat_z;
     int64_t nb = cols / T::QK;
     const uint8_t *wr = W + mat * bt.mat_bytes + row * nb * T::BYTES;
     int64_t xo = (bt.x_div ? (int64_t)(z / bt.x_div) : 0) * cols; /* this z's activation row */
     exc_q8x xz = {x.qs + xo, x.d + xo / 32, x.s + xo / 32};
-    uint4 *sm = stage[threadIdx.y];
+    uint4 (*sm)[STAGE_U4] = stage[threadIdx.y];
+    int delta0 = stage_chunk<T>(sm[0], wr, nb, 0, lane), delta1 = 0;
+    pdl_wait(); /* the activations (and ids) are ready from here on */
     float acc = 0.0f;
-    for (int64_t c0 = 0; c0 < nb; c0 += T::NB) {
+    int buf = 0;
+    for (int64_t c0 = 0; c0 < nb; c0 += T::NB, buf ^= 1) {
+        int more = c0 + T::NB < nb;
+        if (more) {
+            int d = stage_chunk<T>(sm[buf ^ 1], wr, nb, c0 + T::NB, lane);
+            if (buf) delta0 = d;
+            else delta1 = d;
+        }
+        if (more) __pipeline_wait_prior(1);
+        else __pipeline_wait_prior(0);
+        __syncwarp(); /* every lane's copies of chunk c0 have landed */
         int nblk = nb - c0 < T::NB ? (int)(nb - c0) : T::NB;
-        const uint8_t *src = wr + c0 * T::BYTES;
-        uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
-        int delta = (int)((uintptr_t)src - a);
-        int n16 = (delta + nblk * T::BYTES + 15) >> 4;
-        const uint4 *gp = (const uint4 *)a;
-        uint4 v[5];
-#pragma unroll
-        for (int k = 0; k < 5; k++)
-            if (lane + 32 * k < n16) v[k] = __ldcs(gp + lane + 32 * k);
-        __syncwarp(); /* every lane is done with the previous chunk */
-#pragma unroll
-        for (int k = 0; k < 5; k++)
-            if (lane + 32 * k < n16) sm[lane + 32 * k] = v[k];
-        __syncwarp();
-        const uint8_t *base = (const uint8_t *)sm + delta;
+        const uint8_t *base = (const uint8_t *)sm[buf] + (buf ? delta1 : delta0);
         int nt = nblk * T::TPB;
 #pragma unroll 2
         for (int t = lane; t < nt; t += 32) acc += T::dot(base + (t / T::TPB) * T::BYTES, c0 + t / T::TPB, t % T::TPB, xz);
+        __syncwarp(); /* done reading this buffer before it is refilled */
     }
     acc = exc_warp_sum(acc);
     if (lane == 0) y[(int64_t)z * rows + row] = acc;
@@ -315,8 +343,18 @@ static ex_gpu_status launch_q(ex_gpu *g, const void *W, int64_t rows, int64_t co
     q.d = (float *)((uint8_t *)ws + qbytes);
     q.s = q.d + nxb;
     if ((st = exc_quantize_q8x(x, cols, n_x, q, s))) return st;
-    dim3 block(32, ROWS_PER_BLOCK), grid((unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)n_z);
-    gemv_q_kernel<T><<<grid, block, 0, s>>>((const uint8_t *)W, rows, cols, q, y, bt);
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3((unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)n_z);
+    cfg.blockDim = dim3(32, ROWS_PER_BLOCK);
+    cfg.stream = s;
+    if (exc_cc_major(g) >= 9) { /* programmatic dependent launch after the quantize kernel */
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+    }
+    EXC_CUDA(cudaLaunchKernelEx(&cfg, gemv_q_kernel<T>, (const uint8_t *)W, rows, cols, q, y, bt));
     EXC_LAUNCHED(s);
     return EX_GPU_OK;
 }

@@ -124,6 +124,7 @@ extern "C" ex_gpu_status ex_gpu_stream_sync(ex_stream s)
 
 struct cublasContext *exc_cublas(ex_gpu *g) { return g->cublas; }
 int exc_sm_count(const ex_gpu *g) { return g->props.sm_count; }
+int exc_cc_major(const ex_gpu *g) { return g->props.cc_major; }
 
 ex_gpu_status exc_workspace(ex_gpu *g, int slot, size_t bytes, void **out)
 {

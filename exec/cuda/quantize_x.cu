@@ -5,6 +5,11 @@
 static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t n_blocks, int8_t *__restrict__ qs,
                                            float *__restrict__ d, float *__restrict__ s)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* let a programmatic dependent (the GEMV) start its weight loads now; it waits for this grid's
+     * completion (griddepcontrol.wait) before reading the quantized activations */
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x & 31;
     if (b >= n_blocks) return;
