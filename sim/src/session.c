@@ -427,6 +427,7 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
     row->rescheduled = ph->pending_resched ? 1 : 0;
     row->bytes_h2d = (uint64_t)llround(sim_engine_stats(s->eng)->bytes_h2d - h2d0 + pre_bytes);
     r->bytes_h2d += pre_bytes;
+    r->bytes_prefetched += pre_bytes;
     ats_load ld = ats_controller_load(ph->ctrl);
     row->load_cpu = ld.cpu;
     row->load_gpu = ld.gpu;
@@ -684,11 +685,13 @@ void sim_summary_print(FILE *f, const sim_session_result *r, int n, sim_format f
             fprintf(f,
                     "  {\"policy\": \"%s\", \"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"ttft_s\": %.6f, "
                     "\"tpot_mean_s\": %.6f, \"tpot_p50_s\": %.6f, \"tpot_p99_s\": %.6f, \"reschedules\": %lld, "
-                    "\"gb_h2d\": %.4f, \"gpu_busy\": %.4f, \"requests\": %lld, \"rounds\": %zu, \"sim_s\": %.6f, "
+                    "\"gb_h2d\": %.4f, \"gb_prefetched\": %.4f, \"gpu_busy\": %.4f, \"requests\": %lld, \"rounds\": %zu, "
+                    "\"sim_s\": %.6f, "
                     "\"events\": %llu}%s\n",
                     r[i].policy, JNUM(r[i].prefill_tok_s), JNUM(r[i].decode_tok_s), JNUM(r[i].ttft_mean_s),
                     JNUM(r[i].tpot_mean_s), JNUM(r[i].tpot_p50_s), JNUM(r[i].tpot_p99_s), (long long)r[i].n_resched,
-                    r[i].bytes_h2d / 1e9, r[i].gpu_busy_frac, (long long)r[i].n_requests_done, r[i].n_rounds,
+                    r[i].bytes_h2d / 1e9, r[i].bytes_prefetched / 1e9, r[i].gpu_busy_frac,
+                    (long long)r[i].n_requests_done, r[i].n_rounds,
                     r[i].sim_s, (unsigned long long)r[i].events, i + 1 < n ? "," : "");
 #undef JNUM
         }

@@ -122,6 +122,8 @@ typedef struct sim_session_result {
     double tpot_mean_s, tpot_p50_s, tpot_p99_s; /**< decode round latencies [s] */
     int64_t n_resched;
     double bytes_h2d;                 /**< host→device bytes (weights + activations) [bytes] */
+    double bytes_prefetched;          /**< of which moved by decode prefetches in the previous
+                                           round's copy-engine idle tail [bytes] */
     double gpu_busy_frac;             /**< GPU-op time / time in rounds */
     double sim_s;                     /**< simulated time at the end [s] */
     uint64_t events;                  /**< engine events processed */
