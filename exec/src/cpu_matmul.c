@@ -321,6 +321,137 @@ static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
         return hsum_ps(acc);                                                                      \
     }
 
+/* ---- 4 tokens per weight row (prefill): each weight block is loaded and unpacked once ------- */
+
+typedef void (*vec_dot4_fn)(const void *w, const void *a, size_t astride, int64_t nb, float out[4]);
+
+#define DEF_Q4_0_X4(NAME, ATTR, DOT)                                                              \
+    static ATTR void NAME(const void *wv, const void *av, size_t astride, int64_t nb, float out[4]) \
+    {                                                                                             \
+        const ex_block_q4_0 *w = wv;                                                              \
+        const ex_block_q8_1 *a[4];                                                                \
+        for (int j = 0; j < 4; j++) a[j] = (const ex_block_q8_1 *)((const uint8_t *)av + j * astride); \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        float corr[4] = {0, 0, 0, 0};                                                             \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            float dw = H2F(w[i].d);                                                               \
+            __m256i q = load_q4(w[i].qs);                                                         \
+            for (int j = 0; j < 4; j++) {                                                         \
+                __m256i x = _mm256_loadu_si256((const __m256i *)a[j][i].qs);                      \
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[j][i].d), _mm256_cvtepi32_ps(DOT(q, x)), acc[j]); \
+                corr[j] += dw * a[j][i].s;                                                        \
+            }                                                                                     \
+        }                                                                                         \
+        for (int j = 0; j < 4; j++) out[j] = hsum_ps(acc[j]) - 8.0f * corr[j];                    \
+    }
+
+#define DEF_Q8_0_X4(NAME, ATTR, DOT)                                                              \
+    static ATTR void NAME(const void *wv, const void *av, size_t astride, int64_t nb, float out[4]) \
+    {                                                                                             \
+        const ex_block_q8_0 *w = wv;                                                              \
+        const ex_block_q8_1 *a[4];                                                                \
+        for (int j = 0; j < 4; j++) a[j] = (const ex_block_q8_1 *)((const uint8_t *)av + j * astride); \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            float dw = H2F(w[i].d);                                                               \
+            __m256i q = _mm256_loadu_si256((const __m256i *)w[i].qs);                             \
+            __m256i aq = _mm256_sign_epi8(q, q);                                                  \
+            for (int j = 0; j < 4; j++) {                                                         \
+                __m256i x = _mm256_loadu_si256((const __m256i *)a[j][i].qs);                      \
+                __m256 p = _mm256_cvtepi32_ps(DOT(aq, _mm256_sign_epi8(x, q)));                   \
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[j][i].d), p, acc[j]);              \
+            }                                                                                     \
+        }                                                                                         \
+        for (int j = 0; j < 4; j++) out[j] = hsum_ps(acc[j]);                                     \
+    }
+
+static AVX2_FN void dot4_q4_K_avx2(const void *wv, const void *av, size_t astride, int64_t nb, float out[4])
+{
+    const ex_block_q4_K *w = wv;
+    const ex_block_q8_K *a[4];
+    for (int j = 0; j < 4; j++) a[j] = (const ex_block_q8_K *)((const uint8_t *)av + j * astride);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float accm[4] = {0, 0, 0, 0};
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sm[16];
+        q4k_unpack(w[i].scales, sm);
+        const __m128i mm = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(sm + 8)));
+        const float d = H2F(w[i].d), dmin = H2F(w[i].dmin);
+        __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int c = 0; c < 4; c++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i s0 = _mm256_set1_epi16(sm[2 * c]), s1 = _mm256_set1_epi16(sm[2 * c + 1]);
+            for (int j = 0; j < 4; j++) {
+                __m256i x0 = _mm256_loadu_si256((const __m256i *)(a[j][i].qs + 64 * c));
+                __m256i x1 = _mm256_loadu_si256((const __m256i *)(a[j][i].qs + 64 * c + 32));
+                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), s0);
+                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1), s1);
+                sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(p0, p1));
+            }
+        }
+        for (int j = 0; j < 4; j++) {
+            __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)a[j][i].bsums),
+                                        _mm_loadu_si128((const __m128i *)(a[j][i].bsums + 8)));
+            __m128i pm = _mm_madd_epi16(bs, mm);
+            pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0x4E));
+            pm = _mm_add_epi32(pm, _mm_shuffle_epi32(pm, 0xB1));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a[j][i].d * d), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+            accm[j] += a[j][i].d * dmin * (float)_mm_cvtsi128_si32(pm);
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = hsum_ps(acc[j]) - accm[j];
+}
+
+static AVX2_FN void dot4_q6_K_avx2(const void *wv, const void *av, size_t astride, int64_t nb, float out[4])
+{
+    const ex_block_q6_K *w = wv;
+    const ex_block_q8_K *a[4];
+    for (int j = 0; j < 4; j++) a[j] = (const ex_block_q8_K *)((const uint8_t *)av + j * astride);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i sumi[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int h = 0; h < 2; h++) {
+            const int8_t *S = w[i].scales + 8 * h;
+            __m256i L0 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h));
+            __m256i L1 = _mm256_loadu_si256((const __m256i *)(w[i].ql + 64 * h + 32));
+            __m256i H = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
+            __m256i q[4], sc[4];
+            q[0] = _mm256_or_si256(_mm256_and_si256(L0, m4), _mm256_slli_epi16(_mm256_and_si256(H, m2), 4));
+            q[1] = _mm256_or_si256(_mm256_and_si256(L1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), m2), 4));
+            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L0, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), m2), 4));
+            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(L1, 4), m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), m2), 4));
+            for (int g = 0; g < 4; g++) sc[g] = _mm256_set_m128i(_mm_set1_epi16(S[2 * g + 1]), _mm_set1_epi16(S[2 * g]));
+            for (int j = 0; j < 4; j++) {
+                const int8_t *x = a[j][i].qs + 128 * h;
+                for (int g = 0; g < 4; g++) {
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(x + 32 * g));
+                    sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(q[g], xv), sc[g]));
+                }
+            }
+        }
+        /* same float operations as dot_q6_K_avx2, so a prefill row equals its decode call bit for bit */
+        for (int j = 0; j < 4; j++) {
+            int corr = 0;
+            for (int k = 0; k < 16; k++) corr += w[i].scales[k] * a[j][i].bsums[k];
+            float dd = a[j][i].d * H2F(w[i].d);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(dd), _mm256_cvtepi32_ps(sumi[j]), acc[j]);
+            acc[j] = _mm256_add_ps(acc[j], _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, -32.0f * dd * (float)corr));
+        }
+    }
+    for (int j = 0; j < 4; j++) out[j] = hsum_ps(acc[j]);
+}
+
+DEF_Q4_0_X4(dot4_q4_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_Q4_0_X4(dot4_q4_0_vnni, VNNI_FN, dot_us_vnni)
+DEF_Q8_0_X4(dot4_q8_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_Q8_0_X4(dot4_q8_0_vnni, VNNI_FN, dot_us_vnni)
+
 static AVX2_FN float dot_f32_avx2(const float *w, const float *x, int64_t n)
 {
     __m256 acc = _mm256_setzero_ps();
@@ -456,6 +587,22 @@ static vec_dot_fn pick_dot(ats_qtype t, unsigned f)
     }
 }
 
+static vec_dot4_fn pick_dot4(ats_qtype t, unsigned f)
+{
+    (void)t;
+    (void)f;
+#ifdef EX_X86
+    switch (t) {
+    case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dot4_q4_0_vnni : (f & EX_CPU_AVX2) ? dot4_q4_0_avx2 : NULL;
+    case ATS_Q_Q8_0: return (f & EX_CPU_AVX512VNNI) ? dot4_q8_0_vnni : (f & EX_CPU_AVX2) ? dot4_q8_0_avx2 : NULL;
+    case ATS_Q_Q4_K: return (f & EX_CPU_AVX2) ? dot4_q4_K_avx2 : NULL;
+    case ATS_Q_Q6_K: return (f & EX_CPU_AVX2) ? dot4_q6_K_avx2 : NULL;
+    default: break;
+    }
+#endif
+    return NULL;
+}
+
 static int valid_matmul(const ex_tensor *w)
 {
     uint64_t rb;
@@ -524,6 +671,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
     vec_dot_fn dot = pick_dot(w->type, f);
+    vec_dot4_fn dot4 = n_tokens >= 4 ? pick_dot4(w->type, f) : NULL;
     /* Tiles of EX_ROW_TILE weight rows x EX_TOK_TILE tokens: a prefill chunk reads each weight row
        from DRAM once, while the tile's activations stay in L2. Decode is one token per tile. */
     enum { EX_ROW_TILE = 16, EX_TOK_TILE = 32 };
@@ -533,9 +681,17 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         const int64_t r0 = rt * EX_ROW_TILE, r1 = r0 + EX_ROW_TILE < n_out ? r0 + EX_ROW_TILE : n_out;
         for (int64_t t0 = 0; t0 < n_tokens; t0 += EX_TOK_TILE) {
             const int64_t t1 = t0 + EX_TOK_TILE < n_tokens ? t0 + EX_TOK_TILE : n_tokens;
-            for (int64_t r = r0; r < r1; r++)
-                for (int64_t t = t0; t < t1; t++)
-                    y[t * n_out + r] = dot(W + (size_t)r * w->row_bytes, xq + abytes * (size_t)t, nb);
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *wr = W + (size_t)r * w->row_bytes;
+                int64_t t = t0;
+                if (dot4)
+                    for (; t + 4 <= t1; t += 4) {
+                        float o[4];
+                        dot4(wr, xq + abytes * (size_t)t, abytes, nb, o);
+                        for (int j = 0; j < 4; j++) y[(t + j) * n_out + r] = o[j];
+                    }
+                for (; t < t1; t++) y[t * n_out + r] = dot(wr, xq + abytes * (size_t)t, nb);
+            }
         }
     }
     free(xq);
