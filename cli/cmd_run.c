@@ -242,12 +242,15 @@ int ats_cmd_run(int argc, char **argv)
     fprintf(stderr,
             "ats run: model %s (%s, %lld layers, %.3f GiB weights), threads %d, ctx %lld, load %.3f s\n"
             "ats run: prompt %lld tok in %.3f s (%.2f tok/s); generated %lld tok, decode %.3f s (%.2f tok/s)\n"
+            "ats run: decode reads %.3f GiB of weights per token: %.1f GB/s effective\n"
             "ats run: op time [s]: embed %.3f norm+add %.3f matmul %.3f attn %.3f ffn %.3f moe %.3f output %.3f\n",
             a->name, a->family, (long long)a->n_layer, (double)m->weight_bytes / 1073741824.0,
             omp_get_max_threads(), (long long)ctx, (double)t_load * 1e-9, (long long)n_prompt,
             (double)t_prefill * 1e-9, (double)n_prompt / ((double)t_prefill * 1e-9 + 1e-12),
             (long long)generated, (double)t_decode * 1e-9,
-            dec_steps > 0 ? dec_steps / ((double)t_decode * 1e-9 + 1e-12) : 0.0, ot.embed_ns * 1e-9,
+            dec_steps > 0 ? dec_steps / ((double)t_decode * 1e-9 + 1e-12) : 0.0,
+            (double)ex_model_decode_bytes(m) / 1073741824.0,
+            dec_steps > 0 ? (double)ex_model_decode_bytes(m) * dec_steps / ((double)t_decode + 1e-3) : 0.0, ot.embed_ns * 1e-9,
             ot.norm_ns * 1e-9, ot.matmul_ns * 1e-9, ot.attn_ns * 1e-9, ot.ffn_ns * 1e-9, ot.moe_ns * 1e-9,
             ot.output_ns * 1e-9);
     free(logits);

@@ -124,6 +124,29 @@ void ex_model_free(ex_model *m)
     free(m);
 }
 
+static uint64_t tensor_bytes(const ex_tensor *t)
+{
+    return t->data ? t->row_bytes * (uint64_t)(t->ne[1] * t->ne[2]) : 0;
+}
+
+uint64_t ex_model_decode_bytes(const ex_model *m)
+{
+    const ats_arch *a = &m->arch;
+    double b = (double)m->tok_embd.row_bytes + (double)tensor_bytes(&m->output_norm) + (double)tensor_bytes(&m->output);
+    for (int64_t l = 0; l < a->n_layer; l++) {
+        const ex_layer *L = &m->layers[l];
+        const ex_tensor *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->q_norm, &L->k_norm,
+                                  &L->ffn_norm, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->gate_inp,
+                                  &L->gate_shexp, &L->up_shexp, &L->down_shexp};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) b += (double)tensor_bytes(all[i]);
+        if (L->moe) {
+            double frac = (double)a->n_expert_used / (double)a->n_expert;
+            b += frac * (double)(tensor_bytes(&L->gate_exps) + tensor_bytes(&L->up_exps) + tensor_bytes(&L->down_exps));
+        }
+    }
+    return (uint64_t)b;
+}
+
 static void finish_tied(ex_model *m)
 {
     if (m->arch.tied_embd || !m->output.data) {

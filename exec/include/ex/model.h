@@ -79,6 +79,11 @@ enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint
 
 void ex_model_free(ex_model *m);
 
+/** Weight bytes one decode step reads [bytes]: every matrix once, one embedding row, and of each
+ *  MoE layer's routed experts only n_expert_used / n_expert (uniform routing). The
+ *  bytes-over-bandwidth floor of a decode step is this over the memory bandwidth. */
+uint64_t ex_model_decode_bytes(const ex_model *m);
+
 /* ---- backends ----------------------------------------------------------------------------- */
 
 /** A backend: a named table of the ops of ex/ops.h with the same arguments, plus its context.
