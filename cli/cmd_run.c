@@ -213,10 +213,15 @@ int ats_cmd_run(int argc, char **argv)
         }
     }
     int64_t t_prefill = now_ns() - t0;
+    char piece[512];
+    if (!print_ids && m->tok) /* echo the prompt as the model sees it (llama2.c and llama.cpp do) */
+        for (int64_t i = 1; i < n_prompt; i++) {
+            ex_tokenizer_decode(m->tok, ptok[i - 1], ptok[i], piece, sizeof piece);
+            fputs(piece, stdout);
+        }
     t0 = now_ns();
     int32_t prev = ptok[n_prompt - 1];
     int64_t generated = 0;
-    char piece[512];
     for (int64_t i = 0; i < n_gen && rc == ATS_EXIT_OK; i++) {
         int32_t next;
         if (ex_cpu_sample(logits, a->n_vocab, &sp, &rng, &next) != ATS_OK) { rc = ATS_EXIT_FAIL; break; }

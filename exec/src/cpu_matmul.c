@@ -616,12 +616,15 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     const int64_t n_in = w->ne[0], n_out = w->ne[1];
     const uint8_t *W = w->data;
     const unsigned f = ex_cpu_features();
+    /* Parallel regions only pay off above ~256K multiply-adds: a region costs a wake-up of every
+       thread, and under background load a descheduled thread delays it by a scheduler tick. */
+    const int par = (double)n_out * (double)n_in * (double)n_tokens >= 262144.0;
     if (w->type == ATS_Q_F32) {
         float (*dot)(const float *, const float *, int64_t) = dot_f32_scalar;
 #ifdef EX_X86
         if (f & EX_CPU_AVX2) dot = dot_f32_avx2;
 #endif
-#pragma omp parallel for schedule(dynamic, 32)
+#pragma omp parallel for schedule(dynamic, 32) if (par)
         for (int64_t r = 0; r < n_out; r++)
             for (int64_t t = 0; t < n_tokens; t++)
                 y[t * n_out + r] = dot((const float *)(W + (size_t)r * w->row_bytes), x + t * n_in, n_in);
@@ -631,14 +634,14 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
 #ifdef EX_X86
         if (f & EX_CPU_AVX2) {
             float (*fd)(const void *, const float *, int64_t) = w->type == ATS_Q_F16 ? fdot_f16_avx2 : fdot_bf16_avx2;
-#pragma omp parallel for schedule(dynamic, 32)
+#pragma omp parallel for schedule(dynamic, 32) if (par)
             for (int64_t r = 0; r < n_out; r++)
                 for (int64_t t = 0; t < n_tokens; t++) y[t * n_out + r] = fd(W + (size_t)r * w->row_bytes, x + t * n_in, n_in);
             return ATS_OK;
         }
 #endif
         int bad = 0;
-#pragma omp parallel
+#pragma omp parallel if (par)
         {
             float *row = malloc((size_t)n_in * sizeof(float));
             if (!row) {
@@ -665,7 +668,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     const size_t abytes = (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
     uint8_t *xq = malloc(abytes * (size_t)n_tokens);
     if (!xq) return ATS_ENOMEM;
-#pragma omp parallel for schedule(static) if (n_tokens > 1)
+#pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
         if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
@@ -676,7 +679,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
        from DRAM once, while the tile's activations stay in L2. Decode is one token per tile. */
     enum { EX_ROW_TILE = 16, EX_TOK_TILE = 32 };
     const int64_t n_rt = (n_out + EX_ROW_TILE - 1) / EX_ROW_TILE;
-#pragma omp parallel for schedule(dynamic, 2)
+#pragma omp parallel for schedule(dynamic, 2) if (par)
     for (int64_t rt = 0; rt < n_rt; rt++) {
         const int64_t r0 = rt * EX_ROW_TILE, r1 = r0 + EX_ROW_TILE < n_out ? r0 + EX_ROW_TILE : n_out;
         for (int64_t t0 = 0; t0 < n_tokens; t0 += EX_TOK_TILE) {

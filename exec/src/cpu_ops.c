@@ -100,7 +100,8 @@ enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0,
     int bad = 0;
     const ex_dot_f32_fn dot = ex_pick_dot_f32();
     const ex_axpy_f32_fn axpy = ex_pick_axpy_f32();
-#pragma omp parallel
+    const int par = (double)n_tokens * (double)n_head * (double)n_ctx * (double)head_dim >= 131072.0;
+#pragma omp parallel if (par)
     {
         float *att = malloc((size_t)n_ctx * sizeof(float));
         if (!att) {
