@@ -164,6 +164,7 @@ int ats_bench_sim(int argc, char **argv)
         cfg.policy = "ats";
         cfg.resched_cost_s = sim_cli_resched_cost(&o, "ats", NULL, 0);
         cfg.duration_s = replay_s;
+        cfg.n_requests = 0; /* as many requests as fit */
         int64_t t0 = now_ns();
         enum ats_status st = sim_session_run(&o.arch, &o.hw_desc, o.tr ? &o.st : NULL, &cfg, &rr, &err);
         replay_wall = (double)(now_ns() - t0) * 1e-9;
@@ -217,6 +218,7 @@ int ats_bench_sim(int argc, char **argv)
         cfg.policy = "ats";
         cfg.resched_cost_s = resched;
         cfg.duration_s = 180.0;
+        cfg.n_requests = 0;
         cfg.ctrl.eps = 0.05 + 0.45 * ie / (n_grid - 1);   /* 0.05 .. 0.5 */
         cfg.ctrl.tau_s = 0;
         cfg.ctrl.tau_tpot_mult = 1.0 + 19.0 * ii / (n_grid - 1); /* 1 .. 20 x TPOT */

@@ -192,7 +192,7 @@ int ats_cmd_sweep(int argc, char **argv)
         else cfg.ctrl.tau_s = 0, cfg.ctrl.tau_tpot_mult = itv[ii];
         if (!o.duration_given && !o.requests_given) {
             double d = atsc_trace_duration(tr[it]) - cfg.trace_offset_s;
-            if (d > 0) cfg.duration_s = d;
+            if (d > 0) cfg.duration_s = d, cfg.n_requests = 0;
         }
         sim_session_result r;
         pst[p] = sim_session_run(&o.arch, &o.hw_desc, &st[it], &cfg, &r, &perr[p]);

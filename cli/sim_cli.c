@@ -24,8 +24,9 @@ const char sim_cli_help[] =
     "  --prompt P         prompt tokens per request [2048]\n"
     "  --gen G            decode steps per request [128]\n"
     "  --chunk C          prefill chunk [512]\n"
-    "  --requests N       requests back to back [1, or as many as fit the trace]\n"
-    "  --duration S       keep issuing requests until simulated time S (e.g. 600s) [trace length]\n"
+    "  --requests N       requests back to back [1; as many as fit when a duration applies]\n"
+    "  --duration S       stop after the round that crosses simulated time S (e.g. 600s) [the trace's\n"
+    "                     length when neither --requests nor --duration is given]\n"
     "  --gap S            idle time between requests [0]\n"
     "  --jitter SIGMA     lognormal jitter on op times (mean 1) [0]\n"
     "  --routing R        MoE routing: uniform, zipf[:SKEW] or an HDF5 file [uniform]\n"
@@ -253,6 +254,8 @@ int sim_cli_load(sim_cli *o, const char *cmd)
     } else {
         snprintf(o->trace_name, sizeof o->trace_name, "none");
     }
+    /* a duration without --requests means "as many requests as fit" */
+    if (o->cfg.duration_s > 0 && !o->requests_given) o->cfg.n_requests = 0;
     return 0;
 }
 

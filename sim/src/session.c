@@ -244,7 +244,7 @@ static enum ats_status check_cfg(const ats_arch *arch, const sim_session_cfg *c,
     if (c->gen_tok < 1) return ats_err_set(err, ATS_EINVAL, "gen: %lld tokens (must be >= 1)", (long long)c->gen_tok);
     if (c->chunk_tok < 1) return ats_err_set(err, ATS_EINVAL, "chunk: %lld tokens (must be >= 1)", (long long)c->chunk_tok);
     if (c->n_requests < 1 && !(c->duration_s > 0))
-        return ats_err_set(err, ATS_EINVAL, "requests: %lld (must be >= 1 unless a duration is given)",
+        return ats_err_set(err, ATS_EINVAL, "requests: %lld and no duration (one of them must bound the run)",
                            (long long)c->n_requests);
     if (!(c->jitter_sigma >= 0.0 && c->jitter_sigma < 5.0))
         return ats_err_set(err, ATS_EINVAL, "jitter sigma: %g (must be in [0, 5))", c->jitter_sigma);
@@ -596,7 +596,9 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
     int stop = 0;
     const int64_t rounds_per_req = s->n_chunks + G;
     while (!stop) {
-        if (cfg->duration_s > 0 ? sim_engine_now(s->eng) >= cfg->duration_s : req >= cfg->n_requests) break;
+        if ((cfg->n_requests > 0 && req >= cfg->n_requests) ||
+            (cfg->duration_s > 0 && sim_engine_now(s->eng) >= cfg->duration_s))
+            break;
         double t_req = sim_engine_now(s->eng);
         for (int64_t j = 0; j < rounds_per_req && !stop; j++) {
             int k = j < s->n_chunks ? 0 : 1;
@@ -624,7 +626,7 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
                                                : (double)round_idx / (double)(cfg->n_requests * rounds_per_req);
                 cfg->progress(cfg->progress_user, f > 1.0 ? 1.0 : f);
             }
-            if (!stop && j == rounds_per_req - 1) out->n_requests_done++;
+            if (j == rounds_per_req - 1) out->n_requests_done++;
         }
         req++;
         if (cfg->gap_s > 0.0) sim_engine_advance(s->eng, sim_engine_now(s->eng) + cfg->gap_s);

@@ -87,9 +87,10 @@ typedef struct sim_session_cfg {
     int64_t prompt_tok;           /**< P (default 2048) */
     int64_t gen_tok;              /**< G decode steps (default 128) */
     int64_t chunk_tok;            /**< C prefill chunk (default 512) */
-    int64_t n_requests;           /**< requests back to back (default 1) */
-    double duration_s;            /**< > 0: keep issuing requests until the simulated time reaches
-                                       this; stops after the round that crosses it [s] */
+    int64_t n_requests;           /**< requests back to back (default 1); ≤ 0 = no limit (then
+                                       duration_s must be > 0) */
+    double duration_s;            /**< > 0: stop after the round that crosses this simulated time
+                                       [s]; with both limits the first one reached ends the run */
     double gap_s;                 /**< idle time between requests [s] (default 0) */
     double jitter_sigma;          /**< lognormal σ on op times (mean 1); 0 = none */
     sim_routing_kind routing;     /**< MoE routing source (default uniform) */
