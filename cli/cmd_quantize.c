@@ -1,8 +1,11 @@
 /*
- * ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k — re-quantizes the matrices of a GGUF file.
+ * ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure] — re-quantizes the matrices of a GGUF.
  * 2-D and 3-D weight tensors become the requested type (with ats_qtype_fallback when a row does not
- * divide into its blocks: Q4_K → Q4_0 → F16, Q8_0 → F16); 1-D tensors (norms) stay as they are. All
- * metadata is copied, general.file_type is rewritten. Output goes to OUT.tmp, then is renamed.
+ * divide into its blocks: Q4_K → Q4_0 → F16, Q8_0 → F16); 1-D tensors (norms) stay as they are.
+ * As llama.cpp does, the output head (output.weight, or token_embd.weight when the head is tied to
+ * it) gets Q6_K (fallback Q8_0) for the 4-bit types; --pure quantizes it like every other matrix
+ * (llama.cpp's --pure). All metadata is copied, general.file_type is rewritten. Output goes to
+ * OUT.tmp, then is renamed.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -15,7 +18,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k\n");
+    fprintf(f, "usage: ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure]\n"
+               "  --pure   also quantize the output head (default for 4-bit types: Q6_K, as llama.cpp)\n");
 }
 
 /* llama.cpp's LLAMA_FTYPE values for general.file_type */
@@ -32,11 +36,14 @@ static uint32_t file_type_of(ats_qtype t)
 int ats_cmd_quantize(int argc, char **argv)
 {
     const char *type_name = NULL;
-    static const struct option opts[] = {{"type", required_argument, 0, 't'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int pure = 0;
+    static const struct option opts[] = {{"type", required_argument, 0, 't'}, {"pure", no_argument, 0, 'P'},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
         if (c == 't') type_name = optarg;
+        else if (c == 'P') pure = 1;
         else if (c == 'h') { usage(stdout); return ATS_EXIT_OK; }
         else { usage(stderr); return ATS_EXIT_USAGE; }
     }
@@ -73,9 +80,13 @@ int ats_cmd_quantize(int argc, char **argv)
     }
     kvl[n_out_kv] = ex_gguf_kv_u32(ftbuf, "general.file_type", file_type_of(qt));
     kv[n_out_kv++] = ftbuf;
+    const char *head = ex_gguf_find_tensor(g, "output.weight") ? "output.weight" : "token_embd.weight";
     for (int64_t i = 0; i < nt; i++) {
         const ex_gguf_tensor *t = ex_gguf_tensor_at(g, i);
         ex_gguf_out_tensor *o = &ot[i];
+        ats_qtype want = qt;
+        if (!pure && qt != ATS_Q_Q8_0 && strcmp(t->name, head) == 0) want = ATS_Q_Q6_K;
+        if (want == ATS_Q_Q6_K && t->ne[0] % 256 != 0) want = ATS_Q_Q8_0; /* llama.cpp's Q6_K fallback */
         o->name = t->name;
         o->n_dims = t->n_dims;
         memcpy(o->ne, t->ne, sizeof o->ne);
@@ -83,7 +94,7 @@ int ats_cmd_quantize(int argc, char **argv)
         o->data = t->data;
         o->bytes = t->bytes;
         bytes_in += t->bytes;
-        ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(qt, t->ne[0]) : t->type;
+        ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(want, t->ne[0]) : t->type;
         if (target != t->type && t->n_dims >= 2) {
             int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], n = t->ne[0];
             uint64_t rb_in, rb_out;
