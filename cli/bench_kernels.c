@@ -719,6 +719,7 @@ int ats_bench_kernels(int argc, char **argv)
         return ATS_EXIT_FAIL;
     }
     json_decref(root);
+    fflush(stdout); /* the table first, when both go to one file */
     fprintf(stderr, "wrote %s\n", o.out);
     return rc ? ATS_EXIT_FAIL : ATS_EXIT_OK;
 }
