@@ -4,6 +4,7 @@
  * models/<name>.json architecture with --dummy-weights (for timing at full size).
  */
 #include <getopt.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,8 @@
 #include <time.h>
 
 #include "atsc/model_json.h"
+#include "ats/costs.h"
+#include "atsc/results.h"
 #include "cli.h"
 #include "ex/model.h"
 #include "ex/tokenizer.h"
@@ -34,7 +37,8 @@ static void usage(FILE *f)
             "  --chunk N          prefill chunk size in tokens (default 512)\n"
             "  --split K          layers [0,K) on backend A, the rest on backend B (both CPU here)\n"
             "  --print-ids        print generated token ids (one line, space-separated) instead of text\n"
-            "  --no-eos           do not stop at end-of-sequence\n");
+            "  --no-eos           do not stop at end-of-sequence\n"
+            "  --out FILE         write the results file (HDF5, DESIGN.md schema): /rounds and per-op /ops\n");
 }
 
 static int64_t now_ns(void)
@@ -42,6 +46,31 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Results recording: one round row per forward call, one op row per graph op. */
+typedef struct recorder {
+    atsc_results *w;
+    int64_t epoch_ns, round;
+    atsc_op_row *ops;
+} recorder;
+
+static enum ats_status record_round(recorder *r, const ex_session *s, int64_t t0_ns, int64_t tokens, int decode,
+                                    ats_err *err)
+{
+    if (!r->w) return ATS_OK;
+    atsc_round_row row = {r->round, decode ? ATSC_PHASE_DECODE : ATSC_PHASE_PREFILL, (int32_t)tokens,
+                          (double)(t0_ns - r->epoch_ns) * 1e-9, (double)(now_ns() - t0_ns) * 1e-9, 0, 0, 0, 1.0, 1.0, 1.0};
+    enum ats_status st = atsc_results_append_rounds(r->w, &row, 1, err);
+    const ats_graph *g = ex_session_graph(s);
+    const int64_t *a, *b;
+    ex_session_last_op_times(s, &a, &b);
+    for (int32_t i = 0; i < g->n_ops && st == ATS_OK; i++)
+        r->ops[i] = (atsc_op_row){r->round, i, ATS_CPU, (double)(a[i] - r->epoch_ns) * 1e-9,
+                                  (double)(b[i] - r->epoch_ns) * 1e-9, 0, 0, NAN, NAN};
+    if (st == ATS_OK) st = atsc_results_append_ops(r->w, r->ops, (size_t)g->n_ops, err);
+    r->round++;
+    return st;
 }
 
 static int ends_with(const char *s, const char *suf)
@@ -52,13 +81,13 @@ static int ends_with(const char *s, const char *suf)
 
 int ats_cmd_run(int argc, char **argv)
 {
-    const char *model = NULL, *prompt = "", *quant = NULL;
+    const char *model = NULL, *prompt = "", *quant = NULL, *out_path = NULL;
     long long n_gen = 256, threads = 0, n_ctx = 0, chunk = 512, split = -1, prompt_tokens = 0;
     long long seed = 42, top_k = 0;
     double temp = 0.0, top_p = 1.0;
     int dummy = 0, print_ids = 0, no_eos = 0;
     enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
-           O_IDS, O_NOEOS, O_PTOK };
+           O_IDS, O_NOEOS, O_PTOK, O_OUT };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
@@ -67,7 +96,7 @@ int ats_cmd_run(int argc, char **argv)
         {"threads", required_argument, 0, O_THREADS}, {"ctx", required_argument, 0, O_CTX},
         {"chunk", required_argument, 0, O_CHUNK}, {"split", required_argument, 0, O_SPLIT},
         {"print-ids", no_argument, 0, O_IDS}, {"no-eos", no_argument, 0, O_NOEOS},
-        {"prompt-tokens", required_argument, 0, O_PTOK}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"prompt-tokens", required_argument, 0, O_PTOK}, {"out", required_argument, 0, O_OUT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "m:p:n:h", opts, NULL)) != -1) {
@@ -89,6 +118,7 @@ int ats_cmd_run(int argc, char **argv)
         case O_IDS: print_ids = 1; break;
         case O_NOEOS: no_eos = 1; break;
         case O_PTOK: bad = ats_cli_parse_int(optarg, &prompt_tokens) || prompt_tokens < 0; break;
+        case O_OUT: out_path = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         default: usage(stderr); return ATS_EXIT_USAGE;
         }
@@ -152,6 +182,7 @@ int ats_cmd_run(int argc, char **argv)
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
     int64_t ctx = ex_session_n_ctx(s);
+    recorder rec = {NULL, 0, 0, NULL};
     /* prompt tokens */
     int64_t n_prompt = 0;
     int32_t *ptok = NULL;
@@ -202,12 +233,32 @@ int ats_cmd_run(int argc, char **argv)
     }
     float *logits = malloc((size_t)a->n_vocab * sizeof *logits);
     if (!logits) { rc = ATS_EXIT_FAIL; goto done; }
+    if (out_path) {
+        char cfg[1024];
+        snprintf(cfg, sizeof cfg,
+                 "{\"command\": \"run\", \"model\": \"%s\", \"dummy_weights\": %s, \"threads\": %d, \"ctx\": %lld, "
+                 "\"chunk\": %lld, \"split\": %lld, \"n\": %lld, \"temp\": %g, \"top_k\": %lld, \"top_p\": %g, "
+                 "\"prompt_tokens\": %lld, \"backend\": \"cpu\"}",
+                 a->name, dummy ? "true" : "false", omp_get_max_threads(), (long long)ctx, chunk, split, n_gen, temp,
+                 top_k, top_p, (long long)n_prompt);
+        atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, "", ""};
+        rec.ops = malloc((size_t)ex_session_graph(s)->n_ops * sizeof *rec.ops);
+        if (!rec.ops || atsc_results_open(out_path, &meta, &rec.w, &err) != ATS_OK ||
+            atsc_results_begin_run(rec.w, "cpu", "cpu", NULL, 1, &err) != ATS_OK) {
+            ats_cli_error("run", "--out: %s", err.msg);
+            rc = ATS_EXIT_USAGE;
+            free(logits);
+            goto done;
+        }
+    }
     ex_sample_params sp = {(float)temp, (int32_t)top_k, (float)top_p};
     uint64_t rng = (uint64_t)seed ^ 0x5DEECE66Dull;
     int64_t t0 = now_ns();
+    rec.epoch_ns = t0;
     for (int64_t i = 0; i < n_prompt && rc == ATS_EXIT_OK; i += chunk) {
-        int64_t nn = n_prompt - i < chunk ? n_prompt - i : chunk;
-        if (ex_session_forward(s, ptok + i, nn, logits, &err) != ATS_OK) {
+        int64_t nn = n_prompt - i < chunk ? n_prompt - i : chunk, tr = now_ns();
+        if (ex_session_forward(s, ptok + i, nn, logits, &err) != ATS_OK ||
+            record_round(&rec, s, tr, nn, 0, &err) != ATS_OK) {
             ats_cli_error("run", "%s", err.msg);
             rc = ATS_EXIT_FAIL;
         }
@@ -235,7 +286,9 @@ int ats_cmd_run(int argc, char **argv)
         }
         fflush(stdout);
         prev = next;
-        if (i + 1 < n_gen && ex_session_forward(s, &next, 1, logits, &err) != ATS_OK) {
+        int64_t tr = now_ns();
+        if (i + 1 < n_gen && (ex_session_forward(s, &next, 1, logits, &err) != ATS_OK ||
+                              record_round(&rec, s, tr, 1, 1, &err) != ATS_OK)) {
             ats_cli_error("run", "%s", err.msg);
             rc = ATS_EXIT_FAIL;
         }
@@ -259,7 +312,20 @@ int ats_cmd_run(int argc, char **argv)
             ot.norm_ns * 1e-9, ot.matmul_ns * 1e-9, ot.attn_ns * 1e-9, ot.ffn_ns * 1e-9, ot.moe_ns * 1e-9,
             ot.output_ns * 1e-9);
     free(logits);
+    if (rec.w) {
+        if (rc == ATS_EXIT_OK && atsc_results_close(rec.w, &err) != ATS_OK) {
+            ats_cli_error("run", "--out: %s", err.msg);
+            rc = ATS_EXIT_FAIL;
+        } else if (rc != ATS_EXIT_OK) {
+            atsc_results_abort(rec.w);
+        } else {
+            fprintf(stderr, "ats run: wrote %s (%lld rounds)\n", out_path, (long long)rec.round);
+        }
+        rec.w = NULL;
+    }
 done:
+    if (rec.w) atsc_results_abort(rec.w);
+    free(rec.ops);
     free(ptok);
     ex_session_free(s);
     ex_model_free(m);

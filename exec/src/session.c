@@ -58,6 +58,7 @@ struct ex_session {
     ats_graph *graph;               /* op order of one round (sched's ats_graph_build), owned */
     const ex_backend **op_be;       /* backend of each graph op */
     int64_t *op_ns;                 /* accumulated wall-clock time of each graph op [ns] */
+    int64_t *op_t0, *op_t1;         /* start / end of each op in the last forward [ns, monotonic] */
     int64_t n_ctx, pos, cap_tokens; /* cap_tokens: rows of the scratch buffers */
     float *k_cache, *v_cache;       /* (n_layer, n_ctx, kv_dim) */
     float *x, *xb, *q, *k, *v, *att, *tmp, *tmp2, *router, *g, *u; /* scratch */
@@ -89,6 +90,8 @@ void ex_session_free(ex_session *s)
     free(s->v_cache);
     free(s->op_be);
     free(s->op_ns);
+    free(s->op_t0);
+    free(s->op_t1);
     ats_graph_free(s->graph);
     free(s);
 }
@@ -177,7 +180,9 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->v_cache = malloc(cache);
     s->op_be = calloc((size_t)s->graph->n_ops, sizeof *s->op_be);
     s->op_ns = calloc((size_t)s->graph->n_ops, sizeof *s->op_ns);
-    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns) {
+    s->op_t0 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t0);
+    s->op_t1 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t1);
+    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1) {
         long long nc = (long long)s->n_ctx;
         ex_session_free(s);
         return ats_err_set(err, ATS_ENOMEM, "KV cache of %lld tokens (%.1f MiB) does not fit", nc,
@@ -201,6 +206,11 @@ int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ex_op_times ex_session_times(const ex_session *s) { return s->times; }
 const ats_graph *ex_session_graph(const ex_session *s) { return s->graph; }
 const int64_t *ex_session_op_ns(const ex_session *s) { return s->op_ns; }
+void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns)
+{
+    *t_start_ns = s->op_t0;
+    *t_end_ns = s->op_t1;
+}
 
 static int64_t now_ns(void)
 {
@@ -303,7 +313,9 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
     for (int32_t i = 0; i < s->graph->n_ops; i++) {
         int64_t t0 = now_ns();
         enum ats_status st = run_op(s, i, tokens, n, logits);
-        int64_t dt = now_ns() - t0;
+        int64_t t1 = now_ns(), dt = t1 - t0;
+        s->op_t0[i] = t0;
+        s->op_t1[i] = t1;
         s->op_ns[i] += dt;
         *time_slot(&s->times, &s->graph->ops[i]) += dt;
         if (st != ATS_OK)

@@ -2,13 +2,15 @@
  * test_exec_cli — `ats run` and `ats quantize` as programs ($ATS_BIN): --dummy-weights on a tiny
  * qwen3moe JSON written here (seeded: same seed same tokens, --split and --threads do not change
  * them, another seed changes the weights), sampling (temperature/top-k/top-p seeded: same seed same
- * text), and usage errors (exit 2 with one message; --help exit 0).
+ * text), `--out` results files (read back with atsc_results_read: one round per forward, one op row
+ * per graph op and round, times ordered), and usage errors (exit 2 with one message; --help exit 0).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
+#include "atsc/results.h"
 #include "testutil.h"
 
 static const char *bin;
@@ -99,6 +101,34 @@ int main(void)
     char *s3 = run(args, &code);
     CHECK_MSG(strcmp(s1, s3) != 0, "another seed gave the same 60 tokens");
     free(s1); free(s2); free(s3);
+    /* results file: prompt of 5 tokens in chunks of 2 → 3 prefill rounds, then 7 decode rounds */
+    snprintf(args, sizeof args, "run --model %s -p 'Once upon a time' --chunk 2 -n 8 --out %s/r.h5 >/dev/null", model, dir);
+    free(run(args, &code));
+    CHECK(code == 0);
+    snprintf(args, sizeof args, "%s/r.h5", dir);
+    atsc_results_file *rf = NULL;
+    ats_err rerr = {{0}};
+    CHECK_MSG(atsc_results_read(args, &rf, &rerr) == ATS_OK, "%s", rerr.msg);
+    if (rf) {
+        CHECK(strcmp(rf->producer, "ats run") == 0 && rf->n_runs == 1);
+        const atsc_results_run *r = &rf->runs[0];
+        CHECK_MSG(r->n_rounds == 10, "rounds %zu", r->n_rounds);
+        int ok = r->n_rounds == 10 && r->has_ops && r->n_ops % r->n_rounds == 0;
+        for (size_t i = 0; ok && i < r->n_rounds; i++) {
+            ok &= r->rounds[i].phase == (i < 3 ? 0 : 1) && r->rounds[i].tokens == (i < 2 ? 2 : 1);
+            if (i) ok &= r->rounds[i].t_start_s >= r->rounds[i - 1].t_start_s + r->rounds[i - 1].latency_s;
+        }
+        size_t per = r->n_rounds ? r->n_ops / r->n_rounds : 0;
+        for (size_t i = 0; ok && i < r->n_ops; i++) {
+            ok &= r->ops[i].round == (int64_t)(i / per) && r->ops[i].op == (int32_t)(i % per);
+            ok &= r->ops[i].t_end_s >= r->ops[i].t_start_s;
+            if (i % per) ok &= r->ops[i].t_start_s >= r->ops[i - 1].t_end_s;
+        }
+        CHECK_MSG(ok, "rounds/ops tables not as expected (%zu rounds, %zu ops)", r->n_rounds, r->n_ops);
+        atsc_results_file_free(rf);
+    }
+    snprintf(args, sizeof args, "run --model %s -n 2 --out /nonexistent-dir/r.h5", model);
+    expect_code(args, 2, "--out");
     /* usage */
     expect_code("run --help", 0, NULL);
     expect_code("run", 2, "--model is required");
