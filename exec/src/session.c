@@ -143,6 +143,59 @@ static int role_supported(const ats_op *op)
     }
 }
 
+/* The weight tensor an op consumes (NULL for attention). */
+static const ex_tensor *op_tensor(const ex_model *m, const ats_op *op)
+{
+    const ex_layer *L = op->layer >= 0 ? &m->layers[op->layer] : NULL;
+    switch (op->role) {
+    case ATS_ROLE_TOKEN_EMBD: return &m->tok_embd;
+    case ATS_ROLE_OUTPUT_NORM: return &m->output_norm;
+    case ATS_ROLE_OUTPUT: return &m->output;
+    case ATS_ROLE_ATTN_NORM: return &L->attn_norm;
+    case ATS_ROLE_ATTN_Q: return &L->wq;
+    case ATS_ROLE_ATTN_K: return &L->wk;
+    case ATS_ROLE_ATTN_V: return &L->wv;
+    case ATS_ROLE_ATTN_OUTPUT: return &L->wo;
+    case ATS_ROLE_FFN_NORM: return &L->ffn_norm;
+    case ATS_ROLE_FFN_GATE: return &L->ffn_gate;
+    case ATS_ROLE_FFN_UP: return &L->ffn_up;
+    case ATS_ROLE_FFN_DOWN: return &L->ffn_down;
+    case ATS_ROLE_FFN_GATE_INP: return &L->gate_inp;
+    case ATS_ROLE_FFN_GATE_EXPS: return &L->gate_exps;
+    case ATS_ROLE_FFN_UP_EXPS: return &L->up_exps;
+    case ATS_ROLE_FFN_DOWN_EXPS: return &L->down_exps;
+    case ATS_ROLE_FFN_GATE_SHEXP: return &L->gate_shexp;
+    case ATS_ROLE_FFN_UP_SHEXP: return &L->up_shexp;
+    case ATS_ROLE_FFN_DOWN_SHEXP: return &L->down_shexp;
+    default: return NULL;
+    }
+}
+
+/* The graph was built with F32 sizes; give each op the type and bytes of the model's real tensor
+ * (a GGUF mixes types per tensor) and the attention ops the session's F32 KV cache. */
+static void patch_graph(ats_graph *g, const ex_model *m, int64_t n_ctx)
+{
+    const ats_arch *a = &m->arch;
+    g->weight_bytes = 0;
+    g->kv_cache_bytes = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        ats_op *op = &g->ops[i];
+        const ex_tensor *t = op_tensor(m, op);
+        if (t && t->data) {
+            uint64_t mat = t->row_bytes * (uint64_t)t->ne[1];
+            op->qtype = t->type;
+            if (op->kind == ATS_OP_EXPERTS || op->kind == ATS_OP_SHEXP) op->expert_bytes = mat;
+            op->weight_bytes = mat * (uint64_t)t->ne[2]; /* a tied head reads all rows of token_embd */
+        }
+        if (op->kind == ATS_OP_ATTN) {
+            op->qtype = ATS_Q_F32;
+            op->kv_cache_bytes = (uint64_t)(2 * n_ctx * a->n_head_kv * a->head_dim) * sizeof(float);
+        }
+        g->weight_bytes += op->weight_bytes;
+        g->kv_cache_bytes += op->kv_cache_bytes;
+    }
+}
+
 enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, ex_session **out,
                                ats_err *err)
 {
@@ -167,6 +220,7 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
         ex_session_free(s);
         return st;
     }
+    patch_graph(s->graph, m, s->n_ctx);
     for (int32_t i = 0; i < s->graph->n_ops; i++)
         if (!role_supported(&s->graph->ops[i])) {
             st = ats_err_set(err, ATS_EINVAL, "op %d '%s' (role %s) is not supported by the executor", i,

@@ -304,6 +304,18 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
         free(lk);
         ex_session_free(s);
     }
+    /* the session's graph carries the real tensor sizes: Σ op bytes = model bytes (+ the tied head) */
+    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    const ats_graph *g = ex_session_graph(s);
+    uint64_t sum = 0, tied = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        sum += g->ops[i].weight_bytes;
+        if (g->ops[i].role == ATS_ROLE_OUTPUT && a.tied_embd) tied = g->ops[i].weight_bytes;
+    }
+    CHECK_MSG(sum - tied == m->weight_bytes, "graph bytes %llu (tied head %llu) vs model %llu", (unsigned long long)sum,
+              (unsigned long long)tied, (unsigned long long)m->weight_bytes);
+    CHECK(g->ops[g->n_ops - 1].qtype == m->output.type);
+    ex_session_free(s);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
     CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);

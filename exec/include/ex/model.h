@@ -166,7 +166,9 @@ int64_t ex_session_pos(const ex_session *s);
 int64_t ex_session_n_ctx(const ex_session *s);
 /** Accumulated per-op-kind wall-clock times since the session started. */
 ex_op_times ex_session_times(const ex_session *s);
-/** The session's op graph (borrowed; valid while the session lives). */
+/** The session's op graph (borrowed; valid while the session lives): one decode round, each op's
+ *  qtype / weight_bytes / expert_bytes those of the model's actual tensor, attention ops with the
+ *  session's F32 KV cache bytes; FLOPs and activation bytes as ats_graph_build computed them. */
 const ats_graph *ex_session_graph(const ex_session *s);
 /** Accumulated wall-clock time of each graph op [ns] (graph->n_ops entries, borrowed). */
 const int64_t *ex_session_op_ns(const ex_session *s);
