@@ -169,6 +169,8 @@ typedef struct session {
     /* previous engine round: end and per-engine last busy end, for prefetches */
     double prev_end, ce_last_end[SIM_MAX_CE];
     int prev_was_decode;
+    double pred_err_sum;
+    int64_t pred_err_n;
     /* timeline */
     int tl_pid, tl_tid[SIM_MAX_QUEUES], tl_rounds;
     const ats_graph *tl_graph;
@@ -319,6 +321,7 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
      * it is not counted as a re-schedule */
     int charge = ph->pending_resched || (first && ats_policy_get_ops(s->pol)->dynamic);
     const ats_plan *plan = ats_controller_plan(ph->ctrl);
+    const double predicted = ats_controller_predicted_s(ph->ctrl);
     /* truth: nominal of this round's shape with the routed experts */
     if (s->routing) {
         st = ats_costs_route(g, &sh->nominal, &rt, &s->truth, err);
@@ -384,6 +387,10 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
     if (st) return st;
     double t1 = sim_engine_now(s->eng);
     *latency = t1 - t0;
+    if (k == 1 && isfinite(predicted) && *latency > 0) {
+        s->pred_err_sum += fabs(predicted + eo.resched_cost_s - *latency) / *latency;
+        s->pred_err_n++;
+    }
     if (cfg->timeline) {
         const char *keys[4] = {"round", "tokens", "promoted", "rescheduled"};
         double vals[4] = {(double)round_idx, (double)n_tok, (double)plan->n_promoted, charge ? 1.0 : 0.0};
@@ -643,6 +650,7 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
         out->prefill_tok_s = out->prefill_s > 0 ? (double)out->prefill_tok / out->prefill_s : 0.0;
         out->decode_tok_s = out->decode_s > 0 ? (double)out->decode_tok / out->decode_s : 0.0;
         out->ttft_mean_s = ttft_n ? ttft_sum / (double)ttft_n : NAN;
+        out->pred_err_mean = s->pred_err_n ? s->pred_err_sum / (double)s->pred_err_n : NAN;
         double busy = out->prefill_s + out->decode_s;
         out->gpu_busy_frac = busy > 0 ? es->gpu_op_busy_s / busy : 0.0;
         size_t nd = 0;
@@ -687,12 +695,13 @@ void sim_summary_print(FILE *f, const sim_session_result *r, int n, sim_format f
             fprintf(f,
                     "  {\"policy\": \"%s\", \"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"ttft_s\": %.6f, "
                     "\"tpot_mean_s\": %.6f, \"tpot_p50_s\": %.6f, \"tpot_p99_s\": %.6f, \"reschedules\": %lld, "
-                    "\"gb_h2d\": %.4f, \"gb_prefetched\": %.4f, \"gpu_busy\": %.4f, \"requests\": %lld, \"rounds\": %zu, "
+                    "\"gb_h2d\": %.4f, \"gb_prefetched\": %.4f, \"gpu_busy\": %.4f, \"pred_err\": %.4f, "
+                    "\"requests\": %lld, \"rounds\": %zu, "
                     "\"sim_s\": %.6f, "
                     "\"events\": %llu}%s\n",
                     r[i].policy, JNUM(r[i].prefill_tok_s), JNUM(r[i].decode_tok_s), JNUM(r[i].ttft_mean_s),
                     JNUM(r[i].tpot_mean_s), JNUM(r[i].tpot_p50_s), JNUM(r[i].tpot_p99_s), (long long)r[i].n_resched,
-                    r[i].bytes_h2d / 1e9, r[i].bytes_prefetched / 1e9, r[i].gpu_busy_frac,
+                    r[i].bytes_h2d / 1e9, r[i].bytes_prefetched / 1e9, r[i].gpu_busy_frac, JNUM(r[i].pred_err_mean),
                     (long long)r[i].n_requests_done, r[i].n_rounds,
                     r[i].sim_s, (unsigned long long)r[i].events, i + 1 < n ? "," : "");
 #undef JNUM

@@ -125,6 +125,10 @@ typedef struct sim_session_result {
     double bytes_h2d;                 /**< host→device bytes (weights + activations) [bytes] */
     double bytes_prefetched;          /**< of which moved by decode prefetches in the previous
                                            round's copy-engine idle tail [bytes] */
+    double pred_err_mean;             /**< mean |predicted − simulated| / simulated round latency
+                                           over decode rounds: how far sched's latency model (the
+                                           controller's prediction for the plan) is from the
+                                           simulation (sharing, interference, jitter, load) */
     double gpu_busy_frac;             /**< GPU-op time / time in rounds */
     double sim_s;                     /**< simulated time at the end [s] */
     uint64_t events;                  /**< engine events processed */
