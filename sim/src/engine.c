@@ -465,7 +465,7 @@ static int start_ready(sim_engine *e, const sim_prog *p)
         s->task = ti;
         s->remaining = t->work;
         s->rate = 0.0;
-        if (is_xfer(t->kind) && e->hw.pcie_latency_s > 0.0) {
+        if (is_xfer(t->kind) && e->hw.pcie_latency_s > 0.0 && t->work > 0.0) { /* nothing to move: no latency */
             s->phase = 0;
             heap_set(e, e->now + e->hw.pcie_latency_s, EV_LAT, q);
         } else {

@@ -17,7 +17,8 @@
  *    max-min fairness with per-flow caps (copy engine: pcie_h2d_bw / pcie_d2h_bw, SM copy kernel:
  *    pcie_sm_copy_bw, each · pcie_avail). Host-to-device flows read host memory: their caps are
  *    multiplied by 1 - (1 - hostmem_dma_factor) · u_cpu, u_cpu the memory share of the CPU task.
- *  - Every transfer first waits pcie_latency_s (not shared), then moves its bytes.
+ *  - Every transfer first waits pcie_latency_s (not shared), then moves its bytes; a transfer of
+ *    0 bytes (e.g. a prefetch already done) takes no time.
  *  - The load trace multiplies the rates at its change points; remaining work carries over.
  *
  * Lifecycle: sim_engine_new(hw, trace) → sim_engine_run(prog) per round (time advances) →
