@@ -2,7 +2,8 @@
  * ats sim — replay a load trace in the discrete-event simulator and compare policies.
  *
  * With no arguments: Qwen3-14B (Q4_K_M) on rtx3060-laptop with 85% of its 6 GiB as VRAM budget
- * (the model needs ~9 GB, so it is offloaded), the committed Fig. 13 trace (traces/fig13-synth.h5),
+ * (the model needs ~9 GB, so it is offloaded), the committed recorded trace traces/h200-cpu-compile.h5 (a parallel build co-running on the
+ * H200 host's CPU, recorded with `ats record`),
  * requests of 2048 prompt + 128 generated tokens back to back for the trace's 180 s, every policy;
  * prints the summary table. Exit codes: 0 ok, 1 runtime failure, 2 bad input.
  */

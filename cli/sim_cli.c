@@ -17,7 +17,7 @@ const char sim_cli_help[] =
     "  --model M          model name (models/M.json) or JSON path [qwen3-14b]\n"
     "  --quant Q          quantization recipe [the model's default]\n"
     "  --hw H             hardware description (sim/hw/H.json) or path [rtx3060-laptop]\n"
-    "  --trace T          load trace (traces/T.h5) or path; 'none' = idle machine [fig13-synth]\n"
+    "  --trace T          load trace (traces/T.h5) or path; 'none' = idle machine [h200-cpu-compile]\n"
     "  --trace-offset S   start the replay at trace time S [0]\n"
     "  --vram-budget B    VRAM for weights + KV cache + temp buffers, e.g. 5GiB [85% of the GPU's]\n"
     "  --temp-bytes B     temp ring for promoted weights [policy's automatic choice]\n"
@@ -44,7 +44,7 @@ void sim_cli_init(sim_cli *o)
     memset(o, 0, sizeof *o);
     o->model = "qwen3-14b";
     o->hw = "rtx3060-laptop";
-    o->trace = "fig13-synth";
+    o->trace = "h200-cpu-compile"; /* recorded (traces/README.md); issue 6 */
     o->cfg = sim_session_cfg_default();
 }
 
