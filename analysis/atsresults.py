@@ -49,9 +49,13 @@ class Run:
             is_p = r["phase"] == PHASE_PREFILL
             starts = np.nonzero(is_p & ~np.concatenate(([False], is_p[:-1])))[0]
             ends = np.nonzero(is_p & ~np.concatenate((is_p[1:], [False])))[0]
+            # only requests whose prefill finished (a decode round follows), as `ats sim` counts them:
+            # a run cut by --duration in the middle of its prompt has no first token
+            done = ends + 1 < len(r)
+            done[done] = r["phase"][ends[done] + 1] != PHASE_PREFILL
             ttft = (r["t_start_s"][ends] + r["latency_s"][ends]) - r["t_start_s"][starts]
-            out["ttft_s"] = float(np.mean(ttft))
-            out["requests"] = int(len(starts))
+            out["ttft_s"] = float(np.mean(ttft[done])) if np.any(done) else float("nan")
+            out["requests"] = int(np.sum(done))
             out["prefill_tok_s"] = float(np.sum(p["tokens"]) / np.sum(p["latency_s"]))
         out["resched"] = int(np.sum(self.rounds["rescheduled"]))
         out["gb_h2d"] = float(np.sum(self.rounds["bytes_h2d"]) / 1e9)
