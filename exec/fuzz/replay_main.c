@@ -76,7 +76,7 @@ static uint8_t *make_seed(const char *dir, const char *name, buf *kv, int nkv, c
     return read_all(path, len);
 }
 
-#define N_SEEDS 4
+#define N_SEEDS 5
 
 static int build_seeds(const char *dir, uint64_t *rng, uint8_t **seed, size_t *seed_len)
 {
@@ -89,7 +89,7 @@ static int build_seeds(const char *dir, uint64_t *rng, uint8_t **seed, size_t *s
     put_str(&kv[4], "a.f64"); put_u32(&kv[4], 12); { double d = 2.5; put(&kv[4], &d, 8); }
     put_str(&kv[5], "a.bool"); put_u32(&kv[5], 7); put(&kv[5], "\x01", 1);
     put_str(&kv[6], "tokenizer.ggml.tokens"); put_u32(&kv[6], 9); put_u32(&kv[6], 8); put_u64(&kv[6], 6);
-    const char *toks[6] = {"<unk>", "<s>", "</s>", "<0x61>", "\xE2\x96\x81" "a", "b"};
+    const char *toks[6] = {"<unk>", "<s>", "</s>", "<0x61>", "\xE2\x96\x81\x61", "b"};
     for (int i = 0; i < 6; i++) put_str(&kv[6], toks[i]);
     put_str(&kv[7], "tokenizer.ggml.scores"); put_u32(&kv[7], 9); put_u32(&kv[7], 6); put_u64(&kv[7], 6);
     for (int i = 0; i < 6; i++) { float f = (float)-i; put(&kv[7], &f, 4); }
@@ -108,6 +108,17 @@ static int build_seeds(const char *dir, uint64_t *rng, uint8_t **seed, size_t *s
     seed[n] = make_seed(dir, "seed_meta_only.gguf", kv, 12, t32, 0, 32, rng, &seed_len[n]); n++;
     seed[n] = make_seed(dir, "seed_tiny.gguf", kv, 1, t32, 1, 32, rng, &seed_len[n]); n++;
     for (int i = 0; i < 12; i++) free(kv[i].p);
+    /* a byte-level ("gpt2") vocabulary with merges */
+    buf kg[3] = {{0}};
+    put_str(&kg[0], "tokenizer.ggml.model"); put_u32(&kg[0], 8); put_str(&kg[0], "gpt2");
+    put_str(&kg[1], "tokenizer.ggml.tokens"); put_u32(&kg[1], 9); put_u32(&kg[1], 8); put_u64(&kg[1], 5);
+    const char *gt[5] = {"a", "b", "\xC4\xA0", "ab", "\xC4\xA0\x61\x62"};
+    for (int i = 0; i < 5; i++) put_str(&kg[1], gt[i]);
+    put_str(&kg[2], "tokenizer.ggml.merges"); put_u32(&kg[2], 9); put_u32(&kg[2], 8); put_u64(&kg[2], 2);
+    put_str(&kg[2], "a b");
+    put_str(&kg[2], "\xC4\xA0 ab");
+    seed[n] = make_seed(dir, "seed_gpt2.gguf", kg, 3, t32, 1, 32, rng, &seed_len[n]); n++;
+    for (int i = 0; i < 3; i++) free(kg[i].p);
     return n;
 }
 

@@ -12,6 +12,7 @@
 #include "cpu_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define EX_X86 1
 #endif
@@ -21,8 +22,9 @@ unsigned ex_cpu_features(void)
     unsigned f = 0;
 #ifdef EX_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        f |= EX_CPU_AVX2;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    int f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)); /* F16C: CPUID.1:ECX[29] */
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) f |= EX_CPU_AVX2;
     if ((f & EX_CPU_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
         f |= EX_CPU_AVX512;

@@ -44,8 +44,8 @@ int main(void)
         int pr = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
         b2u[b] = pr ? (unsigned)b : (unsigned)next++;
     }
-    const char *extra[] = {"he", "\xC4\xA0t", "\xC4\xA0the", "\xC4\xA0" "c", "at", "\xC4\xA0" "cat", "<|begin_of_text|>"};
-    const char *merges[] = {"h e", "\xC4\xA0 t", "\xC4\xA0t he", "\xC4\xA0 c", "a t", "\xC4\xA0" "c at"};
+    const char *extra[] = {"he", "\xC4\xA0t", "\xC4\xA0the", "\xC4\xA0\x63", "at", "\xC4\xA0\x63\x61\x74", "<|begin_of_text|>"};
+    const char *merges[] = {"h e", "\xC4\xA0 t", "\xC4\xA0t he", "\xC4\xA0 c", "a t", "\xC4\xA0\x63\x20\x61\x74"};
     int n_tok = 256 + 7, n_merge = 6;
     buf kv[5] = {{0}};
     put_str(&kv[0], "tokenizer.ggml.model"); put_u32(&kv[0], EX_GGUF_STRING); put_str(&kv[0], "gpt2");
