@@ -3,14 +3,20 @@
  * qwen3moe JSON written here (seeded: same seed same tokens, --split and --threads do not change
  * them, another seed changes the weights), sampling (temperature/top-k/top-p seeded: same seed same
  * text), `--out` results files (read back with atsc_results_read: one round per forward, one op row
- * per graph op and round, times ordered), and usage errors (exit 2 with one message; --help exit 0).
+ * per graph op and round, times ordered), `ats quantize` to real K-quants on an F32 llama GGUF
+ * written here (n_embd 256: tensor types as requested, tied head at Q6_K, logits within a per-type
+ * bound of the F32 model's), and usage errors (exit 2 with one message; --help exit 0).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #include "atsc/results.h"
+#include "ex/gguf.h"
+#include "ex/model.h"
+#include "ex/quant.h"
 #include "testutil.h"
 
 static const char *bin;
@@ -43,6 +49,96 @@ static void expect_code(const char *args, int want, const char *msg_part)
     }
     CHECK_MSG(code == want, "`ats %s`: exit %d, want %d (%s)", args, code, want, err);
     if (msg_part) CHECK_MSG(strstr(err, msg_part) != NULL, "`ats %s`: stderr lacks '%s': %s", args, msg_part, err);
+}
+
+
+static size_t kv_str(uint8_t *p, const char *key, const char *val)
+{
+    uint64_t n = strlen(key), m = strlen(val);
+    uint32_t t = EX_GGUF_STRING;
+    memcpy(p, &n, 8); memcpy(p + 8, key, n); memcpy(p + 8 + n, &t, 4); memcpy(p + 12 + n, &m, 8); memcpy(p + 20 + n, val, m);
+    return 20 + n + m;
+}
+
+/* An F32 1-layer llama with n_embd 256 (K-quant friendly), tied head, fresh random weights. */
+static void write_f32_llama(const char *path, uint64_t *rng)
+{
+    static uint8_t kb[8][128];
+    const void *kv[8];
+    size_t kl[8];
+    int nk = 0;
+    kl[nk] = kv_str(kb[nk], "general.architecture", "llama"); nk++;
+    kl[nk] = ex_gguf_kv_u32(kb[nk], "llama.embedding_length", 256); nk++;
+    kl[nk] = ex_gguf_kv_u32(kb[nk], "llama.block_count", 1); nk++;
+    kl[nk] = ex_gguf_kv_u32(kb[nk], "llama.attention.head_count", 4); nk++;
+    kl[nk] = ex_gguf_kv_u32(kb[nk], "llama.attention.head_count_kv", 2); nk++;
+    kl[nk] = ex_gguf_kv_u32(kb[nk], "llama.feed_forward_length", 512); nk++;
+    kl[nk] = ex_gguf_kv_u32(kb[nk], "llama.context_length", 64); nk++;
+    for (int i = 0; i < nk; i++) kv[i] = kb[i];
+    struct { const char *name; int nd; int64_t ne0, ne1; } T[] = {
+        {"token_embd.weight", 2, 256, 64}, {"output_norm.weight", 1, 256, 1}, {"blk.0.attn_norm.weight", 1, 256, 1},
+        {"blk.0.attn_q.weight", 2, 256, 256}, {"blk.0.attn_k.weight", 2, 256, 128}, {"blk.0.attn_v.weight", 2, 256, 128},
+        {"blk.0.attn_output.weight", 2, 256, 256}, {"blk.0.ffn_norm.weight", 1, 256, 1},
+        {"blk.0.ffn_gate.weight", 2, 256, 512}, {"blk.0.ffn_up.weight", 2, 256, 512}, {"blk.0.ffn_down.weight", 2, 512, 256},
+    };
+    ex_gguf_out_tensor ot[11];
+    for (int i = 0; i < 11; i++) {
+        int64_t cnt = T[i].ne0 * T[i].ne1;
+        float *f = malloc((size_t)cnt * sizeof *f);
+        for (int64_t j = 0; j < cnt; j++)
+            f[j] = T[i].nd == 1 ? (float)tu_uniform(rng, 0.8, 1.2) : (float)tu_uniform(rng, -1, 1) / 16.0f;
+        ot[i] = (ex_gguf_out_tensor){T[i].name, (uint32_t)T[i].nd, {T[i].ne0, T[i].ne1, 1, 1}, ATS_Q_F32, f, (uint64_t)cnt * 4};
+    }
+    ats_err err;
+    CHECK(ex_gguf_write(path, nk, kv, kl, 11, ot, 32, &err) == ATS_OK);
+    for (int i = 0; i < 11; i++) free((void *)ot[i].data);
+}
+
+static void last_logits(const char *path, const int32_t *tok, int n, float *out, ex_model **keep)
+{
+    ex_model *m = NULL;
+    ex_session *s = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_model_load_gguf(path, &m, &err) == ATS_OK, "%s", err.msg);
+    if (!m) return;
+    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    CHECK(ex_session_forward(s, tok, n, out, &err) == ATS_OK);
+    ex_session_free(s);
+    *keep = m;
+}
+
+static void test_quantize_kquants(uint64_t *rng)
+{
+    char f32[256], q[256], args[1024];
+    snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
+    write_f32_llama(f32, rng);
+    int32_t tok[6];
+    for (int i = 0; i < 6; i++) tok[i] = (int32_t)(tu_rand(rng) % 64);
+    float ref[64], got[64];
+    ex_model *m0 = NULL;
+    last_logits(f32, tok, 6, ref, &m0);
+    double scale = 0;
+    for (int i = 0; i < 64; i++) scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+    struct { const char *type; ats_qtype mat, head; double bound; } cases[] = {
+        {"q8_0", ATS_Q_Q8_0, ATS_Q_Q8_0, 0.02}, {"q4_k", ATS_Q_Q4_K, ATS_Q_Q6_K, 0.15}, {"q4_0", ATS_Q_Q4_0, ATS_Q_Q6_K, 0.15},
+    };
+    for (int c = 0; c < 3; c++) {
+        snprintf(q, sizeof q, "%s/%s.gguf", dir, cases[c].type);
+        snprintf(args, sizeof args, "quantize %s %s --type %s", f32, q, cases[c].type);
+        expect_code(args, 0, "re-quantized");
+        ex_model *m = NULL;
+        last_logits(q, tok, 6, got, &m);
+        if (!m) continue;
+        CHECK(m->layers[0].wq.type == cases[c].mat && m->layers[0].ffn_down.type == cases[c].mat);
+        CHECK_MSG(m->tok_embd.type == cases[c].head, "%s: tied head type %s", cases[c].type, ats_qtype_name(m->tok_embd.type));
+        CHECK(m->output_norm.type == ATS_Q_F32);
+        double e = 0;
+        for (int i = 0; i < 64; i++) e = fabs(got[i] - ref[i]) > e ? fabs(got[i] - ref[i]) : e;
+        fprintf(stderr, "test_exec_cli: %s: |logits - F32| = %.3g of scale %.3g\n", cases[c].type, e, scale);
+        CHECK_MSG(e <= cases[c].bound * scale, "%s logits differ by %.3g (scale %.3g)", cases[c].type, e, scale);
+        ex_model_free(m);
+    }
+    ex_model_free(m0);
 }
 
 int main(void)
@@ -129,6 +225,7 @@ int main(void)
     }
     snprintf(args, sizeof args, "run --model %s -n 2 --out /nonexistent-dir/r.h5", model);
     expect_code(args, 2, "--out");
+    test_quantize_kquants(&rng);
     /* usage */
     expect_code("run --help", 0, NULL);
     expect_code("run", 2, "--model is required");
