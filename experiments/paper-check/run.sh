@@ -16,7 +16,7 @@ $ATS sim $COMMON --trace none --requests 1 --prompt 2048 --gen 128 --policy all 
 echo "== 2. prefill, idle machine: P in 512..4096, chunk 512 (paper §5.2, Fig. 10)"
 : > "$OUT/prefill.csv"
 for P in 512 1024 2048 4096; do
-  $ATS sim $COMMON --trace none --requests 1 --prompt $P --gen 1 --policy layer,layer-opoffload,static,ats-paper,ats \
+  $ATS sim $COMMON --trace none --requests 1 --prompt $P --gen 1 --policy layer,layer-opoffload,static,static-opoffload,ats-paper,ats \
       --format csv | awk -F, -v P=$P 'NR==1{if(P==512)print "prompt,"$0; next}{print P","$0}' >> "$OUT/prefill.csv"
 done
 cat "$OUT/prefill.csv"
@@ -24,8 +24,9 @@ cat "$OUT/prefill.csv"
 echo "== 3. ablation, P=1024, G=128 (paper §5.5, Fig. 15)"
 {
   $ATS sim $COMMON --trace none --requests 1 --prompt 1024 --gen 128 --policy layer-opoffload --format csv | sed 's/^layer-opoffload,/base (layer-opoffload),/'
-  $ATS sim $COMMON --trace none --requests 1 --prompt 1024 --gen 128 --policy static --serialized --act-path ce --format csv | tail -n 1 | sed 's/^static,/+TP (static; serialized; CE activations),/'
-  $ATS sim $COMMON --trace none --requests 1 --prompt 1024 --gen 128 --policy static --format csv | tail -n 1 | sed 's/^static,/+TP+AC (static; async; SM activations),/'
+  $ATS sim $COMMON --trace none --requests 1 --prompt 1024 --gen 128 --policy static-opoffload --serialized --act-path ce --format csv | tail -n 1 | sed 's/^static-opoffload,/+TP (static-opoffload; serialized; CE activations),/'
+  $ATS sim $COMMON --trace none --requests 1 --prompt 1024 --gen 128 --policy static-opoffload --format csv | tail -n 1 | sed 's/^static-opoffload,/+TP+AC (static-opoffload; async; SM activations),/'
+  $ATS sim $COMMON --trace none --requests 1 --prompt 1024 --gen 128 --policy static --format csv | tail -n 1 | sed 's/^static,/(static placement alone: no prefill op offload),/'
   $ATS sim $COMMON --trace none --requests 1 --prompt 1024 --gen 128 --policy ats --format csv | tail -n 1 | sed 's/^ats,/+TP+AC+DT (ats),/'
 } | tee "$OUT/ablation.csv"
 

@@ -131,7 +131,7 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         out->splits[po->split].n_ops++;
         if (!po->promoted) continue;
         /* weight transfer */
-        if (op->kind == ATS_OP_ATTN || op->kind == ATS_OP_EMBED) {
+        if (op->kind == ATS_OP_EMBED) {
             st = ats_err_set(err, ATS_EINVAL, "plan: op %d (%s) of kind %s cannot be promoted", (int)i, op->name,
                              ats_op_kind_name(op->kind));
             goto done;

@@ -24,6 +24,7 @@ ats_policy_cfg ats_policy_cfg_default(void)
     c.n_copy_engines = 1;
     c.hostmem_cpu_factor = 1.0;
     c.moe_partition = 1;
+    c.promote_kv_prefill = 1;
     return c;
 }
 
@@ -192,13 +193,12 @@ static enum ats_status assign_fixed(ats_policy *self, const ats_graph *g, const 
     return ATS_OK;
 }
 
-/* llama.cpp's op offload in large prefill rounds: matmul weights copied and run on the GPU. */
-static enum ats_status assign_opoffload(ats_policy *self, const ats_graph *g, const ats_placement *p,
-                                        const ats_costs *cur, const ats_round_ctx *ctx,
-                                        ats_assignment *out, ats_err *err)
+/* llama.cpp's op offload in large prefill rounds: matmul weights copied and run on the GPU;
+ * serialized (llama.cpp) or overlapped (static-opoffload: the plan's transfers run on the copy
+ * engine while the compute stream works, paper's "async coordination"). */
+static enum ats_status opoffload(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                 const ats_round_ctx *ctx, int serialized, ats_assignment *out)
 {
-    (void)cur;
-    (void)err;
     ats_assignment_from_placement(out, p);
     if (g->phase.n_tokens < self->cfg.opoffload_min_tokens) return ATS_OK;
     const ats_routing *rt = ctx ? ctx->routing : NULL;
@@ -211,8 +211,26 @@ static enum ats_status assign_opoffload(ats_policy *self, const ats_graph *g, co
         out->backend[i] = ATS_GPU;
         out->n_promoted++;
     }
-    out->serialized = 1;
+    out->serialized = (uint8_t)serialized;
     return ATS_OK;
+}
+
+static enum ats_status assign_opoffload(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                        const ats_costs *cur, const ats_round_ctx *ctx,
+                                        ats_assignment *out, ats_err *err)
+{
+    (void)cur;
+    (void)err;
+    return opoffload(self, g, p, ctx, 1, out);
+}
+
+static enum ats_status assign_static_opoffload(ats_policy *self, const ats_graph *g, const ats_placement *p,
+                                               const ats_costs *cur, const ats_round_ctx *ctx,
+                                               ats_assignment *out, ats_err *err)
+{
+    (void)cur;
+    (void)err;
+    return opoffload(self, g, p, ctx, 0, out);
 }
 
 static enum ats_status assign_gpu_stream(ats_policy *self, const ats_graph *g, const ats_placement *p,
@@ -257,6 +275,8 @@ static enum ats_status assign_ats(ats_policy *self, const ats_graph *g, const at
                                   ats_err *err)
 {
     ats_transfer_opts o = transfer_opts(self, ctx);
+    /* prefill: attention may follow its KV cache to the GPU for the round (transfer.h promote_kv) */
+    o.promote_kv = self->cfg.promote_kv_prefill && g->phase.kind == ATS_PHASE_PREFILL;
     return ats_transfer_ats(g, p, cur, &o, out, err);
 }
 
@@ -272,6 +292,8 @@ static const ats_policy_ops POLICIES[] = {
     {"gpu-stream", "GPU-centric offload: every op on the GPU, non-resident weights streamed", 0, ATS_ACT_SM,
      place_gpu_stream, assign_gpu_stream},
     {"static", "ATS static tensor placement only (Algorithm 1)", 0, ATS_ACT_SM, place_static, assign_fixed},
+    {"static-opoffload", "static placement + llama.cpp's prefill op offload, overlapped with compute", 0, ATS_ACT_SM,
+     place_static, assign_static_opoffload},
     {"ats-paper", "static placement + the paper's dynamic transfer (Algorithm 2) + re-scheduling", 1, ATS_ACT_SM,
      place_static, assign_paper},
     {"ats", "static placement + copy-engine-aware dynamic transfer (model A) + re-scheduling", 1, ATS_ACT_SM,
@@ -290,7 +312,7 @@ enum ats_status ats_policy_find(const char *name, const ats_policy_ops **out)
     return ATS_ENOTFOUND;
 }
 
-const char *ats_policy_names(void) { return "layer, layer-opoffload, expert, gpu-stream, static, ats-paper, ats"; }
+const char *ats_policy_names(void) { return "layer, layer-opoffload, expert, gpu-stream, static, static-opoffload, ats-paper, ats"; }
 
 enum ats_status ats_policy_new(const char *name, const ats_policy_cfg *cfg, ats_policy **out, ats_err *err)
 {
@@ -379,7 +401,8 @@ enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_
     if (st) return st;
     pol->temp_bytes = 0;
     if (promotes(pol)) pol->temp_bytes = pol->cfg.temp_bytes ? pol->cfg.temp_bytes : auto_temp(pol, g);
-    if (strcmp(pol->ops->name, "layer-opoffload") == 0 && pol->cfg.temp_bytes == 0) {
+    if ((strcmp(pol->ops->name, "layer-opoffload") == 0 || strcmp(pol->ops->name, "static-opoffload") == 0) &&
+        pol->cfg.temp_bytes == 0) {
         /* llama.cpp copies one whole weight at a time into its compute buffer */
         uint64_t big = 0, M = pol->cfg.vram_budget_bytes;
         for (int32_t i = 0; i < g->n_ops; i++) {

@@ -98,6 +98,7 @@ ats_transfer_opts ats_transfer_opts_default(void)
 uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i)
 {
     const ats_op *op = &g->ops[i];
+    if (op->kind == ATS_OP_ATTN) return op->kv_cache_bytes;
     if (op->kind != ATS_OP_EXPERTS) return op->weight_bytes;
     double k = op->n_expert_active;
     if (routing && routing->n_selected && routing->n == g->n_ops) k = routing->n_selected[i];
@@ -113,7 +114,8 @@ static int promotable_cap(const ats_graph *g, const uint8_t *b, const ats_transf
 {
     const ats_op *op = &g->ops[i];
     if (b[i] != ATS_CPU) return 0;
-    if (op->kind == ATS_OP_EMBED || op->kind == ATS_OP_ATTN) return 0;
+    if (op->kind == ATS_OP_EMBED) return 0;
+    if (op->kind == ATS_OP_ATTN && !o->promote_kv) return 0;
     uint64_t x = ats_op_xfer_bytes(g, o->routing, i);
     return x > 0 && x <= cap;
 }

@@ -199,6 +199,16 @@ static void test_bad_inputs(uint64_t *rng)
     CHECK(ats_plan_build(g, &p, &a, &c, &o, &pl, &err) == ATS_EINVAL);
     CHECK_MSG(strstr(err.msg, "cannot be promoted") != NULL, "%s", err.msg);
     a.backend[0] = ATS_CPU;
+    /* a promoted attention op moves its layer's KV cache (transfer.h promote_kv) */
+    for (int i = 1; i < n; i++) {
+        if (g->ops[i].kind != ATS_OP_ATTN) continue;
+        a.backend[i] = ATS_GPU;
+        CHECK_MSG(ats_plan_build(g, &p, &a, &c, &o, &pl, &err) == ATS_OK, "%s", err.msg);
+        CHECK(pl.n_wxfers == 1 && pl.wxfers[0].op == i && pl.wxfers[0].bytes == g->ops[i].kv_cache_bytes &&
+              pl.wxfers[0].bytes > 0 && pl.ops[i].wait_xfer == 0);
+        a.backend[i] = ATS_CPU;
+        break;
+    }
     int32_t mm = -1;
     for (int i = 0; i < n; i++)
         if (g->ops[i].kind == ATS_OP_MATMUL) mm = i;

@@ -3,7 +3,10 @@
  * graphs in decode and prefill keeps resident + temp within the VRAM budget, builds a plan that
  * predicts a finite latency; the baselines' defining properties (layer: output head then last
  * layers, whole layers; expert: experts on the CPU; gpu-stream: every op on the GPU;
- * layer-opoffload: serialized promotion in large prefill rounds only).
+ * layer-opoffload: serialized promotion in large prefill rounds only; static-opoffload: the same
+ * promotions, overlapped, on the static placement); ats in long prefill chunks: attention follows
+ * its KV cache to the GPU and the round gets faster than without (promote_kv_prefill = 0), decode
+ * assignments unchanged by it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,8 +18,9 @@
 
 #define GIB (1024ull * 1024ull * 1024ull)
 
-static const char *NAMES[] = {"layer", "layer-opoffload", "expert", "gpu-stream", "static", "ats-paper", "ats"};
-#define N_NAMES 7
+static const char *NAMES[] = {"layer",  "layer-opoffload",  "expert",   "gpu-stream",
+                              "static", "static-opoffload", "ats-paper", "ats"};
+#define N_NAMES 8
 
 static void test_lookup(void)
 {
@@ -96,13 +100,27 @@ static void run_policy(const char *pname, const char *model, uint64_t budget, co
                model, (double)budget / GIB, ph ? "prefill" : "decode", (double)pl.gpu_bytes / GIB,
                (double)ats_policy_temp_bytes(pol) / GIB, a.n_promoted, lat * 1e3);
         /* defining properties */
-        if (strcmp(pname, "layer-opoffload") == 0) {
-            CHECK(a.serialized == ph);
+        if (strcmp(pname, "layer-opoffload") == 0 || strcmp(pname, "static-opoffload") == 0) {
+            int llama = strcmp(pname, "layer-opoffload") == 0;
+            CHECK(a.serialized == (llama ? ph : 0));
             int cpu_mm = 0;
             for (int32_t i = 0; i < n; i++)
                 cpu_mm |= pl.backend[i] == ATS_CPU && (g->ops[i].kind == ATS_OP_MATMUL || g->ops[i].kind == ATS_OP_EXPERTS);
             CHECK(ph ? (a.n_promoted > 0) == cpu_mm : a.n_promoted == 0);
+            /* exactly the CPU-resident matmul-like ops that fit the ring move, nothing else */
+            for (int32_t i = 0; i < n && ph; i++) {
+                ats_op_kind k = g->ops[i].kind;
+                int mm = k == ATS_OP_MATMUL || k == ATS_OP_EXPERTS || k == ATS_OP_SHEXP;
+                int fits = ats_op_xfer_bytes(g, NULL, i) <= ats_policy_temp_bytes(pol);
+                CHECK_MSG(a.backend[i] == (pl.backend[i] == ATS_GPU || (mm && fits) ? ATS_GPU : ATS_CPU),
+                          "%s %s op %d (%s)", pname, model, (int)i, g->ops[i].name);
+            }
         }
+        if (strcmp(pname, "ats") == 0 || strcmp(pname, "ats-paper") == 0 || ph == 0)
+            for (int32_t i = 0; i < n; i++) /* attention moves only in ats prefill rounds */
+                if (g->ops[i].kind == ATS_OP_ATTN && pl.backend[i] == ATS_CPU && (strcmp(pname, "ats") != 0 || !ph))
+                    CHECK_MSG(a.backend[i] == ATS_CPU, "%s %s op %s promoted", pname, ph ? "prefill" : "decode",
+                              g->ops[i].name);
         if (strcmp(pname, "gpu-stream") == 0)
             for (int32_t i = 0; i < n; i++)
                 if (g->ops[i].kind != ATS_OP_EMBED) CHECK_MSG(a.backend[i] == ATS_GPU, "%s on CPU", g->ops[i].name);
@@ -149,6 +167,64 @@ done:
     ats_graph_free(gp);
 }
 
+/* ats in the last 512-token chunk of a 4096-token prompt (placement from the decode round at 4096,
+ * as the simulator does): attention ops whose KV cache stays in host memory are promoted with it,
+ * and the chunk is predicted faster than with promote_kv_prefill = 0; decode is unaffected. */
+static void test_ats_prefill_kv(const ats_hw *hw)
+{
+    const int64_t P = 4095, C = 512;
+    ats_graph *gd = fx_model_graph("qwen3-14b", ATS_PHASE_DECODE, 1, P);
+    ats_graph *gp = fx_model_graph("qwen3-14b", ATS_PHASE_PREFILL, C, P - C);
+    if (!gd || !gp) return;
+    CHECK(gd->n_ctx == gp->n_ctx); /* the same KV capacity in both rounds, as in the simulator */
+    int32_t n = gd->n_ops;
+    ats_costs cd, cp;
+    ats_placement pl[2];
+    ats_assignment a[2], ad[2];
+    ats_err err;
+    CHECK(ats_costs_init(&cd, n) == 0 && ats_costs_init(&cp, n) == 0);
+    CHECK(ats_costs_from_model(gd, hw, &cd, &err) == ATS_OK && ats_costs_from_model(gp, hw, &cp, &err) == ATS_OK);
+    for (int v = 0; v < 2; v++) {
+        ats_policy_cfg cfg = ats_policy_cfg_default();
+        cfg.vram_budget_bytes = (uint64_t)(0.85 * 6 * GIB);
+        cfg.hostmem_cpu_factor = hw->hostmem_cpu_factor;
+        cfg.promote_kv_prefill = v;
+        ats_policy *pol = NULL;
+        CHECK(ats_policy_new("ats", &cfg, &pol, &err) == ATS_OK);
+        CHECK(ats_placement_init(&pl[v], n) == 0 && ats_assignment_init(&a[v], n) == 0 &&
+              ats_assignment_init(&ad[v], n) == 0);
+        CHECK_MSG(ats_policy_place(pol, gd, &cd, &pl[v], &err) == ATS_OK, "%s", err.msg);
+        CHECK_MSG(ats_policy_assign(pol, gp, &pl[v], &cp, NULL, &a[v], &err) == ATS_OK, "%s", err.msg);
+        CHECK_MSG(ats_policy_assign(pol, gd, &pl[v], &cd, NULL, &ad[v], &err) == ATS_OK, "%s", err.msg);
+        int attn_cpu = 0, attn_prom = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (gp->ops[i].kind == ATS_OP_ATTN && pl[v].backend[i] == ATS_CPU) {
+                attn_cpu++;
+                attn_prom += a[v].backend[i] == ATS_GPU;
+            }
+        printf("  ats prefill chunk %lld..%lld, promote_kv_prefill %d: %d of %d host-resident attention ops promoted, "
+               "%d promoted in all, predicted %.1f ms; decode %.2f ms\n", (long long)(P - C), (long long)P, v, attn_prom,
+               attn_cpu, a[v].n_promoted, a[v].predicted_s * 1e3, ad[v].predicted_s * 1e3);
+        if (v == 0) CHECK(attn_prom == 0);
+        else CHECK_MSG(attn_cpu > 0 && attn_prom == attn_cpu, "%d of %d", attn_prom, attn_cpu);
+        ats_policy_free(pol);
+    }
+    CHECK_MSG(a[1].predicted_s < 0.8 * a[0].predicted_s, "with KV promotion %.1f ms, without %.1f ms",
+              a[1].predicted_s * 1e3, a[0].predicted_s * 1e3);
+    CHECK(memcmp(pl[0].backend, pl[1].backend, (size_t)n) == 0);
+    CHECK(memcmp(ad[0].backend, ad[1].backend, (size_t)n) == 0);
+    CHECK(ad[0].predicted_s == ad[1].predicted_s);
+    for (int v = 0; v < 2; v++) {
+        ats_placement_free(&pl[v]);
+        ats_assignment_free(&a[v]);
+        ats_assignment_free(&ad[v]);
+    }
+    ats_costs_free(&cd);
+    ats_costs_free(&cp);
+    ats_graph_free(gd);
+    ats_graph_free(gp);
+}
+
 int main(void)
 {
     tu_seed("test_policy"); /* deterministic inputs (real models); printed for the record */
@@ -160,6 +236,7 @@ int main(void)
         for (int m = 0; m < 2; m++)
             for (int b = 0; b < 3; b++)
                 for (int p = 0; p < N_NAMES; p++) run_policy(NAMES[p], models[m], budgets[b], &hw);
+        test_ats_prefill_kv(&hw);
     }
     return tu_finish("test_policy");
 }

@@ -2,7 +2,8 @@
  * test_transfer — dynamic transfer against brute force over all assignments (n ≤ 16, many seeds,
  * dense and MoE): model P (policy ats-paper, Algorithm 2) against ats_transfer_paper_eval, model A
  * (policy ats) against ats_transfer_ats_eval (plan + predict) with host-memory interference, prefetch
- * and router release; routing; bad inputs.
+ * and router release; routing; with and without promote_kv (attention promoted with its KV cache,
+ * prefill rounds of policy ats); bad inputs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -66,6 +67,7 @@ static void test_paper_vs_brute(uint64_t *rng)
         random_placement(rng, &p, tu_uniform(rng, 0, 0.5));
         ats_transfer_opts o = ats_transfer_opts_default();
         o.temp_bytes = (uint64_t)(tu_uniform(rng, 8, 600)) * MIB;
+        o.promote_kv = (it / 2) % 3 == 1;
         ats_err err;
         CHECK_MSG(ats_transfer_paper(g, &p, &c, &o, &a, &err) == ATS_OK, "%s", err.msg);
         int ne;
@@ -85,7 +87,7 @@ static void test_paper_vs_brute(uint64_t *rng)
 
 static void test_ats_vs_brute(uint64_t *rng)
 {
-    int n_nontrivial = 0;
+    int n_nontrivial = 0, n_attn = 0;
     for (int it = 0; it < 500; it++) {
         int moe = it % 2, n = it < 30 ? 16 : 2 + (int)(tu_rand(rng) % 13);
         ats_graph *g = fx_random_graph(rng, n, moe);
@@ -99,6 +101,7 @@ static void test_ats_vs_brute(uint64_t *rng)
         o.temp_bytes = (uint64_t)(tu_uniform(rng, 16, 400)) * MIB;
         o.hostmem_cpu_factor = (it % 4 == 0) ? 1.0 : tu_uniform(rng, 0.3, 1.0);
         o.prefetch_lead_s = (it % 3 == 0) ? tu_uniform(rng, 0.0, 2.0) : 0.0;
+        o.promote_kv = (it / 2) % 3 == 1;
         /* a routing for half of the MoE instances */
         double nsel[32];
         ats_routing rt = {n, nsel, NULL, NULL};
@@ -117,6 +120,11 @@ static void test_ats_vs_brute(uint64_t *rng)
         CHECK_MSG(fabs(self - a.predicted_s) <= 1e-9 * (1 + want), "it %d: DP says %.12g, its assignment evaluates to %.12g",
                   it, a.predicted_s, self);
         if (a.n_promoted > 0) n_nontrivial++;
+        for (int i = 0; i < n; i++) {
+            int attn = g->ops[i].kind == ATS_OP_ATTN && p.backend[i] == ATS_CPU && a.backend[i] == ATS_GPU;
+            CHECK_MSG(!attn || o.promote_kv, "it %d: attention op %d promoted without promote_kv", it, i);
+            n_attn += attn;
+        }
         ats_assignment_free(&a);
         ats_placement_free(&p);
         ats_costs_free(&c);
@@ -124,6 +132,7 @@ static void test_ats_vs_brute(uint64_t *rng)
     }
     /* the instances must exercise promotion, or the comparison above proves little */
     CHECK_MSG(n_nontrivial > 100, "only %d of 500 instances promoted anything", n_nontrivial);
+    CHECK_MSG(n_attn > 20, "only %d attention ops promoted with their KV cache", n_attn);
 }
 
 /* larger instances (where the DP's dominance pruning acts most): no assignment one or two flips
@@ -141,6 +150,7 @@ static void test_ats_local_optimality(uint64_t *rng)
         random_placement(rng, &p, tu_uniform(rng, 0, 0.4));
         ats_transfer_opts o = ats_transfer_opts_default();
         o.temp_bytes = 512 * MIB;
+        o.promote_kv = it % 4 >= 2;
         o.hostmem_cpu_factor = tu_uniform(rng, 0.3, 1.0);
         o.prefetch_lead_s = (it % 3 == 0) ? tu_uniform(rng, 0.0, 2.0) : 0.0;
         ats_err err;

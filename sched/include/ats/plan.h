@@ -149,8 +149,9 @@ void ats_plan_free(ats_plan *pl);
  * transfers are prefetches: the leading transfers of each engine without waits that start before 0
  * under R2 with prefetch_lead_s (with double_buffer only the first transfer; never EXPERTS
  * transfers, never in serialized plans). Returns ATS_EINVAL when sizes mismatch, an assignment puts
- * a GPU-resident op on the CPU, an ATTN/EMBED op is promoted, or a promoted op's bytes exceed
- * temp_bytes (message names the op); ATS_ENOMEM. O(n + T·L) for T transfers and L live ranges.
+ * a GPU-resident op on the CPU, an EMBED op is promoted, or a promoted op's bytes exceed
+ * temp_bytes (message names the op); ATS_ENOMEM. A promoted ATTN op's transfer moves its layer's KV
+ * cache (ats_op_xfer_bytes; transfer.h promote_kv). O(n + T·L) for T transfers and L live ranges.
  */
 enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const ats_assignment *a,
                                const ats_costs *cur, const ats_plan_opts *opts, ats_plan *out,

@@ -22,9 +22,18 @@
  *                   placement DP with r_i = w_i (transfer time saved); the rest streamed every round
  *                   through the temp ring.
  *  static           ATS static placement (Algorithm 1), no dynamic transfer.
+ *  static-opoffload static placement + layer-opoffload's prefill rule (same temp ring), but the
+ *                   plan overlaps the weight copies with compute (not serialized), activations by
+ *                   SM copy kernels: the paper's Fig. 15 "+TP+AC"; with the simulator's
+ *                   --serialized --act-path ce it is "+TP" (llama.cpp's execution, ATS placement).
  *  ats-paper        static placement + Algorithm 2 exactly (transfer.h model P) each (re)schedule.
  *  ats              static placement + model A (transfer.h): copy-engine queue, prefetch, router
- *                   release, host-memory interference, temp capacity.
+ *                   release, host-memory interference, temp capacity; in prefill rounds attention
+ *                   ops may be promoted with their KV cache (promote_kv_prefill). The placement is
+ *                   made from the decode round (the sim and exec pass the decode graph), where a KV
+ *                   cache is cheap to read from host memory, so every KV cache may stay on the CPU;
+ *                   in long prefill chunks attention is compute-bound, and moving the cache for the
+ *                   round (kv_cache_bytes / B_pcie) costs far less than CPU attention.
  * Every policy except the ATTN pinning respects the VRAM budget: resident bytes ≤ budget − temp.
  */
 #ifndef ATS_POLICY_H
@@ -48,16 +57,19 @@ typedef struct ats_policy_cfg {
     uint64_t temp_bytes;         /* temp ring for promoted weights [bytes]; 0 = automatic:
                                     ats / ats-paper try {0, 2 × the largest movable op, M/16, M/8,
                                     M/4} and keep the lowest predicted latency of the placement
-                                    graph; layer-opoffload takes the largest whole MATMUL/EXPERTS/
-                                    SHEXP weight (one copy at a time, like llama.cpp's compute
-                                    buffer), gpu-stream max(2 × the largest movable op, M/8), both
-                                    capped at M/2; the others take 0 */
+                                    graph; layer-opoffload and static-opoffload take the
+                                    largest whole MATMUL/EXPERTS/SHEXP weight (one copy at a time,
+                                    like llama.cpp's compute buffer), gpu-stream max(2 × the
+                                    largest movable op, M/8), both capped at M/2; the others 0 */
     uint64_t quantum_bytes;      /* placement DP unit [bytes]; default 1 MiB */
     int64_t opoffload_min_tokens;/* layer-opoffload: prefill rounds with ≥ this many tokens offload
                                     (llama.cpp default 32) */
     int n_copy_engines;          /* default 1 (consumer RTX); ats/ats-paper plans use engine 0 */
     double hostmem_cpu_factor;   /* model A R6 factor, (0,1]; default 1; set from ats_hw */
     int moe_partition;           /* static placement: Algorithm 1 partition (default 1) */
+    int promote_kv_prefill;      /* ats: in prefill rounds ATTN ops are promotable with their KV
+                                    cache (transfer.h promote_kv); default 1. Added for the paper
+                                    check of Fig. 10 (prefill); 0 = the earlier behaviour */
 } ats_policy_cfg;
 
 ats_policy_cfg ats_policy_cfg_default(void);

@@ -8,6 +8,14 @@
  *
  * Ops that can be promoted ("promotable"): b_i = CPU, kind not EMBED and not ATTN (attention runs
  * where its KV cache lives), weight bytes this round > 0 and ≤ the temp capacity.
+ * With opts.promote_kv (policy "ats" sets it in prefill rounds) an ATTN op is promotable too: its
+ * layer's KV cache (kv_cache_bytes, the whole configured capacity, as the cost model's w_i) moves to
+ * a temp slot on the copy engine and attention runs on the GPU. In a prefill chunk attention is
+ * compute-bound and grows with the context (FLOPs ∝ N·(ctx_pos + N/2)), while moving the cache costs
+ * kv_cache_bytes / B_pcie: for Qwen3-14B at 4096 tokens 16 MiB (0.7 ms) against ~31 ms of CPU
+ * attention per layer in the last 512-token chunk (experiments/paper-check/README.md). Not modelled:
+ * writing the chunk's new K/V rows back to the host cache (device→host, N·2·n_head_kv·head_dim·2
+ * bytes per layer, 2 MiB for that chunk, on the other link direction, off the compute stream).
  *
  * ── Model P (policy "ats-paper", §4.4.1 exactly) ───────────────────────────────────────────────
  * Ops 0..n−1 run one after another. G = promoted ops. With default backends b and t_i^b, c_i:
@@ -114,6 +122,9 @@ typedef struct ats_transfer_opts {
                                    NULL = expected routing (op.n_expert_active) */
     int no_prune;               /* model A: 1 disables the cross-position dominance pruning (same
                                    result, O(P²) transitions; for tests); default 0 */
+    int promote_kv;             /* 1: ATTN ops are promotable with their KV cache (see the file
+                                   comment); default 0. Added for prefill rounds (issue 3/4 paper
+                                   check, Fig. 10). */
 } ats_transfer_opts;
 
 ats_transfer_opts ats_transfer_opts_default(void);
@@ -124,7 +135,8 @@ int ats_op_promotable(const ats_graph *g, const ats_placement *p, const ats_tran
 
 /**
  * Bytes that move host→device when op i is promoted this round [bytes]: weight_bytes, or for
- * EXPERTS n_selected (routing) or ceil(n_expert_active) experts × expert_bytes.
+ * EXPERTS n_selected (routing) or ceil(n_expert_active) experts × expert_bytes, or for ATTN the
+ * layer's KV cache (kv_cache_bytes; moved only under opts.promote_kv).
  */
 uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i);
 
