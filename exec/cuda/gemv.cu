@@ -4,6 +4,8 @@
  * take in turn, so consecutive lanes read consecutive bytes of the row. Quantized types meet int8
  * activations (exc_q8x, blocks of 32) through __dp4a, as ggml's mmvq does; the float types use
  * 16-byte loads and F32 FMAs. Block layouts: ../shared/models/QUANT_FORMATS.md §2.
+ * This is the first kernel ("v1"); for Q4_0/Q8_0/Q4_K with one activation row exc_gemv_batched
+ * hands over to gemv_v2.cu unless ATS_GEMV_KERNEL=v1.
  */
 #include "common.cuh"
 
@@ -12,6 +14,11 @@
 #include "ats/quant.h"
 
 #define ROWS_PER_BLOCK 4
+
+/* gemv_v2.cu: the one-kernel GEMV for Q4_0/Q8_0/Q4_K with n_z = 1 (*used = 0 where it does not
+ * apply or ATS_GEMV_KERNEL=v1; then the kernels below run). */
+ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
+                          cudaStream_t s, int *used);
 
 /* ---- one task of each quantized type: returns its part of the row's dot product -------------- */
 
@@ -379,6 +386,11 @@ ex_gpu_status exc_gemv_batched(ex_gpu *g, int type, const void *W, int64_t rows,
     if (!g || !W || !x || !y || rows < 1 || cols < 1 || n_z < 1 || n_z > 65535) return EX_GPU_EINVAL;
     if ((uintptr_t)W % 16 != 0 || (uintptr_t)x % 16 != 0) return EX_GPU_EINVAL; /* 16-byte loads */
     gemv_batch bt = {ids, mat_z, x_div, mat_bytes};
+    if (n_z == 1 && !ids) { /* one matrix, one activation row: the one-kernel v2 where it applies */
+        int used = 0;
+        ex_gpu_status st = exc_gemv_v2(g, type, W, rows, cols, x, y, s, &used);
+        if (st || used) return st;
+    }
     switch (type) {
     case ATS_Q_Q4_0: return launch_q<task_q4_0>(g, W, rows, cols, x, y, n_z, bt, s);
     case ATS_Q_Q8_0: return launch_q<task_q8_0>(g, W, rows, cols, x, y, n_z, bt, s);

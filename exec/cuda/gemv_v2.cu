@@ -1,0 +1,384 @@
+/*
+ * Decode GEMV, second kernel (v2) for Q4_0, Q8_0 and Q4_K with one activation row (n_z = 1):
+ * y (rows) = W (rows, cols) · x (cols), int8 activations and __dp4a as the first kernel (gemv.cu),
+ * but one launch instead of two and a grid that streams the whole matrix in one wave:
+ * - Persistent grid: blocks = (resident blocks per SM) × SMs at most; warp w of the W warps owns
+ *   the contiguous rows [w·rows/W, (w+1)·rows/W), so every warp has the same work to ±1 row and no
+ *   second wave leaves a latency-bound tail.
+ * - Each block quantizes x itself into shared memory (same arithmetic as quantize_x.cu: d =
+ *   amax/127, q = round(x/d), s = d·Σq, NaN-propagating), while its first weight chunks are in
+ *   flight; no separate quantization kernel, no workspace.
+ * - A warp streams its rows' bytes (one contiguous range) through an S-stage cp.async ring of
+ *   ~1.5-2.3 KiB chunks (S-1 chunks in flight while one is decoded), across row boundaries.
+ * - Shared-memory reads without bank conflicts where the layout allows: Q4_0/Q8_0 blocks (18/34
+ *   bytes, 2-byte aligned) are read as aligned 32-bit words and shifted, and the two 16-byte
+ *   activation halves are read in an order that puts the 8 lanes of a quarter-warp on distinct banks.
+ * - Launched as a programmatic dependent (Hopper): the first chunks are requested before
+ *   griddepcontrol.wait, so they overlap the end of the kernel that produced x; the kernel lets its
+ *   own dependents launch early (they wait before reading y).
+ * The first kernel stays selectable (ATS_GEMV_KERNEL=v1) and covers every other case.
+ * ATS_GEMV_MAX_BLOCKS=N caps the grid (tests: many rows per warp on small matrices).
+ */
+#include "common.cuh"
+
+#include <cuda_pipeline.h>
+#include <stdlib.h>
+
+#include "ats/quant.h"
+
+#define V2_STAGES 4
+#define V2_STAGE_U4 152 /* 2432 bytes per stage, as gemv.cu */
+#define V2_MAX_WARPS 8
+
+/* Activations in shared memory: qs (cols int8), d and s (cols/32 floats each). */
+struct v2_x {
+    const int8_t *qs;
+    const float *d, *s;
+};
+
+/* Two 16-byte halves of a 32-byte activation block, the first read chosen by `swap` so that the 8
+ * lanes of a quarter-warp touch 8 distinct 16-byte bank groups. */
+static __device__ __forceinline__ void v2_ld_x32(const int8_t *p, int swap, int *lo, int *hi)
+{
+    int4 a = *(const int4 *)(p + (swap ? 16 : 0));
+    int4 b = *(const int4 *)(p + (swap ? 0 : 16));
+    int4 l = swap ? b : a, h = swap ? a : b;
+    lo[0] = l.x; lo[1] = l.y; lo[2] = l.z; lo[3] = l.w;
+    hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
+}
+
+/* Q4_0: task = one block of 32 (18 bytes at a 2-byte aligned shared address). Read as 5 aligned
+ * words from a & ~3: off = a & 3 ∈ {0, 2}; d = bytes [a, a+2), qs word i = bytes a+2+4i .. a+5+4i.
+ * Reads up to 2 bytes past the block (inside the stage). (nibble - 8)·d·x = d·(dx·Σ q·xq - 8·s). */
+struct v2_q4_0 {
+    static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1, NB = 128;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const v2_x &x)
+    {
+        uintptr_t a = (uintptr_t)bp;
+        int off = (int)(a & 2u);
+        const uint32_t *w = (const uint32_t *)(a - (uintptr_t)off);
+        uint32_t ww[5];
+#pragma unroll
+        for (int i = 0; i < 5; i++) ww[i] = w[i];
+        int xl[4], xh[4];
+        v2_ld_x32(x.qs + b * 32, (t >> 2) & 1, xl, xh);
+        int sumi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            int v = (int)(off ? ww[i + 1] : __funnelshift_r(ww[i], ww[i + 1], 16));
+            sumi = __dp4a(v & 0x0F0F0F0F, xl[i], sumi);
+            sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xh[i], sumi);
+        }
+        float d = exc_h2f((uint16_t)(off ? ww[0] >> 16 : ww[0] & 0xFFFFu));
+        return d * (x.d[b] * (float)sumi - 8.0f * x.s[b]);
+    }
+};
+
+/* Q8_0: task = one block of 32 (34 bytes, 2-byte aligned): 9 aligned words, as Q4_0. */
+struct v2_q8_0 {
+    static constexpr int QK = 32, BYTES = EXC_Q8_0_BYTES, TPB = 1, NB = 64;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const v2_x &x)
+    {
+        uintptr_t a = (uintptr_t)bp;
+        int off = (int)(a & 2u);
+        const uint32_t *w = (const uint32_t *)(a - (uintptr_t)off);
+        uint32_t ww[9];
+#pragma unroll
+        for (int i = 0; i < 9; i++) ww[i] = w[i];
+        int xl[4], xh[4];
+        v2_ld_x32(x.qs + b * 32, (t >> 2) & 1, xl, xh);
+        int sumi = 0;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            int v = (int)(off ? ww[i + 1] : __funnelshift_r(ww[i], ww[i + 1], 16));
+            sumi = __dp4a(v, i < 4 ? xl[i] : xh[i - 4], sumi);
+        }
+        float d = exc_h2f((uint16_t)(off ? ww[0] >> 16 : ww[0] & 0xFFFFu));
+        return d * x.d[b] * (float)sumi;
+    }
+};
+
+/* Q4_K scale and min of sub-block k (0..7) from the 12 packed bytes as 3 little-endian words,
+ * without branches (QUANT_FORMATS.md §Q4_K; the formula of ex_q4k_scale_min). */
+static __device__ __forceinline__ void v2_q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, int *sc, int *m)
+{
+    int sh = 8 * (k & 3);
+    uint32_t lo = (s0 >> sh) & 0xFFu, hi = (s1 >> sh) & 0xFFu, b8 = (s2 >> sh) & 0xFFu;
+    uint32_t sc_a = lo & 63u, m_a = hi & 63u;
+    uint32_t sc_b = (b8 & 0x0Fu) | ((lo >> 6) << 4), m_b = (b8 >> 4) | ((hi >> 6) << 4);
+    *sc = (int)(k < 4 ? sc_a : sc_b);
+    *m = (int)(k < 4 ? m_a : m_b);
+}
+
+/* Q4_K: 8 tasks per super-block (144 bytes, 16-byte aligned in the stage since rows are whole
+ * super-blocks); task j = (c = j/2, h = j%2) reads qs[32c+16h .. +15]: low nibbles are elements
+ * 16h..16h+15 of sub-block 2c, high nibbles the same of sub-block 2c+1 (as gemv.cu).
+ * Activation halves: c < 2 reads the low sub-block's part first, c ≥ 2 the high one's, so the 8
+ * lanes of a super-block hit 8 distinct bank groups. */
+struct v2_q4_K {
+    static constexpr int QK = 256, BYTES = EXC_Q4_K_BYTES, TPB = 8, NB = 16;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const v2_x &x)
+    {
+        int c = j >> 1, h = j & 1;
+        int4 w = *(const int4 *)(bp + 16 + 32 * c + 16 * h);
+        int64_t xb_lo = b * 8 + 2 * c, xb_hi = xb_lo + 1;
+        const int8_t *pl = x.qs + xb_lo * 32 + 16 * h, *ph = x.qs + xb_hi * 32 + 16 * h;
+        int sw = c >= 2;
+        int4 first = *(const int4 *)(sw ? ph : pl), second = *(const int4 *)(sw ? pl : ph);
+        int4 xl = sw ? second : first, xh = sw ? first : second;
+        int ws[4] = {w.x, w.y, w.z, w.w}, xls[4] = {xl.x, xl.y, xl.z, xl.w}, xhs[4] = {xh.x, xh.y, xh.z, xh.w};
+        int s_lo = 0, s_hi = 0, n_lo = 0, n_hi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            s_lo = __dp4a(ws[i] & 0x0F0F0F0F, xls[i], s_lo);
+            s_hi = __dp4a((ws[i] >> 4) & 0x0F0F0F0F, xhs[i], s_hi);
+            n_lo = __dp4a(0x01010101, xls[i], n_lo);
+            n_hi = __dp4a(0x01010101, xhs[i], n_hi);
+        }
+        const uint32_t *hp = (const uint32_t *)bp;
+        uint32_t dd = hp[0], s0 = hp[1], s1 = hp[2], s2 = hp[3];
+        int sc0, m0, sc1, m1;
+        v2_q4k_scale_min(s0, s1, s2, 2 * c, &sc0, &m0);
+        v2_q4k_scale_min(s0, s1, s2, 2 * c + 1, &sc1, &m1);
+        float d = exc_h2f((uint16_t)dd), dmin = exc_h2f((uint16_t)(dd >> 16));
+        float dx0 = x.d[xb_lo], dx1 = x.d[xb_hi];
+        return d * (dx0 * (float)(sc0 * s_lo) + dx1 * (float)(sc1 * s_hi)) -
+               dmin * (dx0 * (float)(m0 * n_lo) + dx1 * (float)(m1 * n_hi));
+    }
+};
+
+static __device__ __forceinline__ void v2_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void v2_pdl_launch_dependents(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
+/* Geometry of a warp's chunk stream: chunk k is part k % cpr of row r0 + k / cpr; a row's nb
+ * blocks are cut into cpr chunks of nbc blocks (the last one shorter). */
+struct v2_geom {
+    int64_t row_bytes;
+    int nb, cpr, nbc;
+};
+
+/* Copies chunk k of rows starting at row r0 into `stage` (16-byte cp.async from the 16-byte
+ * boundary at or below the chunk, so up to 15 bytes before/after it are copied too). */
+template <typename T>
+static __device__ __forceinline__ void v2_issue(uint4 *stage, const uint8_t *W, int64_t r0, int k, const v2_geom &gm,
+                                                int lane)
+{
+    int64_t row = r0 + k / gm.cpr;
+    int c0 = (k % gm.cpr) * gm.nbc;
+    int nblk = gm.nb - c0 < gm.nbc ? gm.nb - c0 : gm.nbc;
+    const uint8_t *src = W + row * gm.row_bytes + (int64_t)c0 * T::BYTES;
+    uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
+    int n16 = ((int)((uintptr_t)src - a) + nblk * T::BYTES + 15) >> 4;
+    const uint4 *gp = (const uint4 *)a;
+    for (int i = lane; i < n16; i += 32) __pipeline_memcpy_async(stage + i, gp + i, 16);
+}
+
+/* x (cols floats, 16-byte aligned) → int8 blocks of 32 in shared memory. Each lane converts 4
+ * consecutive values (one float4), 8 lanes a block; up to 8 float4 loads per lane in flight. */
+static __device__ __forceinline__ void v2_quantize_x(const float *__restrict__ x, int64_t cols, int8_t *qs, float *d,
+                                                     float *s)
+{
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    const int64_t n4 = cols / 4; /* a multiple of 8 */
+    const int U = 8;
+    for (int64_t f0 = (int64_t)warp * 32 * U; f0 < n4; f0 += (int64_t)nwarps * 32 * U) {
+        float4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t f = f0 + 32 * u + lane;
+            v[u] = f < n4 ? __ldg((const float4 *)x + f) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t f = f0 + 32 * u + lane; /* whole 8-lane groups are in or out: n4 % 8 == 0 */
+            float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+            int bad = 0;
+            float amax = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                bad |= !(fabsf(e[i]) <= 3.4e38f);
+                amax = fmaxf(amax, fabsf(e[i]));
+            }
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) {
+                bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            }
+            if (bad) amax = 0.0f; /* as quantize_x.cu: the block's scale becomes NaN below */
+            float db = amax / 127.0f;
+            int q[4], sum = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                q[i] = amax > 0.0f && !bad ? __float2int_rn(e[i] / db) : 0;
+                sum += q[i];
+            }
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if (bad) db = __int_as_float(0x7fc00000);
+            if (f < n4) {
+                uint32_t packed = (uint32_t)(uint8_t)q[0] | ((uint32_t)(uint8_t)q[1] << 8) |
+                                  ((uint32_t)(uint8_t)q[2] << 16) | ((uint32_t)(uint8_t)q[3] << 24);
+                *(uint32_t *)(qs + 4 * f) = packed;
+                if ((lane & 7) == 0) {
+                    d[f / 8] = db;
+                    s[f / 8] = db * (float)sum;
+                }
+            }
+        }
+    }
+}
+
+/* Shared memory of a block: x (qs rounded up to 16 bytes, then d and s, rounded up to 16), then
+ * V2_STAGES stages of V2_STAGE_U4 uint4 per warp. */
+static __host__ __device__ __forceinline__ size_t v2_x_bytes(int64_t cols)
+{
+    size_t q = ((size_t)cols + 15) & ~(size_t)15;
+    return q + ((2 * (size_t)(cols / 32) * sizeof(float) + 15) & ~(size_t)15);
+}
+static size_t v2_smem_bytes(int64_t cols, int warps)
+{
+    return v2_x_bytes(cols) + (size_t)warps * V2_STAGES * V2_STAGE_U4 * 16;
+}
+
+template <typename T>
+static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
+    gemv_v2_kernel(const uint8_t *__restrict__ W, int64_t rows, int64_t cols, const float *__restrict__ x,
+                   float *__restrict__ y)
+{
+    static_assert((T::NB * T::BYTES + 15) / 16 + 1 <= V2_STAGE_U4, "chunk larger than the stage");
+    static_assert(T::NB * T::BYTES + 15 + 4 <= V2_STAGE_U4 * 16, "word reads past a block stay in the stage");
+    extern __shared__ __align__(16) uint4 v2_smem[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    int8_t *xqs = (int8_t *)v2_smem;
+    float *xd = (float *)(xqs + (((size_t)cols + 15) & ~(size_t)15));
+    float *xs = xd + cols / 32;
+    uint4 *ring = (uint4 *)((uint8_t *)v2_smem + v2_x_bytes(cols)) + (size_t)warp * V2_STAGES * V2_STAGE_U4;
+
+    v2_geom gm;
+    gm.nb = (int)(cols / T::QK);
+    gm.row_bytes = (int64_t)gm.nb * T::BYTES;
+    gm.cpr = (gm.nb + T::NB - 1) / T::NB;
+    gm.nbc = (gm.nb + gm.cpr - 1) / gm.cpr;
+    const int64_t nw = (int64_t)gridDim.x * nwarps, gw = (int64_t)blockIdx.x * nwarps + warp;
+    const int64_t r0 = gw * rows / nw, r1 = (gw + 1) * rows / nw;
+    const int K = (int)(r1 - r0) * gm.cpr;
+
+    /* prologue: the first S-1 chunks (weights do not depend on the previous kernel) */
+#pragma unroll
+    for (int k = 0; k < V2_STAGES - 1; k++) {
+        if (k < K) v2_issue<T>(ring + k * V2_STAGE_U4, W, r0, k, gm, lane);
+        __pipeline_commit();
+    }
+    v2_pdl_wait(); /* x is complete from here on */
+    v2_pdl_launch_dependents();
+    v2_quantize_x(x, cols, xqs, xd, xs);
+    __syncthreads();
+    const v2_x xv = {xqs, xd, xs};
+
+    float acc = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int kn = k + V2_STAGES - 1;
+        if (kn < K) v2_issue<T>(ring + (kn % V2_STAGES) * V2_STAGE_U4, W, r0, kn, gm, lane);
+        __pipeline_commit();
+        __pipeline_wait_prior(V2_STAGES - 1);
+        __syncwarp(); /* every lane's copies of chunk k have landed */
+        int64_t row = r0 + k / gm.cpr;
+        int part = k % gm.cpr, c0 = part * gm.nbc;
+        int nblk = gm.nb - c0 < gm.nbc ? gm.nb - c0 : gm.nbc;
+        const uint8_t *src = W + row * gm.row_bytes + (int64_t)c0 * T::BYTES;
+        const uint8_t *base = (const uint8_t *)(ring + (k % V2_STAGES) * V2_STAGE_U4) + ((uintptr_t)src & 15u);
+        int nt = nblk * T::TPB;
+#pragma unroll 2
+        for (int t = lane; t < nt; t += 32) acc += T::dot(base + (t / T::TPB) * T::BYTES, c0 + t / T::TPB, t % T::TPB, xv);
+        __syncwarp(); /* done reading this stage before it is refilled */
+        if (part == gm.cpr - 1) {
+            acc = exc_warp_sum(acc);
+            if (lane == 0) y[row] = acc;
+            acc = 0.0f;
+        }
+    }
+}
+
+/* 1 when ATS_GEMV_KERNEL=v1 asks for the first kernel everywhere. */
+static int v2_disabled(void)
+{
+    const char *e = getenv("ATS_GEMV_KERNEL");
+    return e && e[0] == 'v' && e[1] == '1' && e[2] == '\0';
+}
+
+template <typename T>
+static ex_gpu_status launch_v2(ex_gpu *g, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
+                               cudaStream_t s, int *used)
+{
+    *used = 0;
+    if (cols % T::QK != 0 || rows > ((int64_t)1 << 30)) return EX_GPU_OK;
+    const ex_gpu_props *pr = ex_gpu_info(g);
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, pr->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return EX_GPU_OK;
+    }
+    /* 8 warps per block, or 4 where 8 warps' stages do not fit (Ampere/Ada, very long rows) */
+    for (int warps = V2_MAX_WARPS; warps >= 4; warps /= 2) {
+        size_t smem = v2_smem_bytes(cols, warps);
+        if (smem > (size_t)optin) continue;
+        int per_sm = 0;
+        if (cudaFuncSetAttribute(gemv_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+                cudaSuccess ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_v2_kernel<T>, 32 * warps, smem) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return EX_GPU_OK;
+        }
+        if (per_sm < 1) continue;
+        int64_t blocks = (int64_t)per_sm * pr->sm_count, need = (rows + warps - 1) / warps;
+        if (blocks > need) blocks = need;
+        const char *cap = getenv("ATS_GEMV_MAX_BLOCKS");
+        if (cap) {
+            long c = strtol(cap, NULL, 10);
+            if (c >= 1 && c < blocks) blocks = c;
+        }
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr[1];
+        cfg.gridDim = dim3((unsigned)blocks);
+        cfg.blockDim = dim3(32 * warps);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = s;
+        if (pr->cc_major >= 9) {
+            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+        }
+        EXC_CUDA(cudaLaunchKernelEx(&cfg, gemv_v2_kernel<T>, (const uint8_t *)W, rows, cols, x, y));
+        EXC_LAUNCHED(s);
+        *used = 1;
+        return EX_GPU_OK;
+    }
+    return EX_GPU_OK;
+}
+
+/* Runs the v2 kernel when it covers the case (type Q4_0/Q8_0/Q4_K, shared memory fits, not
+ * disabled by ATS_GEMV_KERNEL=v1): *used = 1. Otherwise *used = 0 and nothing is launched. W and
+ * x are 16-byte aligned (checked by the caller). */
+ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
+                          cudaStream_t s, int *used)
+{
+    *used = 0;
+    if (v2_disabled()) return EX_GPU_OK;
+    switch (type) {
+    case ATS_Q_Q4_0: return launch_v2<v2_q4_0>(g, W, rows, cols, x, y, s, used);
+    case ATS_Q_Q8_0: return launch_v2<v2_q8_0>(g, W, rows, cols, x, y, s, used);
+    case ATS_Q_Q4_K: return launch_v2<v2_q4_K>(g, W, rows, cols, x, y, s, used);
+    default: return EX_GPU_OK;
+    }
+}
