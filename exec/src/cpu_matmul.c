@@ -547,6 +547,64 @@ static AVX2_FN void axpy_f32_avx2(float *y, float a, const float *x, int64_t n)
 }
 #endif
 
+static void attn_row_scalar(const float *q, const float *kb, const float *vb, int64_t kv_stride, int64_t len,
+                            int64_t hd, float scale, float *att, float *o)
+{
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < len; p++) {
+        att[p] = dot_f32_scalar(q, kb + p * kv_stride, hd) * scale;
+        if (att[p] > mx) mx = att[p];
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int64_t p = 0; p < len; p++) axpy_f32_scalar(o, att[p] * inv, vb + p * kv_stride, hd);
+}
+
+#ifdef EX_X86
+/* head_dim a multiple of 8 and <= 256: q and the output row live in registers */
+static AVX2_FN void attn_row_avx2(const float *q, const float *kb, const float *vb, int64_t kv_stride, int64_t len,
+                                  int64_t hd, float scale, float *att, float *o)
+{
+    if (hd % 8 || hd > 256) {
+        attn_row_scalar(q, kb, vb, kv_stride, len, hd, scale, att, o);
+        return;
+    }
+    const int64_t nv = hd / 8;
+    __m256 qv[32], ov[32];
+    for (int64_t j = 0; j < nv; j++) {
+        qv[j] = _mm256_loadu_ps(q + 8 * j);
+        ov[j] = _mm256_setzero_ps();
+    }
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < len; p++) {
+        const float *k = kb + p * kv_stride;
+        __m256 acc = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k));
+        for (int64_t j = 1; j < nv; j++) acc = _mm256_fmadd_ps(qv[j], _mm256_loadu_ps(k + 8 * j), acc);
+        att[p] = hsum_ps(acc) * scale;
+        if (att[p] > mx) mx = att[p];
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < len; p++) {
+        const float *v = vb + p * kv_stride;
+        __m256 a = _mm256_set1_ps(att[p] * inv);
+        for (int64_t j = 0; j < nv; j++) ov[j] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * j), ov[j]);
+    }
+    for (int64_t j = 0; j < nv; j++) _mm256_storeu_ps(o + 8 * j, ov[j]);
+}
+#endif
+
+ex_attn_row_fn ex_pick_attn_row(void)
+{
+#ifdef EX_X86
+    if (ex_cpu_features() & EX_CPU_AVX2) return attn_row_avx2;
+#endif
+    return attn_row_scalar;
+}
+
 ex_dot_f32_fn ex_pick_dot_f32(void)
 {
 #ifdef EX_X86

@@ -98,8 +98,7 @@ enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0,
     int64_t group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
     int64_t n_ctx = pos0 + n_tokens;
     int bad = 0;
-    const ex_dot_f32_fn dot = ex_pick_dot_f32();
-    const ex_axpy_f32_fn axpy = ex_pick_axpy_f32();
+    const ex_attn_row_fn row = ex_pick_attn_row();
     const int par = (double)n_tokens * (double)n_head * (double)n_ctx * (double)head_dim >= 131072.0;
 #pragma omp parallel if (par)
     {
@@ -112,25 +111,8 @@ enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0,
         for (int64_t t = 0; t < n_tokens; t++)
             for (int64_t h = 0; h < n_head; h++) {
                 if (!att) continue;
-                const float *qh = q + (t * n_head + h) * head_dim;
-                const float *kb = k_cache + (h / group) * head_dim;
-                const float *vb = v_cache + (h / group) * head_dim;
-                int64_t len = pos0 + t + 1;
-                float mx = -INFINITY;
-                for (int64_t p = 0; p < len; p++) {
-                    float s = dot(qh, kb + p * kv_dim, head_dim) * scale;
-                    att[p] = s;
-                    if (s > mx) mx = s;
-                }
-                float sum = 0.0f;
-                for (int64_t p = 0; p < len; p++) {
-                    att[p] = expf(att[p] - mx);
-                    sum += att[p];
-                }
-                float *o = out + (t * n_head + h) * head_dim;
-                for (int64_t i = 0; i < head_dim; i++) o[i] = 0.0f;
-                const float inv = 1.0f / sum;
-                for (int64_t p = 0; p < len; p++) axpy(o, att[p] * inv, vb + p * kv_dim, head_dim);
+                row(q + (t * n_head + h) * head_dim, k_cache + (h / group) * head_dim, v_cache + (h / group) * head_dim,
+                    kv_dim, pos0 + t + 1, head_dim, scale, att, out + (t * n_head + h) * head_dim);
             }
         free(att);
     }
