@@ -18,6 +18,8 @@ struct ats_controller {
                                the plan in force at idle speed (host-memory interference included),
                                so that the load estimate does not mistake the plan's own interference
                                for CPU load */
+    ats_costs scratch;      /* the round just run: nominal as of observe, scaled by load_ref */
+    double plan_lead_s;     /* prefetch lead the plan in force was built with [s] */
     ats_load load;          /* latest estimate */
     ats_load load_ref;      /* load of the schedule in force */
     double t_last_s;        /* time of the last (re)schedule */
@@ -63,7 +65,8 @@ enum ats_status ats_controller_new(ats_policy *pol, const ats_graph *g, const at
     k->t_last_s = -INFINITY;
     k->predicted_s = NAN;
     ats_plan_init(&k->plan);
-    if (ats_costs_init(&k->cur, g->n_ops) || ats_costs_init(&k->eff, g->n_ops) || ats_assignment_init(&k->asg, g->n_ops) ||
+    if (ats_costs_init(&k->cur, g->n_ops) || ats_costs_init(&k->eff, g->n_ops) ||
+        ats_costs_init(&k->scratch, g->n_ops) || ats_assignment_init(&k->asg, g->n_ops) ||
         ats_assignment_init(&k->tmp, g->n_ops)) {
         ats_controller_free(k);
         return ats_err_set(err, ATS_ENOMEM, "controller: out of memory");
@@ -77,6 +80,7 @@ void ats_controller_free(ats_controller *c)
     if (!c) return;
     ats_costs_free(&c->cur);
     ats_costs_free(&c->eff);
+    ats_costs_free(&c->scratch);
     ats_assignment_free(&c->asg);
     ats_assignment_free(&c->tmp);
     ats_plan_free(&c->plan);
@@ -120,21 +124,51 @@ static enum ats_status make_costs(ats_controller *c, ats_load load, const ats_ro
     return ats_costs_route(c->g, &c->cur, ctx ? ctx->routing : NULL, &c->cur, err);
 }
 
-static enum ats_status build_plan(ats_controller *c, const ats_round_ctx *ctx, ats_err *err)
+/* eff = nominal with each CPU op's t_cpu replaced by its duration in the plan in force predicted
+ * under `costs` (the load_ref snapshot), rescaled to idle speed. *lat_s (NULL ok) = the latency. */
+static enum ats_status fill_eff(ats_controller *c, const ats_costs *costs, double lead_s, double *lat_s,
+                                ats_err *err)
 {
-    enum ats_status st = ats_policy_plan(c->pol, c->g, c->p, &c->asg, &c->cur, ctx, &c->plan, err);
-    if (st) return st;
-    ats_predict_opts po = ats_policy_predict_opts(c->pol, ctx);
+    ats_round_ctx rc = ats_round_ctx_default();
+    rc.prefetch_lead_s = lead_s;
+    ats_predict_opts po = ats_policy_predict_opts(c->pol, &rc);
     ats_timeline tl;
+    double lat = NAN;
     if (ats_timeline_init(&tl, c->plan.n_ops, c->plan.n_wxfers)) return ats_err_set(err, ATS_ENOMEM, "controller: out of memory");
-    st = ats_plan_predict(&c->plan, &c->cur, &po, &c->predicted_s, &tl, err);
+    enum ats_status st = ats_plan_predict(&c->plan, costs, &po, &lat, &tl, err);
     if (st == ATS_OK) {
         ats_costs_copy(&c->eff, c->nominal);
         for (int32_t i = 0; i < c->plan.n_ops; i++)
             if (c->plan.ops[i].backend == ATS_CPU) c->eff.t_cpu[i] = (tl.op_end[i] - tl.op_start[i]) * c->load_ref.cpu;
+        if (lat_s) *lat_s = lat;
     }
     ats_timeline_free(&tl);
     return st;
+}
+
+static enum ats_status build_plan(ats_controller *c, const ats_round_ctx *ctx, ats_err *err)
+{
+    enum ats_status st = ats_policy_plan(c->pol, c->g, c->p, &c->asg, &c->cur, ctx, &c->plan, err);
+    if (st) return st;
+    c->plan_lead_s = ctx ? ctx->prefetch_lead_s : 0.0;
+    return fill_eff(c, &c->cur, c->plan_lead_s, &c->predicted_s, err);
+}
+
+/* Before estimating the load of the round just run: the caller may have updated the borrowed
+ * nominal costs for that round (the simulator does, per prefill chunk and per decode step, whose
+ * costs grow with the context), while eff was predicted from the previous round's. Re-predict the
+ * plan that ran under the current nominal at load_ref (transfer times keep this round's routing from
+ * cur), so the estimate compares a round's observed times with that same round's prediction. */
+static enum ats_status refresh_eff(ats_controller *c, ats_err *err)
+{
+    ats_costs_copy(&c->scratch, &c->cur);
+    ats_load l = c->load_ref;
+    for (int32_t i = 0; i < c->g->n_ops; i++) {
+        c->scratch.t_cpu[i] = c->nominal->t_cpu[i] / l.cpu;
+        c->scratch.t_gpu[i] = c->nominal->t_gpu[i] / l.gpu;
+        c->scratch.c[i] = c->nominal->c[i] / l.pcie;
+    }
+    return fill_eff(c, &c->scratch, c->plan_lead_s, NULL, err);
 }
 
 enum ats_status ats_controller_start(ats_controller *c, double now_s, ats_load load, const ats_round_ctx *ctx,
@@ -193,6 +227,10 @@ enum ats_status ats_controller_observe(ats_controller *c, const ats_round_obs *o
     c->tpot[c->tpot_head] = latency_s;
     c->tpot_head = (c->tpot_head + 1) % c->cfg.tpot_window;
     if (c->n_tpot < c->cfg.tpot_window) c->n_tpot++;
+    enum ats_status st = ats_costs_validate(c->nominal, err);
+    if (st) return st;
+    st = refresh_eff(c, err);
+    if (st) return st;
     ats_load_estimate(&c->eff, obs, c->load, &c->load);
     ats_resched_report r;
     memset(&r, 0, sizeof r);
@@ -201,7 +239,6 @@ enum ats_status ats_controller_observe(ats_controller *c, const ats_round_obs *o
     r.load = c->load;
     r.n_promoted_before = r.n_promoted_after = c->asg.n_promoted;
     int fire = ats_policy_get_ops(c->pol)->dynamic && r.deviation >= c->cfg.eps && now_s - c->t_last_s >= r.tau_s;
-    enum ats_status st;
     if (fire) {
         st = make_costs(c, c->load, &ctx, err);
         if (st) return st;

@@ -18,7 +18,10 @@
  * (first schedule) → per round: read ats_controller_plan(), run it, ats_controller_observe(obs,
  * latency, now, ctx) → ats_controller_free(). Policies whose ops->dynamic is 0 never re-schedule
  * (deviation is still tracked and reported). The graph, placement, policy and nominal costs are
- * borrowed and must outlive the controller. Not thread-safe (one per run).
+ * borrowed and must outlive the controller. The caller may update the nominal costs in place
+ * between rounds (per prefill chunk or decode step, whose costs grow with the context): at observe
+ * the plan that ran is re-predicted under the nominal as it is then, so a round's observed times
+ * are compared with that same round's prediction. Not thread-safe (one per run).
  */
 #ifndef ATS_CONTROLLER_H
 #define ATS_CONTROLLER_H
