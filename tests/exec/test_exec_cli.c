@@ -4,8 +4,8 @@
  * them, another seed changes the weights), sampling (temperature/top-k/top-p seeded: same seed same
  * text), `--out` results files (read back with atsc_results_read: one round per forward, one op row
  * per graph op and round, times ordered), `ats quantize` to real K-quants on an F32 llama GGUF
- * written here (n_embd 256: tensor types as requested, tied head at Q6_K, logits within a per-type
- * bound of the F32 model's), and usage errors (exit 2 with one message; --help exit 0).
+ * written here (n_embd 256: tensor types as requested, tied head at Q6_K, relative RMS error of the
+ * logits within a per-type bound of the F32 model's), and usage errors (exit 2 with one message; --help exit 0).
  */
 #include <math.h>
 #include <stdio.h>
@@ -117,10 +117,12 @@ static void test_quantize_kquants(uint64_t *rng)
     float ref[64], got[64];
     ex_model *m0 = NULL;
     last_logits(f32, tok, 6, ref, &m0);
-    double scale = 0;
-    for (int i = 0; i < 64; i++) scale = fabs(ref[i]) > scale ? fabs(ref[i]) : scale;
+    double scale = 0; /* relative RMS error: ||got - ref|| / ||ref|| */
+    for (int i = 0; i < 64; i++) scale += (double)ref[i] * ref[i];
+    scale = sqrt(scale);
     struct { const char *type; ats_qtype mat, head; double bound; } cases[] = {
-        {"q8_0", ATS_Q_Q8_0, ATS_Q_Q8_0, 0.02}, {"q4_k", ATS_Q_Q4_K, ATS_Q_Q6_K, 0.15}, {"q4_0", ATS_Q_Q4_0, ATS_Q_Q6_K, 0.15},
+        /* relative RMS bounds: ~2x the worst of 25 seeds (2.2%, 17%, 19%); a wrong block layout gives ~100% */
+        {"q8_0", ATS_Q_Q8_0, ATS_Q_Q8_0, 0.05}, {"q4_k", ATS_Q_Q4_K, ATS_Q_Q6_K, 0.35}, {"q4_0", ATS_Q_Q4_0, ATS_Q_Q6_K, 0.35},
     };
     for (int c = 0; c < 3; c++) {
         snprintf(q, sizeof q, "%s/%s.gguf", dir, cases[c].type);
@@ -133,8 +135,9 @@ static void test_quantize_kquants(uint64_t *rng)
         CHECK_MSG(m->tok_embd.type == cases[c].head, "%s: tied head type %s", cases[c].type, ats_qtype_name(m->tok_embd.type));
         CHECK(m->output_norm.type == ATS_Q_F32);
         double e = 0;
-        for (int i = 0; i < 64; i++) e = fabs(got[i] - ref[i]) > e ? fabs(got[i] - ref[i]) : e;
-        fprintf(stderr, "test_exec_cli: %s: |logits - F32| = %.3g of scale %.3g\n", cases[c].type, e, scale);
+        for (int i = 0; i < 64; i++) e += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        e = e == e ? sqrt(e) : INFINITY;
+        fprintf(stderr, "test_exec_cli: %s: ||logits - F32|| = %.3g of ||F32|| %.3g\n", cases[c].type, e, scale);
         CHECK_MSG(e <= cases[c].bound * scale, "%s logits differ by %.3g (scale %.3g)", cases[c].type, e, scale);
         ex_model_free(m);
     }
