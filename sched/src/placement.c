@@ -39,6 +39,44 @@ ats_placement_opts ats_placement_opts_default(void)
 
 uint64_t ats_op_resident_bytes(const ats_op *op) { return op->weight_bytes + op->kv_cache_bytes; }
 
+enum ats_status ats_placement_mix_costs(const ats_costs *const *costs, const double *weight, int32_t n_rounds,
+                                        ats_costs *out, ats_err *err)
+{
+    if (n_rounds < 1 || !costs || !weight || !out)
+        return ats_err_set(err, ATS_EINVAL, "placement mix: %d rounds (need >= 1 with costs and weights)", (int)n_rounds);
+    double total = 0;
+    for (int32_t k = 0; k < n_rounds; k++) {
+        if (!costs[k] || costs[k]->n != out->n)
+            return ats_err_set(err, ATS_EINVAL, "placement mix: round %d has n = %d, output has %d", (int)k,
+                               costs[k] ? (int)costs[k]->n : -1, (int)out->n);
+        if (costs[k] == out) return ats_err_set(err, ATS_EINVAL, "placement mix: round %d aliases the output", (int)k);
+        if (!(weight[k] >= 0) || !isfinite(weight[k]))
+            return ats_err_set(err, ATS_EINVAL, "placement mix: round %d has weight %g (must be finite and >= 0)",
+                               (int)k, weight[k]);
+        enum ats_status st = ats_costs_validate(costs[k], err);
+        if (st) return st;
+        total += weight[k];
+    }
+    if (!(total > 0)) return ats_err_set(err, ATS_EINVAL, "placement mix: all %d weights are 0", (int)n_rounds);
+    for (int32_t i = 0; i < out->n; i++) {
+        double tc = 0, tg = 0, w = 0, c = 0, we = 0;
+        for (int32_t k = 0; k < n_rounds; k++) {
+            double a = weight[k];
+            tc += a * costs[k]->t_cpu[i];
+            tg += a * costs[k]->t_gpu[i];
+            w += a * costs[k]->w[i];
+            c += a * costs[k]->c[i];
+            we += a * costs[k]->w_expert[i];
+        }
+        out->t_cpu[i] = tc;
+        out->t_gpu[i] = tg;
+        out->w[i] = w;
+        out->c[i] = c;
+        out->w_expert[i] = we;
+    }
+    return ATS_OK;
+}
+
 double ats_placement_objective(int32_t n, const double *r, const double *c, const uint8_t *backend)
 {
     double v = 0;

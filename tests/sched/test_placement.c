@@ -1,7 +1,9 @@
 /*
  * test_placement — the static placement DP (paper §4.3, Algorithm 1) against brute force on random
  * instances (n ≤ 18, many seeds, with switch penalties and forced items), never over budget,
- * monotone in the budget; Algorithm 1's MoE partition; real model graphs; bad inputs.
+ * monotone in the budget; Algorithm 1's MoE partition; real model graphs; the placement for a mix
+ * of rounds (ats_placement_mix_costs) against brute force over the weighted sum of the rounds'
+ * objectives; bad inputs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -154,6 +156,90 @@ static void test_static_graphs(uint64_t *rng)
     }
 }
 
+/* a session's mix of K round shapes (same graph, K cost snapshots, weights = round counts): the
+ * placement of the mixed snapshot maximizes Σ_k n_k · objective_k over all feasible placements */
+static void test_mix_vs_brute(uint64_t *rng)
+{
+    int n_differs = 0;
+    for (int it = 0; it < 150; it++) {
+        int n = 3 + (int)(tu_rand(rng) % 12), K = 1 + (int)(tu_rand(rng) % 4);
+        ats_graph *g = fx_random_graph(rng, n, 0);
+        ats_costs cs[4], mix;
+        const ats_costs *cp[4];
+        double wt[4];
+        for (int k = 0; k < K; k++) {
+            CHECK(ats_costs_init(&cs[k], n) == ATS_OK);
+            fx_random_costs(rng, g, &cs[k]);
+            cp[k] = &cs[k];
+            wt[k] = k == 0 ? (double)(1 + tu_rand(rng) % 128) : (double)(tu_rand(rng) % 9);
+        }
+        CHECK(ats_costs_init(&mix, n) == ATS_OK);
+        ats_err err;
+        CHECK_MSG(ats_placement_mix_costs(cp, wt, K, &mix, &err) == ATS_OK, "%s", err.msg);
+        uint64_t budget = (uint64_t)(tu_uniform(rng, 0.05, 1.1) * (double)(g->weight_bytes + g->kv_cache_bytes)) + 1;
+        ats_placement p, p0;
+        CHECK(ats_placement_init(&p, n) == ATS_OK && ats_placement_init(&p0, n) == ATS_OK);
+        CHECK_MSG(ats_place_static(g, &mix, budget, NULL, &p, &err) == ATS_OK, "%s", err.msg);
+        CHECK_MSG(ats_place_static(g, &cs[0], budget, NULL, &p0, &err) == ATS_OK, "%s", err.msg);
+        CHECK(p.gpu_bytes <= budget);
+        /* brute force over the weighted sum of the per-round objectives, in quantized units */
+        uint64_t s[32];
+        double r[4][32];
+        for (int i = 0; i < n; i++) {
+            uint64_t b = ats_op_resident_bytes(&g->ops[i]);
+            s[i] = (b + MIB - 1) / MIB;
+            for (int k = 0; k < K; k++) r[k][i] = cs[k].t_cpu[i] - cs[k].t_gpu[i];
+        }
+        double best = -INFINITY, got = 0;
+        uint8_t bv[32];
+        for (uint32_t mask = 0; mask < (1u << n); mask++) {
+            uint64_t used = 0;
+            for (int i = 0; i < n; i++) {
+                bv[i] = (mask >> i) & 1;
+                if (bv[i]) used += s[i];
+            }
+            if (used > budget / MIB) continue;
+            double v = 0;
+            for (int k = 0; k < K; k++) v += wt[k] * ats_placement_objective(n, r[k], cs[k].c, bv);
+            if (v > best) best = v;
+        }
+        for (int k = 0; k < K; k++) got += wt[k] * ats_placement_objective(n, r[k], cs[k].c, p.backend);
+        CHECK_MSG(fabs(got - best) <= 1e-9 * (1 + fabs(best)), "it %d n %d K %d: mix placement %.12g, brute %.12g", it,
+                  n, K, got, best);
+        CHECK_NEAR(p.objective_s, got, 1e-9 * (1 + fabs(best)));
+        n_differs += memcmp(p.backend, p0.backend, (size_t)n) != 0;
+        ats_placement_free(&p);
+        ats_placement_free(&p0);
+        ats_costs_free(&mix);
+        for (int k = 0; k < K; k++) ats_costs_free(&cs[k]);
+        ats_graph_free(g);
+    }
+    /* the mix must matter on some instances, or the test proves little */
+    CHECK_MSG(n_differs > 10, "the mix changed the placement on only %d of 150 instances", n_differs);
+    /* bad inputs */
+    ats_costs a, b, o;
+    CHECK(ats_costs_init(&a, 4) == 0 && ats_costs_init(&b, 5) == 0 && ats_costs_init(&o, 4) == 0);
+    const ats_costs *pp[2] = {&a, &b};
+    double w2[2] = {1, 1};
+    ats_err err;
+    CHECK(ats_placement_mix_costs(pp, w2, 2, &o, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "round 1") != NULL, "%s", err.msg);
+    pp[1] = &a;
+    w2[1] = NAN;
+    CHECK(ats_placement_mix_costs(pp, w2, 2, &o, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "weight") != NULL, "%s", err.msg);
+    w2[0] = w2[1] = 0;
+    CHECK(ats_placement_mix_costs(pp, w2, 2, &o, &err) == ATS_EINVAL);
+    CHECK(ats_placement_mix_costs(pp, w2, 0, &o, &err) == ATS_EINVAL);
+    w2[0] = 1;
+    pp[1] = &o;
+    CHECK(ats_placement_mix_costs(pp, w2, 2, &o, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "aliases") != NULL, "%s", err.msg);
+    ats_costs_free(&a);
+    ats_costs_free(&b);
+    ats_costs_free(&o);
+}
+
 static void test_real_models(void)
 {
     ats_hw hw;
@@ -220,6 +306,7 @@ int main(void)
     test_dp_vs_brute(&rng);
     test_monotone(&rng);
     test_static_graphs(&rng);
+    test_mix_vs_brute(&rng);
     test_real_models();
     test_bad_inputs(&rng);
     return tu_finish("test_placement");

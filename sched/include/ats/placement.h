@@ -16,6 +16,20 @@
  * else, including shared experts, "non-expert"); switch penalties are still counted over the whole
  * op sequence (the other group is fixed, not removed).
  *
+ * A session's mix of rounds (added for the prefill paper check, Fig. 10). The objective is linear in
+ * the costs, so placing for a weighted mix of round shapes k (each prefill chunk, each decode step)
+ *     maximize Σ_k n_k·(Σ_i r_i^k·[b_i = GPU] − Σ_i c_i^k·[b_i ≠ b_{i−1}])
+ * is the same DP on one snapshot whose fields are Σ_k n_k·x^k (ats_placement_mix_costs). With n_k =
+ * the number of rounds of shape k in a session (1 per chunk and per decode step when every round is
+ * its own shape), the objective is the session time the placement saves over all-CPU, in seconds,
+ * to the extent that a round's latency is the sum of its ops' times and switches (the placement
+ * model of §4.3.2). Pass the mixed snapshot to ats_place_static / ats_policy_place instead of the
+ * decode round's; the decode-only placement is the mix with one decode round. The objective assumes
+ * that CPU-resident ops run on the CPU in every round, so it misjudges rounds in which a policy
+ * promotes them (op offload, dynamic transfer). The simulator does not call it yet: for `static` the
+ * mix cut the simulated session time (P = 2048, G = 128, rtx3060-laptop) from 36.3 s to 33.9 s,
+ * but for `static-opoffload` and `ats` it was no better (experiments/paper-check/README.md).
+ *
  * Lifecycle: ats_placement_init(n) → ats_place_static() fills it → ats_placement_free().
  * All functions are pure and thread-safe on distinct outputs.
  */
@@ -82,6 +96,17 @@ enum ats_status ats_place_dp(int32_t n, const uint64_t *size_units, const double
  */
 enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, uint64_t budget_bytes,
                                  const ats_placement_opts *opts, ats_placement *out, ats_err *err);
+
+/**
+ * out = Σ_k weight[k]·costs[k], field by field (t_cpu, t_gpu, w, c, w_expert) [s·rounds]: the
+ * snapshot whose placement objective is the weighted sum of the rounds' objectives (see the file
+ * comment). costs: n_rounds borrowed snapshots of the same n (the graphs' ops must mean the same
+ * tensors: one model, any phases); weight[k] ≥ 0 and finite, not all 0; `out` initialised with that
+ * n (may not alias an input). ATS_EINVAL (message names the round and the value) on n_rounds < 1,
+ * a size mismatch, a bad weight or invalid costs. Pure, thread-safe on distinct outputs.
+ */
+enum ats_status ats_placement_mix_costs(const ats_costs *const *costs, const double *weight, int32_t n_rounds,
+                                        ats_costs *out, ats_err *err);
 
 /** Objective Σ r_i[GPU] − Σ c_i[switch] of an arbitrary backend vector [s] (for tests/inspect). */
 double ats_placement_objective(int32_t n, const double *r, const double *c, const uint8_t *backend);
