@@ -3,7 +3,7 @@
  * qwen3moe (router top-k softmax, routed + shared experts) built with ex_model_new_dummy (fresh seed,
  * printed), and a llama with adjacent-pair RoPE:
  *  1. a naive double-precision forward pass written here (dequantized weights) agrees with
- *     ex_session_forward: F32 weights within 1e-4 of the logit scale, Q8_0 / Q4_K_M within 5e-2
+ *     ex_session_forward (relative RMS of the logits): F32 weights 1e-4, Q8_0 / Q4_K_M 5e-2, Q4_0 8e-2
  *     (quantized MoE: the chosen experts are recorded through the backend hook; when 8-bit activations
  *     flip a near-tie router decision the logit comparison is skipped, since the two passes then
  *     compute different functions; with F32 weights the routes must agree);
@@ -245,7 +245,9 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     memset(g_naive_sets, 0, sizeof g_naive_sets);
     memset(g_run_sets, 0, sizeof g_run_sets);
     naive_forward(m, tok, T, ref);
-    double scale = max_abs(ref, V);
+    double scale = max_abs(ref, V), norm = 0;
+    for (int64_t i = 0; i < V; i++) norm += ref[i] * ref[i];
+    norm = sqrt(norm);
     /* 1 + 2: prefill chunk and token-by-token */
     float *lp = malloc((size_t)V * sizeof *lp), *ld = malloc((size_t)V * sizeof *ld);
     ex_session *s = NULL;
@@ -265,11 +267,12 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     ex_session_free(s);
     double e_ref = 0, e_pd = 0;
     for (int64_t i = 0; i < V; i++) {
-        double d = fabs(lp[i] - ref[i]);
-        e_ref = (d == d) ? fmax(e_ref, d) : INFINITY;
+        double d = lp[i] - ref[i];
+        e_ref += d * d;
         e_pd = fmax(e_pd, fabs(lp[i] - ld[i]));
     }
-    fprintf(stderr, "test_exec_model: %s%s recipe %s: |logits - naive| = %.3g of scale %.3g; prefill vs decode %.3g\n",
+    e_ref = e_ref == e_ref ? sqrt(e_ref) / norm : INFINITY; /* relative RMS error */
+    fprintf(stderr, "test_exec_model: %s%s recipe %s: ||logits - naive|| / ||naive|| = %.3g (max |logit| %.3g); prefill vs decode %.3g\n",
             family, shexp ? "+shexp" : "", ats_recipe_name(recipe), e_ref, scale, e_pd);
     /* with 8-bit activations a router near-tie may pick another expert than the exact forward: a
        discontinuity, not an error; the comparison is skipped then (reported) */
@@ -278,8 +281,8 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
         fprintf(stderr, "test_exec_model: 8-bit activations routed a token to another expert (near-tie): "
                         "logit comparison skipped for this seed\n");
     else
-        CHECK_MSG(e_ref <= bound * scale, "%s %s: logits differ from the naive forward by %.3g (scale %.3g)", family,
-              ats_recipe_name(recipe), e_ref, scale);
+        CHECK_MSG(e_ref <= bound, "%s %s: logits differ from the naive forward by %.3g relative RMS (bound %.3g)", family,
+                  ats_recipe_name(recipe), e_ref, bound);
     CHECK_MSG(e_pd <= 1e-5 * scale, "%s: prefill vs decode logits differ by %.3g", family, e_pd);
     /* 3: split hook with a counting backend B; threads */
     counter cnt = {0};
