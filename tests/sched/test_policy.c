@@ -82,6 +82,36 @@ static void run_policy(const char *pname, const char *model, uint64_t budget, co
     if (st) goto done;
     CHECK_MSG(pl.gpu_bytes + ats_policy_temp_bytes(pol) <= budget, "%s: resident %llu + temp %llu > budget %llu", pname,
               (unsigned long long)pl.gpu_bytes, (unsigned long long)ats_policy_temp_bytes(pol), (unsigned long long)budget);
+    if (strcmp(pname, "ats") == 0 || strcmp(pname, "ats-paper") == 0) {
+        /* the policy's placement (Algorithm 1, then sub-quantum ops resident when its model predicts
+           a faster decode round) is never predicted slower than Algorithm 1's alone, same temp ring */
+        ats_placement p1;
+        CHECK(ats_placement_init(&p1, n) == 0);
+        ats_placement_opts po1 = ats_placement_opts_default();
+        po1.moe_partition = cfg.moe_partition;
+        CHECK(ats_place_static(gd, &cd, budget - ats_policy_temp_bytes(pol), &po1, &p1, &err) == ATS_OK);
+        double lat[2];
+        const ats_placement *pp[2] = {&pl, &p1};
+        for (int v = 0; v < 2; v++) {
+            ats_round_ctx c0 = ats_round_ctx_default();
+            CHECK(ats_policy_assign(pol, gd, pp[v], &cd, &c0, &a, &err) == ATS_OK);
+            CHECK(ats_policy_plan(pol, gd, pp[v], &a, &cd, &c0, &plan, &err) == ATS_OK);
+            ats_predict_opts po = ats_policy_predict_opts(pol, &c0);
+            CHECK(ats_plan_predict(&plan, &cd, &po, &lat[v], NULL, &err) == ATS_OK);
+        }
+        int moved = 0;
+        for (int32_t i = 0; i < n; i++) {
+            moved += pl.backend[i] != p1.backend[i];
+            if (pl.backend[i] != p1.backend[i])
+                CHECK_MSG(p1.backend[i] == ATS_CPU && ats_op_resident_bytes(&gd->ops[i]) <= cfg.quantum_bytes,
+                          "%s op %s moved from %d", pname, gd->ops[i].name, p1.backend[i]);
+        }
+        CHECK_MSG(lat[0] <= lat[1] * (1 + 1e-12), "%s %s: placement predicts %.6f ms, Algorithm 1 alone %.6f ms", pname,
+                  model, lat[0] * 1e3, lat[1] * 1e3);
+        printf("  %-16s %-14s %2.0f GiB decode: Algorithm 1 %.3f ms, + %d small ops resident %.3f ms\n", pname, model,
+               (double)budget / GIB, lat[1] * 1e3, moved, lat[0] * 1e3);
+        ats_placement_free(&p1);
+    }
     for (int ph = 0; ph < 2; ph++) {
         const ats_graph *g = ph ? gp : gd;
         const ats_costs *c = ph ? &cp : &cd;
