@@ -113,3 +113,29 @@ def load(path):
             runs.append(Run(n, _str(g.attrs.get("policy", n)), cfg, rounds, ops))
         sweep = f["sweep"][()] if "sweep" in f else None
     return Results(path, attrs, runs, sweep)
+
+
+def save_figure(fig, out):
+    """Saves a matplotlib figure to `out` through a temporary name and a rename, so an interrupted
+    run never leaves a half-written image where a good one was; prints the path."""
+    import os
+    tmp = out + f".tmp.{os.getpid()}" + os.path.splitext(out)[1]
+    fig.savefig(tmp, dpi=120)
+    os.replace(tmp, out)
+    print(f"wrote {out}")
+
+
+def load_runs(prog, path, names):
+    """The runs named in `names` (comma-separated; None = all) of results file `path`, or None after
+    printing "<prog>: <why>" to stderr (the caller exits 2)."""
+    import sys
+    try:
+        res = load(path)
+        runs = [res.run(n) for n in names.split(",")] if names else res.runs
+    except ResultsError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
+    if not runs:
+        print(f"{prog}: {path}: the file holds no run", file=sys.stderr)
+        return None
+    return runs

@@ -90,10 +90,7 @@ def main(argv=None):
     axes[-1, 0].set_xlabel("time [s]")
     fig.suptitle(f"sim vs real: {os.path.basename(a.sim)} vs {os.path.basename(a.real)}", fontsize=10)
     fig.tight_layout()
-    tmp = a.out + f".tmp.{os.getpid()}" + os.path.splitext(a.out)[1]
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, a.out)
-    print(f"wrote {a.out}")
+    ar.save_figure(fig, a.out)
     return 0
 
 

@@ -87,10 +87,7 @@ def main(argv=None):
         ax.set_title(f"{tr} ({policy})", fontsize=10)
         print(f"{tr} {policy}: best eps={eps[i]:g} tau={tau[j]:g} {unit}: {label} {grid[i, j]:.4g}")
     fig.tight_layout()
-    tmp = a.out + f".tmp.{os.getpid()}" + os.path.splitext(a.out)[1]
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, a.out)
-    print(f"wrote {a.out}")
+    ar.save_figure(fig, a.out)
     return 0
 
 

@@ -43,14 +43,8 @@ def main(argv=None):
         ap.error(f"--window: {a.window} (must be >= 1)")
 
     import atsresults as ar
-    try:
-        res = ar.load(a.results)
-        runs = [res.run(n) for n in a.runs.split(",")] if a.runs else res.runs
-    except ar.ResultsError as e:
-        print(f"plot_tpot: {e}", file=sys.stderr)
-        return 2
-    if not runs:
-        print(f"plot_tpot: {a.results}: the file holds no run", file=sys.stderr)
+    runs = ar.load_runs("plot_tpot", a.results, a.runs)
+    if runs is None:
         return 2
 
     import matplotlib
@@ -91,10 +85,7 @@ def main(argv=None):
         lx.legend(loc="best", fontsize=8)
     axes[-1][0].set_xlabel("time [s]")
     fig.tight_layout()
-    tmp = a.out + f".tmp.{os.getpid()}" + os.path.splitext(a.out)[1]
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, a.out)
-    print(f"wrote {a.out}")
+    ar.save_figure(fig, a.out)
     return 0
 
 

@@ -44,14 +44,8 @@ def main(argv=None):
 
     import numpy as np
     import atsresults as ar
-    try:
-        res = ar.load(a.results)
-        runs = [res.run(n) for n in a.runs.split(",")] if a.runs else res.runs
-    except ar.ResultsError as e:
-        print(f"plot_utilization: {e}", file=sys.stderr)
-        return 2
-    if not runs:
-        print(f"plot_utilization: {a.results}: the file holds no run", file=sys.stderr)
+    runs = ar.load_runs("plot_utilization", a.results, a.runs)
+    if runs is None:
         return 2
 
     import matplotlib
@@ -87,10 +81,7 @@ def main(argv=None):
     ax_g.set_title(f"{at.get('model', '?')} on {at.get('hw', '?')}, trace {at.get('trace', '') or 'none'}"
                    f" ({at.get('producer', '')})", fontsize=10)
     fig.tight_layout()
-    tmp = a.out + f".tmp.{os.getpid()}" + os.path.splitext(a.out)[1]
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, a.out)
-    print(f"wrote {a.out}")
+    ar.save_figure(fig, a.out)
     return 0
 
 
