@@ -264,6 +264,39 @@ static const ats_qtype GPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_
 
 typedef ex_gpu_status (*gpu_fn)(void *arg, int rep);
 
+/* The GEMV kernel ex_cuda_gemv runs for a type (exec/cuda/gemv.cu): "v2" (one kernel, gemv_v2.cu)
+ * for Q4_0/Q8_0/Q4_K unless ATS_GEMV_KERNEL=v1 selects the first kernel, "v1" otherwise. */
+static const char *gemv_kernel_label(ats_qtype t)
+{
+    const char *e = getenv("ATS_GEMV_KERNEL");
+    if (e && strcmp(e, "v1") == 0) return "v1";
+    return t == ATS_Q_Q4_0 || t == ATS_Q_Q8_0 || t == ATS_Q_Q4_K ? "v2" : "v1";
+}
+
+/* max_i |y_gpu[i] - y_cpu[i]| / max_i |y_cpu[i]| for one GEMV: y_cpu from ex_cpu_matmul (int8
+ * activations for the quantized types, as the GPU); NaN → INFINITY. Bound: 2.4e-2 quantized (twice
+ * test_cuda_ops' GEMV bound; a wrong row or block gives O(1)), 1e-3 float. */
+static double gemv_check(ats_qtype t, const void *h, int64_t rows, int64_t cols, uint64_t bytes, const float *hx,
+                         const float *dy, ex_stream s)
+{
+    float *yg = malloc((size_t)rows * 4), *yc = malloc((size_t)rows * 4);
+    double err = INFINITY;
+    ex_tensor wt = {t, {cols, rows, 1}, bytes / (uint64_t)rows, (void *)h};
+    if (yg && yc && ex_gpu_memcpy_d2h(yg, dy, (size_t)rows * 4, s) == 0 && ex_gpu_stream_sync(s) == 0 &&
+        ex_cpu_matmul(&wt, hx, 1, yc) == ATS_OK) {
+        double scale = 1e-30, e = 0;
+        for (int64_t i = 0; i < rows; i++) {
+            double d = fabs((double)yg[i] - (double)yc[i]);
+            if (!(d <= e)) e = isnan(d) ? INFINITY : d;
+            if (fabs((double)yc[i]) > scale) scale = fabs((double)yc[i]);
+        }
+        err = e / scale;
+    }
+    free(yg);
+    free(yc);
+    return err;
+}
+
 /* Median time of one call of fn [s]: reps samples, each `batch` calls back to back between two
  * events (divided by batch), after 3 warm-up calls. batch > 1 is the steady state of a forward
  * pass, where the next launch is queued while a kernel runs; batch = 1 adds the launch latency. */
@@ -397,9 +430,14 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
 
     /* decode GEMV */
     json_t *garr = json_array();
-    printf("decode GEMV (ex_cuda_gemv: int8 activation quantization + GEMV), per call in back-to-back batches of 10;\n"
-           "single_us: one call alone between two events (adds the launch latency)\n");
-    printf("%-6s %-22s %10s %10s %10s %9s %8s\n", "type", "shape", "MB", "median_us", "single_us", "GB/s", "of_read");
+    printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kernel v1 = quantize kernel + GEMV, v2 = one\n"
+           "kernel, ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
+           "single_us: one call alone between two events (adds the launch latency); err: max |y - y_cpu| / max |y_cpu|\n",
+           getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : "(unset)");
+    printf("%-6s %-22s %10s %10s %10s %9s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us", "GB/s", "of_read",
+           "kern", "err");
+    json_object_set_new(gj, "gemv_kernel_env", json_string(getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : ""));
+    int gemv_bad = 0;
     for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0]; ti++) {
         ats_qtype t = GPU_TYPES[ti];
         for (int si = 0; si < N_SHAPES; si++) {
@@ -420,9 +458,16 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             double med = ok ? gpu_time_batch(s, o->reps, 10, run_gemv, &a) : NAN;
             double single = ok ? gpu_time(s, o->reps, run_gemv, &a) : NAN;
             double gbs = (double)bytes / med;
-            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%%\n", ats_qtype_name(t), sh->name, bytes / 1e6, med * 1e6,
-                   single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw);
+            double err = ok ? gemv_check(t, h, sh->rows, sh->cols, bytes, hx, a.y, s) : INFINITY;
+            int err_ok = err <= (t == ATS_Q_F32 || t == ATS_Q_F16 || t == ATS_Q_BF16 ? 1e-3 : 2.4e-2);
+            gemv_bad |= !err_ok;
+            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t), sh->name, bytes / 1e6,
+                   med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, gemv_kernel_label(t), err,
+                   err_ok ? "" : " FAIL");
             json_t *e = entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
+            json_object_set_new(e, "kernel", json_string(gemv_kernel_label(t)));
+            json_object_set_new(e, "check_err_rel_max", json_real(isfinite(err) ? err : -1.0));
+            json_object_set_new(e, "check_ok", json_boolean(err_ok));
             json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
             json_object_set_new(e, "copies_cycled", json_integer(nc));
             json_object_set_new(e, "median_s", json_real(med));
@@ -439,6 +484,7 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
         }
     }
     json_object_set_new(gj, "gemv", garr);
+    if (gemv_bad) fprintf(stderr, "ats bench kernels: a GPU GEMV differs from ex_cpu_matmul (FAIL in the table)\n");
 
     /* prefill GEMM: ffn_up shape, n_tok tokens; cuBLAS F16 on the same shape and on 8192³ */
     json_t *marr = json_array();
@@ -497,7 +543,7 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
         ex_gpu_free(g, W16);
     }
     json_object_set_new(gj, "prefill_gemm", marr);
-    rc = 0;
+    rc = gemv_bad ? -1 : 0;
 done:
     ex_gpu_free(g, X);
     ex_gpu_free(g, Y);
