@@ -126,16 +126,16 @@ def save_figure(fig, out):
 
 
 def load_runs(prog, path, names):
-    """The runs named in `names` (comma-separated; None = all) of results file `path`, or None after
-    printing "<prog>: <why>" to stderr (the caller exits 2)."""
+    """(results, runs): the file and the runs named in `names` (comma-separated; None = all), or
+    (None, None) after printing "<prog>: <why>" to stderr (the caller exits 2)."""
     import sys
     try:
         res = load(path)
         runs = [res.run(n) for n in names.split(",")] if names else res.runs
     except ResultsError as e:
         print(f"{prog}: {e}", file=sys.stderr)
-        return None
+        return None, None
     if not runs:
         print(f"{prog}: {path}: the file holds no run", file=sys.stderr)
-        return None
-    return runs
+        return None, None
+    return res, runs

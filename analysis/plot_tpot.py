@@ -43,7 +43,7 @@ def main(argv=None):
         ap.error(f"--window: {a.window} (must be >= 1)")
 
     import atsresults as ar
-    runs = ar.load_runs("plot_tpot", a.results, a.runs)
+    res, runs = ar.load_runs("plot_tpot", a.results, a.runs)
     if runs is None:
         return 2
 

@@ -44,7 +44,7 @@ def main(argv=None):
 
     import numpy as np
     import atsresults as ar
-    runs = ar.load_runs("plot_utilization", a.results, a.runs)
+    res, runs = ar.load_runs("plot_utilization", a.results, a.runs)
     if runs is None:
         return 2
 
