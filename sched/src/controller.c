@@ -34,7 +34,7 @@ struct ats_controller {
 
 ats_controller_cfg ats_controller_cfg_default(void)
 {
-    ats_controller_cfg c = {0.15, 0.0, 5.0, 8, 1};
+    ats_controller_cfg c = {0.15, 0.0, 5.0, 8, 1, 0.02};
     return c;
 }
 
@@ -48,6 +48,8 @@ enum ats_status ats_controller_new(ats_policy *pol, const ats_graph *g, const at
     if (!(c.tau_s > 0) && !(c.tau_tpot_mult > 0))
         return ats_err_set(err, ATS_EINVAL, "controller: tau_s %g and tau_tpot_mult %g (one must be > 0)", c.tau_s,
                            c.tau_tpot_mult);
+    if (!(c.min_busy_frac >= 0 && c.min_busy_frac < 1))
+        return ats_err_set(err, ATS_EINVAL, "controller: min_busy_frac %g (must be in [0, 1))", c.min_busy_frac);
     if (c.tpot_window < 1 || c.tpot_window > TPOT_MAX)
         return ats_err_set(err, ATS_EINVAL, "controller: tpot_window %d (must be in 1..%d)", c.tpot_window, TPOT_MAX);
     if (!pol || !g || g->n_ops < 1 || !p || p->n != g->n_ops || !nominal || nominal->n != g->n_ops)
@@ -231,7 +233,20 @@ enum ats_status ats_controller_observe(ats_controller *c, const ats_round_obs *o
     if (st) return st;
     st = refresh_eff(c, err);
     if (st) return st;
-    ats_load_estimate(&c->eff, obs, c->load, &c->load);
+    ats_load est;
+    ats_load_estimate(&c->eff, obs, c->load, &est);
+    {
+        double busy_c = 0, busy_g = 0, busy_x = 0, need = c->cfg.min_busy_frac * latency_s;
+        for (int32_t i = 0; i < obs->n; i++) {
+            double t = obs->t_exec[i], x = obs->t_xfer[i];
+            if (isfinite(t) && t > 0) *(obs->backend[i] == ATS_GPU ? &busy_g : &busy_c) += t;
+            if (isfinite(x) && x > 0) busy_x += x;
+        }
+        if (busy_c < need) est.cpu = c->load.cpu;
+        if (busy_g < need) est.gpu = c->load.gpu;
+        if (busy_x < need) est.pcie = c->load.pcie;
+    }
+    c->load = est;
     ats_resched_report r;
     memset(&r, 0, sizeof r);
     r.deviation = deviation(c->load, c->load_ref);

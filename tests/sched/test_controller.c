@@ -4,7 +4,8 @@
  * non-dynamic policies never re-schedule; the load estimate follows the injected load; reports
  * say what changed; bad configuration and observations are refused; rounds whose costs grow (prefill
  * chunks at a growing context, the caller updating the borrowed nominal each round) that run exactly
- * as predicted read as an idle machine.
+ * as predicted read as an idle machine; a resource busy for less than min_busy_frac of a round keeps
+ * its previous factor.
  */
 #include <math.h>
 #include <stdio.h>
@@ -321,6 +322,64 @@ static void growing_rounds(const char *pname, double h)
     }
 }
 
+/* Qwen3-14B decode with a budget just below the model (found by search, from 12 GiB down in 64 MiB
+ * steps): nearly everything on the GPU, so the CPU is busy for a sliver of the round. A 3× slower CPU in that sliver does not move the estimate by default, and
+ * does with min_busy_frac = 0; the GPU, busy most of the round, is estimated either way. */
+static void min_busy(void)
+{
+    ats_hw hw;
+    if (!fx_hw("rtx3060-laptop", &hw)) return;
+    ats_graph *g = fx_model_graph("qwen3-14b", ATS_PHASE_DECODE, 1, 2047);
+    if (!g) return;
+    int32_t n = g->n_ops;
+    ats_costs nom;
+    ats_placement pl;
+    ats_round_obs obs;
+    ats_err err;
+    CHECK(ats_costs_init(&nom, n) == 0 && ats_placement_init(&pl, n) == 0 && ats_round_obs_init(&obs, n) == 0);
+    CHECK(ats_costs_from_model(g, &hw, &nom, &err) == ATS_OK);
+    ats_policy *pol = NULL;
+    int found = 0;
+    for (uint64_t b = 12 * GIB; b > 4 * GIB && !found; b -= 64ull << 20) {
+        ats_policy_cfg cfg = ats_policy_cfg_default();
+        cfg.vram_budget_bytes = b;
+        ats_policy_free(pol);
+        CHECK(ats_policy_new("static", &cfg, &pol, &err) == ATS_OK);
+        CHECK(ats_policy_place(pol, g, &nom, &pl, &err) == ATS_OK);
+        double cpu = 0, all = 0;
+        for (int32_t i = 0; i < n; i++) {
+            double t = pl.backend[i] == ATS_CPU ? nom.t_cpu[i] / (1.0 / 3.0) : nom.t_gpu[i] / 0.5;
+            all += t;
+            if (pl.backend[i] == ATS_CPU) cpu += t;
+        }
+        found = cpu > 0 && cpu < 0.01 * all;
+    }
+    CHECK(found);
+    for (int v = 0; v < 2 && found; v++) {
+        ats_controller_cfg cc = ats_controller_cfg_default();
+        if (v) cc.min_busy_frac = 0;
+        ats_controller *k;
+        CHECK(ats_controller_new(pol, g, &pl, &nom, &cc, &k, &err) == ATS_OK);
+        CHECK(ats_controller_start(k, 0.0, ats_load_idle(), NULL, &err) == ATS_OK);
+        ats_load truth = {1.0 / 3.0, 0.5, 1.0};
+        double lat = fake_round(k, &nom, truth, &obs), cpu = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (obs.backend[i] == ATS_CPU) cpu += obs.t_exec[i];
+        CHECK_MSG(cpu > 0 && cpu < 0.02 * lat, "CPU busy %.3g of %.3g s", cpu, lat); /* the premise */
+        ats_resched_report r;
+        CHECK(ats_controller_observe(k, &obs, lat, lat, NULL, &r, &err) == ATS_OK);
+        CHECK_NEAR(r.load.gpu, 0.5, 1e-9);
+        if (v) CHECK_NEAR(r.load.cpu, 1.0 / 3.0, 1e-9);
+        else CHECK_NEAR(r.load.cpu, 1.0, 1e-12);
+        ats_controller_free(k);
+    }
+    ats_policy_free(pol);
+    ats_round_obs_free(&obs);
+    ats_placement_free(&pl);
+    ats_costs_free(&nom);
+    ats_graph_free(g);
+}
+
 static void bad_cfg(void)
 {
     ats_controller *k = NULL;
@@ -329,6 +388,10 @@ static void bad_cfg(void)
     c.eps = NAN;
     CHECK(ats_controller_new(NULL, NULL, NULL, NULL, &c, &k, &err) == ATS_EINVAL);
     CHECK(strstr(err.msg, "eps") != NULL);
+    c = ats_controller_cfg_default();
+    c.min_busy_frac = 1.0;
+    CHECK(ats_controller_new(NULL, NULL, NULL, NULL, &c, &k, &err) == ATS_EINVAL);
+    CHECK(strstr(err.msg, "min_busy_frac") != NULL);
     c = ats_controller_cfg_default();
     c.tpot_window = 0;
     CHECK(ats_controller_new(NULL, NULL, NULL, NULL, &c, &k, &err) == ATS_EINVAL);
@@ -346,6 +409,7 @@ int main(void)
     own_interference();
     growing_rounds("ats-paper", 1.0);
     growing_rounds("ats", 0.5);
+    min_busy();
     bad_cfg();
     return tu_finish("test_controller");
 }

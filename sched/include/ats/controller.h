@@ -46,6 +46,12 @@ typedef struct ats_controller_cfg {
     int tpot_window;       /* rounds in the recent-TPOT median (default 8, max 64) */
     int prefetch;          /* 1 (default): pass the previous round's predicted copy-engine idle
                               tail as prefetch_lead_s to the next round (decode graphs only) */
+    double min_busy_frac;  /* a resource's factor is re-estimated only from a round in which its
+                              observed busy time (CPU/GPU: Σ op times on it; PCIe: Σ transfer
+                              times) is at least this fraction of the round latency; else the
+                              previous estimate stays (default 0.02). A few ms of CPU ops in a
+                              GPU-bound prefill chunk say more about the model's interference
+                              term than about load. 0 = every round counts */
 } ats_controller_cfg;
 
 ats_controller_cfg ats_controller_cfg_default(void);
