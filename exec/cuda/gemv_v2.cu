@@ -161,20 +161,19 @@ static __device__ __forceinline__ void v2_pdl_launch_dependents(void)
 }
 
 /* Geometry of a warp's chunk stream: chunk k is part k % cpr of row r0 + k / cpr; a row's nb
- * blocks are cut into cpr chunks of nbc blocks (the last one shorter). */
+ * blocks are cut into cpr = ceil(nb/NB) chunks of nbc blocks (the last one shorter). */
 struct v2_geom {
     int64_t row_bytes;
     int nb, cpr, nbc;
 };
 
-/* Copies chunk k of rows starting at row r0 into `stage` (16-byte cp.async from the 16-byte
- * boundary at or below the chunk, so up to 15 bytes before/after it are copied too). */
+/* Copies part `part` of row `row` into `stage` (16-byte cp.async from the 16-byte boundary at or
+ * below the chunk, so up to 15 bytes before/after it are copied too). */
 template <typename T>
-static __device__ __forceinline__ void v2_issue(uint4 *stage, const uint8_t *W, int64_t r0, int k, const v2_geom &gm,
+static __device__ __forceinline__ void v2_issue(uint4 *stage, const uint8_t *W, int64_t row, int part, const v2_geom &gm,
                                                 int lane)
 {
-    int64_t row = r0 + k / gm.cpr;
-    int c0 = (k % gm.cpr) * gm.nbc;
+    int c0 = part * gm.nbc;
     int nblk = gm.nb - c0 < gm.nbc ? gm.nb - c0 : gm.nbc;
     const uint8_t *src = W + row * gm.row_bytes + (int64_t)c0 * T::BYTES;
     uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
@@ -257,6 +256,7 @@ static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
 {
     static_assert((T::NB * T::BYTES + 15) / 16 + 1 <= V2_STAGE_U4, "chunk larger than the stage");
     static_assert(T::NB * T::BYTES + 15 + 4 <= V2_STAGE_U4 * 16, "word reads past a block stay in the stage");
+    static_assert(T::NB % (32 / T::TPB) == 0, "chunks of whole lane passes");
     extern __shared__ __align__(16) uint4 v2_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     int8_t *xqs = (int8_t *)v2_smem;
@@ -269,14 +269,24 @@ static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
     gm.row_bytes = (int64_t)gm.nb * T::BYTES;
     gm.cpr = (gm.nb + T::NB - 1) / T::NB;
     gm.nbc = (gm.nb + gm.cpr - 1) / gm.cpr;
+    /* whole passes of the 32 lanes where the stage allows (NB is a multiple of 32/TPB, and
+     * nbc·(cpr-1) ≤ NB·(cpr-1) < nb keeps exactly cpr non-empty chunks) */
+    gm.nbc = (gm.nbc + 32 / T::TPB - 1) / (32 / T::TPB) * (32 / T::TPB);
+    if (gm.nbc > T::NB) gm.nbc = T::NB;
     const int64_t nw = (int64_t)gridDim.x * nwarps, gw = (int64_t)blockIdx.x * nwarps + warp;
     const int64_t r0 = gw * rows / nw, r1 = (gw + 1) * rows / nw;
     const int K = (int)(r1 - r0) * gm.cpr;
 
-    /* prologue: the first S-1 chunks (weights do not depend on the previous kernel) */
+    /* prologue: the first S-1 chunks (weights do not depend on the previous kernel). (ri, pi):
+     * row and part of the next chunk to copy, (rc, pc) of the chunk to decode. */
+    int64_t ri = r0;
+    int pi = 0;
 #pragma unroll
     for (int k = 0; k < V2_STAGES - 1; k++) {
-        if (k < K) v2_issue<T>(ring + k * V2_STAGE_U4, W, r0, k, gm, lane);
+        if (k < K) {
+            v2_issue<T>(ring + k * V2_STAGE_U4, W, ri, pi, gm, lane);
+            if (++pi == gm.cpr) { pi = 0; ri++; }
+        }
         __pipeline_commit();
     }
     v2_pdl_wait(); /* x is complete from here on */
@@ -286,25 +296,32 @@ static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
     const v2_x xv = {xqs, xd, xs};
 
     float acc = 0.0f;
+    int64_t rc = r0;
+    int pc = 0, si = V2_STAGES - 1, sc = 0; /* stage indices of the next copy and of the decode */
     for (int k = 0; k < K; k++) {
-        int kn = k + V2_STAGES - 1;
-        if (kn < K) v2_issue<T>(ring + (kn % V2_STAGES) * V2_STAGE_U4, W, r0, kn, gm, lane);
+        if (k + V2_STAGES - 1 < K) {
+            v2_issue<T>(ring + si * V2_STAGE_U4, W, ri, pi, gm, lane);
+            if (++pi == gm.cpr) { pi = 0; ri++; }
+        }
+        si = si + 1 == V2_STAGES ? 0 : si + 1;
         __pipeline_commit();
         __pipeline_wait_prior(V2_STAGES - 1);
         __syncwarp(); /* every lane's copies of chunk k have landed */
-        int64_t row = r0 + k / gm.cpr;
-        int part = k % gm.cpr, c0 = part * gm.nbc;
+        int c0 = pc * gm.nbc;
         int nblk = gm.nb - c0 < gm.nbc ? gm.nb - c0 : gm.nbc;
-        const uint8_t *src = W + row * gm.row_bytes + (int64_t)c0 * T::BYTES;
-        const uint8_t *base = (const uint8_t *)(ring + (k % V2_STAGES) * V2_STAGE_U4) + ((uintptr_t)src & 15u);
+        const uint8_t *src = W + rc * gm.row_bytes + (int64_t)c0 * T::BYTES;
+        const uint8_t *base = (const uint8_t *)(ring + sc * V2_STAGE_U4) + ((uintptr_t)src & 15u);
         int nt = nblk * T::TPB;
 #pragma unroll 2
         for (int t = lane; t < nt; t += 32) acc += T::dot(base + (t / T::TPB) * T::BYTES, c0 + t / T::TPB, t % T::TPB, xv);
         __syncwarp(); /* done reading this stage before it is refilled */
-        if (part == gm.cpr - 1) {
+        sc = sc + 1 == V2_STAGES ? 0 : sc + 1;
+        if (++pc == gm.cpr) {
             acc = exc_warp_sum(acc);
-            if (lane == 0) y[row] = acc;
+            if (lane == 0) y[rc] = acc;
             acc = 0.0f;
+            pc = 0;
+            rc++;
         }
     }
 }
