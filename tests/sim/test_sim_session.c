@@ -166,7 +166,7 @@ out:
 static void test_predict(uint64_t *rs)
 {
     const char *models[] = {"qwen3-14b", "qwen3-30b-a3b", "llama-3.1-8b"};
-    const char *pols[] = {"layer", "layer-opoffload", "expert", "gpu-stream", "static", "ats-paper", "ats"};
+    const char *pols[] = {"layer", "layer-opoffload", "expert", "gpu-stream", "static", "static-opoffload", "ats-paper", "ats"};
     ats_hw hw;
     if (!load_hw("rtx3060-laptop", &hw)) return;
     int n_checked = 0;
