@@ -4,7 +4,7 @@
  * take in turn, so consecutive lanes read consecutive bytes of the row. Quantized types meet int8
  * activations (exc_q8x, blocks of 32) through __dp4a, as ggml's mmvq does; the float types use
  * 16-byte loads and F32 FMAs. Block layouts: ../shared/models/QUANT_FORMATS.md §2.
- * This is the first kernel ("v1"); for Q4_0/Q8_0/Q4_K with one activation row exc_gemv_batched
+ * This is the first kernel ("v1"); for Q4_0/Q8_0/Q4_K/Q6_K with one activation row exc_gemv_batched
  * hands over to gemv_v2.cu unless ATS_GEMV_KERNEL=v1.
  */
 #include "common.cuh"
@@ -15,7 +15,7 @@
 
 #define ROWS_PER_BLOCK 4
 
-/* gemv_v2.cu: the one-kernel GEMV for Q4_0/Q8_0/Q4_K with n_z = 1 (*used = 0 where it does not
+/* gemv_v2.cu: the one-kernel GEMV for Q4_0/Q8_0/Q4_K/Q6_K with n_z = 1 (*used = 0 where it does not
  * apply or ATS_GEMV_KERNEL=v1; then the kernels below run). */
 ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
                           cudaStream_t s, int *used);

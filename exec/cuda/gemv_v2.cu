@@ -1,5 +1,5 @@
 /*
- * Decode GEMV, second kernel (v2) for Q4_0, Q8_0 and Q4_K with one activation row (n_z = 1):
+ * Decode GEMV, second kernel (v2) for Q4_0, Q8_0, Q4_K and Q6_K with one activation row (n_z = 1):
  * y (rows) = W (rows, cols) · x (cols), int8 activations and __dp4a as the first kernel (gemv.cu),
  * but one launch instead of two and a grid that streams the whole matrix in one wave:
  * - Persistent grid: blocks = (resident blocks per SM) × SMs at most; warp w of the W warps owns
@@ -144,6 +144,36 @@ struct v2_q4_K {
         float dx0 = x.d[xb_lo], dx1 = x.d[xb_hi];
         return d * (dx0 * (float)(sc0 * s_lo) + dx1 * (float)(sc1 * s_hi)) -
                dmin * (dx0 * (float)(m0 * n_lo) + dx1 * (float)(m1 * n_hi));
+    }
+};
+
+/* Q6_K: 16 tasks per super-block (210 bytes, 2-byte aligned), as gemv.cu's task_q6_K with the
+ * activations read from shared memory: task j = (half h = j/8, l0 = 4·(j%8)) makes the 16 values at
+ * offsets 128h + l0 + {0..3} + 32g, g = 0..3 (QUANT_FORMATS.md §Q6_K), each group g with its scale. */
+struct v2_q6_K {
+    static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16, NB = 10;
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const v2_x &x)
+    {
+        int h = j >> 3, l0 = 4 * (j & 7), s = (j & 7) >> 2;
+        int a = exc_ld_u16x2(bp + 64 * h + l0);
+        int bb = exc_ld_u16x2(bp + 64 * h + 32 + l0);
+        int hh = exc_ld_u16x2(bp + 128 + 32 * h + l0);
+        int q[4];
+        q[0] = (a & 0x0F0F0F0F) | ((hh & 0x03030303) << 4);
+        q[1] = (bb & 0x0F0F0F0F) | (((hh >> 2) & 0x03030303) << 4);
+        q[2] = ((a >> 4) & 0x0F0F0F0F) | (((hh >> 4) & 0x03030303) << 4);
+        q[3] = ((bb >> 4) & 0x0F0F0F0F) | (((hh >> 6) & 0x03030303) << 4);
+        const int8_t *S = (const int8_t *)(bp + 192 + 8 * h + s);
+        int64_t e0 = b * 256 + 128 * h + l0;
+        float acc = 0.0f;
+#pragma unroll
+        for (int g = 0; g < 4; g++) {
+            int xv = *(const int *)(x.qs + e0 + 32 * g);
+            int sumi = __dp4a((int)__vsubss4((unsigned)q[g], 0x20202020u), xv, 0);
+            acc += (float)(S[2 * g] * sumi) * x.d[(e0 >> 5) + g];
+        }
+        float d = exc_h2f(*(const uint16_t *)(bp + 208));
+        return d * acc;
     }
 };
 
@@ -384,7 +414,7 @@ static ex_gpu_status launch_v2(ex_gpu *g, const void *W, int64_t rows, int64_t c
     return EX_GPU_OK;
 }
 
-/* Runs the v2 kernel when it covers the case (type Q4_0/Q8_0/Q4_K, shared memory fits, not
+/* Runs the v2 kernel when it covers the case (type Q4_0/Q8_0/Q4_K/Q6_K, shared memory fits, not
  * disabled by ATS_GEMV_KERNEL=v1): *used = 1. Otherwise *used = 0 and nothing is launched. W and
  * x are 16-byte aligned (checked by the caller). */
 ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
@@ -396,6 +426,7 @@ ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int6
     case ATS_Q_Q4_0: return launch_v2<v2_q4_0>(g, W, rows, cols, x, y, s, used);
     case ATS_Q_Q8_0: return launch_v2<v2_q8_0>(g, W, rows, cols, x, y, s, used);
     case ATS_Q_Q4_K: return launch_v2<v2_q4_K>(g, W, rows, cols, x, y, s, used);
+    case ATS_Q_Q6_K: return launch_v2<v2_q6_K>(g, W, rows, cols, x, y, s, used);
     default: return EX_GPU_OK;
     }
 }
