@@ -380,7 +380,9 @@ static ex_gpu_status launch_v2(ex_gpu *g, const void *W, int64_t rows, int64_t c
         size_t smem = v2_smem_bytes(cols, warps);
         if (smem > (size_t)optin) continue;
         int per_sm = 0;
-        if (cudaFuncSetAttribute(gemv_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
+        /* the same value on every call (the opt-in maximum), so calls of other shapes from other
+         * threads never lower it under a launch in progress */
+        if (cudaFuncSetAttribute(gemv_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) !=
                 cudaSuccess ||
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_v2_kernel<T>, 32 * warps, smem) != cudaSuccess) {
             (void)cudaGetLastError();
