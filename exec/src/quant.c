@@ -165,18 +165,63 @@ static void q_q8_0(const float *x, ex_block_q8_0 *b, int64_t nb)
     }
 }
 
+/* Q4_K sub-block fit: x ≈ s * q - m with q in 0..15, s >= 0, m >= 0. Tries 21 candidate scales
+ * around (max - min) / 15, refits s and m by least squares for each rounding, keeps the smallest
+ * squared error (the idea of ggml's make_qkx2_quants, written from its description). */
+static void fit_q4k(const float *x, int n, float *scale, float *minv)
+{
+    float lo = 0, hi = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        lo = fminf(lo, x[i]);
+        hi = fmaxf(hi, x[i]);
+    }
+    if (!(hi > lo)) {
+        *scale = 0;
+        *minv = -lo;
+        return;
+    }
+    float best_s = (hi - lo) / 15.0f, best_m = -lo, best_e = INFINITY;
+    for (int k = -10; k <= 10; k++) {
+        float is = (15.0f + 0.1f * (float)k) / (hi - lo);
+        double sq = 0, sx = 0, sqq = 0, sqx = 0;
+        int q[256];
+        for (int i = 0; i < n; i++) {
+            q[i] = clampi((int)lrintf((x[i] - lo) * is), 0, 15);
+            sq += q[i];
+            sx += x[i];
+            sqq += (double)q[i] * q[i];
+            sqx += (double)q[i] * x[i];
+        }
+        double den = n * sqq - sq * sq, s_, m_;
+        if (den <= 0) continue;
+        s_ = (n * sqx - sq * sx) / den;
+        m_ = (s_ * sq - sx) / n;
+        if (m_ < 0) { /* the offset must be <= 0: fit s alone */
+            m_ = 0;
+            s_ = sqq > 0 ? sqx / sqq : 0;
+        }
+        if (s_ < 0) continue;
+        double e = 0;
+        for (int i = 0; i < n; i++) {
+            double d = s_ * q[i] - m_ - x[i];
+            e += d * d;
+        }
+        if (e < best_e) {
+            best_e = (float)e;
+            best_s = (float)s_;
+            best_m = (float)m_;
+        }
+    }
+    *scale = best_s;
+    *minv = best_m;
+}
+
 static void q_q4_K(const float *x, ex_block_q4_K *b, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += 256) {
         float scale[8], mins[8], max_scale = 0, max_min = 0;
         for (int k = 0; k < 8; k++) {
-            float lo = 0, hi = -INFINITY;
-            for (int l = 0; l < 32; l++) {
-                lo = fminf(lo, x[32 * k + l]);
-                hi = fmaxf(hi, x[32 * k + l]);
-            }
-            scale[k] = (hi - lo) / 15.0f;
-            mins[k] = -lo;
+            fit_q4k(x + 32 * k, 32, &scale[k], &mins[k]);
             max_scale = fmaxf(max_scale, scale[k]);
             max_min = fmaxf(max_min, mins[k]);
         }

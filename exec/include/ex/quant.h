@@ -8,8 +8,9 @@
  * - Q8_0: d = max|x| / 127, q = round(x / d).
  * - Q4_0: d = m / -8 where m is the signed value of largest magnitude (as ggml), q = round(x/d) + 8
  *   clamped to 0..15.
- * - Q4_K: per sub-block of 32, min = min(0, min x), scale = (max - min) / 15; the 8 scales and 8
- *   mins are then quantized to 6 bits against the super-block's d and dmin.
+ * - Q4_K: per sub-block of 32, x ≈ scale * q - min (q 0..15, min >= 0) fitted by least squares over
+ *   21 candidate roundings around (max - min) / 15; the 8 scales and 8 mins are then quantized to
+ *   6 bits against the super-block's d and dmin.
  * - Q6_K: per sub-block of 16, scale = m / -32 (m the signed value of largest magnitude), scales to
  *   int8 against d = max|scale| / 127.
  * - MXFP4: e = shared exponent so that max|x| fits 6 * 2^(e-127), codes by nearest E2M1 value.
