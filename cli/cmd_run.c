@@ -37,6 +37,7 @@ static void usage(FILE *f)
             "  --chunk N          prefill chunk size in tokens (default 512)\n"
             "  --split K          layers [0,K) on backend A, the rest on backend B (both CPU here)\n"
             "  --print-ids        print generated token ids (one line, space-separated) instead of text\n"
+            "                     (always so without a vocabulary, e.g. --dummy-weights)\n"
             "  --no-eos           do not stop at end-of-sequence\n"
             "  --out FILE         write the results file (HDF5, DESIGN.md schema): /rounds and per-op /ops\n");
 }
@@ -265,6 +266,7 @@ int ats_cmd_run(int argc, char **argv)
     }
     int64_t t_prefill = now_ns() - t0;
     char piece[512];
+    if (!m->tok) print_ids = 1; /* no vocabulary (dummy weights): the output is token ids */
     if (!print_ids && m->tok) /* echo the prompt as the model sees it (llama2.c and llama.cpp do) */
         for (int64_t i = 1; i < n_prompt; i++) {
             ex_tokenizer_decode(m->tok, ptok[i - 1], ptok[i], piece, sizeof piece);
