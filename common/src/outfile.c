@@ -1,0 +1,267 @@
+/*
+ * outfile.c — up-front checks of output paths, temporary + fsync + rename, and the registry of open
+ * temporaries that the CLI's signal handler removes (atsc/outfile.h).
+ */
+#include "atsc/outfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct atsc_out {
+    char *path;   /* as the caller gave it (for messages) */
+    char *target; /* what is renamed over: path, or the file a link at path points to */
+    char *tmp;
+    int slot;     /* registry slot, -1 when the registry was full */
+};
+
+/* ------------------------------------------------------------ registry */
+
+#define REG_SLOTS 32
+#define REG_PATH 4096
+/* state: 0 free, 1 being filled or emptied, 2 live (the handler unlinks it) */
+static atomic_int reg_state[REG_SLOTS];
+static char reg_path[REG_SLOTS][REG_PATH];
+static atomic_uint reg_seq;
+
+static int reg_add(const char *tmp)
+{
+    size_t n = strlen(tmp);
+    if (n >= REG_PATH) return -1;
+    for (int i = 0; i < REG_SLOTS; i++) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&reg_state[i], &expect, 1)) {
+            memcpy(reg_path[i], tmp, n + 1);
+            atomic_store(&reg_state[i], 2);
+            return i;
+        }
+    }
+    return -1; /* full: still works, only not removed on a signal */
+}
+
+static void reg_remove(int slot)
+{
+    if (slot >= 0) atomic_store(&reg_state[slot], 0);
+}
+
+void atsc_out_cleanup_all(void)
+{
+    for (int i = 0; i < REG_SLOTS; i++)
+        if (atomic_load(&reg_state[i]) == 2) unlink(reg_path[i]);
+}
+
+int atsc_out_registered(void)
+{
+    int n = 0;
+    for (int i = 0; i < REG_SLOTS; i++) n += atomic_load(&reg_state[i]) == 2;
+    return n;
+}
+
+static void on_signal(int sig)
+{
+    atsc_out_cleanup_all();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+int atsc_out_cleanup_signal_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int k = 0; k < 3; k++)
+        if (sigaction(sigs[k], &sa, NULL) != 0) return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ checks */
+
+/* Directory part of path ("." when there is none); new string or NULL. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+static const char *kind_of(mode_t m)
+{
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+/* Checks the target's type; 1 if it exists (regular), 0 if absent, -1 (err set) if refused. */
+static int check_target(const char *path, ats_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT) return 0;
+        if (errno == ENOTDIR) {
+            ats_err_set(err, ATS_EINVAL, "%s: cannot write: a part of the directory path is not a directory",
+                        path);
+            return -1;
+        }
+        ats_err_set(err, ATS_EINVAL, "%s: cannot write: %s", path, strerror(errno));
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ats_err_set(err, ATS_EINVAL, "%s: cannot write: is a directory (give a file name)", path);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ats_err_set(err, ATS_EINVAL, "%s: refusing to write: exists and is %s, not a regular file "
+                    "(give a regular file path)", path, kind_of(st.st_mode));
+        return -1;
+    }
+    return 1;
+}
+
+static enum ats_status check_dir(const char *path, const char *target, ats_err *err)
+{
+    char *dir = dir_of(target);
+    if (!dir) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+    struct stat st;
+    enum ats_status s = ATS_OK;
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT)
+            s = ats_err_set(err, ATS_EINVAL, "%s: cannot write: directory %s does not exist", path, dir);
+        else if (errno == ENOTDIR)
+            s = ats_err_set(err, ATS_EINVAL, "%s: cannot write: a part of directory %s is not a directory",
+                            path, dir);
+        else
+            s = ats_err_set(err, ATS_EINVAL, "%s: cannot write: directory %s: %s", path, dir, strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+        s = ats_err_set(err, ATS_EINVAL, "%s: cannot write: %s is not a directory", path, dir);
+    } else if (access(dir, W_OK | X_OK) != 0) {
+        s = ats_err_set(err, ATS_EINVAL, "%s: cannot write: directory %s is not writable (%s)", path, dir,
+                        strerror(errno));
+    }
+    free(dir);
+    return s;
+}
+
+/* The file that will be replaced: path itself, or what a symbolic link at path resolves to. */
+static char *target_of(const char *path)
+{
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (real) return real;
+    }
+    return strdup(path);
+}
+
+enum ats_status atsc_out_check(const char *path, ats_err *err)
+{
+    if (!path || !*path) return ats_err_set(err, ATS_EINVAL, "output path: empty");
+    if (check_target(path, err) < 0) return ATS_EINVAL;
+    char *target = target_of(path);
+    if (!target) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+    enum ats_status s = check_dir(path, target, err);
+    free(target);
+    return s;
+}
+
+/* ------------------------------------------------------------ writer */
+
+static void out_free(atsc_out *o)
+{
+    if (!o) return;
+    reg_remove(o->slot);
+    free(o->path);
+    free(o->target);
+    free(o->tmp);
+    free(o);
+}
+
+enum ats_status atsc_out_open(const char *path, atsc_out **out, ats_err *err)
+{
+    if (!out) return ats_err_set(err, ATS_EINVAL, "atsc_out_open: NULL argument");
+    *out = NULL;
+    enum ats_status s = atsc_out_check(path, err);
+    if (s) return s;
+    atsc_out *o = calloc(1, sizeof *o);
+    size_t len = 0;
+    if (o) {
+        o->slot = -1;
+        o->path = strdup(path);
+        o->target = target_of(path);
+        len = (o->target ? strlen(o->target) : 0) + 48;
+        o->tmp = malloc(len);
+    }
+    if (!o || !o->path || !o->target || !o->tmp) {
+        out_free(o);
+        return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+    }
+    /* a process may hold several temporaries of one target (threads): add a sequence number */
+    unsigned seq = atomic_fetch_add(&reg_seq, 1u);
+    int fd = -1;
+    for (int tries = 0; tries < 100 && fd < 0; tries++, seq = atomic_fetch_add(&reg_seq, 1u)) {
+        if (seq == 0)
+            snprintf(o->tmp, len, "%s.tmp.%ld", o->target, (long)getpid());
+        else
+            snprintf(o->tmp, len, "%s.tmp.%ld.%u", o->target, (long)getpid(), seq);
+        fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        s = ats_err_set(err, ATS_EINVAL, "%s: cannot create its temporary file %s: %s", path, o->tmp,
+                        strerror(errno));
+        out_free(o);
+        return s;
+    }
+    close(fd);
+    o->slot = reg_add(o->tmp);
+    *out = o;
+    return ATS_OK;
+}
+
+const char *atsc_out_tmp(const atsc_out *o) { return o ? o->tmp : NULL; }
+const char *atsc_out_path(const atsc_out *o) { return o ? o->path : NULL; }
+
+enum ats_status atsc_out_commit(atsc_out *o, ats_err *err)
+{
+    if (!o) return ats_err_set(err, ATS_EINVAL, "atsc_out_commit: NULL handle");
+    enum ats_status s = ATS_OK;
+    int fd = open(o->tmp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        s = ats_err_set(err, ATS_EINVAL, "%s: temporary file %s vanished: %s", o->path, o->tmp,
+                        strerror(errno));
+    } else {
+        if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+            s = ats_err_set(err, ATS_EINVAL, "%s: writing failed (disk full?): %s", o->path, strerror(errno));
+        close(fd);
+    }
+    if (!s && check_target(o->target, err) < 0) {
+        /* replaced by a directory or special file while we worked: name the user's path */
+        s = check_target(o->path, err) < 0 ? ATS_EINVAL
+                                           : ats_err_set(err, ATS_EINVAL, "%s: target %s is not a regular file",
+                                                         o->path, o->target);
+    }
+    if (!s && rename(o->tmp, o->target) != 0)
+        s = ats_err_set(err, ATS_EINVAL, "%s: cannot move the finished file into place: %s", o->path,
+                        strerror(errno));
+    if (s) unlink(o->tmp);
+    out_free(o);
+    return s;
+}
+
+void atsc_out_abort(atsc_out *o)
+{
+    if (!o) return;
+    unlink(o->tmp);
+    out_free(o);
+}

@@ -1,0 +1,236 @@
+/* Output files (atsc/outfile.h): up-front refusals (missing directory, path under a regular file,
+ * directory target, devices, FIFO) name the given path; tmp + commit replaces a good file only when
+ * finished; abort and failed commits leave it as it was; a link to a file stays a link; a target
+ * turned special during the work is not replaced; SIGINT/SIGTERM remove the open temporaries and the
+ * process dies of the signal. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "atsc/outfile.h"
+#include "testutil.h"
+
+static char tmpdir[256];
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+static int exists(const char *p)
+{
+    struct stat sb;
+    return lstat(p, &sb) == 0;
+}
+
+/* Writes n random bytes to path; the bytes go to buf. */
+static void write_random(const char *path, unsigned char *buf, size_t n, uint64_t *rng)
+{
+    for (size_t i = 0; i < n; i++) buf[i] = (unsigned char)tu_rand(rng);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    CHECK(fwrite(buf, 1, n, f) == n);
+    CHECK(fclose(f) == 0);
+}
+
+static int same_content(const char *path, const unsigned char *buf, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char *got = malloc(n + 1);
+    size_t m = fread(got, 1, n + 1, f);
+    fclose(f);
+    int ok = m == n && memcmp(got, buf, n) == 0;
+    free(got);
+    return ok;
+}
+
+/* Refused with a message naming `path` and not a temporary name. */
+static void expect_refused(const char *path, const char *why_part)
+{
+    ats_err e = {{0}};
+    enum ats_status st = atsc_out_check(path, &e);
+    CHECK_MSG(st == ATS_EINVAL, "%s: status %d", path, (int)st);
+    CHECK_MSG(strncmp(e.msg, path, strlen(path)) == 0, "message does not start with %s: %s", path, e.msg);
+    CHECK_MSG(strstr(e.msg, ".tmp") == NULL, "message names a temporary: %s", e.msg);
+    CHECK_MSG(strstr(e.msg, why_part) != NULL, "message lacks '%s': %s", why_part, e.msg);
+    atsc_out *o = NULL;
+    int before = atsc_out_registered();
+    CHECK(atsc_out_open(path, &o, &e) == ATS_EINVAL && o == NULL);
+    CHECK(atsc_out_registered() == before);
+}
+
+static void test_check(uint64_t *rng)
+{
+    unsigned char buf[64];
+    write_random(tpath("regular"), buf, sizeof buf, rng);
+    expect_refused(tpath("no-such-dir/x.h5"), "does not exist");
+    expect_refused(tpath("regular/x.h5"), "not a directory");
+    expect_refused(tmpdir, "is a directory");
+    CHECK(mkdir(tpath("sub"), 0755) == 0);
+    expect_refused(tpath("sub/"), "is a directory");
+    CHECK(mkfifo(tpath("fifo"), 0644) == 0);
+    expect_refused(tpath("fifo"), "a FIFO");
+    expect_refused("/dev/null", "character device");
+    if (exists("/dev/full")) expect_refused("/dev/full", "character device");
+    ats_err e = {{0}};
+    CHECK(atsc_out_check("", &e) == ATS_EINVAL);
+    /* fine: absent file in an existing directory, an existing regular file, a bare name (cwd) */
+    CHECK_MSG(atsc_out_check(tpath("new.h5"), &e) == ATS_OK, "%s", e.msg);
+    CHECK_MSG(atsc_out_check(tpath("regular"), &e) == ATS_OK, "%s", e.msg);
+    CHECK_MSG(atsc_out_check("bench-x.json", &e) == ATS_OK, "%s", e.msg);
+    CHECK(!exists(tpath("new.h5")) && same_content(tpath("regular"), buf, sizeof buf));
+    CHECK(!exists("bench-x.json"));
+    /* /dev/null still a character device after all this */
+    struct stat sb;
+    CHECK(stat("/dev/null", &sb) == 0 && S_ISCHR(sb.st_mode));
+}
+
+static void test_commit_abort(uint64_t *rng)
+{
+    unsigned char good[300], fresh[500];
+    const char *p = tpath("out.bin");
+    write_random(p, good, sizeof good, rng);
+    int before = atsc_out_registered();
+    /* abort: the good file stays */
+    atsc_out *o = NULL;
+    ats_err e = {{0}};
+    CHECK_MSG(atsc_out_open(p, &o, &e) == ATS_OK, "%s", e.msg);
+    CHECK(atsc_out_registered() == before + 1);
+    CHECK(strcmp(atsc_out_path(o), p) == 0);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s", atsc_out_tmp(o));
+    CHECK(strstr(tmp, ".tmp.") != NULL && exists(tmp));
+    write_random(tmp, fresh, sizeof fresh, rng);
+    CHECK(same_content(p, good, sizeof good));
+    atsc_out_abort(o);
+    CHECK(!exists(tmp) && same_content(p, good, sizeof good));
+    CHECK(atsc_out_registered() == before);
+    /* commit: replaced */
+    CHECK(atsc_out_open(p, &o, &e) == ATS_OK);
+    snprintf(tmp, sizeof tmp, "%s", atsc_out_tmp(o));
+    write_random(tmp, fresh, sizeof fresh, rng);
+    CHECK_MSG(atsc_out_commit(o, &e) == ATS_OK, "%s", e.msg);
+    CHECK(!exists(tmp) && same_content(p, fresh, sizeof fresh));
+    CHECK(atsc_out_registered() == before);
+    /* two open temporaries of one target get distinct names */
+    atsc_out *a = NULL, *b = NULL;
+    CHECK(atsc_out_open(p, &a, &e) == ATS_OK && atsc_out_open(p, &b, &e) == ATS_OK);
+    CHECK(strcmp(atsc_out_tmp(a), atsc_out_tmp(b)) != 0);
+    CHECK(atsc_out_registered() == before + 2);
+    atsc_out_abort(a);
+    atsc_out_abort(b);
+    CHECK(same_content(p, fresh, sizeof fresh));
+    /* the target becomes a FIFO while we work: not replaced, temporary removed, path named */
+    const char *q = tpath("becomes-fifo");
+    CHECK(atsc_out_open(q, &o, &e) == ATS_OK);
+    snprintf(tmp, sizeof tmp, "%s", atsc_out_tmp(o));
+    CHECK(mkfifo(q, 0644) == 0);
+    CHECK(atsc_out_commit(o, &e) == ATS_EINVAL);
+    CHECK_MSG(strncmp(e.msg, q, strlen(q)) == 0 && strstr(e.msg, "FIFO"), "%s", e.msg);
+    struct stat sb;
+    CHECK(lstat(q, &sb) == 0 && S_ISFIFO(sb.st_mode));
+    CHECK(!exists(tmp));
+    /* the temporary vanished (e.g. removed by a signal handler): commit fails, target kept */
+    CHECK(atsc_out_open(p, &o, &e) == ATS_OK);
+    unlink(atsc_out_tmp(o));
+    CHECK(atsc_out_commit(o, &e) == ATS_EINVAL);
+    CHECK_MSG(strncmp(e.msg, p, strlen(p)) == 0, "%s", e.msg);
+    CHECK(same_content(p, fresh, sizeof fresh));
+}
+
+static void test_symlink(uint64_t *rng)
+{
+    unsigned char a[100], b[200];
+    const char *file = tpath("real.bin"), *link = tpath("link.bin");
+    write_random(file, a, sizeof a, rng);
+    CHECK(symlink(file, link) == 0);
+    atsc_out *o = NULL;
+    ats_err e = {{0}};
+    CHECK_MSG(atsc_out_open(link, &o, &e) == ATS_OK, "%s", e.msg);
+    write_random(atsc_out_tmp(o), b, sizeof b, rng);
+    CHECK_MSG(atsc_out_commit(o, &e) == ATS_OK, "%s", e.msg);
+    struct stat sb;
+    CHECK(lstat(link, &sb) == 0 && S_ISLNK(sb.st_mode));
+    CHECK(same_content(file, b, sizeof b));
+    /* a link to /dev/null is refused like /dev/null */
+    CHECK(symlink("/dev/null", tpath("null-link")) == 0);
+    expect_refused(tpath("null-link"), "character device");
+}
+
+/* A child opens two outputs, writes to them, reports their names and waits for `sig`. */
+static void test_signal(int sig, uint64_t *rng)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    char p1[512], p2[512];
+    snprintf(p1, sizeof p1, "%s", tpath(sig == SIGINT ? "sigint-1.h5" : "sigterm-1.h5"));
+    snprintf(p2, sizeof p2, "%s", tpath(sig == SIGINT ? "sigint-2.json" : "sigterm-2.json"));
+    unsigned char good[128];
+    write_random(p2, good, sizeof good, rng); /* p2 holds a good file that must survive */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        if (atsc_out_cleanup_signal_install() != 0) _exit(3);
+        atsc_out *a = NULL, *b = NULL;
+        if (atsc_out_open(p1, &a, NULL) || atsc_out_open(p2, &b, NULL)) _exit(4);
+        FILE *f = fopen(atsc_out_tmp(a), "wb");
+        for (int i = 0; f && i < 100000; i++) fputc(i & 0xff, f);
+        if (f) fflush(f); /* left open, as in a write in progress */
+        char line[1300];
+        int n = snprintf(line, sizeof line, "%s\n%s\n", atsc_out_tmp(a), atsc_out_tmp(b));
+        if (write(fds[1], line, (size_t)n) != n) _exit(5);
+        close(fds[1]);
+        for (;;) pause();
+    }
+    close(fds[1]);
+    char names[1400] = {0};
+    size_t got = 0;
+    ssize_t r;
+    while (got < sizeof names - 1 && (r = read(fds[0], names + got, sizeof names - 1 - got)) > 0)
+        got += (size_t)r;
+    close(fds[0]);
+    char *t1 = names, *nl = strchr(names, '\n');
+    CHECK(nl != NULL);
+    if (!nl) return;
+    *nl = 0;
+    char *t2 = nl + 1;
+    if ((nl = strchr(t2, '\n'))) *nl = 0;
+    CHECK(exists(t1) && exists(t2));
+    CHECK(kill(pid, sig) == 0);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig, "child status %#x", status);
+    CHECK_MSG(!exists(t1) && !exists(t2), "temporaries left: %s %s", t1, t2);
+    CHECK(!exists(p1) && same_content(p2, good, sizeof good));
+}
+
+int main(void)
+{
+    uint64_t rng = tu_seed("test_outfile");
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-outfile-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_check(&rng);
+    test_commit_abort(&rng);
+    test_symlink(&rng);
+    test_signal(SIGINT, &rng);
+    test_signal(SIGTERM, &rng);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return tu_finish("test_outfile");
+}
