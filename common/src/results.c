@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "ats_version.h"
+#include "atsc/outfile.h"
 
 #define ROUND_BUF 4096
 #define OP_BUF 16384
@@ -189,7 +190,9 @@ typedef struct {
 } run_info;
 
 struct atsc_results {
-    char *path, *tmp;
+    char *path;
+    atsc_out *out;   /* the temporary (outfile.h); NULL after commit/abort */
+    const char *tmp; /* its name, owned by out */
     hid_t file;
     hid_t t_round, t_op;   /* memory types */
     hid_t ft_round, ft_op; /* file types (packed) */
@@ -267,7 +270,7 @@ static const char *cur_run(const atsc_results *w)
 static enum ats_status flush_rounds(atsc_results *w, ats_err *err)
 {
     if (append_rows(w->d_rounds, w->t_round, w->rbuf, w->nr, &w->n_rounds_written) < 0)
-        return ats_err_set(err, ATS_EINVAL, "%s: dataset '/runs/%s/rounds': write failed", w->tmp,
+        return ats_err_set(err, ATS_EINVAL, "%s: dataset '/runs/%s/rounds': write failed", w->path,
                            cur_run(w));
     w->nr = 0;
     return ATS_OK;
@@ -276,7 +279,7 @@ static enum ats_status flush_rounds(atsc_results *w, ats_err *err)
 static enum ats_status flush_ops(atsc_results *w, ats_err *err)
 {
     if (append_rows(w->d_ops, w->t_op, w->obuf, w->no, &w->n_ops_written) < 0)
-        return ats_err_set(err, ATS_EINVAL, "%s: dataset '/runs/%s/ops': write failed", w->tmp,
+        return ats_err_set(err, ATS_EINVAL, "%s: dataset '/runs/%s/ops': write failed", w->path,
                            cur_run(w));
     w->no = 0;
     return ATS_OK;
@@ -301,7 +304,7 @@ static void free_writer(atsc_results *w)
     free(w->obuf);
     free(w->runs);
     free(w->path);
-    free(w->tmp);
+    atsc_out_abort(w->out); /* no-op after commit */
     free(w);
 }
 
@@ -315,17 +318,21 @@ enum ats_status atsc_results_open(const char *path, const atsc_results_meta *met
         return ats_err_set(err, ATS_EINVAL, "%s: attribute 'config': not valid JSON", path);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     atsc_results *w = calloc(1, sizeof *w);
-    size_t len = strlen(path) + 32;
-    if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(len)) ||
+    if (!w || !(w->path = strdup(path)) ||
         !(w->rbuf = malloc(ROUND_BUF * sizeof *w->rbuf)) || !(w->obuf = malloc(OP_BUF * sizeof *w->obuf))) {
         if (w) free_writer(w);
         return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
     }
-    snprintf(w->tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    enum ats_status ost = atsc_out_open(path, &w->out, err);
+    if (ost) {
+        free_writer(w);
+        return ost;
+    }
+    w->tmp = atsc_out_tmp(w->out);
     w->grp = w->d_rounds = w->d_ops = -1;
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
-        ats_err_set(err, ATS_EINVAL, "%s: cannot create (directory missing or not writable?)", w->tmp);
+        ats_err_set(err, ATS_EINVAL, "%s: cannot create (HDF5 refused the file)", path);
         free_writer(w);
         return ATS_EINVAL;
     }
@@ -344,9 +351,9 @@ enum ats_status atsc_results_open(const char *path, const atsc_results_meta *met
         write_num_attr(w->file, "seed", H5T_NATIVE_UINT64, &meta->seed) ||
         write_str_attr(w->file, "model", meta->model) || write_str_attr(w->file, "hw", meta->hw) ||
         write_str_attr(w->file, "trace", meta->trace))
-        st = ats_err_set(err, ATS_EINVAL, "%s: writing the root attributes failed", w->tmp);
+        st = ats_err_set(err, ATS_EINVAL, "%s: writing the root attributes failed", w->path);
     hid_t g = st ? -1 : H5Gcreate2(w->file, "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (!st && g < 0) st = ats_err_set(err, ATS_EINVAL, "%s: cannot create group '/runs'", w->tmp);
+    if (!st && g < 0) st = ats_err_set(err, ATS_EINVAL, "%s: cannot create group '/runs'", w->path);
     if (g >= 0) H5Gclose(g);
     if (st) {
         atsc_results_abort(w);
@@ -386,7 +393,7 @@ enum ats_status atsc_results_begin_run(atsc_results *w, const char *run_name, co
     char gname[ATSC_RESULTS_NAME_LEN + 8];
     snprintf(gname, sizeof gname, "/runs/%s", run_name);
     w->grp = H5Gcreate2(w->file, gname, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (w->grp < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot create group '%s'", w->tmp, gname);
+    if (w->grp < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot create group '%s'", w->path, gname);
     run_info *ri = &w->runs[w->n_runs++];
     snprintf(ri->name, sizeof ri->name, "%s", run_name);
     snprintf(ri->policy, sizeof ri->policy, "%s", policy);
@@ -396,14 +403,14 @@ enum ats_status atsc_results_begin_run(atsc_results *w, const char *run_name, co
     w->nr = w->no = 0;
     w->have_last = 0;
     if (write_str_attr(w->grp, "policy", policy) || write_str_attr(w->grp, "config", cfg))
-        return ats_err_set(err, ATS_EINVAL, "%s: group '%s': writing attributes failed", w->tmp, gname);
+        return ats_err_set(err, ATS_EINVAL, "%s: group '%s': writing attributes failed", w->path, gname);
     w->d_rounds = create_table(w->grp, "rounds", w->ft_round, 1024);
     if (w->d_rounds < 0)
-        return ats_err_set(err, ATS_EINVAL, "%s: cannot create dataset '%s/rounds'", w->tmp, gname);
+        return ats_err_set(err, ATS_EINVAL, "%s: cannot create dataset '%s/rounds'", w->path, gname);
     if (with_ops) {
         w->d_ops = create_table(w->grp, "ops", w->ft_op, 8192);
         if (w->d_ops < 0)
-            return ats_err_set(err, ATS_EINVAL, "%s: cannot create dataset '%s/ops'", w->tmp, gname);
+            return ats_err_set(err, ATS_EINVAL, "%s: cannot create dataset '%s/ops'", w->path, gname);
     }
     return ATS_OK;
 }
@@ -474,7 +481,7 @@ enum ats_status atsc_results_write_sweep(atsc_results *w, const atsc_sweep_row *
     H5Sclose(sp);
     H5Tclose(ft);
     H5Tclose(t);
-    if (e < 0) return ats_err_set(err, ATS_EINVAL, "%s: dataset '/sweep': write failed", w->tmp);
+    if (e < 0) return ats_err_set(err, ATS_EINVAL, "%s: dataset '/sweep': write failed", w->path);
     w->sweep_written = 1;
     return ATS_OK;
 }
@@ -512,7 +519,7 @@ enum ats_status atsc_results_close(atsc_results *w, ats_err *err)
                 strcat(pols, w->runs[i].policy);
             }
             if (write_str_attr(w->file, "runs", names) || write_str_attr(w->file, "policy", pols))
-                st = ats_err_set(err, ATS_EINVAL, "%s: writing attributes 'runs'/'policy' failed", w->tmp);
+                st = ats_err_set(err, ATS_EINVAL, "%s: writing attributes 'runs'/'policy' failed", w->path);
         }
         free(names);
         free(pols);
@@ -525,16 +532,16 @@ enum ats_status atsc_results_close(atsc_results *w, ats_err *err)
             snprintf(target, sizeof target, "/runs/%s/ops", w->runs[0].name);
             e = H5Lcreate_soft(target, w->file, "ops", H5P_DEFAULT, H5P_DEFAULT);
         }
-        if (e < 0) st = ats_err_set(err, ATS_EINVAL, "%s: cannot create links '/rounds', '/ops'", w->tmp);
+        if (e < 0) st = ats_err_set(err, ATS_EINVAL, "%s: cannot create links '/rounds', '/ops'", w->path);
     }
     close_handles(w);
     if (H5Fclose(w->file) < 0 && !st)
-        st = ats_err_set(err, ATS_EINVAL, "%s: closing failed (disk full?)", w->tmp);
-    if (!st && rename(w->tmp, w->path) != 0)
-        st = ats_err_set(err, ATS_EINVAL, "%s: cannot rename %s into place: %s", w->path, w->tmp,
-                         strerror(errno));
-    if (st) unlink(w->tmp);
-    free_writer(w);
+        st = ats_err_set(err, ATS_EINVAL, "%s: closing failed (disk full?)", w->path);
+    if (!st) {
+        st = atsc_out_commit(w->out, err); /* fsync + rename; frees out */
+        w->out = NULL;
+    }
+    free_writer(w); /* aborts (removes) the temporary after a failure */
     return st;
 }
 
@@ -543,7 +550,6 @@ void atsc_results_abort(atsc_results *w)
     if (!w) return;
     close_handles(w);
     H5Fclose(w->file);
-    unlink(w->tmp);
     free_writer(w);
 }
 

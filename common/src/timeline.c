@@ -3,6 +3,7 @@
  * "X" complete events with ts/dur in µs, "C" counters, "M" metadata (process_name, thread_name,
  * thread_sort_index). */
 #include "atsc/timeline.h"
+#include "atsc/outfile.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -15,7 +16,9 @@
 
 struct atsc_timeline {
     FILE *f;
-    char *path, *tmp;
+    char *path;
+    atsc_out *out;   /* the temporary (outfile.h); NULL after commit */
+    const char *tmp; /* its name, owned by out */
     long long n_events;
     int n_pid;      /* processes declared: ids 1..n_pid */
     int n_tid;      /* tracks declared: ids 1..n_tid */
@@ -139,18 +142,23 @@ enum ats_status atsc_timeline_open(const char *path, const char *meta_json, atsc
         }
     }
     atsc_timeline *tl = calloc(1, sizeof *tl);
-    size_t len = strlen(path) + 32;
-    if (!tl || !(tl->path = strdup(path)) || !(tl->tmp = malloc(len))) {
+    if (!tl || !(tl->path = strdup(path))) {
         json_decref(meta);
         if (tl) { free(tl->path); free(tl); }
         return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
     }
-    snprintf(tl->tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    enum ats_status ost = atsc_out_open(path, &tl->out, err);
+    if (ost) {
+        json_decref(meta);
+        free(tl->path); free(tl);
+        return ost;
+    }
+    tl->tmp = atsc_out_tmp(tl->out);
     tl->f = fopen(tl->tmp, "w");
     if (!tl->f) {
-        ats_err_set(err, ATS_EINVAL, "%s: cannot create: %s", tl->tmp, strerror(errno));
+        ats_err_set(err, ATS_EINVAL, "%s: cannot create: %s", path, strerror(errno));
         json_decref(meta);
-        free(tl->tmp); free(tl->path); free(tl);
+        atsc_out_abort(tl->out); free(tl->path); free(tl);
         return ATS_EINVAL;
     }
     out_str(tl, "{\"displayTimeUnit\":\"ms\",\"otherData\":");
@@ -317,7 +325,7 @@ static void destroy(atsc_timeline *tl)
     for (int i = 0; i < tl->n_series; i++) free(tl->series[i].name);
     free(tl->series);
     free(tl->tid_pid);
-    free(tl->tmp);
+    atsc_out_abort(tl->out); /* no-op after commit */
     free(tl->path);
     free(tl);
 }
@@ -331,14 +339,12 @@ enum ats_status atsc_timeline_close(atsc_timeline *tl, ats_err *err)
     if (fclose(tl->f) != 0) bad = 1;
     enum ats_status st = ATS_OK;
     if (bad) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: write failed (disk full?)", tl->tmp);
-        unlink(tl->tmp);
-    } else if (rename(tl->tmp, tl->path) != 0) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: cannot rename %s into place: %s", tl->path, tl->tmp,
-                         strerror(errno));
-        unlink(tl->tmp);
+        st = ats_err_set(err, ATS_EINVAL, "%s: write failed (disk full?)", tl->path);
+    } else {
+        st = atsc_out_commit(tl->out, err); /* fsync + rename; frees out */
+        tl->out = NULL;
     }
-    destroy(tl);
+    destroy(tl); /* removes the temporary after a failure */
     return st;
 }
 
@@ -346,6 +352,5 @@ void atsc_timeline_abort(atsc_timeline *tl)
 {
     if (!tl) return;
     fclose(tl->f);
-    unlink(tl->tmp);
     destroy(tl);
 }

@@ -4,6 +4,7 @@
  * failure becomes one message naming the file, the dataset or attribute, and the index.
  */
 #include "atsc/trace_io.h"
+#include "atsc/outfile.h"
 
 #include <errno.h>
 #include <math.h>
@@ -302,14 +303,13 @@ enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err 
     enum ats_status st = atsc_trace_validate(tr, path, err);
     if (st != ATS_OK) return st;
     h5_quiet();
-    size_t plen = strlen(path) + 32;
-    char *tmp = malloc(plen);
-    if (!tmp) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
+    atsc_out *out = NULL;
+    st = atsc_out_open(path, &out, err);
+    if (st) return st;
     st = ATS_EINVAL;
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), g = -1;
+    hid_t f = H5Fcreate(atsc_out_tmp(out), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), g = -1;
     if (f < 0) {
-        ats_err_set(err, ATS_EINVAL, "%s: cannot create file (temporary %s)", path, tmp);
+        ats_err_set(err, ATS_EINVAL, "%s: cannot create file (HDF5 refused it)", path);
         goto done;
     }
     g = H5Gcreate2(f, "/load", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -334,12 +334,8 @@ enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err 
         goto fail;
     }
     f = -1;
-    if (rename(tmp, path) != 0) {
-        ats_err_set(err, ATS_EINVAL, "%s: cannot rename temporary %s: %s", path, tmp, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-    st = ATS_OK;
+    st = atsc_out_commit(out, err); /* fsync + rename; frees out */
+    out = NULL;
     goto done;
 fail:
     ats_err_set(err, ATS_EINVAL, "%s: %s: write failed", path, what);
@@ -347,11 +343,10 @@ fail:
     g = -1;
     if (f >= 0) H5Fclose(f);
     f = -1;
-    unlink(tmp);
 done:
     if (g >= 0) H5Gclose(g);
     if (f >= 0) H5Fclose(f);
-    free(tmp);
+    atsc_out_abort(out); /* removes the temporary after a failure; no-op after commit */
     return st;
 }
 

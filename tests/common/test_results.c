@@ -356,10 +356,13 @@ static void test_tmp_rename(uint64_t *rng)
         CHECK(f->runs[0].n_rounds == 20);
         atsc_results_file_free(f);
     }
-    /* unwritable place: the message names the temporary file */
+    /* unwritable place: the message names the path given, not the temporary file */
     const char *nodir = tpath("no/such/dir/x.h5");
     CHECK(atsc_results_open(nodir, &m, &w, &e) == ATS_EINVAL);
-    CHECK_MSG(strstr(e.msg, "no/such/dir/x.h5.tmp.") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "no/such/dir/x.h5: ") != NULL && !strstr(e.msg, ".tmp."), "%s", e.msg);
+    /* a special file is refused, never replaced */
+    CHECK(atsc_results_open("/dev/null", &m, &w, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, "/dev/null: ") == e.msg, "%s", e.msg);
     free(r);
 }
 

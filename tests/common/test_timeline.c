@@ -153,7 +153,7 @@ static void test_streaming_and_tmp(uint64_t *rng)
     CHECK(file_size(path) == 19); /* the old file is untouched */
 
     CHECK(atsc_timeline_open(tpath("no/such/dir/t.json"), NULL, &tl, &e) == ATS_EINVAL);
-    CHECK_MSG(strstr(e.msg, "no/such/dir/t.json.tmp.") != NULL, "%s", e.msg);
+    CHECK_MSG(strstr(e.msg, "no/such/dir/t.json: ") != NULL && !strstr(e.msg, ".tmp."), "%s", e.msg);
     CHECK(atsc_timeline_open(path, "[1,2]", &tl, &e) == ATS_EINVAL);
     CHECK_MSG(strstr(e.msg, "not a JSON object") != NULL, "%s", e.msg);
     CHECK(atsc_timeline_open(path, "{oops", &tl, &e) == ATS_EINVAL);
