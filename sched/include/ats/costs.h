@@ -45,7 +45,7 @@ void ats_costs_copy(ats_costs *dst, const ats_costs *src);
 /** ATS_EINVAL naming op index and field when a value is NaN, negative or infinite. */
 enum ats_status ats_costs_validate(const ats_costs *c, ats_err *err);
 
-/** One op's costs, as measured by a profile (`ats profile`) [s]. */
+/** One op's costs, as measured by a profile (`ats profile`, not implemented yet) [s]. */
 typedef struct ats_op_cost {
     double t_cpu, t_gpu, w, c, w_expert;
 } ats_op_cost;

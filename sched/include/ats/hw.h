@@ -3,7 +3,7 @@
  * and effective efficiencies per op class and backend.
  *
  * Plain data. Filled from sim/hw/<name>.json by the common/ loader (atsc_hw_load), and refined by a
- * measured profile (`ats profile`) later. The analytic cost model (ats/costs.h) turns a graph and an
+ * measured profile (`ats profile`, a later issue: not implemented yet). The analytic cost model (ats/costs.h) turns a graph and an
  * ats_hw into a nominal cost snapshot; the simulator uses the same figures as resource rates.
  * Units: bytes, seconds, FLOP; rates in bytes/s and FLOP/s.
  */
