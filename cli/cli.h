@@ -25,9 +25,12 @@ typedef struct ats_cmd {
     const char *summary;
 } ats_cmd;
 
-/** Parses a byte size: "6GiB", "512MiB", "6G" (=GiB), "1.5GB" (10^9), or a plain number of bytes.
- *  Returns 0 on success, -1 on a malformed or non-positive value. */
+/** Parses a byte size with a unit: "6GiB", "512MiB", "6G" (=GiB), "1.5GB" (10^9), "4096B". A bare
+ *  number ("6") and hexadecimal are refused. Returns 0 on success, -1 on a malformed, unitless or
+ *  non-positive value. */
 int ats_cli_parse_bytes(const char *s, uint64_t *out);
+/** ats_cli_parse_bytes with the reason of a refusal in why (may be NULL), e.g. "6: add a unit, e.g. 6GiB". */
+int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len);
 /** Strict double / integer parsing (whole string, finite). 0 on success, -1 otherwise. */
 int ats_cli_parse_double(const char *s, double *out);
 int ats_cli_parse_int(const char *s, long long *out);

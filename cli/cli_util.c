@@ -33,15 +33,33 @@ int ats_cli_parse_int(const char *s, long long *out)
     return 0;
 }
 
-int ats_cli_parse_bytes(const char *s, uint64_t *out)
+int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
 {
-    if (!s || !*s) return -1;
+    char dummy[8];
+    if (!why) why = dummy, len = sizeof dummy;
+    if (!s || !*s) {
+        snprintf(why, len, "empty (a size with a unit, e.g. 6GiB)");
+        return -1;
+    }
+    const char *p = s;
+    while (*p == '+' || *p == '-' || isspace((unsigned char)*p)) p++;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+        snprintf(why, len, "%.60s: hexadecimal is not accepted (a decimal size with a unit, e.g. 6GiB)", s);
+        return -1;
+    }
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || !isfinite(v) || v <= 0) return -1;
+    if (errno || end == s || !isfinite(v) || v <= 0) {
+        snprintf(why, len, "%.60s: not a positive size (e.g. 6GiB, 512MiB, 4GB)", s);
+        return -1;
+    }
+    if (*end == '\0') {
+        snprintf(why, len, "%.60s: add a unit, e.g. %.40sGiB (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s, s);
+        return -1;
+    }
     static const struct { const char *suffix; double mult; } units[] = {
-        {"", 1.0},          {"B", 1.0},
+        {"B", 1.0},
         {"K", 1024.0},      {"KiB", 1024.0},      {"KB", 1e3},
         {"M", 1048576.0},   {"MiB", 1048576.0},   {"MB", 1e6},
         {"G", 1073741824.0},{"GiB", 1073741824.0},{"GB", 1e9},
@@ -50,12 +68,21 @@ int ats_cli_parse_bytes(const char *s, uint64_t *out)
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(end, units[i].suffix) == 0) {
             double b = v * units[i].mult;
-            if (b < 1.0 || b > 1.8e19) return -1;
+            if (b < 1.0 || b > 1.8e19) {
+                snprintf(why, len, "%.60s: out of range (1 B .. 16 EiB)", s);
+                return -1;
+            }
             *out = (uint64_t)llround(b);
             return 0;
         }
     }
+    snprintf(why, len, "%.60s: unknown unit '%.20s' (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", s, end);
     return -1;
+}
+
+int ats_cli_parse_bytes(const char *s, uint64_t *out)
+{
+    return ats_cli_parse_bytes_why(s, out, NULL, 0);
 }
 
 static const char *resolve(const char *name, const char *env, const char *dflt, const char *ext,

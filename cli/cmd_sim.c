@@ -84,7 +84,7 @@ int ats_cmd_sim(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         double d;
         int r = sim_cli_flag(&o, "sim", c, optarg);
         if (r < 0) return ATS_EXIT_USAGE;
@@ -129,9 +129,11 @@ int ats_cmd_sim(int argc, char **argv)
         case O_TIMELINE: tl_path = optarg; break;
         case O_OPS: o.cfg.record_ops = 1; break;
         case O_HELP: usage(stdout); return ATS_EXIT_OK;
+        case ':':
+            ats_cli_error("sim", "%s: missing value (see ats sim --help)", argv[optind - 1]);
+            return ATS_EXIT_USAGE;
         default:
-            ats_cli_error("sim", "unknown or incomplete option '%s'", argv[optind - 1]);
-            usage(stderr);
+            ats_cli_error("sim", "unknown option '%s' (see ats sim --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;
         }
     }
@@ -141,16 +143,22 @@ int ats_cmd_sim(int argc, char **argv)
     }
     /* policies */
     char pbuf[1024];
-    snprintf(pbuf, sizeof pbuf, "%s", strcmp(policy_arg, "all") == 0 ? ats_policy_names() : policy_arg);
+    const int all_pol = strcmp(policy_arg, "all") == 0;
+    snprintf(pbuf, sizeof pbuf, "%s", all_pol ? ats_policy_names() : policy_arg);
     const char *pol[32];
     int n_pol = 0;
     char *save = NULL;
     for (char *t = strtok_r(pbuf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
         const ats_policy_ops *ops;
         if (ats_policy_find(t, &ops) != ATS_OK) {
-            ats_cli_error("sim", "--policy: unknown policy '%s' (known: %s)", t, ats_policy_names());
+            ats_cli_error("sim", "--policy: unknown policy '%.60s' (known: %s)", t, ats_policy_names());
             return ATS_EXIT_USAGE;
         }
+        for (int k = 0; k < n_pol; k++)
+            if (strcmp(pol[k], t) == 0) {
+                ats_cli_error("sim", "--policy: '%s' given twice (entries %d and %d)", t, k + 1, n_pol + 1);
+                return ATS_EXIT_USAGE;
+            }
         if (n_pol == 32) {
             ats_cli_error("sim", "--policy: more than 32 policies");
             return ATS_EXIT_USAGE;
@@ -162,6 +170,27 @@ int ats_cmd_sim(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     if ((rc = sim_cli_load(&o, "sim"))) return rc;
+    /* the default 'all' leaves out policies that cannot apply to this model (noted in the table
+       header); an explicit one stays and its error is reported */
+    char na_note[512] = "";
+    if (all_pol) {
+        int k = 0;
+        for (int i = 0; i < n_pol; i++) {
+            char why[128];
+            if (sim_cli_policy_applies(&o, pol[i], why, sizeof why)) {
+                size_t l = strlen(na_note);
+                snprintf(na_note + l, sizeof na_note - l, "# %s: %s\n", pol[i], why);
+            } else {
+                pol[k++] = pol[i];
+            }
+        }
+        n_pol = k;
+        if (n_pol == 0) {
+            ats_cli_error("sim", "--policy all: no policy applies to model %s", o.arch.name);
+            sim_cli_free(&o);
+            return ATS_EXIT_USAGE;
+        }
+    }
 
     char cfg_json[4096];
     char plist[1024] = "";
@@ -190,8 +219,7 @@ int ats_cmd_sim(int argc, char **argv)
     }
     progress_state ps = {n_pol, frac};
     double rcost[32];
-    char rsrc[512] = "";
-    for (int i = 0; i < n_pol; i++) rcost[i] = sim_cli_resched_cost(&o, pol[i], rsrc, sizeof rsrc);
+    for (int i = 0; i < n_pol; i++) rcost[i] = sim_cli_resched_for(&o, pol[i], NULL);
     int nthr = tl ? 1 : (int)threads; /* a timeline handle is not thread-safe */
 #pragma omp parallel for schedule(dynamic) num_threads(nthr)
     for (int i = 0; i < n_pol; i++) {
@@ -220,19 +248,30 @@ int ats_cmd_sim(int argc, char **argv)
             ok[n_ok++] = res[i];
         } else if (st[i] == ATS_EINFEASIBLE || st[i] == ATS_EINVAL) {
             fprintf(stderr, "ats sim: policy %s skipped: %s (%s)\n", pol[i], errs[i].msg, ats_status_str(st[i]));
-            if (st[i] == ATS_EINVAL && n_pol == 1) rc = ATS_EXIT_USAGE;
+            if (st[i] == ATS_EINVAL) rc = ATS_EXIT_USAGE;
         } else {
             fprintf(stderr, "ats sim: policy %s failed: %s (%s)\n", pol[i], errs[i].msg, ats_status_str(st[i]));
             rc = ATS_EXIT_FAIL;
         }
     }
-    if (fmt == SIM_FMT_TABLE)
+    if (fmt == SIM_FMT_TABLE) {
         printf("# %s (%s) on %s, trace %s, VRAM budget %.2f GiB, prompt %lld + gen %lld, chunk %lld, seed %llu\n"
-               "# re-schedule cost %.2f ms (%s)\n",
+               "# re-schedule cost %.3g ms (%s)\n",
                o.arch.name, ats_recipe_name(o.cfg.recipe), o.hw_desc.name, o.trace_name,
                (double)o.cfg.vram_budget_bytes / (1 << 30), (long long)o.cfg.prompt_tok, (long long)o.cfg.gen_tok,
-               (long long)o.cfg.chunk_tok, (unsigned long long)o.cfg.seed, 1e3 * rcost[n_pol - 1], rsrc);
+               (long long)o.cfg.chunk_tok, (unsigned long long)o.cfg.seed, 1e3 * o.resched_s, o.resched_src);
+        for (int i = 0; i < n_pol; i++)
+            if (strcmp(pol[i], "ats-paper") == 0 && o.resched_paper_s != o.resched_s)
+                printf("# re-schedule cost of ats-paper %.3g ms (%s)\n", 1e3 * o.resched_paper_s, o.resched_paper_src);
+        fputs(na_note, stdout);
+    }
     sim_summary_print(stdout, ok, n_ok, fmt);
+    for (int i = 0; i < n_ok; i++)
+        if (ok[i].n_requests_done == 0) {
+            ats_cli_error("sim", "policy %s: no request completed in %.3g s simulated (%zu rounds; a longer "
+                          "--duration or trace?)", ok[i].policy, ok[i].sim_s, ok[i].n_rounds);
+            if (rc == ATS_EXIT_OK) rc = ATS_EXIT_FAIL;
+        }
     free(ok);
     if (n_ok == 0 && rc == ATS_EXIT_OK) rc = ATS_EXIT_USAGE;
 

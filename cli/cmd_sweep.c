@@ -58,7 +58,8 @@ int ats_cmd_sweep(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        char why[160];
         if (c == SIMF_TRACE) { /* several traces */
             if (strlen(tbuf) + strlen(optarg) + 2 >= sizeof tbuf) {
                 ats_cli_error("sweep", "--trace: too many traces");
@@ -74,16 +75,18 @@ int ats_cmd_sweep(int argc, char **argv)
         switch (c) {
         case O_POLICY: snprintf(pbuf, sizeof pbuf, "%s", optarg); break;
         case O_EPS:
-            n_eps = sim_cli_parse_range(optarg, eps, MAX_GRID, NULL);
+            n_eps = sim_cli_parse_range(optarg, eps, MAX_GRID, NULL, why, sizeof why);
             if (n_eps < 1 || eps[0] < 0) {
-                ats_cli_error("sweep", "--eps: bad range '%s' (A:B:S with 0 <= A <= B, S > 0)", optarg);
+                ats_cli_error("sweep", "--eps: bad range '%.60s': %s", optarg,
+                              n_eps < 1 ? why : "A:B:S with 0 <= A <= B, S > 0");
                 return ATS_EXIT_USAGE;
             }
             break;
         case O_INTERVAL:
-            n_itv = sim_cli_parse_range(optarg, itv, MAX_GRID, &itv_ms);
+            n_itv = sim_cli_parse_range(optarg, itv, MAX_GRID, &itv_ms, why, sizeof why);
             if (n_itv < 1 || !(itv[0] > 0)) {
-                ats_cli_error("sweep", "--interval: bad range '%s' (A:B:S with 0 < A <= B, S > 0)", optarg);
+                ats_cli_error("sweep", "--interval: bad range '%.60s': %s", optarg,
+                              n_itv < 1 ? why : "A:B:S with 0 < A <= B, S > 0");
                 return ATS_EXIT_USAGE;
             }
             break;
@@ -103,9 +106,11 @@ int ats_cmd_sweep(int argc, char **argv)
             break;
         case O_OUT: out_path = optarg; break;
         case O_HELP: usage(stdout); return ATS_EXIT_OK;
+        case ':':
+            ats_cli_error("sweep", "%s: missing value (see ats sweep --help)", argv[optind - 1]);
+            return ATS_EXIT_USAGE;
         default:
-            ats_cli_error("sweep", "unknown or incomplete option '%s'", argv[optind - 1]);
-            usage(stderr);
+            ats_cli_error("sweep", "unknown option '%s' (see ats sweep --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;
         }
     }
@@ -126,10 +131,19 @@ int ats_cmd_sweep(int argc, char **argv)
     memcpy(trace_list, tbuf, sizeof tbuf);
     for (char *t = strtok_r(pbuf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
         const ats_policy_ops *ops;
-        if (ats_policy_find(t, &ops) != ATS_OK || n_pol == MAX_POL) {
-            ats_cli_error("sweep", "--policy: unknown policy '%s' (known: %s)", t, ats_policy_names());
+        if (ats_policy_find(t, &ops) != ATS_OK) {
+            ats_cli_error("sweep", "--policy: unknown policy '%.60s' (known: %s)", t, ats_policy_names());
             return ATS_EXIT_USAGE;
         }
+        if (n_pol == MAX_POL) {
+            ats_cli_error("sweep", "--policy: more than %d policies", MAX_POL);
+            return ATS_EXIT_USAGE;
+        }
+        for (int k = 0; k < n_pol; k++)
+            if (strcmp(pol[k], t) == 0) {
+                ats_cli_error("sweep", "--policy: '%s' given twice (entries %d and %d)", t, k + 1, n_pol + 1);
+                return ATS_EXIT_USAGE;
+            }
         pol[n_pol++] = t;
     }
     /* model and hardware through the shared loader; the traces here */
@@ -155,6 +169,28 @@ int ats_cmd_sweep(int argc, char **argv)
             rc = ATS_EXIT_USAGE;
             goto done;
         }
+        {
+            double tr_len = atsc_trace_duration(tr[n_tr]);
+            if (o.cfg.trace_offset_s > 0 && !(o.cfg.trace_offset_s < tr_len)) {
+                ats_cli_error("sweep", "--trace-offset: %g s is at or past the end of trace %s (%g s long)",
+                              o.cfg.trace_offset_s, path, tr_len);
+                n_tr++;
+                rc = ATS_EXIT_USAGE;
+                goto done;
+            }
+            sim_session_cfg cb = o.cfg;
+            if (!o.duration_given && !o.requests_given) cb.duration_s = tr_len - cb.trace_offset_s, cb.n_requests = 0;
+            char why[160];
+            double bound = sim_session_round_bound(&o.arch, &o.hw_desc, &cb, why, sizeof why);
+            if (cb.max_rounds > 0 && !(bound <= (double)cb.max_rounds)) {
+                ats_cli_error("sweep", "trace %s: the run may simulate up to %.3g rounds (%s), over the limit of "
+                              "%lld (--max-rounds, --duration, --requests)", path, bound, why,
+                              (long long)cb.max_rounds);
+                n_tr++;
+                rc = ATS_EXIT_USAGE;
+                goto done;
+            }
+        }
         st[n_tr] = (sim_trace){(int32_t)tr[n_tr]->n, tr[n_tr]->t_s, tr[n_tr]->cpu_avail, tr[n_tr]->gpu_avail,
                                tr[n_tr]->pcie_avail};
         const char *b = strrchr(path, '/');
@@ -164,7 +200,7 @@ int ats_cmd_sweep(int argc, char **argv)
         n_tr++;
     }
     double resched[MAX_POL];
-    for (int i = 0; i < n_pol; i++) resched[i] = sim_cli_resched_cost(&o, pol[i], NULL, 0);
+    for (int i = 0; i < n_pol; i++) resched[i] = sim_cli_resched_for(&o, pol[i], NULL);
     const long n_pts = (long)n_tr * n_pol * n_eps * n_itv;
     atsc_sweep_row *rows = calloc((size_t)n_pts, sizeof *rows);
     enum ats_status *pst = calloc((size_t)n_pts, sizeof *pst);

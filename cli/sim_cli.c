@@ -37,7 +37,9 @@ const char sim_cli_help[] =
     "  --no-hostmem       no host-memory interference between CPU ops and DMA\n"
     "  --serialized       no transfer/compute overlap (llama.cpp's path; ablation)\n"
     "  --act-path P       sm or ce: activations by SM copy kernels or the copy engine [policy's]\n"
-    "  --seed N           RNG seed (jitter, routing) [1]\n";
+    "  --seed N           RNG seed (jitter, routing) [1]\n"
+    "  --max-rounds N     refuse a run that may simulate more rounds (estimated up front from\n"
+    "                     --requests / --duration / the trace's length) [10000000]\n";
 
 void sim_cli_init(sim_cli *o)
 {
@@ -70,34 +72,62 @@ int sim_cli_parse_time(const char *s, double *out_s)
     return 0;
 }
 
-int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms)
+int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *why, size_t len)
 {
-    char buf[128];
-    if (strlen(s) >= sizeof buf) return -1;
+    char buf[128], dummy[8];
+    if (!why) why = dummy, len = sizeof dummy;
+    if (strlen(s) >= sizeof buf) {
+        snprintf(why, len, "longer than %zu characters", sizeof buf - 1);
+        return -1;
+    }
     strcpy(buf, s);
-    int ms = 0;
+    int n_ms = 0;
     double v[3];
     int nv = 0;
     char *save = NULL;
     for (char *tok = strtok_r(buf, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
-        if (nv == 3) return -1;
+        if (nv == 3) {
+            snprintf(why, len, "more than three fields (A:B:S)");
+            return -1;
+        }
         size_t n = strlen(tok);
-        if (n > 2 && strcmp(tok + n - 2, "ms") == 0) ms = 1, tok[n - 2] = 0;
-        if (ats_cli_parse_double(tok, &v[nv])) return -1;
+        if (n > 2 && strcmp(tok + n - 2, "ms") == 0) n_ms++, tok[n - 2] = 0;
+        if (ats_cli_parse_double(tok, &v[nv])) {
+            snprintf(why, len, "field %d '%.60s' is not a number", nv + 1, tok);
+            return -1;
+        }
         nv++;
+    }
+    if (n_ms != 0 && n_ms != nv) {
+        snprintf(why, len, "%d of %d fields carry 'ms' (use the same unit on all or none)", n_ms, nv);
+        return -1;
     }
     if (nv == 1) v[1] = v[0], v[2] = 1.0;
     else if (nv == 2) v[2] = v[1] - v[0] > 0 ? v[1] - v[0] : 1.0;
-    else if (nv != 3) return -1;
-    if (!(v[2] > 0) || v[1] < v[0]) return -1;
+    else if (nv != 3) {
+        snprintf(why, len, "empty");
+        return -1;
+    }
+    if (!(v[2] > 0) || v[1] < v[0]) {
+        snprintf(why, len, "need A <= B and S > 0");
+        return -1;
+    }
+    double npts = floor((v[1] - v[0]) / v[2] + 1e-9) + 1.0;
+    if (npts > max) {
+        snprintf(why, len, "too many grid points (%.0f, limit %d)", npts, max);
+        return -1;
+    }
     int n = 0;
     for (int i = 0;; i++) {
         double x = v[0] + i * v[2];
         if (x > v[1] + 1e-9 * (fabs(v[1]) + 1)) break;
-        if (n == max) return -1;
+        if (n == max) {
+            snprintf(why, len, "too many grid points (more than %d)", max);
+            return -1;
+        }
         vals[n++] = x;
     }
-    if (in_ms) *in_ms = ms;
+    if (in_ms) *in_ms = n_ms > 0;
     return n;
 }
 
@@ -112,10 +142,17 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
     case SIMF_HW: o->hw = arg; return 1;
     case SIMF_TRACE: o->trace = arg; o->trace_given = 1; return 1;
     case SIMF_VRAM:
-        if (ats_cli_parse_bytes(arg, &c->vram_budget_bytes)) goto bad;
+    case SIMF_TEMP: {
+        char why[200];
+        if (ats_cli_parse_bytes_why(arg, id == SIMF_VRAM ? &c->vram_budget_bytes : &c->temp_bytes, why, sizeof why)) {
+            ats_cli_error(cmd, "--%s: %s", id == SIMF_VRAM ? "vram-budget" : "temp-bytes", why);
+            return -1;
+        }
         return 1;
-    case SIMF_TEMP:
-        if (ats_cli_parse_bytes(arg, &c->temp_bytes)) goto bad;
+    }
+    case SIMF_MAX_ROUNDS:
+        if (ats_cli_parse_int(arg, &ll) || ll < 1) goto bad;
+        c->max_rounds = ll;
         return 1;
     case SIMF_PROMPT:
         if (ats_cli_parse_int(arg, &ll) || ll < 1) goto bad;
@@ -193,7 +230,7 @@ bad:
         const char *name = "?";
         for (const struct option *op = all; op->name; op++)
             if (op->val == id) name = op->name;
-        ats_cli_error(cmd, "--%s: bad value '%s'", name, arg);
+        ats_cli_error(cmd, "--%s: bad value '%.60s%s'", name, arg, strlen(arg) > 60 ? "..." : "");
     }
     return -1;
 }
@@ -231,6 +268,16 @@ int sim_cli_load(sim_cli *o, const char *cmd)
     if (o->cfg.vram_budget_bytes == 0) {
         /* 85% of the GPU's memory, in whole MiB: leaves room for the runtime and compute buffers */
         o->cfg.vram_budget_bytes = (uint64_t)((double)o->hw_desc.gpu_vram_bytes * 0.85) & ~((1ull << 20) - 1);
+    } else if (o->cfg.vram_budget_bytes > o->hw_desc.gpu_vram_bytes) {
+        ats_cli_error(cmd, "--vram-budget: %.2f GiB (%llu bytes) exceeds the %.2f GiB of VRAM of hw '%s' (%s)",
+                      (double)o->cfg.vram_budget_bytes / (1 << 30), (unsigned long long)o->cfg.vram_budget_bytes,
+                      (double)o->hw_desc.gpu_vram_bytes / (1 << 30), o->hw_desc.name, o->hw_path);
+        return ATS_EXIT_USAGE;
+    }
+    if (o->cfg.temp_bytes > o->cfg.vram_budget_bytes) {
+        ats_cli_error(cmd, "--temp-bytes: %llu bytes exceeds the VRAM budget of %llu bytes",
+                      (unsigned long long)o->cfg.temp_bytes, (unsigned long long)o->cfg.vram_budget_bytes);
+        return ATS_EXIT_USAGE;
     }
     if (strcmp(o->trace, "none") != 0) {
         ats_cli_trace_path(o->trace, o->trace_path, sizeof o->trace_path);
@@ -247,8 +294,14 @@ int sim_cli_load(sim_cli *o, const char *cmd)
         snprintf(o->trace_name, sizeof o->trace_name, "%.63s", b ? b + 1 : o->trace_path);
         char *dot = strrchr(o->trace_name, '.');
         if (dot && strcmp(dot, ".h5") == 0) *dot = 0;
+        double tr_len = atsc_trace_duration(o->tr);
+        if (o->cfg.trace_offset_s > 0 && !(o->cfg.trace_offset_s < tr_len)) {
+            ats_cli_error(cmd, "--trace-offset: %g s is at or past the end of trace %s (%g s long)",
+                          o->cfg.trace_offset_s, o->trace_path, tr_len);
+            return ATS_EXIT_USAGE;
+        }
         if (!o->duration_given && !o->requests_given) {
-            double d = atsc_trace_duration(o->tr) - o->cfg.trace_offset_s;
+            double d = tr_len - o->cfg.trace_offset_s;
             if (d > 0) o->cfg.duration_s = d;
         }
     } else {
@@ -256,7 +309,44 @@ int sim_cli_load(sim_cli *o, const char *cmd)
     }
     /* a duration without --requests means "as many requests as fit" */
     if (o->cfg.duration_s > 0 && !o->requests_given) o->cfg.n_requests = 0;
+    /* bound the work before doing any */
+    if (o->cfg.max_rounds > 0) {
+        char why[160];
+        double bound = sim_session_round_bound(&o->arch, &o->hw_desc, &o->cfg, why, sizeof why);
+        if (!(bound <= (double)o->cfg.max_rounds)) {
+            const char *src = o->requests_given && o->cfg.n_requests > 0 && !o->duration_given ? "--requests"
+                              : o->duration_given ? "--duration" : "the trace's length";
+            if (o->tr && !o->duration_given && !o->requests_given)
+                ats_cli_error(cmd, "trace %s: %g s long (times not in seconds?): the run may simulate up to %.3g "
+                              "rounds (%s), over the limit of %lld (--max-rounds; or --duration / --requests)",
+                              o->trace_path, o->cfg.duration_s + o->cfg.trace_offset_s, bound, why,
+                              (long long)o->cfg.max_rounds);
+            else
+                ats_cli_error(cmd, "%s: the run may simulate up to %.3g rounds (%s), over the limit of %lld "
+                              "(raise it with --max-rounds)", src, bound, why, (long long)o->cfg.max_rounds);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    o->resched_s = sim_cli_resched_cost(o, "ats", o->resched_src, sizeof o->resched_src);
+    o->resched_paper_s = sim_cli_resched_cost(o, "ats-paper", o->resched_paper_src, sizeof o->resched_paper_src);
+    o->cfg.resched_cost_s = o->resched_s;
     return 0;
+}
+
+int sim_cli_policy_applies(const sim_cli *o, const char *policy, char *why, size_t len)
+{
+    if (strcmp(policy, "expert") == 0 && !ats_arch_is_moe(&o->arch)) {
+        if (why) snprintf(why, len, "not applicable to a dense model");
+        return 1;
+    }
+    return 0;
+}
+
+double sim_cli_resched_for(const sim_cli *o, const char *policy, const char **source)
+{
+    int paper = policy && strcmp(policy, "ats-paper") == 0;
+    if (source) *source = paper ? o->resched_paper_src : o->resched_src;
+    return paper ? o->resched_paper_s : o->resched_s;
 }
 
 double sim_cli_resched_cost(const sim_cli *o, const char *policy, char *source, size_t len)
@@ -295,20 +385,28 @@ double sim_cli_resched_cost(const sim_cli *o, const char *policy, char *source, 
 const char *sim_cli_config_json(const sim_cli *o, const char *policies, char *buf, size_t len)
 {
     const sim_session_cfg *c = &o->cfg;
+    char esc[700]; /* the source as a JSON string body: quotes and backslashes escaped */
+    size_t k = 0;
+    for (const char *p = o->resched_src; *p && k + 3 < sizeof esc; p++) {
+        if (*p == '"' || *p == '\\') esc[k++] = '\\';
+        esc[k++] = (unsigned char)*p < 0x20 ? ' ' : *p;
+    }
+    esc[k] = 0;
     snprintf(buf, len,
              "{\"model\": \"%s\", \"quant\": \"%s\", \"hw\": \"%s\", \"trace\": \"%s\", \"policies\": \"%s\", "
              "\"vram_budget_bytes\": %llu, \"temp_bytes\": %llu, \"prompt_tok\": %lld, \"gen_tok\": %lld, "
              "\"chunk_tok\": %lld, \"requests\": %lld, \"duration_s\": %.9g, \"gap_s\": %.9g, "
              "\"jitter_sigma\": %.9g, \"routing\": \"%s\", \"zipf_skew\": %.9g, \"eps\": %.9g, "
              "\"tau_s\": %.9g, \"tau_tpot_mult\": %.9g, \"tpot_window\": %d, \"prefetch\": %d, "
-             "\"resched_cost_s\": %.9g, \"hostmem\": %d, \"serialized\": %d, \"act_path\": %d, "
+             "\"resched_cost_s\": %.9g, \"resched_cost_source\": \"%s\", \"resched_cost_ats_paper_s\": %.9g, "
+             "\"max_rounds\": %lld, \"hostmem\": %d, \"serialized\": %d, \"act_path\": %d, "
              "\"seed\": %llu, \"trace_offset_s\": %.9g}",
              o->arch.name, ats_recipe_name(c->recipe), o->hw_desc.name, o->trace_name, policies,
              (unsigned long long)c->vram_budget_bytes, (unsigned long long)c->temp_bytes, (long long)c->prompt_tok,
              (long long)c->gen_tok, (long long)c->chunk_tok, (long long)c->n_requests, c->duration_s, c->gap_s,
              c->jitter_sigma, c->routing == SIM_ROUTE_FILE ? o->routing_path : sim_routing_kind_name(c->routing),
              c->zipf_skew, c->ctrl.eps, c->ctrl.tau_s, c->ctrl.tau_tpot_mult, c->ctrl.tpot_window, c->ctrl.prefetch,
-             c->resched_cost_s, c->hostmem, c->force_serialized, c->act_path, (unsigned long long)c->seed,
+             o->resched_s, esc, o->resched_paper_s, (long long)c->max_rounds, c->hostmem, c->force_serialized, c->act_path, (unsigned long long)c->seed,
              c->trace_offset_s);
     return buf;
 }

@@ -30,7 +30,35 @@ sim_session_cfg sim_session_cfg_default(void)
     c.hostmem = 1;
     c.act_path = -1;
     c.seed = 1;
+    c.max_rounds = SIM_MAX_ROUNDS_DEFAULT;
     return c;
+}
+
+double sim_session_round_bound(const ats_arch *arch, const ats_hw *hw, const sim_session_cfg *cfg,
+                               char *why, size_t len)
+{
+    const int64_t C = cfg->chunk_tok > 0 ? cfg->chunk_tok : 1;
+    const double rpr = (double)((cfg->prompt_tok + C - 1) / C) + (double)cfg->gen_tok;
+    double by_req = cfg->n_requests > 0 ? (double)cfg->n_requests * rpr : INFINITY;
+    double by_dur = INFINITY, t_min = 0.0;
+    if (cfg->duration_s > 0) {
+        double total = 0.0, active = 0.0;
+        ats_arch_param_count(arch, &total, &active);
+        double ovh = hw->cpu_op_overhead_s < hw->gpu_op_overhead_s ? hw->cpu_op_overhead_s : hw->gpu_op_overhead_s;
+        double t_ovh = (double)arch->n_layer * (ovh > 0 ? ovh : 0.0);
+        double bw = hw->cpu_mem_bw + hw->gpu_mem_bw;
+        double t_bw = bw > 0 && active > 0 ? 0.5 * active / bw : 0.0;
+        t_min = t_ovh > t_bw ? t_ovh : t_bw;
+        double t_req = rpr * t_min + (cfg->gap_s > 0 ? cfg->gap_s : 0.0);
+        if (t_req > 0 && isfinite(cfg->duration_s)) by_dur = (floor(cfg->duration_s / t_req) + 1.0) * rpr;
+    }
+    if (why) {
+        if (by_req <= by_dur)
+            snprintf(why, len, "%lld requests x %.0f rounds each", (long long)cfg->n_requests, rpr);
+        else
+            snprintf(why, len, "%.3g s simulated at >= %.3g ms per round", cfg->duration_s, 1e3 * t_min);
+    }
+    return by_req < by_dur ? by_req : by_dur;
 }
 
 void sim_session_result_free(sim_session_result *r)
@@ -496,6 +524,13 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
     memset(out, 0, sizeof *out);
     enum ats_status st = check_cfg(arch, cfg, err);
     if (st) return st;
+    if (cfg->max_rounds > 0) {
+        char why[160];
+        double bound = sim_session_round_bound(arch, hw, cfg, why, sizeof why);
+        if (!(bound <= (double)cfg->max_rounds))
+            return ats_err_set(err, ATS_EINVAL, "the run may simulate up to %.3g rounds (%s), over the limit of %lld",
+                               bound, why, (long long)cfg->max_rounds);
+    }
     session S, *s = &S;
     memset(s, 0, sizeof S);
     s->arch = arch;
@@ -612,6 +647,11 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
             const round_shape *sh = k == 0 ? &s->pre[j] : &s->dec[j - s->n_chunks];
             int64_t nt = k == 0 ? (P - j * C < C ? P - j * C : C) : 1;
             double lat;
+            if (cfg->max_rounds > 0 && round_idx >= cfg->max_rounds) {
+                st = ats_err_set(err, ATS_EINVAL, "more than %lld rounds simulated (the round limit)",
+                                 (long long)cfg->max_rounds);
+                goto fail;
+            }
             if ((st = run_round(s, k, sh, nt, round_idx++, &lat, err))) goto fail;
             if (k == 0) {
                 out->prefill_tok += nt;
@@ -676,35 +716,68 @@ fail:
 
 /* ------------------------------------------------------------------ summary output */
 
+/* one number of a CSV row: empty when not finite (e.g. no decode round, no TPOT) */
+static void csv_num(FILE *f, const char *fmt, double v)
+{
+    fputc(',', f);
+    if (isfinite(v)) fprintf(f, fmt, v);
+}
+
+/* one number of a JSON object: null when not finite */
+static void json_num(FILE *f, const char *key, const char *fmt, double v)
+{
+    fprintf(f, ", \"%s\": ", key);
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
+/* one number of a table row: "-" when not finite */
+static void table_num(FILE *f, int w, const char *fmt, double v)
+{
+    if (isfinite(v)) fprintf(f, fmt, w, v);
+    else fprintf(f, "%*s", w, "-");
+}
+
 void sim_summary_print(FILE *f, const sim_session_result *r, int n, sim_format fmt)
 {
     if (fmt == SIM_FMT_CSV) {
         fprintf(f, "policy,prefill_tok_s,decode_tok_s,ttft_s,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,"
                    "reschedules,gb_h2d,gpu_busy,requests,rounds,sim_s\n");
-        for (int i = 0; i < n; i++)
-            fprintf(f, "%s,%.4f,%.4f,%.6f,%.4f,%.4f,%.4f,%lld,%.4f,%.4f,%lld,%zu,%.6f\n", r[i].policy,
-                    r[i].prefill_tok_s, r[i].decode_tok_s, r[i].ttft_mean_s, 1e3 * r[i].tpot_mean_s,
-                    1e3 * r[i].tpot_p50_s, 1e3 * r[i].tpot_p99_s, (long long)r[i].n_resched, r[i].bytes_h2d / 1e9,
-                    r[i].gpu_busy_frac, (long long)r[i].n_requests_done, r[i].n_rounds, r[i].sim_s);
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "%s", r[i].policy);
+            csv_num(f, "%.4f", r[i].prefill_tok_s);
+            csv_num(f, "%.4f", r[i].decode_tok_s);
+            csv_num(f, "%.6f", r[i].ttft_mean_s);
+            csv_num(f, "%.4f", 1e3 * r[i].tpot_mean_s);
+            csv_num(f, "%.4f", 1e3 * r[i].tpot_p50_s);
+            csv_num(f, "%.4f", 1e3 * r[i].tpot_p99_s);
+            fprintf(f, ",%lld", (long long)r[i].n_resched);
+            csv_num(f, "%.4f", r[i].bytes_h2d / 1e9);
+            csv_num(f, "%.4f", r[i].gpu_busy_frac);
+            fprintf(f, ",%lld,%zu", (long long)r[i].n_requests_done, r[i].n_rounds);
+            csv_num(f, "%.6f", r[i].sim_s);
+            fputc('\n', f);
+        }
         return;
     }
     if (fmt == SIM_FMT_JSON) {
         fprintf(f, "[\n");
         for (int i = 0; i < n; i++) {
-#define JNUM(x) (isfinite(x) ? (x) : -1.0)
-            fprintf(f,
-                    "  {\"policy\": \"%s\", \"prefill_tok_s\": %.4f, \"decode_tok_s\": %.4f, \"ttft_s\": %.6f, "
-                    "\"tpot_mean_s\": %.6f, \"tpot_p50_s\": %.6f, \"tpot_p99_s\": %.6f, \"reschedules\": %lld, "
-                    "\"gb_h2d\": %.4f, \"gb_prefetched\": %.4f, \"gpu_busy\": %.4f, \"pred_err\": %.4f, "
-                    "\"requests\": %lld, \"rounds\": %zu, "
-                    "\"sim_s\": %.6f, "
-                    "\"events\": %llu}%s\n",
-                    r[i].policy, JNUM(r[i].prefill_tok_s), JNUM(r[i].decode_tok_s), JNUM(r[i].ttft_mean_s),
-                    JNUM(r[i].tpot_mean_s), JNUM(r[i].tpot_p50_s), JNUM(r[i].tpot_p99_s), (long long)r[i].n_resched,
-                    r[i].bytes_h2d / 1e9, r[i].bytes_prefetched / 1e9, r[i].gpu_busy_frac, JNUM(r[i].pred_err_mean),
-                    (long long)r[i].n_requests_done, r[i].n_rounds,
-                    r[i].sim_s, (unsigned long long)r[i].events, i + 1 < n ? "," : "");
-#undef JNUM
+            fprintf(f, "  {\"policy\": \"%s\"", r[i].policy);
+            json_num(f, "prefill_tok_s", "%.4f", r[i].prefill_tok_s);
+            json_num(f, "decode_tok_s", "%.4f", r[i].decode_tok_s);
+            json_num(f, "ttft_s", "%.6f", r[i].ttft_mean_s);
+            json_num(f, "tpot_mean_s", "%.6f", r[i].tpot_mean_s);
+            json_num(f, "tpot_p50_s", "%.6f", r[i].tpot_p50_s);
+            json_num(f, "tpot_p99_s", "%.6f", r[i].tpot_p99_s);
+            fprintf(f, ", \"reschedules\": %lld", (long long)r[i].n_resched);
+            json_num(f, "gb_h2d", "%.4f", r[i].bytes_h2d / 1e9);
+            json_num(f, "gb_prefetched", "%.4f", r[i].bytes_prefetched / 1e9);
+            json_num(f, "gpu_busy", "%.4f", r[i].gpu_busy_frac);
+            json_num(f, "pred_err", "%.4f", r[i].pred_err_mean);
+            fprintf(f, ", \"requests\": %lld, \"rounds\": %zu", (long long)r[i].n_requests_done, r[i].n_rounds);
+            json_num(f, "sim_s", "%.6f", r[i].sim_s);
+            fprintf(f, ", \"events\": %llu}%s\n", (unsigned long long)r[i].events, i + 1 < n ? "," : "");
         }
         fprintf(f, "]\n");
         return;
@@ -713,9 +786,25 @@ void sim_summary_print(FILE *f, const sim_session_result *r, int n, sim_format f
             "TPOT mean", "TPOT p50", "TPOT p99", "resched", "GB h2d", "GPU");
     fprintf(f, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "", "tok/s", "tok/s", "s", "ms", "ms", "ms",
             "", "", "busy");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%-16s %10.2f %10.2f %9.3f %10.2f %10.2f %10.2f %7lld %9.2f %5.1f%%\n", r[i].policy,
-                r[i].prefill_tok_s, r[i].decode_tok_s, r[i].ttft_mean_s, 1e3 * r[i].tpot_mean_s,
-                1e3 * r[i].tpot_p50_s, 1e3 * r[i].tpot_p99_s, (long long)r[i].n_resched, r[i].bytes_h2d / 1e9,
-                100.0 * r[i].gpu_busy_frac);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%-16s ", r[i].policy);
+        table_num(f, 10, "%*.2f", r[i].prefill_tok_s);
+        fputc(' ', f);
+        table_num(f, 10, "%*.2f", r[i].decode_tok_s);
+        fputc(' ', f);
+        table_num(f, 9, "%*.3f", r[i].ttft_mean_s);
+        fputc(' ', f);
+        table_num(f, 10, "%*.2f", 1e3 * r[i].tpot_mean_s);
+        fputc(' ', f);
+        table_num(f, 10, "%*.2f", 1e3 * r[i].tpot_p50_s);
+        fputc(' ', f);
+        table_num(f, 10, "%*.2f", 1e3 * r[i].tpot_p99_s);
+        fprintf(f, " %7lld ", (long long)r[i].n_resched);
+        table_num(f, 9, "%*.2f", r[i].bytes_h2d / 1e9);
+        fputc(' ', f);
+        table_num(f, 5, "%*.1f", 100.0 * r[i].gpu_busy_frac);
+        fputc('%', f);
+        if (r[i].n_requests_done == 0) fprintf(f, "  (no request completed in %.3g s simulated)", r[i].sim_s);
+        fputc('\n', f);
+    }
 }

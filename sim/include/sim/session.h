@@ -108,7 +108,15 @@ typedef struct sim_session_cfg {
     void *progress_user;
     atsc_timeline *timeline;      /**< NULL or a timeline to write this run into (borrowed) */
     const char *timeline_name;    /**< process name in the timeline (default: policy) */
+    int64_t max_rounds;           /**< refuse (ATS_EINVAL) a run whose bound on rounds
+                                       (sim_session_round_bound) exceeds this, and stop with
+                                       ATS_EINVAL should it ever get there; 0 = no limit
+                                       (default SIM_MAX_ROUNDS_DEFAULT) */
 } sim_session_cfg;
+
+/** Default bound on the rounds one session may simulate (each round keeps a results row, ~100
+ *  bytes, so 10^7 rounds is ~1 GB and minutes of CPU time). */
+#define SIM_MAX_ROUNDS_DEFAULT 10000000LL
 
 sim_session_cfg sim_session_cfg_default(void);
 
@@ -150,10 +158,25 @@ void sim_session_result_free(sim_session_result *r);
 enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const sim_trace *trace,
                                 const sim_session_cfg *cfg, sim_session_result *out, ats_err *err);
 
+/**
+ * Upper bound on the rounds a session with `cfg` simulates, before running it: with a request
+ * limit, n_requests x rounds per request (ceil(P/C) + G); with a duration, the duration divided by
+ * a lower bound on the time of one request (rounds per request x the shortest possible round, plus
+ * the gap), plus one request. The shortest possible round is the larger of (a) one op per layer at
+ * the smaller per-op overhead of CPU and GPU and (b) the active parameters at 0.5 bytes each (no
+ * recipe is below 4 bits per weight) read at the CPU's and GPU's memory bandwidth together.
+ * The tighter of both limits applies. `why` (may be NULL) receives a short explanation naming
+ * the limit that bounds the run. Returns +inf for a configuration without a finite bound.
+ */
+double sim_session_round_bound(const ats_arch *arch, const ats_hw *hw, const sim_session_cfg *cfg,
+                               char *why, size_t len);
+
 /** Output formats of the summary. */
 typedef enum sim_format { SIM_FMT_TABLE = 0, SIM_FMT_CSV, SIM_FMT_JSON } sim_format;
 
-/** Prints the summary of n results (one line per policy) in `fmt` to f. */
+/** Prints the summary of n results (one line per policy) in `fmt` to f. A run without decode
+ *  rounds (no request got past its prefill) shows "no request completed" in the table, empty
+ *  fields in CSV and null in JSON instead of NaN. */
 void sim_summary_print(FILE *f, const sim_session_result *r, int n, sim_format fmt);
 
 /** p-th percentile (0..100) of n values by linear interpolation between order statistics
