@@ -9,7 +9,9 @@
  * Timing: GPU with CUDA events around each call after warm-up, CPU with CLOCK_MONOTONIC; the median
  * of --reps runs. Weights are random values quantized by the CPU code (ex_quantize_row); several
  * copies are cycled so the working set exceeds the GPU's L2 / the CPU's last-level cache.
- * Writes a table to stdout and JSON (commit, machine, parameters, figures) to --out (tmp + rename).
+ * Writes a table to stdout and JSON (commit, machine, parameters, figures) to --out (default
+ * ./bench-kernels.json; the committed H200 figures, experiments/bench/bench-kernels.json, change only
+ * when --out names them), checked before the work and written through common/outfile.
  */
 #include <errno.h>
 #include <math.h>
@@ -27,6 +29,7 @@
 #include "ats/quant.h"
 #include "ats_version.h"
 #include "atsc/model_json.h"
+#include "atsc/outfile.h"
 #include "cli.h"
 #include "ex/model.h"
 #include "ex/ops.h"
@@ -692,12 +695,13 @@ static void usage(FILE *f)
                "  decode GEMV per weight type at Qwen3-14B shapes vs measured HBM / DRAM read bandwidth,\n"
                "  prefill GEMM TFLOP/s vs cuBLAS, whole-model (dummy Q4_K_M weights) prefill/decode tok/s\n"
                "  on each backend vs bytes/bandwidth floors. Defaults: --threads 16 --reps 50 --tokens 512\n"
-               "  --model qwen3-14b --prompt 256 --decode 16 --out experiments/bench/bench-kernels.json\n");
+               "  --model qwen3-14b --prompt 256 --decode 16 --out ./bench-kernels.json\n"
+               "  (the committed figures: experiments/bench/bench-kernels.json)\n");
 }
 
 int ats_bench_kernels(int argc, char **argv)
 {
-    bench_opts o = {16, 50, 512, 0, 0, 0, 256, 16, "experiments/bench/bench-kernels.json", "qwen3-14b"};
+    bench_opts o = {16, 50, 512, 0, 0, 0, 256, 16, "bench-kernels.json", "qwen3-14b"};
     static const struct option lo[] = {{"threads", required_argument, 0, 't'}, {"reps", required_argument, 0, 'r'},
                                        {"tokens", required_argument, 0, 'n'},  {"skip-cpu", no_argument, 0, 'C'},
                                        {"skip-gpu", no_argument, 0, 'G'},      {"out", required_argument, 0, 'o'},
@@ -739,6 +743,11 @@ int ats_bench_kernels(int argc, char **argv)
         ats_cli_error("bench kernels", "unexpected argument '%s'", argv[optind]);
         return ATS_EXIT_USAGE;
     }
+    ats_err oerr = {{0}};
+    if (atsc_out_check(o.out, &oerr) != ATS_OK) { /* before the work */
+        ats_cli_error("bench kernels", "--out: %s", oerr.msg);
+        return ATS_EXIT_USAGE;
+    }
     json_t *root = json_object();
     json_object_set_new(root, "bench", json_string("kernels"));
     json_object_set_new(root, "version", json_string(ATS_VERSION_STRING));
@@ -756,11 +765,8 @@ int ats_bench_kernels(int argc, char **argv)
 #endif
     if (!o.skip_cpu) rc |= bench_cpu(&o, root, &cl);
     if (!o.skip_model) rc |= bench_model(&o, root, &cl);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", o.out, (long)getpid());
-    if (json_dump_file(root, tmp, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) != 0 || rename(tmp, o.out) != 0) {
-        ats_cli_error("bench kernels", "cannot write %s: %s", o.out, strerror(errno));
-        remove(tmp);
+    if (atsc_out_write_json(o.out, root, JSON_INDENT(1) | JSON_REAL_PRECISION(6), &oerr) != ATS_OK) {
+        ats_cli_error("bench kernels", "cannot write the result file: %s", oerr.msg);
         json_decref(root);
         return ATS_EXIT_FAIL;
     }

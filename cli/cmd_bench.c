@@ -8,8 +8,9 @@
  * decode rounds of Qwen3-14B, Qwen3-30B-A3B and Llama-3.1-70B, next to the paper's figures for
  * Qwen3-14B (§4.4.3: DP ≈ 9 ms, graph rebuild ≈ 7 ms). `--format json` prints
  * {"<model>": {"static_placement_us": …, "dynamic_transfer_us": …, "plan_build_us": …, "n_ops": …}, …}
- * and the result file (--out, default experiments/bench/bench-sched.json) holds every parameter,
- * the commit, the machine and all figures; written to a temporary name, then renamed.
+ * and the result file (--out, default ./bench-sched.json; never the committed experiments/bench/ one
+ * unless asked) holds every parameter, the commit, the machine and all figures; the path is checked
+ * before the work and written through common/outfile (temporary, fsync, rename).
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -29,6 +30,7 @@
 #include "ats_version.h"
 #include "atsc/hw_json.h"
 #include "atsc/model_json.h"
+#include "atsc/outfile.h"
 #include "cli.h"
 
 
@@ -50,6 +52,8 @@ static void bench_usage(FILE *f)
 {
     fprintf(f, "usage: ats bench <what> [options]    (ats bench <what> --help)\n\n");
     for (size_t i = 0; i < N_BENCHES; i++) fprintf(f, "  %-8s %s\n", BENCHES[i].name, BENCHES[i].summary);
+    fprintf(f, "\nEach prints a table and writes its result file to --out (default ./bench-<what>.json in the\n"
+               "current directory); the committed figures in experiments/bench/ change only when --out names them.\n");
 }
 
 int ats_cmd_bench(int argc, char **argv)
@@ -107,7 +111,7 @@ static void sched_usage(FILE *f)
             "(Algorithm 1 DP at 1 MiB), the dynamic-transfer DPs (ats = model A, ats-paper = Algorithm 2)\n"
             "and plan building; medians of --runs runs (default 201; placement: runs/10, at least 11).\n"
             "Defaults: --hw rtx3060-laptop, --vram-budget 8GiB, --models qwen3-14b,qwen3-30b-a3b,llama-3.1-70b,\n"
-            "--out experiments/bench/bench-sched.json. Paper (Qwen3-14B, RTX 3060): DP ~9 ms, graph rebuild ~7 ms.\n");
+            "--out ./bench-sched.json (the committed figures are experiments/bench/bench-sched.json). Paper (Qwen3-14B, RTX 3060): DP ~9 ms, graph rebuild ~7 ms.\n");
 }
 
 static int bench_one(const char *model, const ats_hw *hw, uint64_t budget, int runs, sched_fig *f)
@@ -231,7 +235,7 @@ int ats_bench_sched(int argc, char **argv)
                                          {"models", required_argument, 0, 'm'}, {"runs", required_argument, 0, 'r'},
                                          {"format", required_argument, 0, 'f'}, {"out", required_argument, 0, 'o'},
                                          {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    const char *hw_name = "rtx3060-laptop", *out = "experiments/bench/bench-sched.json";
+    const char *hw_name = "rtx3060-laptop", *out = "bench-sched.json";
     char models_buf[512] = "qwen3-14b,qwen3-30b-a3b,llama-3.1-70b";
     uint64_t budget = 8ull << 30;
     long long runs = 201;
@@ -275,6 +279,10 @@ int ats_bench_sched(int argc, char **argv)
     char path[1024];
     ats_hw hw;
     ats_err err = {{0}};
+    if (atsc_out_check(out, &err) != ATS_OK) {
+        ats_cli_error("bench sched", "--out: %s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
     if (atsc_hw_load(ats_cli_hw_path(hw_name, path, sizeof path), &hw, &err) != ATS_OK) {
         ats_cli_error("bench sched", "%s", err.msg);
         return ATS_EXIT_USAGE;
@@ -370,13 +378,11 @@ int ats_bench_sched(int argc, char **argv)
         json_object_set_new(res, figs[i].model, m);
     }
     json_object_set_new(root, "results", res);
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    int bad = json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    enum ats_status wst =
+        atsc_out_write_json(out, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6), &err);
     json_decref(root);
-    if (bad || rename(tmp, out)) {
-        ats_cli_error("bench sched", "cannot write result file '%s'", out);
-        remove(tmp);
+    if (wst != ATS_OK) {
+        ats_cli_error("bench sched", "cannot write the result file: %s", err.msg);
         return ATS_EXIT_FAIL;
     }
     if (!json) printf("result file: %s\n", out);

@@ -9,6 +9,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "ats_version.h"
+#include "atsc/outfile.h"
 #include "cli.h"
 
 static const ats_cmd commands[] = {
@@ -36,6 +37,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     gsl_set_error_handler_off(); /* GSL reports through return codes, never aborts (STYLE.md) */
+    atsc_out_cleanup_signal_install(); /* SIGINT/SIGTERM/SIGHUP remove unfinished OUT.tmp.PID files */
     if (argc < 2) {
         usage(stderr);
         return ATS_EXIT_USAGE;

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -264,4 +265,16 @@ void atsc_out_abort(atsc_out *o)
     if (!o) return;
     unlink(o->tmp);
     out_free(o);
+}
+
+enum ats_status atsc_out_write_json(const char *path, const json_t *root, size_t flags, ats_err *err)
+{
+    atsc_out *o = NULL;
+    enum ats_status s = atsc_out_open(path, &o, err);
+    if (s) return s;
+    if (!root || json_dump_file(root, atsc_out_tmp(o), flags) != 0) {
+        atsc_out_abort(o);
+        return ats_err_set(err, ATS_EINVAL, "%s: writing the JSON failed (disk full?)", path);
+    }
+    return atsc_out_commit(o, err);
 }

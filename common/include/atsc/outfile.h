@@ -64,6 +64,14 @@ enum ats_status atsc_out_commit(atsc_out *o, ats_err *err);
 /** Removes the temporary, unregisters and frees o (NULL is fine). The target is untouched. */
 void atsc_out_abort(atsc_out *o);
 
+struct json_t;
+
+/**
+ * Writes the JSON value `root` (borrowed; jansson) to `path` through a temporary, as
+ * json_dump_file(root, tmp, flags) followed by atsc_out_commit. ATS_EINVAL (message names path).
+ */
+enum ats_status atsc_out_write_json(const char *path, const struct json_t *root, size_t flags, ats_err *err);
+
 /**
  * Unlinks every registered temporary. Async-signal-safe (only unlink); for signal handlers of
  * subcommands that install their own. The handles stay valid (their commit then fails).
