@@ -12,49 +12,53 @@
 typedef enum { F_NUM, F_INT, F_I64, F_U64 } fkind;
 typedef enum { C_POS, C_NONNEG, C_FRAC, C_GE1 } fcheck;
 
-/* One figure: key inside its object, how to check it, the factor to SI units, where it goes. */
+/* One figure: key inside its object, how to check it, the factor to SI units, where it goes, and
+ * its plausible range in the file's units (lo..hi inclusive; 0..0 = only the check; documented in
+ * sim/hw/README.md): absurd values (a bandwidth of 1e-300 GB/s) give absurd simulations. */
 typedef struct {
     const char *key;
     fkind kind;
     fcheck check;
     double scale;
     size_t off;
+    double lo, hi;
+    const char *unit;
 } figdef;
 
 #define HW(f) offsetof(ats_hw, f)
 static const figdef CPU_FIGS[] = {
-    {"threads", F_INT, C_GE1, 1, HW(cpu_threads)},
-    {"int8_peak_TOPS", F_NUM, C_POS, 1e12, HW(cpu_flops)},
-    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(cpu_mem_bw)},
-    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(cpu_op_overhead_s)},
+    {"threads", F_INT, C_GE1, 1, HW(cpu_threads), 1, 4096, "threads"},
+    {"int8_peak_TOPS", F_NUM, C_POS, 1e12, HW(cpu_flops), 1e-3, 1e5, "TOPS (1e9..1e17 op/s)"},
+    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(cpu_mem_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
+    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(cpu_op_overhead_s), 0, 1e6, "us (0..1 s)"},
 };
 static const figdef GPU_FIGS[] = {
-    {"fp16_tensor_peak_TFLOPS", F_NUM, C_POS, 1e12, HW(gpu_flops)},
-    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(gpu_mem_bw)},
-    {"vram_bytes", F_U64, C_GE1, 1, HW(gpu_vram_bytes)},
-    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(gpu_op_overhead_s)},
+    {"fp16_tensor_peak_TFLOPS", F_NUM, C_POS, 1e12, HW(gpu_flops), 1e-3, 1e5, "TFLOPS (1e9..1e17 FLOP/s)"},
+    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(gpu_mem_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
+    {"vram_bytes", F_U64, C_GE1, 1, HW(gpu_vram_bytes), 16777216.0, 17592186044416.0, "bytes (16 MiB..16 TiB)"},
+    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(gpu_op_overhead_s), 0, 1e6, "us (0..1 s)"},
 };
 static const figdef PCIE_FIGS[] = {
-    {"h2d_GBps", F_NUM, C_POS, 1e9, HW(pcie_h2d_bw)},
-    {"d2h_GBps", F_NUM, C_POS, 1e9, HW(pcie_d2h_bw)},
-    {"sm_copy_GBps", F_NUM, C_POS, 1e9, HW(pcie_sm_copy_bw)},
-    {"link_GBps", F_NUM, C_POS, 1e9, HW(pcie_link_bw)},
-    {"latency_us", F_NUM, C_NONNEG, 1e-6, HW(pcie_latency_s)},
-    {"copy_engines", F_INT, C_GE1, 1, HW(n_copy_engines)},
+    {"h2d_GBps", F_NUM, C_POS, 1e9, HW(pcie_h2d_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
+    {"d2h_GBps", F_NUM, C_POS, 1e9, HW(pcie_d2h_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
+    {"sm_copy_GBps", F_NUM, C_POS, 1e9, HW(pcie_sm_copy_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
+    {"link_GBps", F_NUM, C_POS, 1e9, HW(pcie_link_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
+    {"latency_us", F_NUM, C_NONNEG, 1e-6, HW(pcie_latency_s), 0, 1e6, "us (0..1 s)"},
+    {"copy_engines", F_INT, C_GE1, 1, HW(n_copy_engines), 1, 16, "copy engines"},
 };
 static const figdef HOSTMEM_FIGS[] = {
-    {"cpu_factor", F_NUM, C_FRAC, 1, HW(hostmem_cpu_factor)},
-    {"dma_factor", F_NUM, C_FRAC, 1, HW(hostmem_dma_factor)},
+    {"cpu_factor", F_NUM, C_FRAC, 1, HW(hostmem_cpu_factor), 0, 0, NULL},
+    {"dma_factor", F_NUM, C_FRAC, 1, HW(hostmem_dma_factor), 0, 0, NULL},
 };
 static const figdef EFF_FIGS[] = {
-    {"gemm_min_tokens", F_I64, C_GE1, 1, HW(gemm_min_tokens)},
+    {"gemm_min_tokens", F_I64, C_GE1, 1, HW(gemm_min_tokens), 1, 1e6, "tokens"},
 };
 #define EF(f) offsetof(ats_hw_eff, f)
 static const figdef BACKEND_FIGS[] = {
-    {"gemv_bw", F_NUM, C_FRAC, 1, EF(gemv_bw)},
-    {"gemm_flop", F_NUM, C_FRAC, 1, EF(gemm_flop)},
-    {"attn_bw", F_NUM, C_FRAC, 1, EF(attn_bw)},
-    {"attn_flop", F_NUM, C_FRAC, 1, EF(attn_flop)},
+    {"gemv_bw", F_NUM, C_FRAC, 1, EF(gemv_bw), 0, 0, NULL},
+    {"gemm_flop", F_NUM, C_FRAC, 1, EF(gemm_flop), 0, 0, NULL},
+    {"attn_bw", F_NUM, C_FRAC, 1, EF(attn_bw), 0, 0, NULL},
+    {"attn_flop", F_NUM, C_FRAC, 1, EF(attn_flop), 0, 0, NULL},
 };
 #define NFIG(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -134,6 +138,9 @@ static enum ats_status read_fig(ctx *c, const char *prefix, json_t *obj, const f
             return fail(c, "field '%s': %g (must be >= 0)", path, x);
         if (f->check == C_FRAC && !(x > 0 && x <= 1))
             return fail(c, "field '%s': %g (must be in (0, 1])", path, x);
+        if (f->hi > 0 && !(x >= f->lo && x <= f->hi))
+            return fail(c, "field '%s': %g outside the plausible range %g..%g %s (sim/hw/README.md)", path, x,
+                        f->lo, f->hi, f->unit);
         *(double *)(base + f->off) = x * f->scale;
         return ATS_OK;
     }
@@ -143,6 +150,9 @@ static enum ats_status read_fig(ctx *c, const char *prefix, json_t *obj, const f
     }
     json_int_t x = json_integer_value(v);
     if (x < 1) return fail(c, "field '%s': %lld (must be >= 1)", path, (long long)x);
+    if (f->hi > 0 && !((double)x >= f->lo && (double)x <= f->hi))
+        return fail(c, "field '%s': %lld outside the plausible range %.0f..%.0f %s (sim/hw/README.md)", path,
+                    (long long)x, f->lo, f->hi, f->unit);
     if (f->kind == F_INT) {
         if (x > 1000000) return fail(c, "field '%s': %lld (must be <= 1000000)", path, (long long)x);
         *(int *)(base + f->off) = (int)x;

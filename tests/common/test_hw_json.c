@@ -148,7 +148,7 @@ static void test_round_trip(uint64_t *rng)
         double lat = tu_uniform(rng, 0, 30), cf = tu_uniform(rng, 0.05, 1), df = tu_uniform(rng, 0.05, 1);
         double eff[8], q4k = tu_uniform(rng, 0.5, 3), q60 = tu_uniform(rng, 0.5, 3);
         int threads = 1 + (int)(tu_rand(rng) % 128), ce = 1 + (int)(tu_rand(rng) % 4);
-        long long vram = 1 + (long long)(tu_rand(rng) % (200ull << 30));
+        long long vram = (16ll << 20) + (long long)(tu_rand(rng) % (200ull << 30)); /* plausible: >= 16 MiB */
         long long gmt = 1 + (long long)(tu_rand(rng) % 64);
         for (int i = 0; i < 8; i++) eff[i] = tu_uniform(rng, 0.01, 1);
         set_path(j, "cpu.threads", json_integer(threads));
@@ -234,6 +234,15 @@ static void test_bad_values(void)
         {"efficiency.gpu.gemv_bw", 0, "(must be in (0, 1])"},
         {"efficiency.cpu.attn_flop", 1.01, "(must be in (0, 1])"},
         {"efficiency.cpu.quant_scale.Q4_K", -1, "(must be > 0)"},
+        /* plausibility ranges (sim/hw/README.md): absurd figures give absurd simulations */
+        {"pcie.h2d_GBps", 1e-300, "1e-300 outside the plausible range 0.1..100000 GB/s"},
+        {"pcie.h2d_GBps", 1e308, "1e+308 outside the plausible range"},
+        {"cpu.mem_bw_GBps", 1e-9, "outside the plausible range 0.1..100000 GB/s"},
+        {"gpu.mem_bw_GBps", 2e5, "outside the plausible range"},
+        {"gpu.fp16_tensor_peak_TFLOPS", 1e6, "outside the plausible range 0.001..100000 TFLOPS"},
+        {"cpu.int8_peak_TOPS", 1e-7, "outside the plausible range"},
+        {"pcie.latency_us", 2e6, "outside the plausible range 0..1e+06 us"},
+        {"gpu.op_overhead_us", 1.5e6, "outside the plausible range"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *j = load_base();
@@ -249,6 +258,9 @@ static void test_bad_values(void)
         {"cpu.threads", json_real(2.5), "(must be an integer)"},
         {"pcie.copy_engines", json_string("1"), "\"1\" (must be an integer)"},
         {"pcie.copy_engines", json_integer(-1), "(must be >= 1)"},
+        {"pcie.copy_engines", json_integer(1000), "1000 outside the plausible range 1..16 copy engines"},
+        {"cpu.threads", json_integer(5000), "outside the plausible range 1..4096"},
+        {"gpu.vram_bytes", json_integer(4096), "4096 outside the plausible range"},
         {"gpu.vram_bytes", json_integer(-6), "(must be >= 1)"},
         {"efficiency.gemm_min_tokens", json_integer(0), "(must be >= 1)"},
         {"gpu.mem_bw_GBps", json_string("336"), "(must be a number)"},
