@@ -8,8 +8,9 @@
  * - Each block quantizes x itself into shared memory (same arithmetic as quantize_x.cu: d =
  *   amax/127, q = round(x/d), s = d·Σq, NaN-propagating), while its first weight chunks are in
  *   flight; no separate quantization kernel, no workspace.
- * - A warp streams its rows' bytes (one contiguous range) through an S-stage cp.async ring of
- *   ~1.5-2.3 KiB chunks (S-1 chunks in flight while one is decoded), across row boundaries.
+ * - A warp streams its rows' bytes (one contiguous range) through a 9.5 KiB cp.async ring of S = 7-8
+ *   stages of ~1.1-1.3 KiB chunks (two lane passes of 32 tasks; S-1 chunks, ~8 KiB, in flight while
+ *   one is decoded), across row boundaries.
  * - Shared-memory reads without bank conflicts where the layout allows: Q4_0/Q8_0 blocks (18/34
  *   bytes, 2-byte aligned) are read as aligned 32-bit words and shifted, and the two 16-byte
  *   activation halves are read in an order that puts the 8 lanes of a quarter-warp on distinct banks.
@@ -26,8 +27,7 @@
 
 #include "ats/quant.h"
 
-#define V2_STAGES 4
-#define V2_STAGE_U4 152 /* 2432 bytes per stage, as gemv.cu */
+#define V2_RING_U4 608 /* 9728 bytes of cp.async ring per warp */
 #define V2_MAX_WARPS 8
 
 /* Activations in shared memory: qs (cols int8), d and s (cols/32 floats each). */
@@ -51,7 +51,7 @@ static __device__ __forceinline__ void v2_ld_x32(const int8_t *p, int swap, int 
  * words from a & ~3: off = a & 3 ∈ {0, 2}; d = bytes [a, a+2), qs word i = bytes a+2+4i .. a+5+4i.
  * Reads up to 2 bytes past the block (inside the stage). (nibble - 8)·d·x = d·(dx·Σ q·xq - 8·s). */
 struct v2_q4_0 {
-    static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1, NB = 128;
+    static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1, NB = 64;
     static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const v2_x &x)
     {
         uintptr_t a = (uintptr_t)bp;
@@ -76,7 +76,7 @@ struct v2_q4_0 {
 
 /* Q8_0: task = one block of 32 (34 bytes, 2-byte aligned): 9 aligned words, as Q4_0. */
 struct v2_q8_0 {
-    static constexpr int QK = 32, BYTES = EXC_Q8_0_BYTES, TPB = 1, NB = 64;
+    static constexpr int QK = 32, BYTES = EXC_Q8_0_BYTES, TPB = 1, NB = 32;
     static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const v2_x &x)
     {
         uintptr_t a = (uintptr_t)bp;
@@ -116,7 +116,7 @@ static __device__ __forceinline__ void v2_q4k_scale_min(uint32_t s0, uint32_t s1
  * Activation halves: c < 2 reads the low sub-block's part first, c ≥ 2 the high one's, so the 8
  * lanes of a super-block hit 8 distinct bank groups. */
 struct v2_q4_K {
-    static constexpr int QK = 256, BYTES = EXC_Q4_K_BYTES, TPB = 8, NB = 16;
+    static constexpr int QK = 256, BYTES = EXC_Q4_K_BYTES, TPB = 8, NB = 8;
     static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const v2_x &x)
     {
         int c = j >> 1, h = j & 1;
@@ -151,7 +151,7 @@ struct v2_q4_K {
  * activations read from shared memory: task j = (half h = j/8, l0 = 4·(j%8)) makes the 16 values at
  * offsets 128h + l0 + {0..3} + 32g, g = 0..3 (QUANT_FORMATS.md §Q6_K), each group g with its scale. */
 struct v2_q6_K {
-    static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16, NB = 10;
+    static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16, NB = 6;
     static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const v2_x &x)
     {
         int h = j >> 3, l0 = 4 * (j & 7), s = (j & 7) >> 2;
@@ -268,7 +268,7 @@ static __device__ __forceinline__ void v2_quantize_x(const float *__restrict__ x
 }
 
 /* Shared memory of a block: x (qs rounded up to 16 bytes, then d and s, rounded up to 16), then
- * V2_STAGES stages of V2_STAGE_U4 uint4 per warp. */
+ * a ring of V2_RING_U4 uint4 per warp (V2_STAGES stages of V2_STAGE_U4, both per type). */
 static __host__ __device__ __forceinline__ size_t v2_x_bytes(int64_t cols)
 {
     size_t q = ((size_t)cols + 15) & ~(size_t)15;
@@ -276,7 +276,7 @@ static __host__ __device__ __forceinline__ size_t v2_x_bytes(int64_t cols)
 }
 static size_t v2_smem_bytes(int64_t cols, int warps)
 {
-    return v2_x_bytes(cols) + (size_t)warps * V2_STAGES * V2_STAGE_U4 * 16;
+    return v2_x_bytes(cols) + (size_t)warps * V2_RING_U4 * 16;
 }
 
 template <typename T>
@@ -284,15 +284,17 @@ static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
     gemv_v2_kernel(const uint8_t *__restrict__ W, int64_t rows, int64_t cols, const float *__restrict__ x,
                    float *__restrict__ y)
 {
-    static_assert((T::NB * T::BYTES + 15) / 16 + 1 <= V2_STAGE_U4, "chunk larger than the stage");
-    static_assert(T::NB * T::BYTES + 15 + 4 <= V2_STAGE_U4 * 16, "word reads past a block stay in the stage");
+    /* a stage holds a chunk of NB blocks, the up to 15 bytes before it (16-byte copies) and the
+     * up to 4 bytes the word reads of Q4_0/Q8_0 go past its last block */
+    constexpr int V2_STAGE_U4 = (T::NB * T::BYTES + 15 + 4 + 15) / 16, V2_STAGES = V2_RING_U4 / V2_STAGE_U4;
+    static_assert(V2_STAGES >= 3, "at least two chunks in flight");
     static_assert(T::NB % (32 / T::TPB) == 0, "chunks of whole lane passes");
     extern __shared__ __align__(16) uint4 v2_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
     int8_t *xqs = (int8_t *)v2_smem;
     float *xd = (float *)(xqs + (((size_t)cols + 15) & ~(size_t)15));
     float *xs = xd + cols / 32;
-    uint4 *ring = (uint4 *)((uint8_t *)v2_smem + v2_x_bytes(cols)) + (size_t)warp * V2_STAGES * V2_STAGE_U4;
+    uint4 *ring = (uint4 *)((uint8_t *)v2_smem + v2_x_bytes(cols)) + (size_t)warp * V2_RING_U4;
 
     v2_geom gm;
     gm.nb = (int)(cols / T::QK);
