@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 typedef enum { K_INT, K_BOOL, K_NUM, K_STR } kkind;
 
@@ -82,6 +83,9 @@ enum ats_status atsc_model_load(const char *path, ats_arch *out, ats_err *err)
 {
     char vt[96];
     ats_arch_init(out);
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ats_err_set(err, ATS_EINVAL, "%s: not a regular file (a model description is a JSON file)", path);
     FILE *f = fopen(path, "rb");
     if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open model description: %s", path, strerror(errno));
     json_error_t je;
@@ -120,13 +124,17 @@ enum ats_status atsc_model_load(const char *path, ats_arch *out, ats_err *err)
                 st = ats_err_set(err, ATS_EINVAL, "%s: field '%s': %s (must be an integer)", path, d->key, vt);
                 goto done;
             }
-            if (json_integer_value(v) < 0) {
-                st = ats_err_set(err, ATS_EINVAL, "%s: field '%s': %lld (must be >= 0)", path, d->key,
-                                 (long long)json_integer_value(v));
-                goto done;
+            if (d->off == OFF(sliding_every)) {
+                json_int_t x = json_integer_value(v);
+                if (x < 0 || x > ATS_ARCH_MAX_LAYERS) {
+                    st = ats_err_set(err, ATS_EINVAL, "%s: field '%s': %lld (must be in 0..%d)", path, d->key,
+                                     (long long)x, ATS_ARCH_MAX_LAYERS);
+                    goto done;
+                }
+                *(int *)dst = (int)x;
+            } else {
+                *(int64_t *)dst = json_integer_value(v); /* ranges: ats_arch_validate */
             }
-            if (d->off == OFF(sliding_every)) *(int *)dst = (int)json_integer_value(v);
-            else *(int64_t *)dst = json_integer_value(v);
             break;
         case K_BOOL:
             if (!json_is_boolean(v)) {
@@ -155,7 +163,20 @@ enum ats_status atsc_model_load(const char *path, ats_arch *out, ats_err *err)
             break;
         }
     }
-    if (out->head_dim == 0 && out->n_head > 0) out->head_dim = out->n_embd / out->n_head;
+    /* head_dim defaults to hidden_size / num_attention_heads only when absent (0 is refused below) */
+    if (!json_object_get(root, "head_dim") && out->n_head > 0) out->head_dim = out->n_embd / out->n_head;
+    /* a width the architecture needs must be present, not silently 0 */
+    {
+        const char *need = NULL;
+        if (out->n_expert > 0 && !json_object_get(root, "moe_intermediate_size")) need = "moe_intermediate_size";
+        else if (out->n_expert > 0 && !json_object_get(root, "num_experts_per_tok")) need = "num_experts_per_tok";
+        else if (out->n_expert == 0 && !json_object_get(root, "intermediate_size")) need = "intermediate_size";
+        if (need) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: field '%s': missing (required for a%s model)", path, need,
+                             out->n_expert > 0 ? "n MoE" : " dense");
+            goto done;
+        }
+    }
     v = json_object_get(root, "rope_type");
     if (v) {
         const char *s = json_is_string(v) ? json_string_value(v) : NULL;

@@ -14,36 +14,34 @@ void ats_arch_init(ats_arch *a)
     a->rope_type = ATS_ROPE_NORM;
 }
 
-/* Messages use the JSON (Hugging Face config) key of each field. */
-#define NEED_POS(f, key)                                                                         \
+/* Messages use the JSON (Hugging Face config) key of each field. Upper limits keep a typo (e.g. a
+ * layer count of 10^9) from turning into gigabytes of graph; they are far above any published model
+ * (Llama-3.1-405B: hidden 16384, FFN 53248, 126 layers; vocabularies up to 262144). */
+#define RANGE(f, key, lo, hi)                                                                    \
     do {                                                                                         \
-        if (a->f <= 0)                                                                           \
-            return ats_err_set(err, ATS_EINVAL, "'%s': %lld (must be > 0)", key, (long long)a->f); \
-    } while (0)
-#define NEED_NONNEG(f, key)                                                                      \
-    do {                                                                                         \
-        if (a->f < 0)                                                                            \
-            return ats_err_set(err, ATS_EINVAL, "'%s': %lld (must be >= 0)", key, (long long)a->f); \
+        if (a->f < (lo) || a->f > (hi))                                                          \
+            return ats_err_set(err, ATS_EINVAL, "'%s': %lld (must be in %lld..%lld)", key,        \
+                               (long long)a->f, (long long)(lo), (long long)(hi));               \
     } while (0)
 
 enum ats_status ats_arch_validate(const ats_arch *a, ats_err *err)
 {
     if (!a) return ats_err_set(err, ATS_EINVAL, "'arch': NULL");
-    NEED_POS(n_embd, "hidden_size");
-    NEED_POS(n_layer, "num_hidden_layers");
-    NEED_POS(n_head, "num_attention_heads");
-    NEED_POS(n_head_kv, "num_key_value_heads");
-    NEED_POS(head_dim, "head_dim");
-    NEED_POS(n_vocab, "vocab_size");
-    NEED_NONNEG(n_ff, "intermediate_size");
-    NEED_NONNEG(n_expert, "num_experts");
-    NEED_NONNEG(n_expert_used, "num_experts_per_tok");
-    NEED_NONNEG(n_ff_exp, "moe_intermediate_size");
-    NEED_NONNEG(n_expert_shared, "shared_experts");
-    NEED_NONNEG(n_ff_shexp, "shared_expert_intermediate_size");
-    NEED_NONNEG(n_layer_dense_first, "first_k_dense_replace");
-    NEED_NONNEG(sliding_window, "sliding_window");
-    NEED_NONNEG(n_ctx_max, "max_position_embeddings");
+    RANGE(n_embd, "hidden_size", 1, ATS_ARCH_MAX_WIDTH);
+    RANGE(n_layer, "num_hidden_layers", 1, ATS_ARCH_MAX_LAYERS);
+    RANGE(n_head, "num_attention_heads", 1, ATS_ARCH_MAX_HEADS);
+    RANGE(n_head_kv, "num_key_value_heads", 1, ATS_ARCH_MAX_HEADS);
+    RANGE(head_dim, "head_dim", 1, ATS_ARCH_MAX_HEAD_DIM);
+    RANGE(n_vocab, "vocab_size", 1, ATS_ARCH_MAX_VOCAB);
+    RANGE(n_ff, "intermediate_size", 0, ATS_ARCH_MAX_FFN);
+    RANGE(n_expert, "num_experts", 0, ATS_ARCH_MAX_EXPERTS);
+    RANGE(n_expert_used, "num_experts_per_tok", 0, ATS_ARCH_MAX_EXPERTS);
+    RANGE(n_ff_exp, "moe_intermediate_size", 0, ATS_ARCH_MAX_FFN);
+    RANGE(n_expert_shared, "shared_experts", 0, ATS_ARCH_MAX_EXPERTS);
+    RANGE(n_ff_shexp, "shared_expert_intermediate_size", 0, ATS_ARCH_MAX_FFN);
+    RANGE(n_layer_dense_first, "first_k_dense_replace", 0, ATS_ARCH_MAX_LAYERS);
+    RANGE(sliding_window, "sliding_window", 0, ATS_ARCH_MAX_CTX);
+    RANGE(n_ctx_max, "max_position_embeddings", 0, ATS_ARCH_MAX_CTX);
     if (a->n_head % a->n_head_kv != 0)
         return ats_err_set(err, ATS_EINVAL, "'num_key_value_heads': %lld (must divide num_attention_heads %lld)",
                            (long long)a->n_head_kv, (long long)a->n_head);

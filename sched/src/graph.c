@@ -174,6 +174,12 @@ enum ats_status ats_graph_build(const ats_arch *arch, const ats_graph_opts *opts
         return ats_err_set(err, ATS_EINVAL, "phase: decode with n_tokens %lld (must be 1)", (long long)opts->phase.n_tokens);
     if ((int)opts->recipe < 0 || opts->recipe >= ATS_RECIPE_COUNT)
         return ats_err_set(err, ATS_EINVAL, "recipe: %d (unknown)", (int)opts->recipe);
+    if (opts->phase.n_tokens > ATS_ARCH_MAX_CTX || opts->phase.ctx_pos > ATS_ARCH_MAX_CTX - opts->phase.n_tokens)
+        return ats_err_set(err, ATS_EINVAL, "phase: ctx_pos %lld + n_tokens %lld (must be <= %d tokens)",
+                           (long long)opts->phase.ctx_pos, (long long)opts->phase.n_tokens, ATS_ARCH_MAX_CTX);
+    if (opts->n_ctx < 0 || opts->n_ctx > ATS_ARCH_MAX_CTX)
+        return ats_err_set(err, ATS_EINVAL, "n_ctx: %lld (must be in 0..%d tokens)", (long long)opts->n_ctx,
+                           ATS_ARCH_MAX_CTX);
     const int64_t need = opts->phase.ctx_pos + opts->phase.n_tokens;
     if (opts->n_ctx != 0 && opts->n_ctx < need)
         return ats_err_set(err, ATS_EINVAL, "n_ctx: %lld (smaller than ctx_pos + n_tokens = %lld)",

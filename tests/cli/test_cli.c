@@ -141,6 +141,20 @@ static void test_bad_json(void)
         {"unknown", NULL, "'hiden_size'", "unknown key"},
         {"type", NULL, "'vocab_size'", "\"many\""},
         {"heads", NULL, "'num_key_value_heads'", "3"},
+        {"huge", "{\"model_type\":\"llama\",\"source\":\"t\",\"hidden_size\":64,\"intermediate_size\":172,"
+                 "\"num_hidden_layers\":1000000000,\"num_attention_heads\":8,\"num_key_value_heads\":4,"
+                 "\"vocab_size\":512,\"default_quant\":\"f32\"}", "'num_hidden_layers'", "1000000000"},
+        {"headdim0", "{\"model_type\":\"llama\",\"source\":\"t\",\"hidden_size\":64,\"intermediate_size\":172,"
+                     "\"num_hidden_layers\":2,\"num_attention_heads\":8,\"num_key_value_heads\":4,\"head_dim\":0,"
+                     "\"vocab_size\":512,\"default_quant\":\"f32\"}", "'head_dim'", ": 0"},
+        {"moe", "{\"model_type\":\"qwen3_moe\",\"source\":\"t\",\"hidden_size\":64,\"num_experts\":8,"
+                "\"num_experts_per_tok\":2,\"num_hidden_layers\":2,\"num_attention_heads\":8,"
+                "\"num_key_value_heads\":4,\"vocab_size\":512,\"default_quant\":\"f32\"}",
+         "'moe_intermediate_size'", "missing"},
+        {"topk", "{\"model_type\":\"qwen3_moe\",\"source\":\"t\",\"hidden_size\":64,\"num_experts\":8,"
+                 "\"num_experts_per_tok\":9,\"moe_intermediate_size\":32,\"num_hidden_layers\":2,"
+                 "\"num_attention_heads\":8,\"num_key_value_heads\":4,\"vocab_size\":512,\"default_quant\":\"f32\"}",
+         "'num_experts_per_tok'", "9"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const badcase *c = &cases[i];
@@ -174,6 +188,13 @@ static void test_bad_json(void)
         CHECK_MSG(strstr(err, path) && strstr(err, c->must1) && strstr(err, c->must2), "%s: message '%s'", c->what, err);
         CHECK_MSG(out[0] == '\0', "%s: stdout not empty", c->what);
     }
+    /* a directory */
+    snprintf(args, sizeof args, "inspect --model %s/", tmpdir);
+    int rcd = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rcd == 2 && count_lines(err) == 1 && strstr(err, "not a regular file"), "directory: rc %d: %s", rcd, err);
+    /* a context beyond any model */
+    rcd = run("inspect --model qwen3-14b --ctx 100000000000", out, sizeof out, err, sizeof err);
+    CHECK_MSG(rcd == 2 && strstr(err, "ctx_pos"), "huge ctx: rc %d: %s", rcd, err);
     /* unreadable file */
     snprintf(path, sizeof path, "%s/unreadable.json", tmpdir);
     write_file(path, "{}");

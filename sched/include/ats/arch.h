@@ -60,6 +60,17 @@ typedef struct ats_arch {
     ats_recipe default_recipe; /* the quantization the model is usually run at */
 } ats_arch;
 
+/* Upper limits checked by ats_arch_validate (far above any published model; they stop a typo such
+ * as 10^9 layers from allocating gigabytes). */
+#define ATS_ARCH_MAX_WIDTH 131072      /* hidden_size */
+#define ATS_ARCH_MAX_FFN 1048576       /* intermediate sizes */
+#define ATS_ARCH_MAX_LAYERS 1024
+#define ATS_ARCH_MAX_HEADS 1024
+#define ATS_ARCH_MAX_HEAD_DIM 4096
+#define ATS_ARCH_MAX_VOCAB 4194304
+#define ATS_ARCH_MAX_EXPERTS 4096
+#define ATS_ARCH_MAX_CTX 16777216      /* tokens */
+
 /** Zeroed arch with neutral defaults (rope_theta 10000, eps 1e-5, partial_rotary 1, recipe Q4_K_M). */
 void ats_arch_init(ats_arch *a);
 
