@@ -60,6 +60,12 @@ enum ats_status ex_cpu_qk_norm(float *x, const float *w, int64_t n_tokens, int64
 enum ats_status ex_cpu_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim,
                             int64_t n_rot, int64_t pos0, float theta, ats_rope_type type)
 {
+    return ex_cpu_rope_ff(x, n_tokens, n_head, head_dim, n_rot, pos0, theta, type, NULL);
+}
+
+enum ats_status ex_cpu_rope_ff(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                               int64_t pos0, float theta, ats_rope_type type, const float *freq_factors)
+{
     if (n_rot <= 0 || n_rot % 2 || n_rot > head_dim) return ATS_EINVAL;
     int64_t half = n_rot / 2;
     for (int64_t t = 0; t < n_tokens; t++) {
@@ -67,6 +73,7 @@ enum ats_status ex_cpu_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t 
         for (int64_t i = 0; i < half; i++) {
             /* llama2.c: freq = 1 / theta^(2i / n_rot), angle = pos * freq (float) */
             float freq = 1.0f / powf(theta, (float)(2 * i) / (float)n_rot);
+            if (freq_factors) freq /= freq_factors[i];
             float ang = pos * freq, c = cosf(ang), s = sinf(ang);
             for (int64_t h = 0; h < n_head; h++) {
                 float *v = x + (t * n_head + h) * head_dim;

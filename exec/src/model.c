@@ -296,6 +296,15 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
         m->weight_bytes += t->bytes;
     }
     finish_tied(m);
+    const ex_gguf_tensor *rf = ex_gguf_find_tensor(g, "rope_freqs.weight");
+    if (rf) {
+        if (rf->type != ATS_Q_F32 || rf->n_dims != 1 || rf->ne[0] != m->n_rot / 2) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: tensor 'rope_freqs.weight': type %s, %u dims, ne0 %lld (need F32 [%lld])",
+                             path, ats_qtype_name(rf->type), rf->n_dims, (long long)rf->ne[0], (long long)(m->n_rot / 2));
+            goto fail;
+        }
+        m->rope_freqs = (ex_tensor){ATS_Q_F32, {rf->ne[0], 1, 1}, rf->bytes, rf->data}; /* not an op's weight */
+    }
     if (ex_gguf_find_kv(g, "tokenizer.ggml.tokens", &v) == ATS_OK) {
         TRY(ex_tokenizer_from_gguf(g, &m->tok, err));
         if (ex_tokenizer_n_vocab(m->tok) != a->n_vocab) {

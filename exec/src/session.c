@@ -22,6 +22,9 @@ static enum ats_status c_qk_norm(void *c, float *x, const float *w, int64_t n, i
 static enum ats_status c_rope(void *c, float *x, int64_t n, int64_t h, int64_t hd, int64_t nr, int64_t p0,
                               float th, ats_rope_type ty)
 { (void)c; return ex_cpu_rope(x, n, h, hd, nr, p0, th, ty); }
+static enum ats_status c_rope_ff(void *c, float *x, int64_t n, int64_t h, int64_t hd, int64_t nr, int64_t p0,
+                                 float th, ats_rope_type ty, const float *ff)
+{ (void)c; return ex_cpu_rope_ff(x, n, h, hd, nr, p0, th, ty, ff); }
 static enum ats_status c_kv_store(void *c, const float *k, const float *v, int64_t n, int64_t p0, int64_t kvd,
                                   int64_t nctx, float *kc, float *vc)
 { (void)c; return ex_cpu_kv_store(k, v, n, p0, kvd, nctx, kc, vc); }
@@ -46,7 +49,7 @@ static enum ats_status c_output(void *c, const ex_tensor *w, const float *x, int
 
 static const ex_backend CPU_BACKEND = {
     "cpu", NULL, c_embedding, c_rmsnorm, c_matmul, c_qk_norm, c_rope, c_kv_store,
-    c_attention, c_add, c_swiglu, c_ffn, c_router, c_moe, c_output,
+    c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
 };
 
 const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
@@ -302,8 +305,18 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
             if ((st = be->qk_norm(c, s->q, L->q_norm.data, n, H, hd, eps))) return st;
             if ((st = be->qk_norm(c, s->k, L->k_norm.data, n, Hkv, hd, eps))) return st;
         }
-        if ((st = be->rope(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
-        if ((st = be->rope(c, s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
+        if (m->rope_freqs.data) {
+            const float *ff = m->rope_freqs.data;
+            st = be->rope_ff ? be->rope_ff(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type, ff)
+                             : ex_cpu_rope_ff(s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type, ff);
+            if (st) return st;
+            st = be->rope_ff ? be->rope_ff(c, s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type, ff)
+                             : ex_cpu_rope_ff(s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type, ff);
+            if (st) return st;
+        } else {
+            if ((st = be->rope(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
+            if ((st = be->rope(c, s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
+        }
         if ((st = be->kv_store(c, s->k, s->v, n, s->pos, kvd, s->n_ctx, kc, vc))) return st;
         return be->attention(c, s->q, n, s->pos, kc, vc, H, Hkv, hd, 1.0f / sqrtf((float)hd), s->att);
     }

@@ -252,7 +252,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     float *lp = malloc((size_t)V * sizeof *lp), *ld = malloc((size_t)V * sizeof *ld);
     ex_session *s = NULL;
     counter rec = {0};
-    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, k_swiglu,
+    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
                     k_ffn, k_router, k_moe, k_output};
     ex_session_opts ro = ex_session_opts_default();
     ro.backend_a = &R;
@@ -286,7 +286,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     CHECK_MSG(e_pd <= 1e-5 * scale, "%s: prefill vs decode logits differ by %.3g", family, e_pd);
     /* 3: split hook with a counting backend B; threads */
     counter cnt = {0};
-    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, k_swiglu,
+    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
                     k_ffn, k_router, k_moe, k_output};
     for (int64_t k = 0; k <= a.n_layer; k++) {
         cnt.calls = 0;

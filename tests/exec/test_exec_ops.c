@@ -188,6 +188,23 @@ static void test_rope(void)
                     for (int64_t i = n_rot; i < hd; i++) CHECK(b[i] == a[i]); /* not rotated */
                 }
         }
+    /* frequency factors (Llama-3.1 rope_freqs): pair i's angle divided by ff[i] */
+    for (int type = 0; type < 2; type++) {
+        float x[2 * 16], x0[2 * 16], ff[8];
+        fill(x, 32, -1, 1);
+        fill(ff, 8, 1, 8);
+        memcpy(x0, x, sizeof x);
+        int64_t pos0 = (int64_t)(tu_rand(&rng) % 5000);
+        CHECK(ex_cpu_rope_ff(x, 1, 2, 16, 16, pos0, 5e5f, (ats_rope_type)type, ff) == ATS_OK);
+        for (int64_t h = 0; h < 2; h++)
+            for (int64_t i = 0; i < 8; i++) {
+                double ang = (double)pos0 * pow(5e5, -2.0 * (double)i / 16.0) / ff[i];
+                int64_t p0 = type == ATS_ROPE_NORM ? 2 * i : i, p1 = type == ATS_ROPE_NORM ? 2 * i + 1 : i + 8;
+                const float *a = x0 + h * 16, *b = x + h * 16;
+                CHECK_NEAR(b[p0], a[p0] * cos(ang) - a[p1] * sin(ang), 3e-3);
+                CHECK_NEAR(b[p1], a[p0] * sin(ang) + a[p1] * cos(ang), 3e-3);
+            }
+    }
     float x[16];
     CHECK(ex_cpu_rope(x, 1, 1, 16, 7, 0, 1e4f, ATS_ROPE_NORM) == ATS_EINVAL);
 }

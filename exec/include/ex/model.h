@@ -56,6 +56,7 @@ typedef struct ex_model {
     ex_tensor tok_embd;     /* (n_embd, n_vocab) */
     ex_tensor output_norm;  /* (n_embd) F32 */
     ex_tensor output;       /* (n_embd, n_vocab); == tok_embd when tied */
+    ex_tensor rope_freqs;   /* (n_rot/2) F32 RoPE frequency factors (Llama-3.1); data NULL when absent */
     ex_layer *layers;       /* n_layer entries, owned */
     ex_tokenizer *tok;      /* NULL for dummy weights */
     int32_t bos_id, eos_id; /* -1 when the vocabulary has none */
@@ -108,6 +109,11 @@ typedef struct ex_backend {
                                  const float *k_cache, const float *v_cache, int64_t n_head,
                                  int64_t n_head_kv, int64_t head_dim, float scale, float *out);
     enum ats_status (*add)(void *ctx, float *y, const float *x, int64_t n);
+    /* optional: RoPE with frequency factors (models with rope_freqs); NULL runs ex_cpu_rope_ff on the
+       (host) pointers */
+    enum ats_status (*rope_ff)(void *ctx, float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim,
+                               int64_t n_rot, int64_t pos0, float theta, ats_rope_type type,
+                               const float *freq_factors);
     /* optional: NULL runs ex_cpu_swiglu on the (host) pointers, for tables over host memory */
     enum ats_status (*swiglu)(void *ctx, const float *gate, const float *up, int64_t n, float *out);
     enum ats_status (*ffn)(void *ctx, const ex_tensor *gate, const ex_tensor *up, const ex_tensor *down,

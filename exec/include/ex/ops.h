@@ -97,6 +97,12 @@ enum ats_status ex_cpu_qk_norm(float *x, const float *w, int64_t n_tokens, int64
 enum ats_status ex_cpu_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim,
                             int64_t n_rot, int64_t pos0, float theta, ats_rope_type type);
 
+/** RoPE with per-pair frequency factors (Llama-3.1's rope_freqs.weight, n_rot/2 F32): pair i rotates
+ *  by pos * theta^(-2i/n_rot) / freq_factors[i] (llama.cpp's convention). freq_factors NULL = all 1,
+ *  which is ex_cpu_rope. */
+enum ats_status ex_cpu_rope_ff(float *x, int64_t n_tokens, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                               int64_t pos0, float theta, ats_rope_type type, const float *freq_factors);
+
 /** Appends K and V of n_tokens tokens at positions pos0.. to one layer's cache. k, v
  *  (n_tokens, kv_dim); k_cache, v_cache (n_ctx, kv_dim) F32 with kv_dim = n_head_kv * head_dim.
  *  ATS_EINVAL when pos0 + n_tokens > n_ctx. */
