@@ -51,6 +51,10 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
+/** Up-front check of an output flag's path (atsc_out_check; NULL or "" = not given: 0). Prints
+ *  "ats <cmd>: <flag>: <path>: <why>" and returns ATS_EXIT_USAGE when it cannot be written (cli/cli_out.c). */
+int ats_cli_check_out(const char *cmd, const char *flag, const char *path);
+
 /* Subcommands (each in cli/cmd_<name>.c). */
 int ats_cmd_inspect(int argc, char **argv);
 int ats_cmd_sim(int argc, char **argv);   /* cli/cmd_sim.c */

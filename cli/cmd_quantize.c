@@ -5,7 +5,7 @@
  * As llama.cpp does, the output head (output.weight, or token_embd.weight when the head is tied to
  * it) gets Q6_K (fallback Q8_0) for the 4-bit types; --pure quantizes it like every other matrix
  * (llama.cpp's --pure). All metadata is copied, general.file_type is rewritten. Output goes to
- * OUT.tmp, then is renamed.
+ * OUT.tmp.PID (checked before the work; fsync, rename; removed on Ctrl-C: common/outfile), then is renamed.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -57,6 +57,7 @@ int ats_cmd_quantize(int argc, char **argv)
         ats_cli_error("quantize", "--type '%s': expected q8_0, q4_0 or q4_k", type_name);
         return ATS_EXIT_USAGE;
     }
+    if (ats_cli_check_out("quantize", "OUT", out)) return ATS_EXIT_USAGE; /* before the work */
     ats_err err = {{0}};
     ex_gguf *g = NULL;
     enum ats_status st = ex_gguf_open(in, &g, &err);

@@ -90,6 +90,8 @@ int ats_cmd_record(int argc, char **argv)
         ats_cli_error("record", "--interval %g s: below 0.01 s the probes would dominate", ro.interval_s);
         return ATS_EXIT_USAGE;
     }
+    if (ats_cli_check_out("record", "--out", out) || ats_cli_check_out("record", "--save-baseline", base_out))
+        return ATS_EXIT_USAGE; /* before the recording, not after its whole duration */
     if (!machine[0] && gethostname(machine, sizeof machine) != 0) snprintf(machine, sizeof machine, "unknown");
     machine[sizeof machine - 1] = '\0';
 

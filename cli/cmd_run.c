@@ -134,6 +134,7 @@ int ats_cmd_run(int argc, char **argv)
         usage(stderr);
         return ATS_EXIT_USAGE;
     }
+    if (ats_cli_check_out("run", "--out", out_path)) return ATS_EXIT_USAGE; /* before loading the model */
     if (threads > 0) omp_set_num_threads((int)threads);
     ats_err err = {{0}};
     ex_model *m = NULL;

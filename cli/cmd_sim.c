@@ -141,6 +141,8 @@ int ats_cmd_sim(int argc, char **argv)
         ats_cli_error("sim", "unexpected argument '%s'", argv[optind]);
         return ATS_EXIT_USAGE;
     }
+    if ((rc = ats_cli_check_out("sim", "--out", out_path)) || (rc = ats_cli_check_out("sim", "--timeline", tl_path)))
+        return rc; /* before any work (common/outfile) */
     /* policies */
     char pbuf[1024];
     const int all_pol = strcmp(policy_arg, "all") == 0;

@@ -86,6 +86,7 @@ int ats_cmd_stress(int argc, char **argv)
         usage(stderr);
         return ATS_EXIT_USAGE;
     }
+    if (ats_cli_check_out("stress", "--calibrate", calib_out)) return ATS_EXIT_USAGE; /* before calibrating */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

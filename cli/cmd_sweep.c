@@ -118,6 +118,7 @@ int ats_cmd_sweep(int argc, char **argv)
         ats_cli_error("sweep", "unexpected argument '%s'", argv[optind]);
         return ATS_EXIT_USAGE;
     }
+    if (ats_cli_check_out("sweep", "--out", out_path)) return ATS_EXIT_USAGE; /* before any work */
     if (n_eps == 0 || n_itv == 0 || !*tbuf) {
         ats_cli_error("sweep", "--eps, --interval and --trace are required");
         usage(stderr);

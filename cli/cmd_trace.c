@@ -234,6 +234,7 @@ static int cmd_synth(int argc, char **argv)
         synth_usage(stderr);
         goto out;
     }
+    if (ats_cli_check_out("trace synth", "--out", out)) goto out; /* before any work */
     if (duration / dt > 5e7) {
         ats_cli_error("trace synth", "--duration %g / --dt %g gives too many samples", duration, dt);
         goto out;
@@ -494,6 +495,10 @@ static int cmd_import(int argc, char **argv)
     if (optind != argc - 1 || !out || !have_res) {
         ats_cli_error("trace import", "need one CSV file, --out and --resource");
         import_usage(stderr);
+        free(filter);
+        return ATS_EXIT_USAGE;
+    }
+    if (ats_cli_check_out("trace import", "--out", out)) { /* before reading the CSV */
         free(filter);
         return ATS_EXIT_USAGE;
     }

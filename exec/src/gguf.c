@@ -5,6 +5,8 @@
 #endif
 #include "ex/gguf.h"
 
+#include "atsc/outfile.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -516,10 +518,15 @@ enum ats_status ex_gguf_write(const char *path, int64_t n_kv, const void *const 
                               const size_t *kv_len, int64_t n_tensors, const ex_gguf_out_tensor *t,
                               uint64_t alignment, ats_err *err)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return ats_err_set(err, ATS_EINVAL, "%s: cannot create: %s", tmp, strerror(errno));
+    atsc_out *out = NULL; /* temporary + fsync + rename, removed on SIGINT/SIGTERM (atsc/outfile.h) */
+    enum ats_status ost = atsc_out_open(path, &out, err);
+    if (ost) return ost;
+    FILE *f = fopen(atsc_out_tmp(out), "wb");
+    if (!f) {
+        ost = ats_err_set(err, ATS_EINVAL, "%s: cannot create: %s", path, strerror(errno));
+        atsc_out_abort(out);
+        return ost;
+    }
     uint64_t pos = 0;
     uint32_t version = 3;
     uint64_t nt = (uint64_t)n_tensors, nk = (uint64_t)n_kv;
@@ -558,12 +565,9 @@ enum ats_status ex_gguf_write(const char *path, int64_t n_kv, const void *const 
     }
     if (fclose(f) != 0) bad = 1;
     if (bad) {
-        unlink(tmp);
-        return ats_err_set(err, ATS_EINVAL, "%s: write failed: %s", tmp, strerror(errno));
+        ost = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s", path, strerror(errno));
+        atsc_out_abort(out);
+        return ost;
     }
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return ats_err_set(err, ATS_EINVAL, "%s: rename to %s failed: %s", tmp, path, strerror(errno));
-    }
-    return ATS_OK;
+    return atsc_out_commit(out, err);
 }

@@ -19,6 +19,7 @@
 
 #ifdef ATS_HAVE_CUDA
 #include "load_probe.h"
+#include "atsc/outfile.h"
 #endif
 
 #define CHUNK_ROWS 32
@@ -333,22 +334,22 @@ done:
 
 enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err)
 {
-    size_t l = strlen(path) + 32;
-    char *tmp = malloc(l);
-    if (!tmp) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, l, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    enum ats_status st = ATS_OK;
-    if (!f ||
-        fprintf(f, "%.9g %.9g %.9g %d %ld %d\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
-                b->threads) < 0 ||
-        fclose(f) != 0 ||
-        rename(tmp, path) != 0) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write baseline: %s", path, strerror(errno));
-        unlink(tmp);
+    atsc_out *out = NULL; /* temporary + fsync + rename (atsc/outfile.h) */
+    enum ats_status st = atsc_out_open(path, &out, err);
+    if (st) return st;
+    FILE *f = fopen(atsc_out_tmp(out), "w");
+    int bad = !f;
+    if (f) {
+        bad |= fprintf(f, "%.9g %.9g %.9g %d %ld %d\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
+                       b->threads) < 0;
+        bad |= fclose(f) != 0;
     }
-    free(tmp);
-    return st;
+    if (bad) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write baseline: %s", path, strerror(errno));
+        atsc_out_abort(out);
+        return st;
+    }
+    return atsc_out_commit(out, err);
 }
 
 enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)

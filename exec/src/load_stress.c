@@ -26,6 +26,7 @@
 
 #ifdef ATS_HAVE_CUDA
 #include "load_probe.h"
+#include "atsc/outfile.h"
 #endif
 
 /* ------------------------------------------------------------------ arithmetic ------------------ */
@@ -74,11 +75,10 @@ double ex_stress_calib_invert(const ex_stress_calib *c, enum atsc_resource r, do
 
 enum ats_status ex_stress_calib_save(const ex_stress_calib *c, const char *path, ats_err *err)
 {
-    size_t l = strlen(path) + 32;
-    char *tmp = malloc(l);
-    if (!tmp) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
-    snprintf(tmp, l, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    atsc_out *out = NULL; /* temporary + fsync + rename (atsc/outfile.h) */
+    enum ats_status st = atsc_out_open(path, &out, err);
+    if (st) return st;
+    FILE *f = fopen(atsc_out_tmp(out), "w");
     int bad = !f;
     if (f) {
         fprintf(f, "# ats stress calibration: resource hogs model_avail measured_avail\n");
@@ -88,13 +88,12 @@ enum ats_status ex_stress_calib_save(const ex_stress_calib *c, const char *path,
                         c->measured[r][i]);
         bad |= fclose(f) != 0;
     }
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        free(tmp);
-        return ats_err_set(err, ATS_EINVAL, "%s: cannot write calibration: %s", path, strerror(errno));
+    if (bad) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write calibration: %s", path, strerror(errno));
+        atsc_out_abort(out);
+        return st;
     }
-    free(tmp);
-    return ATS_OK;
+    return atsc_out_commit(out, err);
 }
 
 enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_err *err)
