@@ -16,6 +16,9 @@
 #include "atsc/results.h"
 #include "cli.h"
 #include "ex/model.h"
+#ifdef ATS_HAVE_CUDA
+#include "ex/gpu.h"
+#endif
 #include "ex/tokenizer.h"
 
 static void usage(FILE *f)
@@ -35,7 +38,9 @@ static void usage(FILE *f)
             "  --threads N        CPU threads (default: all)\n"
             "  --ctx N            KV cache capacity in tokens (default min(context_length, 4096))\n"
             "  --chunk N          prefill chunk size in tokens (default 512)\n"
-            "  --split K          layers [0,K) on backend A, the rest on backend B (both CPU here)\n"
+            "  --backend A[,B]    backend of layers [0,K) and of the rest: cpu or cuda (default cpu; one\n"
+            "                     name = both). e.g. --backend cuda, or --backend cpu,cuda --split 3\n"
+            "  --split K          layers [0,K) on backend A, the rest on backend B\n"
             "  --print-ids        print generated token ids (one line, space-separated) instead of text\n"
             "                     (always so without a vocabulary, e.g. --dummy-weights)\n"
             "  --no-eos           do not stop at end-of-sequence\n"
@@ -88,7 +93,7 @@ int ats_cmd_run(int argc, char **argv)
     double temp = 0.0, top_p = 1.0;
     int dummy = 0, print_ids = 0, no_eos = 0;
     enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
-           O_IDS, O_NOEOS, O_PTOK, O_OUT };
+           O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
@@ -97,10 +102,12 @@ int ats_cmd_run(int argc, char **argv)
         {"threads", required_argument, 0, O_THREADS}, {"ctx", required_argument, 0, O_CTX},
         {"chunk", required_argument, 0, O_CHUNK}, {"split", required_argument, 0, O_SPLIT},
         {"print-ids", no_argument, 0, O_IDS}, {"no-eos", no_argument, 0, O_NOEOS},
-        {"prompt-tokens", required_argument, 0, O_PTOK}, {"out", required_argument, 0, O_OUT}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"prompt-tokens", required_argument, 0, O_PTOK}, {"out", required_argument, 0, O_OUT},
+        {"backend", required_argument, 0, O_BACKEND}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *backend = "cpu";
     optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "m:p:n:h", opts, NULL)) != -1) {
+    int c, li = -1;
+    while ((li = -1, c = getopt_long(argc, argv, "m:p:n:h", opts, &li)) != -1) {
         int bad = 0;
         switch (c) {
         case 'm': model = optarg; break;
@@ -120,11 +127,13 @@ int ats_cmd_run(int argc, char **argv)
         case O_NOEOS: no_eos = 1; break;
         case O_PTOK: bad = ats_cli_parse_int(optarg, &prompt_tokens) || prompt_tokens < 0; break;
         case O_OUT: out_path = optarg; break;
+        case O_BACKEND: backend = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         default: usage(stderr); return ATS_EXIT_USAGE;
         }
         if (bad) {
-            ats_cli_error("run", "bad value '%s' for option %s", optarg, argv[optind - 1]);
+            if (li >= 0) ats_cli_error("run", "--%s: bad value '%s'", opts[li].name, optarg);
+            else ats_cli_error("run", "-%c: bad value '%s'", c, optarg);
             return ATS_EXIT_USAGE;
         }
     }
@@ -177,9 +186,49 @@ int ats_cmd_run(int argc, char **argv)
         ex_model_free(m);
         return ATS_EXIT_USAGE;
     }
+    /* --backend A[,B]: "cpu" or "cuda" for layers [0, split) and for the rest */
+    char bk[2][16] = {"cpu", "cpu"};
+    {
+        const char *comma = strchr(backend, ',');
+        size_t n0 = comma ? (size_t)(comma - backend) : strlen(backend);
+        snprintf(bk[0], sizeof bk[0], "%.*s", (int)(n0 < 15 ? n0 : 15), backend);
+        snprintf(bk[1], sizeof bk[1], "%s", comma ? comma + 1 : bk[0]);
+        for (int i = 0; i < 2; i++)
+            if (strcmp(bk[i], "cpu") && strcmp(bk[i], "cuda")) {
+                ats_cli_error("run", "--backend: '%s' (each must be cpu or cuda)", backend);
+                ex_model_free(m);
+                return ATS_EXIT_USAGE;
+            }
+    }
+#ifdef ATS_HAVE_CUDA
+    ex_gpu *gpu = NULL;
+    struct ex_backend *cuda = NULL;
+    if (!strcmp(bk[0], "cuda") || !strcmp(bk[1], "cuda")) {
+        ex_gpu_status gs = ex_gpu_open(0, &gpu);
+        if (gs == EX_GPU_OK) gs = ex_backend_cuda_new(gpu, &cuda);
+        if (gs != EX_GPU_OK) {
+            ats_cli_error("run", "--backend %s: %s", backend, ex_gpu_status_str(gs));
+            if (gpu) ex_gpu_close(gpu);
+            ex_model_free(m);
+            return gs == EX_GPU_ENODEV ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+        }
+        if (!strcmp(bk[0], "cuda")) so.backend_a = cuda;
+        if (!strcmp(bk[1], "cuda")) so.backend_b = cuda;
+    }
+#else
+    if (!strcmp(bk[0], "cuda") || !strcmp(bk[1], "cuda")) {
+        ats_cli_error("run", "--backend %s: this build has no CUDA backend (configure with nvcc, -DATS_CUDA=ON)", backend);
+        ex_model_free(m);
+        return ATS_EXIT_USAGE;
+    }
+#endif
     ex_session *s = NULL;
     if ((st = ex_session_new(m, &so, &s, &err)) != ATS_OK) {
         ats_cli_error("run", "%s", err.msg);
+#ifdef ATS_HAVE_CUDA
+        if (cuda) ex_backend_cuda_free(cuda);
+        if (gpu) ex_gpu_close(gpu);
+#endif
         ex_model_free(m);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
@@ -331,6 +380,10 @@ done:
     free(rec.ops);
     free(ptok);
     ex_session_free(s);
+#ifdef ATS_HAVE_CUDA
+    if (cuda) ex_backend_cuda_free(cuda); /* before the model whose weights it mirrored */
+    if (gpu) ex_gpu_close(gpu);
+#endif
     ex_model_free(m);
     return rc;
 }
