@@ -102,6 +102,72 @@ enum ats_status atsc_trace_validate(const atsc_trace *tr, const char *name, ats_
 
 static void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
 
+/* "float32", "int64", "string", ... for messages about an HDF5 datatype. */
+static void type_name(hid_t ty, char *buf, size_t len)
+{
+    if (ty < 0) {
+        snprintf(buf, len, "unreadable type");
+        return;
+    }
+    size_t sz = H5Tget_size(ty);
+    switch (H5Tget_class(ty)) {
+    case H5T_FLOAT: snprintf(buf, len, "float%zu", 8 * sz); break;
+    case H5T_INTEGER:
+        snprintf(buf, len, "%sint%zu", H5Tget_sign(ty) == H5T_SGN_NONE ? "u" : "", 8 * sz);
+        break;
+    case H5T_STRING: snprintf(buf, len, "string"); break;
+    case H5T_COMPOUND: snprintf(buf, len, "compound"); break;
+    case H5T_ENUM: snprintf(buf, len, "enum"); break;
+    case H5T_ARRAY: snprintf(buf, len, "array"); break;
+    default: snprintf(buf, len, "HDF5 type class %d, %zu bytes", (int)H5Tget_class(ty), sz); break;
+    }
+}
+
+/* Why a dataset could not be read: a filter (compression) this HDF5 library lacks, or NULL. */
+static const char *missing_filter(hid_t d, char *buf, size_t len)
+{
+    hid_t pl = H5Dget_create_plist(d);
+    if (pl < 0) return NULL;
+    const char *res = NULL;
+    int nf = H5Pget_nfilters(pl);
+    for (int i = 0; i < nf && !res; i++) {
+        unsigned flags = 0, cd[8];
+        size_t ncd = 8;
+        char name[64] = "";
+        H5Z_filter_t id = H5Pget_filter2(pl, (unsigned)i, &flags, &ncd, cd, sizeof name, name, NULL);
+        if (id >= 0 && H5Zfilter_avail(id) <= 0) {
+            snprintf(buf, len, "compressed with filter %d%s%s%s, which this HDF5 library cannot decode "
+                     "(rewrite it uncompressed, e.g. h5repack -f NONE)", (int)id, *name ? " (" : "", name,
+                     *name ? ")" : "");
+            res = buf;
+        }
+    }
+    H5Pclose(pl);
+    return res;
+}
+
+/* Refuses members of /load other than t_s and the three availabilities (DESIGN.md: anything else
+ * is refused rather than ignored). */
+typedef struct {
+    const char *path;
+    ats_err *err;
+    int bad;
+} extra_ctx;
+
+static herr_t extra_cb(hid_t g, const char *name, const H5L_info_t *info, void *user)
+{
+    (void)g;
+    (void)info;
+    extra_ctx *x = user;
+    if (strcmp(name, "t_s") == 0) return 0;
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        if (strcmp(name, res_dsets[r] + strlen("/load/")) == 0) return 0;
+    ats_err_set(x->err, ATS_EINVAL, "%s: /load/%.60s: unexpected member (a trace has only t_s, cpu_avail, "
+                "gpu_avail, pcie_avail)", x->path, name);
+    x->bad = 1;
+    return 1;
+}
+
 /* Reads a 1-D float64 dataset of the expected length (*n == 0: take its length) into a new array. */
 static enum ats_status read_f64(hid_t file, const char *path, const char *dset, size_t *n, double **out,
                                 ats_err *err)
@@ -120,8 +186,9 @@ static enum ats_status read_f64(hid_t file, const char *path, const char *dset, 
     }
     ty = H5Dget_type(d);
     if (ty < 0 || H5Tget_class(ty) != H5T_FLOAT || H5Tget_size(ty) != 8) {
-        ats_err_set(err, ATS_EINVAL, "%s: %s: type must be float64 (got class %d, %zu bytes)", path, dset,
-                    ty < 0 ? -1 : (int)H5Tget_class(ty), ty < 0 ? (size_t)0 : H5Tget_size(ty));
+        char tn[64];
+        type_name(ty, tn, sizeof tn);
+        ats_err_set(err, ATS_EINVAL, "%s: %s: %s (must be float64)", path, dset, tn);
         goto done;
     }
     sp = H5Dget_space(d);
@@ -149,7 +216,9 @@ static enum ats_status read_f64(hid_t file, const char *path, const char *dset, 
     }
     if (H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
         free(buf);
-        ats_err_set(err, ATS_EINVAL, "%s: %s: read failed", path, dset);
+        char why[256];
+        const char *mf = missing_filter(d, why, sizeof why);
+        ats_err_set(err, ATS_EINVAL, "%s: %s: read failed%s%s", path, dset, mf ? ": " : "", mf ? mf : "");
         goto done;
     }
     *n = (size_t)dim;
@@ -236,6 +305,15 @@ enum ats_status atsc_trace_load(const char *path, atsc_trace **out, ats_err *err
     if (H5Lexists(f, "/load", H5P_DEFAULT) <= 0 || (g = H5Gopen2(f, "/load", H5P_DEFAULT)) < 0) {
         ats_err_set(err, ATS_EINVAL, "%s: /load: missing group", path);
         goto done;
+    }
+    {
+        extra_ctx x = {path, err, 0};
+        hsize_t idx = 0;
+        H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, extra_cb, &x);
+        if (x.bad) {
+            st = ATS_EINVAL;
+            goto done;
+        }
     }
     size_t n = 0;
     if ((st = read_f64(f, path, "/load/t_s", &n, &arr[0], err)) != ATS_OK) goto done;

@@ -106,7 +106,7 @@ static void test_lookup(uint64_t *rng)
 /* Raw writer for bad files. kind selects the defect. */
 enum defect {
     D_NONE, D_T_NONINC, D_T_FIRST, D_NAN, D_ZERO, D_ABOVE1, D_NEG, D_MISSING, D_F32, D_RANK2, D_LEN,
-    D_NOGROUP, D_NOATTR, D_INT
+    D_NOGROUP, D_NOATTR, D_INT, D_EXTRA
 };
 
 static void write_raw(const char *path, enum defect kind, size_t bad_index)
@@ -143,6 +143,14 @@ static void write_raw(const char *path, enum defect kind, size_t bad_index)
         hid_t sp = H5Screate_simple(rank, dims, NULL);
         hid_t d = H5Dcreate2(f, names[k], ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v[k]);
+        H5Dclose(d);
+        H5Sclose(sp);
+    }
+    if (kind == D_EXTRA) { /* a fourth resource the format does not have */
+        hsize_t dims[1] = {N};
+        hid_t sp = H5Screate_simple(1, dims, NULL);
+        hid_t d = H5Dcreate2(f, "/load/mem_avail", H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v[1]);
         H5Dclose(d);
         H5Sclose(sp);
     }
@@ -192,8 +200,9 @@ static void test_refusals(uint64_t *rng)
     expect_refusal(D_ABOVE1, i, "/load/cpu_avail", idx);
     expect_refusal(D_NEG, i, "/load/gpu_avail", idx);
     expect_refusal(D_MISSING, 0, "/load/gpu_avail", "missing");
-    expect_refusal(D_F32, 0, "/load/pcie_avail", "float64");
-    expect_refusal(D_INT, 0, "/load/t_s", "float64");
+    expect_refusal(D_F32, 0, "/load/pcie_avail", "float32 (must be float64)");
+    expect_refusal(D_INT, 0, "/load/t_s", "int64 (must be float64)");
+    expect_refusal(D_EXTRA, 0, "/load/mem_avail", "unexpected member");
     expect_refusal(D_RANK2, 0, "/load/cpu_avail", "1-D");
     expect_refusal(D_LEN, 0, "/load/pcie_avail", "length 7");
     expect_refusal(D_NOGROUP, 0, "/load", "missing");
