@@ -175,6 +175,14 @@ int ats_cmd_sim(int argc, char **argv)
     /* the default 'all' leaves out policies that cannot apply to this model (noted in the table
        header); an explicit one stays and its error is reported */
     char na_note[512] = "";
+    for (int i = 0; i < n_pol && !all_pol; i++) {
+        char why[128];
+        if (sim_cli_policy_applies(&o, pol[i], why, sizeof why)) {
+            ats_cli_error("sim", "--policy: '%s' is %s (%s)", pol[i], why, o.arch.name);
+            sim_cli_free(&o);
+            return ATS_EXIT_USAGE;
+        }
+    }
     if (all_pol) {
         int k = 0;
         for (int i = 0; i < n_pol; i++) {

@@ -151,6 +151,14 @@ int ats_cmd_sweep(int argc, char **argv)
     o.trace = "none";
     int rc = sim_cli_load(&o, "sweep");
     if (rc) return rc;
+    for (int i = 0; i < n_pol; i++) {
+        char why[128];
+        if (sim_cli_policy_applies(&o, pol[i], why, sizeof why)) {
+            ats_cli_error("sweep", "--policy: '%s' is %s (%s)", pol[i], why, o.arch.name);
+            sim_cli_free(&o);
+            return ATS_EXIT_USAGE;
+        }
+    }
     atsc_trace *tr[MAX_TRACES] = {0};
     sim_trace st[MAX_TRACES];
     char tname[MAX_TRACES][ATSC_RESULTS_NAME_LEN];

@@ -112,7 +112,9 @@ int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *
         snprintf(why, len, "need A <= B and S > 0");
         return -1;
     }
-    double npts = floor((v[1] - v[0]) / v[2] + 1e-9) + 1.0;
+    double q = (v[1] - v[0]) / v[2], npts = floor(q);
+    if (q - npts > 1.0 - 1e-6) npts += 1.0; /* just below a whole step: rounding, the end point counts */
+    npts += 1.0;
     if (npts > max) {
         snprintf(why, len, "too many grid points (%.0f, limit %d)", npts, max);
         return -1;

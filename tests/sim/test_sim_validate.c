@@ -1,0 +1,299 @@
+/*
+ * test_sim_validate — `ats sim` / `ats sweep` refuse nonsense up front instead of hanging or printing
+ * garbage (through the program, $ATS_BIN), and the session's bound on rounds holds.
+ *
+ *  bound    sim_session_round_bound() is never below the rounds a session actually simulates
+ *           (fresh random request shapes, durations and gaps; printed seed), and equals
+ *           requests x rounds-per-request when only a request count bounds the run; a session
+ *           with max_rounds below the bound is refused before any work.
+ *  cli      each bad input exits 2 with one line naming the flag/file, field and value: huge
+ *           --duration / --requests / trace length (rounds over --max-rounds), --trace-offset past
+ *           the end, --vram-budget above the GPU's VRAM, unitless or hex byte sizes, duplicate
+ *           policies, a flag without its value, hw figures outside the plausible ranges, mixed units
+ *           and huge grids in sweep ranges, an explicit `expert` on a dense model.
+ *  results  a trace too short to finish a request exits 1 with "no request completed" and no NaN
+ *           in the table, CSV or JSON; the default 'all' notes the inapplicable `expert` in the
+ *           table header instead of an error line; the results file's /config records the
+ *           re-schedule cost actually used (--resched-cost here) and its source.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "atsc/hw_json.h"
+#include "atsc/model_json.h"
+#include "atsc/results.h"
+#include "atsc/trace_io.h"
+#include "sim/session.h"
+#include "testutil.h"
+
+static char tmpdir[256];
+
+static char *run(const char *args, int *rc, int with_stderr)
+{
+    const char *bin = getenv("ATS_BIN");
+    if (!bin || !*bin) bin = "./build/cli/ats";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "timeout 120 %s %s %s", bin, args, with_stderr ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        *rc = -1;
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, k;
+    char *buf = malloc(cap);
+    while (buf && (k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) break;
+            buf = nb;
+        }
+    }
+    if (buf) buf[n] = 0;
+    int st = pclose(p);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* exit 2, exactly one line of output (stderr; nothing on stdout), containing every `must` */
+static void expect_usage(const char *args, const char *must1, const char *must2)
+{
+    int rc;
+    char *out = run(args, &rc, 1);
+    CHECK_MSG(rc == 2, "ats %s: exit %d (expected 2): %s", args, rc, out ? out : "");
+    CHECK_MSG(out && count_lines(out) == 1, "ats %s: %d lines (expected one): %s", args, count_lines(out),
+              out ? out : "");
+    CHECK_MSG(out && strstr(out, must1), "ats %s: message lacks '%s': %s", args, must1, out ? out : "");
+    if (must2) CHECK_MSG(out && strstr(out, must2), "ats %s: message lacks '%s': %s", args, must2, out ? out : "");
+    free(out);
+}
+
+static void write_trace(const char *path, double t_end)
+{
+    atsc_trace *tr = atsc_trace_new(2);
+    tr->t_s[0] = 0.0;
+    tr->t_s[1] = t_end;
+    for (int i = 0; i < 2; i++) tr->cpu_avail[i] = tr->gpu_avail[i] = tr->pcie_avail[i] = 0.5;
+    snprintf(tr->source, sizeof tr->source, "test_sim_validate");
+    snprintf(tr->machine, sizeof tr->machine, "synthetic");
+    snprintf(tr->description, sizeof tr->description, "two samples, last at %g s", t_end);
+    ats_err err = {{0}};
+    CHECK_MSG(atsc_trace_save(tr, path, &err) == ATS_OK, "%s", err.msg);
+    atsc_trace_free(tr);
+}
+
+/* the committed rtx3060-laptop description with one figure replaced */
+static void write_hw(const char *path, const char *section, const char *key, json_t *v)
+{
+    char src[1024];
+    tu_source_path(src, sizeof src, "sim/hw/rtx3060-laptop.json");
+    json_error_t je;
+    json_t *root = json_load_file(src, 0, &je);
+    CHECK_MSG(root != NULL, "%s: %s", src, je.text);
+    if (!root) return;
+    json_object_set_new(json_object_get(root, section), key, v);
+    CHECK(json_dump_file(root, path, JSON_INDENT(2)) == 0);
+    json_decref(root);
+}
+
+static void test_bound(uint64_t *rng)
+{
+    char mp[1024], hp[1024];
+    tu_source_path(mp, sizeof mp, "models/qwen3-14b.json");
+    tu_source_path(hp, sizeof hp, "sim/hw/rtx3060-laptop.json");
+    ats_arch arch;
+    ats_hw hw;
+    ats_err err = {{0}};
+    CHECK_MSG(atsc_model_load(mp, &arch, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(atsc_hw_load(hp, &hw, &err) == ATS_OK, "%s", err.msg);
+    for (int rep = 0; rep < 6; rep++) {
+        sim_session_cfg cfg = sim_session_cfg_default();
+        cfg.policy = rep % 2 ? "ats" : "static";
+        cfg.recipe = arch.default_recipe;
+        cfg.vram_budget_bytes = 5ull << 30;
+        cfg.prompt_tok = 64 + (int64_t)(tu_rand(rng) % 512);
+        cfg.chunk_tok = 64 + (int64_t)(tu_rand(rng) % 256);
+        cfg.gen_tok = 1 + (int64_t)(tu_rand(rng) % 12);
+        cfg.resched_cost_s = 1e-3;
+        if (rep < 2) { /* only a request count */
+            cfg.n_requests = 1 + (int64_t)(tu_rand(rng) % 3);
+        } else { /* a duration (and maybe a gap) */
+            cfg.n_requests = 0;
+            cfg.duration_s = tu_uniform(rng, 0.5, 6.0);
+            cfg.gap_s = rep % 2 ? tu_uniform(rng, 0.0, 0.5) : 0.0;
+        }
+        char why[160];
+        double bound = sim_session_round_bound(&arch, &hw, &cfg, why, sizeof why);
+        sim_session_result r;
+        enum ats_status st = sim_session_run(&arch, &hw, NULL, &cfg, &r, &err);
+        CHECK_MSG(st == ATS_OK, "rep %d: %s", rep, err.msg);
+        if (st != ATS_OK) continue;
+        const double rpr = (double)((cfg.prompt_tok + cfg.chunk_tok - 1) / cfg.chunk_tok + cfg.gen_tok);
+        fprintf(stderr, "rep %d: P %lld C %lld G %lld req %lld dur %.3g gap %.3g: %zu rounds, bound %.0f (%s)\n", rep,
+                (long long)cfg.prompt_tok, (long long)cfg.chunk_tok, (long long)cfg.gen_tok, (long long)cfg.n_requests,
+                cfg.duration_s, cfg.gap_s, r.n_rounds, bound, why);
+        CHECK_MSG((double)r.n_rounds <= bound, "rep %d: %zu rounds > bound %g", rep, r.n_rounds, bound);
+        if (rep < 2) CHECK(bound == (double)cfg.n_requests * rpr && (double)r.n_rounds == bound);
+        sim_session_result_free(&r);
+        /* a limit below the bound refuses the run before simulating anything */
+        cfg.max_rounds = (int64_t)floor(bound) - 1;
+        if (cfg.max_rounds > 0) {
+            st = sim_session_run(&arch, &hw, NULL, &cfg, &r, &err);
+            CHECK_MSG(st == ATS_EINVAL && strstr(err.msg, "over the limit"), "rep %d: %d %s", rep, (int)st, err.msg);
+            if (st == ATS_OK) sim_session_result_free(&r);
+        }
+    }
+}
+
+static void test_cli(void)
+{
+    char a[2048], p[512];
+    expect_usage("sim --duration 1e9", "--duration", "--max-rounds");
+    expect_usage("sim --requests 1000000000", "--requests", "over the limit of 10000000");
+    expect_usage("sim --requests 100 --max-rounds 1000", "--requests", "over the limit of 1000");
+    snprintf(p, sizeof p, "%s/ns.h5", tmpdir);
+    write_trace(p, 1.8e11); /* 180 s written in ns */
+    snprintf(a, sizeof a, "sim --policy ats --trace %s", p);
+    expect_usage(a, p, "times not in seconds?");
+    snprintf(a, sizeof a, "sweep --eps 0.1 --interval 2 --trace %s", p);
+    expect_usage(a, p, "over the limit");
+    unlink(p);
+    expect_usage("sim --trace fig13-synth --trace-offset 1e6", "--trace-offset", "past the end");
+    expect_usage("sim --vram-budget 100GiB", "--vram-budget", "rtx3060-laptop");
+    expect_usage("sim --vram-budget 6", "--vram-budget", "6: add a unit, e.g. 6GiB");
+    expect_usage("sim --vram-budget 0x10GiB", "--vram-budget", "hexadecimal");
+    expect_usage("sim --vram-budget 5parsecs", "--vram-budget", "unknown unit");
+    expect_usage("sim --temp-bytes 512", "--temp-bytes", "add a unit");
+    expect_usage("sim --policy ats,ats", "--policy", "'ats' given twice");
+    expect_usage("sweep --policy ats,static,ats --eps 0.1 --interval 1 --trace fig13-synth", "'ats' given twice", NULL);
+    expect_usage("sim --policy", "--policy: missing value", "ats sim --help");
+    expect_usage("sweep --eps", "--eps: missing value", "ats sweep --help");
+    expect_usage("sim --policy expert --requests 1 --prompt 64 --gen 2", "expert", "dense");
+    expect_usage("sweep --eps 0.1 --interval 1:3ms:1 --trace fig13-synth", "--interval", "same unit");
+    expect_usage("sweep --eps 0:1:1e-9 --interval 1 --trace fig13-synth", "--eps",
+                 "too many grid points (1000000001, limit 1024)");
+    /* hw figures outside the plausible ranges: the JSON field and the file are named */
+    struct { const char *sec, *key; double v; const char *field; } hw[] = {
+        {"pcie", "h2d_GBps", 1e-300, "pcie.h2d_GBps"}, {"pcie", "h2d_GBps", 1e308, "pcie.h2d_GBps"},
+        {"cpu", "mem_bw_GBps", 1e-9, "cpu.mem_bw_GBps"}, {"pcie", "copy_engines", 1000, "pcie.copy_engines"},
+    };
+    for (size_t i = 0; i < sizeof hw / sizeof hw[0]; i++) {
+        snprintf(p, sizeof p, "%s/hw%zu.json", tmpdir, i);
+        write_hw(p, hw[i].sec, hw[i].key, strcmp(hw[i].key, "copy_engines") == 0 ? json_integer((json_int_t)hw[i].v)
+                                                                                : json_real(hw[i].v));
+        snprintf(a, sizeof a, "sim --policy ats --requests 1 --hw %s", p);
+        expect_usage(a, p, hw[i].field);
+        unlink(p);
+    }
+}
+
+static void test_results(void)
+{
+    char a[2048], p[512], h5[512];
+    int rc;
+    /* a 4e-300 s trace: one round, no request: exit 1, no nan/-1 anywhere */
+    snprintf(p, sizeof p, "%s/tiny.h5", tmpdir);
+    write_trace(p, 4e-300);
+    const char *fmts[] = {"table", "csv", "json"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(a, sizeof a, "sim --policy static,ats --prompt 256 --gen 4 --trace %s --format %s", p, fmts[k]);
+        char *out = run(a, &rc, 0);
+        CHECK_MSG(rc == 1, "ats %s: exit %d (expected 1)", a, rc);
+        CHECK_MSG(out && !strstr(out, "nan") && !strstr(out, "-1.0") && !strstr(out, "inf"), "ats %s: %s", a,
+                  out ? out : "");
+        if (k == 0) CHECK(out && strstr(out, "no request completed"));
+        if (k == 2) {
+            json_error_t je;
+            json_t *j = out ? json_loads(out, 0, &je) : NULL;
+            CHECK_MSG(j && json_is_array(j) && json_array_size(j) == 2, "%s", out ? out : "");
+            if (j) CHECK(json_is_null(json_object_get(json_array_get(j, 0), "tpot_mean_s")));
+            json_decref(j);
+        }
+        free(out);
+        out = run(a, &rc, 1);
+        CHECK(out && strstr(out, "ats sim: policy ats: no request completed"));
+        free(out);
+    }
+    unlink(p);
+    /* default 'all' on a dense model: a note in the header, nothing on stderr */
+    char *out = run("sim --requests 1 --prompt 128 --gen 2 --trace none", &rc, 0);
+    CHECK_MSG(rc == 0 && out && strstr(out, "# expert: not applicable to a dense model"), "exit %d: %s", rc,
+              out ? out : "");
+    free(out);
+    snprintf(a, sizeof a, "sim --requests 1 --prompt 128 --gen 2 --trace none 2>&1 >/dev/null");
+    out = run(a, &rc, 0);
+    CHECK_MSG(out && !strstr(out, "skipped"), "stderr: %s", out ? out : "");
+    free(out);
+    /* /config records the re-schedule cost used and its source */
+    snprintf(h5, sizeof h5, "%s/r.h5", tmpdir);
+    snprintf(a, sizeof a, "sim --policy ats --requests 1 --prompt 128 --gen 2 --trace none --resched-cost 3ms --out %s",
+             h5);
+    out = run(a, &rc, 0);
+    CHECK_MSG(rc == 0, "ats %s: exit %d", a, rc);
+    free(out);
+    atsc_results_file *f = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(atsc_results_read(h5, &f, &err) == ATS_OK, "%s", err.msg);
+    if (f) {
+        json_t *c = json_loads(f->config_json, 0, NULL);
+        CHECK_MSG(c && fabs(json_number_value(json_object_get(c, "resched_cost_s")) - 3e-3) < 1e-12, "%s",
+                  f->config_json);
+        const char *src = c ? json_string_value(json_object_get(c, "resched_cost_source")) : NULL;
+        CHECK_MSG(src && strstr(src, "--resched-cost"), "%s", f->config_json);
+        json_decref(c);
+        atsc_results_file_free(f);
+    }
+    unlink(h5);
+    /* without the flag: the figure from $ATS_BENCH_SCHED, the same value in the header and /config */
+    snprintf(p, sizeof p, "%s/bench-sched.json", tmpdir);
+    FILE *fp = fopen(p, "w");
+    fprintf(fp, "{\"results\": {\"qwen3-14b\": {\"dynamic_transfer_us\": 11.5, \"dynamic_transfer_paper_us\": 30, "
+                "\"plan_build_us\": 8.5}}}\n");
+    fclose(fp);
+    snprintf(a, sizeof a, "ATS_BENCH_SCHED=%s %s sim --policy ats --requests 1 --prompt 128 --gen 2 --trace none --out %s",
+             p, getenv("ATS_BIN") ? getenv("ATS_BIN") : "./build/cli/ats", h5);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s >/dev/null 2>&1", a);
+    CHECK(system(cmd) == 0);
+    f = NULL;
+    CHECK_MSG(atsc_results_read(h5, &f, &err) == ATS_OK, "%s", err.msg);
+    if (f) {
+        json_t *c = json_loads(f->config_json, 0, NULL);
+        CHECK_MSG(c && fabs(json_number_value(json_object_get(c, "resched_cost_s")) - 20e-6) < 1e-12, "%s",
+                  f->config_json);
+        const char *src = c ? json_string_value(json_object_get(c, "resched_cost_source")) : NULL;
+        CHECK_MSG(src && strstr(src, p), "%s", f->config_json);
+        json_decref(c);
+        atsc_results_file_free(f);
+    }
+    unlink(h5);
+    unlink(p);
+}
+
+int main(void)
+{
+    uint64_t rng = tu_seed("test_sim_validate");
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats_sim_validate_XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_bound(&rng);
+    test_cli();
+    test_results();
+    rmdir(tmpdir);
+    return tu_finish("test_sim_validate");
+}
