@@ -2,8 +2,12 @@
  * test_cli — the `ats` program as a user meets it: help, --version, unknown subcommands and flags
  * (usage + exit 2), `ats inspect` on every listed model, and bad model JSON (missing field, negative
  * size, unknown quant type, unreadable file, syntax error, unknown key): exactly one line on stderr
- * naming the file, the field and the value, exit 2.
+ * naming the file, the field and the value, exit 2. Output files: special files (/dev/null, /dev/full),
+ * missing directories, paths under a regular file and directories refused by every writer before its
+ * work (exit 2, one line naming the path); a good file survives a failing run; `bench sched` writes to
+ * the current directory, not the committed result; SIGINT removes an unfinished temporary.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +213,165 @@ static void test_bad_json(void)
               "missing file: rc %d: %s", rc, err);
 }
 
+/* ---- output files (common/outfile): checked before the work, never replacing special files ---- */
+
+static int is_chr(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISCHR(sb.st_mode);
+}
+
+/* Whole file into a new string (NULL when unreadable); *n its length. */
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)(len > 0 ? len : 0) + 1);
+    size_t got = b ? fread(b, 1, (size_t)(len > 0 ? len : 0), f) : 0;
+    fclose(f);
+    if (b) b[got] = 0;
+    *n = got;
+    return b;
+}
+
+/* Names of tmpdir entries containing ".tmp." (left-over temporaries), 0 if none. */
+static int leftover_tmp(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q '\\.tmp\\.'", dir);
+    return system(cmd) == 0;
+}
+
+/* `ats <args>` with a bad output path: exit 2, one line on stderr naming `path` (not a temporary),
+ * nothing on stdout (the work was not done). */
+static void expect_out_refused(const char *args, const char *path)
+{
+    int rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && count_lines(err) == 1 && strstr(err, path) && !strstr(err, ".tmp."),
+              "ats %s: rc %d, stderr '%s'", args, rc, err);
+    CHECK_MSG(out[0] == '\0', "ats %s: printed results before refusing: '%.200s'", args, out);
+}
+
+static void test_outputs(void)
+{
+    char args[2048], good[400], regular[400], nodir[400], under[400];
+    snprintf(good, sizeof good, "%s/good.h5", tmpdir);
+    snprintf(regular, sizeof regular, "%s/regular", tmpdir);
+    snprintf(nodir, sizeof nodir, "%s/no-such-dir/x.h5", tmpdir);
+    snprintf(under, sizeof under, "%s/regular/x.h5", tmpdir);
+    write_file(good, "GOOD RESULTS\n");
+    write_file(regular, "a regular file\n");
+    /* special files: refused, still devices afterwards */
+    const char *specials[2] = {"/dev/null", "/dev/full"};
+    for (int i = 0; i < 2; i++) {
+        if (!is_chr(specials[i])) continue;
+        snprintf(args, sizeof args, "sim --trace none --policy layer --out %s", specials[i]);
+        expect_out_refused(args, specials[i]);
+        snprintf(args, sizeof args, "sim --trace none --policy layer --timeline %s", specials[i]);
+        expect_out_refused(args, specials[i]);
+        CHECK_MSG(is_chr(specials[i]), "%s is no longer a character device", specials[i]);
+    }
+    /* missing directory, a path under a regular file, a directory: every writer, before its work */
+    const char *bad[3] = {nodir, under, tmpdir};
+    for (int i = 0; i < 3; i++) {
+        const char *p = bad[i];
+        const char *fmts[] = {
+            "sim --trace none --policy layer --out %s",
+            "sweep --trace none --out %s",
+            "trace synth --duration 10 --out %s",
+            "trace import /no/such.csv --resource cpu --out %s",
+            "record --duration 1000 --out %s", /* refused at once, not after 1000 s */
+            "record --duration 1000 --save-baseline %s",
+            "quantize /no/such.gguf %s --type q8_0",
+            "run --model qwen3-0.6b --dummy-weights -n 1 --out %s",
+            "stress --calibrate %s",
+            "bench sched --runs 1 --models qwen3-14b --out %s",
+            "bench sim --quick --out %s",
+            "bench kernels --out %s",
+        };
+        for (size_t k = 0; k < sizeof fmts / sizeof fmts[0]; k++) {
+            snprintf(args, sizeof args, fmts[k], p);
+            expect_out_refused(args, p);
+        }
+    }
+    /* an existing good file survives a failing run and is replaced by a finished one */
+    size_t n = 0;
+    snprintf(args, sizeof args, "sim --trace no-such-trace-xyz --policy layer --out %s", good);
+    CHECK(run(args, out, sizeof out, err, sizeof err) == 2);
+    char *g = slurp(good, &n);
+    CHECK_MSG(g && strcmp(g, "GOOD RESULTS\n") == 0, "good file changed by a failing run: '%s'", g ? g : "(gone)");
+    free(g);
+    snprintf(args, sizeof args, "sim --trace none --policy layer --gen 4 --prompt 64 --out %s", good);
+    CHECK_MSG(run(args, out, sizeof out, err, sizeof err) == 0, "sim --out: %s", err);
+    g = slurp(good, &n);
+    CHECK_MSG(g && n > 8 && memcmp(g, "\x89HDF", 4) == 0, "sim --out did not write HDF5 (%zu bytes)", n);
+    free(g);
+    CHECK(!leftover_tmp(tmpdir));
+}
+
+/* `ats bench sched` without --out writes ./bench-sched.json in the current directory and leaves the
+ * committed experiments/bench/bench-sched.json as it was. */
+static void test_bench_default_out(void)
+{
+    char committed[1024], args[1500], here[400];
+    const char *src = getenv("ATS_SOURCE_DIR");
+    snprintf(committed, sizeof committed, "%s/experiments/bench/bench-sched.json", src ? src : ".");
+    size_t n0 = 0, n1 = 0, n2 = 0;
+    char *before = slurp(committed, &n0);
+    snprintf(here, sizeof here, "%s/bench-here", tmpdir);
+    CHECK(mkdir(here, 0755) == 0);
+    const char *bin = getenv("ATS_BIN");
+    snprintf(args, sizeof args, "cd '%s' && '%s' bench sched --runs 1 --models qwen3-14b >/dev/null 2>&1", here,
+             bin ? bin : "ats");
+    CHECK(system(args) == 0);
+    char local[500];
+    snprintf(local, sizeof local, "%s/bench-sched.json", here);
+    char *mine = slurp(local, &n1);
+    CHECK_MSG(mine && strstr(mine, "\"results\""), "no result file %s", local);
+    char *after = slurp(committed, &n2);
+    CHECK_MSG((!before && !after) || (before && after && n0 == n2 && memcmp(before, after, n0) == 0),
+              "bench sched changed the committed %s", committed);
+    free(before);
+    free(after);
+    free(mine);
+}
+
+/* Ctrl-C (SIGINT) during a run removes its unfinished temporaries; the process dies of the signal. */
+static void test_signal_cleanup(void)
+{
+    const char *bin = getenv("ATS_BIN");
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/sig", tmpdir);
+    CHECK(mkdir(dir, 0755) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        if (chdir(dir) != 0 || !freopen("/dev/null", "w", stdout)) _exit(99);
+        execl(bin ? bin : "ats", "ats", "sim", "--trace", "none", "--policy", "ats", "--gen", "30000",
+              "--timeline", "big.json", (char *)NULL);
+        _exit(98);
+    }
+    /* wait for the temporary (created before the work starts), then interrupt */
+    int seen = 0;
+    for (int i = 0; i < 3000 && !seen; i++) {
+        seen = leftover_tmp(dir);
+        if (!seen) usleep(10000);
+    }
+    CHECK_MSG(seen, "no big.json.tmp.* appeared in %s", dir);
+    kill(pid, SIGINT);
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "ats sim status %#x", status);
+    CHECK_MSG(!leftover_tmp(dir), "temporary left in %s after SIGINT", dir);
+    char fin[500];
+    snprintf(fin, sizeof fin, "%s/big.json", dir);
+    struct stat sb;
+    CHECK(stat(fin, &sb) != 0); /* no half timeline under the final name either */
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-cli-XXXXXX");
@@ -220,6 +383,9 @@ int main(void)
     test_every_command();
     test_inspect_models();
     test_bad_json();
+    test_outputs();
+    test_bench_default_out();
+    test_signal_cleanup();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
