@@ -166,6 +166,16 @@ enum ats_status sim_routing_load(const char *path, const ats_arch *arch, sim_rou
                                      (long long)t, l, j, v, r->n_expert);
                     break;
                 }
+                const int32_t *row = &r->ids[((size_t)t * (size_t)r->n_layer + (size_t)l) * (size_t)r->k];
+                for (int32_t i = 0; i < j; i++)
+                    if (row[i] == v) { /* top-k selects k distinct experts */
+                        st = ats_err_set(err, ATS_EINVAL,
+                                         "%s: /routing/expert_ids[%lld][%d][%d] = %d: expert already selected at "
+                                         "[%lld][%d][%d] (a token's k experts must be distinct)",
+                                         path, (long long)t, l, j, v, (long long)t, l, i);
+                        break;
+                    }
+                if (st != ATS_OK) break;
             }
         }
 done:

@@ -149,6 +149,21 @@ static void test_file(uint64_t seed)
     write_ids(path, ids, T, L, k, H5T_STD_I32LE);
     CHECK(sim_routing_load(path, &a, &r, &err) == ATS_EINVAL);
     CHECK_MSG(strstr(err.msg, "/routing/expert_ids[3][2][1] = 13") != NULL, "%s", err.msg);
+    /* bad: a token picks the same expert twice (random token and layer) */
+    {
+        int bt = (int)(tu_rand(&s) % T), bl = (int)(tu_rand(&s) % L);
+        int32_t keep[5 * 3 * 2];
+        memcpy(keep, ids, sizeof ids);
+        keep[(3 * L + 2) * k + 1] = (keep[(3 * L + 2) * k] + 1) % E; /* undo the out-of-range id */
+        keep[(bt * L + bl) * k + 1] = keep[(bt * L + bl) * k];
+        write_ids(path, keep, T, L, k, H5T_STD_I32LE);
+        CHECK(sim_routing_load(path, &a, &r, &err) == ATS_EINVAL);
+        char want[96];
+        snprintf(want, sizeof want, "/routing/expert_ids[%d][%d][1] = %d: expert already selected at [%d][%d][0]", bt,
+                 bl, keep[(bt * L + bl) * k], bt, bl);
+        CHECK_MSG(strstr(err.msg, want) != NULL && strstr(err.msg, path) != NULL, "want '%s': %s", want, err.msg);
+        write_ids(path, ids, T, L, k, H5T_STD_I32LE);
+    }
     /* bad: shape does not match the model */
     ats_arch a4 = moe_arch(E, k, 4);
     CHECK(sim_routing_load(path, &a4, &r, &err) == ATS_EINVAL);
