@@ -99,15 +99,20 @@ static int split_csv(char *line, char **fields, int max)
     return n;
 }
 
+/* Column by header name or 0-based index: the index, -1 when absent, -3 when a number past the
+ * header's columns. */
 static int find_col(char **hdr, int nh, const char *want)
 {
     for (int i = 0; i < nh; i++)
         if (strcmp(hdr[i], want) == 0) return i;
     char *end = NULL;
     long k = strtol(want, &end, 10);
-    if (end != want && *end == '\0' && k >= 0 && k < nh) return (int)k;
+    if (end != want && *end == '\0' && k >= 0) return k < nh ? (int)k : -3;
     return -1;
 }
+
+/* Echoed file contents and names are cut to 60 characters ("..." marks the cut). */
+#define CUT(s) (int)(strlen(s) > 60 ? 57 : 60), (s), (strlen(s) > 60 ? "..." : "")
 
 typedef struct row { double t, v; } row;
 
@@ -146,6 +151,8 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
         ats_err_set(err, ATS_EINVAL, "%s: line 1: empty file (need a header row)", path);
         goto done;
     }
+    if ((unsigned char)line[0] == 0xEF && (unsigned char)line[1] == 0xBB && (unsigned char)line[2] == 0xBF)
+        memmove(line, line + 3, strlen(line + 3) + 1); /* UTF-8 byte-order mark (spreadsheet exports) */
     char *hdr_copy = strdup(line);
     if (!hdr_copy) {
         st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
@@ -153,38 +160,55 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
     }
     char *hdr[MAX_FIELDS];
     int nh = split_csv(hdr_copy, hdr, MAX_FIELDS);
+    if (nh < 0) {
+        free(hdr_copy);
+        ats_err_set(err, ATS_EINVAL, "%s: line 1: more than %d columns", path, MAX_FIELDS);
+        goto done;
+    }
     int ct = nh > 0 ? find_col(hdr, nh, o->time_col) : -1;
     int cv = nh > 0 ? find_col(hdr, nh, o->value_col) : -1;
     int cf = (nh > 0 && o->filter_col) ? find_col(hdr, nh, o->filter_col) : -2;
-    const char *missing = ct < 0 ? o->time_col : cv < 0 ? o->value_col : cf == -1 ? o->filter_col : NULL;
     free(hdr_copy);
-    if (missing) {
-        st = ats_err_set(err, ATS_ENOTFOUND, "%s: line 1: no column '%s' in the header", path, missing);
-        goto done;
+    {
+        const char *flag[3] = {"--time-col", "--value-col", "--filter"};
+        const char *want[3] = {o->time_col, o->value_col, o->filter_col ? o->filter_col : ""};
+        int got[3] = {ct, cv, cf};
+        for (int k = 0; k < 3; k++) {
+            if (got[k] == -3) {
+                st = ats_err_set(err, ATS_EINVAL, "%s: line 1: %s %.*s%s: the header has only %d column%s", path,
+                                 flag[k], CUT(want[k]), nh, nh == 1 ? "" : "s");
+                goto done;
+            }
+            if (got[k] == -1) {
+                st = ats_err_set(err, ATS_ENOTFOUND, "%s: line 1: %s: no column '%.*s%s' in the header", path,
+                                 flag[k], CUT(want[k]));
+                goto done;
+            }
+        }
     }
     size_t lineno = 1;
     while (getline(&line, &cap, f) >= 0) {
         lineno++;
         if (line[0] == '\n' || line[0] == '\r' || line[0] == '\0') continue;
         int nf = split_csv(line, fields, MAX_FIELDS);
-        int need = ct > cv ? ct : cv;
-        if (cf > need) need = cf;
-        if (nf <= need) {
-            ats_err_set(err, ATS_EINVAL, "%s: line %zu: %d fields, need at least %d", path, lineno, nf, need + 1);
+        if (nf != nh) { /* ragged rows would silently shift columns */
+            if (nf < 0) ats_err_set(err, ATS_EINVAL, "%s: line %zu: more than %d fields, the header has %d", path, lineno,
+                                    MAX_FIELDS, nh);
+            else ats_err_set(err, ATS_EINVAL, "%s: line %zu: %d fields, the header has %d", path, lineno, nf, nh);
             goto done;
         }
         if (cf >= 0 && strcmp(fields[cf], o->filter_value) != 0) continue;
         row r;
         if (atsc_parse_time(fields[ct], &r.t) != 0) {
-            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%s': bad time '%s'", path, lineno, o->time_col,
-                        fields[ct]);
+            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%.*s%s': bad time '%.*s%s'", path, lineno,
+                        CUT(o->time_col), CUT(fields[ct]));
             goto done;
         }
         char *end = NULL;
         r.v = strtod(fields[cv], &end);
         if (end == fields[cv] || *end != '\0' || !isfinite(r.v)) {
-            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%s': bad value '%s'", path, lineno, o->value_col,
-                        fields[cv]);
+            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%.*s%s': bad value '%.*s%s'", path, lineno,
+                        CUT(o->value_col), CUT(fields[cv]));
             goto done;
         }
         if (nrows == rcap) {

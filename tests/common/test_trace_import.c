@@ -188,9 +188,43 @@ static void test_refusals(void)
     o = atsc_import_opts_default();
     o.compress = 1e-6; /* stretching 1e305 s overflows: both times become inf */
     expect_fail("t,v\n0,1\n1e305,1\n1.1e305,1\n", o, ATS_EINVAL, "coincide after compression");
+    /* ragged rows, a column index past the header, long echoed values cut to 60 characters */
+    o = atsc_import_opts_default();
+    o.time_col = "t";
+    o.value_col = "v";
+    expect_fail("t,v,w\n0,1,2\n1,2\n", o, ATS_EINVAL, "line 3: 2 fields, the header has 3");
+    expect_fail("t,v\n0,1\n1,2,3\n", o, ATS_EINVAL, "line 3: 3 fields, the header has 2");
+    {
+        char content[512], want[128];
+        char long_v[201];
+        memset(long_v, 'x', 200);
+        long_v[200] = 0;
+        snprintf(content, sizeof content, "t,v\n0,%s\n", long_v);
+        snprintf(want, sizeof want, "bad value '%.57s...'", long_v);
+        expect_fail(content, o, ATS_EINVAL, want);
+    }
+    o.time_col = "9";
+    expect_fail("a,b,c,d\n0,1,2,3\n", o, ATS_EINVAL, "--time-col 9: the header has only 4 columns");
     o = atsc_import_opts_default();
     atsc_trace *tr = NULL;
     ats_err err = {{0}};
+    /* a UTF-8 byte-order mark before the header is not part of the first column's name */
+    {
+        char path[512];
+        snprintf(path, sizeof path, "%s/bom.csv", tmpdir);
+        FILE *f = fopen(path, "w");
+        fputs("\xEF\xBB\xBFtime,load\n0,2\n5,4\n", f);
+        fclose(f);
+        atsc_import_opts ob = atsc_import_opts_default();
+        ob.time_col = "time";
+        ob.value_col = "load";
+        ob.ref_percentile = 100;
+        CHECK_MSG(atsc_trace_import_csv(path, &ob, &tr, &err) == ATS_OK, "%s", err.msg);
+        if (tr) CHECK(tr->n == 2 && tr->t_s[1] == 5.0 && fabs(tr->cpu_avail[0] - 0.5) < 1e-12);
+        atsc_trace_free(tr);
+        tr = NULL;
+        unlink(path);
+    }
     CHECK(atsc_trace_import_csv("/nonexistent/x.csv", &o, &tr, &err) == ATS_ENOTFOUND && strstr(err.msg, "/nonexistent/x.csv"));
 }
 
