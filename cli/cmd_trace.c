@@ -145,6 +145,16 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* One line for a getopt failure: ':' = a flag without its value, else an unknown flag. */
+static int opt_error(const char *cmd, int c, char **argv)
+{
+    if (c == ':')
+        ats_cli_error(cmd, "%s: missing value (see ats %s --help)", argv[optind - 1], cmd);
+    else
+        ats_cli_error(cmd, "unknown option '%s' (see ats %s --help)", argv[optind - 1], cmd);
+    return ATS_EXIT_USAGE;
+}
+
 static void synth_usage(FILE *f)
 {
     fprintf(f,
@@ -185,7 +195,8 @@ static int cmd_synth(int argc, char **argv)
         snprintf(cmdline + l, sizeof cmdline - l, q ? " '%s'" : " %s", argv[i]);
     }
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", lo, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 'm': machine = optarg; break;
@@ -225,7 +236,7 @@ static int cmd_synth(int argc, char **argv)
             nsh++;
             break;
         case 'h': synth_usage(stdout); return ATS_EXIT_OK;
-        default: synth_usage(stderr); return ATS_EXIT_USAGE;
+        default: return opt_error("trace synth", c, argv);
         }
     }
     if (!out || optind != argc) {
@@ -437,7 +448,8 @@ static int cmd_import(int argc, char **argv)
     int have_res = 0, c;
     char *filter = NULL;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:h", lo, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
         case 't': o.time_col = optarg; break;
@@ -489,7 +501,7 @@ static int cmd_import(int argc, char **argv)
             }
             break;
         case 'h': import_usage(stdout); free(filter); return ATS_EXIT_OK;
-        default: import_usage(stderr); free(filter); return ATS_EXIT_USAGE;
+        default: free(filter); return opt_error("trace import", c, argv);
         }
     }
     if (optind != argc - 1 || !out || !have_res) {
@@ -561,8 +573,10 @@ static int cmd_compare(int argc, char **argv)
     double margin = 5, offset = 0, max_err = INFINITY;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         double *dst = c == 'm' ? &margin : c == 'o' ? &offset : c == 'e' ? &max_err : NULL;
+        if (c == ':' || c == '?') return opt_error("trace compare", c, argv);
         if (c == 'h') {
             compare_usage(stdout);
             return ATS_EXIT_OK;
