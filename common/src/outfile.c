@@ -30,6 +30,7 @@ struct atsc_out {
 /* state: 0 free, 1 being filled or emptied, 2 live (the handler unlinks it) */
 static atomic_int reg_state[REG_SLOTS];
 static char reg_path[REG_SLOTS][REG_PATH];
+static pid_t reg_owner[REG_SLOTS]; /* a forked child (stress hogs) never removes its parent's files */
 static atomic_uint reg_seq;
 
 static int reg_add(const char *tmp)
@@ -40,6 +41,7 @@ static int reg_add(const char *tmp)
         int expect = 0;
         if (atomic_compare_exchange_strong(&reg_state[i], &expect, 1)) {
             memcpy(reg_path[i], tmp, n + 1);
+            reg_owner[i] = getpid();
             atomic_store(&reg_state[i], 2);
             return i;
         }
@@ -54,8 +56,9 @@ static void reg_remove(int slot)
 
 void atsc_out_cleanup_all(void)
 {
+    pid_t me = getpid();
     for (int i = 0; i < REG_SLOTS; i++)
-        if (atomic_load(&reg_state[i]) == 2) unlink(reg_path[i]);
+        if (atomic_load(&reg_state[i]) == 2 && reg_owner[i] == me) unlink(reg_path[i]);
 }
 
 int atsc_out_registered(void)

@@ -2,8 +2,9 @@
  * directory target, devices, FIFO) name the given path; tmp + commit replaces a good file only when
  * finished; abort and failed commits leave it as it was; a link to a file stays a link; a target
  * turned special during the work is not replaced; SIGINT/SIGTERM remove the open temporaries and the
- * process dies of the signal. */
+ * process dies of the signal, while a forked child's death leaves its parent's files; JSON writer. */
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +217,56 @@ static void test_signal(int sig, uint64_t *rng)
     CHECK(!exists(p1) && same_content(p2, good, sizeof good));
 }
 
+/* A forked child that dies of SIGTERM through the handler leaves its parent's temporary alone. */
+static void test_fork_child(void)
+{
+    atsc_out *o = NULL;
+    ats_err e = {{0}};
+    CHECK(atsc_out_cleanup_signal_install() == 0);
+    CHECK_MSG(atsc_out_open(tpath("parent.bin"), &o, &e) == ATS_OK, "%s", e.msg);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        raise(SIGTERM);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "child status %#x", status);
+    CHECK_MSG(exists(atsc_out_tmp(o)), "the child removed the parent's %s", atsc_out_tmp(o));
+    CHECK_MSG(atsc_out_commit(o, &e) == ATS_OK, "%s", e.msg);
+    CHECK(exists(tpath("parent.bin")));
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+}
+
+/* atsc_out_write_json: random values read back; refused on a special file. */
+static void test_json(uint64_t *rng)
+{
+    json_t *root = json_object();
+    double v[8];
+    json_t *arr = json_array();
+    for (int i = 0; i < 8; i++) {
+        v[i] = tu_uniform(rng, -1e3, 1e3);
+        json_array_append_new(arr, json_real(v[i]));
+    }
+    json_object_set_new(root, "figures", arr);
+    ats_err e = {{0}};
+    const char *p = tpath("bench.json");
+    CHECK_MSG(atsc_out_write_json(p, root, JSON_REAL_PRECISION(17), &e) == ATS_OK, "%s", e.msg);
+    json_error_t je;
+    json_t *back = json_load_file(p, 0, &je);
+    CHECK(back != NULL);
+    json_t *ba = back ? json_object_get(back, "figures") : NULL;
+    CHECK(ba && json_array_size(ba) == 8);
+    for (size_t i = 0; ba && i < 8; i++) CHECK(json_real_value(json_array_get(ba, i)) == v[i]);
+    json_decref(back);
+    CHECK(atsc_out_write_json("/dev/null", root, 0, &e) == ATS_EINVAL);
+    CHECK_MSG(strncmp(e.msg, "/dev/null: ", 11) == 0, "%s", e.msg);
+    json_decref(root);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_outfile");
@@ -229,6 +280,8 @@ int main(void)
     test_symlink(&rng);
     test_signal(SIGINT, &rng);
     test_signal(SIGTERM, &rng);
+    test_fork_child();
+    test_json(&rng);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

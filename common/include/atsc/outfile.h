@@ -73,8 +73,9 @@ struct json_t;
 enum ats_status atsc_out_write_json(const char *path, const struct json_t *root, size_t flags, ats_err *err);
 
 /**
- * Unlinks every registered temporary. Async-signal-safe (only unlink); for signal handlers of
- * subcommands that install their own. The handles stay valid (their commit then fails).
+ * Unlinks every temporary registered by this process (not those a forked child inherited from its
+ * parent). Async-signal-safe (getpid, unlink); for signal handlers of subcommands that install their
+ * own. The handles stay valid (their commit then fails).
  */
 void atsc_out_cleanup_all(void);
 
