@@ -105,10 +105,11 @@ typedef struct atsc_results_meta {
 typedef struct atsc_results atsc_results;
 
 /**
- * Creates "<path>.tmp.<pid>" and writes the root attributes (plus version and commit from the build).
- * On success *out is a new writer; finish with atsc_results_close (renames) or atsc_results_abort.
- * ATS_EINVAL (bad argument, config_json not valid JSON, file cannot be created; message names the
- * file), ATS_ENOMEM.
+ * Creates "<path>.tmp.<pid>" (atsc/outfile.h: `path` must pass atsc_out_check — never a directory,
+ * device or FIFO; the temporary is removed on SIGINT/SIGTERM) and writes the root attributes (plus
+ * version and commit from the build). On success *out is a new writer; finish with
+ * atsc_results_close (fsync, renames) or atsc_results_abort. ATS_EINVAL (bad argument, config_json
+ * not valid JSON, file cannot be created; message names `path`, never the temporary), ATS_ENOMEM.
  */
 enum ats_status atsc_results_open(const char *path, const atsc_results_meta *meta,
                                   atsc_results **out, ats_err *err);

@@ -29,10 +29,11 @@ extern "C" {
 typedef struct atsc_timeline atsc_timeline;
 
 /**
- * Creates "<path>.tmp.<pid>" and writes the JSON header. `meta_json` (borrowed, may be NULL) is a
+ * Creates "<path>.tmp.<pid>" (atsc/outfile.h: `path` must pass atsc_out_check; the temporary is
+ * removed on SIGINT/SIGTERM) and writes the JSON header. `meta_json` (borrowed, may be NULL) is a
  * JSON object stored under "otherData" (configuration, seed, version); it must parse as a JSON
  * object. On success *out is new. ATS_EINVAL (cannot create the file, bad meta_json; message names
- * the file), ATS_ENOMEM.
+ * `path`), ATS_ENOMEM.
  */
 enum ats_status atsc_timeline_open(const char *path, const char *meta_json, atsc_timeline **out,
                                    ats_err *err);

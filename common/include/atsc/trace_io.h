@@ -87,7 +87,8 @@ enum ats_status atsc_trace_validate(const atsc_trace *tr, const char *name, ats_
 enum ats_status atsc_trace_load(const char *path, atsc_trace **out, ats_err *err);
 
 /** Validates then writes the trace to `path` through a temporary file in the same directory that is
- *  renamed over `path` (an interrupted write never leaves a half file). Returns ATS_OK, ATS_EINVAL
+ *  fsync'ed and renamed over `path` (atsc/outfile.h: an interrupted write never leaves a half file;
+ *  a directory, device or FIFO at `path` is refused, never replaced). Returns ATS_OK, ATS_EINVAL
  *  (invalid trace, or the file could not be created/written/renamed; message names the path). */
 enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err *err);
 

@@ -106,7 +106,8 @@ typedef struct ex_gguf_out_tensor {
 
 /** Writes a GGUF v3 file: the raw KV entries `kv_raw[i]` (kv_len[i] bytes each, as returned by
  *  ex_gguf_kv_raw, or built with ex_gguf_kv_u32), then the tensor infos and the data aligned to
- *  `alignment` bytes. Written to "<path>.tmp" and renamed. ATS_EINVAL (message) on I/O errors. */
+ *  `alignment` bytes. Written through atsc/outfile.h (checked
+ *  path, "<path>.tmp.<pid>", fsync, rename; special files refused). ATS_EINVAL (message) on I/O errors. */
 enum ats_status ex_gguf_write(const char *path, int64_t n_kv, const void *const *kv_raw,
                               const size_t *kv_len, int64_t n_tensors, const ex_gguf_out_tensor *t,
                               uint64_t alignment, ats_err *err);
