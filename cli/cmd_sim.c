@@ -128,7 +128,8 @@ int ats_cmd_sim(int argc, char **argv)
         case O_OUT: out_path = optarg; break;
         case O_TIMELINE: tl_path = optarg; break;
         case O_OPS: o.cfg.record_ops = 1; break;
-        case O_HELP: usage(stdout); return ATS_EXIT_OK;
+        case O_HELP:
+        case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':':
             ats_cli_error("sim", "%s: missing value (see ats sim --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;

@@ -105,7 +105,8 @@ int ats_cmd_sweep(int argc, char **argv)
             }
             break;
         case O_OUT: out_path = optarg; break;
-        case O_HELP: usage(stdout); return ATS_EXIT_OK;
+        case O_HELP:
+        case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':':
             ats_cli_error("sweep", "%s: missing value (see ats sweep --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;
