@@ -6,6 +6,8 @@
  */
 #include "ex/load.h"
 
+#include "atsc/outfile.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -19,7 +21,6 @@
 
 #ifdef ATS_HAVE_CUDA
 #include "load_probe.h"
-#include "atsc/outfile.h"
 #endif
 
 #define CHUNK_ROWS 32

@@ -9,6 +9,8 @@
  */
 #include "ex/load.h"
 
+#include "atsc/outfile.h"
+
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -26,7 +28,6 @@
 
 #ifdef ATS_HAVE_CUDA
 #include "load_probe.h"
-#include "atsc/outfile.h"
 #endif
 
 /* ------------------------------------------------------------------ arithmetic ------------------ */
