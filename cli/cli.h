@@ -51,7 +51,7 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 #endif
     ;
 
-/** Up-front check of an output flag's path (atsc_out_check; NULL or "" = not given: 0). Prints
+/** Up-front check of an output flag's path (atsc_out_check; NULL = not given: 0; "" refused). Prints
  *  "ats <cmd>: <flag>: <path>: <why>" and returns ATS_EXIT_USAGE when it cannot be written (cli/cli_out.c). */
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path);
 

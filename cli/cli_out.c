@@ -4,7 +4,7 @@
 
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path)
 {
-    if (!path || !*path) return ATS_EXIT_OK;
+    if (!path) return ATS_EXIT_OK; /* flag not given; "" is refused below */
     ats_err err = {{0}};
     if (atsc_out_check(path, &err) == ATS_OK) return ATS_EXIT_OK;
     ats_cli_error(cmd, "%s: %s", flag, err.msg);
