@@ -47,7 +47,7 @@ double sim_session_round_bound(const ats_arch *arch, const ats_hw *hw, const sim
         double ovh = hw->cpu_op_overhead_s < hw->gpu_op_overhead_s ? hw->cpu_op_overhead_s : hw->gpu_op_overhead_s;
         double t_ovh = (double)arch->n_layer * (ovh > 0 ? ovh : 0.0);
         double bw = hw->cpu_mem_bw + hw->gpu_mem_bw;
-        double t_bw = bw > 0 && active > 0 ? 0.5 * active / bw : 0.0;
+        double t_bw = bw > 0 && active > 0 ? 0.25 * active / bw : 0.0; /* slack: embeddings, rounding */
         t_min = t_ovh > t_bw ? t_ovh : t_bw;
         double t_req = rpr * t_min + (cfg->gap_s > 0 ? cfg->gap_s : 0.0);
         if (t_req > 0 && isfinite(cfg->duration_s)) by_dur = (floor(cfg->duration_s / t_req) + 1.0) * rpr;

@@ -114,8 +114,8 @@ typedef struct sim_session_cfg {
                                        (default SIM_MAX_ROUNDS_DEFAULT) */
 } sim_session_cfg;
 
-/** Default bound on the rounds one session may simulate (each round keeps a results row, ~100
- *  bytes, so 10^7 rounds is ~1 GB and minutes of CPU time). */
+/** Default bound on the rounds one session may simulate (each round keeps a 72-byte results
+ *  row, so 10^7 rounds is ~0.7 GB, plus minutes of CPU time). */
 #define SIM_MAX_ROUNDS_DEFAULT 10000000LL
 
 sim_session_cfg sim_session_cfg_default(void);
@@ -163,9 +163,11 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
  * limit, n_requests x rounds per request (ceil(P/C) + G); with a duration, the duration divided by
  * a lower bound on the time of one request (rounds per request x the shortest possible round, plus
  * the gap), plus one request. The shortest possible round is the larger of (a) one op per layer at
- * the smaller per-op overhead of CPU and GPU and (b) the active parameters at 0.5 bytes each (no
- * recipe is below 4 bits per weight) read at the CPU's and GPU's memory bandwidth together.
- * The tighter of both limits applies. `why` (may be NULL) receives a short explanation naming
+ * the smaller per-op overhead of CPU and GPU and (b) the active parameters at 0.25 bytes each (no
+ * recipe is below 4 bits per weight; half of that leaves room for weights a decode round does not
+ * read, such as the embedding table) read at the CPU's and GPU's memory bandwidth together.
+ * The tighter of both limits applies. A bound without --jitter (lognormal jitter can make a round
+ * shorter than its roofline); the session's own cap (max_rounds) holds regardless. `why` (may be NULL) receives a short explanation naming
  * the limit that bounds the run. Returns +inf for a configuration without a finite bound.
  */
 double sim_session_round_bound(const ats_arch *arch, const ats_hw *hw, const sim_session_cfg *cfg,
