@@ -121,8 +121,7 @@ int ats_cmd_sweep(int argc, char **argv)
     }
     if (ats_cli_check_out("sweep", "--out", out_path)) return ATS_EXIT_USAGE; /* before any work */
     if (n_eps == 0 || n_itv == 0 || !*tbuf) {
-        ats_cli_error("sweep", "--eps, --interval and --trace are required");
-        usage(stderr);
+        ats_cli_error("sweep", "--eps, --interval and --trace are required (see ats sweep --help)");
         return ATS_EXIT_USAGE;
     }
     const char *pol[MAX_POL];
