@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "ex/gguf.h"
@@ -58,6 +59,14 @@ int ats_cmd_quantize(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("quantize", "OUT", out)) return ATS_EXIT_USAGE; /* before the work */
+    {   /* the output must not be the input (also through ../, links or hard links): the rename
+           would replace the original with its lossy re-quantization */
+        struct stat si, so;
+        if (stat(in, &si) == 0 && stat(out, &so) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+            ats_cli_error("quantize", "OUT '%s' is the input file '%s' (write the result elsewhere)", out, in);
+            return ATS_EXIT_USAGE;
+        }
+    }
     ats_err err = {{0}};
     ex_gguf *g = NULL;
     enum ats_status st = ex_gguf_open(in, &g, &err);

@@ -199,6 +199,23 @@ static void test_bad_json(void)
     /* a context beyond any model */
     rcd = run("inspect --model qwen3-14b --ctx 100000000000", out, sizeof out, err, sizeof err);
     CHECK_MSG(rcd == 2 && strstr(err, "ctx_pos"), "huge ctx: rc %d: %s", rcd, err);
+    /* ats quantize onto its own input (through ../) must refuse and leave the input as it was */
+    {
+        char src[512], cp[1200], q[1400];
+        tu_shared_path(src, sizeof src, "models/stories260K/stories260K.gguf");
+        snprintf(cp, sizeof cp, "cp '%s' '%s/in.gguf'", src, tmpdir);
+        if (system(cp) == 0) {
+            struct stat before, after;
+            snprintf(path, sizeof path, "%s/in.gguf", tmpdir);
+            stat(path, &before);
+            snprintf(q, sizeof q, "quantize %s/in.gguf %s/../%s/in.gguf --type q8_0", tmpdir, tmpdir, strrchr(tmpdir, '/') + 1);
+            int rq = run(q, out, sizeof out, err, sizeof err);
+            stat(path, &after);
+            CHECK_MSG(rq == 2 && strstr(err, "is the input file") && before.st_size == after.st_size,
+                      "quantize onto its input: rc %d, size %lld -> %lld: %s", rq, (long long)before.st_size,
+                      (long long)after.st_size, err);
+        }
+    }
     /* unreadable file */
     snprintf(path, sizeof path, "%s/unreadable.json", tmpdir);
     write_file(path, "{}");
