@@ -4,7 +4,7 @@
 # it builds CPU-only.
 set -euo pipefail
 pkgs=(build-essential cmake git pkg-config libhdf5-dev libgsl-dev libjansson-dev
-      python3 python3-h5py python3-matplotlib hdf5-tools)
+      python3 python3-h5py python3-matplotlib hdf5-tools clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
