@@ -237,7 +237,7 @@ bad:
     return -1;
 }
 
-int sim_cli_load(sim_cli *o, const char *cmd)
+static int load_checked(sim_cli *o, const char *cmd)
 {
     ats_err err = {{0}};
     ats_cli_model_path(o->model, o->model_path, sizeof o->model_path);
@@ -333,6 +333,15 @@ int sim_cli_load(sim_cli *o, const char *cmd)
     o->resched_paper_s = sim_cli_resched_cost(o, "ats-paper", o->resched_paper_src, sizeof o->resched_paper_src);
     o->cfg.resched_cost_s = o->resched_s;
     return 0;
+}
+
+/* sim_cli_load: load_checked, and on any failure free what it loaded (the trace), so an early
+ * refusal leaks nothing (LeakSanitizer in CI). */
+int sim_cli_load(sim_cli *o, const char *cmd)
+{
+    int rc = load_checked(o, cmd);
+    if (rc) sim_cli_free(o);
+    return rc;
 }
 
 int sim_cli_policy_applies(const sim_cli *o, const char *policy, char *why, size_t len)
