@@ -1,6 +1,8 @@
 #include "testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 
 int tu_failures = 0;
@@ -52,5 +54,54 @@ const char *tu_source_path(char *buf, size_t len, const char *rel)
 {
     const char *d = getenv("ATS_SOURCE_DIR");
     snprintf(buf, len, "%s/%s", d && *d ? d : ".", rel);
+    return buf;
+}
+
+char *tu_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = b ? fread(b, 1, (size_t)(n > 0 ? n : 0), f) : 0;
+    fclose(f);
+    if (b) b[got] = 0;
+    if (len) *len = got;
+    return b;
+}
+
+int tu_count_lines(const char *s)
+{
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+char *tu_run_ats(const char *args, int *rc, int with_stderr)
+{
+    const char *bin = getenv("ATS_BIN");
+    if (!bin || !*bin) bin = "./build/cli/ats";
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "timeout 120 %s %s %s", bin, args, with_stderr ? "2>&1" : "2>/dev/null");
+    FILE *p = popen(cmd, "r");
+    if (!p) {
+        *rc = -1;
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0, k;
+    char *buf = malloc(cap);
+    while (buf && (k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) break;
+            buf = nb;
+        }
+    }
+    if (buf) buf[n] = 0;
+    int st = pclose(p);
+    *rc = (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
     return buf;
 }

@@ -75,4 +75,13 @@ const char *tu_shared_path(char *buf, size_t len, const char *rel);
 /** Path under the source tree ($ATS_SOURCE_DIR or "."); returns buf. */
 const char *tu_source_path(char *buf, size_t len, const char *rel);
 
+/** Whole file as a NUL-terminated malloc'd string (caller frees); NULL if unreadable. *len (may be
+ *  NULL) gets the byte count. */
+char *tu_slurp(const char *path, size_t *len);
+/** Lines in s ('\n' count; NULL = 0). */
+int tu_count_lines(const char *s);
+/** Runs `$ATS_BIN <args>` (default ./build/cli/ats) under `timeout 120`, returns its stdout (and
+ *  stderr when with_stderr) as a malloc'd string (caller frees); *rc = exit code, -1 on a signal. */
+char *tu_run_ats(const char *args, int *rc, int with_stderr);
+
 #endif

@@ -42,13 +42,6 @@ static int run(const char *args, char *out, size_t olen, char *err, size_t elen)
     return WEXITSTATUS(st);
 }
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");
@@ -188,14 +181,14 @@ static void test_bad_json(void)
         snprintf(args, sizeof args, "inspect --model %s", path);
         int rc = run(args, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 2, "%s: exit %d (want 2)", c->what, rc);
-        CHECK_MSG(count_lines(err) == 1, "%s: %d lines on stderr: %s", c->what, count_lines(err), err);
+        CHECK_MSG(tu_count_lines(err) == 1, "%s: %d lines on stderr: %s", c->what, tu_count_lines(err), err);
         CHECK_MSG(strstr(err, path) && strstr(err, c->must1) && strstr(err, c->must2), "%s: message '%s'", c->what, err);
         CHECK_MSG(out[0] == '\0', "%s: stdout not empty", c->what);
     }
     /* a directory */
     snprintf(args, sizeof args, "inspect --model %s/", tmpdir);
     int rcd = run(args, out, sizeof out, err, sizeof err);
-    CHECK_MSG(rcd == 2 && count_lines(err) == 1 && strstr(err, "not a regular file"), "directory: rc %d: %s", rcd, err);
+    CHECK_MSG(rcd == 2 && tu_count_lines(err) == 1 && strstr(err, "not a regular file"), "directory: rc %d: %s", rcd, err);
     /* a context beyond any model */
     rcd = run("inspect --model qwen3-14b --ctx 100000000000", out, sizeof out, err, sizeof err);
     CHECK_MSG(rcd == 2 && strstr(err, "ctx_pos"), "huge ctx: rc %d: %s", rcd, err);
@@ -223,10 +216,10 @@ static void test_bad_json(void)
     snprintf(args, sizeof args, "inspect --model %s", path);
     int rc = run(args, out, sizeof out, err, sizeof err);
     if (geteuid() != 0) /* root reads anything */
-        CHECK_MSG(rc == 2 && count_lines(err) == 1 && strstr(err, path), "unreadable: rc %d: %s", rc, err);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, path), "unreadable: rc %d: %s", rc, err);
     snprintf(args, sizeof args, "inspect --model %s/does-not-exist.json", tmpdir);
     rc = run(args, out, sizeof out, err, sizeof err);
-    CHECK_MSG(rc == 2 && count_lines(err) == 1 && strstr(err, "does-not-exist.json") && strstr(err, "cannot open"),
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "does-not-exist.json") && strstr(err, "cannot open"),
               "missing file: rc %d: %s", rc, err);
 }
 
@@ -239,21 +232,6 @@ static int is_chr(const char *p)
 }
 
 /* Whole file into a new string (NULL when unreadable); *n its length. */
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)(len > 0 ? len : 0) + 1);
-    size_t got = b ? fread(b, 1, (size_t)(len > 0 ? len : 0), f) : 0;
-    fclose(f);
-    if (b) b[got] = 0;
-    *n = got;
-    return b;
-}
-
 /* Names of tmpdir entries containing ".tmp." (left-over temporaries), 0 if none. */
 static int leftover_tmp(const char *dir)
 {
@@ -267,7 +245,7 @@ static int leftover_tmp(const char *dir)
 static void expect_out_refused(const char *args, const char *path)
 {
     int rc = run(args, out, sizeof out, err, sizeof err);
-    CHECK_MSG(rc == 2 && count_lines(err) == 1 && strstr(err, path) && !strstr(err, ".tmp."),
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, path) && !strstr(err, ".tmp."),
               "ats %s: rc %d, stderr '%s'", args, rc, err);
     CHECK_MSG(out[0] == '\0', "ats %s: printed results before refusing: '%.200s'", args, out);
 }
@@ -318,12 +296,12 @@ static void test_outputs(void)
     size_t n = 0;
     snprintf(args, sizeof args, "sim --trace no-such-trace-xyz --policy layer --out %s", good);
     CHECK(run(args, out, sizeof out, err, sizeof err) == 2);
-    char *g = slurp(good, &n);
+    char *g = tu_slurp(good, &n);
     CHECK_MSG(g && strcmp(g, "GOOD RESULTS\n") == 0, "good file changed by a failing run: '%s'", g ? g : "(gone)");
     free(g);
     snprintf(args, sizeof args, "sim --trace none --policy layer --gen 4 --prompt 64 --out %s", good);
     CHECK_MSG(run(args, out, sizeof out, err, sizeof err) == 0, "sim --out: %s", err);
-    g = slurp(good, &n);
+    g = tu_slurp(good, &n);
     CHECK_MSG(g && n > 8 && memcmp(g, "\x89HDF", 4) == 0, "sim --out did not write HDF5 (%zu bytes)", n);
     free(g);
     CHECK(!leftover_tmp(tmpdir));
@@ -337,7 +315,7 @@ static void test_bench_default_out(void)
     const char *src = getenv("ATS_SOURCE_DIR");
     snprintf(committed, sizeof committed, "%s/experiments/bench/bench-sched.json", src ? src : ".");
     size_t n0 = 0, n1 = 0, n2 = 0;
-    char *before = slurp(committed, &n0);
+    char *before = tu_slurp(committed, &n0);
     snprintf(here, sizeof here, "%s/bench-here", tmpdir);
     CHECK(mkdir(here, 0755) == 0);
     const char *bin = getenv("ATS_BIN");
@@ -346,9 +324,9 @@ static void test_bench_default_out(void)
     CHECK(system(args) == 0);
     char local[500];
     snprintf(local, sizeof local, "%s/bench-sched.json", here);
-    char *mine = slurp(local, &n1);
+    char *mine = tu_slurp(local, &n1);
     CHECK_MSG(mine && strstr(mine, "\"results\""), "no result file %s", local);
-    char *after = slurp(committed, &n2);
+    char *after = tu_slurp(committed, &n2);
     CHECK_MSG((!before && !after) || (before && after && n0 == n2 && memcmp(before, after, n0) == 0),
               "bench sched changed the committed %s", committed);
     free(before);

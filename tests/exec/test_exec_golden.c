@@ -22,21 +22,6 @@
 
 static char model_path[1024], ref_txt[1024], ref_ids[1024], ref_csv[1024];
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    size_t got = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    b[got] = 0;
-    if (len) *len = got;
-    return b;
-}
-
 static int read_ids(const char *text, int *ids, int cap)
 {
     int n = 0;
@@ -141,7 +126,7 @@ static int prefix_match(const char *out, const int *ref, int n_ref)
 static void test_cli(const char *bin, const int *ref, int n_ref)
 {
     size_t rl;
-    char *want = slurp(ref_txt, &rl);
+    char *want = tu_slurp(ref_txt, &rl);
     CHECK(want != NULL);
     const char *variants[] = {"", "--threads 1", "--split 2", "--chunk 1"};
     char cmd[4096];
@@ -195,7 +180,7 @@ int main(void)
         CHECK(0);
         return tu_finish("test_exec_golden");
     }
-    char *ids_text = slurp(ref_ids, NULL);
+    char *ids_text = tu_slurp(ref_ids, NULL);
     int ref[1024], n_ref = ids_text ? read_ids(ids_text, ref, 1024) : 0;
     free(ids_text);
     CHECK(n_ref == 256);

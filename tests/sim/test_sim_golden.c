@@ -20,52 +20,10 @@
 #include "atsc/results.h"
 #include "testutil.h"
 
-static char *run(const char *args, int *rc, int with_stderr)
-{
-    const char *bin = getenv("ATS_BIN");
-    if (!bin || !*bin) bin = "./build/cli/ats";
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s %s", bin, args, with_stderr ? "2>&1" : "2>/dev/null");
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        *rc = -1;
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    size_t k;
-    while (buf && (k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += k;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) break;
-            buf = nb;
-        }
-    }
-    if (buf) buf[n] = 0;
-    int st = pclose(p);
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-    if (b) b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 static void golden(const char *name, const char *args)
 {
     int rc;
-    char *out = run(args, &rc, 0);
+    char *out = tu_run_ats(args, &rc, 0);
     CHECK_MSG(rc == 0 && out, "ats %s: exit %d", args, rc);
     if (!out) return;
     char rel[256], path[1024];
@@ -81,7 +39,7 @@ static void golden(const char *name, const char *args)
             fprintf(stderr, "test_sim_golden: wrote %s\n", path);
         }
     } else {
-        char *exp = slurp(path);
+        char *exp = tu_slurp(path, NULL);
         CHECK_MSG(exp != NULL, "missing %s (run with ATS_UPDATE_GOLDEN=1)", path);
         if (exp && strcmp(exp, out) != 0) {
             CHECK_MSG(0, "%s differs from `ats %s`", path, args);
@@ -101,7 +59,7 @@ static void threads(void)
     snprintf(a1, sizeof a1, "%s --threads 1", sweep);
     snprintf(a2, sizeof a2, "%s --threads 2", sweep);
     int r1, r2;
-    char *o1 = run(a1, &r1, 0), *o2 = run(a2, &r2, 0);
+    char *o1 = tu_run_ats(a1, &r1, 0), *o2 = tu_run_ats(a2, &r2, 0);
     CHECK_MSG(r1 == 0 && r2 == 0, "sweep exit %d / %d", r1, r2);
     CHECK(o1 && o2 && strcmp(o1, o2) == 0);
     /* 2 policies x 3 eps x 3 intervals = 18 rows + header */
@@ -114,8 +72,8 @@ static void threads(void)
                       "--seed 4 --trace fig13-synth --trace-offset 119";
     snprintf(a1, sizeof a1, "%s --threads 1", sim);
     snprintf(a2, sizeof a2, "%s --threads 2", sim);
-    o1 = run(a1, &r1, 0);
-    o2 = run(a2, &r2, 0);
+    o1 = tu_run_ats(a1, &r1, 0);
+    o2 = tu_run_ats(a2, &r2, 0);
     CHECK(r1 == 0 && r2 == 0 && o1 && o2 && strcmp(o1, o2) == 0);
     free(o1);
     free(o2);
@@ -136,7 +94,7 @@ static void badinput(void)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc;
-        char *out = run(cases[i][0], &rc, 1);
+        char *out = tu_run_ats(cases[i][0], &rc, 1);
         CHECK_MSG(rc == 2, "ats %s: exit %d (expected 2)", cases[i][0], rc);
         CHECK_MSG(out && strstr(out, cases[i][1]), "ats %s: message lacks '%s': %s", cases[i][0], cases[i][1],
                   out ? out : "");
@@ -155,7 +113,7 @@ static void outputs(void)
     snprintf(args, sizeof args,
              "sim --policy static,ats --requests 2 --prompt 512 --gen 6 --ops --out %s --timeline %s --seed 2", h5, js);
     int rc;
-    char *o = run(args, &rc, 0);
+    char *o = tu_run_ats(args, &rc, 0);
     CHECK_MSG(rc == 0, "ats %s: exit %d", args, rc);
     free(o);
     atsc_results_file *f = NULL;

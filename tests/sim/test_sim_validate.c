@@ -34,47 +34,13 @@
 
 static char tmpdir[256];
 
-static char *run(const char *args, int *rc, int with_stderr)
-{
-    const char *bin = getenv("ATS_BIN");
-    if (!bin || !*bin) bin = "./build/cli/ats";
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "timeout 120 %s %s %s", bin, args, with_stderr ? "2>&1" : "2>/dev/null");
-    FILE *p = popen(cmd, "r");
-    if (!p) {
-        *rc = -1;
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0, k;
-    char *buf = malloc(cap);
-    while (buf && (k = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += k;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) break;
-            buf = nb;
-        }
-    }
-    if (buf) buf[n] = 0;
-    int st = pclose(p);
-    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; s && *s; s++) n += *s == '\n';
-    return n;
-}
-
 /* exit 2, exactly one line of output (stderr; nothing on stdout), containing every `must` */
 static void expect_usage(const char *args, const char *must1, const char *must2)
 {
     int rc;
-    char *out = run(args, &rc, 1);
+    char *out = tu_run_ats(args, &rc, 1);
     CHECK_MSG(rc == 2, "ats %s: exit %d (expected 2): %s", args, rc, out ? out : "");
-    CHECK_MSG(out && count_lines(out) == 1, "ats %s: %d lines (expected one): %s", args, count_lines(out),
+    CHECK_MSG(out && tu_count_lines(out) == 1, "ats %s: %d lines (expected one): %s", args, tu_count_lines(out),
               out ? out : "");
     CHECK_MSG(out && strstr(out, must1), "ats %s: message lacks '%s': %s", args, must1, out ? out : "");
     if (must2) CHECK_MSG(out && strstr(out, must2), "ats %s: message lacks '%s': %s", args, must2, out ? out : "");
@@ -210,7 +176,7 @@ static void test_results(void)
     const char *fmts[] = {"table", "csv", "json"};
     for (int k = 0; k < 3; k++) {
         snprintf(a, sizeof a, "sim --policy static,ats --prompt 256 --gen 4 --trace %s --format %s", p, fmts[k]);
-        char *out = run(a, &rc, 0);
+        char *out = tu_run_ats(a, &rc, 0);
         CHECK_MSG(rc == 1, "ats %s: exit %d (expected 1)", a, rc);
         CHECK_MSG(out && !strstr(out, "nan") && !strstr(out, "-1.0") && !strstr(out, "inf"), "ats %s: %s", a,
                   out ? out : "");
@@ -223,25 +189,25 @@ static void test_results(void)
             json_decref(j);
         }
         free(out);
-        out = run(a, &rc, 1);
+        out = tu_run_ats(a, &rc, 1);
         CHECK(out && strstr(out, "ats sim: policy ats: no request completed"));
         free(out);
     }
     unlink(p);
     /* default 'all' on a dense model: a note in the header, nothing on stderr */
-    char *out = run("sim --requests 1 --prompt 128 --gen 2 --trace none", &rc, 0);
+    char *out = tu_run_ats("sim --requests 1 --prompt 128 --gen 2 --trace none", &rc, 0);
     CHECK_MSG(rc == 0 && out && strstr(out, "# expert: not applicable to a dense model"), "exit %d: %s", rc,
               out ? out : "");
     free(out);
     snprintf(a, sizeof a, "sim --requests 1 --prompt 128 --gen 2 --trace none 2>&1 >/dev/null");
-    out = run(a, &rc, 0);
+    out = tu_run_ats(a, &rc, 0);
     CHECK_MSG(out && !strstr(out, "skipped"), "stderr: %s", out ? out : "");
     free(out);
     /* /config records the re-schedule cost used and its source */
     snprintf(h5, sizeof h5, "%s/r.h5", tmpdir);
     snprintf(a, sizeof a, "sim --policy ats --requests 1 --prompt 128 --gen 2 --trace none --resched-cost 3ms --out %s",
              h5);
-    out = run(a, &rc, 0);
+    out = tu_run_ats(a, &rc, 0);
     CHECK_MSG(rc == 0, "ats %s: exit %d", a, rc);
     free(out);
     atsc_results_file *f = NULL;
