@@ -17,6 +17,7 @@
 #include "ats/policy.h"
 #include "atsc/results.h"
 #include "atsc/timeline.h"
+#include "atsc/outfile.h"
 #include "cli.h"
 #include "sim_cli.h"
 
@@ -172,7 +173,16 @@ int ats_cmd_sim(int argc, char **argv)
         ats_cli_error("sim", "--policy: none given");
         return ATS_EXIT_USAGE;
     }
+    if (out_path && tl_path && atsc_out_same_target(out_path, tl_path)) {
+        ats_cli_error("sim", "--out and --timeline name the same file '%s' (give two paths)", out_path);
+        return ATS_EXIT_USAGE;
+    }
     if ((rc = sim_cli_load(&o, "sim"))) return rc;
+    /* again now that the inputs (model, hw, trace, routing) are known: an output must not replace one */
+    if ((rc = ats_cli_check_out("sim", "--out", out_path)) || (rc = ats_cli_check_out("sim", "--timeline", tl_path))) {
+        sim_cli_free(&o);
+        return rc;
+    }
     /* the default 'all' leaves out policies that cannot apply to this model (noted in the table
        header); an explicit one stays and its error is reported */
     char na_note[512] = "";

@@ -151,6 +151,11 @@ int ats_cmd_sweep(int argc, char **argv)
     o.trace = "none";
     int rc = sim_cli_load(&o, "sweep");
     if (rc) return rc;
+    /* again now that the inputs are known: --out must not replace one (other traces: at open) */
+    if ((rc = ats_cli_check_out("sweep", "--out", out_path))) {
+        sim_cli_free(&o);
+        return rc;
+    }
     for (int i = 0; i < n_pol; i++) {
         char why[128];
         if (sim_cli_policy_applies(&o, pol[i], why, sizeof why)) {

@@ -38,6 +38,7 @@ int main(int argc, char **argv)
 {
     gsl_set_error_handler_off(); /* GSL reports through return codes, never aborts (STYLE.md) */
     atsc_out_cleanup_signal_install(); /* SIGINT/SIGTERM/SIGHUP remove unfinished OUT.tmp.PID files */
+    atsc_in_guard_enable();            /* no output may replace a file this run read */
     if (argc < 2) {
         usage(stderr);
         return ATS_EXIT_USAGE;

@@ -1,5 +1,6 @@
 /* Hardware description JSON loader (jansson). Keys: sim/hw/README.md and atsc/hw_json.h. */
 #include "atsc/hw_json.h"
+#include "atsc/outfile.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -313,6 +314,7 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
     ats_hw_init(out);
 
     json_error_t je;
+    atsc_in_note(path); /* never to be replaced by an output of this run */
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
         if (je.line < 0 || json_error_code(&je) == json_error_cannot_open_file)

@@ -1,5 +1,6 @@
 /* Model architecture JSON loader (jansson). Keys: models/README.md. */
 #include "atsc/model_json.h"
+#include "atsc/outfile.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -86,6 +87,7 @@ enum ats_status atsc_model_load(const char *path, ats_arch *out, ats_err *err)
     struct stat sb;
     if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
         return ats_err_set(err, ATS_EINVAL, "%s: not a regular file (a model description is a JSON file)", path);
+    atsc_in_note(path); /* never to be replaced by an output of this run */
     FILE *f = fopen(path, "rb");
     if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open model description: %s", path, strerror(errno));
     json_error_t je;

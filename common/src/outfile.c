@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -168,10 +169,75 @@ static char *target_of(const char *path)
     return strdup(path);
 }
 
+/* ------------------------------------------------------------ inputs of this run */
+
+/* Files this process has read as inputs (device + inode), so that no output replaces one of them:
+ * a tester's `ats trace import X.csv --out X.csv` replaced its own input. Loaders call atsc_in_note;
+ * atsc_out_check (hence atsc_out_open, again just before writing) refuses such a target. A second
+ * deliberate exception to "no mutable globals" (see the temporaries registry above), guarded by a
+ * mutex since sweeps load from several threads. */
+#define IN_SLOTS 64
+static struct { dev_t dev; ino_t ino; } in_ids[IN_SLOTS];
+static int n_in;
+static pthread_mutex_t in_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int in_guard; /* off for library users (tests rewrite files they read); the CLI turns it on */
+
+void atsc_in_guard_enable(void) { atomic_store(&in_guard, 1); }
+
+void atsc_in_note(const char *path)
+{
+    struct stat st;
+    if (!atomic_load(&in_guard)) return;
+    if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    pthread_mutex_lock(&in_lock);
+    int known = 0;
+    for (int i = 0; i < n_in; i++) known |= in_ids[i].dev == st.st_dev && in_ids[i].ino == st.st_ino;
+    if (!known && n_in < IN_SLOTS) {
+        in_ids[n_in].dev = st.st_dev;
+        in_ids[n_in].ino = st.st_ino;
+        n_in++;
+    }
+    pthread_mutex_unlock(&in_lock);
+}
+
+static int is_input(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    int hit = 0;
+    pthread_mutex_lock(&in_lock);
+    for (int i = 0; i < n_in; i++) hit |= in_ids[i].dev == st.st_dev && in_ids[i].ino == st.st_ino;
+    pthread_mutex_unlock(&in_lock);
+    return hit;
+}
+
+int atsc_out_same_target(const char *a, const char *b)
+{
+    if (!a || !b) return 0;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    /* not both existing: compare the canonical directory and the base name */
+    char *da = dir_of(a), *db = dir_of(b);
+    char *ra = da ? realpath(da, NULL) : NULL, *rb = db ? realpath(db, NULL) : NULL;
+    const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
+    ba = ba ? ba + 1 : a;
+    bb = bb ? bb + 1 : b;
+    int same = ra && rb && strcmp(ra, rb) == 0 && strcmp(ba, bb) == 0;
+    free(da);
+    free(db);
+    free(ra);
+    free(rb);
+    return same;
+}
+
 enum ats_status atsc_out_check(const char *path, ats_err *err)
 {
     if (!path || !*path) return ats_err_set(err, ATS_EINVAL, "output path: empty");
-    if (check_target(path, err) < 0) return ATS_EINVAL;
+    int exists = check_target(path, err);
+    if (exists < 0) return ATS_EINVAL;
+    if (exists && is_input(path))
+        return ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it is an input of this run (give another output path)",
+                           path);
     char *target = target_of(path);
     if (!target) return ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
     enum ats_status s = check_dir(path, target, err);

@@ -2,6 +2,7 @@
  * common/src/trace_import.c — CSV time series → load trace (see atsc/trace_import.h).
  */
 #include "atsc/trace_import.h"
+#include "atsc/outfile.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -138,6 +139,7 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
     if ((o->filter_col == NULL) != (o->filter_value == NULL))
         return ats_err_set(err, ATS_EINVAL, "import: a filter needs both a column and a value");
 
+    atsc_in_note(path); /* never to be replaced by an output of this run */
     FILE *f = fopen(path, "r");
     if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open: %s", path, strerror(errno));
     enum ats_status st = ATS_EINVAL;

@@ -295,6 +295,7 @@ enum ats_status atsc_trace_load(const char *path, atsc_trace **out, ats_err *err
     h5_quiet();
     if (H5Fis_hdf5(path) <= 0)
         return ats_err_set(err, ATS_EINVAL, "%s: not an HDF5 file", path);
+    atsc_in_note(path); /* never to be replaced by an output of this run */
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot open as HDF5", path);
 

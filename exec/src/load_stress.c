@@ -100,6 +100,7 @@ enum ats_status ex_stress_calib_save(const ex_stress_calib *c, const char *path,
 enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_err *err)
 {
     memset(c, 0, sizeof *c);
+    atsc_in_note(path); /* never to be replaced by an output of this run */
     FILE *f = fopen(path, "r");
     if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open calibration: %s", path, strerror(errno));
     char line[256];

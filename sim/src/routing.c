@@ -1,5 +1,6 @@
 /* sim/src/routing.c — seeded MoE routing (uniform, Zipf) and routing-file replay. See sim/routing.h. */
 #include "sim/routing.h"
+#include "atsc/outfile.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -98,6 +99,7 @@ enum ats_status sim_routing_load(const char *path, const ats_arch *arch, sim_rou
     enum ats_status st = check_arch(arch, err);
     if (st) return st;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    atsc_in_note(path); /* never to be replaced by an output of this run */
     FILE *probe = fopen(path, "rb");
     if (!probe) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open routing file", path);
     fclose(probe);

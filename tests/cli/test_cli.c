@@ -209,6 +209,26 @@ static void test_bad_json(void)
                       (long long)after.st_size, err);
         }
     }
+    /* an output must never replace an input of the same run (trace, hw description, CSV) */
+    {
+        char cp[1400], a[1600], tr[600];
+        char src[512];
+        tu_source_path(src, sizeof src, "traces/fig13-synth.h5");
+        snprintf(tr, sizeof tr, "%s/tr.h5", tmpdir);
+        snprintf(cp, sizeof cp, "cp '%s' '%s'", src, tr);
+        if (system(cp) == 0) {
+            size_t n0 = 0, n1 = 0;
+            free(tu_slurp(tr, &n0));
+            snprintf(a, sizeof a, "sim --trace %s --policy layer --out %s", tr, tr);
+            int ri = run(a, out, sizeof out, err, sizeof err);
+            free(tu_slurp(tr, &n1));
+            CHECK_MSG(ri == 2 && strstr(err, "input of this run") && n0 == n1 && n0 > 0,
+                      "sim --out onto its trace: rc %d, %zu -> %zu bytes: %s", ri, n0, n1, err);
+            snprintf(a, sizeof a, "sim --trace none --policy layer --out %s/o.h5 --timeline %s/./o.h5", tmpdir, tmpdir);
+            ri = run(a, out, sizeof out, err, sizeof err);
+            CHECK_MSG(ri == 2 && strstr(err, "same file"), "--out == --timeline: rc %d: %s", ri, err);
+        }
+    }
     /* unreadable file */
     snprintf(path, sizeof path, "%s/unreadable.json", tmpdir);
     write_file(path, "{}");

@@ -64,6 +64,21 @@ enum ats_status atsc_out_commit(atsc_out *o, ats_err *err);
 /** Removes the temporary, unregisters and frees o (NULL is fine). The target is untouched. */
 void atsc_out_abort(atsc_out *o);
 
+/**
+ * Notes `path` (borrowed) as an input of this run: from then on atsc_out_check / atsc_out_open refuse
+ * it as an output (same device and inode, also through links or ../). Loaders of models, hardware
+ * descriptions, traces, CSV series, routing files and GGUF files call it. Up to 64 inputs; a missing
+ * file is ignored. Does nothing until atsc_in_guard_enable() (the `ats` program calls it in main();
+ * a library user may well rewrite a file it read earlier). Thread-safe.
+ */
+void atsc_in_note(const char *path);
+/** Turns the input guard on for this process (once, in main()). */
+void atsc_in_guard_enable(void);
+
+/** 1 when paths a and b name the same file (same inode if both exist, else the same canonical
+ *  directory and base name). For commands with two outputs (--out and --timeline). */
+int atsc_out_same_target(const char *a, const char *b);
+
 struct json_t;
 
 /**
