@@ -1,6 +1,12 @@
 /* cli/sim_cli.c — shared flags and loading for `ats sim`, `ats sweep`, `ats bench sim` (sim_cli.h). */
 #include "sim_cli.h"
 
+/* Plausibility limits of the session flags (a typo must not become hours of simulation). */
+#define SIM_CLI_MAX_TOKENS 16777216   /* = ATS_ARCH_MAX_CTX */
+#define SIM_CLI_MAX_TIME_S 1e7        /* --duration, --trace-offset [s] (~115 days) */
+#define SIM_CLI_MAX_GAP_S 86400.0     /* --gap [s] */
+#define SIM_CLI_MAX_RESCHED_S 10.0    /* --resched-cost [s] (the paper's is 16 ms) */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +156,10 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
             ats_cli_error(cmd, "--%s: %s", id == SIMF_VRAM ? "vram-budget" : "temp-bytes", why);
             return -1;
         }
+        if (id == SIMF_VRAM && c->vram_budget_bytes < (64ull << 20)) {
+            ats_cli_error(cmd, "--vram-budget: '%s' is below 64 MiB (no GPU runtime fits; did you mean GiB?)", arg);
+            return -1;
+        }
         return 1;
     }
     case SIMF_MAX_ROUNDS:
@@ -157,15 +167,15 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
         c->max_rounds = ll;
         return 1;
     case SIMF_PROMPT:
-        if (ats_cli_parse_int(arg, &ll) || ll < 1) goto bad;
+        if (ats_cli_parse_int(arg, &ll) || ll < 1 || ll > SIM_CLI_MAX_TOKENS) goto bad_range;
         c->prompt_tok = ll;
         return 1;
     case SIMF_GEN:
-        if (ats_cli_parse_int(arg, &ll) || ll < 1) goto bad;
+        if (ats_cli_parse_int(arg, &ll) || ll < 1 || ll > SIM_CLI_MAX_TOKENS) goto bad_range;
         c->gen_tok = ll;
         return 1;
     case SIMF_CHUNK:
-        if (ats_cli_parse_int(arg, &ll) || ll < 1) goto bad;
+        if (ats_cli_parse_int(arg, &ll) || ll < 1 || ll > SIM_CLI_MAX_TOKENS) goto bad_range;
         c->chunk_tok = ll;
         return 1;
     case SIMF_REQUESTS:
@@ -174,16 +184,16 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
         o->requests_given = 1;
         return 1;
     case SIMF_DURATION:
-        if (sim_cli_parse_time(arg, &d) || !(d > 0)) goto bad;
+        if (sim_cli_parse_time(arg, &d) || !(d > 0) || d > SIM_CLI_MAX_TIME_S) goto bad_range;
         c->duration_s = d;
         o->duration_given = 1;
         return 1;
     case SIMF_GAP:
-        if (sim_cli_parse_time(arg, &d)) goto bad;
+        if (sim_cli_parse_time(arg, &d) || !(d >= 0) || d > SIM_CLI_MAX_GAP_S) goto bad_range;
         c->gap_s = d;
         return 1;
     case SIMF_TRACE_OFFSET:
-        if (sim_cli_parse_time(arg, &d)) goto bad;
+        if (sim_cli_parse_time(arg, &d) || !(d >= 0) || d > SIM_CLI_MAX_TIME_S) goto bad_range;
         c->trace_offset_s = d;
         return 1;
     case SIMF_JITTER:
@@ -204,7 +214,7 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
         }
         return 1;
     case SIMF_RESCHED:
-        if (sim_cli_parse_time(arg, &d)) goto bad;
+        if (sim_cli_parse_time(arg, &d) || !(d >= 0) || d > SIM_CLI_MAX_RESCHED_S) goto bad_range;
         c->resched_cost_s = d;
         o->resched_given = 1;
         return 1;
@@ -225,6 +235,21 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
         c->seed = (uint64_t)ll;
         return 1;
     default: return 0;
+    }
+bad_range:
+    {
+        static const struct option all[] = {SIM_CLI_LONG_OPTIONS, {0, 0, 0, 0}};
+        const char *name = "?";
+        for (const struct option *op = all; op->name; op++)
+            if (op->val == id) name = op->name;
+        const char *lim = id == SIMF_PROMPT || id == SIMF_GEN || id == SIMF_CHUNK ? "1..16777216 tokens"
+                          : id == SIMF_GAP                                     ? "0..86400 s"
+                          : id == SIMF_RESCHED                                 ? "0..10 s"
+                          : id == SIMF_DURATION                                ? "(0, 1e7] s"
+                                                                               : "0..1e7 s";
+        ats_cli_error(cmd, "--%s: '%.60s%s' (must be in %s; see ats %s --help)", name, arg,
+                      strlen(arg) > 60 ? "..." : "", lim, cmd);
+        return -1;
     }
 bad:
     for (int i = 0; i < 1; i++) {

@@ -127,7 +127,11 @@ static void test_bound(uint64_t *rng)
 static void test_cli(void)
 {
     char a[2048], p[512];
-    expect_usage("sim --duration 1e9", "--duration", "--max-rounds");
+    expect_usage("sim --duration 1e7", "--duration", "--max-rounds");
+    expect_usage("sim --duration 1e9", "--duration", "1e7");      /* beyond the plausibility limit */
+    expect_usage("sim --resched-cost 1e300s", "--resched-cost", "0..10 s");
+    expect_usage("sim --gap 1e300", "--gap", "0..86400");
+    expect_usage("sim --vram-budget 1B", "--vram-budget", "64 MiB");
     expect_usage("sim --requests 1000000000", "--requests", "over the limit of 10000000");
     expect_usage("sim --requests 100 --max-rounds 1000", "--requests", "over the limit of 1000");
     snprintf(p, sizeof p, "%s/ns.h5", tmpdir);
