@@ -120,7 +120,7 @@ int ats_cmd_run(int argc, char **argv)
         case O_TOPP: bad = ats_cli_parse_double(optarg, &top_p) || top_p <= 0 || top_p > 1; break;
         case O_SEED: bad = ats_cli_parse_int(optarg, &seed); break;
         case O_THREADS: bad = ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024; break;
-        case O_CTX: bad = ats_cli_parse_int(optarg, &n_ctx) || n_ctx < 1; break;
+        case O_CTX: bad = ats_cli_parse_int(optarg, &n_ctx) || n_ctx < 1 || n_ctx > ATS_ARCH_MAX_CTX; break;
         case O_CHUNK: bad = ats_cli_parse_int(optarg, &chunk) || chunk < 1; break;
         case O_SPLIT: bad = ats_cli_parse_int(optarg, &split) || split < 0; break;
         case O_IDS: print_ids = 1; break;
@@ -160,6 +160,13 @@ int ats_cmd_run(int argc, char **argv)
         ats_recipe r = arch.default_recipe;
         if (quant && ats_recipe_from_name(quant, &r) != ATS_OK) {
             ats_cli_error("run", "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
+            return ATS_EXIT_USAGE;
+        }
+        /* the session's context (exec/src/session.c: --ctx, else min(context_length, 4096)), checked
+           before building gigabytes of dummy weights */
+        long long ctx0 = n_ctx > 0 ? n_ctx : (arch.n_ctx_max > 0 && arch.n_ctx_max < 4096 ? arch.n_ctx_max : 4096);
+        if (prompt_tokens > ctx0) {
+            ats_cli_error("run", "--prompt-tokens %lld: longer than the context (%lld tokens; --ctx)", prompt_tokens, ctx0);
             return ATS_EXIT_USAGE;
         }
         st = ex_model_new_dummy(&arch, r, (uint64_t)seed, &m, &err);
