@@ -280,6 +280,11 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
                         i - 1, i, o->compress);
             goto done;
         }
+    if (m > 0 && tr->t_s[m - 1] > 1e7) { /* the simulator refuses longer runs (--duration limit) */
+        ats_err_set(err, ATS_EINVAL, "%s: the series spans %.3g s after compression by %g (must be <= 1e7 s; "
+                    "times not in seconds? raise --compress)", path, tr->t_s[m - 1], o->compress);
+        goto done;
+    }
     if ((st = atsc_trace_validate(tr, path, err)) != ATS_OK) goto done; /* e.g. times overflowed to inf */
     st = ATS_EINVAL;
     snprintf(tr->source, sizeof tr->source,
