@@ -104,6 +104,10 @@ int ats_cmd_inspect(int argc, char **argv)
         usage(stderr);
         return ATS_EXIT_USAGE;
     }
+    if (policy && strchr(policy, ',')) {
+        ats_cli_error("inspect", "--policy: '%s': inspect shows one policy at a time (ats sim compares several)", policy);
+        return ATS_EXIT_USAGE;
+    }
     if (policy && vram_budget == 0) {
         ats_cli_error("inspect", "--policy needs --vram-budget (e.g. --vram-budget 6GiB)");
         return ATS_EXIT_USAGE;

@@ -177,6 +177,12 @@ int ats_cmd_sweep(int argc, char **argv)
             goto done;
         }
         char path[1024];
+        if (strcmp(t, "none") == 0) {
+            ats_cli_error("sweep", "--trace none: a sweep of eps and the interval needs a load trace (on an idle "
+                          "machine the controller never re-plans); use ats sim for the idle machine");
+            rc = ATS_EXIT_USAGE;
+            goto done;
+        }
         ats_cli_trace_path(t, path, sizeof path);
         if (atsc_trace_load(path, &tr[n_tr], &err) != ATS_OK) {
             ats_cli_error("sweep", "%s", err.msg);
