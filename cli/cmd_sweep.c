@@ -76,17 +76,17 @@ int ats_cmd_sweep(int argc, char **argv)
         case O_POLICY: snprintf(pbuf, sizeof pbuf, "%s", optarg); break;
         case O_EPS:
             n_eps = sim_cli_parse_range(optarg, eps, MAX_GRID, NULL, why, sizeof why);
-            if (n_eps < 1 || eps[0] < 0) {
+            if (n_eps < 1 || eps[0] < 0 || eps[n_eps - 1] > 10.0) {
                 ats_cli_error("sweep", "--eps: bad range '%.60s': %s", optarg,
-                              n_eps < 1 ? why : "A:B:S with 0 <= A <= B, S > 0");
+                              n_eps < 1 ? why : "A:B:S with 0 <= A <= B <= 10, S > 0 (fractions)");
                 return ATS_EXIT_USAGE;
             }
             break;
         case O_INTERVAL:
             n_itv = sim_cli_parse_range(optarg, itv, MAX_GRID, &itv_ms, why, sizeof why);
-            if (n_itv < 1 || !(itv[0] > 0)) {
+            if (n_itv < 1 || !(itv[0] > 0) || itv[n_itv - 1] > (itv_ms ? 1e7 : 1e6)) {
                 ats_cli_error("sweep", "--interval: bad range '%.60s': %s", optarg,
-                              n_itv < 1 ? why : "A:B:S with 0 < A <= B, S > 0");
+                              n_itv < 1 ? why : "A:B:S with 0 < A <= B, S > 0 (B <= 1e6 x TPOT or 1e7 ms)");
                 return ATS_EXIT_USAGE;
             }
             break;

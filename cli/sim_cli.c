@@ -125,16 +125,9 @@ int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *
         snprintf(why, len, "too many grid points (%.0f, limit %d)", npts, max);
         return -1;
     }
+    /* npts points (counted above, ≤ max): A + i·S never loops forever where A + S == A in doubles */
     int n = 0;
-    for (int i = 0;; i++) {
-        double x = v[0] + i * v[2];
-        if (x > v[1] + 1e-9 * (fabs(v[1]) + 1)) break;
-        if (n == max) {
-            snprintf(why, len, "too many grid points (more than %d)", max);
-            return -1;
-        }
-        vals[n++] = x;
-    }
+    for (int i = 0; i < (int)npts; i++) vals[n++] = v[0] + i * v[2];
     if (in_ms) *in_ms = n_ms > 0;
     return n;
 }
