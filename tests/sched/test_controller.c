@@ -32,27 +32,51 @@ static double fake_round(const ats_controller *k, const ats_costs *nominal, ats_
     return lat;
 }
 
-static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
-{
+/* The setup every controller scenario shares: rtx3060-laptop, one decode round of `model` at
+ * context 2048, its nominal costs, a placement and an observation buffer. */
+typedef struct decode_fix {
     ats_hw hw;
-    if (!fx_hw("rtx3060-laptop", &hw)) return;
-    ats_graph *g = fx_model_graph("qwen3-14b", ATS_PHASE_DECODE, 1, 2047);
-    if (!g) return;
-    int32_t n = g->n_ops;
+    ats_graph *g;
+    int32_t n;
     ats_costs nom;
     ats_placement pl;
     ats_round_obs obs;
+} decode_fix;
+
+static int fix_open(decode_fix *f, const char *model)
+{
+    if (!fx_hw("rtx3060-laptop", &f->hw)) return 0;
+    f->g = fx_model_graph(model, ATS_PHASE_DECODE, 1, 2047);
+    if (!f->g) return 0;
+    f->n = f->g->n_ops;
     ats_err err;
-    CHECK(ats_costs_init(&nom, n) == 0 && ats_placement_init(&pl, n) == 0 && ats_round_obs_init(&obs, n) == 0);
-    CHECK(ats_costs_from_model(g, &hw, &nom, &err) == ATS_OK);
+    CHECK(ats_costs_init(&f->nom, f->n) == 0 && ats_placement_init(&f->pl, f->n) == 0 &&
+          ats_round_obs_init(&f->obs, f->n) == 0);
+    CHECK(ats_costs_from_model(f->g, &f->hw, &f->nom, &err) == ATS_OK);
+    return 1;
+}
+
+static void fix_close(decode_fix *f)
+{
+    ats_round_obs_free(&f->obs);
+    ats_placement_free(&f->pl);
+    ats_costs_free(&f->nom);
+    ats_graph_free(f->g);
+}
+
+static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
+{
+    decode_fix f;
+    if (!fix_open(&f, "qwen3-14b")) return;
+    ats_err err;
     ats_policy_cfg cfg = ats_policy_cfg_default();
     cfg.vram_budget_bytes = 6 * GIB;
     cfg.hostmem_cpu_factor = 1.0; /* fake_round has no interference; own_interference() covers it */
     ats_policy *pol;
     CHECK(ats_policy_new(pname, &cfg, &pol, &err) == ATS_OK);
-    CHECK_MSG(ats_policy_place(pol, g, &nom, &pl, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ats_policy_place(pol, f.g, &f.nom, &f.pl, &err) == ATS_OK, "%s", err.msg);
     ats_controller *k = NULL;
-    CHECK(ats_controller_new(pol, g, &pl, &nom, NULL, &k, &err) == ATS_OK);
+    CHECK(ats_controller_new(pol, f.g, &f.pl, &f.nom, NULL, &k, &err) == ATS_OK);
     CHECK(ats_controller_start(k, 0.0, ats_load_idle(), NULL, &err) == ATS_OK);
     CHECK(ats_controller_n_reschedules(k) == 0);
     double now = 0;
@@ -61,18 +85,18 @@ static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
     int n_resched = 0;
     /* 20 steady rounds: never */
     for (int i = 0; i < 20; i++) {
-        double lat = fake_round(k, &nom, truth, &obs);
+        double lat = fake_round(k, &f.nom, truth, &f.obs);
         now += lat;
-        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        CHECK(ats_controller_observe(k, &f.obs, lat, now, NULL, &r, &err) == ATS_OK);
         CHECK(!r.rescheduled);
         CHECK(r.deviation < 1e-9);
     }
     /* a small change (below ε): never */
     truth.cpu = 0.9 + tu_uniform(rng, 0, 0.05);
     for (int i = 0; i < 20; i++) {
-        double lat = fake_round(k, &nom, truth, &obs);
+        double lat = fake_round(k, &f.nom, truth, &f.obs);
         now += lat;
-        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        CHECK(ats_controller_observe(k, &f.obs, lat, now, NULL, &r, &err) == ATS_OK);
         CHECK(!r.rescheduled);
     }
     /* a big change: exactly one re-schedule (dynamic policies), right away since τ has passed */
@@ -80,9 +104,9 @@ static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
     truth.pcie = 0.7;
     double t_change = now, t_resched = 0;
     for (int i = 0; i < 30; i++) {
-        double lat = fake_round(k, &nom, truth, &obs);
+        double lat = fake_round(k, &f.nom, truth, &f.obs);
         now += lat;
-        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        CHECK(ats_controller_observe(k, &f.obs, lat, now, NULL, &r, &err) == ATS_OK);
         if (r.rescheduled) {
             n_resched++;
             t_resched = now;
@@ -102,7 +126,7 @@ static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
     /* back to idle, but τ not yet elapsed: wait, then fire once */
     if (dynamic_expected) {
         truth = ats_load_idle();
-        double lat = fake_round(k, &nom, truth, &obs);
+        double lat = fake_round(k, &f.nom, truth, &f.obs);
         double tau = r.tau_s;
         CHECK(tau > 0);
         /* observe at a time just after the last re-schedule: too early */
@@ -113,7 +137,7 @@ static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
         for (int i = 0; i < 40 && !fired; i++) {
             double step = tau / 10.0;
             now += step;
-            CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+            CHECK(ats_controller_observe(k, &f.obs, lat, now, NULL, &r, &err) == ATS_OK);
             if (r.rescheduled) {
                 fired = 1;
                 if (now - t_last < r.tau_s - 1e-12) fired_early = 1;
@@ -128,50 +152,39 @@ static void scenario(const char *pname, int dynamic_expected, uint64_t *rng)
     CHECK(isfinite(ats_controller_predicted_s(k)));
     /* bad observation */
     ats_round_obs small;
-    CHECK(ats_round_obs_init(&small, n - 1) == 0);
+    CHECK(ats_round_obs_init(&small, f.n - 1) == 0);
     CHECK(ats_controller_observe(k, &small, 0.1, now + 1, NULL, NULL, &err) == ATS_EINVAL);
-    CHECK(ats_controller_observe(k, &obs, NAN, now + 1, NULL, NULL, &err) == ATS_EINVAL);
+    CHECK(ats_controller_observe(k, &f.obs, NAN, now + 1, NULL, NULL, &err) == ATS_EINVAL);
     ats_round_obs_free(&small);
     ats_controller_free(k);
     ats_policy_free(pol);
-    ats_round_obs_free(&obs);
-    ats_placement_free(&pl);
-    ats_costs_free(&nom);
-    ats_graph_free(g);
+    fix_close(&f);
 }
 
 /* absolute τ: changes keep coming every round, re-schedules at most once per τ */
 static void rate_limit(uint64_t *rng)
 {
-    ats_hw hw;
-    if (!fx_hw("rtx3060-laptop", &hw)) return;
-    ats_graph *g = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_DECODE, 1, 2047);
-    if (!g) return;
-    int32_t n = g->n_ops;
-    ats_costs nom;
-    ats_placement pl;
-    ats_round_obs obs;
+    decode_fix f;
+    if (!fix_open(&f, "qwen3-30b-a3b")) return;
     ats_err err;
-    CHECK(ats_costs_init(&nom, n) == 0 && ats_placement_init(&pl, n) == 0 && ats_round_obs_init(&obs, n) == 0);
-    CHECK(ats_costs_from_model(g, &hw, &nom, &err) == ATS_OK);
     ats_policy_cfg cfg = ats_policy_cfg_default();
     cfg.vram_budget_bytes = 6 * GIB;
     ats_policy *pol;
     CHECK(ats_policy_new("ats-paper", &cfg, &pol, &err) == ATS_OK);
-    CHECK(ats_policy_place(pol, g, &nom, &pl, &err) == ATS_OK);
+    CHECK(ats_policy_place(pol, f.g, &f.nom, &f.pl, &err) == ATS_OK);
     ats_controller_cfg cc = ats_controller_cfg_default();
     cc.tau_s = 0.5;
     ats_controller *k;
-    CHECK(ats_controller_new(pol, g, &pl, &nom, &cc, &k, &err) == ATS_OK);
+    CHECK(ats_controller_new(pol, f.g, &f.pl, &f.nom, &cc, &k, &err) == ATS_OK);
     CHECK(ats_controller_start(k, 0.0, ats_load_idle(), NULL, &err) == ATS_OK);
     double now = 0, last = 0;
     int fired = 0;
     for (int i = 0; i < 400; i++) {
         ats_load truth = {tu_uniform(rng, 0.2, 1), tu_uniform(rng, 0.2, 1), tu_uniform(rng, 0.2, 1)};
-        double lat = fake_round(k, &nom, truth, &obs);
+        double lat = fake_round(k, &f.nom, truth, &f.obs);
         now += lat;
         ats_resched_report r;
-        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &r, &err) == ATS_OK);
+        CHECK(ats_controller_observe(k, &f.obs, lat, now, NULL, &r, &err) == ATS_OK);
         if (r.rescheduled) {
             CHECK_MSG(now - last >= 0.5, "re-scheduled %.3f s after the previous one", now - last);
             last = now;
@@ -182,35 +195,24 @@ static void rate_limit(uint64_t *rng)
     printf("rate limit: %d re-schedules in %.2f s of noisy load with tau 0.5 s\n", fired, now);
     ats_controller_free(k);
     ats_policy_free(pol);
-    ats_round_obs_free(&obs);
-    ats_placement_free(&pl);
-    ats_costs_free(&nom);
-    ats_graph_free(g);
+    fix_close(&f);
 }
 
 /* with host-memory interference in the plan, rounds that run exactly as predicted (CPU ops
  * stretched where they overlap transfers) are not mistaken for CPU load */
 static void own_interference(void)
 {
-    ats_hw hw;
-    if (!fx_hw("rtx3060-laptop", &hw)) return;
-    ats_graph *g = fx_model_graph("qwen3-14b", ATS_PHASE_DECODE, 1, 2047);
-    if (!g) return;
-    int32_t n = g->n_ops;
-    ats_costs nom;
-    ats_placement pl;
-    ats_round_obs obs;
+    decode_fix f;
+    if (!fix_open(&f, "qwen3-14b")) return;
     ats_err err;
-    CHECK(ats_costs_init(&nom, n) == 0 && ats_placement_init(&pl, n) == 0 && ats_round_obs_init(&obs, n) == 0);
-    CHECK(ats_costs_from_model(g, &hw, &nom, &err) == ATS_OK);
     ats_policy_cfg cfg = ats_policy_cfg_default();
     cfg.vram_budget_bytes = 6 * GIB;
     cfg.hostmem_cpu_factor = 0.5;
     ats_policy *pol;
     CHECK(ats_policy_new("ats", &cfg, &pol, &err) == ATS_OK);
-    CHECK(ats_policy_place(pol, g, &nom, &pl, &err) == ATS_OK);
+    CHECK(ats_policy_place(pol, f.g, &f.nom, &f.pl, &err) == ATS_OK);
     ats_controller *k;
-    CHECK(ats_controller_new(pol, g, &pl, &nom, NULL, &k, &err) == ATS_OK);
+    CHECK(ats_controller_new(pol, f.g, &f.pl, &f.nom, NULL, &k, &err) == ATS_OK);
     CHECK(ats_controller_start(k, 0.0, ats_load_idle(), NULL, &err) == ATS_OK);
     double now = 0;
     int stretched = 0;
@@ -222,25 +224,22 @@ static void own_interference(void)
         po.prefetch_lead_s = 0;
         double lat;
         CHECK(ats_plan_predict(plan, ats_controller_costs(k), &po, &lat, &tl, &err) == ATS_OK);
-        for (int32_t i = 0; i < n; i++) {
-            obs.backend[i] = plan->ops[i].backend;
-            obs.t_exec[i] = tl.op_end[i] - tl.op_start[i];
-            obs.t_xfer[i] = plan->ops[i].wait_xfer >= 0 ? nom.w[i] : NAN;
-            if (obs.backend[i] == ATS_CPU && obs.t_exec[i] > nom.t_cpu[i] * 1.01) stretched = 1;
+        for (int32_t i = 0; i < f.n; i++) {
+            f.obs.backend[i] = plan->ops[i].backend;
+            f.obs.t_exec[i] = tl.op_end[i] - tl.op_start[i];
+            f.obs.t_xfer[i] = plan->ops[i].wait_xfer >= 0 ? f.nom.w[i] : NAN;
+            if (f.obs.backend[i] == ATS_CPU && f.obs.t_exec[i] > f.nom.t_cpu[i] * 1.01) stretched = 1;
         }
         ats_timeline_free(&tl);
         now += lat;
         ats_resched_report rep;
-        CHECK(ats_controller_observe(k, &obs, lat, now, NULL, &rep, &err) == ATS_OK);
+        CHECK(ats_controller_observe(k, &f.obs, lat, now, NULL, &rep, &err) == ATS_OK);
         CHECK_MSG(!rep.rescheduled, "round %d: re-scheduled on its own interference (deviation %.3f)", r, rep.deviation);
     }
     CHECK(stretched); /* the scenario did include interference */
     ats_controller_free(k);
     ats_policy_free(pol);
-    ats_round_obs_free(&obs);
-    ats_placement_free(&pl);
-    ats_costs_free(&nom);
-    ats_graph_free(g);
+    fix_close(&f);
 }
 
 /* prefill chunks of a 4096-token prompt: the caller copies each chunk's nominal costs into the
@@ -327,17 +326,9 @@ static void growing_rounds(const char *pname, double h)
  * does with min_busy_frac = 0; the GPU, busy most of the round, is estimated either way. */
 static void min_busy(void)
 {
-    ats_hw hw;
-    if (!fx_hw("rtx3060-laptop", &hw)) return;
-    ats_graph *g = fx_model_graph("qwen3-14b", ATS_PHASE_DECODE, 1, 2047);
-    if (!g) return;
-    int32_t n = g->n_ops;
-    ats_costs nom;
-    ats_placement pl;
-    ats_round_obs obs;
+    decode_fix f;
+    if (!fix_open(&f, "qwen3-14b")) return;
     ats_err err;
-    CHECK(ats_costs_init(&nom, n) == 0 && ats_placement_init(&pl, n) == 0 && ats_round_obs_init(&obs, n) == 0);
-    CHECK(ats_costs_from_model(g, &hw, &nom, &err) == ATS_OK);
     ats_policy *pol = NULL;
     int found = 0;
     for (uint64_t b = 12 * GIB; b > 4 * GIB && !found; b -= 64ull << 20) {
@@ -345,12 +336,12 @@ static void min_busy(void)
         cfg.vram_budget_bytes = b;
         ats_policy_free(pol);
         CHECK(ats_policy_new("static", &cfg, &pol, &err) == ATS_OK);
-        CHECK(ats_policy_place(pol, g, &nom, &pl, &err) == ATS_OK);
+        CHECK(ats_policy_place(pol, f.g, &f.nom, &f.pl, &err) == ATS_OK);
         double cpu = 0, all = 0;
-        for (int32_t i = 0; i < n; i++) {
-            double t = pl.backend[i] == ATS_CPU ? nom.t_cpu[i] / (1.0 / 3.0) : nom.t_gpu[i] / 0.5;
+        for (int32_t i = 0; i < f.n; i++) {
+            double t = f.pl.backend[i] == ATS_CPU ? f.nom.t_cpu[i] / (1.0 / 3.0) : f.nom.t_gpu[i] / 0.5;
             all += t;
-            if (pl.backend[i] == ATS_CPU) cpu += t;
+            if (f.pl.backend[i] == ATS_CPU) cpu += t;
         }
         found = cpu > 0 && cpu < 0.01 * all;
     }
@@ -359,25 +350,22 @@ static void min_busy(void)
         ats_controller_cfg cc = ats_controller_cfg_default();
         if (v) cc.min_busy_frac = 0;
         ats_controller *k;
-        CHECK(ats_controller_new(pol, g, &pl, &nom, &cc, &k, &err) == ATS_OK);
+        CHECK(ats_controller_new(pol, f.g, &f.pl, &f.nom, &cc, &k, &err) == ATS_OK);
         CHECK(ats_controller_start(k, 0.0, ats_load_idle(), NULL, &err) == ATS_OK);
         ats_load truth = {1.0 / 3.0, 0.5, 1.0};
-        double lat = fake_round(k, &nom, truth, &obs), cpu = 0;
-        for (int32_t i = 0; i < n; i++)
-            if (obs.backend[i] == ATS_CPU) cpu += obs.t_exec[i];
+        double lat = fake_round(k, &f.nom, truth, &f.obs), cpu = 0;
+        for (int32_t i = 0; i < f.n; i++)
+            if (f.obs.backend[i] == ATS_CPU) cpu += f.obs.t_exec[i];
         CHECK_MSG(cpu > 0 && cpu < 0.02 * lat, "CPU busy %.3g of %.3g s", cpu, lat); /* the premise */
         ats_resched_report r;
-        CHECK(ats_controller_observe(k, &obs, lat, lat, NULL, &r, &err) == ATS_OK);
+        CHECK(ats_controller_observe(k, &f.obs, lat, lat, NULL, &r, &err) == ATS_OK);
         CHECK_NEAR(r.load.gpu, 0.5, 1e-9);
         if (v) CHECK_NEAR(r.load.cpu, 1.0 / 3.0, 1e-9);
         else CHECK_NEAR(r.load.cpu, 1.0, 1e-12);
         ats_controller_free(k);
     }
     ats_policy_free(pol);
-    ats_round_obs_free(&obs);
-    ats_placement_free(&pl);
-    ats_costs_free(&nom);
-    ats_graph_free(g);
+    fix_close(&f);
 }
 
 static void bad_cfg(void)
