@@ -332,6 +332,48 @@ out:
 }
 static double gpu_time(ex_stream s, int reps, gpu_fn fn, void *arg) { return gpu_time_batch(s, reps, 1, fn, arg); }
 
+/* Median time of one call of fn [s] with the host out of the way: calls 0..ncalls-1 captured once
+ * into a CUDA graph, the graph replayed `reps` times, each replay between two events (divided by
+ * ncalls). This is the GPU-side cost of a call inside a captured forward pass (llama.cpp replays
+ * its decode graph the same way); gpu_time_batch's figure also includes the host's launch work
+ * whenever that is slower than the kernel. NAN when capture fails. */
+static double gpu_time_graph(ex_stream s, int reps, int ncalls, gpu_fn fn, void *arg)
+{
+    ex_event *ev = calloc((size_t)(2 * reps), sizeof *ev);
+    double *t = malloc((size_t)reps * sizeof *t), med = NAN;
+    ex_graph gr = NULL;
+    int ok = ev && t;
+    for (int i = 0; ok && i < 2 * reps; i++) ok = ex_gpu_event_new(&ev[i]) == 0;
+    if (ok && ex_gpu_graph_begin(s) == 0) {
+        for (int c = 0; c < ncalls && ok; c++) ok = fn(arg, c) == 0;
+        ex_graph g2 = NULL;
+        int ended = ex_gpu_graph_end(s, &g2) == 0;
+        if (ok && ended) gr = g2;
+        else ex_gpu_graph_free(g2);
+    }
+    if (!gr) goto out;
+    for (int r = 0; r < 2; r++)
+        if (ex_gpu_graph_launch(gr, s)) goto out;
+    for (int r = 0; r < reps; r++) {
+        ex_gpu_event_record(ev[2 * r], s);
+        if (ex_gpu_graph_launch(gr, s)) goto out;
+        ex_gpu_event_record(ev[2 * r + 1], s);
+    }
+    if (ex_gpu_stream_sync(s)) goto out;
+    for (int r = 0; r < reps; r++) {
+        int64_t ns = 0;
+        ex_gpu_event_elapsed_ns(ev[2 * r], ev[2 * r + 1], &ns);
+        t[r] = (double)ns * 1e-9 / ncalls;
+    }
+    med = median(t, reps);
+out:
+    ex_gpu_graph_free(gr);
+    for (int i = 0; ev && i < 2 * reps; i++) ex_gpu_event_free(ev[i]);
+    free(ev);
+    free(t);
+    return med;
+}
+
 typedef struct gemv_arg {
     ex_gpu *g;
     ex_stream s;
@@ -435,10 +477,11 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
     json_t *garr = json_array();
     printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kernel v1 = quantize kernel + GEMV, v2 = one\n"
            "kernel, ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
-           "single_us: one call alone between two events (adds the launch latency); err: max |y - y_cpu| / max |y_cpu|\n",
+           "single_us: one call alone between two events (adds the launch latency); graph_us: per call when all the\n"
+           "cycled copies' calls are captured in one CUDA graph and replayed (no host launch work); err: max |y - y_cpu| / max |y_cpu|\n",
            getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : "(unset)");
-    printf("%-6s %-22s %10s %10s %10s %9s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us", "GB/s", "of_read",
-           "kern", "err");
+    printf("%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us", "GB/s",
+           "of_read", "graph_us", "g_of_rd", "kern", "err");
     json_object_set_new(gj, "gemv_kernel_env", json_string(getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : ""));
     int gemv_bad = 0;
     for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0]; ti++) {
@@ -460,13 +503,14 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
                      ex_gpu_memcpy_h2d(a.x, hx, (size_t)sh->cols * 4, s) == 0;
             double med = ok ? gpu_time_batch(s, o->reps, 10, run_gemv, &a) : NAN;
             double single = ok ? gpu_time(s, o->reps, run_gemv, &a) : NAN;
-            double gbs = (double)bytes / med;
+            double graph = ok ? gpu_time_graph(s, o->reps, nc, run_gemv, &a) : NAN;
+            double gbs = (double)bytes / med, gbs_graph = (double)bytes / graph;
             double err = ok ? gemv_check(t, h, sh->rows, sh->cols, bytes, hx, a.y, s) : INFINITY;
             int err_ok = err <= (t == ATS_Q_F32 || t == ATS_Q_F16 || t == ATS_Q_BF16 ? 1e-3 : 2.4e-2);
             gemv_bad |= !err_ok;
-            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t), sh->name, bytes / 1e6,
-                   med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, gemv_kernel_label(t), err,
-                   err_ok ? "" : " FAIL");
+            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t), sh->name,
+                   bytes / 1e6, med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, graph * 1e6,
+                   100.0 * gbs_graph / read_bw, gemv_kernel_label(t), err, err_ok ? "" : " FAIL");
             json_t *e = entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
             json_object_set_new(e, "kernel", json_string(gemv_kernel_label(t)));
             json_object_set_new(e, "check_err_rel_max", json_real(isfinite(err) ? err : -1.0));
@@ -477,6 +521,8 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             json_object_set_new(e, "single_call_median_s", json_real(single));
             json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
             json_object_set_new(e, "fraction_of_hbm_read", json_real(gbs / read_bw));
+            json_object_set_new(e, "graph_median_s", json_real(isfinite(graph) ? graph : -1.0));
+            json_object_set_new(e, "graph_fraction_of_hbm_read", json_real(isfinite(graph) ? gbs_graph / read_bw : -1.0));
             json_array_append_new(garr, e);
             for (int c = 0; c < nc; c++) ex_gpu_free(g, w[c]);
             ex_gpu_free(g, a.x);

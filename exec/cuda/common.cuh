@@ -38,11 +38,21 @@ extern "C" ex_gpu_status exc_fail(cudaError_t e, const char *what, const char *f
         if (exc_e_ != cudaSuccess) return exc_fail(exc_e_, #call, __FILE__, __LINE__); \
     } while (0)
 
-/* After every launch: the launch error always; in debug builds also the kernel's own fault. */
+/* Synchronizes `s` unless it is being captured into a graph (where a sync is illegal). */
+static inline cudaError_t exc_sync_unless_capturing(cudaStream_t s)
+{
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaStreamIsCapturing(s, &cs);
+    if (e != cudaSuccess || cs != cudaStreamCaptureStatusNone) return e;
+    return cudaStreamSynchronize(s);
+}
+
+/* After every launch: the launch error always; in debug builds (outside graph capture) also the
+ * kernel's own fault. */
 #define EXC_LAUNCHED(stream)                                                        \
     do {                                                                            \
         EXC_CUDA(cudaGetLastError());                                               \
-        if (EXC_SYNC_AFTER_LAUNCH) EXC_CUDA(cudaStreamSynchronize(stream));         \
+        if (EXC_SYNC_AFTER_LAUNCH) EXC_CUDA(exc_sync_unless_capturing(stream));     \
     } while (0)
 
 #define EXC_WARP 32

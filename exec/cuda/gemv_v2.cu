@@ -25,6 +25,8 @@
 #include <cuda_pipeline.h>
 #include <stdlib.h>
 
+#include <mutex>
+
 #include "ats/quant.h"
 
 #define V2_RING_U4 608 /* 9728 bytes of cp.async ring per warp */
@@ -361,8 +363,81 @@ static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
 /* 1 when ATS_GEMV_KERNEL=v1 asks for the first kernel everywhere. */
 static int v2_disabled(void)
 {
-    const char *e = getenv("ATS_GEMV_KERNEL");
-    return e && e[0] == 'v' && e[1] == '1' && e[2] == '\0';
+    static std::once_flag once;
+    static int off = 0;
+    std::call_once(once, [] {
+        const char *e = getenv("ATS_GEMV_KERNEL");
+        off = e && e[0] == 'v' && e[1] == '1' && e[2] == '\0';
+    });
+    return off;
+}
+
+/* Launch geometry of one (device, type, cols): worked out once, since the CUDA queries behind it
+ * (shared-memory opt-in, cudaFuncSetAttribute, occupancy) cost several µs of host time per call,
+ * which is as long as a whole small GEMV on the GPU. */
+struct v2_cfg {
+    int device;
+    int64_t cols;
+    int warps;   /* 0: v2 does not apply (shared memory does not fit, a query failed) */
+    int per_sm;  /* resident blocks per SM */
+    size_t smem; /* dynamic shared memory per block [bytes] */
+};
+#define V2_CFG_CAP 64
+
+template <typename T>
+static v2_cfg v2_config(const ex_gpu_props *pr, int64_t cols)
+{
+    static std::mutex mu;
+    static v2_cfg cache[V2_CFG_CAP];
+    static int n_cache = 0, attr_done[16] = {0};
+    std::lock_guard<std::mutex> lock(mu);
+    for (int i = 0; i < n_cache; i++)
+        if (cache[i].device == pr->device && cache[i].cols == cols) return cache[i];
+    v2_cfg c = {pr->device, cols, 0, 0, 0};
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, pr->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return c; /* not cached: a transient failure retries next call */
+    }
+    /* the same value on every device (the opt-in maximum), set once, so calls of other shapes from
+     * other threads never lower it under a launch in progress */
+    int di = pr->device >= 0 && pr->device < 16 ? pr->device : 15;
+    if (!attr_done[di]) {
+        if (cudaFuncSetAttribute(gemv_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return c;
+        }
+        attr_done[di] = 1;
+    }
+    /* 8 warps per block, or 4 where 8 warps' stages do not fit (Ampere/Ada, very long rows) */
+    for (int warps = V2_MAX_WARPS; warps >= 4; warps /= 2) {
+        size_t smem = v2_smem_bytes(cols, warps);
+        if (smem > (size_t)optin) continue;
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_v2_kernel<T>, 32 * warps, smem) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return c;
+        }
+        if (per_sm < 1) continue;
+        c.warps = warps;
+        c.per_sm = per_sm;
+        c.smem = smem;
+        break;
+    }
+    if (n_cache < V2_CFG_CAP) cache[n_cache++] = c;
+    return c;
+}
+
+/* ATS_GEMV_MAX_BLOCKS (tests), read once. */
+static long v2_max_blocks(void)
+{
+    static std::once_flag once;
+    static long cap = 0;
+    std::call_once(once, [] {
+        const char *e = getenv("ATS_GEMV_MAX_BLOCKS");
+        cap = e ? strtol(e, NULL, 10) : 0;
+    });
+    return cap;
 }
 
 template <typename T>
@@ -372,54 +447,32 @@ static ex_gpu_status launch_v2(ex_gpu *g, const void *W, int64_t rows, int64_t c
     *used = 0;
     if (cols % T::QK != 0 || rows > ((int64_t)1 << 30)) return EX_GPU_OK;
     const ex_gpu_props *pr = ex_gpu_info(g);
-    int optin = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, pr->device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return EX_GPU_OK;
+    v2_cfg c = v2_config<T>(pr, cols);
+    if (c.warps == 0) return EX_GPU_OK;
+    /* balance: q = ceil(rows / resident warps) rows per warp, then just enough warps for that
+     * (ceil(rows / q)), so that nearly every warp gets q rows rather than a mix of floor and ceil
+     * of a fraction (e.g. 17408 rows on 2112 warps: 8 or 9 rows, the 9-row warps alone for the
+     * last 11% of the time; on 1935 warps: 9 rows nearly everywhere) */
+    int64_t wmax = (int64_t)c.per_sm * pr->sm_count * c.warps;
+    int64_t q = (rows + wmax - 1) / wmax, nw = (rows + q - 1) / q;
+    int64_t blocks = (nw + c.warps - 1) / c.warps;
+    long cap = v2_max_blocks();
+    if (cap >= 1 && cap < blocks) blocks = cap;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(32 * c.warps);
+    cfg.dynamicSmemBytes = c.smem;
+    cfg.stream = s;
+    if (pr->cc_major >= 9) {
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
     }
-    /* 8 warps per block, or 4 where 8 warps' stages do not fit (Ampere/Ada, very long rows) */
-    for (int warps = V2_MAX_WARPS; warps >= 4; warps /= 2) {
-        size_t smem = v2_smem_bytes(cols, warps);
-        if (smem > (size_t)optin) continue;
-        int per_sm = 0;
-        /* the same value on every call (the opt-in maximum), so calls of other shapes from other
-         * threads never lower it under a launch in progress */
-        if (cudaFuncSetAttribute(gemv_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) !=
-                cudaSuccess ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_v2_kernel<T>, 32 * warps, smem) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return EX_GPU_OK;
-        }
-        if (per_sm < 1) continue;
-        /* balance: q = ceil(rows / resident warps) rows per warp, then just enough warps for
-         * that (ceil(rows / q)), so that nearly every warp gets q rows rather than a mix of
-         * floor and ceil of a fraction (e.g. 17408 rows on 2112 warps: 8 or 9 rows, the 9-row
-         * warps alone for the last 11% of the time; on 1935 warps: 9 rows nearly everywhere) */
-        int64_t wmax = (int64_t)per_sm * pr->sm_count * warps;
-        int64_t q = (rows + wmax - 1) / wmax, nw = (rows + q - 1) / q;
-        int64_t blocks = (nw + warps - 1) / warps;
-        const char *cap = getenv("ATS_GEMV_MAX_BLOCKS");
-        if (cap) {
-            long c = strtol(cap, NULL, 10);
-            if (c >= 1 && c < blocks) blocks = c;
-        }
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute attr[1];
-        cfg.gridDim = dim3((unsigned)blocks);
-        cfg.blockDim = dim3(32 * warps);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = s;
-        if (pr->cc_major >= 9) {
-            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            attr[0].val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = attr;
-            cfg.numAttrs = 1;
-        }
-        EXC_CUDA(cudaLaunchKernelEx(&cfg, gemv_v2_kernel<T>, (const uint8_t *)W, rows, cols, x, y));
-        EXC_LAUNCHED(s);
-        *used = 1;
-        return EX_GPU_OK;
-    }
+    EXC_CUDA(cudaLaunchKernelEx(&cfg, gemv_v2_kernel<T>, (const uint8_t *)W, rows, cols, x, y));
+    EXC_LAUNCHED(s);
+    *used = 1;
     return EX_GPU_OK;
 }
 

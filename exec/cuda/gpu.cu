@@ -235,3 +235,31 @@ extern "C" ex_gpu_status ex_gpu_event_elapsed_ns(ex_event a, ex_event b, int64_t
     *out_ns = (int64_t)((double)ms * 1e6 + 0.5);
     return EX_GPU_OK;
 }
+
+/* ---- CUDA graphs ------------------------------------------------------------------------------- */
+extern "C" ex_gpu_status ex_gpu_graph_begin(ex_stream s)
+{
+    EXC_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    return EX_GPU_OK;
+}
+extern "C" ex_gpu_status ex_gpu_graph_end(ex_stream s, ex_graph *out)
+{
+    *out = NULL;
+    cudaGraph_t graph = NULL;
+    EXC_CUDA(cudaStreamEndCapture(s, &graph));
+    cudaGraphExec_t ge = NULL;
+    cudaError_t e = cudaGraphInstantiate(&ge, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) return exc_fail(e, "cudaGraphInstantiate", __FILE__, __LINE__);
+    *out = ge;
+    return EX_GPU_OK;
+}
+extern "C" ex_gpu_status ex_gpu_graph_launch(ex_graph g, ex_stream s)
+{
+    EXC_CUDA(cudaGraphLaunch(g, s));
+    return EX_GPU_OK;
+}
+extern "C" void ex_gpu_graph_free(ex_graph g)
+{
+    if (g) cudaGraphExecDestroy(g);
+}

@@ -47,6 +47,7 @@ const char *ex_gpu_status_str(ex_gpu_status st);
 typedef struct ex_gpu ex_gpu;          /**< opaque device handle */
 typedef struct CUstream_st *ex_stream; /**< = cudaStream_t; NULL is the legacy default stream */
 typedef struct CUevent_st *ex_event;   /**< = cudaEvent_t */
+typedef struct CUgraphExec_st *ex_graph; /**< = cudaGraphExec_t: an instantiated CUDA graph */
 
 /** What ex_gpu_info reports about the device of a handle. */
 typedef struct ex_gpu_props {
@@ -110,6 +111,17 @@ ex_gpu_status ex_gpu_stream_wait(ex_stream s, ex_event e);
 ex_gpu_status ex_gpu_event_sync(ex_event e);
 /** Time between two completed events [ns] (CUDA's resolution is about 0.5 µs). */
 ex_gpu_status ex_gpu_event_elapsed_ns(ex_event start, ex_event end, int64_t *out_ns);
+
+/* ---- CUDA graphs --------------------------------------------------------------------------- */
+/** Starts capturing the work queued on `s` (relaxed mode: allocations stay allowed) into a graph
+ *  instead of running it. Every call until ex_gpu_graph_end is recorded, not executed. */
+ex_gpu_status ex_gpu_graph_begin(ex_stream s);
+/** Ends the capture started on `s` and instantiates it (*out freed with ex_gpu_graph_free). A failed
+ *  capture (a launch error inside it) returns its error and *out = NULL. */
+ex_gpu_status ex_gpu_graph_end(ex_stream s, ex_graph *out);
+/** Queues one replay of `g` on `s` (one launch for the whole captured sequence). */
+ex_gpu_status ex_gpu_graph_launch(ex_graph g, ex_stream s);
+void ex_gpu_graph_free(ex_graph g);
 
 /* ---- low-level kernels (also used by ats bench kernels) ---------------------------------------- */
 
