@@ -3,6 +3,11 @@
  * and policies; OpenMP over grid points (each point is an independent, seeded simulation, so the
  * table is bit-for-bit the same whatever --threads is). Writes one HDF5 table (/sweep) with --out
  * and prints the best (ε, τ) per trace and policy (lowest mean TPOT).
+ *
+ * Policies without a re-scheduling controller (ops->dynamic == 0: layer, expert, static, ...) never
+ * re-plan, so ε and τ do not change their result: they get one simulated point per trace, shown as
+ * "n/a" in the table, with empty eps/interval fields in the CSV and eps = interval = 0 in /sweep (the
+ * table's writer takes finite values only), so a sweep over several policies keeps its baselines.
  */
 #include <getopt.h>
 #include <math.h>
@@ -20,13 +25,32 @@
 #define MAX_TRACES 32
 #define MAX_POL 16
 
+/* The policies that re-schedule (ops->dynamic), comma-separated into buf, e.g. "ats-paper, ats". */
+static const char *controller_policies(char *buf, size_t len)
+{
+    buf[0] = 0;
+    char names[512];
+    snprintf(names, sizeof names, "%s", ats_policy_names());
+    char *save = NULL;
+    for (char *t = strtok_r(names, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        const ats_policy_ops *ops;
+        if (ats_policy_find(t, &ops) != ATS_OK || !ops->dynamic) continue;
+        size_t l = strlen(buf);
+        snprintf(buf + l, len - l, "%s%s", l ? ", " : "", t);
+    }
+    return buf;
+}
+
 static void usage(FILE *f)
 {
+    char ctl[256];
     fprintf(f,
             "usage: ats sweep --eps A:B:S --interval A:B:S --trace T [--trace T2 ...] [--policy P[,P...]]\n"
             "                 [--threads N] [--format table|csv] [--out sweep.h5] [simulation flags]\n\n"
             "Simulates every (trace, policy, eps, interval) point and prints the best (eps, interval)\n"
-            "per trace and policy by mean TPOT; --format csv prints every point.\n\n"
+            "per trace and policy by mean TPOT; --format csv prints every point. Policies without a\n"
+            "re-scheduling controller (all but %s) ignore eps and the interval: one point per\n"
+            "trace, eps/interval 'n/a' in the table, empty in the CSV, 0 in the HDF5 table.\n\n"
             "  --eps A:B:S        threshold grid, fractions (a single value is a one-point grid)\n"
             "  --interval A:B:S   interval grid in multiples of the recent TPOT, or with 'ms' absolute\n"
             "                     (e.g. 50ms:800ms:50ms)\n"
@@ -37,7 +61,7 @@ static void usage(FILE *f)
             "  --out FILE         HDF5 file with the /sweep table\n"
             "%s"
             "example: ats sweep --eps 0.05:0.5:0.05 --interval 1:20:1 --trace fig13-synth --policy ats\n",
-            sim_cli_help);
+            controller_policies(ctl, sizeof ctl), sim_cli_help);
 }
 
 int ats_cmd_sweep(int argc, char **argv)
@@ -125,7 +149,7 @@ int ats_cmd_sweep(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     const char *pol[MAX_POL];
-    int n_pol = 0;
+    int n_pol = 0, dyn[MAX_POL]; /* dyn: the policy has a re-scheduling controller (eps, tau apply) */
     char *save = NULL;
     char pol_list[sizeof pbuf], trace_list[sizeof tbuf]; /* untokenized copies for the metadata */
     memcpy(pol_list, pbuf, sizeof pbuf);
@@ -145,6 +169,7 @@ int ats_cmd_sweep(int argc, char **argv)
                 ats_cli_error("sweep", "--policy: '%s' given twice (entries %d and %d)", t, k + 1, n_pol + 1);
                 return ATS_EXIT_USAGE;
             }
+        dyn[n_pol] = ops->dynamic;
         pol[n_pol++] = t;
     }
     /* model and hardware through the shared loader; the traces here */
@@ -221,31 +246,51 @@ int ats_cmd_sweep(int argc, char **argv)
     }
     double resched[MAX_POL];
     for (int i = 0; i < n_pol; i++) resched[i] = sim_cli_resched_for(&o, pol[i], NULL);
-    const long n_pts = (long)n_tr * n_pol * n_eps * n_itv;
+    /* the points, trace-major then policy, eps, interval; one per trace for a policy without a
+     * controller (it never re-plans, so eps and tau cannot change its result) */
+    long n_pts = 0;
+    for (int ip = 0; ip < n_pol; ip++) n_pts += dyn[ip] ? (long)n_eps * n_itv : 1;
+    n_pts *= n_tr;
+    struct point { int it, ip, ie, ii; } *pt = calloc((size_t)n_pts, sizeof *pt);
     atsc_sweep_row *rows = calloc((size_t)n_pts, sizeof *rows);
     enum ats_status *pst = calloc((size_t)n_pts, sizeof *pst);
     ats_err *perr = calloc((size_t)n_pts, sizeof *perr);
-    if (!rows || !pst || !perr) {
+    if (!pt || !rows || !pst || !perr) {
         ats_cli_error("sweep", "out of memory");
         rc = ATS_EXIT_FAIL;
         goto done2;
     }
+    {
+        long k = 0;
+        for (int it = 0; it < n_tr; it++)
+            for (int ip = 0; ip < n_pol; ip++)
+                for (int ie = 0; ie < (dyn[ip] ? n_eps : 1); ie++)
+                    for (int ii = 0; ii < (dyn[ip] ? n_itv : 1); ii++) pt[k++] = (struct point){it, ip, ie, ii};
+    }
+    {
+        char fixed[512] = "", ctl[256];
+        for (int ip = 0; ip < n_pol; ip++)
+            if (!dyn[ip]) {
+                size_t l = strlen(fixed);
+                snprintf(fixed + l, sizeof fixed - l, "%s%s", l ? ", " : "", pol[ip]);
+            }
+        if (*fixed)
+            fprintf(stderr, "ats sweep: %s: no re-scheduling controller, so eps and the interval do not apply: one "
+                    "point per trace, eps/interval n/a (policies with a controller: %s)\n", fixed,
+                    controller_policies(ctl, sizeof ctl));
+    }
     long n_done = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads)
     for (long p = 0; p < n_pts; p++) {
-        long q = p;
-        int ii = (int)(q % n_itv);
-        q /= n_itv;
-        int ie = (int)(q % n_eps);
-        q /= n_eps;
-        int ip = (int)(q % n_pol);
-        int it = (int)(q / n_pol);
+        const int it = pt[p].it, ip = pt[p].ip, ie = pt[p].ie, ii = pt[p].ii;
         sim_session_cfg cfg = o.cfg;
         cfg.policy = pol[ip];
         cfg.resched_cost_s = resched[ip];
-        cfg.ctrl.eps = eps[ie];
-        if (itv_ms) cfg.ctrl.tau_s = itv[ii] * 1e-3;
-        else cfg.ctrl.tau_s = 0, cfg.ctrl.tau_tpot_mult = itv[ii];
+        if (dyn[ip]) { /* otherwise the defaults: the controller never fires (controller.h) */
+            cfg.ctrl.eps = eps[ie];
+            if (itv_ms) cfg.ctrl.tau_s = itv[ii] * 1e-3;
+            else cfg.ctrl.tau_s = 0, cfg.ctrl.tau_tpot_mult = itv[ii];
+        }
         if (!o.duration_given && !o.requests_given) {
             double d = atsc_trace_duration(tr[it]) - cfg.trace_offset_s;
             if (d > 0) cfg.duration_s = d, cfg.n_requests = 0;
@@ -255,8 +300,8 @@ int ats_cmd_sweep(int argc, char **argv)
         atsc_sweep_row *w = &rows[p];
         snprintf(w->trace, sizeof w->trace, "%s", tname[it]);
         snprintf(w->policy, sizeof w->policy, "%s", pol[ip]);
-        w->eps = eps[ie];
-        w->interval = itv[ii];
+        w->eps = dyn[ip] ? eps[ie] : 0.0; /* not applicable; /sweep takes finite values only */
+        w->interval = dyn[ip] ? itv[ii] : 0.0;
         w->interval_in_tpot = !itv_ms;
         if (pst[p] == ATS_OK) {
             w->n_resched = (int32_t)r.n_resched;
@@ -277,21 +322,30 @@ int ats_cmd_sweep(int argc, char **argv)
     sim_cli_progress("ats sweep", 1.0, 1);
     for (long p = 0; p < n_pts; p++)
         if (pst[p] != ATS_OK) {
-            fprintf(stderr, "ats sweep: %s / %s / eps %g / interval %g: %s\n", rows[p].trace, rows[p].policy,
-                    rows[p].eps, rows[p].interval, perr[p].msg);
+            if (dyn[pt[p].ip])
+                fprintf(stderr, "ats sweep: %s / %s / eps %g / interval %g: %s\n", rows[p].trace, rows[p].policy,
+                        rows[p].eps, rows[p].interval, perr[p].msg);
+            else
+                fprintf(stderr, "ats sweep: %s / %s: %s\n", rows[p].trace, rows[p].policy, perr[p].msg);
             rc = pst[p] == ATS_EINVAL || pst[p] == ATS_EINFEASIBLE ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
         }
     const char *unit = itv_ms ? "ms" : "xTPOT";
     if (csv) {
         printf("trace,policy,eps,interval,interval_unit,reschedules,tpot_mean_ms,tpot_p50_ms,tpot_p99_ms,decode_tok_s,ttft_s\n");
-        for (long p = 0; p < n_pts; p++)
-            printf("%s,%s,%.6g,%.6g,%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f\n", rows[p].trace, rows[p].policy, rows[p].eps,
-                   rows[p].interval, unit, rows[p].n_resched, 1e3 * rows[p].tpot_mean_s, 1e3 * rows[p].tpot_p50_s,
-                   1e3 * rows[p].tpot_p99_s, rows[p].decode_tok_s, rows[p].ttft_s);
+        for (long p = 0; p < n_pts; p++) {
+            char ev[64] = "", iv[64] = ""; /* empty: not applicable (no controller) */
+            if (dyn[pt[p].ip]) {
+                snprintf(ev, sizeof ev, "%.6g", rows[p].eps);
+                snprintf(iv, sizeof iv, "%.6g", rows[p].interval);
+            }
+            printf("%s,%s,%s,%s,%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f\n", rows[p].trace, rows[p].policy, ev, iv,
+                   dyn[pt[p].ip] ? unit : "", rows[p].n_resched, 1e3 * rows[p].tpot_mean_s,
+                   1e3 * rows[p].tpot_p50_s, 1e3 * rows[p].tpot_p99_s, rows[p].decode_tok_s, rows[p].ttft_s);
+        }
     } else {
         printf("# %s (%s) on %s, %d x %d grid (eps x interval in %s), %ld points\n", o.arch.name,
                ats_recipe_name(o.cfg.recipe), o.hw_desc.name, n_eps, n_itv, unit, n_pts);
-        printf("%-20s %-12s %8s %10s %10s %10s %8s\n", "trace", "policy", "best eps", "interval", "TPOT ms",
+        printf("%-20s %-16s %8s %10s %10s %10s %8s\n", "trace", "policy", "best eps", "interval", "TPOT ms",
                "p99 ms", "resched");
     }
     /* best point per (trace, policy): lowest mean TPOT, ties to the earlier grid point */
@@ -304,11 +358,20 @@ int ats_cmd_sweep(int argc, char **argv)
                 if (best < 0 || rows[p].tpot_mean_s < rows[best].tpot_mean_s) best = p;
             }
             if (best < 0) continue;
+            if (!dyn[ip]) {
+                if (csv)
+                    fprintf(stderr, "%s %s: no controller, eps/interval n/a (TPOT %.3f ms)\n", tname[it], pol[ip],
+                            1e3 * rows[best].tpot_mean_s);
+                else
+                    printf("%-20s %-16s %8s %7s %-2s %10.3f %10.3f %8d\n", tname[it], pol[ip], "n/a", "n/a", "",
+                           1e3 * rows[best].tpot_mean_s, 1e3 * rows[best].tpot_p99_s, rows[best].n_resched);
+                continue;
+            }
             if (csv)
                 fprintf(stderr, "best %s %s: eps %.4g interval %.4g %s (TPOT %.3f ms)\n", tname[it], pol[ip],
                         rows[best].eps, rows[best].interval, unit, 1e3 * rows[best].tpot_mean_s);
             else
-                printf("%-20s %-12s %8.4g %7.4g %-2s %10.3f %10.3f %8d\n", tname[it], pol[ip], rows[best].eps,
+                printf("%-20s %-16s %8.4g %7.4g %-2s %10.3f %10.3f %8d\n", tname[it], pol[ip], rows[best].eps,
                        rows[best].interval, itv_ms ? "ms" : "x", 1e3 * rows[best].tpot_mean_s,
                        1e3 * rows[best].tpot_p99_s, rows[best].n_resched);
         }
@@ -327,6 +390,7 @@ int ats_cmd_sweep(int argc, char **argv)
         }
     }
 done2:
+    free(pt);
     free(rows);
     free(pst);
     free(perr);

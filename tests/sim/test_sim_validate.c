@@ -15,6 +15,10 @@
  *           in the table, CSV or JSON; the default 'all' notes the inapplicable `expert` in the
  *           table header instead of an error line; the results file's /config records the
  *           re-schedule cost actually used (--resched-cost here) and its source.
+ *  sweep    a policy without a re-scheduling controller (ops->dynamic == 0) gets one point per trace
+ *           and "n/a" for eps and the interval (table), empty fields (CSV), eps = interval = 0 and no
+ *           re-schedules (/sweep), one stderr line naming it and the policies with a controller; its
+ *           point equals `ats sim` of that policy; the controller policies keep their full grid.
  */
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +32,7 @@
 #include "atsc/hw_json.h"
 #include "atsc/model_json.h"
 #include "atsc/results.h"
+#include "ats/policy.h"
 #include "atsc/trace_io.h"
 #include "sim/session.h"
 #include "testutil.h"
@@ -253,6 +258,139 @@ static void test_results(void)
     unlink(p);
 }
 
+/* field k (0-based) of a CSV line into buf ("" when absent) */
+static void csv_field(const char *line, int k, char *buf, size_t len)
+{
+    buf[0] = 0;
+    for (int i = 0; i < k && line; i++) {
+        line = strchr(line, ',');
+        if (line) line++;
+    }
+    if (!line) return;
+    size_t n = strcspn(line, ",\n");
+    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), line);
+}
+
+static void test_sweep_no_controller(void)
+{
+    /* every policy (a MoE model: all apply), dynamic or not as sched says */
+    char names[512], pols[512] = "";
+    const char *pol[16];
+    int dyn[16], n_pol = 0, n_fixed = 0;
+    snprintf(names, sizeof names, "%s", ats_policy_names());
+    for (char *t = strtok(names, ", "); t && n_pol < 16; t = strtok(NULL, ", ")) {
+        const ats_policy_ops *ops;
+        CHECK(ats_policy_find(t, &ops) == ATS_OK);
+        pol[n_pol] = t;
+        dyn[n_pol] = ops->dynamic;
+        n_fixed += !ops->dynamic;
+        snprintf(pols + strlen(pols), sizeof pols - strlen(pols), "%s%s", n_pol ? "," : "", t);
+        n_pol++;
+    }
+    CHECK(n_fixed >= 6 && n_fixed < n_pol); /* layer ... static-opoffload; ats, ats-paper */
+    const char *base = "--model qwen3-30b-a3b --trace fig13-synth --trace-offset 55 --duration 12 --prompt 512";
+    const int n_eps = 3, n_itv = 2;
+    char a[2048], h5[512];
+    int rc;
+    snprintf(h5, sizeof h5, "%s/sweep.h5", tmpdir);
+    snprintf(a, sizeof a, "sweep %s --eps 0.1:0.3:0.1 --interval 1:2:1 --threads 2 --policy %s --out %s", base, pols,
+             h5);
+    char *out = tu_run_ats(a, &rc, 0);
+    CHECK_MSG(rc == 0, "ats %s: exit %d", a, rc);
+    char *both = tu_run_ats(a, &rc, 1);
+    /* table: best eps and interval are n/a exactly for the policies without a controller */
+    for (int i = 0; i < n_pol; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "\nfig13-synth %s ", pol[i]);
+        const char *l = NULL;
+        for (const char *c = out ? out : ""; (c = strstr(c, "\nfig13-synth")); c++) {
+            char p[64] = "", e[64] = "", iv[64] = "";
+            if (sscanf(c, " fig13-synth %63s %63s %63s", p, e, iv) == 3 && strcmp(p, pol[i]) == 0) {
+                l = c;
+                if (dyn[i]) CHECK_MSG(strcmp(e, "0.1") == 0 && strcmp(iv, "1") == 0, "%s: best %s %s", p, e, iv);
+                else CHECK_MSG(strcmp(e, "n/a") == 0 && strcmp(iv, "n/a") == 0, "%s: best eps '%s' interval '%s' "
+                               "for a policy without a controller", p, e, iv);
+            }
+        }
+        CHECK_MSG(l != NULL, "no table line for %s: %s", pol[i], out ? out : "");
+    }
+    /* stderr: one line naming every policy without a controller, and those with one */
+    const char *note = both ? strstr(both, "ats sweep: ") : NULL;
+    CHECK_MSG(rc == 0 && note && tu_count_lines(both) == tu_count_lines(out) + 1 && strstr(note, "do not apply") &&
+              strstr(note, "with a controller: ats-paper, ats"), "stdout + stderr: %s", both ? both : "");
+    free(out);
+    out = note ? strndup(note, strcspn(note, "\n")) : NULL;
+    free(both);
+    for (int i = 0; i < n_pol && out; i++) {
+        if (dyn[i]) continue;
+        char want[80];
+        snprintf(want, sizeof want, " %s,", pol[i]);
+        char w2[80];
+        snprintf(w2, sizeof w2, " %s:", pol[i]);
+        CHECK_MSG(strstr(out, want) || strstr(out, w2), "stderr lacks %s: %s", pol[i], out);
+    }
+    free(out);
+    /* CSV: one row per trace for a fixed policy, with empty eps/interval/unit; its TPOT is `ats sim`'s */
+    snprintf(a, sizeof a, "sweep %s --eps 0.1:0.3:0.1 --interval 1:2:1 --policy %s --format csv", base, pols);
+    out = tu_run_ats(a, &rc, 0);
+    snprintf(a, sizeof a, "sim %s --policy %s --format csv 2>/dev/null", base, pols);
+    char *sim = tu_run_ats(a, &rc, 0); /* exit 1 when a policy completes no request: the TPOT is still there */
+    int n_rows = 0;
+    for (const char *l = out ? strchr(out, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
+        n_rows++;
+        char p[64], e[64], iv[64], u[64], nr[64], tp[64];
+        csv_field(l + 1, 1, p, sizeof p);
+        csv_field(l + 1, 2, e, sizeof e);
+        csv_field(l + 1, 3, iv, sizeof iv);
+        csv_field(l + 1, 4, u, sizeof u);
+        csv_field(l + 1, 5, nr, sizeof nr);
+        csv_field(l + 1, 6, tp, sizeof tp);
+        const ats_policy_ops *ops;
+        if (ats_policy_find(p, &ops) != ATS_OK) {
+            CHECK_MSG(0, "CSV row with policy '%s'", p);
+            continue;
+        }
+        if (ops->dynamic) {
+            CHECK_MSG(*e && *iv && strcmp(u, "xTPOT") == 0, "%s: eps '%s' interval '%s' unit '%s'", p, e, iv, u);
+            continue;
+        }
+        CHECK_MSG(!*e && !*iv && !*u && strcmp(nr, "0") == 0, "%s: eps '%s' interval '%s' unit '%s' resched %s", p, e,
+                  iv, u, nr);
+        /* the same point through ats sim: tpot_mean_ms is its 5th column, 4 decimals */
+        const char *s = NULL;
+        char key[80];
+        snprintf(key, sizeof key, "\n%s,", p);
+        s = sim ? strstr(sim, key) : NULL;
+        char st[64] = "";
+        if (s) csv_field(s + 1, 4, st, sizeof st);
+        CHECK_MSG(s && fabs(strtod(st, NULL) - strtod(tp, NULL)) <= 1e-4 + 1e-9 * fabs(strtod(tp, NULL)),
+                  "%s: sweep TPOT %s ms, sim %s ms", p, tp, st);
+    }
+    CHECK_MSG(n_rows == n_fixed + (n_pol - n_fixed) * n_eps * n_itv, "CSV rows %d", n_rows);
+    free(out);
+    free(sim);
+    /* /sweep: eps = interval = 0 and no re-schedule for a fixed policy; the grid for the others */
+    atsc_results_file *f = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(atsc_results_read(h5, &f, &err) == ATS_OK, "%s", err.msg);
+    if (f) {
+        CHECK_MSG(f->has_sweep && f->n_sweep == (size_t)(n_fixed + (n_pol - n_fixed) * n_eps * n_itv),
+                  "/sweep rows %zu", f->n_sweep);
+        for (size_t r = 0; r < f->n_sweep; r++) {
+            const ats_policy_ops *ops;
+            CHECK(ats_policy_find(f->sweep[r].policy, &ops) == ATS_OK);
+            if (!ops->dynamic)
+                CHECK_MSG(f->sweep[r].eps == 0 && f->sweep[r].interval == 0 && f->sweep[r].n_resched == 0 &&
+                          isfinite(f->sweep[r].tpot_mean_s), "%s: eps %g interval %g resched %d",
+                          f->sweep[r].policy, f->sweep[r].eps, f->sweep[r].interval, (int)f->sweep[r].n_resched);
+            else
+                CHECK(f->sweep[r].eps >= 0.1 - 1e-12 && f->sweep[r].interval >= 1);
+        }
+        atsc_results_file_free(f);
+    }
+    unlink(h5);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_sim_validate");
@@ -264,6 +402,7 @@ int main(void)
     test_bound(&rng);
     test_cli();
     test_results();
+    test_sweep_no_controller();
     rmdir(tmpdir);
     return tu_finish("test_sim_validate");
 }
