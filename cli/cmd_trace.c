@@ -427,11 +427,29 @@ static void import_usage(FILE *f)
             "Maps a CSV time series (columns by header name or 0-based index; times in seconds or\n"
             "'YYYY-MM-DD HH:MM:SS[.f]' UTC) to one resource's availability: value / p-th percentile (default\n"
             "p50), or with --invert (slowdown-like values, e.g. batch times) p-th percentile / value, clipped\n"
-            "to [floor (0.01), 1]. Rows with equal times are averaged. Times are shifted to start at 0 and\n"
-            "divided by F (--compress 3600: an hour of samples becomes a second). Other resources stay 1.\n"
+            "to [floor (0.01), 1]. Rows may come in any time order (sorted; stderr says how many were out\n"
+            "of order); rows with equal times are averaged (stderr says how many). Times are shifted so the\n"
+            "earliest row is 0 (negative times too: stderr says so) and divided by F (--compress 3600: an\n"
+            "hour of samples becomes a second). Other resources stay 1.\n"
             "Example: ats trace import ../shared/traces-raw/azure-vm-noise-2024/sysbench_cpu_long_eastus_B8ms_events_per_s.csv \\\n"
             "  --time-col starttime --value-col value --filter VM_id=0 --resource cpu --percentile 99 \\\n"
             "  --compress 3600 --out /tmp/b8ms.h5\n");
+}
+
+/* One stderr line for each thing the import did to the rows besides mapping them. */
+static void import_notes(const char *csv, const atsc_import_report *r)
+{
+    if (r->n_out_of_order)
+        fprintf(stderr, "ats trace import: %s: %zu of %zu rows out of order (first at line %zu: time %.10g after %.10g); "
+                "sorted by time\n", csv, r->n_out_of_order, r->n_rows, r->first_out_of_order_line, r->ooo_t,
+                r->ooo_t_prev);
+    if (r->n_dup_rows)
+        fprintf(stderr, "ats trace import: %s: %zu rows share %zu time%s with other rows (first repeat at line %zu); "
+                "each time's values averaged into one sample\n", csv, r->n_dup_rows + r->n_dup_times, r->n_dup_times,
+                r->n_dup_times == 1 ? "" : "s", r->first_dup_line);
+    if (r->n_negative)
+        fprintf(stderr, "ats trace import: %s: %zu rows have negative times (earliest %.10g at line %zu); all times "
+                "shifted so the earliest row is t = 0\n", csv, r->n_negative, r->t_earliest, r->earliest_line);
 }
 
 static int cmd_import(int argc, char **argv)
@@ -516,12 +534,14 @@ static int cmd_import(int argc, char **argv)
     }
     atsc_trace *tr = NULL;
     ats_err err = {{0}};
-    enum ats_status st = atsc_trace_import_csv(argv[optind], &o, &tr, &err);
+    atsc_import_report rp;
+    enum ats_status st = atsc_trace_import_csv(argv[optind], &o, &tr, &rp, &err);
     free(filter);
     if (st != ATS_OK) {
         fprintf(stderr, "ats trace import: %s\n", err.msg);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
+    import_notes(argv[optind], &rp);
     if (atsc_trace_save(tr, out, &err) != ATS_OK) {
         fprintf(stderr, "ats trace import: %s\n", err.msg);
         atsc_trace_free(tr);

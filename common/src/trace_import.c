@@ -115,19 +115,26 @@ static int find_col(char **hdr, int nh, const char *want)
 /* Echoed file contents and names are cut to 60 characters ("..." marks the cut). */
 #define CUT(s) (int)(strlen(s) > 60 ? 57 : 60), (s), (strlen(s) > 60 ? "..." : "")
 
-typedef struct row { double t, v; } row;
+typedef struct row {
+    double t, v;
+    size_t line; /* CSV line: ties keep file order, so equal times average in a fixed order */
+} row;
 
 static int cmp_row(const void *a, const void *b)
 {
     const row *x = a, *y = b;
-    return (x->t > y->t) - (x->t < y->t);
+    if (x->t != y->t) return (x->t > y->t) - (x->t < y->t);
+    return (x->line > y->line) - (x->line < y->line);
 }
 
 #define MAX_FIELDS 64
 
-enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *o, atsc_trace **out, ats_err *err)
+enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *o, atsc_trace **out,
+                                      atsc_import_report *report, ats_err *err)
 {
     *out = NULL;
+    atsc_import_report rp;
+    memset(&rp, 0, sizeof rp);
     if (!(o->ref_percentile > 0 && o->ref_percentile <= 100))
         return ats_err_set(err, ATS_EINVAL, "import: percentile %g must be in (0, 100]", o->ref_percentile);
     if (!(o->compress > 1e-9) || !isfinite(o->compress))
@@ -200,7 +207,7 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
             goto done;
         }
         if (cf >= 0 && strcmp(fields[cf], o->filter_value) != 0) continue;
-        row r;
+        row r = {.line = lineno};
         if (atsc_parse_time(fields[ct], &r.t) != 0) {
             ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%.*s%s': bad time '%.*s%s'", path, lineno,
                         CUT(o->time_col), CUT(fields[ct]));
@@ -223,6 +230,12 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
             rows = nr;
             rcap = nc;
         }
+        if (nrows > 0 && r.t < rows[nrows - 1].t && rp.n_out_of_order++ == 0) {
+            rp.first_out_of_order_line = lineno;
+            rp.ooo_t = r.t;
+            rp.ooo_t_prev = rows[nrows - 1].t;
+        }
+        if (r.t < 0) rp.n_negative++;
         rows[nrows++] = r;
     }
     if (nrows == 0) {
@@ -231,13 +244,21 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
                     o->filter_col ? o->filter_value : "");
         goto done;
     }
-    /* stable order by time; merge equal times by their mean */
+    /* order by time (file order among equal times); merge equal times by their mean */
     qsort(rows, nrows, sizeof *rows, cmp_row);
+    rp.n_rows = nrows;
+    rp.t_earliest = rows[0].t;
+    rp.earliest_line = rows[0].line;
     size_t m = 0;
     for (size_t i = 0; i < nrows;) {
         size_t j = i;
         double acc = 0;
         while (j < nrows && rows[j].t == rows[i].t) acc += rows[j++].v;
+        if (j - i > 1) {
+            rp.n_dup_times++;
+            rp.n_dup_rows += j - i - 1;
+            if (!rp.first_dup_line || rows[i + 1].line < rp.first_dup_line) rp.first_dup_line = rows[i + 1].line;
+        }
         rows[m].t = rows[i].t;
         rows[m].v = acc / (double)(j - i);
         m++;
@@ -299,8 +320,21 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
              "resources 1",
              atsc_resource_name(o->resource), o->invert ? "ref / value" : "value / ref", o->ref_percentile, m, ref,
              o->floor, o->compress);
+    {
+        size_t l = strlen(tr->description);
+        if (rp.n_out_of_order)
+            l += (size_t)snprintf(tr->description + l, sizeof tr->description - l, "; %zu rows out of order, sorted",
+                                  rp.n_out_of_order);
+        if (l < sizeof tr->description && rp.n_dup_rows)
+            l += (size_t)snprintf(tr->description + l, sizeof tr->description - l,
+                                  "; %zu rows at %zu repeated times, averaged", rp.n_dup_rows + rp.n_dup_times,
+                                  rp.n_dup_times);
+        if (l < sizeof tr->description && rp.n_negative)
+            snprintf(tr->description + l, sizeof tr->description - l, "; %zu negative times, shifted", rp.n_negative);
+    }
     *out = tr;
     tr = NULL;
+    if (report) *report = rp;
     st = ATS_OK;
 done:
     atsc_trace_free(tr);

@@ -6,6 +6,9 @@
  * missing directories, paths under a regular file and directories refused by every writer before its
  * work (exit 2, one line naming the path); a good file survives a failing run; `bench sched` writes to
  * the current directory, not the committed result; SIGINT removes an unfinished temporary.
+ * `trace import` of rows out of order, with repeated or negative times: still imported (sorted,
+ * averaged, shifted to start at 0), and one stderr line for each of these saying what was done;
+ * a clean CSV: nothing on stderr.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -387,6 +390,38 @@ static void test_signal_cleanup(void)
     CHECK(stat(fin, &sb) != 0); /* no half timeline under the final name either */
 }
 
+static void test_import_notes(void)
+{
+    char csv[400], h5[400], args[1024];
+    snprintf(csv, sizeof csv, "%s/unsorted.csv", tmpdir);
+    snprintf(h5, sizeof h5, "%s/unsorted.h5", tmpdir);
+    /* file order 5, -3, 5, 2, -3, 7: out of order at lines 3, 5, 6 (the first: -3 after 5); times
+     * 5 and -3 repeated (first repeat at line 4); two negative rows, earliest -3 at line 3 */
+    write_file(csv, "t,v\n5,1\n-3,2\n5,3\n2,4\n-3,6\n7,8\n");
+    snprintf(args, sizeof args, "trace import %s --resource cpu --percentile 100 --out %s", csv, h5);
+    int rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && strstr(out, "4 samples over 10.000 s"), "ats %s: rc %d: %s%s", args, rc, out, err);
+    CHECK_MSG(tu_count_lines(err) == 3, "ats %s: stderr '%s'", args, err);
+    CHECK_MSG(strstr(err, "3 of 6 rows out of order (first at line 3: time -3 after 5); sorted by time"), "%s", err);
+    CHECK_MSG(strstr(err, "4 rows share 2 times with other rows (first repeat at line 4); each time's values "
+                          "averaged into one sample"), "%s", err);
+    CHECK_MSG(strstr(err, "2 rows have negative times (earliest -3 at line 3); all times shifted so the earliest "
+                          "row is t = 0"), "%s", err);
+    CHECK_MSG(strstr(err, csv) != NULL, "stderr does not name the CSV: %s", err);
+    /* the trace: -3 -> 0, 2 -> 5, 5 -> 8, 7 -> 10; (2+6)/2 = 4 at t 0, (1+3)/2 = 2 at 8, max 8 */
+    snprintf(args, sizeof args, "trace show %s", h5);
+    rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && strstr(out, "3 rows out of order, sorted") && strstr(out, "averaged") &&
+              strstr(out, "negative times, shifted"), "trace show: %s", out);
+    /* in order, distinct, non-negative: nothing on stderr */
+    write_file(csv, "t,v\n0,1\n2,4\n3,6\n");
+    snprintf(args, sizeof args, "trace import %s --resource gpu --out %s", csv, h5);
+    rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && err[0] == '\0', "ats %s: rc %d, stderr '%s'", args, rc, err);
+    unlink(csv);
+    unlink(h5);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-cli-XXXXXX");
@@ -401,6 +436,7 @@ int main(void)
     test_outputs();
     test_bench_default_out();
     test_signal_cleanup();
+    test_import_notes();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -1,8 +1,9 @@
 /*
  * tests/common/test_trace_import.c — `ats trace import` engine (atsc/trace_import.h): percentile
  * against brute force, timestamp parsing against timegm, a random CSV whose expected trace is computed
- * here independently, refusals naming file/line/column, and the real public traces read from
- * $ATS_SHARED_DIR/traces-raw (never copied into the repo).
+ * here independently, shuffled rows with repeated and negative times (the report's counts and lines and
+ * the trace against brute force), refusals naming file/line/column, and the real public traces read
+ * from $ATS_SHARED_DIR/traces-raw (never copied into the repo).
  */
 #include <math.h>
 #include <stdio.h>
@@ -112,10 +113,15 @@ static void test_random_csv(uint64_t *rng)
         double ref = atsc_percentile(sorted, m, o.ref_percentile);
         atsc_trace *tr = NULL;
         ats_err err = {{0}};
-        enum ats_status st = atsc_trace_import_csv(path, &o, &tr, &err);
+        atsc_import_report rp;
+        enum ats_status st = atsc_trace_import_csv(path, &o, &tr, &rp, &err);
         CHECK_MSG(st == ATS_OK, "%s", err.msg);
         if (st == ATS_OK) {
             CHECK(tr->n == m);
+            /* increasing, distinct times of the kept rows: nothing to report */
+            CHECK(rp.n_rows == m && rp.n_out_of_order == 0 && rp.n_dup_rows == 0 && rp.n_dup_times == 0 &&
+                  rp.n_negative == 0 && rp.first_out_of_order_line == 0 && rp.first_dup_line == 0);
+            CHECK(rp.t_earliest == (double)tv[0] + (double)base && rp.earliest_line == 3);
             CHECK(atsc_trace_validate(tr, path, &err) == ATS_OK);
             const double *a = atsc_trace_res(tr, o.resource);
             int ok_t = 1, ok_a = 1, ok_other = 1;
@@ -144,13 +150,109 @@ static void test_random_csv(uint64_t *rng)
     o.ref_percentile = 100;
     atsc_trace *tr = NULL;
     ats_err err = {{0}};
-    CHECK(atsc_trace_import_csv(path, &o, &tr, &err) == ATS_OK);
+    CHECK(atsc_trace_import_csv(path, &o, &tr, NULL, &err) == ATS_OK);
     if (tr) {
         CHECK(tr->n == 3);
         CHECK_NEAR(tr->cpu_avail[1], 1.0, 1e-12); /* (4+8)/2 = 6 = p100 of {2, 6, 4} */
         CHECK_NEAR(tr->cpu_avail[0], 2.0 / 6.0, 1e-12);
     }
     atsc_trace_free(tr);
+    unlink(path);
+}
+
+/* Rows in random order with repeated and negative times: the report against brute force over the
+ * file order, the trace against sort + average + shift computed here. */
+static void test_unsorted(uint64_t *rng)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/unsorted.csv", tmpdir);
+    for (int rep = 0; rep < 200; rep++) {
+        size_t n = 1 + (size_t)(tu_rand(rng) % 60);
+        int span = 1 + (int)(tu_rand(rng) % 80), lo = -(int)(tu_rand(rng) % 40);
+        int sorted_input = rep % 5 == 0; /* some files in order, with or without repeats */
+        double t[60], v[60];
+        for (size_t i = 0; i < n; i++) {
+            t[i] = lo + (int)(tu_rand(rng) % (unsigned)span) + 0.5 * (double)(tu_rand(rng) & 1);
+            v[i] = (double)(1 + tu_rand(rng) % 1000) / 8.0; /* exact in binary and in %.17g */
+        }
+        if (sorted_input)
+            for (size_t i = 1; i < n; i++)
+                for (size_t j = i; j > 0 && t[j] < t[j - 1]; j--) {
+                    double x = t[j]; t[j] = t[j - 1]; t[j - 1] = x;
+                }
+        FILE *f = fopen(path, "w");
+        fprintf(f, "t,v\n");
+        for (size_t i = 0; i < n; i++) fprintf(f, "%.17g,%.17g\n", t[i], v[i]);
+        fclose(f);
+        /* brute force over the file order (row i is on line i + 2) */
+        size_t ooo = 0, ooo_line = 0, dup_rows = 0, dup_times = 0, dup_line = 0, neg = 0, e_line = 0;
+        double tmin = INFINITY, ooo_t = 0, ooo_prev = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (i > 0 && t[i] < t[i - 1] && ooo++ == 0) ooo_line = i + 2, ooo_t = t[i], ooo_prev = t[i - 1];
+            neg += t[i] < 0;
+            if (t[i] < tmin) tmin = t[i], e_line = i + 2;
+            size_t before = 0, after = 0;
+            for (size_t j = 0; j < n; j++) (j < i ? &before : &after)[0] += j != i && t[j] == t[i];
+            if (before) {
+                dup_rows++;
+                if (!dup_line) dup_line = i + 2;
+            } else if (after) {
+                dup_times++;
+            }
+        }
+        /* expected samples: distinct times ascending, mean of their values in file order */
+        double et[60], ev[60];
+        size_t m = 0;
+        for (double last = -INFINITY;;) {
+            double next = INFINITY;
+            for (size_t i = 0; i < n; i++)
+                if (t[i] > last && t[i] < next) next = t[i];
+            if (next == INFINITY) break;
+            double acc = 0;
+            int k = 0;
+            for (size_t i = 0; i < n; i++)
+                if (t[i] == next) acc += v[i], k++;
+            et[m] = next;
+            ev[m++] = acc / k;
+            last = next;
+        }
+        atsc_import_opts o = atsc_import_opts_default();
+        o.time_col = "t";
+        o.value_col = "v";
+        o.ref_percentile = 100;
+        o.floor = 1e-6;
+        o.compress = rep % 2 ? 1.0 : 4.0;
+        double sv[60];
+        memcpy(sv, ev, m * sizeof *sv);
+        double ref = atsc_percentile(sv, m, 100);
+        atsc_trace *tr = NULL;
+        ats_err err = {{0}};
+        atsc_import_report rp;
+        memset(&rp, 0xff, sizeof rp);
+        enum ats_status st = atsc_trace_import_csv(path, &o, &tr, &rp, &err);
+        CHECK_MSG(st == ATS_OK, "%s", err.msg);
+        if (st != ATS_OK) continue;
+        CHECK(rp.n_rows == n);
+        CHECK_MSG(rp.n_out_of_order == ooo && rp.first_out_of_order_line == ooo_line, "out of order %zu at %zu, "
+                  "want %zu at %zu", rp.n_out_of_order, rp.first_out_of_order_line, ooo, ooo_line);
+        if (ooo) CHECK(rp.ooo_t == ooo_t && rp.ooo_t_prev == ooo_prev);
+        CHECK_MSG(rp.n_dup_rows == dup_rows && rp.n_dup_times == dup_times && rp.first_dup_line == dup_line,
+                  "repeats %zu rows / %zu times at line %zu, want %zu / %zu at %zu", rp.n_dup_rows, rp.n_dup_times,
+                  rp.first_dup_line, dup_rows, dup_times, dup_line);
+        CHECK(rp.n_negative == neg && rp.t_earliest == tmin && rp.earliest_line == e_line);
+        CHECK(tr->n == m && n - dup_rows == m);
+        CHECK(atsc_trace_validate(tr, path, &err) == ATS_OK);
+        int ok = tr->n == m;
+        for (size_t i = 0; ok && i < m; i++)
+            ok = tr->t_s[i] == (et[i] - tmin) / o.compress && fabs(tr->cpu_avail[i] - ev[i] / ref) <= 1e-15;
+        CHECK_MSG(ok, "rep %d: trace differs from sort + average + shift", rep);
+        CHECK(tr->t_s[0] == 0.0);
+        /* the description says what was done */
+        CHECK(!ooo == !strstr(tr->description, "out of order, sorted"));
+        CHECK(!dup_rows == !strstr(tr->description, "averaged"));
+        CHECK(!neg == !strstr(tr->description, "negative times, shifted"));
+        atsc_trace_free(tr);
+    }
     unlink(path);
 }
 
@@ -163,7 +265,7 @@ static void expect_fail(const char *content, atsc_import_opts o, enum ats_status
     fclose(f);
     atsc_trace *tr = NULL;
     ats_err err = {{0}};
-    enum ats_status st = atsc_trace_import_csv(path, &o, &tr, &err);
+    enum ats_status st = atsc_trace_import_csv(path, &o, &tr, NULL, &err);
     CHECK_MSG(st == want, "status %d want %d (%s)", (int)st, (int)want, err.msg);
     CHECK(tr == NULL);
     CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, must), "message '%s' lacks '%s'", err.msg, must);
@@ -219,13 +321,13 @@ static void test_refusals(void)
         ob.time_col = "time";
         ob.value_col = "load";
         ob.ref_percentile = 100;
-        CHECK_MSG(atsc_trace_import_csv(path, &ob, &tr, &err) == ATS_OK, "%s", err.msg);
+        CHECK_MSG(atsc_trace_import_csv(path, &ob, &tr, NULL, &err) == ATS_OK, "%s", err.msg);
         if (tr) CHECK(tr->n == 2 && tr->t_s[1] == 5.0 && fabs(tr->cpu_avail[0] - 0.5) < 1e-12);
         atsc_trace_free(tr);
         tr = NULL;
         unlink(path);
     }
-    CHECK(atsc_trace_import_csv("/nonexistent/x.csv", &o, &tr, &err) == ATS_ENOTFOUND && strstr(err.msg, "/nonexistent/x.csv"));
+    CHECK(atsc_trace_import_csv("/nonexistent/x.csv", &o, &tr, NULL, &err) == ATS_ENOTFOUND && strstr(err.msg, "/nonexistent/x.csv"));
 }
 
 /* Counts rows of a CSV whose column `col` equals `val` and returns min/max of column vcol among them. */
@@ -275,12 +377,15 @@ static void test_real_files(void)
     o.compress = 3600; /* an hour of samples per second */
     atsc_trace *tr = NULL;
     ats_err err = {{0}};
-    enum ats_status st = atsc_trace_import_csv(path, &o, &tr, &err);
+    atsc_import_report rp;
+    enum ats_status st = atsc_trace_import_csv(path, &o, &tr, &rp, &err);
     CHECK_MSG(st == ATS_OK, "%s", err.msg);
     if (tr) {
-        fprintf(stderr, "azure B8ms VM 0: %zu rows, %zu samples over %.1f s (compressed), values %.1f..%.1f\n", rows,
-                tr->n, atsc_trace_duration(tr), vmin, vmax);
+        fprintf(stderr, "azure B8ms VM 0: %zu rows, %zu samples over %.1f s (compressed), values %.1f..%.1f; "
+                "%zu rows out of order (first at line %zu), %zu repeated-time rows\n", rows, tr->n,
+                atsc_trace_duration(tr), vmin, vmax, rp.n_out_of_order, rp.first_out_of_order_line, rp.n_dup_rows);
         CHECK(rows > 100 && tr->n <= rows && tr->n > rows / 2);
+        CHECK(rp.n_rows == rows && tr->n == rows - rp.n_dup_rows);
         CHECK(atsc_trace_validate(tr, path, &err) == ATS_OK);
         double mean, mn, mx;
         atsc_trace_stats(tr, ATSC_RES_CPU, atsc_trace_duration(tr), &mean, &mn, &mx);
@@ -314,7 +419,7 @@ static void test_real_files(void)
     o.invert = 1;
     o.compress = 0.5; /* stretch: one unit of the time column = 2 s */
     tr = NULL;
-    st = atsc_trace_import_csv(path, &o, &tr, &err);
+    st = atsc_trace_import_csv(path, &o, &tr, NULL, &err);
     CHECK_MSG(st == ATS_OK, "%s", err.msg);
     if (tr) {
         fprintf(stderr, "alibaba job 1 worker 6: %zu rows, %zu samples, batch time %.0f..%.0f\n", rows, tr->n, vmin,
@@ -340,6 +445,7 @@ int main(void)
     test_percentile(&rng);
     test_parse_time(&rng);
     test_random_csv(&rng);
+    test_unsorted(&rng);
     test_refusals();
     test_real_files();
     rmdir(tmpdir);
