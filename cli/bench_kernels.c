@@ -267,12 +267,14 @@ static const ats_qtype GPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_
 
 typedef ex_gpu_status (*gpu_fn)(void *arg, int rep);
 
-/* The GEMV kernel ex_cuda_gemv runs for a type (exec/cuda/gemv.cu): "v2" (one kernel, gemv_v2.cu)
- * for Q4_0/Q8_0/Q4_K/Q6_K unless ATS_GEMV_KERNEL=v1 selects the first kernel, "v1" otherwise. */
+/* The GEMV kernel ex_cuda_gemv runs for a type at these shapes (exec/cuda/gemv.cu): "v3" (gemv_v3.cu)
+ * for Q4_0/Q4_K, "v2" (gemv_v2.cu) for Q8_0/Q6_K (and Q4_0/Q4_K with ATS_GEMV_KERNEL=v2), "v1"
+ * otherwise or with ATS_GEMV_KERNEL=v1. */
 static const char *gemv_kernel_label(ats_qtype t)
 {
     const char *e = getenv("ATS_GEMV_KERNEL");
     if (e && strcmp(e, "v1") == 0) return "v1";
+    if ((t == ATS_Q_Q4_0 || t == ATS_Q_Q4_K) && !(e && strcmp(e, "v2") == 0)) return "v3";
     return t == ATS_Q_Q4_0 || t == ATS_Q_Q8_0 || t == ATS_Q_Q4_K || t == ATS_Q_Q6_K ? "v2" : "v1";
 }
 

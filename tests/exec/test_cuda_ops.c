@@ -128,10 +128,15 @@ static double err_bound(ats_qtype t, int64_t n_tok)
 static void test_matmul(void)
 {
     const ats_qtype types[] = {ATS_Q_F32, ATS_Q_F16, ATS_Q_BF16, ATS_Q_Q8_0, ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_MXFP4};
+    /* then long rows (4352..12288 columns) of the types with decode kernels that loop over a row in
+     * several rounds of loads (gemv_v2.cu, gemv_v3.cu), including rows that end inside a round */
+    const ats_qtype long_types[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
+    const size_t n_short = sizeof types / sizeof types[0], n_long = sizeof long_types / sizeof long_types[0];
     const int64_t toks[] = {1, 3, 19};
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        ats_qtype t = types[ti];
-        int64_t cols = 256 * (1 + (int64_t)(tu_rand(&g_rng) % 4)), rows = 37 + (int64_t)(tu_rand(&g_rng) % 90);
+    for (size_t ti = 0; ti < n_short + n_long; ti++) {
+        ats_qtype t = ti < n_short ? types[ti] : long_types[ti - n_short];
+        int64_t cols = ti < n_short ? 256 * (1 + (int64_t)(tu_rand(&g_rng) % 4)) : 256 * (17 + (int64_t)(tu_rand(&g_rng) % 32));
+        int64_t rows = 37 + (int64_t)(tu_rand(&g_rng) % 90);
         wt w = make_weight(t, cols, rows, 1, 1.0);
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
             int64_t n = toks[k];
