@@ -114,9 +114,7 @@ int ats_cmd_record(int argc, char **argv)
                     base.threads, po.threads);
             return ATS_EXIT_USAGE;
         }
-        po.threads = base.threads; /* the very probes the baseline timed */
-        po.cpu_reps = base.cpu_reps;
-        po.gpu_iters = base.gpu_iters;
+        ex_probe_opts_from_baseline(&po, &base); /* the very probes the baseline timed */
     }
     ex_probe *p = NULL;
     if (ex_probe_new(&po, &p, &err) != ATS_OK) {
@@ -190,6 +188,16 @@ int ats_cmd_record(int argc, char **argv)
            out, stats.samples, stats.wall_s, record_stop ? " (stopped early)" : "", mean[0], mean[1], mean[2],
            100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s, 100 * stats.probe_s[1] / stats.wall_s,
            100 * stats.probe_s[2] / stats.wall_s);
+    long waits, timeouts;
+    double wait_s;
+    int unlocked;
+    ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
+    if (unlocked)
+        fprintf(stderr, "ats record: could not open the probe lock file: probes may have overlapped with another "
+                        "ats process's probes\n");
+    else
+        printf("probe lock: %ld of %zu samples waited for another process's probes (%.1f ms in all; %ld gave up "
+               "after 0.2 s)\n", waits, stats.samples, 1e3 * wait_s, timeouts);
 done:
     atsc_trace_free(tr);
     ex_probe_free(p);

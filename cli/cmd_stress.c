@@ -4,6 +4,7 @@
  * hog threads and processes before exiting.
  */
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,17 +20,89 @@ static void on_signal(int sig) { (void)sig; stress_stop = 1; }
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ats stress --trace T [--duration S] [--delay S] [--calibration FILE] [--threads N]\n"
-            "                  [--period S] [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--verbose]\n"
-            "       ats stress --calibrate FILE [--settle S] [--measure S] [--hogs-cpu K] [--hogs-gpu K]\n"
-            "                  [--hogs-pcie K] [--cpu-only] [--threads N] [--period S] [--verbose]\n"
+            "usage: ats stress --trace T --baseline FILE [--interval S] [--probes N] [--gain KI] [--log FILE.csv]\n"
+            "                  [--report-margin S] [common options]                          (closed loop)\n"
+            "       ats stress --trace T [common options]                                   (open loop)\n"
+            "       ats stress --calibrate FILE [--settle S] [--measure S] [--cpu-only] [common options]\n"
+            "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
+            "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--verbose]\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
-            "file): K spinning threads per --threads CPU (default: online CPUs), K GPU processes launching busy\n"
-            "kernels, K processes copying host-to-device; busy for d*P of every period P (--period, default\n"
-            "0.02 s) with d = (1 - a)(K+1)/K. K defaults to the fewest hogs that reach the trace's lowest value.\n"
+            "file): K spinning threads per probe thread, K GPU processes launching busy kernels, K processes\n"
+            "copying host-to-device; all hogs of a resource are busy for d*P of every period P (--period,\n"
+            "default 0.02 s) at a random offset, and sleep (no CPU, no wake-ups) while d = 0.\n"
+            "Closed loop (--baseline FILE, the idle baseline of `ats record --save-baseline`): every --interval\n"
+            "(default 0.5 s) the stressor runs --probes (default 3) sets of the very probes of `ats record` at\n"
+            "random moments, only for resources under load, and an integral controller (gain --gain, default\n"
+            "0.6 /s) trims each resource's duty toward the target of that moment: feed-forward from the model\n"
+            "d = (1 - a)(K+1)/K (or --calibration), the trim clipped to duty 0..1 and reset at each target\n"
+            "step; a resource whose target is 1 is not controlled and its hogs are off. K defaults to enough\n"
+            "hogs for 2.5 times less availability than the trace's lowest. Probes of all ats processes take\n"
+            "one lock (/tmp/ats-probes.lock), so the stressor's and a recorder's probes never overlap. At the\n"
+            "end it prints, per target segment without its first --report-margin seconds (default 5), what its\n"
+            "own probes saw; --log writes every control step as CSV.\n"
+            "Open loop (no --baseline): duties from the model (or --calibration) only; K defaults to the\n"
+            "fewest hogs that reach the trace's lowest value.\n"
             "--calibrate measures the probe availability (as `ats record` sees it) at model levels 1 .. 1/(K+1)\n"
             "(default K = 3) and writes FILE; --calibration FILE then maps targets through it.\n"
             "A trace with GPU or PCIe load on a machine without a GPU is refused (exit 2).\n");
+}
+
+/* --log: control steps kept in memory, written at the end through a temporary. */
+typedef struct step_log {
+    ex_stress_step *s;
+    size_t n, cap;
+    int oom;
+} step_log;
+
+static void log_step(void *ctx, const ex_stress_step *s)
+{
+    step_log *l = ctx;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 1024;
+        ex_stress_step *n = realloc(l->s, cap * sizeof *n);
+        if (!n) {
+            l->oom = 1;
+            return;
+        }
+        l->s = n;
+        l->cap = cap;
+    }
+    l->s[l->n++] = *s;
+}
+
+static int write_log(FILE *f, const void *ctx)
+{
+    const step_log *l = ctx;
+    int bad = fprintf(f, "t_s,resource,target,measured,u,duty,saturated,probes\n") < 0;
+    for (size_t i = 0; i < l->n && !bad; i++) {
+        const ex_stress_step *s = &l->s[i];
+        bad |= fprintf(f, "%.3f,%s,%.4f,%.4f,%.4f,%.4f,%d,%d\n", s->t_s, atsc_resource_name(s->res), s->target,
+                       s->measured, s->u, s->duty, s->saturated, s->probes) < 0;
+    }
+    return bad ? -1 : 0;
+}
+
+static void print_report(const ex_stress_report *rep, double margin_s)
+{
+    printf("stressor's own probes per target segment (first %g s of each left out):\n", margin_s);
+    printf("%-5s %9s %9s %8s %8s %8s %6s %5s\n", "res", "from [s]", "to [s]", "target", "probes", "rel.err", "duty",
+           "sat%");
+    for (int i = 0; i < rep->nseg; i++) {
+        const ex_stress_seg *g = &rep->seg[i];
+        if (isnan(g->measured))
+            printf("%-5s %9.2f %9.2f %8.4f %8s %8s %6.3f %5s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
+                   g->target, "-", "-", g->duty, g->target < 1 ? "-" : "off");
+        else
+            printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f %6.3f %5.1f\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
+                   g->target, g->measured, (g->measured - g->target) / g->target, g->duty, 100 * g->sat_frac);
+    }
+    printf("hogs cpu %d/thread, gpu %d, pcie %d; stressor probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, pcie "
+           "%.2f%%) over %.1f s; probe sets that waited for another process's probes: %ld (gave up: %ld)\n",
+           rep->k[0], rep->k[1], rep->k[2], 100 * rep->probe_duty,
+           rep->wall_s > 0 ? 100 * rep->probe_s[0] / rep->wall_s : 0,
+           rep->wall_s > 0 ? 100 * rep->probe_s[1] / rep->wall_s : 0,
+           rep->wall_s > 0 ? 100 * rep->probe_s[2] / rep->wall_s : 0, rep->wall_s, rep->lock_waits,
+           rep->lock_timeouts);
 }
 
 int ats_cmd_stress(int argc, char **argv)
@@ -43,9 +116,13 @@ int ats_cmd_stress(int argc, char **argv)
         {"device", required_argument, 0, 'D'},      {"settle", required_argument, 0, 's'},
         {"measure", required_argument, 0, 'm'},     {"cpu-only", no_argument, 0, 'o'},
         {"verbose", no_argument, 0, 'v'},           {"help", no_argument, 0, 'h'},
+        {"baseline", required_argument, 0, 'b'},    {"interval", required_argument, 0, 'i'},
+        {"probes", required_argument, 0, 'n'},      {"gain", required_argument, 0, 'g'},
+        {"log", required_argument, 0, 'L'},         {"report-margin", required_argument, 0, 'R'},
         {0, 0, 0, 0}};
     ex_stress_opts so = ex_stress_opts_default();
-    const char *trace = NULL, *calib_in = NULL, *calib_out = NULL;
+    const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
+    int closed_flags = 0; /* closed-loop options given */
     double settle = 1.0, measure = 2.0;
     int cpu_only = 0, c;
     long long v;
@@ -57,16 +134,31 @@ int ats_cmd_stress(int argc, char **argv)
         case 'C': calib_out = optarg; break;
         case 'o': cpu_only = 1; break;
         case 'v': so.verbose = 1; break;
-        case 'd': case 'w': case 'P': case 's': case 'm': {
+        case 'b': base_in = optarg; break;
+        case 'L': log_out = optarg; closed_flags = 1; break;
+        case 'd': case 'w': case 'P': case 's': case 'm': case 'i': case 'g': case 'R': {
             double *dst = c == 'd' ? &so.duration_s : c == 'w' ? &so.delay_s : c == 'P' ? &so.period_s
-                        : c == 's' ? &settle : &measure;
-            if (ats_cli_parse_double(optarg, dst) || *dst < 0 || (c == 'P' && !(*dst >= 1e-3 && *dst <= 10))) {
-                ats_cli_error("stress", "bad number of seconds '%s'%s", optarg,
-                              c == 'P' ? " (period: 0.001 .. 10)" : "");
+                        : c == 's' ? &settle : c == 'm' ? &measure : c == 'i' ? &so.interval_s
+                        : c == 'g' ? &so.ki_per_s : &so.settle_s;
+            if (c == 'i' || c == 'g' || c == 'R') closed_flags = 1;
+            if (ats_cli_parse_double(optarg, dst) || *dst < 0 || (c == 'P' && !(*dst >= 1e-3 && *dst <= 10)) ||
+                (c == 'i' && !(*dst >= 0.05 && *dst <= 60)) || (c == 'g' && !(*dst > 0 && *dst <= 100)) ||
+                (c != 'g' && *dst > 1e7)) {
+                ats_cli_error("stress", "--%s '%s': %s", c == 'g' ? "gain" : c == 'i' ? "interval" : "seconds", optarg,
+                              c == 'P' ? "need a period of 0.001 .. 10 s" : c == 'i' ? "need 0.05 .. 60 s"
+                              : c == 'g' ? "need a gain in (0, 100] per s" : "need a number of seconds >= 0");
                 return ATS_EXIT_USAGE;
             }
             break;
         }
+        case 'n':
+            if (ats_cli_parse_int(optarg, &v) || v < 1 || v > 100) {
+                ats_cli_error("stress", "--probes '%s': need 1 .. 100 probe sets per interval", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            so.probes = (int)v;
+            closed_flags = 1;
+            break;
         case 't': case 'D': case '0': case '1': case '2':
             if (ats_cli_parse_int(optarg, &v) || v < (c == 'D' ? 0 : 1) || v > 64) {
                 ats_cli_error("stress", "bad count '%s' (1 .. 64)", optarg);
@@ -86,7 +178,22 @@ int ats_cmd_stress(int argc, char **argv)
         usage(stderr);
         return ATS_EXIT_USAGE;
     }
-    if (ats_cli_check_out("stress", "--calibrate", calib_out)) return ATS_EXIT_USAGE; /* before calibrating */
+    if (closed_flags && !base_in) {
+        ats_cli_error("stress", "--interval, --probes, --gain, --log and --report-margin belong to the closed loop: "
+                                "give --baseline FILE");
+        return ATS_EXIT_USAGE;
+    }
+    if (base_in && calib_out) {
+        ats_cli_error("stress", "--baseline is for following a trace (closed loop), not for --calibrate");
+        return ATS_EXIT_USAGE;
+    }
+    if (so.ki_per_s * so.interval_s >= 2.0) {
+        ats_cli_error("stress", "--gain %g x --interval %g = %g: the loop is unstable from 2 on (keep it below 1)",
+                      so.ki_per_s, so.interval_s, so.ki_per_s * so.interval_s);
+        return ATS_EXIT_USAGE;
+    }
+    if (ats_cli_check_out("stress", "--calibrate", calib_out) || ats_cli_check_out("stress", "--log", log_out))
+        return ATS_EXIT_USAGE; /* before the work */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -141,12 +248,57 @@ int ats_cmd_stress(int argc, char **argv)
         }
         so.calib = &cal;
     }
-    st = ex_stress_run(tr, &so, &err);
+    if (!base_in) {
+        st = ex_stress_run(tr, &so, &err);
+        atsc_trace_free(tr);
+        if (st != ATS_OK) {
+            fprintf(stderr, "ats stress: %s\n", err.msg);
+            return st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+        }
+        fprintf(stderr, "ats stress: open loop %s\n",
+                stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
+        return ATS_EXIT_OK;
+    }
+
+    ex_baseline base;
+    if ((st = ex_baseline_load(base_in, &base, &err)) != ATS_OK) {
+        fprintf(stderr, "ats stress: %s\n", err.msg);
+        atsc_trace_free(tr);
+        return ATS_EXIT_USAGE;
+    }
+    if (so.threads > 0 && so.threads != base.threads) {
+        fprintf(stderr, "ats stress: %s: baseline measured with %d probe threads, --threads %d asked\n", base_in,
+                base.threads, so.threads);
+        atsc_trace_free(tr);
+        return ATS_EXIT_USAGE;
+    }
+    step_log log = {0};
+    if (log_out) {
+        so.on_step = log_step;
+        so.step_ctx = &log;
+    }
+    ex_stress_report rep;
+    st = ex_stress_run_closed(tr, &so, &base, &rep, &err);
     atsc_trace_free(tr);
     if (st != ATS_OK) {
-        fprintf(stderr, "ats stress: %s\n", err.msg);
+        if (strstr(err.msg, "baseline")) fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, base_in);
+        else fprintf(stderr, "ats stress: %s\n", err.msg);
+        free(log.s);
         return st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
     }
-    fprintf(stderr, "ats stress: %s\n", stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
-    return ATS_EXIT_OK;
+    print_report(&rep, so.settle_s);
+    int rc = ATS_EXIT_OK;
+    if (log_out) {
+        if (log.oom) fprintf(stderr, "ats stress: --log %s: out of memory, the log is incomplete\n", log_out);
+        if (ex_text_save(log_out, "control log", write_log, &log, &err) != ATS_OK) {
+            fprintf(stderr, "ats stress: %s\n", err.msg);
+            rc = ATS_EXIT_FAIL;
+        } else {
+            printf("wrote %s (%zu control steps)\n", log_out, log.n);
+        }
+        free(log.s);
+    }
+    fprintf(stderr, "ats stress: closed loop %s\n",
+            stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
+    return rc;
 }

@@ -48,7 +48,7 @@ if [ -x "$NVCC" ] && [ "${ATS_CUDA:-AUTO}" != OFF ]; then
 fi
 gcc -std=c11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -DH5_USE_110_API $CU $H5I $DEPS \
   -Isched/include -Icommon/include -Iexec/include -Iexec/cuda -Icli -I"$B/gen" \
-  common/src/trace_io.c common/src/trace_import.c sched/src/status.c cli/cli_util.c cli/cmd_trace.c \
+  common/src/trace_io.c common/src/trace_import.c common/src/outfile.c sched/src/status.c cli/cli_util.c cli/cli_out.c cli/cmd_trace.c \
   cli/cmd_record.c cli/cmd_stress.c exec/src/load_record.c exec/src/load_stress.c "$B/gen/main_load.c" \
-  $CUL $H5L -lgsl -lgslcblas -lpthread -lm -o "$B/ats-load"
+  $CUL $H5L -ljansson -lgsl -lgslcblas -lpthread -lm -o "$B/ats-load"
 echo "built $B/ats-load ($([ -n "$CU" ] && echo with || echo without) CUDA)"

@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "load_probe.h"
 
@@ -42,14 +41,14 @@ static __global__ void busy_kernel(float *out, long iters)
     out[blockIdx.x * blockDim.x + threadIdx.x] = a + c;
 }
 
-/* Waits for everything queued on lp->stream: spinning, or polling an event with short sleeps. */
+/* Waits for everything queued on lp->stream: spinning (probes: tight timing), or sleeping in the driver
+ * on a blocking-sync event until the GPU's interrupt wakes the thread (hogs: no CPU burnt waiting). */
 static cudaError_t lp_wait(ex_lp *lp)
 {
     if (!lp->light_wait) return cudaStreamSynchronize(lp->stream);
     cudaError_t e = cudaEventRecord(lp->done, lp->stream);
     if (e != cudaSuccess) return e;
-    while ((e = cudaEventQuery(lp->done)) == cudaErrorNotReady) usleep(50);
-    return e;
+    return cudaEventSynchronize(lp->done);
 }
 
 extern "C" int ex_lp_device_count(void)
@@ -77,7 +76,7 @@ extern "C" int ex_lp_new(int device, size_t copy_bytes, int light_wait, ex_lp **
     lp->sms = prop.multiProcessorCount;
     snprintf(lp->name, sizeof lp->name, "%s", prop.name);
     LP_CHECK(cudaStreamCreateWithFlags(&lp->stream, cudaStreamNonBlocking));
-    LP_CHECK(cudaEventCreateWithFlags(&lp->done, cudaEventDisableTiming));
+    LP_CHECK(cudaEventCreateWithFlags(&lp->done, cudaEventDisableTiming | (light_wait ? cudaEventBlockingSync : 0)));
     lp->light_wait = light_wait;
     LP_CHECK(cudaMalloc((void **)&lp->d_out, (size_t)lp->sms * 4 * 256 * sizeof(float)));
     if (copy_bytes > 0) {

@@ -20,8 +20,8 @@ int ex_lp_device_count(void);
 
 /** Selects `device`, creates a non-blocking stream, a device buffer for the busy kernel's output, and
  *  (copy_bytes > 0) a pinned host buffer plus a device buffer of copy_bytes [bytes]. light_wait = 1:
- *  waits poll an event with 50 us sleeps instead of spinning in cudaStreamSynchronize (hogs: so that
- *  a GPU hog does not also load a CPU core); 0: spin (probes: tight timing). */
+ *  waits sleep on a cudaEventBlockingSync event instead of spinning in cudaStreamSynchronize (hogs: so
+ *  that a GPU or PCIe hog does not also load a CPU core); 0: spin (probes: tight timing). */
 int ex_lp_new(int device, size_t copy_bytes, int light_wait, ex_lp **out, char *msg, size_t msglen);
 void ex_lp_free(ex_lp *lp);
 

@@ -9,6 +9,7 @@
 #include "atsc/outfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,6 +62,10 @@ struct ex_probe {
     ex_lp *lp;
 #endif
     char gpu_name[256];
+    /* probe lock shared with other processes (flock) */
+    int lock_fd;              /* -1: no lock (none asked, or the file could not be opened) */
+    long lock_waits, lock_timeouts;
+    double lock_wait_s;
 };
 
 static void gemv_rows(const struct ex_probe *p, size_t r0, size_t r1)
@@ -116,7 +123,7 @@ ex_probe_opts ex_probe_opts_default(void)
 {
     ex_probe_opts o = {.threads = 0, .gemv_rows = 2048, .gemv_cols = 2048, .cpu_target_s = 2e-3,
                        .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0,
-                       .cpu_reps = 0, .gpu_iters = 0};
+                       .cpu_reps = 0, .gpu_iters = 0, .lock_path = "/tmp/ats-probes.lock"};
     return o;
 }
 
@@ -147,6 +154,7 @@ void ex_probe_free(ex_probe *p)
     free(p->A);
     free(p->x);
     free(p->y);
+    if (p->lock_fd >= 0) close(p->lock_fd);
     free(p);
 }
 
@@ -162,6 +170,12 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
     struct ex_probe *p = calloc(1, sizeof *p);
     if (!p) return ats_err_set(err, ATS_ENOMEM, "probe: out of memory");
     p->o = o;
+    p->lock_fd = -1;
+    if (o.lock_path) { /* world-writable so that any user's ats can take it; read-only open suffices for flock */
+        p->lock_fd = open(o.lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (p->lock_fd < 0) p->lock_fd = open(o.lock_path, O_RDONLY | O_CLOEXEC);
+        if (p->lock_fd >= 0) fchmod(p->lock_fd, 0666); /* fails harmlessly when another user owns it */
+    }
     p->A = malloc(o.gemv_rows * o.gemv_cols * sizeof(float));
     p->x = malloc(o.gemv_cols * sizeof(float));
     p->y = malloc(o.gemv_rows * sizeof(float));
@@ -237,26 +251,79 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
 
 int ex_probe_has_gpu(const ex_probe *p) { return p->has_gpu; }
 
-enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err)
+/* Takes the probe lock: waits for another process's probes, at most 0.2 s (then probes without it). */
+static int lock_take(ex_probe *p)
 {
-    t_s[ATSC_RES_CPU] = cpu_probe(p);
-    t_s[ATSC_RES_GPU] = t_s[ATSC_RES_PCIE] = NAN;
+    if (p->lock_fd < 0) return 0;
+    if (flock(p->lock_fd, LOCK_EX | LOCK_NB) == 0) return 1;
+    double t0 = now_s();
+    p->lock_waits++;
+    for (;;) {
+        usleep(200);
+        if (flock(p->lock_fd, LOCK_EX | LOCK_NB) == 0) {
+            p->lock_wait_s += now_s() - t0;
+            return 1;
+        }
+        if (now_s() - t0 > 0.2) {
+            p->lock_wait_s += now_s() - t0;
+            p->lock_timeouts++;
+            return 0;
+        }
+    }
+}
+
+enum ats_status ex_probe_measure_some(ex_probe *p, unsigned mask, double t_s[ATSC_RES_COUNT], ats_err *err)
+{
+    enum ats_status st = ATS_OK;
+    t_s[ATSC_RES_CPU] = t_s[ATSC_RES_GPU] = t_s[ATSC_RES_PCIE] = NAN;
+    int locked = lock_take(p);
+    if (mask & (1u << ATSC_RES_CPU)) t_s[ATSC_RES_CPU] = cpu_probe(p);
 #ifdef ATS_HAVE_CUDA
     if (p->has_gpu) {
         char msg[256];
-        double a = now_s();
-        if (ex_lp_busy(p->lp, p->gpu_iters, 1, msg, sizeof msg) != 0)
-            return ats_err_set(err, ATS_EINVAL, "GPU probe: %s", msg);
-        double b = now_s();
-        if (ex_lp_copy_h2d(p->lp, p->o.copy_bytes, 1, msg, sizeof msg) != 0)
-            return ats_err_set(err, ATS_EINVAL, "PCIe probe: %s", msg);
-        t_s[ATSC_RES_GPU] = b - a;
-        t_s[ATSC_RES_PCIE] = now_s() - b;
+        if (mask & (1u << ATSC_RES_GPU)) {
+            double a = now_s();
+            if (ex_lp_busy(p->lp, p->gpu_iters, 1, msg, sizeof msg) != 0) {
+                st = ats_err_set(err, ATS_EINVAL, "GPU probe: %s", msg);
+                goto out;
+            }
+            t_s[ATSC_RES_GPU] = now_s() - a;
+        }
+        if (mask & (1u << ATSC_RES_PCIE)) {
+            double b = now_s();
+            if (ex_lp_copy_h2d(p->lp, p->o.copy_bytes, 1, msg, sizeof msg) != 0) {
+                st = ats_err_set(err, ATS_EINVAL, "PCIe probe: %s", msg);
+                goto out;
+            }
+            t_s[ATSC_RES_PCIE] = now_s() - b;
+        }
     }
+out:
 #else
     (void)err;
 #endif
-    return ATS_OK;
+    if (locked) flock(p->lock_fd, LOCK_UN);
+    return st;
+}
+
+enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err)
+{
+    return ex_probe_measure_some(p, (1u << ATSC_RES_COUNT) - 1, t_s, err);
+}
+
+void ex_probe_lock_stats(const ex_probe *p, long *waited, double *wait_s, long *timeouts, int *unlocked)
+{
+    if (waited) *waited = p->lock_waits;
+    if (wait_s) *wait_s = p->lock_wait_s;
+    if (timeouts) *timeouts = p->lock_timeouts;
+    if (unlocked) *unlocked = p->o.lock_path && p->lock_fd < 0;
+}
+
+void ex_probe_opts_from_baseline(ex_probe_opts *o, const ex_baseline *b)
+{
+    o->threads = b->threads;
+    o->cpu_reps = b->cpu_reps;
+    o->gpu_iters = b->gpu_iters;
 }
 
 void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
@@ -264,6 +331,11 @@ void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
     int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu) on %d threads (chunks of %d rows)", p->reps,
                      p->o.gemv_rows, p->o.gemv_cols, p->o.threads, CHUNK_ROWS);
     if (n < 0 || (size_t)n >= len) return;
+    int m = p->lock_fd >= 0 ? snprintf(buf + n, len - (size_t)n, "; serialized with other ats probes by flock(%s)",
+                                       p->o.lock_path)
+                            : 0;
+    if (m < 0 || (size_t)(n + m) >= len) return;
+    n += m;
     if (p->has_gpu)
         snprintf(buf + n, len - (size_t)n,
                  "; GPU probe: busy kernel %ld dependent FMAs/thread on every SM of %s; PCIe probe: %zu MiB "
@@ -333,24 +405,38 @@ done:
     return st;
 }
 
-enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err)
+enum ats_status ex_text_save(const char *path, const char *what, int (*write)(FILE *f, const void *ctx),
+                             const void *ctx, ats_err *err)
 {
     atsc_out *out = NULL; /* temporary + fsync + rename (atsc/outfile.h) */
     enum ats_status st = atsc_out_open(path, &out, err);
     if (st) return st;
+    errno = 0;
     FILE *f = fopen(atsc_out_tmp(out), "w");
     int bad = !f;
     if (f) {
-        bad |= fprintf(f, "%.9g %.9g %.9g %d %ld %d\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
-                       b->threads) < 0;
+        bad |= write(f, ctx) != 0;
+        bad |= ferror(f) != 0;
         bad |= fclose(f) != 0;
     }
     if (bad) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write baseline: %s", path, strerror(errno));
+        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write %s: %s", path, what, errno ? strerror(errno) : "write failed");
         atsc_out_abort(out);
         return st;
     }
     return atsc_out_commit(out, err);
+}
+
+static int write_baseline(FILE *f, const void *ctx)
+{
+    const ex_baseline *b = ctx;
+    return fprintf(f, "%.9g %.9g %.9g %d %ld %d\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
+                   b->threads) < 0 ? -1 : 0;
+}
+
+enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err)
+{
+    return ex_text_save(path, "baseline", write_baseline, b, err);
 }
 
 enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)

@@ -12,6 +12,8 @@
 #include "atsc/outfile.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -74,27 +77,20 @@ double ex_stress_calib_invert(const ex_stress_calib *c, enum atsc_resource r, do
     return m[n - 1]; /* below the lowest measured level: the most load we calibrated */
 }
 
+static int write_calib(FILE *f, const void *ctx)
+{
+    const ex_stress_calib *c = ctx;
+    int bad = fprintf(f, "# ats stress calibration: resource hogs model_avail measured_avail\n") < 0;
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        for (int i = 0; i < c->n[r]; i++)
+            bad |= fprintf(f, "%s %d %.6f %.6f\n", atsc_resource_name((enum atsc_resource)r), c->k[r], c->model[r][i],
+                           c->measured[r][i]) < 0;
+    return bad ? -1 : 0;
+}
+
 enum ats_status ex_stress_calib_save(const ex_stress_calib *c, const char *path, ats_err *err)
 {
-    atsc_out *out = NULL; /* temporary + fsync + rename (atsc/outfile.h) */
-    enum ats_status st = atsc_out_open(path, &out, err);
-    if (st) return st;
-    FILE *f = fopen(atsc_out_tmp(out), "w");
-    int bad = !f;
-    if (f) {
-        fprintf(f, "# ats stress calibration: resource hogs model_avail measured_avail\n");
-        for (int r = 0; r < ATSC_RES_COUNT; r++)
-            for (int i = 0; i < c->n[r]; i++)
-                fprintf(f, "%s %d %.6f %.6f\n", atsc_resource_name((enum atsc_resource)r), c->k[r], c->model[r][i],
-                        c->measured[r][i]);
-        bad |= fclose(f) != 0;
-    }
-    if (bad) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write calibration: %s", path, strerror(errno));
-        atsc_out_abort(out);
-        return st;
-    }
-    return atsc_out_commit(out, err);
+    return ex_text_save(path, "calibration", write_calib, c, err);
 }
 
 enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_err *err)
@@ -166,6 +162,7 @@ static int online_cpus(void)
 
 typedef struct hog_shared {
     _Atomic double duty[ATSC_RES_COUNT];
+    atomic_int gen[ATSC_RES_COUNT]; /* futex word per resource: bumped on every duty change and on stop */
     atomic_int stop;
     atomic_int ready;  /* hog processes initialized */
     atomic_int failed; /* hog processes that could not start */
@@ -201,10 +198,27 @@ void ex_stress_window(double epoch_s, double period_s, double duty, double now_s
     *period_end_s = start + period_s;
 }
 
-/* Busy window of the current period for resource r: sleeps until it starts; returns its end and the
- * period's end. */
-static void window(const hog_shared *sh, enum atsc_resource r, double *busy_end, double *period_end)
+/* Futex on a word of the MAP_SHARED page (shared, not FUTEX_PRIVATE: hog processes wait on it too). */
+static void futex_wait(atomic_int *w, int val, double timeout_s)
 {
+    struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+    syscall(SYS_futex, (int *)w, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void futex_wake_all(atomic_int *w) { syscall(SYS_futex, (int *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
+
+/* Busy window of the current period for resource r: sleeps until it starts; returns its end and the
+ * period's end. While the duty is 0 the hog sleeps on the resource's futex word (no periodic wake-ups:
+ * a resource whose target is 1 has hogs that do nothing at all) and returns with an empty window once
+ * woken by a duty change or the stop flag. */
+static void window(hog_shared *sh, enum atsc_resource r, double *busy_end, double *period_end)
+{
+    int g = atomic_load(&sh->gen[r]);
+    if (!(atomic_load(&sh->duty[r]) > 0)) {
+        if (!atomic_load(&sh->stop)) futex_wait(&sh->gen[r], g, 1.0);
+        *busy_end = *period_end = 0; /* callers: nothing to do, sleep_until(0) returns at once */
+        return;
+    }
     double bs, now = now_s();
     ex_stress_window(sh->epoch_s, sh->period_s, atomic_load(&sh->duty[r]), now, &bs, busy_end, period_end);
     if (*busy_end > bs && now < bs) sleep_until(bs);
@@ -279,7 +293,9 @@ out:
 ex_stress_opts ex_stress_opts_default(void)
 {
     ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
-                        .calib = NULL, .stop = NULL, .device = 0, .verbose = 0};
+                        .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
+                        .ki_per_s = 0.6, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .on_step = NULL,
+                        .step_ctx = NULL};
     return o;
 }
 
@@ -323,6 +339,10 @@ void ex_hogs_stop(ex_hogs *h)
 {
     if (!h) return;
     atomic_store(&h->sh->stop, 1);
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        atomic_fetch_add(&h->sh->gen[r], 1);
+        futex_wake_all(&h->sh->gen[r]);
+    }
     for (int i = 0; i < h->ncpu; i++) pthread_join(h->cpu[i], NULL);
     reap(h);
     free(h->cpu);
@@ -334,7 +354,11 @@ void ex_hogs_set(ex_hogs *h, enum atsc_resource r, double duty)
 {
     if (!(duty > 0)) duty = 0;
     if (duty > 1) duty = 1;
-    atomic_store(&h->sh->duty[r], duty);
+    double old = atomic_exchange(&h->sh->duty[r], duty);
+    if (old != duty) {
+        atomic_fetch_add(&h->sh->gen[r], 1);
+        if (!(old > 0)) futex_wake_all(&h->sh->gen[r]); /* hogs asleep at duty 0 */
+    }
 }
 
 int ex_hogs_alive(ex_hogs *h)
@@ -492,6 +516,306 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
         usleep(10000);
     }
     ex_hogs_stop(h);
+    return st;
+}
+
+/* ------------------------------------------------------------------ controller ------------------ */
+
+ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res)
+{
+    ex_ctl_opts o = {.ki_per_s = 0.6, .k = k, .calib = NULL, .res = res, .step_tol = 1e-6};
+    return o;
+}
+
+void ex_ctl_init(ex_ctl *c)
+{
+    memset(c, 0, sizeof *c);
+    c->target = 1.0;
+    c->u = 1.0;
+}
+
+double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double measured, double dt_s)
+{
+    ATS_ASSERT(o->k >= 1);
+    if (!(target < 1.0)) { /* 1 (or NaN): not controlled, hogs off */
+        ex_ctl_init(c);
+        return 0.0;
+    }
+    if (target < 0.01) target = 0.01;
+    double ff = o->calib ? ex_stress_calib_invert(o->calib, o->res, target) : target;
+    if (!c->active || fabs(target - c->target) > o->step_tol) {
+        c->active = 1; /* a step: feed-forward jump, the old target's integral forgotten */
+        c->target = target;
+        c->trim = 0.0;
+    } else if (!isnan(measured) && dt_s > 0) {
+        c->trim -= o->ki_per_s * (measured - target) * dt_s; /* measured above target: more load */
+    }
+    const double u_min = 1.0 / (double)(o->k + 1); /* duty 1 */
+    double u = ff + c->trim;
+    c->saturated = 0;
+    if (!(u >= u_min)) { /* also a NaN */
+        u = u_min;
+        c->saturated = 1;
+    } else if (u > 1.0) {
+        u = 1.0;
+        c->saturated = 1;
+    }
+    c->trim = u - ff; /* anti-windup: the integral stays inside what duty 0..1 can do */
+    c->u = u;
+    c->duty = ex_stress_duty(u, o->k);
+    return c->duty;
+}
+
+/* ------------------------------------------------------------------ closed loop ----------------- */
+
+/* splitmix64 step -> uniform [0, 1) (probe moments inside a control interval). */
+static double rand01(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53;
+}
+
+/* Sorted random moments for n probe sets in [t, t + interval): stratified (one at a random moment of each
+ * n-th of the interval), so the interval is covered and no fixed phase aliases with the duty period or
+ * with a recorder's sampling grid. */
+static void probe_moments(uint64_t *rng, double t, double interval, int n, double *at)
+{
+    for (int i = 0; i < n; i++) at[i] = t + interval * ((double)i + rand01(rng)) / (double)n;
+}
+
+typedef struct seg_acc {
+    int open;     /* index into report->seg, -1: none */
+    double sum_meas, sum_duty;
+    size_t n_meas, steps, sat;
+} seg_acc;
+
+static void seg_close(ex_stress_report *rep, seg_acc *a, double t_end)
+{
+    if (a->open < 0) return;
+    ex_stress_seg *g = &rep->seg[a->open];
+    g->t1_s = t_end;
+    g->measured = a->n_meas ? a->sum_meas / (double)a->n_meas : NAN;
+    g->duty = a->steps ? a->sum_duty / (double)a->steps : 0.0;
+    g->sat_frac = a->steps ? (double)a->sat / (double)a->steps : 0.0;
+    g->steps = a->steps;
+    a->open = -1;
+}
+
+static void seg_open(ex_stress_report *rep, seg_acc *a, enum atsc_resource r, double t, double target)
+{
+    seg_close(rep, a, t);
+    memset(a, 0, sizeof *a);
+    a->open = -1;
+    if (rep->nseg >= EX_STRESS_MAX_SEGS) return;
+    a->open = rep->nseg++;
+    ex_stress_seg *g = &rep->seg[a->open];
+    memset(g, 0, sizeof *g);
+    g->res = r;
+    g->t0_s = g->t1_s = t;
+    g->target = target;
+    g->measured = NAN;
+}
+
+enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_opts *o, const ex_baseline *base,
+                                     ex_stress_report *report, ats_err *err)
+{
+    ex_stress_report local;
+    ex_stress_report *rep = report ? report : &local;
+    memset(rep, 0, sizeof *rep);
+    double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
+    if (!(dur > 0))
+        return ats_err_set(err, ATS_EINVAL, "the trace covers 0 s (one sample): give a duration");
+    if (!(o->interval_s >= 0.05 && o->interval_s <= 60) || o->probes < 1 || o->probes > 100 ||
+        !(o->ki_per_s > 0 && o->ki_per_s * o->interval_s < 2.0) || !(o->settle_s >= 0))
+        return ats_err_set(err, ATS_EINVAL,
+                           "closed loop: interval %g s must be in [0.05, 60], probes %d in [1, 100], gain %g /s "
+                           "> 0 with gain x interval < 2 (stability), settle %g s >= 0",
+                           o->interval_s, o->probes, o->ki_per_s, o->settle_s);
+    if (!(base->t_s[ATSC_RES_CPU] > 0) || base->cpu_reps < 1 || base->threads < 1)
+        return ats_err_set(err, ATS_EINVAL, "closed loop: the baseline has no CPU probe time");
+    int k[ATSC_RES_COUNT];
+    double amin[ATSC_RES_COUNT];
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        amin[r] = min_over(target, (enum atsc_resource)r, dur);
+        k[r] = amin[r] >= 1.0 ? 0 : o->k[r] > 0 ? o->k[r] : ex_stress_hogs_needed(amin[r] / 2.5);
+        rep->k[r] = k[r];
+    }
+    int want_gpu = k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0;
+    if (want_gpu && !ex_gpu_present(o->device))
+        return ats_err_set(err, ATS_ENOTFOUND,
+                           "the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
+                           "but there is no CUDA device %d",
+                           amin[ATSC_RES_GPU], amin[ATSC_RES_PCIE], o->device);
+    for (int r = ATSC_RES_GPU; r <= ATSC_RES_PCIE; r++)
+        if (k[r] > 0 && !(base->t_s[r] > 0))
+            return ats_err_set(err, ATS_EINVAL,
+                               "closed loop: the trace loads %s but the baseline has no %s probe time (measured "
+                               "without a GPU?); measure one here with `ats record --save-baseline`",
+                               atsc_resource_name((enum atsc_resource)r), atsc_resource_name((enum atsc_resource)r));
+    if (o->delay_s > 0) {
+        double until = now_s() + o->delay_s;
+        while (now_s() < until && !(o->stop && *o->stop)) usleep(10000);
+    }
+    if (o->stop && *o->stop) return ATS_OK;
+
+    /* hog processes first: this process must not have touched CUDA when it forks */
+    ex_stress_opts ho = *o;
+    ho.threads = base->threads; /* CPU hogs sized for the probe threads */
+    ex_hogs *h = NULL;
+    enum ats_status st = ex_hogs_start(&ho, k, &h, err);
+    if (st != ATS_OK) return st;
+    ex_probe *p = NULL;
+    ex_probe_opts po = ex_probe_opts_default();
+    ex_probe_opts_from_baseline(&po, base);
+    po.use_gpu = want_gpu;
+    po.device = o->device;
+    po.lock_path = o->lock_path;
+    if ((st = ex_probe_new(&po, &p, err)) != ATS_OK) goto done;
+    if (want_gpu && !ex_probe_has_gpu(p)) {
+        st = ats_err_set(err, ATS_ENOTFOUND, "closed loop: the GPU probes could not start on device %d", o->device);
+        goto done;
+    }
+    if (o->verbose) {
+        char d[768];
+        ex_probe_describe(p, d, sizeof d);
+        fprintf(stderr, "stress: closed loop, hogs cpu %d/thread x %d threads, gpu %d, pcie %d; period %g s; "
+                        "control every %g s from %d probe sets, gain %g /s; %g s\nstress: %s\n",
+                k[0], base->threads, k[1], k[2], o->period_s, o->interval_s, o->probes, o->ki_per_s, dur, d);
+    }
+
+    ex_ctl ctl[ATSC_RES_COUNT];
+    ex_ctl_opts co[ATSC_RES_COUNT];
+    seg_acc acc[ATSC_RES_COUNT];
+    double sum[ATSC_RES_COUNT] = {0}, last_upd[ATSC_RES_COUNT] = {0}, cur[ATSC_RES_COUNT] = {NAN, NAN, NAN};
+    int cnt[ATSC_RES_COUNT] = {0};
+    double v_sum[ATSC_RES_COUNT] = {0}, v_duty[ATSC_RES_COUNT] = {0}; /* verbose: means over 5 s */
+    int v_n[ATSC_RES_COUNT] = {0}, v_steps[ATSC_RES_COUNT] = {0};
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        ex_ctl_init(&ctl[r]);
+        co[r] = ex_ctl_opts_default(k[r] > 0 ? k[r] : 1, (enum atsc_resource)r);
+        co[r].ki_per_s = o->ki_per_s;
+        co[r].calib = o->calib;
+        acc[r].open = -1;
+    }
+    double at[100];
+    uint64_t rng = (uint64_t)(now_s() * 1e9);
+    const double t0 = now_s();
+    if (o->verbose) fprintf(stderr, "stress: t = 0: hogs and probes ready, following the trace\n");
+    double next_ctl = o->interval_s, next_verbose = 5.0;
+    probe_moments(&rng, 0.0, o->interval_s, o->probes, at);
+    int next_probe = 0;
+    for (;;) {
+        if (o->stop && *o->stop) break;
+        double t = now_s() - t0;
+        if (t >= dur) break;
+        if (!ex_hogs_alive(h)) {
+            st = ats_err_set(err, ATS_EINVAL, "a GPU/PCIe hog process died at t = %.1f s", t);
+            break;
+        }
+        /* target of this moment: a step changes the duty at once (feed-forward), not at the next tick */
+        atsc_avail a;
+        atsc_trace_at(target, t, &a);
+        double av[ATSC_RES_COUNT] = {a.cpu, a.gpu, a.pcie};
+        for (int r = 0; r < ATSC_RES_COUNT; r++) {
+            if (k[r] == 0) continue;
+            if (av[r] == cur[r]) continue;
+            cur[r] = av[r];
+            double d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
+            ex_hogs_set(h, (enum atsc_resource)r, d);
+            sum[r] = 0;
+            cnt[r] = 0;
+            last_upd[r] = t;
+            seg_open(rep, &acc[r], (enum atsc_resource)r, t, av[r]);
+            if (o->verbose)
+                fprintf(stderr, "stress: t = %7.2f s: %s target %.3f -> %s, duty %.3f\n", t,
+                        atsc_resource_name((enum atsc_resource)r), av[r],
+                        ctl[r].active ? "controlled (feed-forward)" : "hogs off", d);
+        }
+        unsigned mask = 0;
+        for (int r = 0; r < ATSC_RES_COUNT; r++)
+            if (ctl[r].active) mask |= 1u << r;
+        if (next_probe < o->probes && t >= at[next_probe]) {
+            next_probe++;
+            if (mask) {
+                double ts[ATSC_RES_COUNT];
+                if ((st = ex_probe_measure_some(p, mask, ts, err)) != ATS_OK) break;
+                for (int r = 0; r < ATSC_RES_COUNT; r++) {
+                    if (!(mask & (1u << r)) || isnan(ts[r])) continue;
+                    rep->probe_s[r] += ts[r];
+                    sum[r] += ex_avail_from_times(base->t_s[r], ts[r]);
+                    cnt[r]++;
+                }
+            }
+        }
+        t = now_s() - t0;
+        if (t >= next_ctl) {
+            for (int r = 0; r < ATSC_RES_COUNT; r++) {
+                if (!ctl[r].active) continue;
+                double meas = cnt[r] ? sum[r] / cnt[r] : NAN;
+                double d = ex_ctl_update(&ctl[r], &co[r], cur[r], meas, t - last_upd[r]);
+                ex_hogs_set(h, (enum atsc_resource)r, d);
+                if (o->on_step) {
+                    ex_stress_step s = {.t_s = t, .res = (enum atsc_resource)r, .target = cur[r], .measured = meas,
+                                        .u = ctl[r].u, .duty = d, .saturated = ctl[r].saturated, .probes = cnt[r]};
+                    o->on_step(o->step_ctx, &s);
+                }
+                seg_acc *g = &acc[r];
+                if (g->open >= 0 && t - rep->seg[g->open].t0_s >= o->settle_s) {
+                    if (cnt[r]) {
+                        g->sum_meas += meas;
+                        g->n_meas++;
+                    }
+                    g->sum_duty += d;
+                    g->steps++;
+                    g->sat += ctl[r].saturated;
+                }
+                if (cnt[r]) {
+                    v_sum[r] += meas;
+                    v_n[r]++;
+                }
+                v_duty[r] += d;
+                v_steps[r]++;
+                sum[r] = 0;
+                cnt[r] = 0;
+                last_upd[r] = t;
+            }
+            while (next_ctl <= t) next_ctl += o->interval_s;
+            probe_moments(&rng, next_ctl - o->interval_s, o->interval_s, o->probes, at);
+            next_probe = 0;
+            while (next_probe < o->probes && at[next_probe] < t) next_probe++; /* late: skip past moments */
+        }
+        if (o->verbose && t >= next_verbose) {
+            next_verbose += 5.0;
+            for (int r = 0; r < ATSC_RES_COUNT; r++)
+                if (v_steps[r])
+                    fprintf(stderr, "stress: t = %7.2f s: %-4s target %.3f, probes saw %.3f, duty %.3f (5 s means)\n",
+                            t, atsc_resource_name((enum atsc_resource)r), cur[r], v_n[r] ? v_sum[r] / v_n[r] : NAN,
+                            v_duty[r] / v_steps[r]);
+            memset(v_sum, 0, sizeof v_sum);
+            memset(v_duty, 0, sizeof v_duty);
+            memset(v_n, 0, sizeof v_n);
+            memset(v_steps, 0, sizeof v_steps);
+        }
+        double wake = next_ctl;
+        if (next_probe < o->probes && at[next_probe] < wake) wake = at[next_probe];
+        size_t ti = atsc_trace_index(target, t); /* the next target change wakes the loop on time */
+        double tnext = ti + 1 < target->n ? target->t_s[ti + 1] : dur;
+        if (tnext < wake) wake = tnext;
+        if (dur < wake) wake = dur;
+        if (wake > t + 0.1) wake = t + 0.1; /* the stop flag and dead hogs noticed within 0.1 s */
+        sleep_until(t0 + wake);
+    }
+    rep->wall_s = now_s() - t0;
+    for (int r = 0; r < ATSC_RES_COUNT; r++) seg_close(rep, &acc[r], rep->wall_s < dur ? rep->wall_s : dur);
+    double ps = rep->probe_s[0] + rep->probe_s[1] + rep->probe_s[2];
+    rep->probe_duty = rep->wall_s > 0 ? ps / rep->wall_s : 0;
+    ex_probe_lock_stats(p, &rep->lock_waits, NULL, &rep->lock_timeouts, NULL);
+done:
+    ex_hogs_stop(h);
+    ex_probe_free(p);
     return st;
 }
 

@@ -20,6 +20,14 @@
  * A calibration (ex_stress_calibrate) measures the real availability at a few model levels with the
  * probes; ex_stress_calib_invert then maps a target through it.
  *
+ * Closed loop (ex_stress_run_closed, `ats stress --baseline FILE`): the stressor runs the very probes of
+ * `ats record` against the same idle baseline every control interval (a few probes at random moments,
+ * only of the resources under control) and trims each resource's duty with an integral controller
+ * (ex_ctl_update: feed-forward from the model / calibration, integral trim, anti-windup, reset at
+ * target steps; a resource whose target is 1 is not controlled and its hogs are off). Probes of all
+ * ats processes on a machine take one flock (ex_probe_opts.lock_path) so that the stressor's and the
+ * recorder's probes never overlap.
+ *
  * Without a GPU (no driver or no device): probes measure the CPU only (GPU and PCIe stay 1, and the
  * trace's description says so); the stressor refuses traces with GPU or PCIe load (ATS_ENOTFOUND).
  * Nothing here calls exit(); stop flags make every long call return early (SIGINT/SIGTERM handlers in
@@ -30,6 +38,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "ats/status.h"
 #include "atsc/trace_io.h"
@@ -51,6 +60,8 @@ typedef struct ex_probe_opts {
     int device;           /**< CUDA device index (0) */
     int cpu_reps;         /**< > 0: GEMV repetitions per CPU probe, fixed (from a baseline); 0: calibrate */
     long gpu_iters;       /**< > 0: busy-kernel iterations, fixed (from a baseline); 0: calibrate */
+    const char *lock_path; /**< file flock'ed around each ex_probe_measure, shared by every ats process
+                                that probes ("/tmp/ats-probes.lock"); NULL: no lock */
 } ex_probe_opts;
 
 ex_probe_opts ex_probe_opts_default(void);
@@ -68,8 +79,19 @@ void ex_probe_free(ex_probe *p);
 int ex_probe_has_gpu(const ex_probe *p);
 
 /** Runs the probes once, in order CPU, GPU, PCIe; writes each one's wall time [s] into t_s[ATSC_RES_*]
- *  (NAN for GPU/PCIe without a GPU). Returns ATS_OK or ATS_EINVAL (a CUDA call failed; message). */
+ *  (NAN for GPU/PCIe without a GPU). Returns ATS_OK or ATS_EINVAL (a CUDA call failed; message).
+ *  Holds the probe lock (opts.lock_path) meanwhile: waits for another process's probes (at most
+ *  0.2 s, then probes anyway and counts a lock timeout); the wait is not part of the times. */
 enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err);
+
+/** As ex_probe_measure, but only the probes of resources r with bit (1 << r) in `mask`; the others'
+ *  times are NAN. */
+enum ats_status ex_probe_measure_some(ex_probe *p, unsigned mask, double t_s[ATSC_RES_COUNT], ats_err *err);
+
+/** Probe-lock statistics: sets that had to wait for another process's probes, total wait [s], and sets
+ *  that gave up waiting after 0.2 s (or ran without the lock because the lock file could not be
+ *  opened: *unlocked). Any pointer may be NULL. */
+void ex_probe_lock_stats(const ex_probe *p, long *waited, double *wait_s, long *timeouts, int *unlocked);
 
 /** One line describing the probes (sizes, threads, repetitions, device). */
 void ex_probe_describe(const ex_probe *p, char *buf, size_t len);
@@ -92,6 +114,17 @@ enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s
  *  writes tmp + rename; load refuses anything else with the file, field and value. */
 enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err);
 enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err);
+
+/** Fixes the probe sizes of *o to those the baseline was measured with (threads, GEMV repetitions,
+ *  busy-kernel iterations), so that probe times compare with b->t_s. */
+void ex_probe_opts_from_baseline(ex_probe_opts *o, const ex_baseline *b);
+
+/** Writes a small text file through a temporary + fsync + rename (atsc/outfile.h): calls
+ *  write(f, ctx) on the open temporary (it returns 0, or -1 after a failed write), then commits.
+ *  `what` names the file in messages ("baseline", "calibration", "control log"). The one writer of the
+ *  baseline, the calibration table and `ats stress --log`. ATS_OK, ATS_EINVAL (names path). */
+enum ats_status ex_text_save(const char *path, const char *what, int (*write)(FILE *f, const void *ctx),
+                             const void *ctx, ats_err *err);
 
 /** Availability from a baseline and a probe time: base / t clipped to [0.01, 1]; 1 when either is NAN. */
 double ex_avail_from_times(double base_s, double t_s);
@@ -155,6 +188,8 @@ double ex_stress_calib_invert(const ex_stress_calib *c, enum atsc_resource r, do
 enum ats_status ex_stress_calib_save(const ex_stress_calib *c, const char *path, ats_err *err);
 enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_err *err);
 
+struct ex_stress_step;
+
 typedef struct ex_stress_opts {
     int threads;                       /**< probe threads T the CPU hogs are sized for (<= 0: online CPUs) */
     int k[ATSC_RES_COUNT];             /**< hogs per resource (0: ex_stress_hogs_needed of the trace) */
@@ -165,6 +200,14 @@ typedef struct ex_stress_opts {
     const volatile sig_atomic_t *stop; /**< non-zero: stop all hogs and return */
     int device;                        /**< CUDA device (0) */
     int verbose;                       /**< 1: print each change of the targets on stderr */
+    /* closed loop only (ex_stress_run_closed) */
+    double interval_s;                 /**< control interval [s] (0.5) */
+    int probes;                        /**< probe sets per interval, at random moments in it (3) */
+    double ki_per_s;                   /**< integral gain [1/s] (ex_ctl_opts; 0.6) */
+    double settle_s;                   /**< report: first seconds of each target segment left out (5) */
+    const char *lock_path;             /**< probe lock (ex_probe_opts.lock_path; "/tmp/ats-probes.lock") */
+    void (*on_step)(void *ctx, const struct ex_stress_step *s); /**< optional: each control step */
+    void *step_ctx;                    /**< passed to on_step (borrowed) */
 } ex_stress_opts;
 
 ex_stress_opts ex_stress_opts_default(void);
@@ -189,6 +232,89 @@ void ex_hogs_set(ex_hogs *h, enum atsc_resource r, double duty);
 /** 1 while every hog process of the set is alive (a crashed hog makes the stress run fail). */
 int ex_hogs_alive(ex_hogs *h);
 void ex_hogs_stop(ex_hogs *h);
+
+/* ------------------------------------------------------------------ closed loop ----------------- */
+
+/** One resource's controller. The controlled variable is u, the model availability asked of the hogs
+ *  (duty = ex_stress_duty(u, k)); u = ff(target) + trim, where ff is the feed-forward (the calibration
+ *  inverse, or the model itself: u = target) and trim the integral of the error. */
+typedef struct ex_ctl_opts {
+    double ki_per_s;             /**< integral gain [1/s]: trim -= ki * (measured - target) * dt. For the
+                                      model plant (measured = u) the error shrinks by (1 - ki dt) a step:
+                                      stable for ki dt < 2. Negative: a wrong-sign controller (tests) */
+    int k;                       /**< hogs of the resource (>= 1): u in [1/(k+1), 1] is duty in [0, 1] */
+    const ex_stress_calib *calib; /**< optional feed-forward table (borrowed) */
+    enum atsc_resource res;      /**< the calibration table's row */
+    double step_tol;             /**< a target change larger than this is a step (1e-6) */
+} ex_ctl_opts;
+
+ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res);
+
+/** Controller state (caller-owned; ex_ctl_init before the first update). */
+typedef struct ex_ctl {
+    int active;     /**< 1: under control (target < 1); 0: hogs off */
+    double target;  /**< target of the current segment (availability) */
+    double trim;    /**< integral term [availability] */
+    double u;       /**< model availability asked for by the last update */
+    double duty;    /**< duty returned by the last update, in [0, 1] */
+    int saturated;  /**< 1: the last update was clipped to u = 1/(k+1) (duty 1) or u = 1 (duty 0) */
+} ex_ctl;
+
+void ex_ctl_init(ex_ctl *c);
+
+/** One control step (pure: no clock, no I/O): target availability of this moment, `measured` the mean
+ *  probe availability over the last dt_s [s] under the previous duty (NAN: none, hold). Returns the
+ *  duty for the next interval, always in [0, 1]:
+ *   - target >= 1 (or NAN): no control, state reset, duty 0 (hogs off);
+ *   - a new target (inactive before, or |target - c->target| > step_tol): feed-forward jump, trim
+ *     reset to 0, `measured` ignored (it belongs to the old target);
+ *   - else trim -= ki * (measured - target) * dt_s; u = ff + trim clipped to [1/(k+1), 1], and the
+ *     trim clipped with it (anti-windup: it never runs beyond what duty 0..1 can do).
+ *  Over any stretch without clipping, sum((measured - target) dt) = -(trim change) / ki: the time
+ *  average of the measured availability approaches the target even for a plant with a cliff. */
+double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double measured, double dt_s);
+
+/** One control step of the closed loop (for logs): time since t = 0 [s], resource, target, mean probe
+ *  availability over the interval (NAN: no probe), model availability u, duty, clipped or not. */
+typedef struct ex_stress_step {
+    double t_s;
+    enum atsc_resource res;
+    double target, measured, u, duty;
+    int saturated;
+    int probes; /**< probe sets averaged into measured */
+} ex_stress_step;
+
+/** Per constant-target segment of each resource: what the stressor's own probes saw. */
+#define EX_STRESS_MAX_SEGS 96
+typedef struct ex_stress_seg {
+    enum atsc_resource res;
+    double t0_s, t1_s;  /**< segment [s] (t1: end of the run inside it) */
+    double target;
+    double measured;    /**< mean probe availability after settle_s (NAN: no probes: uncontrolled) */
+    double duty;        /**< mean duty after settle_s */
+    double sat_frac;    /**< fraction of those control steps clipped at duty 0 or 1 */
+    size_t steps;       /**< control steps after settle_s */
+} ex_stress_seg;
+
+typedef struct ex_stress_report {
+    int k[ATSC_RES_COUNT];      /**< hogs per resource */
+    int nseg;                   /**< segments (EX_STRESS_MAX_SEGS at most; later ones not reported) */
+    ex_stress_seg seg[EX_STRESS_MAX_SEGS];
+    double wall_s;              /**< run time from t = 0 [s] */
+    double probe_s[ATSC_RES_COUNT]; /**< the stressor's own probe wall time per resource [s] */
+    double probe_duty;          /**< sum(probe_s) / wall_s */
+    long lock_waits, lock_timeouts; /**< probe sets that waited for another process's probes / gave up */
+} ex_stress_report;
+
+/** Closed-loop stressor: like ex_stress_run, but measures availability with the probes of `ats record`
+ *  (sizes fixed from `base`, borrowed; its GPU/PCIe times must be present when the trace loads them)
+ *  and sets each controlled resource's duty every opts->interval_s with ex_ctl_update (feed-forward
+ *  from opts->calib when given). Hogs per resource: opts->k, or by default enough for 2.5 times
+ *  less availability than the trace's lowest (room for a plant weaker than the model). Only the probes
+ *  of controlled resources run. Fills *report (may be NULL). Returns as ex_stress_run; ATS_EINVAL for
+ *  a baseline without GPU times when GPU/PCIe load is asked, or bad closed-loop options. */
+enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_opts *opts, const ex_baseline *base,
+                                     ex_stress_report *report, ats_err *err);
 
 /** Calibrates: starts hogs (opts->k, each >= 1 where to calibrate; 0 skips a resource), then creates the
  *  probes (`popts`), and for model levels 1, 0.85, 0.7, 0.55, 0.45, 0.4, 0.35, 0.3, 0.25 (down to 1/(k+1)) holds
