@@ -44,7 +44,8 @@ static void usage(FILE *f)
             "  --print-ids        print generated token ids (one line, space-separated) instead of text\n"
             "                     (always so without a vocabulary, e.g. --dummy-weights)\n"
             "  --no-eos           do not stop at end-of-sequence\n"
-            "  --out FILE         write the results file (HDF5, DESIGN.md schema): /rounds and per-op /ops\n");
+            "  --out FILE         write the results file (HDF5, DESIGN.md schema): /rounds and per-op /ops\n"
+            "                     (ops then wait for the device one by one, so GPU runs are slower)\n");
 }
 
 static int64_t now_ns(void)
@@ -188,6 +189,7 @@ int ats_cmd_run(int argc, char **argv)
     ex_session_opts so = ex_session_opts_default();
     so.n_ctx = n_ctx;
     so.split_layer = split;
+    so.sync_ops = out_path != NULL; /* --out's per-op rows: real op durations, not GPU enqueue times */
     if (split > a->n_layer) {
         ats_cli_error("run", "--split %lld: model has %lld layers", split, (long long)a->n_layer);
         ex_model_free(m);

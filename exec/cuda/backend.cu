@@ -1,19 +1,34 @@
 /*
- * The CUDA backend table (ex_backend of ex/model.h) over host pointers.
+ * The CUDA backend table (ex_backend of ex/model.h) over host pointers, with activations kept on
+ * the device between ops (exec/README.md "Residency").
  *
  * The session (exec/src/session.c) keeps its activations, KV cache and weights in host memory and
- * calls a backend's ops with those pointers. This table runs each op on the GPU:
+ * calls a backend's ops with those pointers (often interior ones: the last row of x for the output
+ * norm, one layer's slab of the KV arrays). This table runs each op on the GPU's compute stream and
+ * copies as little as it can:
  * - weights (ex_tensor data, norm vectors) are uploaded once, on first use, into device "mirrors"
- *   keyed by their host address;
- * - each layer's KV cache gets a device mirror too (kv_store writes both the host cache and the
- *   mirror; attention reads the mirror), so K/V never travel back;
- * - activations are copied in before and out after each op on the handle's compute stream, which
- *   is synchronized before the op returns (the session may hand the result to the CPU next).
- * So the same session code runs CPU-only, GPU-only or split per layer (the half-and-half test).
- * The per-op copies and synchronizations cost ~10-20 µs per op; the hybrid runtime of the next
- * issue keeps activations on the device instead.
- * Mirrors live until ex_backend_cuda_free (a model freed and another loaded at the same addresses
- * would alias them: free the backend with the model, or call ex_backend_cuda_reset).
+ *   found by host address through a hash index;
+ * - activations live in "resident ranges": a host range [host, host + bytes) with a device buffer of
+ *   the same size, a usable interval [u0, u1) (device bytes equal the host's or are newer) and a
+ *   dirty interval [d0, d1) ⊆ usable (device newer than host). An op's input is uploaded (async)
+ *   only where it is not usable; its output is written on the device and marked usable and dirty,
+ *   NOT copied back. flush(with_kv) copies each dirty interval back (one D2H each) and waits once;
+ *   host_wrote empties the usable intervals of activations (another backend wrote host memory);
+ *   forget(host, bytes) drops every range inside freed host memory;
+ * - each layer's KV slab (kv_store's k_cache / v_cache, n_ctx rows) is a resident range too, whose
+ *   usable interval is the row prefix [0, dev_rows): positions only grow within a session, so
+ *   kv_store uploads rows [dev_rows, pos0) the host wrote meanwhile (a CPU op ran that layer),
+ *   writes rows [pos0, pos0 + n) on the device only and marks them dirty; they come back only on
+ *   flush(ctx, 1), which the session requests when another backend is about to run that layer's
+ *   attention. host_wrote leaves KV ranges alone.
+ * - token ids from the caller are always copied (never cached: the caller may reuse its buffer).
+ * No op synchronizes the stream; the only waits are flush, the growth of a device buffer (cudaFree)
+ * and a weight's first upload. So the same session code runs CPU-only, GPU-only or split per
+ * layer / per op, and GPU-only decode is one stream of kernels per token plus one flush (the logits).
+ * Mirrors and resident ranges are keyed by host address: free a session before the backend (the
+ * session's forget calls reach the table), and free the backend with the model, or call
+ * ex_backend_cuda_reset in between (a model freed and another loaded at the same addresses would
+ * alias the weight mirrors).
  */
 #include "common.cuh"
 
@@ -29,16 +44,34 @@ typedef struct mirror {
     size_t bytes;
 } mirror;
 
-#define N_ACT 4
+/* A host range whose device copy the table manages (offsets in bytes from host). */
+typedef struct resid {
+    char *host, *dev;
+    size_t bytes;
+    size_t u0, u1;    /* usable: device == host or newer on [u0, u1); empty when u0 == u1 */
+    size_t d0, d1;    /* dirty: device newer than host on [d0, d1) ⊆ [u0, u1); empty when d0 == d1 */
+    uint64_t used;    /* tick of the last lookup (least recently used clean range is evicted first) */
+} resid;
+
+typedef struct rlist {
+    resid *r;
+    int n, cap;
+} rlist;
+
+#define MAX_ACT_RANGES 64 /* a session uses ~15 (scratch + logits); more come from several sessions */
 
 typedef struct cuda_be {
     ex_backend be; /* first: the table handed out */
     ex_gpu *g;
     cudaStream_t s;
-    mirror *m;
+    mirror *m;     /* weight mirrors */
     int n_m, cap_m;
-    void *act[N_ACT];
-    size_t act_bytes[N_ACT];
+    int *hash;     /* open addressing over m (index + 1, 0 = empty), hcap a power of two ≥ 2 n_m */
+    int hcap;
+    rlist act, kv; /* resident activation ranges and KV slabs */
+    uint64_t tick;
+    int32_t *tok;  /* device copy of the caller's token ids */
+    size_t tok_bytes;
 } cuda_be;
 
 static enum ats_status to_ats(ex_gpu_status st)
@@ -56,21 +89,57 @@ static enum ats_status to_ats(ex_gpu_status st)
         if (st_ != EX_GPU_OK) return to_ats(st_);                  \
     } while (0)
 
-/* Device mirror of host bytes [host, host+bytes); uploaded (synchronously) when created if
- * `upload`; recreated when the size grows. */
-static ex_gpu_status get_mirror(cuda_be *c, const void *host, size_t bytes, int upload, void **out)
+/* ---- weight mirrors ---------------------------------------------------------------------------- */
+
+static size_t hash_ptr(const void *p, int hcap)
 {
-    for (int i = 0; i < c->n_m; i++)
-        if (c->m[i].host == host) {
-            if (c->m[i].bytes >= bytes) {
-                *out = c->m[i].dev;
-                return EX_GPU_OK;
-            }
-            EXC_CUDA(cudaStreamSynchronize(c->s));
-            cudaFree(c->m[i].dev);
-            c->m[i] = c->m[--c->n_m];
-            break;
+    uint64_t x = (uint64_t)(uintptr_t)p;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (size_t)x & (size_t)(hcap - 1);
+}
+
+static int rehash(cuda_be *c, int hcap)
+{
+    int *h = (int *)calloc((size_t)hcap, sizeof *h);
+    if (!h) return -1;
+    for (int i = 0; i < c->n_m; i++) {
+        size_t k = hash_ptr(c->m[i].host, hcap);
+        while (h[k]) k = (k + 1) & (size_t)(hcap - 1);
+        h[k] = i + 1;
+    }
+    free(c->hash);
+    c->hash = h;
+    c->hcap = hcap;
+    return 0;
+}
+
+static int find_mirror(const cuda_be *c, const void *host)
+{
+    if (!c->hcap) return -1;
+    for (size_t k = hash_ptr(host, c->hcap);; k = (k + 1) & (size_t)(c->hcap - 1)) {
+        int i = c->hash[k] - 1;
+        if (i < 0) return -1;
+        if (c->m[i].host == host) return i;
+    }
+}
+
+/* Device mirror of host bytes [host, host+bytes), uploaded (synchronously) when created;
+ * recreated when the size grows. */
+static ex_gpu_status get_mirror(cuda_be *c, const void *host, size_t bytes, void **out)
+{
+    int i = find_mirror(c, host);
+    if (i >= 0) {
+        if (c->m[i].bytes >= bytes) {
+            *out = c->m[i].dev;
+            return EX_GPU_OK;
         }
+        EXC_CUDA(cudaStreamSynchronize(c->s));
+        cudaFree(c->m[i].dev);
+        c->m[i] = c->m[--c->n_m];
+        if (rehash(c, c->hcap)) return EX_GPU_ENOMEM;
+    }
     if (c->n_m == c->cap_m) {
         int cap = c->cap_m ? 2 * c->cap_m : 64;
         mirror *m = (mirror *)realloc(c->m, (size_t)cap * sizeof *m);
@@ -78,20 +147,22 @@ static ex_gpu_status get_mirror(cuda_be *c, const void *host, size_t bytes, int 
         c->m = m;
         c->cap_m = cap;
     }
+    if (2 * (c->n_m + 1) > c->hcap && rehash(c, c->hcap ? 2 * c->hcap : 256)) return EX_GPU_ENOMEM;
     void *d = NULL;
     EXC_CUDA(cudaMalloc(&d, bytes ? bytes : 1));
-    if (upload) {
-        cudaError_t e = cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, c->s);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
-        if (e != cudaSuccess) {
-            cudaFree(d);
-            return exc_fail(e, "upload of a weight mirror", __FILE__, __LINE__);
-        }
+    cudaError_t e = cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, c->s);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->s);
+    if (e != cudaSuccess) {
+        cudaFree(d);
+        return exc_fail(e, "upload of a weight mirror", __FILE__, __LINE__);
     }
     c->m[c->n_m].host = host;
     c->m[c->n_m].dev = d;
     c->m[c->n_m].bytes = bytes;
     c->n_m++;
+    size_t k = hash_ptr(host, c->hcap);
+    while (c->hash[k]) k = (k + 1) & (size_t)(c->hcap - 1);
+    c->hash[k] = c->n_m;
     *out = d;
     return EX_GPU_OK;
 }
@@ -100,35 +171,229 @@ static ex_gpu_status dev_tensor(cuda_be *c, const ex_tensor *w, ex_tensor *out)
 {
     *out = *w;
     int64_t mats = w->ne[2] > 0 ? w->ne[2] : 1;
-    return get_mirror(c, w->data, (size_t)(w->row_bytes * (uint64_t)w->ne[1] * (uint64_t)mats), 1, (void **)&out->data);
+    return get_mirror(c, w->data, (size_t)(w->row_bytes * (uint64_t)w->ne[1] * (uint64_t)mats), (void **)&out->data);
 }
 
-/* Activation buffer `i` of at least `bytes`, optionally filled from host. */
-static ex_gpu_status act_in(cuda_be *c, int i, const void *host, size_t bytes, void **out)
+/* ---- resident ranges ----------------------------------------------------------------------------- */
+
+static int overlaps(const resid *r, const char *p, size_t bytes)
 {
-    if (bytes > c->act_bytes[i]) {
-        EXC_CUDA(cudaStreamSynchronize(c->s));
-        cudaFree(c->act[i]);
-        c->act[i] = NULL;
-        c->act_bytes[i] = 0;
-        EXC_CUDA(cudaMalloc(&c->act[i], bytes));
-        c->act_bytes[i] = bytes;
+    return p < r->host + r->bytes && r->host < p + bytes;
+}
+
+/* Copies r's dirty bytes back to the host (async; the caller waits). */
+static ex_gpu_status write_back(cuda_be *c, resid *r)
+{
+    if (r->d1 > r->d0)
+        EXC_CUDA(cudaMemcpyAsync(r->host + r->d0, r->dev + r->d0, r->d1 - r->d0, cudaMemcpyDeviceToHost, c->s));
+    r->d0 = r->d1 = 0;
+    return EX_GPU_OK;
+}
+
+static void drop(rlist *l, int i)
+{
+    cudaFree(l->r[i].dev); /* waits for queued work that may still use it */
+    l->r[i] = l->r[--l->n];
+}
+
+/* The range of `l` that contains [p, p + bytes) (with `exact`: that starts at p), created (device
+ * buffer of exactly that size, nothing usable) when none does. The pointer is valid until the next
+ * lookup in `l` (the array may move); the device buffer until the range is dropped. A range that overlaps [p, p + bytes) without containing it
+ * belongs to host memory that was freed and reallocated without forget: it is dropped, its dirty
+ * bytes discarded (copying them would write into memory that now belongs to someone else).
+ * Activation lists hold at most MAX_ACT_RANGES ranges: the least recently used clean one goes. */
+static ex_gpu_status find_range(cuda_be *c, rlist *l, const void *hp, size_t bytes, int limit, int exact, resid **out)
+{
+    const char *p = (const char *)hp;
+    c->tick++;
+    for (int i = 0; i < l->n; i++) {
+        resid *r = &l->r[i];
+        if (p >= r->host && p + bytes <= r->host + r->bytes && (!exact || p == r->host)) {
+            r->used = c->tick;
+            *out = r;
+            return EX_GPU_OK;
+        }
     }
-    if (host) EXC_CUDA(cudaMemcpyAsync(c->act[i], host, bytes, cudaMemcpyHostToDevice, c->s));
-    *out = c->act[i];
+    for (int i = 0; i < l->n;)
+        if (overlaps(&l->r[i], p, bytes)) drop(l, i);
+        else i++;
+    if (limit && l->n >= limit) {
+        int lru = -1;
+        for (int i = 0; i < l->n; i++)
+            if (l->r[i].d1 == l->r[i].d0 && (lru < 0 || l->r[i].used < l->r[lru].used)) lru = i;
+        if (lru >= 0) drop(l, lru);
+    }
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 32;
+        resid *r = (resid *)realloc(l->r, (size_t)cap * sizeof *r);
+        if (!r) return EX_GPU_ENOMEM;
+        l->r = r;
+        l->cap = cap;
+    }
+    resid *r = &l->r[l->n];
+    memset(r, 0, sizeof *r);
+    EXC_CUDA(cudaMalloc((void **)&r->dev, bytes ? bytes : 1));
+    r->host = (char *)p;
+    r->bytes = bytes;
+    r->used = c->tick;
+    l->n++;
+    *out = r;
     return EX_GPU_OK;
 }
-static ex_gpu_status d2h_async(cuda_be *c, void *host, const void *dev, size_t bytes)
+
+/* Makes [a, b) (offsets in r) usable on the device: uploads what is not. Where [a, b) is disjoint
+ * from the usable interval, the old interval is given up (its dirty bytes copied back first, and
+ * waited for: never happens with the session's buffers, which are used from their start). */
+static ex_gpu_status make_usable(cuda_be *c, resid *r, size_t a, size_t b)
 {
-    EXC_CUDA(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, c->s));
+    if (r->u0 <= a && b <= r->u1 && r->u1 > r->u0) return EX_GPU_OK;
+    if (r->u1 == r->u0 || b < r->u0 || a > r->u1) {
+        if (r->d1 > r->d0) {
+            ex_gpu_status st = write_back(c, r);
+            if (st) return st;
+            EXC_CUDA(cudaStreamSynchronize(c->s));
+        }
+        EXC_CUDA(cudaMemcpyAsync(r->dev + a, r->host + a, b - a, cudaMemcpyHostToDevice, c->s));
+        r->u0 = a;
+        r->u1 = b;
+        return EX_GPU_OK;
+    }
+    if (a < r->u0) EXC_CUDA(cudaMemcpyAsync(r->dev + a, r->host + a, r->u0 - a, cudaMemcpyHostToDevice, c->s));
+    if (b > r->u1) EXC_CUDA(cudaMemcpyAsync(r->dev + r->u1, r->host + r->u1, b - r->u1, cudaMemcpyHostToDevice, c->s));
+    if (a < r->u0) r->u0 = a;
+    if (b > r->u1) r->u1 = b;
     return EX_GPU_OK;
 }
-static ex_gpu_status act_out(cuda_be *c, void *host, const void *dev, size_t bytes)
+
+/* [a, b) is about to be written on the device: usable and dirty. */
+static ex_gpu_status mark_written(cuda_be *c, resid *r, size_t a, size_t b)
 {
-    EXC_CUDA(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, c->s));
-    EXC_CUDA(cudaStreamSynchronize(c->s));
+    if (r->u1 == r->u0 || b < r->u0 || a > r->u1) {
+        if (r->d1 > r->d0) {
+            ex_gpu_status st = write_back(c, r);
+            if (st) return st;
+            EXC_CUDA(cudaStreamSynchronize(c->s));
+        }
+        r->u0 = r->d0 = a;
+        r->u1 = r->d1 = b;
+        return EX_GPU_OK;
+    }
+    if (a < r->u0) r->u0 = a;
+    if (b > r->u1) r->u1 = b;
+    /* dirty: the hull (inside the usable interval; bytes in between equal the host's) */
+    if (r->d1 == r->d0) {
+        r->d0 = a;
+        r->d1 = b;
+    } else {
+        if (a < r->d0) r->d0 = a;
+        if (b > r->d1) r->d1 = b;
+    }
     return EX_GPU_OK;
 }
+
+/* Activation input [p, p + bytes): the device copy, uploaded where needed. */
+static ex_gpu_status act_in(cuda_be *c, const void *p, size_t bytes, void **dev)
+{
+    resid *r;
+    ex_gpu_status st = find_range(c, &c->act, p, bytes, MAX_ACT_RANGES, 0, &r);
+    if (st) return st;
+    size_t a = (size_t)((const char *)p - r->host);
+    if ((st = make_usable(c, r, a, a + bytes))) return st;
+    *dev = r->dev + a;
+    return EX_GPU_OK;
+}
+
+/* Activation output [p, p + bytes): the device buffer the op writes (stays on the device). */
+static ex_gpu_status act_out(cuda_be *c, void *p, size_t bytes, void **dev)
+{
+    resid *r;
+    ex_gpu_status st = find_range(c, &c->act, p, bytes, MAX_ACT_RANGES, 0, &r);
+    if (st) return st;
+    size_t a = (size_t)((char *)p - r->host);
+    if ((st = mark_written(c, r, a, a + bytes))) return st;
+    *dev = r->dev + a;
+    return EX_GPU_OK;
+}
+
+/* Activation read and written in place. */
+static ex_gpu_status act_io(cuda_be *c, void *p, size_t bytes, void **dev)
+{
+    ex_gpu_status st = act_in(c, p, bytes, dev);
+    return st ? st : act_out(c, p, bytes, dev);
+}
+
+static resid *kv_find(cuda_be *c, const void *cache)
+{
+    for (int i = 0; i < c->kv.n; i++)
+        if (c->kv.r[i].host == (const char *)cache) return &c->kv.r[i];
+    return NULL;
+}
+
+/* KV slab of `rows` rows of row_bytes at host `cache` whose rows [0, need) must be usable: rows the
+ * device lacks are uploaded from the host (written there by another backend). *out as find_range. */
+static ex_gpu_status kv_rows(cuda_be *c, const float *cache, size_t rows, size_t row_bytes, size_t need, resid **out)
+{
+    resid *r = kv_find(c, cache);
+    if (r && r->bytes < rows * row_bytes) { /* a larger slab at the same address */
+        ex_gpu_status st = write_back(c, r);
+        if (st) return st;
+        EXC_CUDA(cudaStreamSynchronize(c->s));
+        drop(&c->kv, (int)(r - c->kv.r));
+    }
+    ex_gpu_status st = find_range(c, &c->kv, cache, rows * row_bytes, 0, 1, &r);
+    if (st) return st;
+    size_t have = r->u1; /* usable interval of a slab: [0, u1) */
+    if (need * row_bytes > have)
+        EXC_CUDA(cudaMemcpyAsync(r->dev + have, r->host + have, need * row_bytes - have, cudaMemcpyHostToDevice, c->s));
+    if (need * row_bytes > r->u1) r->u1 = need * row_bytes;
+    r->u0 = 0;
+    *out = r;
+    return EX_GPU_OK;
+}
+
+/* ---- residency entries of the table ------------------------------------------------------------ */
+
+static enum ats_status be_flush(void *ctx, int with_kv)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    for (int i = 0; i < c->act.n; i++) TRY(write_back(c, &c->act.r[i]));
+    if (with_kv)
+        for (int i = 0; i < c->kv.n; i++) TRY(write_back(c, &c->kv.r[i]));
+    cudaError_t e = cudaStreamSynchronize(c->s);
+    if (e != cudaSuccess) return to_ats(exc_fail(e, "cudaStreamSynchronize (flush)", __FILE__, __LINE__));
+    return ATS_OK;
+}
+
+static void be_host_wrote(void *ctx)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    int copied = 0;
+    for (int i = 0; i < c->act.n; i++) {
+        resid *r = &c->act.r[i];
+        if (r->d1 > r->d0) { /* not flushed (a caller outside the session's protocol): keep its writes */
+            if (write_back(c, r) != EX_GPU_OK) continue;
+            copied = 1;
+        }
+        r->u0 = r->u1 = 0;
+    }
+    if (copied) (void)cudaStreamSynchronize(c->s);
+}
+
+static void forget_list(rlist *l, const char *p, size_t bytes)
+{
+    for (int i = 0; i < l->n;)
+        if (overlaps(&l->r[i], p, bytes)) drop(l, i);
+        else i++;
+}
+
+static void be_forget(void *ctx, const void *host, size_t bytes)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    forget_list(&c->act, (const char *)host, bytes);
+    forget_list(&c->kv, (const char *)host, bytes);
+}
+
+/* ---- ops ------------------------------------------------------------------------------------------ */
 
 #define F4(n) ((size_t)(n) * sizeof(float))
 
@@ -138,23 +403,31 @@ static enum ats_status be_embedding(void *ctx, const ex_tensor *tok_embd, const 
     for (int64_t t = 0; t < n; t++)
         if (tokens[t] < 0 || tokens[t] >= tok_embd->ne[1]) return ATS_EINVAL;
     ex_tensor w;
-    void *dt, *dx;
+    void *dx;
+    size_t tb = (size_t)n * sizeof(int32_t);
     TRY(dev_tensor(c, tok_embd, &w));
-    TRY(act_in(c, 0, tokens, (size_t)n * sizeof(int32_t), &dt));
-    TRY(act_in(c, 1, NULL, F4(n * tok_embd->ne[0]), &dx));
-    TRY(ex_cuda_embedding(&w, (const int32_t *)dt, n, (float *)dx, c->s));
-    TRY(act_out(c, x, dx, F4(n * tok_embd->ne[0])));
+    if (tb > c->tok_bytes) {
+        cudaFree(c->tok); /* waits for queued work that may read it */
+        c->tok = NULL;
+        c->tok_bytes = 0;
+        if (cudaMalloc((void **)&c->tok, tb) != cudaSuccess) return ATS_ENOMEM;
+        c->tok_bytes = tb;
+    }
+    /* pageable source: staged before the call returns, so the caller may reuse its buffer */
+    if (cudaMemcpyAsync(c->tok, tokens, tb, cudaMemcpyHostToDevice, c->s) != cudaSuccess) return ATS_ERANGE;
+    TRY(act_out(c, x, F4(n * tok_embd->ne[0]), &dx));
+    TRY(ex_cuda_embedding(&w, c->tok, n, (float *)dx, c->s));
     return ATS_OK;
 }
 
 static enum ats_status be_rmsnorm(void *ctx, const float *x, const float *w, int64_t n_rows, int64_t n, float eps, float *y)
 {
     cuda_be *c = (cuda_be *)ctx;
-    void *dw, *dx;
-    TRY(get_mirror(c, w, F4(n), 1, &dw));
-    TRY(act_in(c, 0, x, F4(n_rows * n), &dx));
-    TRY(ex_cuda_rmsnorm((const float *)dx, (const float *)dw, n_rows, n, eps, (float *)dx, c->s));
-    TRY(act_out(c, y, dx, F4(n_rows * n)));
+    void *dw, *dx, *dy;
+    TRY(get_mirror(c, w, F4(n), &dw));
+    TRY(act_in(c, x, F4(n_rows * n), &dx));
+    TRY(act_out(c, y, F4(n_rows * n), &dy));
+    TRY(ex_cuda_rmsnorm((const float *)dx, (const float *)dw, n_rows, n, eps, (float *)dy, c->s));
     return ATS_OK;
 }
 
@@ -164,10 +437,9 @@ static enum ats_status be_matmul(void *ctx, const ex_tensor *w, const float *x, 
     ex_tensor dw;
     void *dx, *dy;
     TRY(dev_tensor(c, w, &dw));
-    TRY(act_in(c, 0, x, F4(n * w->ne[0]), &dx));
-    TRY(act_in(c, 1, NULL, F4(n * w->ne[1]), &dy));
+    TRY(act_in(c, x, F4(n * w->ne[0]), &dx));
+    TRY(act_out(c, y, F4(n * w->ne[1]), &dy));
     TRY(ex_cuda_matmul(c->g, &dw, (const float *)dx, n, (float *)dy, c->s));
-    TRY(act_out(c, y, dy, F4(n * w->ne[1])));
     return ATS_OK;
 }
 
@@ -181,11 +453,9 @@ static enum ats_status be_qk_norm(void *ctx, float *x, const float *w, int64_t n
 {
     cuda_be *c = (cuda_be *)ctx;
     void *dw, *dx;
-    size_t b = F4(n_tokens * n_head * hd);
-    TRY(get_mirror(c, w, F4(hd), 1, &dw));
-    TRY(act_in(c, 0, x, b, &dx));
+    TRY(get_mirror(c, w, F4(hd), &dw));
+    TRY(act_io(c, x, F4(n_tokens * n_head * hd), &dx));
     TRY(ex_cuda_qk_norm((float *)dx, (const float *)dw, n_tokens, n_head, hd, eps, c->s));
-    TRY(act_out(c, x, dx, b));
     return ATS_OK;
 }
 
@@ -194,55 +464,55 @@ static enum ats_status be_rope(void *ctx, float *x, int64_t n_tokens, int64_t n_
 {
     cuda_be *c = (cuda_be *)ctx;
     void *dx;
-    size_t b = F4(n_tokens * n_head * hd);
-    TRY(act_in(c, 0, x, b, &dx));
+    TRY(act_io(c, x, F4(n_tokens * n_head * hd), &dx));
     TRY(ex_cuda_rope((float *)dx, n_tokens, n_head, hd, n_rot, pos0, theta, type, c->s));
-    TRY(act_out(c, x, dx, b));
     return ATS_OK;
 }
 
-/* KV cache mirror: created empty, then filled with the host cache's first `valid` positions. */
-static ex_gpu_status kv_mirror(cuda_be *c, const float *cache, int64_t n_ctx_rows, int64_t kvd, int64_t valid, void **out)
-{
-    for (int i = 0; i < c->n_m; i++)
-        if (c->m[i].host == cache && c->m[i].bytes >= F4(n_ctx_rows * kvd)) {
-            *out = c->m[i].dev;
-            return EX_GPU_OK;
-        }
-    ex_gpu_status st = get_mirror(c, cache, F4(n_ctx_rows * kvd), 0, out);
-    if (st) return st;
-    if (valid > 0) EXC_CUDA(cudaMemcpyAsync(*out, cache, F4(valid * kvd), cudaMemcpyHostToDevice, c->s));
-    return EX_GPU_OK;
-}
-
+/* Appends rows [pos0, pos0 + n) to one layer's KV slabs on the device. Rows [dev_rows, pos0) that
+ * another backend wrote into the host slab are uploaded first; rows past pos0 the device holds from
+ * an earlier attempt (a failed forward is retried at the same position) are given up. */
 static enum ats_status be_kv_store(void *ctx, const float *k, const float *v, int64_t n, int64_t pos0, int64_t kvd,
                                    int64_t n_ctx, float *kc, float *vc)
 {
     cuda_be *c = (cuda_be *)ctx;
-    enum ats_status as = ex_cpu_kv_store(k, v, n, pos0, kvd, n_ctx, kc, vc); /* host copy stays coherent */
-    if (as != ATS_OK) return as;
-    void *dkc, *dvc, *dk, *dv;
-    TRY(kv_mirror(c, kc, n_ctx, kvd, pos0, &dkc));
-    TRY(kv_mirror(c, vc, n_ctx, kvd, pos0, &dvc));
-    TRY(act_in(c, 0, k, F4(n * kvd), &dk));
-    TRY(act_in(c, 1, v, F4(n * kvd), &dv));
-    TRY(ex_cuda_kv_store((const float *)dk, (const float *)dv, n, pos0, kvd, n_ctx, (float *)dkc, (float *)dvc, c->s));
-    return ATS_OK; /* ordered before the next op on the same stream */
+    if (!k || !v || !kc || !vc || n < 1 || pos0 < 0 || kvd < 1 || pos0 + n > n_ctx) return ATS_EINVAL;
+    size_t row = F4(kvd), a = (size_t)pos0 * row, b = (size_t)(pos0 + n) * row;
+    void *dk, *dv;
+    float *slab[2] = {kc, vc};
+    char *dslab[2];
+    TRY(act_in(c, k, F4(n * kvd), &dk));
+    TRY(act_in(c, v, F4(n * kvd), &dv));
+    for (int i = 0; i < 2; i++) {
+        resid *r = kv_find(c, slab[i]);
+        if (r && r->u1 > a) { /* positions went back (a failed forward retried): keep rows [0, pos0) */
+            r->u1 = a;
+            if (r->d1 > a) r->d1 = a;
+            if (r->d0 >= r->d1) r->d0 = r->d1 = 0;
+        }
+        TRY(kv_rows(c, slab[i], (size_t)n_ctx, row, (size_t)pos0, &r));
+        TRY(mark_written(c, r, a, b));
+        dslab[i] = r->dev;
+    }
+    TRY(ex_cuda_kv_store((const float *)dk, (const float *)dv, n, pos0, kvd, n_ctx, (float *)dslab[0],
+                         (float *)dslab[1], c->s));
+    return ATS_OK;
 }
 
 static enum ats_status be_attention(void *ctx, const float *q, int64_t n, int64_t pos0, const float *kc, const float *vc,
                                     int64_t H, int64_t Hkv, int64_t hd, float scale, float *out)
 {
     cuda_be *c = (cuda_be *)ctx;
-    void *dkc, *dvc, *dq, *dout;
-    int64_t kvd = Hkv * hd, rows = pos0 + n;
-    TRY(kv_mirror(c, kc, rows, kvd, rows, &dkc));
-    TRY(kv_mirror(c, vc, rows, kvd, rows, &dvc));
-    TRY(act_in(c, 0, q, F4(n * H * hd), &dq));
-    TRY(act_in(c, 1, NULL, F4(n * H * hd), &dout));
-    TRY(ex_cuda_attention((const float *)dq, n, pos0, (const float *)dkc, (const float *)dvc, H, Hkv, hd, scale,
-                          (float *)dout, c->s));
-    TRY(act_out(c, out, dout, F4(n * H * hd)));
+    void *dq, *dout;
+    resid *r;
+    size_t rows = (size_t)(pos0 + n), row = F4(Hkv * hd);
+    TRY(kv_rows(c, kc, rows, row, rows, &r));
+    const float *dkc = (const float *)r->dev;
+    TRY(kv_rows(c, vc, rows, row, rows, &r));
+    const float *dvc = (const float *)r->dev;
+    TRY(act_in(c, q, F4(n * H * hd), &dq));
+    TRY(act_out(c, out, F4(n * H * hd), &dout));
+    TRY(ex_cuda_attention((const float *)dq, n, pos0, dkc, dvc, H, Hkv, hd, scale, (float *)dout, c->s));
     return ATS_OK;
 }
 
@@ -250,10 +520,20 @@ static enum ats_status be_add(void *ctx, float *y, const float *x, int64_t n)
 {
     cuda_be *c = (cuda_be *)ctx;
     void *dy, *dx;
-    TRY(act_in(c, 0, y, F4(n), &dy));
-    TRY(act_in(c, 1, x, F4(n), &dx));
+    TRY(act_in(c, x, F4(n), &dx));
+    TRY(act_io(c, y, F4(n), &dy));
     TRY(ex_cuda_add((float *)dy, (const float *)dx, n, c->s));
-    TRY(act_out(c, y, dy, F4(n)));
+    return ATS_OK;
+}
+
+static enum ats_status be_swiglu(void *ctx, const float *gate, const float *up, int64_t n, float *out)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    void *dg, *du, *dout;
+    TRY(act_in(c, gate, F4(n), &dg));
+    TRY(act_in(c, up, F4(n), &du));
+    TRY(act_out(c, out, F4(n), &dout)); /* in place over gate allowed */
+    TRY(ex_cuda_swiglu((const float *)dg, (const float *)du, n, (float *)dout, c->s));
     return ATS_OK;
 }
 
@@ -266,10 +546,9 @@ static enum ats_status be_ffn(void *ctx, const ex_tensor *gate, const ex_tensor 
     TRY(dev_tensor(c, gate, &g));
     TRY(dev_tensor(c, up, &u));
     TRY(dev_tensor(c, down, &d));
-    TRY(act_in(c, 0, x, F4(n * gate->ne[0]), &dx));
-    TRY(act_in(c, 1, NULL, F4(n * gate->ne[0]), &dout));
+    TRY(act_in(c, x, F4(n * gate->ne[0]), &dx));
+    TRY(act_out(c, out, F4(n * gate->ne[0]), &dout));
     TRY(ex_cuda_ffn(c->g, &g, &u, &d, (const float *)dx, n, (float *)dout, c->s));
-    TRY(act_out(c, out, dout, F4(n * gate->ne[0])));
     return ATS_OK;
 }
 
@@ -278,35 +557,32 @@ static enum ats_status be_router_topk(void *ctx, const float *logits, int64_t n,
 {
     cuda_be *c = (cuda_be *)ctx;
     void *dl, *di, *dw;
-    TRY(act_in(c, 0, logits, F4(n * n_expert), &dl));
-    TRY(act_in(c, 1, NULL, (size_t)(n * k) * sizeof(int32_t), &di));
-    TRY(act_in(c, 2, NULL, F4(n * k), &dw));
+    TRY(act_in(c, logits, F4(n * n_expert), &dl));
+    TRY(act_out(c, ids, (size_t)(n * k) * sizeof(int32_t), &di));
+    TRY(act_out(c, weights, F4(n * k), &dw));
     TRY(ex_cuda_router_topk((const float *)dl, n, n_expert, k, norm_topk, (int32_t *)di, (float *)dw, c->s));
-    TRY(d2h_async(c, ids, di, (size_t)(n * k) * sizeof(int32_t)));
-    TRY(act_out(c, weights, dw, F4(n * k)));
     return ATS_OK;
 }
 
+/* ids may exist only on the device (the router's output): they are validated by ex_cuda_moe on the
+ * device (an id outside [0, n_expert) gives that token a NaN row, never an out-of-range read). */
 static enum ats_status be_moe(void *ctx, const ex_tensor *gate_exps, const ex_tensor *up_exps,
                               const ex_tensor *down_exps, const float *x, int64_t n, const int32_t *ids,
                               const float *weights, int64_t k, float *out)
 {
     cuda_be *c = (cuda_be *)ctx;
-    for (int64_t i = 0; i < n * k; i++)
-        if (ids[i] < 0 || ids[i] >= gate_exps->ne[2]) return ATS_EINVAL;
     ex_tensor g, u, d;
     void *dx, *di, *dw, *dout;
     int64_t E = gate_exps->ne[0];
     TRY(dev_tensor(c, gate_exps, &g));
     TRY(dev_tensor(c, up_exps, &u));
     TRY(dev_tensor(c, down_exps, &d));
-    TRY(act_in(c, 0, x, F4(n * E), &dx));
-    TRY(act_in(c, 1, ids, (size_t)(n * k) * sizeof(int32_t), &di));
-    TRY(act_in(c, 2, weights, F4(n * k), &dw));
-    TRY(act_in(c, 3, NULL, F4(n * E), &dout));
+    TRY(act_in(c, x, F4(n * E), &dx));
+    TRY(act_in(c, ids, (size_t)(n * k) * sizeof(int32_t), &di));
+    TRY(act_in(c, weights, F4(n * k), &dw));
+    TRY(act_out(c, out, F4(n * E), &dout));
     TRY(ex_cuda_moe(c->g, &g, &u, &d, (const float *)dx, n, (const int32_t *)di, (const float *)dw, k, (float *)dout,
                     c->s));
-    TRY(act_out(c, out, dout, F4(n * E)));
     return ATS_OK;
 }
 
@@ -329,14 +605,19 @@ extern "C" ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
     b->kv_store = be_kv_store;
     b->attention = be_attention;
     b->add = be_add;
+    b->swiglu = be_swiglu;
     b->ffn = be_ffn;
     b->router_topk = be_router_topk;
     b->moe = be_moe;
     b->output = be_output;
+    b->flush = be_flush;
+    b->host_wrote = be_host_wrote;
+    b->forget = be_forget;
     *out = b;
     return EX_GPU_OK;
 }
 
+/* Drops weight mirrors and resident ranges (pending writes are discarded). */
 extern "C" void ex_backend_cuda_reset(ex_backend *b)
 {
     if (!b) return;
@@ -344,6 +625,9 @@ extern "C" void ex_backend_cuda_reset(ex_backend *b)
     cudaStreamSynchronize(c->s);
     for (int i = 0; i < c->n_m; i++) cudaFree(c->m[i].dev);
     c->n_m = 0;
+    if (c->hcap) memset(c->hash, 0, (size_t)c->hcap * sizeof *c->hash);
+    while (c->act.n) drop(&c->act, 0);
+    while (c->kv.n) drop(&c->kv, 0);
     (void)cudaGetLastError();
 }
 
@@ -352,8 +636,11 @@ extern "C" void ex_backend_cuda_free(ex_backend *b)
     if (!b) return;
     cuda_be *c = (cuda_be *)b->ctx;
     ex_backend_cuda_reset(b);
-    for (int i = 0; i < N_ACT; i++) cudaFree(c->act[i]);
+    cudaFree(c->tok);
     free(c->m);
+    free(c->hash);
+    free(c->act.r);
+    free(c->kv.r);
     free(c);
 }
 
@@ -362,5 +649,7 @@ extern "C" uint64_t ex_backend_cuda_mirror_bytes(const ex_backend *b)
     const cuda_be *c = (const cuda_be *)b->ctx;
     uint64_t t = 0;
     for (int i = 0; i < c->n_m; i++) t += c->m[i].bytes;
+    for (int i = 0; i < c->kv.n; i++) t += c->kv.r[i].bytes;
+    for (int i = 0; i < c->act.n; i++) t += c->act.r[i].bytes;
     return t;
 }

@@ -1,5 +1,13 @@
 /* Sessions: KV cache, scratch activations and the forward pass, each op dispatched to the backend
- * table of its layer (embedding and output head: backend A / the last layer's backend). */
+ * table of its layer (embedding and output head: backend A / the last layer's backend).
+ *
+ * Residency (exec/README.md): a device backend may keep what its ops write on the device. The
+ * session remembers the backend of the last op it ran (across forward calls); before an op on
+ * another backend it flushes that one (its activations reach host memory) and tells the new one
+ * that host activations changed (host_wrote). The KV rows of a layer come back only when another
+ * backend is about to run that layer's attention (kv_be). Every forward ends with a flush, also on
+ * errors, so the logits are in host memory. Host fallbacks (NULL rope_ff / swiglu entries) are a
+ * backend switch of their own: flush before, host_wrote after. */
 #include "ex/model.h"
 
 #include "ats/graph.h"
@@ -50,6 +58,7 @@ static enum ats_status c_output(void *c, const ex_tensor *w, const float *x, int
 static const ex_backend CPU_BACKEND = {
     "cpu", NULL, c_embedding, c_rmsnorm, c_matmul, c_qk_norm, c_rope, c_kv_store,
     c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
+    NULL, NULL, NULL, /* flush, host_wrote, forget: everything stays in host memory */
 };
 
 const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
@@ -68,16 +77,50 @@ struct ex_session {
     int32_t *ids;
     float *wts;
     ex_op_times times;
+    int sync_ops;                   /* ex_session_opts.sync_ops */
+    const ex_backend *last;         /* backend of the last op run (NULL: none yet, or scratch moved) */
+    const ex_backend **kv_be;       /* per layer: backend of the last kv_store into its KV rows */
+    const ex_backend **uniq;        /* the distinct backends of op_be (n_uniq), for forget */
+    int n_uniq;
 };
 
 ex_session_opts ex_session_opts_default(void)
 {
-    ex_session_opts o = {0, -1, NULL, NULL, NULL};
+    ex_session_opts o = {0, -1, NULL, NULL, NULL, 0};
     return o;
+}
+
+/* Tells every backend of the session that [p, p + bytes) is about to be freed. */
+static void forget_range(ex_session *s, const void *p, size_t bytes)
+{
+    if (!p) return;
+    for (int i = 0; i < s->n_uniq; i++)
+        if (s->uniq[i]->forget) s->uniq[i]->forget(s->uniq[i]->ctx, p, bytes);
 }
 
 static void free_scratch(ex_session *s)
 {
+    if (s->cap_tokens > 0) {
+        const ats_arch *a = &s->m->arch;
+        size_t n = (size_t)s->cap_tokens, f = sizeof(float);
+        size_t E = (size_t)a->n_embd, qd = (size_t)(a->n_head * a->head_dim), kvd = (size_t)(a->n_head_kv * a->head_dim);
+        size_t X = a->n_expert > 0 ? (size_t)a->n_expert : 1, K = a->n_expert_used > 0 ? (size_t)a->n_expert_used : 1;
+        size_t F = a->n_ff > 0 ? (size_t)a->n_ff : 1;
+        forget_range(s, s->x, n * E * f);
+        forget_range(s, s->xb, n * E * f);
+        forget_range(s, s->q, n * qd * f);
+        forget_range(s, s->k, n * kvd * f);
+        forget_range(s, s->v, n * kvd * f);
+        forget_range(s, s->att, n * qd * f);
+        forget_range(s, s->tmp, n * E * f);
+        forget_range(s, s->tmp2, n * E * f);
+        forget_range(s, s->router, n * X * f);
+        forget_range(s, s->ids, n * K * sizeof(int32_t));
+        forget_range(s, s->wts, n * K * f);
+        forget_range(s, s->g, n * F * f);
+        forget_range(s, s->u, n * F * f);
+    }
+    s->last = NULL; /* the next op's backend is told that host buffers changed */
     free(s->x); free(s->xb); free(s->q); free(s->k); free(s->v); free(s->att); free(s->tmp);
     free(s->tmp2); free(s->router); free(s->ids); free(s->wts); free(s->g); free(s->u);
     s->x = s->xb = s->q = s->k = s->v = s->att = s->tmp = s->tmp2 = s->router = s->wts = s->g = s->u = NULL;
@@ -89,8 +132,16 @@ void ex_session_free(ex_session *s)
 {
     if (!s) return;
     free_scratch(s);
+    if (s->k_cache) {
+        const ats_arch *a = &s->m->arch;
+        size_t cache = (size_t)(a->n_layer * s->n_ctx * a->n_head_kv * a->head_dim) * sizeof(float);
+        forget_range(s, s->k_cache, cache);
+        forget_range(s, s->v_cache, cache);
+    }
     free(s->k_cache);
     free(s->v_cache);
+    free(s->kv_be);
+    free(s->uniq);
     free(s->op_be);
     free(s->op_ns);
     free(s->op_t0);
@@ -239,7 +290,9 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->op_ns = calloc((size_t)s->graph->n_ops, sizeof *s->op_ns);
     s->op_t0 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t0);
     s->op_t1 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t1);
-    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1) {
+    s->kv_be = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), sizeof *s->kv_be);
+    s->uniq = calloc((size_t)s->graph->n_ops, sizeof *s->uniq);
+    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->uniq) {
         long long nc = (long long)s->n_ctx;
         ex_session_free(s);
         return ats_err_set(err, ATS_ENOMEM, "KV cache of %lld tokens (%.1f MiB) does not fit", nc,
@@ -253,7 +306,11 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
         else if (o.split_layer < 0) s->op_be[i] = A;
         else if (op->layer >= 0) s->op_be[i] = op->layer < o.split_layer ? A : B;
         else s->op_be[i] = op->role == ATS_ROLE_TOKEN_EMBD ? A : (o.split_layer < a->n_layer ? B : A);
+        int seen = 0;
+        for (int j = 0; j < s->n_uniq && !seen; j++) seen = s->uniq[j] == s->op_be[i];
+        if (!seen) s->uniq[s->n_uniq++] = s->op_be[i];
     }
+    s->sync_ops = o.sync_ops;
     *out = s;
     return ATS_OK;
 }
@@ -274,6 +331,14 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A host op inside a device backend's op (NULL rope_ff / swiglu entry): the backend's writes
+ * come back first (host_begin), and it forgets its copies of what the host op changed (host_end). */
+static enum ats_status host_begin(const ex_backend *be) { return be->flush ? be->flush(be->ctx, 0) : ATS_OK; }
+static void host_end(const ex_backend *be)
+{
+    if (be->host_wrote) be->host_wrote(be->ctx);
 }
 
 /* Runs graph op i on its backend. The dense FFN is split along the graph's ops (gate, up, then
@@ -305,13 +370,16 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
             if ((st = be->qk_norm(c, s->q, L->q_norm.data, n, H, hd, eps))) return st;
             if ((st = be->qk_norm(c, s->k, L->k_norm.data, n, Hkv, hd, eps))) return st;
         }
-        if (m->rope_freqs.data) {
+        if (m->rope_freqs.data && be->rope_ff) {
             const float *ff = m->rope_freqs.data;
-            st = be->rope_ff ? be->rope_ff(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type, ff)
-                             : ex_cpu_rope_ff(s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type, ff);
-            if (st) return st;
-            st = be->rope_ff ? be->rope_ff(c, s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type, ff)
-                             : ex_cpu_rope_ff(s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type, ff);
+            if ((st = be->rope_ff(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type, ff))) return st;
+            if ((st = be->rope_ff(c, s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type, ff))) return st;
+        } else if (m->rope_freqs.data) { /* host fallback */
+            const float *ff = m->rope_freqs.data;
+            if ((st = host_begin(be))) return st;
+            st = ex_cpu_rope_ff(s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type, ff);
+            if (st == ATS_OK) st = ex_cpu_rope_ff(s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type, ff);
+            host_end(be);
             if (st) return st;
         } else {
             if ((st = be->rope(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
@@ -327,7 +395,13 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
     case ATS_ROLE_FFN_GATE: return be->matmul(c, &L->ffn_gate, s->xb, n, s->g);
     case ATS_ROLE_FFN_UP: return be->matmul(c, &L->ffn_up, s->xb, n, s->u);
     case ATS_ROLE_FFN_DOWN:
-        st = be->swiglu ? be->swiglu(c, s->g, s->u, n * a->n_ff, s->g) : ex_cpu_swiglu(s->g, s->u, n * a->n_ff, s->g);
+        if (be->swiglu) {
+            st = be->swiglu(c, s->g, s->u, n * a->n_ff, s->g);
+        } else { /* host fallback */
+            if ((st = host_begin(be))) return st;
+            st = ex_cpu_swiglu(s->g, s->u, n * a->n_ff, s->g);
+            host_end(be);
+        }
         if (st) return st;
         if ((st = be->matmul(c, &L->ffn_down, s->g, n, s->tmp))) return st;
         return be->add(c, s->x, s->tmp, n * E);
@@ -364,6 +438,36 @@ static int64_t *time_slot(ex_op_times *t, const ats_op *op)
     }
 }
 
+/* Before op i on backend `be`: the previous backend's writes reach the host, the KV rows of op i's
+ * layer come back from the backend that wrote them if that is not `be`, and `be` forgets its
+ * copies of host activations that others may have changed. */
+static enum ats_status switch_to(ex_session *s, int32_t i, const ex_backend *be, const char **who)
+{
+    const ats_op *op = &s->graph->ops[i];
+    enum ats_status st;
+    if (be != s->last && s->last && s->last->flush) {
+        *who = s->last->name;
+        if ((st = s->last->flush(s->last->ctx, 0))) return st;
+    }
+    if (op->kind == ATS_OP_ATTN && op->layer >= 0) {
+        const ex_backend *w = s->kv_be[op->layer];
+        if (w && w != be && w->flush) {
+            *who = w->name;
+            if ((st = w->flush(w->ctx, 1))) return st;
+        }
+        s->kv_be[op->layer] = be;
+    }
+    if (be != s->last && be->host_wrote) be->host_wrote(be->ctx);
+    s->last = be;
+    return ATS_OK;
+}
+
+/* End of a forward (also on errors): the last backend's writes (the logits) reach the host. */
+static enum ats_status flush_last(ex_session *s)
+{
+    return s->last && s->last->flush ? s->last->flush(s->last->ctx, 0) : ATS_OK;
+}
+
 enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t n, float *logits,
                                    ats_err *err)
 {
@@ -378,16 +482,31 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
                                (long long)tokens[t], (long long)t, (long long)a->n_vocab);
     if (ensure_scratch(s, n)) return ats_err_set(err, ATS_ENOMEM, "scratch for %lld tokens", (long long)n);
     for (int32_t i = 0; i < s->graph->n_ops; i++) {
+        const ex_backend *be = s->op_be[i];
+        const char *who = be->name, *when = NULL; /* when != NULL: a flush failed, before or after op i */
         int64_t t0 = now_ns();
-        enum ats_status st = run_op(s, i, tokens, n, logits);
+        enum ats_status st = switch_to(s, i, be, &who);
+        if (st != ATS_OK) when = "before";
+        else {
+            who = be->name;
+            st = run_op(s, i, tokens, n, logits);
+            if (st == ATS_OK && s->sync_ops && be->flush && (st = be->flush(be->ctx, 0)) != ATS_OK) when = "after";
+        }
+        /* the forward's last op also waits for the final flush (the logits) */
+        if (st == ATS_OK && i + 1 == s->graph->n_ops && (st = flush_last(s)) != ATS_OK) when = "after";
         int64_t t1 = now_ns(), dt = t1 - t0;
         s->op_t0[i] = t0;
         s->op_t1[i] = t1;
         s->op_ns[i] += dt;
         *time_slot(&s->times, &s->graph->ops[i]) += dt;
-        if (st != ATS_OK)
+        if (st != ATS_OK) {
+            (void)flush_last(s); /* bring back what it can; the first failure is the one reported */
+            if (when)
+                return ats_err_set(err, st, "forward: flush of backend %s %s op %d '%s' failed at position %lld: %s", who,
+                                   when, i, s->graph->ops[i].name, (long long)s->pos, ats_status_str(st));
             return ats_err_set(err, st, "forward: op %d '%s' on backend %s failed at position %lld: %s", i,
-                               s->graph->ops[i].name, s->op_be[i]->name, (long long)s->pos, ats_status_str(st));
+                               s->graph->ops[i].name, who, (long long)s->pos, ats_status_str(st));
+        }
     }
     s->pos += n;
     return ATS_OK;

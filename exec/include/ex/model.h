@@ -15,12 +15,14 @@
  *
  * Backend hooks: a session holds one ex_backend (a named table of op functions plus a context) per
  * layer, plus one for the embedding and one for the output head; --split k puts layers [0, k) on
- * backend A and [k, n_layer) on backend B. The CPU table is ex_backend_cpu(); the hybrid executor
- * (next issue) adds a CUDA table whose ops take device pointers.
+ * backend A and [k, n_layer) on backend B. The CPU table is ex_backend_cpu(); the CUDA table
+ * (ex/gpu.h, ex_backend_cuda_new) takes the same host pointers and keeps what its ops write on the
+ * device until the session asks for it (the residency hooks flush / host_wrote / forget).
  */
 #ifndef EX_MODEL_H
 #define EX_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ats/arch.h"
@@ -125,6 +127,23 @@ typedef struct ex_backend {
                            const int32_t *ids, const float *weights, int64_t k, float *out);
     enum ats_status (*output)(void *ctx, const ex_tensor *w_out, const float *x, int64_t n_tokens,
                               float *logits);
+    /* ---- residency (optional; NULL for tables that work on host memory, like the CPU's) ----
+       A device backend may keep the activations its ops write on the device instead of copying
+       them back after every op. The session (exec/README.md "Residency") then calls: */
+    /** Every activation this backend wrote since its last flush is in host memory when this
+     *  returns (copies back, then waits); with_kv != 0 also brings back the KV-cache rows it
+     *  wrote (kv_store), otherwise those may stay newer on the device. Called when the next op
+     *  runs on another backend (with_kv only when that op is the attention of a layer whose KV
+     *  rows this backend wrote), at the end of every ex_session_forward and on its error returns,
+     *  and after every op with ex_session_opts.sync_ops. ATS_OK, or the device failure's status. */
+    enum ats_status (*flush)(void *ctx, int with_kv);
+    /** Host activation buffers may have changed since this backend's last op (another backend or
+     *  a host fallback ran): forget cached device copies of activations (not weights, not KV rows:
+     *  those only grow, see kv_store). Called before the first op of a run of ops on this backend. */
+    void (*host_wrote)(void *ctx);
+    /** Host bytes [host, host + bytes) are about to be freed (session scratch reallocated, session
+     *  freed): drop every cached copy and pending write-back inside them, never copy into them. */
+    void (*forget)(void *ctx, const void *host, size_t bytes);
 } ex_backend;
 
 /** The CPU backend table (static, ctx NULL). */
@@ -141,6 +160,11 @@ typedef struct ex_session_opts {
     const ex_backend *const *op_backend; /* optional, borrowed: backend of each op of the session's
                                             graph (ex_session_graph order); NULL entries fall back
                                             to the split rule */
+    int sync_ops;           /* 1: flush the op's backend after every op, so per-op wall-clock times
+                               (ex_session_last_op_times, ex_session_op_ns) are the ops' real
+                               durations; 0 (default): a device backend's op times are the times to
+                               enqueue its work, and the wait lands in the op before the next
+                               backend switch or in the forward's last op */
 } ex_session_opts;
 
 ex_session_opts ex_session_opts_default(void);

@@ -1,0 +1,586 @@
+/*
+ * test_exec_residency — the session's residency protocol (flush / host_wrote / forget, exec/README.md
+ * "Residency") without a GPU.
+ *
+ * A "lazy" test backend behaves like a device: it runs the CPU ops, but on its own shadow copies of
+ * the host buffers the session passes (found by host address range, interior pointers included),
+ * with the rules of exec/cuda/backend.cu: an input is uploaded only where the shadow is not usable,
+ * an output is written to the shadow only (usable + dirty), flush copies the dirty bytes back,
+ * host_wrote makes activation shadows unusable (and poisons them: NaN floats, -1 ids), forget drops
+ * ranges of freed memory; KV slabs keep a row prefix [0, dev_rows) and upload the rows another
+ * backend wrote. New shadows start poisoned, as device memory starts with garbage. So a missing
+ * flush leaves the host (or the caller's logits) stale, and a missing host_wrote makes the lazy
+ * backend compute on stale shadows.
+ *
+ * On tiny random qwen3, qwen3moe (+ shared experts) and llama models (fresh seed, printed), a prompt
+ * chunk then decode steps (then a larger chunk, which moves the session's scratch), every run's
+ * logits must equal the plain CPU run's bit for bit (same arithmetic on other buffers): all-lazy,
+ * all-lazy with sync_ops, layer splits CPU|lazy and lazy|CPU at every k, per-op interleavings via
+ * opts.op_backend (alternating and random), a lazy table without its swiglu entry (the session's
+ * host fallback must flush and invalidate around it), and two sessions sharing one lazy backend
+ * with interleaved calls. All-lazy rounds after the first must upload nothing (token ids are read
+ * from the caller), flush once, and copy back each written activation buffer once and no KV rows. Negative controls: a lazy variant whose flush copies nothing
+ * and one whose host_wrote forgets nothing must make the comparison fail (asserted).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ex/model.h"
+#include "testutil.h"
+
+static uint64_t rng;
+
+/* ---- the lazy backend ---------------------------------------------------------------------------- */
+
+typedef struct lrange {
+    char *host, *dev; /* dev: the shadow ("device") copy */
+    size_t bytes;
+    size_t u0, u1, d0, d1; /* usable / dirty intervals (byte offsets), empty when equal */
+    int kv;
+} lrange;
+
+enum { LZ_MAX = 256 };
+
+typedef struct lazy {
+    lrange r[LZ_MAX];
+    int n;
+    int broken_flush;      /* negative control: flush copies nothing back */
+    int broken_invalidate; /* negative control: host_wrote forgets nothing */
+    long up_bytes, down_copies, down_kv_copies, flushes, overflow, dirty_at_host_wrote;
+} lazy;
+
+static void poison(char *p, size_t bytes) { memset(p, 0xFF, bytes); } /* NaN floats, -1 int32 ids */
+
+static void lz_drop(lazy *z, int i)
+{
+    free(z->r[i].dev);
+    z->r[i] = z->r[--z->n];
+}
+
+static void lz_write_back(lazy *z, lrange *r)
+{
+    if (r->d1 > r->d0) {
+        memcpy(r->host + r->d0, r->dev + r->d0, r->d1 - r->d0);
+        if (r->kv) z->down_kv_copies++;
+        else z->down_copies++;
+    }
+    r->d0 = r->d1 = 0;
+}
+
+static lrange *lz_find(lazy *z, const void *hp, size_t bytes, int kv)
+{
+    const char *p = hp;
+    for (int i = 0; i < z->n; i++) {
+        lrange *r = &z->r[i];
+        if (r->kv == kv && p >= r->host && p + bytes <= r->host + r->bytes && (!kv || p == r->host)) return r;
+    }
+    for (int i = 0; i < z->n;)
+        if (z->r[i].kv == kv && p < z->r[i].host + z->r[i].bytes && z->r[i].host < p + bytes) lz_drop(z, i);
+        else i++;
+    if (z->n == LZ_MAX) {
+        z->overflow++;
+        return NULL;
+    }
+    lrange *r = &z->r[z->n++];
+    memset(r, 0, sizeof *r);
+    r->host = (char *)p;
+    r->bytes = bytes;
+    r->kv = kv;
+    r->dev = malloc(bytes ? bytes : 1);
+    poison(r->dev, bytes);
+    return r;
+}
+
+static void lz_upload(lazy *z, lrange *r, size_t a, size_t b)
+{
+    memcpy(r->dev + a, r->host + a, b - a);
+    z->up_bytes += (long)(b - a);
+}
+
+/* the shadow of input [p, p + bytes), uploaded where not usable */
+static const void *lz_in(lazy *z, const void *p, size_t bytes)
+{
+    lrange *r = lz_find(z, p, bytes, 0);
+    if (!r) return NULL;
+    size_t a = (size_t)((const char *)p - r->host), b = a + bytes;
+    if (r->u1 == r->u0 || b < r->u0 || a > r->u1) {
+        lz_write_back(z, r);
+        lz_upload(z, r, a, b);
+        r->u0 = a;
+        r->u1 = b;
+    } else {
+        if (a < r->u0) lz_upload(z, r, a, r->u0), r->u0 = a;
+        if (b > r->u1) lz_upload(z, r, r->u1, b), r->u1 = b;
+    }
+    return r->dev + a;
+}
+
+static void lz_mark(lazy *z, lrange *r, size_t a, size_t b)
+{
+    if (r->u1 == r->u0 || b < r->u0 || a > r->u1) {
+        lz_write_back(z, r);
+        r->u0 = r->d0 = a;
+        r->u1 = r->d1 = b;
+        return;
+    }
+    if (a < r->u0) r->u0 = a;
+    if (b > r->u1) r->u1 = b;
+    if (r->d1 == r->d0) r->d0 = a, r->d1 = b;
+    else {
+        if (a < r->d0) r->d0 = a;
+        if (b > r->d1) r->d1 = b;
+    }
+}
+
+/* the shadow of output [p, p + bytes): written there only */
+static void *lz_out(lazy *z, void *p, size_t bytes)
+{
+    lrange *r = lz_find(z, p, bytes, 0);
+    if (!r) return NULL;
+    size_t a = (size_t)((char *)p - r->host);
+    lz_mark(z, r, a, a + bytes);
+    return r->dev + a;
+}
+
+static void *lz_io(lazy *z, void *p, size_t bytes)
+{
+    return lz_in(z, p, bytes) ? lz_out(z, p, bytes) : NULL;
+}
+
+/* a KV slab with rows [0, need) usable */
+static lrange *lz_kv(lazy *z, const float *cache, size_t rows, size_t row, size_t need)
+{
+    lrange *r = lz_find(z, cache, rows * row, 1);
+    if (!r) return NULL;
+    if (need * row > r->u1) {
+        lz_upload(z, r, r->u1, need * row);
+        r->u1 = need * row;
+    }
+    r->u0 = 0;
+    return r;
+}
+
+#define Z ((lazy *)c)
+#define F4(n) ((size_t)(n) * sizeof(float))
+#define NEED(p) \
+    if (!(p)) return ATS_ENOMEM
+
+static enum ats_status z_embedding(void *c, const ex_tensor *t, const int32_t *tok, int64_t n, float *x)
+{
+    float *dx = lz_out(Z, x, F4(n * t->ne[0]));
+    NEED(dx);
+    return ex_cpu_embedding(t, tok, n, dx); /* token ids: read from the caller each time */
+}
+static enum ats_status z_rmsnorm(void *c, const float *x, const float *w, int64_t r, int64_t n, float e, float *y)
+{
+    const float *dx = lz_in(Z, x, F4(r * n));
+    NEED(dx);
+    float *dy = lz_out(Z, y, F4(r * n));
+    NEED(dy);
+    return ex_cpu_rmsnorm(dx, w, r, n, e, dy);
+}
+static enum ats_status z_matmul(void *c, const ex_tensor *w, const float *x, int64_t n, float *y)
+{
+    const float *dx = lz_in(Z, x, F4(n * w->ne[0]));
+    NEED(dx);
+    float *dy = lz_out(Z, y, F4(n * w->ne[1]));
+    NEED(dy);
+    return ex_cpu_matmul(w, dx, n, dy);
+}
+static enum ats_status z_qk_norm(void *c, float *x, const float *w, int64_t n, int64_t h, int64_t hd, float e)
+{
+    float *dx = lz_io(Z, x, F4(n * h * hd));
+    NEED(dx);
+    return ex_cpu_qk_norm(dx, w, n, h, hd, e);
+}
+static enum ats_status z_rope(void *c, float *x, int64_t n, int64_t h, int64_t hd, int64_t nr, int64_t p, float th,
+                              ats_rope_type ty)
+{
+    float *dx = lz_io(Z, x, F4(n * h * hd));
+    NEED(dx);
+    return ex_cpu_rope(dx, n, h, hd, nr, p, th, ty);
+}
+static enum ats_status z_kv(void *c, const float *k, const float *v, int64_t n, int64_t p0, int64_t kvd, int64_t nc,
+                            float *kc, float *vc)
+{
+    const float *dk = lz_in(Z, k, F4(n * kvd)), *dv = lz_in(Z, v, F4(n * kvd));
+    NEED(dk && dv);
+    float *d[2];
+    float *slab[2] = {kc, vc};
+    for (int i = 0; i < 2; i++) {
+        lrange *r = lz_kv(Z, slab[i], (size_t)nc, F4(kvd), (size_t)p0);
+        NEED(r);
+        lz_mark(Z, r, (size_t)p0 * F4(kvd), (size_t)(p0 + n) * F4(kvd));
+        d[i] = (float *)r->dev;
+    }
+    return ex_cpu_kv_store(dk, dv, n, p0, kvd, nc, d[0], d[1]);
+}
+static enum ats_status z_attn(void *c, const float *q, int64_t n, int64_t p0, const float *kc, const float *vc, int64_t h,
+                              int64_t hk, int64_t hd, float s, float *o)
+{
+    size_t rows = (size_t)(p0 + n);
+    lrange *rk = lz_kv(Z, kc, rows, F4(hk * hd), rows);
+    NEED(rk);
+    const float *dkc = (const float *)rk->dev;
+    lrange *rv = lz_kv(Z, vc, rows, F4(hk * hd), rows);
+    NEED(rv);
+    const float *dq = lz_in(Z, q, F4(n * h * hd));
+    NEED(dq);
+    float *dout = lz_out(Z, o, F4(n * h * hd));
+    NEED(dout);
+    return ex_cpu_attention(dq, n, p0, dkc, (const float *)rv->dev, h, hk, hd, s, dout);
+}
+static enum ats_status z_add(void *c, float *y, const float *x, int64_t n)
+{
+    const float *dx = lz_in(Z, x, F4(n));
+    NEED(dx);
+    float *dy = lz_io(Z, y, F4(n));
+    NEED(dy);
+    return ex_cpu_add(dy, dx, n);
+}
+static enum ats_status z_swiglu(void *c, const float *g, const float *u, int64_t n, float *o)
+{
+    const float *dg = lz_in(Z, g, F4(n)), *du = lz_in(Z, u, F4(n));
+    NEED(dg && du);
+    float *dout = lz_out(Z, o, F4(n));
+    NEED(dout);
+    return ex_cpu_swiglu(dg, du, n, dout);
+}
+static enum ats_status z_ffn(void *c, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x,
+                             int64_t n, float *o)
+{
+    const float *dx = lz_in(Z, x, F4(n * g->ne[0]));
+    NEED(dx);
+    float *dout = lz_out(Z, o, F4(n * g->ne[0]));
+    NEED(dout);
+    return ex_cpu_ffn(g, u, d, dx, n, dout);
+}
+static enum ats_status z_router(void *c, const float *l, int64_t n, int64_t ne, int64_t k, int nm, int32_t *ids, float *w)
+{
+    const float *dl = lz_in(Z, l, F4(n * ne));
+    NEED(dl);
+    int32_t *di = lz_out(Z, ids, (size_t)(n * k) * sizeof(int32_t));
+    NEED(di);
+    float *dw = lz_out(Z, w, F4(n * k));
+    NEED(dw);
+    return ex_cpu_router_topk(dl, n, ne, k, nm, di, dw);
+}
+static enum ats_status z_moe(void *c, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x,
+                             int64_t n, const int32_t *ids, const float *w, int64_t k, float *o)
+{
+    const float *dx = lz_in(Z, x, F4(n * g->ne[0]));
+    const int32_t *di = lz_in(Z, ids, (size_t)(n * k) * sizeof(int32_t));
+    const float *dw = lz_in(Z, w, F4(n * k));
+    NEED(dx && di && dw);
+    float *dout = lz_out(Z, o, F4(n * g->ne[0]));
+    NEED(dout);
+    return ex_cpu_moe(g, u, d, dx, n, di, dw, k, dout);
+}
+static enum ats_status z_output(void *c, const ex_tensor *w, const float *x, int64_t n, float *l)
+{
+    return z_matmul(c, w, x, n, l);
+}
+
+static enum ats_status z_flush(void *c, int with_kv)
+{
+    Z->flushes++;
+    if (Z->broken_flush) return ATS_OK;
+    for (int i = 0; i < Z->n; i++)
+        if (!Z->r[i].kv || with_kv) lz_write_back(Z, &Z->r[i]);
+    return ATS_OK;
+}
+static void z_host_wrote(void *c)
+{
+    if (Z->broken_invalidate) return;
+    for (int i = 0; i < Z->n; i++) {
+        lrange *r = &Z->r[i];
+        if (r->kv) continue;
+        if (r->d1 > r->d0) Z->dirty_at_host_wrote++; /* the session switched without flushing */
+        r->u0 = r->u1 = r->d0 = r->d1 = 0;
+        poison(r->dev, r->bytes);
+    }
+}
+static void z_forget(void *c, const void *host, size_t bytes)
+{
+    const char *p = host;
+    for (int i = 0; i < Z->n;)
+        if (p < Z->r[i].host + Z->r[i].bytes && Z->r[i].host < p + bytes) lz_drop(Z, i);
+        else i++;
+}
+
+static ex_backend lazy_table(lazy *z, const char *name)
+{
+    ex_backend b;
+    memset(&b, 0, sizeof b);
+    b.name = name;
+    b.ctx = z;
+    b.embedding = z_embedding;
+    b.rmsnorm = z_rmsnorm;
+    b.matmul = z_matmul;
+    b.qk_norm = z_qk_norm;
+    b.rope = z_rope;
+    b.kv_store = z_kv;
+    b.attention = z_attn;
+    b.add = z_add;
+    b.swiglu = z_swiglu;
+    b.ffn = z_ffn;
+    b.router_topk = z_router;
+    b.moe = z_moe;
+    b.output = z_output;
+    b.flush = z_flush;
+    b.host_wrote = z_host_wrote;
+    b.forget = z_forget;
+    return b;
+}
+
+static void lazy_free(lazy *z)
+{
+    while (z->n) lz_drop(z, 0);
+}
+
+/* ---- runs ------------------------------------------------------------------------------------------ */
+
+static ats_arch make_arch(const char *family, int moe, int shexp)
+{
+    ats_arch a;
+    ats_arch_init(&a);
+    snprintf(a.name, sizeof a.name, "tiny-%s%s", family, shexp ? "+shexp" : "");
+    snprintf(a.family, sizeof a.family, "%s", family);
+    snprintf(a.source, sizeof a.source, "test_exec_residency: made-up small shapes");
+    a.n_embd = 64;
+    a.n_layer = 3;
+    a.n_head = 4;
+    a.n_head_kv = 2;
+    a.head_dim = 16;
+    a.n_vocab = 80;
+    a.n_ff = moe ? 0 : 96;
+    a.n_ctx_max = 64;
+    a.rms_norm_eps = 1e-6;
+    a.rope_theta = 1e4;
+    a.rope_type = strcmp(family, "llama") == 0 ? ATS_ROPE_NORM : ATS_ROPE_NEOX;
+    a.qk_norm = strcmp(family, "llama") != 0;
+    a.tied_embd = strcmp(family, "llama") == 0;
+    if (moe) {
+        a.n_expert = 8;
+        a.n_expert_used = 2;
+        a.n_ff_exp = 32;
+        a.n_expert_shared = shexp;
+        a.n_ff_shexp = shexp ? 48 : 0;
+    }
+    return a;
+}
+
+/* The inputs of one run: rounds of n[i] tokens (a prompt chunk, decode steps, a bigger chunk). */
+enum { N_ROUNDS = 8, MAX_TOK = 40 };
+static const int64_t ROUND_N[N_ROUNDS] = {5, 1, 1, 1, 9, 1, 1, 1}; /* round 4 grows the scratch */
+
+typedef struct run_in {
+    int32_t tok[MAX_TOK];
+    float *ref; /* (N_ROUNDS, n_vocab) logits of the CPU run */
+} run_in;
+
+/* Runs the rounds on a session made with `o`; returns how many rounds' logits differ from ref
+ * (bit for bit), -1 on a forward error (printed unless quiet). Logits buffers are poisoned first. */
+static int run_rounds(const ex_model *m, const ex_session_opts *o, const run_in *in, float *out_ref, int quiet)
+{
+    ex_session *s = NULL;
+    ats_err err = {{0}};
+    if (ex_session_new(m, o, &s, &err) != ATS_OK) {
+        fprintf(stderr, "ex_session_new: %s\n", err.msg);
+        return -1;
+    }
+    int64_t V = m->arch.n_vocab, pos = 0;
+    float *lg = malloc((size_t)V * sizeof *lg);
+    int bad = 0;
+    for (int r = 0; r < N_ROUNDS; r++) {
+        poison((char *)lg, (size_t)V * sizeof *lg);
+        if (ex_session_forward(s, in->tok + pos, ROUND_N[r], lg, &err) != ATS_OK) {
+            if (!quiet) fprintf(stderr, "forward round %d: %s\n", r, err.msg);
+            bad = -1;
+            break;
+        }
+        pos += ROUND_N[r];
+        if (out_ref) memcpy(out_ref + r * V, lg, (size_t)V * sizeof *lg);
+        else bad += memcmp(lg, in->ref + r * V, (size_t)V * sizeof *lg) != 0;
+    }
+    free(lg);
+    ex_session_free(s);
+    return bad;
+}
+
+static void check_model(const char *family, int moe, int shexp, ats_recipe recipe)
+{
+    ats_arch a = make_arch(family, moe, shexp);
+    ex_model *m = NULL;
+    ats_err err = {{0}};
+    uint64_t seed = tu_rand(&rng);
+    CHECK_MSG(ex_model_new_dummy(&a, recipe, seed, &m, &err) == ATS_OK, "%s", err.msg);
+    if (!m) return;
+    const int64_t V = a.n_vocab;
+    run_in in;
+    for (int i = 0; i < MAX_TOK; i++) in.tok[i] = (int32_t)(tu_rand(&rng) % (uint64_t)V);
+    in.ref = malloc((size_t)(N_ROUNDS * V) * sizeof(float));
+    ex_session_opts o = ex_session_opts_default();
+    CHECK(run_rounds(m, &o, &in, in.ref, 0) == 0);
+    for (int64_t i = 0; i < N_ROUNDS * V; i++)
+        if (!isfinite(in.ref[i])) {
+            CHECK_MSG(0, "%s: CPU reference logit %lld is not finite", a.name, (long long)i);
+            break;
+        }
+    const char *what = a.name, *rn = ats_recipe_name(recipe);
+    lazy z;
+    memset(&z, 0, sizeof z);
+    ex_backend L = lazy_table(&z, "lazy");
+    const ex_backend *cpu = ex_backend_cpu();
+    int runs = 0;
+
+    /* all lazy; the decode rounds copy in nothing but token ids, out only the logits */
+    o = ex_session_opts_default();
+    o.backend_a = &L;
+    {
+        ex_session *s = NULL;
+        CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+        float *lg = malloc((size_t)V * sizeof *lg);
+        int64_t pos = 0;
+        for (int r = 0; r < N_ROUNDS && s; r++) {
+            long up = z.up_bytes, down = z.down_copies, dkv = z.down_kv_copies, fl = z.flushes;
+            poison((char *)lg, (size_t)V * sizeof *lg);
+            CHECK_MSG(ex_session_forward(s, in.tok + pos, ROUND_N[r], lg, &err) == ATS_OK, "%s", err.msg);
+            CHECK_MSG(memcmp(lg, in.ref + r * V, (size_t)V * sizeof *lg) == 0, "%s %s all-lazy round %d: logits differ",
+                      what, rn, r);
+            pos += ROUND_N[r];
+            if (r > 0) {
+                CHECK_MSG(z.up_bytes == up, "%s all-lazy round %d: %ld bytes uploaded (want 0)", what, r, z.up_bytes - up);
+                /* one flush, one copy per activation buffer written (logits, x, ...), no KV rows */
+                int n_act = 0;
+                for (int i = 0; i < z.n; i++) n_act += !z.r[i].kv;
+                CHECK_MSG(z.flushes - fl == 1 && z.down_copies - down <= n_act && z.down_kv_copies == dkv,
+                          "%s all-lazy round %d: %ld flushes (want 1), %ld activation copies back (<= %d), %ld KV copies "
+                          "(want 0)", what, r, z.flushes - fl, z.down_copies - down, n_act, z.down_kv_copies - dkv);
+            }
+        }
+        ex_session_free(s);
+        /* the session's forget calls dropped its scratch and KV shadows; the caller's logits remain */
+        CHECK_MSG(z.n == 1 && z.r[0].host == (char *)lg, "%s: %d shadow ranges left after ex_session_free (want 1: the logits)",
+                  what, z.n);
+        free(lg);
+        lazy_free(&z);
+        runs++;
+    }
+    /* all lazy, flushed after every op */
+    o.sync_ops = 1;
+    CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s all-lazy sync_ops: logits differ", what, rn);
+    o.sync_ops = 0;
+    runs++;
+    /* layer splits, both ways */
+    for (int64_t k = 0; k <= a.n_layer; k++)
+        for (int w = 0; w < 2; w++) {
+            o = ex_session_opts_default();
+            o.split_layer = k;
+            o.backend_a = w ? &L : cpu;
+            o.backend_b = w ? cpu : &L;
+            CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s split %lld %s: logits differ", what, rn, (long long)k,
+                      w ? "lazy|cpu" : "cpu|lazy");
+            runs++;
+        }
+    /* per-op interleavings: alternating, and random (each op lazy with probability 1/2) */
+    {
+        ex_session *s0 = NULL;
+        CHECK(ex_session_new(m, NULL, &s0, &err) == ATS_OK);
+        int32_t n_ops = s0 ? ex_session_graph(s0)->n_ops : 0;
+        ex_session_free(s0);
+        const ex_backend **ob = calloc((size_t)n_ops + 1, sizeof *ob);
+        for (int pat = 0; pat < 6; pat++) {
+            for (int32_t i = 0; i < n_ops; i++)
+                ob[i] = pat == 0 ? (i % 2 ? &L : cpu) : pat == 1 ? (i % 2 ? cpu : &L) : (tu_rand(&rng) & 1 ? &L : cpu);
+            o = ex_session_opts_default();
+            o.op_backend = ob;
+            CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s per-op pattern %d: logits differ", what, rn, pat);
+            runs++;
+        }
+        /* a lazy table without swiglu: the session's host fallback flushes and invalidates around it */
+        ex_backend L2 = L;
+        L2.swiglu = NULL;
+        for (int32_t i = 0; i < n_ops; i++) ob[i] = &L2;
+        o = ex_session_opts_default();
+        o.op_backend = ob;
+        CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s lazy without swiglu: logits differ", what, rn);
+        runs++;
+        free(ob);
+    }
+    /* two sessions on one lazy backend, calls interleaved: lazy only, and cpu|lazy */
+    {
+        ex_session *s[2] = {0};
+        ex_session_opts o2[2] = {ex_session_opts_default(), ex_session_opts_default()};
+        o2[0].backend_a = &L;
+        o2[1].split_layer = 1;
+        o2[1].backend_b = &L;
+        float *lg[2];
+        for (int i = 0; i < 2; i++) {
+            CHECK(ex_session_new(m, &o2[i], &s[i], &err) == ATS_OK);
+            lg[i] = malloc((size_t)V * sizeof(float));
+        }
+        int64_t pos = 0;
+        for (int r = 0; r < N_ROUNDS && s[0] && s[1]; r++) {
+            for (int i = 0; i < 2; i++) {
+                poison((char *)lg[i], (size_t)V * sizeof(float));
+                CHECK_MSG(ex_session_forward(s[i], in.tok + pos, ROUND_N[r], lg[i], &err) == ATS_OK, "%s", err.msg);
+                CHECK_MSG(memcmp(lg[i], in.ref + r * V, (size_t)V * sizeof(float)) == 0,
+                          "%s %s two sessions, session %d round %d: logits differ", what, rn, i, r);
+            }
+            pos += ROUND_N[r];
+        }
+        for (int i = 0; i < 2; i++) {
+            ex_session_free(s[i]);
+            free(lg[i]);
+        }
+        runs++;
+    }
+    CHECK_MSG(z.dirty_at_host_wrote == 0, "%s: host_wrote found %ld dirty ranges (a switch without flush)", what,
+              z.dirty_at_host_wrote);
+    CHECK(z.overflow == 0);
+    lazy_free(&z);
+
+    /* negative controls: the comparison must catch a backend that never copies back, and one
+       that keeps using shadows after the host changed */
+    lazy zb;
+    memset(&zb, 0, sizeof zb);
+    ex_backend LB = lazy_table(&zb, "lazy-broken");
+    zb.broken_flush = 1;
+    o = ex_session_opts_default();
+    o.backend_a = &LB;
+    int nf_all = run_rounds(m, &o, &in, NULL, 1);
+    o.split_layer = 1;
+    o.backend_a = ex_backend_cpu();
+    o.backend_b = &LB;
+    int nf_split = run_rounds(m, &o, &in, NULL, 1);
+    CHECK_MSG(nf_all != 0 && nf_split != 0, "%s: a flush that copies nothing went unnoticed (all-lazy %d, split %d rounds differ)",
+              what, nf_all, nf_split);
+    lazy_free(&zb);
+    zb.broken_flush = 0;
+    zb.broken_invalidate = 1;
+    o = ex_session_opts_default();
+    o.split_layer = 1;
+    o.backend_b = &LB;
+    int ni = run_rounds(m, &o, &in, NULL, 1);
+    CHECK_MSG(ni != 0, "%s: a host_wrote that forgets nothing went unnoticed", what);
+    lazy_free(&zb);
+    fprintf(stderr, "test_exec_residency: %-18s %-6s: %d lazy runs equal to the CPU bit for bit; broken flush caught "
+                    "(%d / %d of %d rounds differ), broken host_wrote caught (%d rounds)\n",
+            what, rn, runs, nf_all < 0 ? N_ROUNDS : nf_all, nf_split < 0 ? N_ROUNDS : nf_split, N_ROUNDS,
+            ni < 0 ? N_ROUNDS : ni);
+    free(in.ref);
+    ex_model_free(m);
+}
+
+int main(void)
+{
+    rng = tu_seed("test_exec_residency");
+    check_model("qwen3", 0, 0, ATS_RECIPE_F32);
+    check_model("qwen3moe", 1, 0, ATS_RECIPE_F32);
+    check_model("qwen3_moe", 1, 1, ATS_RECIPE_Q8_0);
+    check_model("llama", 0, 0, ATS_RECIPE_Q4_0);
+    check_model("qwen3", 0, 0, ATS_RECIPE_Q4_K_M);
+    return tu_finish("test_exec_residency");
+}
