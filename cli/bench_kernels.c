@@ -51,6 +51,13 @@ static const shape SHAPES[] = {
     {"attn_kv 5120->1024", 1024, 5120},
 };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
+/* GPU only, quantized types: the fused forms runtimes launch as one GEMV (llama.cpp and vLLM fuse
+ * gate+up and Q+K+V), which show the kernel's streaming rate with less of the per-launch fixed cost */
+static const shape GPU_FUSED_SHAPES[] = {
+    {"gate_up 5120->34816", 34816, 5120},
+    {"qkv 5120->7168", 7168, 5120},
+};
+#define N_FUSED (int)(sizeof GPU_FUSED_SHAPES / sizeof GPU_FUSED_SHAPES[0])
 
 static const ats_qtype CPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
 
@@ -488,8 +495,9 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
     int gemv_bad = 0;
     for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0]; ti++) {
         ats_qtype t = GPU_TYPES[ti];
-        for (int si = 0; si < N_SHAPES; si++) {
-            const shape *sh = &SHAPES[si];
+        int fused_ok = t == ATS_Q_Q4_0 || t == ATS_Q_Q4_K || t == ATS_Q_Q8_0 || t == ATS_Q_Q6_K;
+        for (int si = 0; si < N_SHAPES + (fused_ok ? N_FUSED : 0); si++) {
+            const shape *sh = si < N_SHAPES ? &SHAPES[si] : &GPU_FUSED_SHAPES[si - N_SHAPES];
             uint64_t bytes = 0;
             void *h = make_weights(t, sh->rows, sh->cols, 777 + ti, &bytes);
             if (!h) goto done;

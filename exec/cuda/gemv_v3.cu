@@ -27,6 +27,7 @@
 
 #include <mutex>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ats/quant.h"
 
@@ -117,6 +118,92 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
     if (lane == 0) y[row] = acc;
 }
 
+/* Persistent variant ("v3p", ATS_GEMV_KERNEL=v3p): a grid of resident blocks only; warp w of nw
+ * takes rows w, w+nw, …; its work is a sequence of chunks (U tasks of one row) and the loads of
+ * chunk k+1 are issued before chunk k is decoded (register double buffering), so a warp always has
+ * a chunk in flight and no block launch or exit interrupts the stream. */
+template <int U>
+static __device__ __forceinline__ void v3p_q4k_load(const uint8_t *__restrict__ W, int64_t row, int nsb, int ch, int lane,
+                                                    int4 *hd, int4 *qa, int4 *qb)
+{
+    const uint8_t *wr = W + row * (int64_t)nsb * EXC_Q4_K_BYTES;
+    const int nt = nsb * 4;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int t = ch * 32 * U + 32 * u + lane;
+        if (t < nt) {
+            const int4 *bp = (const int4 *)(wr + (t >> 2) * EXC_Q4_K_BYTES);
+            int c = t & 3;
+            hd[u] = __ldg(bp);
+            qa[u] = __ldg(bp + 1 + 2 * c);
+            qb[u] = __ldg(bp + 2 + 2 * c);
+        }
+    }
+}
+
+template <int U>
+static __device__ __forceinline__ float v3p_q4k_dot(int nsb, int ch, int lane, const int4 *hd, const int4 *qa,
+                                                    const int4 *qb, const exc_q8x &x)
+{
+    const int nt = nsb * 4;
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int t = ch * 32 * U + 32 * u + lane;
+        if (t < nt) {
+            int c = t & 3;
+            int xb0 = (t >> 2) * 8 + 2 * c;
+            const int4 *xq = (const int4 *)(x.qs + (int64_t)xb0 * 32);
+            int4 x0a = __ldg(xq), x0b = __ldg(xq + 1), x1a = __ldg(xq + 2), x1b = __ldg(xq + 3);
+            float2 dx = __ldg((const float2 *)(x.d + xb0)), sx = __ldg((const float2 *)(x.s + xb0));
+            int s_lo = v3_dot8(qa[u], qb[u], x0a, x0b, 0);
+            int s_hi = v3_dot8(qa[u], qb[u], x1a, x1b, 4);
+            int sc0, m0, sc1, m1;
+            v3_q4k_scale_min((uint32_t)hd[u].y, (uint32_t)hd[u].z, (uint32_t)hd[u].w, 2 * c, &sc0, &m0);
+            v3_q4k_scale_min((uint32_t)hd[u].y, (uint32_t)hd[u].z, (uint32_t)hd[u].w, 2 * c + 1, &sc1, &m1);
+            float d = exc_h2f((uint16_t)((uint32_t)hd[u].x & 0xFFFFu));
+            float dmin = exc_h2f((uint16_t)((uint32_t)hd[u].x >> 16));
+            acc += d * (dx.x * (float)(sc0 * s_lo) + dx.y * (float)(sc1 * s_hi)) -
+                   dmin * ((float)m0 * sx.x + (float)m1 * sx.y);
+        }
+    }
+    return acc;
+}
+
+template <int U>
+static __global__ void __launch_bounds__(32 * V3_WARPS)
+    gemv_v3p_q4k_kernel(const uint8_t *__restrict__ W, int64_t rows, int nsb, exc_q8x x, float *__restrict__ y)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t nw = (int64_t)gridDim.x * V3_WARPS;
+    int64_t r = (int64_t)blockIdx.x * V3_WARPS + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    const int cpr = (nsb * 4 + 32 * U - 1) / (32 * U); /* chunks per row */
+    int ch = 0;
+    int4 hd0[U], qa0[U], qb0[U], hd1[U], qa1[U], qb1[U];
+    v3p_q4k_load<U>(W, r, nsb, ch, lane, hd0, qa0, qb0);
+    v3_pdl_wait(); /* x is complete from here on */
+    float acc = 0.0f;
+    for (;;) {
+        int64_t rn = r;
+        int chn = ch + 1;
+        if (chn == cpr) { chn = 0; rn += nw; }
+        const bool more = rn < rows;
+        if (more) v3p_q4k_load<U>(W, rn, nsb, chn, lane, hd1, qa1, qb1);
+        acc += v3p_q4k_dot<U>(nsb, ch, lane, hd0, qa0, qb0, x);
+        if (ch == cpr - 1) {
+            acc = exc_warp_sum(acc);
+            if (lane == 0) y[r] = acc;
+            acc = 0.0f;
+        }
+        if (!more) break;
+#pragma unroll
+        for (int u = 0; u < U; u++) { hd0[u] = hd1[u]; qa0[u] = qa1[u]; qb0[u] = qb1[u]; }
+        r = rn;
+        ch = chn;
+    }
+}
+
 /* ---- Q4_0 ---------------------------------------------------------------------------------- */
 
 #define V3_STEP_U4 36 /* 32 blocks of 18 bytes = 576 bytes = 36 uint4 */
@@ -183,16 +270,37 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
 
 /* ---- launcher ------------------------------------------------------------------------------ */
 
-/* ATS_GEMV_KERNEL: "v1" or "v2" turn v3 off (read once). */
-static int v3_disabled(void)
+/* ATS_GEMV_KERNEL: "v1" or "v2" turn v3 off; "v3p" selects the persistent Q4_K variant (read once).
+ * Returns 0 (v3), 1 (off), 2 (v3p). */
+static int v3_mode(void)
 {
     static std::once_flag once;
-    static int off = 0;
+    static int mode = 0;
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_KERNEL");
-        off = e && e[0] == 'v' && (e[1] == '1' || e[1] == '2') && e[2] == '\0';
+        if (e && (strcmp(e, "v1") == 0 || strcmp(e, "v2") == 0)) mode = 1;
+        if (e && strcmp(e, "v3p") == 0) mode = 2;
     });
-    return off;
+    return mode;
+}
+
+/* Resident blocks per SM of the persistent kernel (worked out once per device). */
+template <typename K>
+static int v3p_blocks_per_sm(K kernel, int device)
+{
+    static std::mutex mu;
+    static int cached[16] = {0};
+    std::lock_guard<std::mutex> lock(mu);
+    int di = device >= 0 && device < 16 ? device : 15;
+    if (!cached[di]) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, 32 * V3_WARPS, 0) != cudaSuccess || n < 1) {
+            (void)cudaGetLastError();
+            n = 1;
+        }
+        cached[di] = n;
+    }
+    return cached[di];
 }
 
 /* ATS_GEMV_V3_U = 2 | 4 | 8: loads in flight per lane (bench experiments; default V3_U). */
@@ -209,11 +317,13 @@ static int v3_unroll(void)
 
 template <typename K>
 static ex_gpu_status v3_launch(ex_gpu *g, K kernel, const void *W, int64_t rows, int n_units, exc_q8x q,
-                               float *y, cudaStream_t s)
+                               float *y, cudaStream_t s, int64_t max_blocks = 0)
 {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    cfg.gridDim = dim3((unsigned)((rows + V3_WARPS - 1) / V3_WARPS));
+    int64_t blocks = (rows + V3_WARPS - 1) / V3_WARPS;
+    if (max_blocks > 0 && blocks > max_blocks) blocks = max_blocks;
+    cfg.gridDim = dim3((unsigned)blocks);
     cfg.blockDim = dim3(32 * V3_WARPS);
     cfg.stream = s;
     if (exc_cc_major(g) >= 9) { /* programmatic dependent of the quantize kernel */
@@ -234,7 +344,8 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
                           cudaStream_t s, int *used)
 {
     *used = 0;
-    if (v3_disabled() || rows > ((int64_t)1 << 32)) return EX_GPU_OK;
+    const int mode = v3_mode();
+    if (mode == 1 || rows > ((int64_t)1 << 32)) return EX_GPU_OK;
     if (!(type == ATS_Q_Q4_K || type == ATS_Q_Q4_0) || cols % 256 != 0 || cols > ((int64_t)1 << 30)) return EX_GPU_OK;
     int64_t nxb = cols / 32;
     size_t qbytes = ((size_t)cols + 255) & ~(size_t)255;
@@ -247,7 +358,13 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
     q.s = q.d + nxb;
     if ((st = exc_quantize_q8x(x, cols, 1, q, s))) return st;
     int u = v3_unroll();
-    if (type == ATS_Q_Q4_K)
+    if (type == ATS_Q_Q4_K && mode == 2) {
+        const ex_gpu_props *pr = ex_gpu_info(g);
+        int64_t cap = (int64_t)pr->sm_count * (u == 4 ? v3p_blocks_per_sm(gemv_v3p_q4k_kernel<4>, pr->device)
+                                                      : v3p_blocks_per_sm(gemv_v3p_q4k_kernel<2>, pr->device));
+        st = u == 4 ? v3_launch(g, gemv_v3p_q4k_kernel<4>, W, rows, (int)(cols / 256), q, y, s, cap)
+                    : v3_launch(g, gemv_v3p_q4k_kernel<2>, W, rows, (int)(cols / 256), q, y, s, cap);
+    } else if (type == ATS_Q_Q4_K)
         st = u == 2   ? v3_launch(g, gemv_v3_q4k_kernel<2>, W, rows, (int)(cols / 256), q, y, s)
              : u == 8 ? v3_launch(g, gemv_v3_q4k_kernel<8>, W, rows, (int)(cols / 256), q, y, s)
                       : v3_launch(g, gemv_v3_q4k_kernel<V3_U>, W, rows, (int)(cols / 256), q, y, s);
