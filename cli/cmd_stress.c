@@ -33,7 +33,7 @@ static void usage(FILE *f)
             "Closed loop (--baseline FILE, the idle baseline of `ats record --save-baseline`): every --interval\n"
             "(default 0.5 s) the stressor runs --probes (default 3) sets of the very probes of `ats record` at\n"
             "random moments, only for resources under load, and an integral controller (gain --gain, default\n"
-            "0.6 /s) trims each resource's duty toward the target of that moment: feed-forward from the model\n"
+            "0.8 /s) trims each resource's duty toward the target of that moment: feed-forward from the model\n"
             "d = (1 - a)(K+1)/K (or --calibration), the trim clipped to duty 0..1 and reset at each target\n"
             "step; a resource whose target is 1 is not controlled and its hogs are off. K defaults to enough\n"
             "hogs for 2.5 times less availability than the trace's lowest. Probes of all ats processes take\n"

@@ -294,7 +294,7 @@ ex_stress_opts ex_stress_opts_default(void)
 {
     ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
                         .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
-                        .ki_per_s = 0.6, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .on_step = NULL,
+                        .ki_per_s = 0.8, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .on_step = NULL,
                         .step_ctx = NULL};
     return o;
 }
@@ -523,7 +523,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
 
 ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res)
 {
-    ex_ctl_opts o = {.ki_per_s = 0.6, .k = k, .calib = NULL, .res = res, .step_tol = 1e-6};
+    ex_ctl_opts o = {.ki_per_s = 0.8, .k = k, .calib = NULL, .res = res, .step_tol = 1e-6};
     return o;
 }
 
@@ -551,16 +551,15 @@ double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double meas
         c->trim -= o->ki_per_s * (measured - target) * dt_s; /* measured above target: more load */
     }
     const double u_min = 1.0 / (double)(o->k + 1); /* duty 1 */
-    double u = ff + c->trim;
-    c->saturated = 0;
-    if (!(u >= u_min)) { /* also a NaN */
-        u = u_min;
-        c->saturated = 1;
-    } else if (u > 1.0) {
-        u = 1.0;
-        c->saturated = 1;
-    }
-    c->trim = u - ff; /* anti-windup: the integral stays inside what duty 0..1 can do */
+    /* anti-windup: the integral may run at most EX_CTL_WINDUP beyond what duty 0..1 can do. Not
+     * clipped exactly at the limits: on a plant with a cliff near duty 1 the loop dithers across the
+     * cliff, and every step cut at the limit would bias its time average */
+    double v = ff + c->trim;
+    if (!(v >= u_min - EX_CTL_WINDUP)) v = u_min - EX_CTL_WINDUP; /* also a NaN */
+    if (v > 1.0 + EX_CTL_WINDUP) v = 1.0 + EX_CTL_WINDUP;
+    c->trim = v - ff;
+    double u = v < u_min ? u_min : v > 1.0 ? 1.0 : v;
+    c->saturated = u != v;
     c->u = u;
     c->duty = ex_stress_duty(u, o->k);
     return c->duty;

@@ -203,7 +203,7 @@ typedef struct ex_stress_opts {
     /* closed loop only (ex_stress_run_closed) */
     double interval_s;                 /**< control interval [s] (0.5) */
     int probes;                        /**< probe sets per interval, at random moments in it (3) */
-    double ki_per_s;                   /**< integral gain [1/s] (ex_ctl_opts; 0.6) */
+    double ki_per_s;                   /**< integral gain [1/s] (ex_ctl_opts; 0.8) */
     double settle_s;                   /**< report: first seconds of each target segment left out (5) */
     const char *lock_path;             /**< probe lock (ex_probe_opts.lock_path; "/tmp/ats-probes.lock") */
     void (*on_step)(void *ctx, const struct ex_stress_step *s); /**< optional: each control step */
@@ -260,6 +260,9 @@ typedef struct ex_ctl {
     int saturated;  /**< 1: the last update was clipped to u = 1/(k+1) (duty 1) or u = 1 (duty 0) */
 } ex_ctl;
 
+/** How far [model availability] the integral may run beyond the duty range (bounded windup). */
+#define EX_CTL_WINDUP 0.25
+
 void ex_ctl_init(ex_ctl *c);
 
 /** One control step (pure: no clock, no I/O): target availability of this moment, `measured` the mean
@@ -268,10 +271,14 @@ void ex_ctl_init(ex_ctl *c);
  *   - target >= 1 (or NAN): no control, state reset, duty 0 (hogs off);
  *   - a new target (inactive before, or |target - c->target| > step_tol): feed-forward jump, trim
  *     reset to 0, `measured` ignored (it belongs to the old target);
- *   - else trim -= ki * (measured - target) * dt_s; u = ff + trim clipped to [1/(k+1), 1], and the
- *     trim clipped with it (anti-windup: it never runs beyond what duty 0..1 can do).
- *  Over any stretch without clipping, sum((measured - target) dt) = -(trim change) / ki: the time
- *  average of the measured availability approaches the target even for a plant with a cliff. */
+ *   - else trim -= ki * (measured - target) * dt_s, u = ff + trim, and the duty is that of u clipped
+ *     to [1/(k+1), 1] (duty 1 .. 0). Anti-windup: the integral itself is kept within EX_CTL_WINDUP of
+ *     that range, so after a stretch of an unreachable target it is back in a few steps.
+ *  Over any stretch where the integral stays inside its band, sum((measured - target) dt) =
+ *  -(trim change) / ki: the time average of the measured availability approaches the target even
+ *  for a plant with a cliff (the loop dithers across it; a cliff near duty 1 is why the band is wider
+ *  than the duty range: steps cut at the limit would bias the average). No adaptive gain: one that
+ *  depends on the errors' signs biases the average of a dither. */
 double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double measured, double dt_s);
 
 /** One control step of the closed loop (for logs): time since t = 0 [s], resource, target, mean probe
