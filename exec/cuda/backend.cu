@@ -29,6 +29,9 @@
  * session's forget calls reach the table), and free the backend with the model, or call
  * ex_backend_cuda_reset in between (a model freed and another loaded at the same addresses would
  * alias the weight mirrors).
+ * This file is host code in the C subset of C++ (C linkage from ex/gpu.h's declarations, no CUDA
+ * syntax): tests/exec/test_exec_residency.c compiles it as C over an emulated CUDA runtime, so CI
+ * checks its bookkeeping against the CPU bit for bit without a GPU. Keep it so.
  */
 #include "common.cuh"
 
@@ -70,6 +73,7 @@ typedef struct cuda_be {
     int hcap;
     rlist act, kv; /* resident activation ranges and KV slabs */
     uint64_t tick;
+    int queued;    /* work queued since the last flush (else flush has nothing to wait for) */
     int32_t *tok;  /* device copy of the caller's token ids */
     size_t tok_bytes;
 } cuda_be;
@@ -190,9 +194,10 @@ static ex_gpu_status write_back(cuda_be *c, resid *r)
     return EX_GPU_OK;
 }
 
-static void drop(rlist *l, int i)
+static void drop(cudaStream_t s, rlist *l, int i)
 {
-    cudaFree(l->r[i].dev); /* waits for queued work that may still use it */
+    if (s) (void)cudaStreamSynchronize(s); /* queued work may still use the buffer (NULL: waited for) */
+    cudaFree(l->r[i].dev);
     l->r[i] = l->r[--l->n];
 }
 
@@ -215,13 +220,13 @@ static ex_gpu_status find_range(cuda_be *c, rlist *l, const void *hp, size_t byt
         }
     }
     for (int i = 0; i < l->n;)
-        if (overlaps(&l->r[i], p, bytes)) drop(l, i);
+        if (overlaps(&l->r[i], p, bytes)) drop(c->s, l, i);
         else i++;
     if (limit && l->n >= limit) {
         int lru = -1;
         for (int i = 0; i < l->n; i++)
             if (l->r[i].d1 == l->r[i].d0 && (lru < 0 || l->r[i].used < l->r[lru].used)) lru = i;
-        if (lru >= 0) drop(l, lru);
+        if (lru >= 0) drop(c->s, l, lru);
     }
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 32;
@@ -268,6 +273,7 @@ static ex_gpu_status make_usable(cuda_be *c, resid *r, size_t a, size_t b)
 /* [a, b) is about to be written on the device: usable and dirty. */
 static ex_gpu_status mark_written(cuda_be *c, resid *r, size_t a, size_t b)
 {
+    c->queued = 1;
     if (r->u1 == r->u0 || b < r->u0 || a > r->u1) {
         if (r->d1 > r->d0) {
             ex_gpu_status st = write_back(c, r);
@@ -338,7 +344,7 @@ static ex_gpu_status kv_rows(cuda_be *c, const float *cache, size_t rows, size_t
         ex_gpu_status st = write_back(c, r);
         if (st) return st;
         EXC_CUDA(cudaStreamSynchronize(c->s));
-        drop(&c->kv, (int)(r - c->kv.r));
+        drop(c->s, &c->kv, (int)(r - c->kv.r));
     }
     ex_gpu_status st = find_range(c, &c->kv, cache, rows * row_bytes, 0, 1, &r);
     if (st) return st;
@@ -356,9 +362,18 @@ static ex_gpu_status kv_rows(cuda_be *c, const float *cache, size_t rows, size_t
 static enum ats_status be_flush(void *ctx, int with_kv)
 {
     cuda_be *c = (cuda_be *)ctx;
-    for (int i = 0; i < c->act.n; i++) TRY(write_back(c, &c->act.r[i]));
+    int copies = 0;
+    for (int i = 0; i < c->act.n; i++) {
+        copies += c->act.r[i].d1 > c->act.r[i].d0;
+        TRY(write_back(c, &c->act.r[i]));
+    }
     if (with_kv)
-        for (int i = 0; i < c->kv.n; i++) TRY(write_back(c, &c->kv.r[i]));
+        for (int i = 0; i < c->kv.n; i++) {
+            copies += c->kv.r[i].d1 > c->kv.r[i].d0;
+            TRY(write_back(c, &c->kv.r[i]));
+        }
+    if (!copies && !c->queued) return ATS_OK; /* nothing ran since the last flush: nothing to wait for */
+    c->queued = 0;
     cudaError_t e = cudaStreamSynchronize(c->s);
     if (e != cudaSuccess) return to_ats(exc_fail(e, "cudaStreamSynchronize (flush)", __FILE__, __LINE__));
     return ATS_OK;
@@ -379,18 +394,24 @@ static void be_host_wrote(void *ctx)
     if (copied) (void)cudaStreamSynchronize(c->s);
 }
 
-static void forget_list(rlist *l, const char *p, size_t bytes)
+static void forget_list(cuda_be *c, rlist *l, const char *p, size_t bytes)
 {
+    int waited = 0;
     for (int i = 0; i < l->n;)
-        if (overlaps(&l->r[i], p, bytes)) drop(l, i);
-        else i++;
+        if (overlaps(&l->r[i], p, bytes)) {
+            if (!waited) (void)cudaStreamSynchronize(c->s);
+            waited = 1;
+            drop(NULL, l, i);
+        } else {
+            i++;
+        }
 }
 
 static void be_forget(void *ctx, const void *host, size_t bytes)
 {
     cuda_be *c = (cuda_be *)ctx;
-    forget_list(&c->act, (const char *)host, bytes);
-    forget_list(&c->kv, (const char *)host, bytes);
+    forget_list(c, &c->act, (const char *)host, bytes);
+    forget_list(c, &c->kv, (const char *)host, bytes);
 }
 
 /* ---- ops ------------------------------------------------------------------------------------------ */
@@ -407,7 +428,8 @@ static enum ats_status be_embedding(void *ctx, const ex_tensor *tok_embd, const 
     size_t tb = (size_t)n * sizeof(int32_t);
     TRY(dev_tensor(c, tok_embd, &w));
     if (tb > c->tok_bytes) {
-        cudaFree(c->tok); /* waits for queued work that may read it */
+        if (cudaStreamSynchronize(c->s) != cudaSuccess) return ATS_ERANGE; /* queued work may read it */
+        cudaFree(c->tok);
         c->tok = NULL;
         c->tok_bytes = 0;
         if (cudaMalloc((void **)&c->tok, tb) != cudaSuccess) return ATS_ENOMEM;
@@ -586,7 +608,7 @@ static enum ats_status be_moe(void *ctx, const ex_tensor *gate_exps, const ex_te
     return ATS_OK;
 }
 
-extern "C" ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
+ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
 {
     *out = NULL;
     if (!g) return EX_GPU_EINVAL;
@@ -618,7 +640,7 @@ extern "C" ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
 }
 
 /* Drops weight mirrors and resident ranges (pending writes are discarded). */
-extern "C" void ex_backend_cuda_reset(ex_backend *b)
+void ex_backend_cuda_reset(ex_backend *b)
 {
     if (!b) return;
     cuda_be *c = (cuda_be *)b->ctx;
@@ -626,12 +648,12 @@ extern "C" void ex_backend_cuda_reset(ex_backend *b)
     for (int i = 0; i < c->n_m; i++) cudaFree(c->m[i].dev);
     c->n_m = 0;
     if (c->hcap) memset(c->hash, 0, (size_t)c->hcap * sizeof *c->hash);
-    while (c->act.n) drop(&c->act, 0);
-    while (c->kv.n) drop(&c->kv, 0);
+    while (c->act.n) drop(c->s, &c->act, 0);
+    while (c->kv.n) drop(c->s, &c->kv, 0);
     (void)cudaGetLastError();
 }
 
-extern "C" void ex_backend_cuda_free(ex_backend *b)
+void ex_backend_cuda_free(ex_backend *b)
 {
     if (!b) return;
     cuda_be *c = (cuda_be *)b->ctx;
@@ -644,7 +666,7 @@ extern "C" void ex_backend_cuda_free(ex_backend *b)
     free(c);
 }
 
-extern "C" uint64_t ex_backend_cuda_mirror_bytes(const ex_backend *b)
+uint64_t ex_backend_cuda_mirror_bytes(const ex_backend *b)
 {
     const cuda_be *c = (const cuda_be *)b->ctx;
     uint64_t t = 0;

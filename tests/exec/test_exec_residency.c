@@ -21,6 +21,16 @@
  * with interleaved calls. All-lazy rounds after the first must upload nothing (token ids are read
  * from the caller), flush once, and copy back each written activation buffer once and no KV rows. Negative controls: a lazy variant whose flush copies nothing
  * and one whose host_wrote forgets nothing must make the comparison fail (asserted).
+ *
+ * Then the real CUDA table: exec/cuda/backend.cu (host code in the C subset of C++) is compiled
+ * into this test over an emulated CUDA runtime (device memory = host memory poisoned at allocation,
+ * copies = memcpy, counted; ex_cuda_* ops = the CPU ops), and the same session runs must match the
+ * CPU bit for bit; all-cuda decode rounds upload only the token ids, wait once and copy back each
+ * written activation buffer once. Its entries are also called directly for the paths fixed
+ * placement does not reach (interior then whole input, disjoint inputs, KV rows written on the host
+ * before the table appends, KV kept on the device by flush(ctx, 0) and returned by flush(ctx, 1),
+ * a retried position). Removing any copy, invalidation or forget in backend.cu or session.c fails
+ * this test (checked by hand, 2026-11-30: 14 such mutations).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -574,6 +584,321 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     ex_model_free(m);
 }
 
+/* ---- the real CUDA table (exec/cuda/backend.cu) over an emulated CUDA runtime ---------------------
+ * backend.cu is host code in the C subset of C++; included here after a stand-in for its private
+ * header common.cuh: device memory is host memory poisoned at allocation, copies are memcpy (counted),
+ * and the ex_cuda_* ops it launches are the CPU ops (same arithmetic, so logits must match bit for bit).
+ * Every name is prefixed emu_ so nothing clashes with libats_exec's real CUDA objects. */
+#undef F4
+#undef Z
+#undef NEED
+#define ex_backend_cuda_new emu_backend_cuda_new
+#define ex_backend_cuda_reset emu_backend_cuda_reset
+#define ex_backend_cuda_free emu_backend_cuda_free
+#define ex_backend_cuda_mirror_bytes emu_backend_cuda_mirror_bytes
+#define ex_gpu_stream emu_gpu_stream
+#define ex_cuda_embedding emu_cuda_embedding
+#define ex_cuda_rmsnorm emu_cuda_rmsnorm
+#define ex_cuda_matmul emu_cuda_matmul
+#define ex_cuda_qk_norm emu_cuda_qk_norm
+#define ex_cuda_rope emu_cuda_rope
+#define ex_cuda_kv_store emu_cuda_kv_store
+#define ex_cuda_attention emu_cuda_attention
+#define ex_cuda_add emu_cuda_add
+#define ex_cuda_swiglu emu_cuda_swiglu
+#define ex_cuda_ffn emu_cuda_ffn
+#define ex_cuda_router_topk emu_cuda_router_topk
+#define ex_cuda_moe emu_cuda_moe
+#include "ex/gpu.h"
+
+#define EXC_COMMON_CUH /* the stand-in for common.cuh */
+typedef int cudaError_t;
+typedef ex_stream cudaStream_t;
+enum { cudaSuccess = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+static long emu_h2d, emu_h2d_bytes, emu_d2h, emu_sync, emu_launch;
+static inline cudaError_t cudaMalloc(void **p, size_t b)
+{
+    *p = malloc(b);
+    if (!*p) return 2;
+    poison(*p, b);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaFree(void *p)
+{
+    free(p);
+    return cudaSuccess;
+}
+static inline cudaError_t cudaMemcpyAsync(void *d, const void *src, size_t b, int kind, cudaStream_t st)
+{
+    (void)st;
+    memcpy(d, src, b);
+    if (kind == cudaMemcpyHostToDevice) emu_h2d++, emu_h2d_bytes += (long)b;
+    else emu_d2h++;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaStreamSynchronize(cudaStream_t st)
+{
+    (void)st;
+    emu_sync++;
+    return cudaSuccess;
+}
+static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+static inline ex_gpu_status exc_fail(cudaError_t e, const char *what, const char *file, int line)
+{
+    fprintf(stderr, "emulated CUDA: %s failed (%d) at %s:%d\n", what, e, file, line);
+    return EX_GPU_ECUDA;
+}
+#define EXC_CUDA(call)                                                                  \
+    do {                                                                                \
+        cudaError_t exc_e_ = (call);                                                    \
+        if (exc_e_ != cudaSuccess) return exc_fail(exc_e_, #call, __FILE__, __LINE__);  \
+    } while (0)
+ex_stream emu_gpu_stream(ex_gpu *g, int which)
+{
+    (void)g;
+    (void)which;
+    return NULL;
+}
+#define EMU_OP(call)                                                  \
+    do {                                                              \
+        emu_launch++;                                                 \
+        (void)s;                                                      \
+        return (call) == ATS_OK ? EX_GPU_OK : EX_GPU_EINVAL;          \
+    } while (0)
+ex_gpu_status emu_cuda_embedding(const ex_tensor *t, const int32_t *tok, int64_t n, float *x, ex_stream s)
+{ EMU_OP(ex_cpu_embedding(t, tok, n, x)); }
+ex_gpu_status emu_cuda_rmsnorm(const float *x, const float *w, int64_t r, int64_t n, float e, float *y, ex_stream s)
+{ EMU_OP(ex_cpu_rmsnorm(x, w, r, n, e, y)); }
+ex_gpu_status emu_cuda_matmul(ex_gpu *g, const ex_tensor *w, const float *x, int64_t n, float *y, ex_stream s)
+{ (void)g; EMU_OP(ex_cpu_matmul(w, x, n, y)); }
+ex_gpu_status emu_cuda_qk_norm(float *x, const float *w, int64_t n, int64_t h, int64_t hd, float e, ex_stream s)
+{ EMU_OP(ex_cpu_qk_norm(x, w, n, h, hd, e)); }
+ex_gpu_status emu_cuda_rope(float *x, int64_t n, int64_t h, int64_t hd, int64_t nr, int64_t p, float th, ats_rope_type ty,
+                            ex_stream s)
+{ EMU_OP(ex_cpu_rope(x, n, h, hd, nr, p, th, ty)); }
+ex_gpu_status emu_cuda_kv_store(const float *k, const float *v, int64_t n, int64_t p, int64_t d, int64_t nc, float *kc,
+                                float *vc, ex_stream s)
+{ EMU_OP(ex_cpu_kv_store(k, v, n, p, d, nc, kc, vc)); }
+ex_gpu_status emu_cuda_attention(const float *q, int64_t n, int64_t p, const float *kc, const float *vc, int64_t h,
+                                 int64_t hk, int64_t hd, float sc, float *o, ex_stream s)
+{ EMU_OP(ex_cpu_attention(q, n, p, kc, vc, h, hk, hd, sc, o)); }
+ex_gpu_status emu_cuda_swiglu(const float *g, const float *u, int64_t n, float *o, ex_stream s)
+{ EMU_OP(ex_cpu_swiglu(g, u, n, o)); }
+ex_gpu_status emu_cuda_add(float *y, const float *x, int64_t n, ex_stream s)
+{ EMU_OP(ex_cpu_add(y, x, n)); }
+ex_gpu_status emu_cuda_ffn(ex_gpu *gg, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x,
+                           int64_t n, float *o, ex_stream s)
+{ (void)gg; EMU_OP(ex_cpu_ffn(g, u, d, x, n, o)); }
+ex_gpu_status emu_cuda_router_topk(const float *l, int64_t n, int64_t ne, int64_t k, int nm, int32_t *ids, float *w,
+                                   ex_stream s)
+{ EMU_OP(ex_cpu_router_topk(l, n, ne, k, nm, ids, w)); }
+ex_gpu_status emu_cuda_moe(ex_gpu *gg, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x,
+                           int64_t n, const int32_t *ids, const float *w, int64_t k, float *o, ex_stream s)
+{ (void)gg; EMU_OP(ex_cpu_moe(g, u, d, x, n, ids, w, k, o)); }
+
+#include "../../exec/cuda/backend.cu"
+
+/* The same comparisons with the emulated CUDA table; all-cuda rounds after the first: one upload
+ * (the token ids), one wait, one copy back per written activation buffer, no KV rows. */
+static void check_cuda_table(const char *family, int moe, int shexp, ats_recipe recipe)
+{
+    ats_arch a = make_arch(family, moe, shexp);
+    ex_model *m = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_model_new_dummy(&a, recipe, tu_rand(&rng), &m, &err) == ATS_OK, "%s", err.msg);
+    if (!m) return;
+    const int64_t V = a.n_vocab;
+    const char *what = a.name, *rn = ats_recipe_name(recipe);
+    run_in in;
+    for (int i = 0; i < MAX_TOK; i++) in.tok[i] = (int32_t)(tu_rand(&rng) % (uint64_t)V);
+    in.ref = malloc((size_t)(N_ROUNDS * V) * sizeof(float));
+    ex_session_opts o = ex_session_opts_default();
+    CHECK(run_rounds(m, &o, &in, in.ref, 0) == 0);
+    ex_backend *gb = NULL;
+    CHECK(emu_backend_cuda_new((ex_gpu *)&in, &gb) == EX_GPU_OK); /* any non-NULL handle */
+    if (!gb) goto out;
+    const ex_backend *cpu = ex_backend_cpu();
+    int runs = 0;
+    o.backend_a = gb;
+    {
+        ex_session *s = NULL;
+        CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+        float *lg = malloc((size_t)V * sizeof *lg);
+        int64_t pos = 0;
+        for (int r = 0; r < N_ROUNDS && s; r++) {
+            long h = emu_h2d, hb = emu_h2d_bytes, d = emu_d2h, sy = emu_sync;
+            poison((char *)lg, (size_t)V * sizeof *lg);
+            CHECK_MSG(ex_session_forward(s, in.tok + pos, ROUND_N[r], lg, &err) == ATS_OK, "%s", err.msg);
+            CHECK_MSG(memcmp(lg, in.ref + r * V, (size_t)V * sizeof *lg) == 0, "%s %s all-cuda (emulated) round %d: logits differ",
+                      what, rn, r);
+            pos += ROUND_N[r];
+            const cuda_be *c = (const cuda_be *)gb->ctx;
+            if (r > 0 && ROUND_N[r] == ROUND_N[r - 1]) /* (a larger chunk frees and re-creates ranges: waits) */
+                CHECK_MSG(emu_h2d - h == 1 && emu_h2d_bytes - hb == (long)(ROUND_N[r] * sizeof(int32_t)) && emu_sync - sy == 1 &&
+                              emu_d2h - d <= c->act.n,
+                          "%s all-cuda round %d: %ld uploads (%ld bytes; want the token ids), %ld waits (want 1), %ld copies "
+                          "back (<= %d)", what, r, emu_h2d - h, emu_h2d_bytes - hb, emu_sync - sy, emu_d2h - d, c->act.n);
+        }
+        free(lg);
+        ex_session_free(s);
+        runs++;
+    }
+    o.sync_ops = 1;
+    CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s all-cuda sync_ops: logits differ", what, rn);
+    runs++;
+    for (int64_t k = 0; k <= a.n_layer; k++)
+        for (int w = 0; w < 2; w++) {
+            o = ex_session_opts_default();
+            o.split_layer = k;
+            o.backend_a = w ? gb : cpu;
+            o.backend_b = w ? cpu : gb;
+            CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s split %lld %s (emulated cuda): logits differ", what, rn,
+                      (long long)k, w ? "cuda|cpu" : "cpu|cuda");
+            runs++;
+        }
+    {
+        ex_session *s0 = NULL;
+        CHECK(ex_session_new(m, NULL, &s0, &err) == ATS_OK);
+        int32_t n_ops = s0 ? ex_session_graph(s0)->n_ops : 0;
+        ex_session_free(s0);
+        const ex_backend **ob = calloc((size_t)n_ops + 1, sizeof *ob);
+        for (int pat = 0; pat < 6; pat++) {
+            for (int32_t i = 0; i < n_ops; i++)
+                ob[i] = pat == 0 ? (i % 2 ? gb : cpu) : pat == 1 ? (i % 2 ? cpu : gb) : (tu_rand(&rng) & 1 ? gb : cpu);
+            o = ex_session_opts_default();
+            o.op_backend = ob;
+            CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s per-op pattern %d (emulated cuda): logits differ", what, rn,
+                      pat);
+            runs++;
+        }
+        free(ob);
+    }
+    {
+        ex_session *s[2] = {0};
+        ex_session_opts o2[2] = {ex_session_opts_default(), ex_session_opts_default()};
+        o2[0].backend_a = gb;
+        o2[1].split_layer = 2;
+        o2[1].backend_a = gb;
+        float *lg[2];
+        for (int i = 0; i < 2; i++) {
+            CHECK(ex_session_new(m, &o2[i], &s[i], &err) == ATS_OK);
+            lg[i] = malloc((size_t)V * sizeof(float));
+        }
+        int64_t pos = 0;
+        for (int r = 0; r < N_ROUNDS && s[0] && s[1]; r++) {
+            for (int i = 0; i < 2; i++) {
+                poison((char *)lg[i], (size_t)V * sizeof(float));
+                CHECK_MSG(ex_session_forward(s[i], in.tok + pos, ROUND_N[r], lg[i], &err) == ATS_OK, "%s", err.msg);
+                CHECK_MSG(memcmp(lg[i], in.ref + r * V, (size_t)V * sizeof(float)) == 0,
+                          "%s %s two sessions on one emulated cuda table, session %d round %d: logits differ", what, rn, i, r);
+            }
+            pos += ROUND_N[r];
+        }
+        for (int i = 0; i < 2; i++) {
+            ex_session_free(s[i]);
+            free(lg[i]);
+        }
+        runs++;
+    }
+    {
+        const cuda_be *c = (const cuda_be *)gb->ctx;
+        CHECK_MSG(c->kv.n == 0, "%s: %d KV ranges left after the sessions were freed", what, c->kv.n);
+    }
+    fprintf(stderr, "test_exec_residency: %-18s %-6s: %d runs of the CUDA table (emulated runtime) equal to the CPU bit "
+                    "for bit\n", what, rn, runs);
+    emu_backend_cuda_free(gb);
+out:
+    free(in.ref);
+    ex_model_free(m);
+}
+
+/* The table's entries called directly, for paths the session's fixed placement does not reach: an
+ * interior input before the whole buffer (upload below the usable interval), disjoint inputs, a KV
+ * slab whose first rows another backend wrote on the host, KV rows staying on the device on
+ * flush(ctx, 0) and coming back on flush(ctx, 1), and a kv_store at an earlier position (a retried
+ * forward). Results against the CPU ops on host copies, bit for bit. */
+static void fill(float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) v[i] = (float)tu_uniform(&rng, -1, 1);
+}
+
+static void check_cuda_table_direct(void)
+{
+    ex_backend *gb = NULL;
+    int dummy;
+    CHECK(emu_backend_cuda_new((ex_gpu *)&dummy, &gb) == EX_GPU_OK);
+    if (!gb) return;
+    void *c = gb->ctx;
+    enum { E = 64, R = 4, H = 4, HKV = 2, HD = 16, KVD = HKV * HD, NCTX = 8 };
+    const float eps = 1e-6f, sc = 0.25f;
+    float *x = malloc(R * E * 4), *w = malloc(E * 4), *y = malloc(R * E * 4), *ref = malloc(R * E * 4);
+    fill(x, R * E);
+    fill(w, E);
+    CHECK(gb->rmsnorm(c, x, w, R, E, eps, y) == ATS_OK); /* creates the ranges of x and y */
+    CHECK(gb->flush(c, 0) == ATS_OK);
+    fill(x, R * E);
+    gb->host_wrote(c);
+    /* interior rows first, then all rows: rows [0, 2) are uploaded below the usable interval */
+    CHECK(gb->rmsnorm(c, x + 2 * E, w, 2, E, eps, y + 2 * E) == ATS_OK);
+    CHECK(gb->rmsnorm(c, x, w, R, E, eps, y) == ATS_OK);
+    CHECK(gb->flush(c, 0) == ATS_OK);
+    ex_cpu_rmsnorm(x, w, R, E, eps, ref);
+    CHECK_MSG(memcmp(y, ref, R * E * 4) == 0, "interior-then-whole input: rmsnorm differs from the CPU");
+    /* the host changes x; last row, then first row (disjoint intervals) */
+    fill(x, R * E);
+    gb->host_wrote(c);
+    CHECK(gb->rmsnorm(c, x + 3 * E, w, 1, E, eps, y + 3 * E) == ATS_OK);
+    CHECK(gb->rmsnorm(c, x, w, 1, E, eps, y) == ATS_OK);
+    CHECK(gb->flush(c, 0) == ATS_OK);
+    ex_cpu_rmsnorm(x, w, R, E, eps, ref);
+    CHECK_MSG(memcmp(y, ref, E * 4) == 0 && memcmp(y + 3 * E, ref + 3 * E, E * 4) == 0,
+              "disjoint inputs after host_wrote: rmsnorm differs from the CPU");
+    /* KV: rows [0, 3) written on the host (a CPU op), rows [3, 5) by the table, attention over 5 */
+    float *kc = calloc(NCTX * KVD, 4), *vc = calloc(NCTX * KVD, 4), *kr = calloc(NCTX * KVD, 4), *vr = calloc(NCTX * KVD, 4);
+    float *k = malloc(3 * KVD * 4), *v = malloc(3 * KVD * 4), *q = malloc(2 * H * HD * 4);
+    float *o = malloc(2 * H * HD * 4), *oref = malloc(2 * H * HD * 4);
+    fill(k, 3 * KVD);
+    fill(v, 3 * KVD);
+    ex_cpu_kv_store(k, v, 3, 0, KVD, NCTX, kc, vc);
+    ex_cpu_kv_store(k, v, 3, 0, KVD, NCTX, kr, vr);
+    fill(k, 2 * KVD);
+    fill(v, 2 * KVD);
+    fill(q, 2 * H * HD);
+    gb->host_wrote(c);
+    CHECK(gb->kv_store(c, k, v, 2, 3, KVD, NCTX, kc, vc) == ATS_OK);
+    CHECK(gb->attention(c, q, 2, 3, kc, vc, H, HKV, HD, sc, o) == ATS_OK);
+    CHECK(gb->flush(c, 0) == ATS_OK);
+    ex_cpu_kv_store(k, v, 2, 3, KVD, NCTX, kr, vr);
+    ex_cpu_attention(q, 2, 3, kr, vr, H, HKV, HD, sc, oref);
+    CHECK_MSG(memcmp(o, oref, 2 * H * HD * 4) == 0, "attention over host-written + device-appended KV rows differs");
+    float zero[KVD] = {0};
+    CHECK_MSG(memcmp(kc + 3 * KVD, zero, sizeof zero) == 0, "flush(ctx, 0) copied KV rows back");
+    CHECK(gb->flush(c, 1) == ATS_OK);
+    CHECK_MSG(memcmp(kc, kr, 5 * KVD * 4) == 0 && memcmp(vc, vr, 5 * KVD * 4) == 0, "flush(ctx, 1): host KV rows differ");
+    /* a retried position: row 3 again, rows [0, 3) kept */
+    fill(k, KVD);
+    fill(v, KVD);
+    fill(q, H * HD);
+    gb->host_wrote(c);
+    CHECK(gb->kv_store(c, k, v, 1, 3, KVD, NCTX, kc, vc) == ATS_OK);
+    CHECK(gb->attention(c, q, 1, 3, kc, vc, H, HKV, HD, sc, o) == ATS_OK);
+    CHECK(gb->flush(c, 1) == ATS_OK);
+    ex_cpu_kv_store(k, v, 1, 3, KVD, NCTX, kr, vr);
+    ex_cpu_attention(q, 1, 3, kr, vr, H, HKV, HD, sc, oref);
+    CHECK_MSG(memcmp(o, oref, H * HD * 4) == 0 && memcmp(kc, kr, 4 * KVD * 4) == 0,
+              "kv_store at an earlier position: attention or host KV rows differ");
+    /* forget drops the ranges inside freed memory */
+    const cuda_be *cb = (const cuda_be *)c;
+    int n_kv = cb->kv.n;
+    gb->forget(c, kc, NCTX * KVD * 4);
+    CHECK(cb->kv.n == n_kv - 1);
+    emu_backend_cuda_free(gb);
+    free(x); free(w); free(y); free(ref); free(kc); free(vc); free(kr); free(vr); free(k); free(v); free(q); free(o);
+    free(oref);
+    fprintf(stderr, "test_exec_residency: CUDA table entries called directly (interior/disjoint inputs, host-written "
+                    "KV rows, KV flush rules, a retried position): equal to the CPU\n");
+}
+
 int main(void)
 {
     rng = tu_seed("test_exec_residency");
@@ -582,5 +907,10 @@ int main(void)
     check_model("qwen3_moe", 1, 1, ATS_RECIPE_Q8_0);
     check_model("llama", 0, 0, ATS_RECIPE_Q4_0);
     check_model("qwen3", 0, 0, ATS_RECIPE_Q4_K_M);
+    check_cuda_table("qwen3", 0, 0, ATS_RECIPE_F32);
+    check_cuda_table("qwen3moe", 1, 0, ATS_RECIPE_F32);
+    check_cuda_table("qwen3_moe", 1, 1, ATS_RECIPE_Q8_0);
+    check_cuda_table("llama", 0, 0, ATS_RECIPE_Q4_0);
+    check_cuda_table_direct();
     return tu_finish("test_exec_residency");
 }

@@ -142,7 +142,8 @@ typedef struct ex_backend {
      *  those only grow, see kv_store). Called before the first op of a run of ops on this backend. */
     void (*host_wrote)(void *ctx);
     /** Host bytes [host, host + bytes) are about to be freed (session scratch reallocated, session
-     *  freed): drop every cached copy and pending write-back inside them, never copy into them. */
+     *  freed): drop every cached copy and pending write-back inside them, never copy into them.
+     *  (So a session must be freed before the backends it uses.) */
     void (*forget)(void *ctx, const void *host, size_t bytes);
 } ex_backend;
 
@@ -163,7 +164,7 @@ typedef struct ex_session_opts {
     int sync_ops;           /* 1: flush the op's backend after every op, so per-op wall-clock times
                                (ex_session_last_op_times, ex_session_op_ns) are the ops' real
                                durations; 0 (default): a device backend's op times are the times to
-                               enqueue its work, and the wait lands in the op before the next
+                               enqueue its work, and the wait lands in the first op after a
                                backend switch or in the forward's last op */
 } ex_session_opts;
 
