@@ -272,7 +272,7 @@ static void hog_process(hog_shared *sh, enum atsc_resource r, int device)
         window(sh, r, &be, &pe);
         double now = now_s();
         while (now < be && !atomic_load(&sh->stop)) {
-            /* 4 back to back per wait (about 1 ms of work): the 50 us polling gap is a few % */
+            /* 4 back to back per wait (about 1 ms of work): the blocking-sync wake-up gap is a few % */
             int e = r == ATSC_RES_GPU ? ex_lp_busy(lp, iters, 4, msg, sizeof msg)
                                       : ex_lp_copy_h2d(lp, copy, 4, msg, sizeof msg);
             if (e != 0) {

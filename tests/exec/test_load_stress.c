@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "atsc/trace_io.h"
@@ -423,6 +426,194 @@ static void test_ctl_rules(uint64_t *rng)
     }
 }
 
+
+/* Hogs at duty 0 do nothing: no periodic wake-ups (they sleep on a futex until the duty changes). */
+static void test_hogs_idle(void)
+{
+    ex_stress_opts so = ex_stress_opts_default();
+    so.threads = 2;
+    int k[ATSC_RES_COUNT] = {4, 0, 0}; /* 8 hog threads */
+    ex_hogs *h = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_hogs_start(&so, k, &h, &err) == ATS_OK, "%s", err.msg);
+    if (!h) return;
+    usleep(50000); /* threads reach their first wait */
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    usleep(500000);
+    getrusage(RUSAGE_SELF, &r1);
+    long sw = r1.ru_nvcsw - r0.ru_nvcsw;
+    /* a hog waking every 20 ms period would make 8 x 25 = 200 switches; asleep: this thread's one */
+    CHECK_MSG(sw < 20, "idle hogs: %ld voluntary context switches in 0.5 s", sw);
+    /* a duty wakes them: they work (CPU time grows), and go back to sleep at 0 */
+    ex_hogs_set(h, ATSC_RES_CPU, 0.5);
+    usleep(200000);
+    getrusage(RUSAGE_SELF, &r0);
+    CHECK(r0.ru_utime.tv_sec + r0.ru_utime.tv_usec * 1e-6 > r1.ru_utime.tv_sec + r1.ru_utime.tv_usec * 1e-6);
+    ex_hogs_set(h, ATSC_RES_CPU, 0.0);
+    usleep(100000);
+    getrusage(RUSAGE_SELF, &r0);
+    usleep(300000);
+    getrusage(RUSAGE_SELF, &r1);
+    CHECK_MSG(r1.ru_nvcsw - r0.ru_nvcsw < 20, "hogs back at duty 0: %ld switches in 0.3 s",
+              r1.ru_nvcsw - r0.ru_nvcsw);
+    ex_hogs_stop(h); /* wakes the sleepers: returns */
+}
+
+/* The probe lock: a probe set waits for another holder (at most 0.2 s), then probes anyway. */
+static void test_probe_lock(void)
+{
+    char lock[512];
+    snprintf(lock, sizeof lock, "%s/probes.lock", tmpdir);
+    ex_probe_opts po = ex_probe_opts_default();
+    po.threads = 1;
+    po.gemv_rows = 64;
+    po.gemv_cols = 64;
+    po.cpu_target_s = 1e-4;
+    po.use_gpu = 0;
+    po.lock_path = lock;
+    ex_probe *p = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+    if (!p) return;
+    double t[ATSC_RES_COUNT];
+    long waits, timeouts;
+    double wait_s;
+    int unlocked;
+    CHECK(ex_probe_measure(p, t, &err) == ATS_OK);
+    ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
+    CHECK(waits == 0 && timeouts == 0 && !unlocked);
+    int fd = open(lock, O_RDWR); /* another open file description: conflicts like another process */
+    CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    CHECK(ex_probe_measure(p, t, &err) == ATS_OK && t[ATSC_RES_CPU] > 0);
+    ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
+    CHECK_MSG(waits == 1 && timeouts == 1 && wait_s >= 0.2, "waits %ld timeouts %ld wait %.3f s", waits, timeouts,
+              wait_s);
+    /* measure_some: only the asked probes run */
+    CHECK(ex_probe_measure_some(p, 1u << ATSC_RES_GPU, t, &err) == ATS_OK && isnan(t[ATSC_RES_CPU]));
+    close(fd);
+    ex_probe_free(p);
+    /* a lock file that cannot be opened: probes run, unlocked says so */
+    po.lock_path = "/nonexistent-dir/ats.lock";
+    CHECK(ex_probe_new(&po, &p, &err) == ATS_OK);
+    if (p) {
+        CHECK(ex_probe_measure(p, t, &err) == ATS_OK);
+        ex_probe_lock_stats(p, NULL, NULL, NULL, &unlocked);
+        CHECK(unlocked);
+        ex_probe_free(p);
+    }
+    unlink(lock);
+}
+
+static void count_step(void *ctx, const ex_stress_step *s)
+{
+    int *n = ctx;
+    CHECK(s->duty >= 0 && s->duty <= 1 && s->res == ATSC_RES_CPU && s->target < 1);
+    CHECK(s->u >= 1.0 / 3 - 1e-12 && s->u <= 1.0); /* k = 2 */
+    (*n)++;
+}
+
+/* The closed loop on the CPU, briefly (no accuracy asserted: a shared 2-core test machine), and its
+ * refusals. */
+static void test_closed_real(void)
+{
+    ex_probe_opts po = ex_probe_opts_default();
+    po.threads = 2;
+    po.gemv_rows = 256;
+    po.gemv_cols = 256;
+    po.cpu_target_s = 3e-4;
+    po.use_gpu = 0;
+    po.lock_path = NULL;
+    ex_probe *p = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+    if (!p) return;
+    ex_baseline base;
+    CHECK(ex_probe_baseline(p, 0.2, 0.05, NULL, &base, &err) == ATS_OK);
+    ex_probe_free(p);
+    atsc_trace *target = atsc_trace_new(3);
+    double ts[3] = {0, 0.3, 1.2}, cpu[3] = {1.0, 0.6, 1.0};
+    for (int i = 0; i < 3; i++) {
+        target->t_s[i] = ts[i];
+        target->cpu_avail[i] = cpu[i];
+        target->gpu_avail[i] = target->pcie_avail[i] = 1.0;
+    }
+    ex_stress_opts so = ex_stress_opts_default();
+    so.duration_s = 1.5;
+    so.interval_s = 0.1;
+    so.settle_s = 0.2;
+    so.k[ATSC_RES_CPU] = 2;
+    so.lock_path = NULL;
+    int steps = 0;
+    so.on_step = count_step;
+    so.step_ctx = &steps;
+    ex_stress_report rep;
+    CHECK_MSG(ex_stress_run_closed(target, &so, &base, &rep, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(steps >= 5 && steps <= 10, "%d control steps for 0.9 s at 0.1 s", steps);
+    CHECK(rep.nseg == 3 && rep.k[ATSC_RES_CPU] == 2 && rep.k[ATSC_RES_GPU] == 0);
+    if (rep.nseg == 3) {
+        CHECK(rep.seg[0].target == 1.0 && isnan(rep.seg[0].measured) && rep.seg[0].duty == 0);
+        CHECK(rep.seg[1].target == 0.6 && rep.seg[1].measured > 0 && rep.seg[1].measured <= 1);
+        CHECK(fabs(rep.seg[1].t0_s - 0.3) < 0.1 && fabs(rep.seg[2].t0_s - 1.2) < 0.1);
+    }
+    CHECK(rep.probe_duty > 0 && rep.probe_s[ATSC_RES_GPU] == 0); /* its size depends on the machine's load */
+    fprintf(stderr, "test_load_stress: closed loop 1.5 s: cpu 0.6 segment saw %.3f (duty %.3f), probe duty %.1f%%\n",
+            rep.nseg > 1 ? rep.seg[1].measured : NAN, rep.nseg > 1 ? rep.seg[1].duty : NAN, 100 * rep.probe_duty);
+    /* refusals */
+    ex_stress_opts bad = so;
+    bad.ki_per_s = 5.0; /* x 0.1 s = 0.5: fine */
+    bad.duration_s = 0.2;
+    CHECK(ex_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_OK);
+    bad.ki_per_s = 25.0; /* x 0.1 s = 2.5: unstable */
+    CHECK(ex_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_EINVAL && strstr(err.msg, "stability"));
+    bad = so;
+    bad.probes = 0;
+    CHECK(ex_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_EINVAL);
+    target->pcie_avail[1] = 0.5;
+    enum ats_status s = ex_stress_run_closed(target, &so, &base, NULL, &err);
+    if (!ex_gpu_present(0))
+        CHECK_MSG(s == ATS_ENOTFOUND && strstr(err.msg, "no CUDA device"), "%d %s", (int)s, err.msg);
+    else /* a GPU, but this baseline has no PCIe time */
+        CHECK_MSG(s == ATS_EINVAL && strstr(err.msg, "baseline has no pcie"), "%d %s", (int)s, err.msg);
+    atsc_trace_free(target);
+}
+
+static int write_two(FILE *f, const void *ctx)
+{
+    (void)ctx;
+    return fputs("two\n", f) < 0 ? -1 : 0;
+}
+
+static int write_fail(FILE *f, const void *ctx)
+{
+    (void)f;
+    (void)ctx;
+    return -1;
+}
+
+/* The one text writer: temporary + rename; a failure leaves the target alone and names it. */
+static void test_text_save(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/text.txt", tmpdir);
+    ats_err err = {{0}};
+    FILE *f = fopen(path, "w");
+    fputs("one\n", f);
+    fclose(f);
+    CHECK(ex_text_save(path, "thing", write_fail, NULL, &err) == ATS_EINVAL && strstr(err.msg, path) &&
+          strstr(err.msg, "thing"));
+    char buf[16] = "";
+    f = fopen(path, "r");
+    CHECK(f && fgets(buf, sizeof buf, f) && strcmp(buf, "one\n") == 0); /* untouched */
+    if (f) fclose(f);
+    CHECK(ex_text_save(path, "thing", write_two, NULL, &err) == ATS_OK);
+    f = fopen(path, "r");
+    CHECK(f && fgets(buf, sizeof buf, f) && strcmp(buf, "two\n") == 0);
+    if (f) fclose(f);
+    unlink(path);
+    CHECK(ex_text_save("/nonexistent-dir/x.txt", "thing", write_two, NULL, &err) == ATS_EINVAL);
+}
+
 /* Probes + recorder + CPU hogs, briefly. */
 static void test_real_runs(void)
 {
@@ -518,6 +709,10 @@ int main(void)
     test_ctl_plants(&rng);
     test_ctl_cross(&rng);
     test_real_runs();
+    test_hogs_idle();
+    test_probe_lock();
+    test_closed_real();
+    test_text_save();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
 }

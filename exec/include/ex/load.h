@@ -13,7 +13,9 @@
  * Stressor: per resource k "hogs" (CPU: k spinning threads per probe thread; GPU: k processes, each
  * its own CUDA context launching busy kernels; PCIe: k processes copying host-to-device). All hogs
  * of a resource are busy together for d*P of every period P, at a pseudo-random phase within the period
- * (ex_stress_window), and sleep the rest.
+ * (ex_stress_window), and sleep the rest. At d = 0 they sleep on a futex until the duty changes (no
+ * periodic wake-ups); GPU and PCIe hogs wait for their kernels and copies on blocking-sync events (no
+ * CPU burnt while waiting); CPU hogs never touch the GPU.
  * With a fair-share scheduler a victim running next to k busy hogs gets 1/(k+1) of the resource, so
  * its availability is  a = 1 - d * k / (k+1)  (ex_stress_avail), and the duty for a target a is
  * d = (1 - a) (k+1) / k  (ex_stress_duty), feasible when a >= 1/(k+1) (ex_stress_hogs_needed).
