@@ -16,7 +16,8 @@
 #     calibrate    open-loop calibration table -> OUTDIR/calib.txt
 #     fig13-open   the open-loop stressor (model + OUTDIR/calib.txt if present) recorded, for comparison
 #     cpu-compile, gpu-train   DUR s next to a parallel build / a PyTorch training loop
-# DUR (default 180) is each recording's length [s]. Every step writes OUTDIR/<step>.log (stress steps also
+# DUR (default 180) is each recording's length [s]; STRESS_ARGS: more `ats stress` flags for check and
+# fig13 (e.g. "--hogs-gpu 12 --hogs-pcie 12" when the report shows duties pinned at 1). Every step writes OUTDIR/<step>.log (stress steps also
 # OUTDIR/<step>-stress.txt and the controller's OUTDIR/<step>-control.csv), prints its log, its wall
 # time and its exit code; a failed step does not stop the later ones; the script exits 1 if any failed.
 # The stressor runs in its own process group but in this script's session, like the recorder: with
@@ -91,8 +92,8 @@ step_check() {
   local gp=(--gpu step:$((2 * h))=0.4 --pcie step:$((2 * h))=0.4)
   [ "$CHECK_CPU_ONLY" = 1 ] && gp=()
   $A trace synth --out "$t" --duration "$CHECK_DUR" --cpu step:$h=0.4,$((2 * h))=1 "${gp[@]}" > /dev/null || return
-  stress_rec check "$t" "$CHECK_DUR" "check: closed-loop ats stress, ${h} s phases idle / CPU 0.4 / GPU+PCIe 0.4, recorded at the same time" \
-    --baseline "$OUT/base.txt" --log "$OUT/check-control.csv"; local r=$?
+  stress_rec check "$t" "$CHECK_DUR" "check: closed-loop ats stress ${STRESS_ARGS:-}, ${h} s phases idle / CPU 0.4 / GPU+PCIe 0.4, recorded at the same time" \
+    --baseline "$OUT/base.txt" --log "$OUT/check-control.csv" ${STRESS_ARGS:-}; local r=$?
   compare check "$t" || { [ $r -ne 0 ] || r=1; }
   return $r
 }
@@ -102,8 +103,8 @@ step_fig13() {
   need_base || return
   local ff=()
   [ "${FF_CALIB:-0}" = 1 ] && [ -s "$OUT/calib.txt" ] && ff=(--calibration "$OUT/calib.txt")
-  stress_rec fig13 traces/fig13-synth.h5 "$DUR" "fig13: closed-loop ats stress --trace traces/fig13-synth.h5 --baseline base.txt ${ff[*]} (idle 0-60 s, CPU avail 0.4 60-120 s, GPU+PCIe avail 0.4 120-180 s), recorded at the same time" \
-    --baseline "$OUT/base.txt" --log "$OUT/fig13-control.csv" --duration "$DUR" "${ff[@]}"; local r=$?
+  stress_rec fig13 traces/fig13-synth.h5 "$DUR" "fig13: closed-loop ats stress --trace traces/fig13-synth.h5 --baseline base.txt ${ff[*]} ${STRESS_ARGS:-} (idle 0-60 s, CPU avail 0.4 60-120 s, GPU+PCIe avail 0.4 120-180 s), recorded at the same time" \
+    --baseline "$OUT/base.txt" --log "$OUT/fig13-control.csv" --duration "$DUR" "${ff[@]}" ${STRESS_ARGS:-}; local r=$?
   compare fig13 traces/fig13-synth.h5 || { [ $r -ne 0 ] || r=1; }
   return $r
 }
