@@ -29,7 +29,9 @@ static void usage(FILE *f)
             "to [0.01, 1]. The idle baseline is measured first for --baseline-s (default 3 s) on the idle\n"
             "machine, or read from --baseline (written by --save-baseline; --save-baseline without --out only\n"
             "measures it). Without a GPU only the CPU is recorded (gpu/pcie = 1). Ctrl-C stops early and\n"
-            "still writes the samples so far.\n");
+            "still writes the samples so far. The probes of all ats processes take one lock\n"
+            "(/tmp/ats-probes.lock): a sample that falls on a probe of `ats stress --baseline` waits for it\n"
+            "(untimed), so the stressor's probes never overlap the recorder's.\n");
 }
 
 int ats_cmd_record(int argc, char **argv)
