@@ -639,11 +639,14 @@ ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
     return EX_GPU_OK;
 }
 
-/* Drops weight mirrors and resident ranges (pending writes are discarded). */
+/* Drops weight mirrors and resident ranges. Dirty bytes (KV rows of a live session) are copied
+ * back first, so a session that outlives a reset stays correct (its KV rows are uploaded again). */
 void ex_backend_cuda_reset(ex_backend *b)
 {
     if (!b) return;
     cuda_be *c = (cuda_be *)b->ctx;
+    for (int i = 0; i < c->act.n; i++) (void)write_back(c, &c->act.r[i]);
+    for (int i = 0; i < c->kv.n; i++) (void)write_back(c, &c->kv.r[i]);
     cudaStreamSynchronize(c->s);
     for (int i = 0; i < c->n_m; i++) cudaFree(c->m[i].dev);
     c->n_m = 0;

@@ -743,6 +743,24 @@ static void check_cuda_table(const char *family, int moe, int shexp, ats_recipe 
         ex_session_free(s);
         runs++;
     }
+    /* a reset of the table while a session lives (weights, activations and KV rows re-uploaded) */
+    {
+        ex_session *s = NULL;
+        CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+        float *lg = malloc((size_t)V * sizeof *lg);
+        int64_t pos = 0;
+        for (int r = 0; r < N_ROUNDS && s; r++) {
+            if (r == 2 || r == 5) emu_backend_cuda_reset(gb);
+            poison((char *)lg, (size_t)V * sizeof *lg);
+            CHECK_MSG(ex_session_forward(s, in.tok + pos, ROUND_N[r], lg, &err) == ATS_OK, "%s", err.msg);
+            CHECK_MSG(memcmp(lg, in.ref + r * V, (size_t)V * sizeof *lg) == 0,
+                      "%s %s all-cuda with resets of the table, round %d: logits differ", what, rn, r);
+            pos += ROUND_N[r];
+        }
+        free(lg);
+        ex_session_free(s);
+        runs++;
+    }
     o.sync_ops = 1;
     CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s all-cuda sync_ops: logits differ", what, rn);
     runs++;
