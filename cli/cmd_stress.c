@@ -89,9 +89,12 @@ static void print_report(const ex_stress_report *rep, double margin_s)
            "sat%");
     for (int i = 0; i < rep->nseg; i++) {
         const ex_stress_seg *g = &rep->seg[i];
-        if (isnan(g->measured))
-            printf("%-5s %9.2f %9.2f %8.4f %8s %8s %6.3f %5s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
-                   g->target, "-", "-", g->duty, g->target < 1 ? "-" : "off");
+        if (isnan(g->measured) && g->target >= 1)
+            printf("%-5s %9.2f %9.2f %8.4f %8s %8s %6s %5s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
+                   g->target, "-", "-", "0", "off");
+        else if (isnan(g->measured)) /* shorter than the margin */
+            printf("%-5s %9.2f %9.2f %8.4f %8s %8s %6s %5s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
+                   g->target, "-", "-", "-", "-");
         else
             printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f %6.3f %5.1f\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
                    g->target, g->measured, (g->measured - g->target) / g->target, g->duty, 100 * g->sat_frac);
