@@ -203,9 +203,10 @@ static void drop(cudaStream_t s, rlist *l, int i)
 
 /* The range of `l` that contains [p, p + bytes) (with `exact`: that starts at p), created (device
  * buffer of exactly that size, nothing usable) when none does. The pointer is valid until the next
- * lookup in `l` (the array may move); the device buffer until the range is dropped. A range that overlaps [p, p + bytes) without containing it
- * belongs to host memory that was freed and reallocated without forget: it is dropped, its dirty
- * bytes discarded (copying them would write into memory that now belongs to someone else).
+ * lookup in `l` (the array may move); the device buffer until the range is dropped. A range that
+ * overlaps [p, p + bytes) without containing it belongs to host memory that was freed and
+ * reallocated without forget: it is dropped, its dirty bytes discarded (copying them would write
+ * into memory that now belongs to someone else).
  * Activation lists hold at most MAX_ACT_RANGES ranges: the least recently used clean one goes. */
 static ex_gpu_status find_range(cuda_be *c, rlist *l, const void *hp, size_t bytes, int limit, int exact, resid **out)
 {

@@ -19,8 +19,9 @@
  * opts.op_backend (alternating and random), a lazy table without its swiglu entry (the session's
  * host fallback must flush and invalidate around it), and two sessions sharing one lazy backend
  * with interleaved calls. All-lazy rounds after the first must upload nothing (token ids are read
- * from the caller), flush once, and copy back each written activation buffer once and no KV rows. Negative controls: a lazy variant whose flush copies nothing
- * and one whose host_wrote forgets nothing must make the comparison fail (asserted).
+ * from the caller), flush once, and copy back each written activation buffer once and no KV rows.
+ * Negative controls: a lazy variant whose flush copies nothing and one whose host_wrote forgets
+ * nothing must make the comparison fail (asserted).
  *
  * Then the real CUDA table: exec/cuda/backend.cu (host code in the C subset of C++) is compiled
  * into this test over an emulated CUDA runtime (device memory = host memory poisoned at allocation,
@@ -29,8 +30,9 @@
  * written activation buffer once. Its entries are also called directly for the paths fixed
  * placement does not reach (interior then whole input, disjoint inputs, KV rows written on the host
  * before the table appends, KV kept on the device by flush(ctx, 0) and returned by flush(ctx, 1),
- * a retried position). Removing any copy, invalidation or forget in backend.cu or session.c fails
- * this test (checked by hand, 2026-11-30: 14 such mutations).
+ * a retried position), and the table is reset while a session lives. Removing any copy,
+ * invalidation or forget in backend.cu or session.c fails this test (checked by hand, 2026-11-30:
+ * 15 such mutations).
  */
 #include <math.h>
 #include <stdlib.h>
