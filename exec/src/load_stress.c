@@ -527,7 +527,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
 
 ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res)
 {
-    ex_ctl_opts o = {.ki_per_s = 0.8, .k = k, .calib = NULL, .res = res, .step_tol = 1e-6};
+    ex_ctl_opts o = {.ki_per_s = 0.8, .k = k, .calib = NULL, .res = res, .step_tol = 0.05};
     return o;
 }
 
@@ -536,6 +536,13 @@ void ex_ctl_init(ex_ctl *c)
     memset(c, 0, sizeof *c);
     c->target = 1.0;
     c->u = 1.0;
+}
+
+int ex_ctl_is_step(const ex_ctl *c, const ex_ctl_opts *o, double target)
+{
+    if (!(target < 1.0)) return c->active; /* to "no control" */
+    if (target < 0.01) target = 0.01;
+    return !c->active || fabs(target - c->target) > o->step_tol;
 }
 
 double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double measured, double dt_s)
@@ -547,21 +554,24 @@ double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double meas
     }
     if (target < 0.01) target = 0.01;
     double ff = o->calib ? ex_stress_calib_invert(o->calib, o->res, target) : target;
-    if (!c->active || fabs(target - c->target) > o->step_tol) {
+    if (ex_ctl_is_step(c, o, target)) {
         c->active = 1; /* a step: feed-forward jump, the old target's integral forgotten */
         c->target = target;
         c->trim = 0.0;
-    } else if (!isnan(measured) && dt_s > 0) {
-        c->trim -= o->ki_per_s * (measured - target) * dt_s; /* measured above target: more load */
+    } else {
+        c->target = target; /* a small change (a recorded trace's wiggle): the feed-forward follows it */
+        if (!isnan(measured) && dt_s > 0)
+            c->trim -= o->ki_per_s * (measured - target) * dt_s; /* measured above target: more load */
     }
     const double u_min = 1.0 / (double)(o->k + 1); /* duty 1 */
     /* anti-windup: the integral may run at most EX_CTL_WINDUP beyond what duty 0..1 can do. Not
      * clipped exactly at the limits: on a plant with a cliff near duty 1 the loop dithers across the
      * cliff, and every step cut at the limit would bias its time average */
     double v = ff + c->trim;
-    if (!(v >= u_min - EX_CTL_WINDUP)) v = u_min - EX_CTL_WINDUP; /* also a NaN */
-    if (v > 1.0 + EX_CTL_WINDUP) v = 1.0 + EX_CTL_WINDUP;
-    c->trim = v - ff;
+    if (!(v >= u_min - EX_CTL_WINDUP) || v > 1.0 + EX_CTL_WINDUP) { /* (a NaN goes to the lower edge) */
+        v = v > 1.0 + EX_CTL_WINDUP ? 1.0 + EX_CTL_WINDUP : u_min - EX_CTL_WINDUP;
+        c->trim = v - ff;
+    }
     double u = v < u_min ? u_min : v > 1.0 ? 1.0 : v;
     c->saturated = u != v;
     c->u = u;
@@ -591,7 +601,7 @@ static void probe_moments(uint64_t *rng, double t, double interval, int n, doubl
 
 typedef struct seg_acc {
     int open;     /* index into report->seg, -1: none */
-    double sum_meas, sum_duty;
+    double sum_meas, sum_duty, sum_target;
     size_t n_meas, steps, sat;
 } seg_acc;
 
@@ -601,6 +611,7 @@ static void seg_close(ex_stress_report *rep, seg_acc *a, double t_end)
     ex_stress_seg *g = &rep->seg[a->open];
     g->t1_s = t_end;
     g->measured = a->n_meas ? a->sum_meas / (double)a->n_meas : NAN;
+    if (a->steps) g->target = a->sum_target / (double)a->steps; /* a varying target: its mean */
     g->duty = a->steps ? a->sum_duty / (double)a->steps : 0.0;
     g->sat_frac = a->steps ? (double)a->sat / (double)a->steps : 0.0;
     g->steps = a->steps;
@@ -725,9 +736,11 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         for (int r = 0; r < ATSC_RES_COUNT; r++) {
             if (k[r] == 0) continue;
             if (av[r] == cur[r]) continue;
+            int step = isnan(cur[r]) || ex_ctl_is_step(&ctl[r], &co[r], av[r]);
             cur[r] = av[r];
-            double d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
+            double d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0); /* the measurement so far is kept */
             ex_hogs_set(h, (enum atsc_resource)r, d);
+            if (!step) continue; /* a small change: feed-forward only, same segment, same interval */
             sum[r] = 0;
             cnt[r] = 0;
             last_upd[r] = t;
@@ -772,6 +785,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                         g->n_meas++;
                     }
                     g->sum_duty += d;
+                    g->sum_target += cur[r];
                     g->steps++;
                     g->sat += ctl[r].saturated;
                 }

@@ -352,10 +352,18 @@ static void test_ctl_rules(uint64_t *rng)
         double d = ex_ctl_update(&c, &co, t1, 0.01, 0.5);
         CHECK_NEAR(d, ex_stress_duty(t1, k), 1e-12);
         CHECK(c.active && c.trim == 0);
-        /* a few steps move the trim; a step of the target resets it */
+        /* a few steps move the trim; a small change keeps it (the feed-forward follows), a step of the
+         * target resets it */
         for (int i = 0; i < 5; i++) ex_ctl_update(&c, &co, t1, tu_uniform(rng, 0, 1), 0.5);
-        CHECK_NEAR(ex_ctl_update(&c, &co, t2, 0.3, 0.5), ex_stress_duty(t2, k), 1e-12);
-        CHECK(c.trim == 0);
+        double trim = c.trim, t1b = t1 + (t1 < 0.9 ? 0.03 : -0.03);
+        CHECK(!ex_ctl_is_step(&c, &co, t1b));
+        ex_ctl_update(&c, &co, t1b, NAN, 0);
+        CHECK_MSG(c.trim == trim || c.saturated, "trim %.17g -> %.17g (u %.6f, t %.4f -> %.4f)", trim, c.trim, c.u, t1, t1b);
+        if (fabs(t2 - t1b) > co.step_tol) {
+            CHECK(ex_ctl_is_step(&c, &co, t2));
+            CHECK_NEAR(ex_ctl_update(&c, &co, t2, 0.3, 0.5), ex_stress_duty(t2, k), 1e-12);
+            CHECK(c.trim == 0);
+        }
         /* integral identity while unsaturated: sum (measured - target) dt = -(trim change) / ki */
         ex_ctl_init(&c);
         double t = tu_uniform(rng, 0.5, 0.8);
@@ -370,7 +378,9 @@ static void test_ctl_rules(uint64_t *rng)
         }
         if (clean) CHECK_NEAR(acc, -(c.trim - trim0) / co.ki_per_s, 1e-9);
         /* target 1 (and NaN): no control, hogs off, state reset */
+        CHECK(ex_ctl_is_step(&c, &co, 1.0) && !ex_ctl_is_step(&c, &co, t));
         CHECK(ex_ctl_update(&c, &co, 1.0, 0.2, 0.5) == 0.0 && !c.active && c.trim == 0);
+        CHECK(ex_ctl_is_step(&c, &co, t) && !ex_ctl_is_step(&c, &co, 1.0));
         CHECK(ex_ctl_update(&c, &co, NAN, 0.2, 0.5) == 0.0 && !c.active);
         /* NaN measured holds */
         ex_ctl_update(&c, &co, t, NAN, 0);
@@ -402,6 +412,30 @@ static void test_ctl_rules(uint64_t *rng)
         }
         CHECK_MSG(fabs(plant_expected(&pl, d, 0) - target) / target < 0.05, "no recovery after windup: %.3f for %.3f",
                   plant_expected(&pl, d, 0), target);
+    }
+    /* a wiggling target (a recorded trace: a new value every step, changes below step_tol) is followed
+     * with the trim kept: an offset plant is corrected. Resetting at every change would leave the
+     * offset's whole error (20 % here). */
+    for (int rep = 0; rep < 100; rep++) {
+        plant pl = {.kind = PL_OFFSET, .k = 3, .off = rep % 2 ? 0.1 : -0.1, .probes = 3};
+        ex_ctl_opts co = ex_ctl_opts_default(pl.k, ATSC_RES_CPU);
+        int reset_always = rep >= 50; /* negative control: every change a step */
+        if (reset_always) co.step_tol = 0;
+        ex_ctl c;
+        ex_ctl_init(&c);
+        double base_t = tu_uniform(rng, 0.45, 0.6), d = 0, se = 0, st = 0;
+        for (int i = 0; i < 200; i++) {
+            double t = base_t + 0.02 * sin(0.7 * i) + 0.01 * tu_uniform(rng, -1, 1);
+            double e = plant_expected(&pl, d, 0);
+            d = ex_ctl_update(&c, &co, t, i ? e : NAN, 0.5);
+            if (i >= 40) se += plant_expected(&pl, d, 0), st += t;
+        }
+        if (reset_always)
+            CHECK_MSG(fabs(se - st) / st > 0.1, "reset at every change corrected the offset: %.4f for %.4f",
+                      se / 160, st / 160);
+        else
+            CHECK_MSG(fabs(se - st) / st < 0.05, "wiggling target: mean %.4f for %.4f (offset %.2f)", se / 160,
+                      st / 160, pl.off);
     }
     /* feed-forward from a calibration that tabulates the plant: the first duty is already close */
     for (int rep = 0; rep < 100; rep++) {

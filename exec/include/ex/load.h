@@ -247,7 +247,8 @@ typedef struct ex_ctl_opts {
     int k;                       /**< hogs of the resource (>= 1): u in [1/(k+1), 1] is duty in [0, 1] */
     const ex_stress_calib *calib; /**< optional feed-forward table (borrowed) */
     enum atsc_resource res;      /**< the calibration table's row */
-    double step_tol;             /**< a target change larger than this is a step (1e-6) */
+    double step_tol;             /**< a target change larger than this is a step (0.05); a smaller one
+                                      (a recorded trace's wiggle) moves the feed-forward, keeps the trim */
 } ex_ctl_opts;
 
 ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res);
@@ -271,8 +272,9 @@ void ex_ctl_init(ex_ctl *c);
  *  probe availability over the last dt_s [s] under the previous duty (NAN: none, hold). Returns the
  *  duty for the next interval, always in [0, 1]:
  *   - target >= 1 (or NAN): no control, state reset, duty 0 (hogs off);
- *   - a new target (inactive before, or |target - c->target| > step_tol): feed-forward jump, trim
- *     reset to 0, `measured` ignored (it belongs to the old target);
+ *   - a step (ex_ctl_is_step: inactive before, or |target - c->target| > step_tol): feed-forward
+ *     jump, trim reset to 0, `measured` ignored (it belongs to the old target); a smaller change only
+ *     moves the feed-forward (the trim is kept and integrates as below);
  *   - else trim -= ki * (measured - target) * dt_s, u = ff + trim, and the duty is that of u clipped
  *     to [1/(k+1), 1] (duty 1 .. 0). Anti-windup: the integral itself is kept within EX_CTL_WINDUP of
  *     that range, so after a stretch of an unreachable target it is back in a few steps.
@@ -282,6 +284,9 @@ void ex_ctl_init(ex_ctl *c);
  *  than the duty range: steps cut at the limit would bias the average). No adaptive gain: one that
  *  depends on the errors' signs biases the average of a dither. */
 double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double measured, double dt_s);
+
+/** 1 if `target` is a step for c (see ex_ctl_update), or turns an active control off (target >= 1). */
+int ex_ctl_is_step(const ex_ctl *c, const ex_ctl_opts *o, double target);
 
 /** One control step of the closed loop (for logs): time since t = 0 [s], resource, target, mean probe
  *  availability over the interval (NAN: no probe), model availability u, duty, clipped or not. */
@@ -293,12 +298,12 @@ typedef struct ex_stress_step {
     int probes; /**< probe sets averaged into measured */
 } ex_stress_step;
 
-/** Per constant-target segment of each resource: what the stressor's own probes saw. */
+/** Per segment between target steps of each resource: what the stressor's own probes saw. */
 #define EX_STRESS_MAX_SEGS 96
 typedef struct ex_stress_seg {
     enum atsc_resource res;
-    double t0_s, t1_s;  /**< segment [s] (t1: end of the run inside it) */
-    double target;
+    double t0_s, t1_s;  /**< segment [s] from one target step to the next (t1: end of the run inside it) */
+    double target;      /**< mean target over the reported steps (the step's target when none) */
     double measured;    /**< mean probe availability after settle_s (NAN: no probes: uncontrolled) */
     double duty;        /**< mean duty after settle_s */
     double sat_frac;    /**< fraction of those control steps clipped at duty 0 or 1 */
