@@ -73,6 +73,19 @@ static_assert(offsetof(ex_block_q6_K, qh) == 128 && offsetof(ex_block_q6_K, scal
 __device__ __forceinline__ float exc_h2f(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float exc_bf2f(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
 
+/* Q4_K: 6-bit scale and min of sub-block k (0..7) from the 12 packed scale bytes read as three
+ * little-endian words s0, s1, s2, without branches (QUANT_FORMATS.md §Q4_K; the formula of
+ * ex_q4k_scale_min). Shared by the GEMV kernels v1, v2 and v3. */
+__device__ __forceinline__ void exc_q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, int *sc, int *m)
+{
+    int sh = 8 * (k & 3);
+    uint32_t lo = (s0 >> sh) & 0xFFu, hi = (s1 >> sh) & 0xFFu, b8 = (s2 >> sh) & 0xFFu;
+    uint32_t sc_a = lo & 63u, m_a = hi & 63u;
+    uint32_t sc_b = (b8 & 0x0Fu) | ((lo >> 6) << 4), m_b = (b8 >> 4) | ((hi >> 6) << 4);
+    *sc = (int)(k < 4 ? sc_a : sc_b);
+    *m = (int)(k < 4 ? m_a : m_b);
+}
+
 /* Little-endian 32-bit word from a 2-byte aligned address (global or shared). */
 __device__ __forceinline__ int exc_ld_u16x2(const uint8_t *p)
 {

@@ -62,21 +62,6 @@ struct task_q8_0 {
     }
 };
 
-/* Q4_K scale and min of sub-block k from the 12 packed bytes as 3 little-endian words (the formula
- * of ex_q4k_scale_min, without a local array). */
-static __device__ __forceinline__ void q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, uint32_t *sc,
-                                                     uint32_t *m)
-{
-    if (k < 4) {
-        *sc = (s0 >> (8 * k)) & 63u;
-        *m = (s1 >> (8 * k)) & 63u;
-    } else {
-        int i = k - 4;
-        uint32_t b8 = (s2 >> (8 * i)) & 0xFFu, lo = (s0 >> (8 * i)) & 0xFFu, hi = (s1 >> (8 * i)) & 0xFFu;
-        *sc = (b8 & 0x0Fu) | ((lo >> 6) << 4);
-        *m = (b8 >> 4) | ((hi >> 6) << 4);
-    }
-}
 
 /* Q4_K: 8 tasks per super-block; task j = (chunk c = j/2, half h = j%2) reads qs[32c+16h .. +15]:
  * low nibbles are elements 16h..16h+15 of sub-block 2c, high nibbles the same of sub-block 2c+1.
@@ -102,14 +87,14 @@ struct task_q4_K {
         /* 6-bit scales and mins of sub-blocks k0 = 2c and k1 = 2c+1 (QUANT_FORMATS.md §Q4_K) */
         const uint32_t *sp = (const uint32_t *)(bp + 4);
         uint32_t s0 = sp[0], s1 = sp[1], s2 = sp[2];
-        uint32_t sc0, m0, sc1, m1;
-        q4k_scale_min(s0, s1, s2, 2 * c, &sc0, &m0);
-        q4k_scale_min(s0, s1, s2, 2 * c + 1, &sc1, &m1);
+        int sc0, m0, sc1, m1;
+        exc_q4k_scale_min(s0, s1, s2, 2 * c, &sc0, &m0);
+        exc_q4k_scale_min(s0, s1, s2, 2 * c + 1, &sc1, &m1);
         uint32_t dd = *(const uint32_t *)bp;
         float d = exc_h2f((uint16_t)dd), dmin = exc_h2f((uint16_t)(dd >> 16));
         float dx0 = __ldg(x.d + xb_lo), dx1 = __ldg(x.d + xb_hi);
-        return d * (dx0 * (float)((int)sc0 * s_lo) + dx1 * (float)((int)sc1 * s_hi)) -
-               dmin * (dx0 * (float)((int)m0 * n_lo) + dx1 * (float)((int)m1 * n_hi));
+        return d * (dx0 * (float)(sc0 * s_lo) + dx1 * (float)(sc1 * s_hi)) -
+               dmin * (dx0 * (float)(m0 * n_lo) + dx1 * (float)(m1 * n_hi));
     }
 };
 

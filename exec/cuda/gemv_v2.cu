@@ -100,17 +100,6 @@ struct v2_q8_0 {
     }
 };
 
-/* Q4_K scale and min of sub-block k (0..7) from the 12 packed bytes as 3 little-endian words,
- * without branches (QUANT_FORMATS.md §Q4_K; the formula of ex_q4k_scale_min). */
-static __device__ __forceinline__ void v2_q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, int *sc, int *m)
-{
-    int sh = 8 * (k & 3);
-    uint32_t lo = (s0 >> sh) & 0xFFu, hi = (s1 >> sh) & 0xFFu, b8 = (s2 >> sh) & 0xFFu;
-    uint32_t sc_a = lo & 63u, m_a = hi & 63u;
-    uint32_t sc_b = (b8 & 0x0Fu) | ((lo >> 6) << 4), m_b = (b8 >> 4) | ((hi >> 6) << 4);
-    *sc = (int)(k < 4 ? sc_a : sc_b);
-    *m = (int)(k < 4 ? m_a : m_b);
-}
 
 /* Q4_K: 8 tasks per super-block (144 bytes, 16-byte aligned in the stage since rows are whole
  * super-blocks); task j = (c = j/2, h = j%2) reads qs[32c+16h .. +15]: low nibbles are elements
@@ -140,8 +129,8 @@ struct v2_q4_K {
         const uint32_t *hp = (const uint32_t *)bp;
         uint32_t dd = hp[0], s0 = hp[1], s1 = hp[2], s2 = hp[3];
         int sc0, m0, sc1, m1;
-        v2_q4k_scale_min(s0, s1, s2, 2 * c, &sc0, &m0);
-        v2_q4k_scale_min(s0, s1, s2, 2 * c + 1, &sc1, &m1);
+        exc_q4k_scale_min(s0, s1, s2, 2 * c, &sc0, &m0);
+        exc_q4k_scale_min(s0, s1, s2, 2 * c + 1, &sc1, &m1);
         float d = exc_h2f((uint16_t)dd), dmin = exc_h2f((uint16_t)(dd >> 16));
         float dx0 = x.d[xb_lo], dx1 = x.d[xb_hi];
         return d * (dx0 * (float)(sc0 * s_lo) + dx1 * (float)(sc1 * s_hi)) -

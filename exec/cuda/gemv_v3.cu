@@ -37,7 +37,7 @@
 #include "ats/quant.h"
 
 #define V3_WARPS 4 /* warps per block */
-#define V3_R 4     /* rows per warp */
+#define V3_R 2     /* rows per warp (H200: R = 2 fastest of 1, 2, 4, 8; bench-kernels.md) */
 
 static __device__ __forceinline__ void v3_pdl_wait(void)
 {
@@ -48,17 +48,6 @@ static __device__ __forceinline__ void v3_pdl_wait(void)
 
 /* ---- Q4_K ---------------------------------------------------------------------------------- */
 
-/* Scale and min of sub-block k (0..7) from the 12 packed bytes (3 little-endian words), without
- * branches (QUANT_FORMATS.md §Q4_K, the formula of ex_q4k_scale_min). */
-static __device__ __forceinline__ void v3_q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, int *sc, int *m)
-{
-    int sh = 8 * (k & 3);
-    uint32_t lo = (s0 >> sh) & 0xFFu, hi = (s1 >> sh) & 0xFFu, b8 = (s2 >> sh) & 0xFFu;
-    uint32_t sc_a = lo & 63u, m_a = hi & 63u;
-    uint32_t sc_b = (b8 & 0x0Fu) | ((lo >> 6) << 4), m_b = (b8 >> 4) | ((hi >> 6) << 4);
-    *sc = (int)(k < 4 ? sc_a : sc_b);
-    *m = (int)(k < 4 ? m_a : m_b);
-}
 
 /* Σ of 32 products: nibbles (>> shift) of 32 weight bytes with 32 int8 activations. */
 static __device__ __forceinline__ int v3_dot8(int4 wa, int4 wb, int4 xa, int4 xb, int shift)
@@ -117,8 +106,8 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
                 int s_lo = v3_dot8(qa[i], qb[i], x0a, x0b, 0);
                 int s_hi = v3_dot8(qa[i], qb[i], x1a, x1b, 4);
                 int sc0, m0, sc1, m1;
-                v3_q4k_scale_min((uint32_t)hd[i].y, (uint32_t)hd[i].z, (uint32_t)hd[i].w, 2 * c, &sc0, &m0);
-                v3_q4k_scale_min((uint32_t)hd[i].y, (uint32_t)hd[i].z, (uint32_t)hd[i].w, 2 * c + 1, &sc1, &m1);
+                exc_q4k_scale_min((uint32_t)hd[i].y, (uint32_t)hd[i].z, (uint32_t)hd[i].w, 2 * c, &sc0, &m0);
+                exc_q4k_scale_min((uint32_t)hd[i].y, (uint32_t)hd[i].z, (uint32_t)hd[i].w, 2 * c + 1, &sc1, &m1);
                 float d = exc_h2f((uint16_t)((uint32_t)hd[i].x & 0xFFFFu));
                 float dmin = exc_h2f((uint16_t)((uint32_t)hd[i].x >> 16));
                 acc[i] += d * (dx.x * (float)(sc0 * s_lo) + dx.y * (float)(sc1 * s_hi)) -
