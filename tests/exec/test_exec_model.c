@@ -253,7 +253,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     ex_session *s = NULL;
     counter rec = {0};
     ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output};
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL}; /* no residency hooks: host memory */
     ex_session_opts ro = ex_session_opts_default();
     ro.backend_a = &R;
     g_router_layer = 0;
@@ -287,7 +287,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     /* 3: split hook with a counting backend B; threads */
     counter cnt = {0};
     ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output};
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL}; /* no residency hooks: host memory */
     for (int64_t k = 0; k <= a.n_layer; k++) {
         cnt.calls = 0;
         ex_session_opts o = ex_session_opts_default();
