@@ -215,7 +215,9 @@ ex_gpu_status ex_cuda_ffn(ex_gpu *g, const ex_tensor *gate, const ex_tensor *up,
 ex_gpu_status ex_cuda_router_topk(const float *logits, int64_t n_tokens, int64_t n_expert, int64_t k, int norm_topk,
                                   int32_t *ids, float *weights, ex_stream s);
 /** ex_cpu_moe with ids and weights in device memory (as ex_cuda_router_topk leaves them); every
- *  (token, slot) pair reads its expert's matrices (no grouping by expert); n_tokens·k ≤ 65535. */
+ *  (token, slot) pair reads its expert's matrices (no grouping by expert); n_tokens·k ≤ 65535.
+ *  Ids are checked on the device: an id outside [0, n_expert) reads expert 0 and makes that
+ *  token's output row NaN (never an out-of-range read). */
 ex_gpu_status ex_cuda_moe(ex_gpu *g, const ex_tensor *gate_exps, const ex_tensor *up_exps, const ex_tensor *down_exps,
                           const float *x, int64_t n_tokens, const int32_t *ids, const float *weights, int64_t k,
                           float *out, ex_stream s);
@@ -233,17 +235,19 @@ struct ex_backend; /* ex/model.h */
 
 /**
  * New CUDA backend table (ex_backend of ex/model.h, name "cuda") for sessions whose buffers are in
- * host memory: weights are mirrored on the device at first use (keyed by host address), each
- * layer's KV cache is mirrored, activations are copied in and out around every op and the compute
- * stream of `g` (borrowed; must outlive the table) is synchronized before each op returns.
- * Use as ex_session_opts.backend_a/backend_b. *out: new, free with ex_backend_cuda_free (before
- * freeing the models whose weights it mirrored, or call ex_backend_cuda_reset in between).
+ * host memory: weights are mirrored on the device at first use (keyed by host address);
+ * activations and KV rows stay on the device (cached by host address range) and come back only
+ * when the session calls the table's flush (backend switch, end of a forward; exec/README.md
+ * "Residency"); no op synchronizes the compute stream of `g` (borrowed; must outlive the table).
+ * Use as ex_session_opts.backend_a/backend_b. *out: new, free with ex_backend_cuda_free after the
+ * sessions that use it and before freeing the models whose weights it mirrored (or call
+ * ex_backend_cuda_reset in between).
  */
 ex_gpu_status ex_backend_cuda_new(ex_gpu *g, struct ex_backend **out);
-/** Drops every device mirror (weights and KV caches). */
+/** Drops every device copy (weights, KV caches, activations), copying dirty KV rows back first. */
 void ex_backend_cuda_reset(struct ex_backend *b);
 void ex_backend_cuda_free(struct ex_backend *b);
-/** Device bytes held by the mirrors [bytes]. */
+/** Device bytes held by the table: weight mirrors, KV caches and activation buffers [bytes]. */
 uint64_t ex_backend_cuda_mirror_bytes(const struct ex_backend *b);
 
 #ifdef __cplusplus
