@@ -298,8 +298,8 @@ ex_stress_opts ex_stress_opts_default(void)
 {
     ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
                         .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
-                        .ki_per_s = 0.8, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .on_step = NULL,
-                        .step_ctx = NULL};
+                        .ki_per_s = 0.8, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
+                        .on_step = NULL, .step_ctx = NULL};
     return o;
 }
 
@@ -599,6 +599,15 @@ static void probe_moments(uint64_t *rng, double t, double interval, int n, doubl
     for (int i = 0; i < n; i++) at[i] = t + interval * ((double)i + rand01(rng)) / (double)n;
 }
 
+/* How long [s] the value of resource r in force at t stays unchanged (INFINITY: to the end). */
+static double holds_for(const atsc_trace *tr, enum atsc_resource r, double t)
+{
+    const double *a = atsc_trace_res((atsc_trace *)tr, r);
+    size_t i = atsc_trace_index(tr, t), j = i + 1;
+    while (j < tr->n && a[j] == a[i]) j++;
+    return j < tr->n ? tr->t_s[j] - t : INFINITY;
+}
+
 typedef struct seg_acc {
     int open;     /* index into report->seg, -1: none */
     double sum_meas, sum_duty, sum_target;
@@ -682,7 +691,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     enum ats_status st = ex_hogs_start(&ho, k, &h, err);
     if (st != ATS_OK) return st;
     ex_probe *p = NULL;
-    ex_probe_opts po = ex_probe_opts_default();
+    ex_probe_opts po = o->probe ? *o->probe : ex_probe_opts_default();
     ex_probe_opts_from_baseline(&po, base);
     po.use_gpu = want_gpu;
     po.device = o->device;
@@ -704,7 +713,9 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     ex_ctl_opts co[ATSC_RES_COUNT];
     seg_acc acc[ATSC_RES_COUNT];
     double sum[ATSC_RES_COUNT] = {0}, last_upd[ATSC_RES_COUNT] = {0}, cur[ATSC_RES_COUNT] = {NAN, NAN, NAN};
-    int cnt[ATSC_RES_COUNT] = {0};
+    double sum_err[ATSC_RES_COUNT] = {0}, sum_tgt[ATSC_RES_COUNT] = {0}; /* probe minus target, target */
+    int cnt[ATSC_RES_COUNT] = {0}, paused[ATSC_RES_COUNT] = {0};
+    const double hold_s = o->interval_s * 2 > 1.0 ? o->interval_s * 2 : 1.0; /* a step holds this long */
     double v_sum[ATSC_RES_COUNT] = {0}, v_duty[ATSC_RES_COUNT] = {0}; /* verbose: means over 5 s */
     int v_n[ATSC_RES_COUNT] = {0}, v_steps[ATSC_RES_COUNT] = {0};
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
@@ -729,19 +740,36 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
             st = ats_err_set(err, ATS_EINVAL, "a GPU/PCIe hog process died at t = %.1f s", t);
             break;
         }
-        /* target of this moment: a step changes the duty at once (feed-forward), not at the next tick */
+        /* target of this moment: a step changes the duty at once (feed-forward), not at the next tick.
+         * A change is a step when it exceeds step_tol and the new value holds >= hold_s; a recorded
+         * trace's sample-to-sample wiggle (values held 0.1 s) only moves the feed-forward, and its brief
+         * 1.0 samples pause the hogs without ending the control (the integral is kept). */
         atsc_avail a;
         atsc_trace_at(target, t, &a);
         double av[ATSC_RES_COUNT] = {a.cpu, a.gpu, a.pcie};
         for (int r = 0; r < ATSC_RES_COUNT; r++) {
             if (k[r] == 0) continue;
             if (av[r] == cur[r]) continue;
-            int step = isnan(cur[r]) || ex_ctl_is_step(&ctl[r], &co[r], av[r]);
+            int first = isnan(cur[r]);
+            int holds = first || holds_for(target, (enum atsc_resource)r, t) >= hold_s;
             cur[r] = av[r];
-            double d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0); /* the measurement so far is kept */
+            int step = first || (!ctl[r].active && av[r] < 1.0) ||
+                       (ctl[r].active && holds && ex_ctl_is_step(&ctl[r], &co[r], av[r]));
+            double d;
+            if (step || !ctl[r].active) {
+                d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
+                paused[r] = 0;
+            } else if (!(av[r] < 1.0)) { /* a brief 1.0 in an active stretch */
+                d = 0.0;
+                paused[r] = 1;
+            } else { /* a wiggle: the feed-forward follows, the integral and the interval go on */
+                ctl[r].target = av[r];
+                d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
+                paused[r] = 0;
+            }
             ex_hogs_set(h, (enum atsc_resource)r, d);
-            if (!step) continue; /* a small change: feed-forward only, same segment, same interval */
-            sum[r] = 0;
+            if (!step) continue;
+            sum[r] = sum_err[r] = sum_tgt[r] = 0;
             cnt[r] = 0;
             last_upd[r] = t;
             seg_open(rep, &acc[r], (enum atsc_resource)r, t, av[r]);
@@ -760,8 +788,11 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                 if ((st = ex_probe_measure_some(p, mask, ts, err)) != ATS_OK) break;
                 for (int r = 0; r < ATSC_RES_COUNT; r++) {
                     if (!(mask & (1u << r)) || isnan(ts[r])) continue;
+                    double m = ex_avail_from_times(base->t_s[r], ts[r]);
                     rep->probe_s[r] += ts[r];
-                    sum[r] += ex_avail_from_times(base->t_s[r], ts[r]);
+                    sum[r] += m;
+                    sum_err[r] += m - cur[r]; /* against the target of the probe's moment */
+                    sum_tgt[r] += cur[r];
                     cnt[r]++;
                 }
             }
@@ -770,11 +801,14 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         if (t >= next_ctl) {
             for (int r = 0; r < ATSC_RES_COUNT; r++) {
                 if (!ctl[r].active) continue;
-                double meas = cnt[r] ? sum[r] / cnt[r] : NAN;
-                double d = ex_ctl_update(&ctl[r], &co[r], cur[r], meas, t - last_upd[r]);
+                double meas = cnt[r] ? sum[r] / cnt[r] : NAN, tgt = cnt[r] ? sum_tgt[r] / cnt[r] : cur[r];
+                /* the controller compares with its own target: hand it that target plus the mean error */
+                double meas_eff = cnt[r] ? ctl[r].target + sum_err[r] / cnt[r] : NAN;
+                double d = ex_ctl_update(&ctl[r], &co[r], ctl[r].target, meas_eff, t - last_upd[r]);
+                if (paused[r]) d = 0.0;
                 ex_hogs_set(h, (enum atsc_resource)r, d);
                 if (o->on_step) {
-                    ex_stress_step s = {.t_s = t, .res = (enum atsc_resource)r, .target = cur[r], .measured = meas,
+                    ex_stress_step s = {.t_s = t, .res = (enum atsc_resource)r, .target = tgt, .measured = meas,
                                         .u = ctl[r].u, .duty = d, .saturated = ctl[r].saturated, .probes = cnt[r]};
                     o->on_step(o->step_ctx, &s);
                 }
@@ -785,7 +819,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                         g->n_meas++;
                     }
                     g->sum_duty += d;
-                    g->sum_target += cur[r];
+                    g->sum_target += tgt;
                     g->steps++;
                     g->sat += ctl[r].saturated;
                 }
@@ -795,7 +829,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                 }
                 v_duty[r] += d;
                 v_steps[r]++;
-                sum[r] = 0;
+                sum[r] = sum_err[r] = sum_tgt[r] = 0;
                 cnt[r] = 0;
                 last_upd[r] = t;
             }

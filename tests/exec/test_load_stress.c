@@ -542,7 +542,7 @@ static void test_probe_lock(void)
 static void count_step(void *ctx, const ex_stress_step *s)
 {
     int *n = ctx;
-    CHECK(s->duty >= 0 && s->duty <= 1 && s->res == ATSC_RES_CPU && s->target < 1);
+    CHECK(s->duty >= 0 && s->duty <= 1 && s->res == ATSC_RES_CPU && s->target <= 1); /* 1: a brief pause */
     CHECK(s->u >= 1.0 / 3 - 1e-12 && s->u <= 1.0); /* k = 2 */
     (*n)++;
 }
@@ -578,6 +578,7 @@ static void test_closed_real(void)
     so.settle_s = 0.2;
     so.k[ATSC_RES_CPU] = 2;
     so.lock_path = NULL;
+    so.probe = &po; /* the baseline's probe sizes */
     int steps = 0;
     so.on_step = count_step;
     so.step_ctx = &steps;
@@ -593,6 +594,24 @@ static void test_closed_real(void)
     CHECK(rep.probe_duty > 0 && rep.probe_s[ATSC_RES_GPU] == 0); /* its size depends on the machine's load */
     fprintf(stderr, "test_load_stress: closed loop 1.5 s: cpu 0.6 segment saw %.3f (duty %.3f), probe duty %.1f%%\n",
             rep.nseg > 1 ? rep.seg[1].measured : NAN, rep.nseg > 1 ? rep.seg[1].duty : NAN, 100 * rep.probe_duty);
+    /* a wiggling target (0.1 s samples, as recorded) with a brief 1.0 inside: one segment from the
+     * activation to the final 1.0 (which holds), not one per sample */
+    atsc_trace *wig = atsc_trace_new(14);
+    for (int i = 0; i < 14; i++) {
+        wig->t_s[i] = i == 0 ? 0.0 : 0.2 + 0.1 * i;
+        wig->cpu_avail[i] = i == 0 || i == 13 ? 1.0 : i == 6 ? 1.0 : i % 2 ? 0.6 : 0.66;
+        wig->gpu_avail[i] = wig->pcie_avail[i] = 1.0;
+    }
+    steps = 0;
+    so.duration_s = 1.8;
+    CHECK_MSG(ex_stress_run_closed(wig, &so, &base, &rep, &err) == ATS_OK, "%s", err.msg);
+    so.duration_s = 1.5;
+    CHECK_MSG(rep.nseg == 3, "wiggling target: %d segments", rep.nseg);
+    if (rep.nseg == 3) {
+        CHECK(fabs(rep.seg[1].t0_s - 0.3) < 0.1 && fabs(rep.seg[2].t0_s - 1.5) < 0.1);
+        CHECK(rep.seg[2].target == 1.0);
+    }
+    atsc_trace_free(wig);
     /* refusals */
     ex_stress_opts bad = so;
     bad.ki_per_s = 5.0; /* x 0.1 s = 0.5: fine */

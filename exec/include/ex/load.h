@@ -208,6 +208,9 @@ typedef struct ex_stress_opts {
     double ki_per_s;                   /**< integral gain [1/s] (ex_ctl_opts; 0.8) */
     double settle_s;                   /**< report: first seconds of each target segment left out (5) */
     const char *lock_path;             /**< probe lock (ex_probe_opts.lock_path; "/tmp/ats-probes.lock") */
+    const struct ex_probe_opts *probe; /**< optional probe sizes (borrowed; NULL: ex_probe_opts_default,
+                                            as `ats record` uses); threads, repetitions and iterations
+                                            always come from the baseline */
     void (*on_step)(void *ctx, const struct ex_stress_step *s); /**< optional: each control step */
     void *step_ctx;                    /**< passed to on_step (borrowed) */
 } ex_stress_opts;
@@ -288,8 +291,9 @@ double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double meas
 /** 1 if `target` is a step for c (see ex_ctl_update), or turns an active control off (target >= 1). */
 int ex_ctl_is_step(const ex_ctl *c, const ex_ctl_opts *o, double target);
 
-/** One control step of the closed loop (for logs): time since t = 0 [s], resource, target, mean probe
- *  availability over the interval (NAN: no probe), model availability u, duty, clipped or not. */
+/** One control step of the closed loop (for logs): time since t = 0 [s], resource, target (mean over the
+ *  interval's probe moments), mean probe availability over the interval (NAN: no probe), model
+ *  availability u, duty, clipped or not. */
 typedef struct ex_stress_step {
     double t_s;
     enum atsc_resource res;
@@ -323,7 +327,11 @@ typedef struct ex_stress_report {
 /** Closed-loop stressor: like ex_stress_run, but measures availability with the probes of `ats record`
  *  (sizes fixed from `base`, borrowed; its GPU/PCIe times must be present when the trace loads them)
  *  and sets each controlled resource's duty every opts->interval_s with ex_ctl_update (feed-forward
- *  from opts->calib when given). Hogs per resource: opts->k, or by default enough for 2.5 times
+ *  from opts->calib when given), the error being the mean of (probe - target of the probe's moment).
+ *  A target change is a step (trim reset, new report segment) when it exceeds step_tol and the new
+ *  value holds at least max(1 s, 2 intervals); shorter changes (a recorded trace's 0.1 s wiggle) only
+ *  move the feed-forward, and a brief 1.0 inside a loaded stretch pauses the hogs (duty 0) without
+ *  ending the control. Hogs per resource: opts->k, or by default enough for 2.5 times
  *  less availability than the trace's lowest (room for a plant weaker than the model). Only the probes
  *  of controlled resources run. Fills *report (may be NULL). Returns as ex_stress_run; ATS_EINVAL for
  *  a baseline without GPU times when GPU/PCIe load is asked, or bad closed-loop options. */
