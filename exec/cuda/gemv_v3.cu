@@ -26,7 +26,8 @@
  * back as aligned 32-bit words (v2's shift trick); lane l's activation block is the same for all R.
  *
  * ATS_GEMV_KERNEL=v2 or v1 selects the older kernels (bench and tests compare them);
- * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R (bench experiments; default V3_R).
+ * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R and ATS_GEMV_V3_LOAD = ldg | na the weight load (bench
+ * experiments; defaults V3_R, V3_NA).
  */
 #include "common.cuh"
 
@@ -38,6 +39,30 @@
 
 #define V3_WARPS 4 /* warps per block */
 #define V3_R 2     /* rows per warp (H200: R = 2 fastest of 1, 2, 4, 8; bench-kernels.md) */
+#define V3_NA 0    /* 1: weight loads with L1::no_allocate (ATS_GEMV_V3_LOAD) */
+
+/* A 16-byte weight load: NA = 0 __ldg (read-only path, allocates in L1); NA = 1 also read-only but
+ * with L1::no_allocate, so the streamed weights (read once) do not evict the activations, which
+ * every warp re-reads from L1. */
+template <int NA>
+static __device__ __forceinline__ int4 v3_ldw(const int4 *p)
+{
+    if (NA) {
+        int4 v;
+        asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "l"(p));
+        return v;
+    }
+    return __ldg(p);
+}
+
+template <int NA>
+static __device__ __forceinline__ uint4 v3_ldw4(const uint4 *p)
+{
+    int4 v = v3_ldw<NA>((const int4 *)p);
+    return make_uint4((unsigned)v.x, (unsigned)v.y, (unsigned)v.z, (unsigned)v.w);
+}
 
 static __device__ __forceinline__ void v3_pdl_wait(void)
 {
@@ -64,7 +89,7 @@ static __device__ __forceinline__ int v3_dot8(int4 wa, int4 wb, int4 xa, int4 xb
     return s;
 }
 
-template <int R>
+template <int R, int NA>
 static __global__ void __launch_bounds__(32 * V3_WARPS)
     gemv_v3_q4k_kernel(const uint8_t *__restrict__ W, int64_t rows, int nsb, exc_q8x x, float *__restrict__ y)
 {
@@ -87,9 +112,9 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
         for (int i = 0; i < R; i++) {
             if (i < nr) {
                 const int4 *bp = (const int4 *)(w0 + i * rb + (int64_t)sb * EXC_Q4_K_BYTES);
-                hd[i] = __ldg(bp);
-                qa[i] = __ldg(bp + 1 + 2 * c);
-                qb[i] = __ldg(bp + 2 + 2 * c);
+                hd[i] = v3_ldw<NA>(bp);
+                qa[i] = v3_ldw<NA>(bp + 1 + 2 * c);
+                qb[i] = v3_ldw<NA>(bp + 2 + 2 * c);
             }
         }
         if (first) { /* lanes with no task skip the loop and need not wait */
@@ -127,7 +152,7 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
 
 #define V3_STEP_U4 36 /* 32 blocks of 18 bytes = 576 bytes = 36 uint4 */
 
-template <int R>
+template <int R, int NA>
 static __global__ void __launch_bounds__(32 * V3_WARPS)
     gemv_v3_q4_0_kernel(const uint8_t *__restrict__ W, int64_t rows, int nb, exc_q8x x, float *__restrict__ y)
 {
@@ -148,8 +173,8 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
 #pragma unroll
         for (int i = 0; i < R; i++) {
             if (i < nr) {
-                if (ia < row_u4) a[i] = __ldg(w0 + (int64_t)i * row_u4 + ia);
-                if (lane < V3_STEP_U4 - 32 && ib < row_u4) b[i] = __ldg(w0 + (int64_t)i * row_u4 + ib);
+                if (ia < row_u4) a[i] = v3_ldw4<NA>(w0 + (int64_t)i * row_u4 + ia);
+                if (lane < V3_STEP_U4 - 32 && ib < row_u4) b[i] = v3_ldw4<NA>(w0 + (int64_t)i * row_u4 + ib);
             }
         }
         if (c0 == 0) v3_pdl_wait();
@@ -231,6 +256,19 @@ static int v3_rows_per_warp(void)
     return r;
 }
 
+/* ATS_GEMV_V3_LOAD = ldg | na: weight loads through __ldg, or with L1::no_allocate (default V3_NA). */
+static int v3_weights_no_allocate(void)
+{
+    static std::once_flag once;
+    static int na = V3_NA;
+    std::call_once(once, [] {
+        const char *e = getenv("ATS_GEMV_V3_LOAD");
+        if (e && strcmp(e, "na") == 0) na = 1;
+        if (e && strcmp(e, "ldg") == 0) na = 0;
+    });
+    return na;
+}
+
 template <typename K>
 static ex_gpu_status v3_launch(ex_gpu *g, K kernel, int R, const void *W, int64_t rows, int n_units, exc_q8x q,
                                float *y, cudaStream_t s)
@@ -255,8 +293,12 @@ template <int R>
 static ex_gpu_status v3_run(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, exc_q8x q, float *y,
                             cudaStream_t s)
 {
-    if (type == ATS_Q_Q4_K) return v3_launch(g, gemv_v3_q4k_kernel<R>, R, W, rows, (int)(cols / 256), q, y, s);
-    return v3_launch(g, gemv_v3_q4_0_kernel<R>, R, W, rows, (int)(cols / 32), q, y, s);
+    if (v3_weights_no_allocate()) {
+        if (type == ATS_Q_Q4_K) return v3_launch(g, gemv_v3_q4k_kernel<R, 1>, R, W, rows, (int)(cols / 256), q, y, s);
+        return v3_launch(g, gemv_v3_q4_0_kernel<R, 1>, R, W, rows, (int)(cols / 32), q, y, s);
+    }
+    if (type == ATS_Q_Q4_K) return v3_launch(g, gemv_v3_q4k_kernel<R, 0>, R, W, rows, (int)(cols / 256), q, y, s);
+    return v3_launch(g, gemv_v3_q4_0_kernel<R, 0>, R, W, rows, (int)(cols / 32), q, y, s);
 }
 
 /* Runs v3 when it covers the case (Q4_K; Q4_0 with cols % 256 == 0; not disabled): *used = 1.
