@@ -164,9 +164,12 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
     ex_probe_opts o = *opts;
     if (o.threads <= 0) o.threads = online_cpus();
     if (o.threads > 1024 || o.gemv_rows == 0 || o.gemv_cols == 0 || o.gemv_rows * o.gemv_cols > (1u << 28) ||
-        !(o.cpu_target_s > 0) || !(o.gpu_target_s > 0))
-        return ats_err_set(err, ATS_EINVAL, "probe: bad options (threads %d, gemv %zu x %zu)", o.threads,
-                           o.gemv_rows, o.gemv_cols);
+        !(o.cpu_target_s > 0) || !(o.gpu_target_s > 0) || o.cpu_reps < 0 || o.cpu_reps > 100000 || o.gpu_iters < 0 ||
+        o.gpu_iters > 10000000000L)
+        return ats_err_set(err, ATS_EINVAL,
+                           "probe: bad options (threads %d, gemv %zu x %zu, repetitions %d (<= 100000), kernel "
+                           "iterations %ld (<= 1e10))",
+                           o.threads, o.gemv_rows, o.gemv_cols, o.cpu_reps, o.gpu_iters);
     struct ex_probe *p = calloc(1, sizeof *p);
     if (!p) return ats_err_set(err, ATS_ENOMEM, "probe: out of memory");
     p->o = o;
@@ -455,10 +458,15 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
     for (int r = 0; r < 6; r++) {
         char *end = NULL;
         x[r] = strtod(w[r], &end);
-        int ok = *end == '\0' && (r < 3 ? (isnan(x[r]) || x[r] > 0) : (x[r] >= (r == 4 ? 0 : 1) && x[r] < 1e12));
+        /* the limits ex_probe_new itself applies: 1..100000 GEMV repetitions, 1..1024 threads; busy-kernel
+         * iterations up to 1e10 (about 10 s); probe times up to 10 s. Beyond them a probe would run for
+         * minutes (and hold the probe lock meanwhile), or the counts would overflow. */
+        static const double lo[6] = {0, 0, 0, 1, 0, 1}, hi[6] = {10, 10, 10, 100000, 1e10, 1024};
+        int ok = *end == '\0' && (r < 3 ? (isnan(x[r]) || (x[r] > lo[r] && x[r] <= hi[r]))
+                                        : (x[r] >= lo[r] && x[r] <= hi[r] && x[r] == floor(x[r])));
         if (!ok)
-            return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range", path, r + 1,
-                               names[r], w[r]);
+            return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range (%s%g .. %g)", path,
+                               r + 1, names[r], w[r], r < 3 ? "> " : "", lo[r], hi[r]);
     }
     for (int r = 0; r < 3; r++) b->t_s[r] = x[r];
     b->cpu_reps = (int)x[3];

@@ -160,6 +160,17 @@ static void test_baseline_file(uint64_t *rng)
     fputs("0.001 nan 0.002\n", f);
     fclose(f);
     CHECK(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "6 fields"));
+    /* counts beyond what a probe may run (a tester's 1e9 repetitions held the probe lock for minutes) */
+    static const char *const big[] = {"0.0019 nan nan 1000000000 0 2\n", "0.0019 nan nan 5 0 5000\n",
+                                      "0.0019 nan nan 5 1e11 2\n", "0.0019 nan nan 2.5 0 2\n", "20 nan nan 5 0 2\n"};
+    static const char *const field[] = {"cpu_reps", "threads", "gpu_iters", "cpu_reps", "cpu_s"};
+    for (int i = 0; i < 5; i++) {
+        f = fopen(path, "w");
+        fputs(big[i], f);
+        fclose(f);
+        CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, field[i]), "%s -> %s", big[i],
+                  err.msg);
+    }
     unlink(path);
     CHECK(ex_avail_from_times(1.0, 2.0) == 0.5 && ex_avail_from_times(1.0, 0.5) == 1.0);
     CHECK(ex_avail_from_times(1.0, 1e9) == 0.01 && ex_avail_from_times(NAN, 1.0) == 1.0);
