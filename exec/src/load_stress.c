@@ -664,8 +664,18 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         amin[r] = min_over(target, (enum atsc_resource)r, dur);
         k[r] = amin[r] >= 1.0 ? 0 : o->k[r] > 0 ? o->k[r] : ex_stress_hogs_needed(amin[r] / 2.5);
+        if (o->k[r] <= 0 && k[r] > EX_STRESS_K_DEFAULT_MAX) k[r] = EX_STRESS_K_DEFAULT_MAX;
         rep->k[r] = k[r];
     }
+    /* the stressor's own probes must stay a small load: their idle time per interval, from the baseline */
+    double probe_idle_s = 0;
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        if (k[r] > 0 && base->t_s[r] > 0) probe_idle_s += base->t_s[r];
+    if (o->probes * probe_idle_s > 0.2 * o->interval_s)
+        return ats_err_set(err, ATS_EINVAL,
+                           "closed loop: %d probe sets of %.3g ms (idle) every %g s would keep the probes busy %.0f%% "
+                           "of the time (at most 20%%): fewer --probes or a longer --interval",
+                           o->probes, 1e3 * probe_idle_s, o->interval_s, 100 * o->probes * probe_idle_s / o->interval_s);
     int want_gpu = k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0;
     if (want_gpu && !ex_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND,

@@ -633,6 +633,12 @@ static void test_closed_real(void)
     bad = so;
     bad.probes = 0;
     CHECK(ex_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_EINVAL);
+    bad.probes = 100; /* probes x probe time against the interval */
+    bad.interval_s = 0.05;
+    ex_baseline slow = base;
+    slow.t_s[ATSC_RES_CPU] = 1e-3;
+    CHECK_MSG(ex_stress_run_closed(target, &bad, &slow, NULL, &err) == ATS_EINVAL && strstr(err.msg, "busy"), "%s",
+              err.msg);
     target->pcie_avail[1] = 0.5;
     enum ats_status s = ex_stress_run_closed(target, &so, &base, NULL, &err);
     if (!ex_gpu_present(0))

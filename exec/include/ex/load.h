@@ -332,9 +332,13 @@ typedef struct ex_stress_report {
  *  value holds at least max(1 s, 2 intervals); shorter changes (a recorded trace's 0.1 s wiggle) only
  *  move the feed-forward, and a brief 1.0 inside a loaded stretch pauses the hogs (duty 0) without
  *  ending the control. Hogs per resource: opts->k, or by default enough for 2.5 times
- *  less availability than the trace's lowest (room for a plant weaker than the model). Only the probes
- *  of controlled resources run. Fills *report (may be NULL). Returns as ex_stress_run; ATS_EINVAL for
+ *  less availability than the trace's lowest (room for a plant weaker than the model), at most
+ *  EX_STRESS_K_DEFAULT_MAX. Only the probes of controlled resources run; probes x their idle times
+ *  (from the baseline) must stay within 20 % of the interval (ATS_EINVAL). Fills *report (may be NULL). Returns as ex_stress_run; ATS_EINVAL for
  *  a baseline without GPU times when GPU/PCIe load is asked, or bad closed-loop options. */
+/** Default hogs per resource of the closed loop at most (more with --hogs-*). */
+#define EX_STRESS_K_DEFAULT_MAX 16
+
 enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_opts *opts, const ex_baseline *base,
                                      ex_stress_report *report, ats_err *err);
 
