@@ -534,9 +534,17 @@ static void test_probe_lock(void)
     ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
     CHECK_MSG(waits == 1 && timeouts == 1 && wait_s >= 0.2, "waits %ld timeouts %ld wait %.3f s", waits, timeouts,
               wait_s);
+    /* the holder is stuck: the next sets do not wait again (one 0.2 s, not 0.2 s a sample) */
+    CHECK(ex_probe_measure(p, t, &err) == ATS_OK && ex_probe_measure(p, t, &err) == ATS_OK);
+    double wait2;
+    ex_probe_lock_stats(p, &waits, &wait2, &timeouts, NULL);
+    CHECK_MSG(waits == 1 && timeouts == 3 && wait2 == wait_s, "stuck holder: waits %ld timeouts %ld", waits, timeouts);
     /* measure_some: only the asked probes run */
     CHECK(ex_probe_measure_some(p, 1u << ATSC_RES_GPU, t, &err) == ATS_OK && isnan(t[ATSC_RES_CPU]));
-    close(fd);
+    close(fd); /* free again: the next set takes it, and would wait again next time */
+    CHECK(ex_probe_measure(p, t, &err) == ATS_OK);
+    ex_probe_lock_stats(p, &waits, NULL, &timeouts, NULL);
+    CHECK_MSG(waits == 1 && timeouts == 4, "waits %ld timeouts %ld", waits, timeouts); /* 3 + measure_some */
     ex_probe_free(p);
     /* a lock file that cannot be opened: probes run, unlocked says so */
     po.lock_path = "/nonexistent-dir/ats.lock";

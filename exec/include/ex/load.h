@@ -83,16 +83,17 @@ int ex_probe_has_gpu(const ex_probe *p);
 /** Runs the probes once, in order CPU, GPU, PCIe; writes each one's wall time [s] into t_s[ATSC_RES_*]
  *  (NAN for GPU/PCIe without a GPU). Returns ATS_OK or ATS_EINVAL (a CUDA call failed; message).
  *  Holds the probe lock (opts.lock_path) meanwhile: waits for another process's probes (at most
- *  0.2 s, then probes anyway and counts a lock timeout); the wait is not part of the times. */
+ *  0.2 s, then probes anyway and counts a lock timeout; after a timeout later sets do not wait until
+ *  the lock is free again: a stuck holder costs one 0.2 s wait); the wait is not part of the times. */
 enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err);
 
 /** As ex_probe_measure, but only the probes of resources r with bit (1 << r) in `mask`; the others'
  *  times are NAN. */
 enum ats_status ex_probe_measure_some(ex_probe *p, unsigned mask, double t_s[ATSC_RES_COUNT], ats_err *err);
 
-/** Probe-lock statistics: sets that had to wait for another process's probes, total wait [s], and sets
- *  that gave up waiting after 0.2 s (or ran without the lock because the lock file could not be
- *  opened: *unlocked). Any pointer may be NULL. */
+/** Probe-lock statistics: sets that had to wait for another process's probes, total wait [s], sets
+ *  that ran without the lock (after a 0.2 s wait, or at once while the holder seemed stuck), and
+ *  whether the lock file could not be opened (*unlocked). Any pointer may be NULL. */
 void ex_probe_lock_stats(const ex_probe *p, long *waited, double *wait_s, long *timeouts, int *unlocked);
 
 /** One line describing the probes (sizes, threads, repetitions, device). */
