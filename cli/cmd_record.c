@@ -198,8 +198,8 @@ int ats_cmd_record(int argc, char **argv)
         fprintf(stderr, "ats record: could not open the probe lock file: probes may have overlapped with another "
                         "ats process's probes\n");
     else
-        printf("probe lock: %ld of %zu samples waited for another process's probes (%.1f ms in all; %ld gave up "
-               "after 0.2 s)\n", waits, stats.samples, 1e3 * wait_s, timeouts);
+        printf("probe lock: %ld of %zu samples waited for another process's probes (%.1f ms in all); %ld ran "
+               "without the lock (its holder busy > 0.2 s)\n", waits, stats.samples, 1e3 * wait_s, timeouts);
 done:
     atsc_trace_free(tr);
     ex_probe_free(p);

@@ -103,7 +103,7 @@ static void print_report(const ex_stress_report *rep, double margin_s)
                    g->target, g->measured, (g->measured - g->target) / g->target, g->duty, 100 * g->sat_frac);
     }
     printf("hogs cpu %d/thread, gpu %d, pcie %d; stressor probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, pcie "
-           "%.2f%%) over %.1f s; probe sets that waited for another process's probes: %ld (gave up: %ld)\n",
+           "%.2f%%) over %.1f s; probe sets that waited for another process's probes: %ld (ran without the lock: %ld)\n",
            rep->k[0], rep->k[1], rep->k[2], 100 * rep->probe_duty,
            rep->wall_s > 0 ? 100 * rep->probe_s[0] / rep->wall_s : 0,
            rep->wall_s > 0 ? 100 * rep->probe_s[1] / rep->wall_s : 0,
