@@ -45,30 +45,61 @@ static void test_duty_arithmetic(uint64_t *rng)
     CHECK(ex_stress_hogs_needed(0.25) == 3 && ex_stress_hogs_needed(0.2499) == 4);
 }
 
+/* The busy time of one period [start, start + P) as the hogs see it: follow the intervals of
+ * ex_stress_window from the period's start, as window()/cpu_hog do. */
+static double period_busy(double epoch, double P, double d, int64_t k, double *first_bs)
+{
+    /* from just after the period's start: at exactly epoch + k·P the division may round to k - 1 */
+    double start = epoch + (double)k * P, now = start + 1e-7 * P, busy = 0;
+    *first_bs = NAN;
+    for (int guard = 0; guard < 4 && now < start + P * (1 - 1e-12); guard++) {
+        double bs, be, pe;
+        ex_stress_window(epoch, P, d, now, &bs, &be, &pe);
+        CHECK(bs >= now - 1e-9 * (1 + epoch) && be >= bs && pe >= be - 1e-9 * (1 + epoch));
+        CHECK(pe <= start + P + 1e-9 * (1 + epoch));
+        if (isnan(*first_bs)) *first_bs = bs;
+        busy += be - bs;
+        if (!(pe > now)) break;
+        now = pe;
+    }
+    return busy;
+}
+
+/* 1 when a victim at absolute time t is inside a busy interval. */
+static int busy_at(double epoch, double P, double d, double t)
+{
+    double bs, be, pe;
+    ex_stress_window(epoch, P, d, t, &bs, &be, &pe);
+    return t >= bs && t < be;
+}
+
 static void test_window(uint64_t *rng)
 {
     for (int rep = 0; rep < 200; rep++) {
         double epoch = tu_uniform(rng, 0, 1e5), P = tu_uniform(rng, 1e-3, 0.5), d = tu_uniform(rng, 0, 1);
         if (rep % 20 == 0) d = rep % 40 ? 0.0 : 1.0;
+        if (rep % 20 == 10) d = tu_uniform(rng, 0.8, 0.95); /* long windows: the case that aliased */
         int periods = 400;
-        double busy = 0, off_sum = 0;
         for (int k = 0; k < periods; k++) {
-            double now = epoch + (k + tu_uniform(rng, 0, 0.999)) * P, bs, be, pe;
-            ex_stress_window(epoch, P, d, now, &bs, &be, &pe);
-            double start = epoch + k * P;
-            CHECK_NEAR(pe, start + P, 1e-9 * (1 + epoch));
-            CHECK(bs >= start - 1e-9 * (1 + epoch) && be <= pe + 1e-9 * (1 + epoch));
-            CHECK_NEAR(be - bs, d * P, 1e-9 * (1 + epoch));
-            /* the same period asked at another moment gives the same window (all hogs agree) */
-            double bs2, be2, pe2;
-            ex_stress_window(epoch, P, d, start + 0.5 * P, &bs2, &be2, &pe2);
-            CHECK(bs2 == bs && be2 == be);
-            busy += be - bs;
-            off_sum += (d < 1) ? (bs - start) / ((1 - d) * P) : 0.5;
+            double fb;
+            /* every period is busy for exactly d·P (one or two parts) */
+            CHECK_NEAR(period_busy(epoch, P, d, k, &fb), d * P, 1e-9 * (1 + epoch));
+            /* the same period asked at another moment gives the same intervals (all hogs agree) */
+            double start = epoch + k * P, t = start + tu_uniform(rng, 0, 0.999) * P;
+            int b1 = busy_at(epoch, P, d, t), b2 = busy_at(epoch, P, d, t);
+            CHECK(b1 == b2);
         }
-        CHECK_NEAR(busy / (periods * P), d, 1e-6);
-        /* offsets spread over the free part of the period: their mean is near 1/2 (uniform, n = 400) */
-        CHECK_NEAR(off_sum / periods, 0.5, 0.1);
+        /* a victim at a FIXED phase of the period (a recorder on a grid of whole periods) is busy
+         * with probability d, whatever the phase; the non-circular window failed this at phases near
+         * the period's ends (0 or 1 instead of d) */
+        for (int ph = 0; ph < 5; ph++) {
+            double phase = ph < 2 ? (ph == 0 ? 0.01 : 0.99) : tu_uniform(rng, 0, 1);
+            int n = 2000, hit = 0;
+            for (int k = 0; k < n; k++) hit += busy_at(epoch, P, d, epoch + (k + phase) * P);
+            double sd = sqrt(d * (1 - d) / n);
+            CHECK_MSG(fabs((double)hit / n - d) <= 5 * sd + 1e-12, "d %.3f phase %.3f: busy %.3f of the periods",
+                      d, phase, (double)hit / n);
+        }
     }
 }
 

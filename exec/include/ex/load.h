@@ -167,12 +167,15 @@ double ex_stress_duty(double avail, int k);
 /** Smallest k >= 1 with 1/(k+1) <= a_min (the lowest availability to produce), a_min in (0, 1]. */
 int ex_stress_hogs_needed(double a_min);
 
-/** Busy window of the period containing now_s [s] (CLOCK_MONOTONIC) for hogs with period P = period_s
- *  counted from epoch_s: [*busy_start_s, *busy_end_s), of length duty * P (duty clipped to [0, 1]),
- *  placed at a pseudo-random offset in [0, (1 - duty) P] that depends only on the period index, so all
- *  hogs of a resource are busy together but a victim sampling at a fixed rate (the recorder every 0.1 s)
- *  does not always land in the same part of the period (with a fixed phase it would see 1 or 1/(k+1)
- *  instead of the average). *period_end_s = end of the period. */
+/** Busy window of hogs with period P = period_s counted from epoch_s (CLOCK_MONOTONIC [s]): in every
+ *  period the hogs are busy for duty·P (duty clipped to [0, 1]) on a CIRCULAR window starting at a
+ *  pseudo-random offset u·P that depends only on the period index (all hogs of a resource agree),
+ *  wrapping around to the period's start when it passes the end. So a victim sampling at any fixed
+ *  phase of the period (the recorder every 0.1 s = 5 periods of 20 ms) is inside it with probability
+ *  duty, not 0 or 1. Returns the busy interval [*busy_start_s, *busy_end_s) that contains now_s or
+ *  comes next in this period (empty at the period's end when none is left) and *period_end_s, the
+ *  moment to ask again: the start of the main part after a wrapped part, else the period's end.
+ *  Callers: sleep until busy_start, be busy until busy_end, sleep until period_end, repeat. */
 void ex_stress_window(double epoch_s, double period_s, double duty, double now_s, double *busy_start_s,
                       double *busy_end_s, double *period_end_s);
 
