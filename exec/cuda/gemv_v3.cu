@@ -39,7 +39,7 @@
 
 #define V3_WARPS 4 /* warps per block */
 #define V3_R 2     /* rows per warp (H200: R = 2 fastest of 1, 2, 4, 8; bench-kernels.md) */
-#define V3_NA 0    /* 1: weight loads with L1::no_allocate (ATS_GEMV_V3_LOAD) */
+#define V3_NA 1    /* weight loads with L1::no_allocate (ATS_GEMV_V3_LOAD=ldg: plain __ldg); H200: Q4_0 ffn_up 57.5% -> 62.3% */
 
 /* A 16-byte weight load: NA = 0 __ldg (read-only path, allocates in L1); NA = 1 also read-only but
  * with L1::no_allocate, so the streamed weights (read once) do not evict the activations, which
