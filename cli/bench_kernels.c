@@ -51,6 +51,7 @@ static const shape SHAPES[] = {
     {"attn_kv 5120->1024", 1024, 5120},
 };
 #define N_SHAPES (int)(sizeof SHAPES / sizeof SHAPES[0])
+#ifdef ATS_HAVE_CUDA
 /* GPU only, quantized types: the fused forms runtimes launch as one GEMV (llama.cpp and vLLM fuse
  * gate+up and Q+K+V), which show the kernel's streaming rate with less of the per-launch fixed cost */
 static const shape GPU_FUSED_SHAPES[] = {
@@ -58,6 +59,7 @@ static const shape GPU_FUSED_SHAPES[] = {
     {"qkv 5120->7168", 7168, 5120},
 };
 #define N_FUSED (int)(sizeof GPU_FUSED_SHAPES / sizeof GPU_FUSED_SHAPES[0])
+#endif
 
 static const ats_qtype CPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
 
