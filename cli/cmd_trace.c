@@ -562,9 +562,14 @@ static void compare_usage(FILE *f)
 {
     fprintf(f,
             "usage: ats trace compare RECORDED TARGET [--margin S] [--offset S] [--max-err E]\n"
-            "For each resource and each constant segment of TARGET longer than 2*margin (default 5 s), prints\n"
-            "the time-weighted mean of RECORDED over the segment without its margins (recorded time = target\n"
-            "time + offset) and the relative error. With --max-err E (e.g. 0.1) exits 1 if any |error| > E.\n");
+            "For each resource and each constant segment of TARGET (up to its last sample) longer than\n"
+            "2*margin (default 5 s) inside the recording, prints the time-weighted mean of RECORDED over the\n"
+            "segment without its margins (recorded time = target time + offset) and the relative error.\n"
+            "A segment that cannot be compared gets a line saying why (shorter than 2*margin, or outside the\n"
+            "recording: the part of it inside the recording is shorter than 2*margin), and the summary says\n"
+            "\"not compared: N loaded segments\" (target < 1). With --max-err E (e.g. 0.1) exits 1 if any\n"
+            "|error| > E, if a loaded segment was not compared, or if no segment at all was compared\n"
+            "(a check that compared nothing does not pass).\n");
 }
 
 static double mean_over(const atsc_trace *tr, enum atsc_resource r, double t0, double t1)
@@ -591,7 +596,7 @@ static int cmd_compare(int argc, char **argv)
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
     double margin = 5, offset = 0, max_err = INFINITY;
-    int c;
+    int c, have_max = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
@@ -601,9 +606,11 @@ static int cmd_compare(int argc, char **argv)
             compare_usage(stdout);
             return ATS_EXIT_OK;
         }
-        if (!dst || ats_cli_parse_double(optarg, dst) || (c != 'o' && *dst < 0)) {
-            if (dst) ats_cli_error("trace compare", "bad number '%s'", optarg);
-            compare_usage(stderr);
+        have_max |= c == 'e';
+        if (!dst) return opt_error("trace compare", c, argv);
+        if (ats_cli_parse_double(optarg, dst) || (c != 'o' && *dst < 0)) {
+            ats_cli_error("trace compare", "--%s '%s': need a %snumber", c == 'm' ? "margin" : c == 'o' ? "offset" : "max-err",
+                          optarg, c == 'o' ? "" : "non-negative ");
             return ATS_EXIT_USAGE;
         }
     }
@@ -618,31 +625,61 @@ static int cmd_compare(int argc, char **argv)
         atsc_trace_free(rec);
         return rc;
     }
-    double end = atsc_trace_duration(tgt);
-    if (atsc_trace_duration(rec) - offset < end) end = atsc_trace_duration(rec) - offset;
+    /* target times whose recorded time (target time + offset) lies inside the recording */
+    const double tgt_end = atsc_trace_duration(tgt);
+    double rlo = -offset > 0 ? -offset : 0, rhi = atsc_trace_duration(rec) - offset;
     printf("%-5s %9s %9s %8s %8s %8s\n", "res", "from [s]", "to [s]", "target", "recorded", "rel.err");
     double worst = 0;
+    int n_cmp = 0, n_skip_loaded = 0, n_skip_idle = 0;
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        const char *rn = atsc_resource_name((enum atsc_resource)r);
         const double *a = atsc_trace_res(tgt, (enum atsc_resource)r);
         size_t i = 0;
-        while (i < tgt->n && tgt->t_s[i] < end) {
+        while (i < tgt->n && tgt->t_s[i] < tgt_end) {
             size_t j = i + 1;
             while (j < tgt->n && a[j] == a[i]) j++;
-            double s0 = tgt->t_s[i], s1 = j < tgt->n ? tgt->t_s[j] : end;
-            if (s1 > end) s1 = end;
-            if (s1 - s0 > 2 * margin) {
-                double m = mean_over(rec, (enum atsc_resource)r, s0 + margin + offset, s1 - margin + offset);
+            double s0 = tgt->t_s[i], s1 = j < tgt->n ? tgt->t_s[j] : tgt_end;
+            double c0 = s0 > rlo ? s0 : rlo, c1 = s1 < rhi ? s1 : rhi; /* the part inside the recording */
+            if (c1 - c0 > 2 * margin) {
+                double m = mean_over(rec, (enum atsc_resource)r, c0 + margin + offset, c1 - margin + offset);
                 double e = (m - a[i]) / a[i];
                 if (fabs(e) > worst) worst = fabs(e);
-                printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f\n", atsc_resource_name((enum atsc_resource)r),
-                       s0 + margin, s1 - margin, a[i], m, e);
+                n_cmp++;
+                printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f\n", rn, c0 + margin, c1 - margin, a[i], m, e);
+            } else {
+                char why[160];
+                if (!(c1 > c0))
+                    snprintf(why, sizeof why, "outside the recording (target %.2f..%.2f s = recorded %.2f..%.2f s; "
+                             "recorded length %.2f s)", s0, s1, s0 + offset, s1 + offset, atsc_trace_duration(rec));
+                else if (c0 > s0 || c1 < s1)
+                    snprintf(why, sizeof why, "partly outside the recording: %.3g s inside, shorter than 2*margin = %g s",
+                             c1 - c0, 2 * margin);
+                else
+                    snprintf(why, sizeof why, "%.3g s long, shorter than 2*margin = %g s", s1 - s0, 2 * margin);
+                if (a[i] < 1.0) n_skip_loaded++;
+                else n_skip_idle++;
+                printf("%-5s %9.2f %9.2f %8.4f %8s %8s  not compared: %s\n", rn, s0, s1, a[i], "-", "-", why);
             }
             i = j;
         }
     }
-    printf("max |rel.err| = %.4f\n", worst);
+    printf("compared %d segments; not compared: %d loaded segments (target < 1), %d unloaded\n", n_cmp,
+           n_skip_loaded, n_skip_idle);
+    if (n_cmp) printf("max |rel.err| = %.4f\n", worst);
+    else printf("max |rel.err| = - (no segment compared)\n");
     atsc_trace_free(rec);
     atsc_trace_free(tgt);
+    if (!have_max) return ATS_EXIT_OK;
+    if (n_cmp == 0) {
+        ats_cli_error("trace compare", "--max-err %g: no segment compared (--margin %g, --offset %g)", max_err,
+                      margin, offset);
+        return ATS_EXIT_FAIL;
+    }
+    if (n_skip_loaded) {
+        ats_cli_error("trace compare", "--max-err %g: %d loaded segment%s not compared (--margin %g, --offset %g)",
+                      max_err, n_skip_loaded, n_skip_loaded == 1 ? "" : "s", margin, offset);
+        return ATS_EXIT_FAIL;
+    }
     return worst > max_err ? ATS_EXIT_FAIL : ATS_EXIT_OK;
 }
 

