@@ -8,6 +8,10 @@
  * re-plan, so ε and τ do not change their result: they get one simulated point per trace, shown as
  * "n/a" in the table, with empty eps/interval fields in the CSV and eps = interval = 0 in /sweep (the
  * table's writer takes finite values only), so a sweep over several policies keeps its baselines.
+ *
+ * A point that completes no request (as in `ats sim`) makes the exit code 1 with one stderr line per
+ * trace and policy; values it could not measure (no decode round: TPOT, TTFT) show '-' in the table,
+ * empty CSV fields and NaN in /sweep (HDF5 doubles have no null).
  */
 #include <getopt.h>
 #include <math.h>
@@ -50,7 +54,9 @@ static void usage(FILE *f)
             "Simulates every (trace, policy, eps, interval) point and prints the best (eps, interval)\n"
             "per trace and policy by mean TPOT; --format csv prints every point. Policies without a\n"
             "re-scheduling controller (all but %s) ignore eps and the interval: one point per\n"
-            "trace, eps/interval 'n/a' in the table, empty in the CSV, 0 in the HDF5 table.\n\n"
+            "trace, eps/interval 'n/a' in the table, empty in the CSV, 0 in the HDF5 table.\n"
+            "A point that completes no request makes the exit code 1 (one stderr line per trace and\n"
+            "policy); a value it could not measure shows '-' in the table, an empty CSV field, NaN in /sweep.\n\n"
             "  --eps A:B:S        threshold grid, fractions (a single value is a one-point grid)\n"
             "  --interval A:B:S   interval grid in multiples of the recent TPOT, or with 'ms' absolute\n"
             "                     (e.g. 50ms:800ms:50ms)\n"
@@ -255,7 +261,8 @@ int ats_cmd_sweep(int argc, char **argv)
     atsc_sweep_row *rows = calloc((size_t)n_pts, sizeof *rows);
     enum ats_status *pst = calloc((size_t)n_pts, sizeof *pst);
     ats_err *perr = calloc((size_t)n_pts, sizeof *perr);
-    if (!pt || !rows || !pst || !perr) {
+    struct done { int64_t req; double sim_s; size_t rounds; } *pdone = calloc((size_t)n_pts, sizeof *pdone);
+    if (!pt || !rows || !pst || !perr || !pdone) {
         ats_cli_error("sweep", "out of memory");
         rc = ATS_EXIT_FAIL;
         goto done2;
@@ -310,6 +317,7 @@ int ats_cmd_sweep(int argc, char **argv)
             w->tpot_p99_s = r.tpot_p99_s;
             w->decode_tok_s = r.decode_tok_s;
             w->ttft_s = r.ttft_mean_s;
+            pdone[p] = (struct done){r.n_requests_done, r.sim_s, r.n_rounds};
             sim_session_result_free(&r);
         } else {
             w->tpot_mean_s = w->tpot_p50_s = w->tpot_p99_s = w->decode_tok_s = w->ttft_s = NAN;
@@ -338,9 +346,14 @@ int ats_cmd_sweep(int argc, char **argv)
                 snprintf(ev, sizeof ev, "%.6g", rows[p].eps);
                 snprintf(iv, sizeof iv, "%.6g", rows[p].interval);
             }
-            printf("%s,%s,%s,%s,%s,%d,%.6f,%.6f,%.6f,%.6f,%.6f\n", rows[p].trace, rows[p].policy, ev, iv,
-                   dyn[pt[p].ip] ? unit : "", rows[p].n_resched, 1e3 * rows[p].tpot_mean_s,
-                   1e3 * rows[p].tpot_p50_s, 1e3 * rows[p].tpot_p99_s, rows[p].decode_tok_s, rows[p].ttft_s);
+            char f[5][32]; /* empty: not measured (no decode round) */
+            const double v[5] = {1e3 * rows[p].tpot_mean_s, 1e3 * rows[p].tpot_p50_s, 1e3 * rows[p].tpot_p99_s,
+                                 rows[p].decode_tok_s, rows[p].ttft_s};
+            for (int k = 0; k < 5; k++)
+                if (isfinite(v[k])) snprintf(f[k], sizeof f[k], "%.6f", v[k]);
+                else f[k][0] = 0;
+            printf("%s,%s,%s,%s,%s,%d,%s,%s,%s,%s,%s\n", rows[p].trace, rows[p].policy, ev, iv,
+                   dyn[pt[p].ip] ? unit : "", rows[p].n_resched, f[0], f[1], f[2], f[3], f[4]);
         }
     } else {
         printf("# %s (%s) on %s, %d x %d grid (eps x interval in %s), %ld points\n", o.arch.name,
@@ -351,13 +364,24 @@ int ats_cmd_sweep(int argc, char **argv)
     /* best point per (trace, policy): lowest mean TPOT, ties to the earlier grid point */
     for (int it = 0; it < n_tr; it++)
         for (int ip = 0; ip < n_pol; ip++) {
-            long best = -1;
+            long best = -1, first = -1;
             for (long p = 0; p < n_pts; p++) {
+                if (first < 0 && pst[p] == ATS_OK && !strcmp(rows[p].trace, tname[it]) &&
+                    !strcmp(rows[p].policy, pol[ip]))
+                    first = p;
                 if (strcmp(rows[p].trace, tname[it]) || strcmp(rows[p].policy, pol[ip]) || !isfinite(rows[p].tpot_mean_s))
                     continue;
                 if (best < 0 || rows[p].tpot_mean_s < rows[best].tpot_mean_s) best = p;
             }
-            if (best < 0) continue;
+            if (best < 0) { /* no point measured a TPOT: '-' (points that failed: their stderr line) */
+                if (first < 0) continue;
+                if (csv)
+                    fprintf(stderr, "%s %s: no TPOT measured at any point\n", tname[it], pol[ip]);
+                else
+                    printf("%-20s %-16s %8s %7s %-2s %10s %10s %8d\n", tname[it], pol[ip], dyn[ip] ? "-" : "n/a",
+                           dyn[ip] ? "-" : "n/a", "", "-", "-", rows[first].n_resched);
+                continue;
+            }
             if (!dyn[ip]) {
                 if (csv)
                     fprintf(stderr, "%s %s: no controller, eps/interval n/a (TPOT %.3f ms)\n", tname[it], pol[ip],
@@ -374,6 +398,27 @@ int ats_cmd_sweep(int argc, char **argv)
                 printf("%-20s %-16s %8.4g %7.4g %-2s %10.3f %10.3f %8d\n", tname[it], pol[ip], rows[best].eps,
                        rows[best].interval, itv_ms ? "ms" : "x", 1e3 * rows[best].tpot_mean_s,
                        1e3 * rows[best].tpot_p99_s, rows[best].n_resched);
+        }
+    /* as ats sim: a point that completes no request is a failed run (exit 1); one line per trace
+     * and policy */
+    for (int it = 0; it < n_tr; it++)
+        for (int ip = 0; ip < n_pol; ip++) {
+            long n_none = 0, n_all = 0, first = -1;
+            for (long p = 0; p < n_pts; p++) {
+                if (pt[p].it != it || pt[p].ip != ip || pst[p] != ATS_OK) continue;
+                n_all++;
+                if (pdone[p].req == 0 && n_none++ == 0) first = p;
+            }
+            if (!n_none) continue;
+            if (dyn[ip])
+                ats_cli_error("sweep", "%s / %s: %ld of %ld points completed no request (first: eps %g, interval "
+                              "%g %s: %.3g s simulated, %zu rounds; a longer --duration or trace?)", tname[it],
+                              pol[ip], n_none, n_all, rows[first].eps, rows[first].interval, unit,
+                              pdone[first].sim_s, pdone[first].rounds);
+            else
+                ats_cli_error("sweep", "%s / %s: no request completed in %.3g s simulated (%zu rounds; a longer "
+                              "--duration or trace?)", tname[it], pol[ip], pdone[first].sim_s, pdone[first].rounds);
+            if (rc == ATS_EXIT_OK) rc = ATS_EXIT_FAIL;
         }
     if (out_path) {
         char cfg_json[4096];
@@ -394,6 +439,7 @@ done2:
     free(rows);
     free(pst);
     free(perr);
+    free(pdone);
 done:
     for (int i = 0; i < n_tr; i++) atsc_trace_free(tr[i]);
     sim_cli_free(&o);

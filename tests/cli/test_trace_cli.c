@@ -115,6 +115,29 @@ static void test_compare_skipped(void)
     CHECK(run("trace compare --help") == 0 && strstr(out, "not compared"));
 }
 
+/* ---------------------------------------------------------------- sweep ------------------------ */
+
+/* A point that completes no request: '-' in the table (the row is there), empty CSV fields (no
+ * "nan"), exit 1 with a stderr line naming trace and policy, as ats sim does on the same input. */
+static void test_sweep_no_request(void)
+{
+    const char *base = "sweep --trace fig13-synth --duration 5 --policy ats,layer --eps 0.1 --interval 1";
+    char args[1024];
+    CHECK(run("sim --trace fig13-synth --duration 5 --policy layer") == 1); /* the reference behaviour */
+    int rc = run(base);
+    char *row = strstr(out, "\nfig13-synth          layer ");
+    CHECK_MSG(rc == 1 && row && strstr(row, " n/a ") && strstr(row, "  -  "), "%s: rc %d: %s%s", base, rc, out, err);
+    CHECK_MSG(strstr(err, "fig13-synth / layer: no request completed") && !strstr(out, "nan"), "%s: %s", base, err);
+    snprintf(args, sizeof args, "%s --format csv", base);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "\nfig13-synth,layer,,,,0,,,,0.000000,\n") && !strstr(out, "nan"),
+              "%s: rc %d: %s", args, rc, out);
+    /* long enough: every point completes requests, exit 0, numbers everywhere */
+    rc = run("sweep --trace fig13-synth --duration 60 --policy ats,layer --eps 0.1 --interval 1");
+    row = strstr(out, "\nfig13-synth          layer ");
+    CHECK_MSG(rc == 0 && row && !strstr(row, "  -  ") && !strstr(err, "no request"), "rc %d: %s%s", rc, out, err);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-trace-cli-XXXXXX");
@@ -123,6 +146,7 @@ int main(void)
         return 1;
     }
     test_compare_skipped();
+    test_sweep_no_request();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
