@@ -458,12 +458,23 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
     atsc_in_note(path); /* never to be replaced by an output of this run */
     FILE *f = fopen(path, "r");
     if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open baseline: %s", path, strerror(errno));
-    char w[6][64];
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot read baseline: %s", path,
+                           S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
+    }
+    char w[7][64];
     int n = fscanf(f, "%63s %63s %63s %63s %63s %63s", w[0], w[1], w[2], w[3], w[4], w[5]);
+    int extra = n == 6 && fscanf(f, "%63s", w[6]) == 1; /* anything after the sixth field */
     fclose(f);
     if (n != 6)
         return ats_err_set(err, ATS_EINVAL, "%s: line 1: need 6 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads)",
                            path);
+    if (extra)
+        return ats_err_set(err, ATS_EINVAL,
+                           "%s: '%s' after the 6 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads): a baseline "
+                           "is one line of 6 fields", path, w[6]);
     static const char *const names[6] = {"cpu_s", "gpu_s", "pcie_s", "cpu_reps", "gpu_iters", "threads"};
     double x[6];
     for (int r = 0; r < 6; r++) {
@@ -476,8 +487,9 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
         int ok = *end == '\0' && (r < 3 ? (isnan(x[r]) || (x[r] > lo[r] && x[r] <= hi[r]))
                                         : (x[r] >= lo[r] && x[r] <= hi[r] && x[r] == floor(x[r])));
         if (!ok)
-            return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range (%s%g .. %g)", path,
-                               r + 1, names[r], w[r], r < 3 ? "> " : "", lo[r], hi[r]);
+            return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range (%s%g .. %g%s)", path,
+                               r + 1, names[r], w[r], r < 3 ? "> " : "an integer ", lo[r], hi[r],
+                               r < 3 ? " s, or nan" : "");
     }
     for (int r = 0; r < 3; r++) b->t_s[r] = x[r];
     b->cpu_reps = (int)x[3];
@@ -535,6 +547,7 @@ enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_rec
             fprintf(stderr, "record: %6.1f s, %zu samples, last cpu %.3f gpu %.3f pcie %.3f\n", now - t0, n,
                     tr->cpu_avail[n - 1], tr->gpu_avail[n - 1], tr->pcie_avail[n - 1]);
         }
+        if ((double)n * o->interval_s > o->duration_s) break; /* the next sample would be past the end */
         sleep_until(t0 + (double)n * o->interval_s);
     }
     stats->wall_s = now_s() - t0;

@@ -482,6 +482,33 @@ static double min_over(const atsc_trace *tr, enum atsc_resource r, double dur)
     return m;
 }
 
+unsigned ex_stress_plan_hogs(const atsc_trace *target, const ex_stress_opts *o, int closed,
+                             int k[ATSC_RES_COUNT], double amin_out[ATSC_RES_COUNT])
+{
+    double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
+    unsigned short_of = 0;
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        double amin = min_over(target, (enum atsc_resource)r, dur);
+        if (amin_out) amin_out[r] = amin;
+        if (amin >= 1.0) {
+            k[r] = 0;
+            continue;
+        }
+        if (closed) {
+            k[r] = o->k[r] > 0 ? o->k[r] : ex_stress_hogs_needed(amin / 2.5);
+            if (o->k[r] <= 0 && k[r] > EX_STRESS_K_DEFAULT_MAX) k[r] = EX_STRESS_K_DEFAULT_MAX;
+        } else {
+            double m = o->calib ? ex_stress_calib_invert(o->calib, (enum atsc_resource)r, amin) : amin;
+            k[r] = (o->calib && o->calib->n[r] >= 2) ? o->calib->k[r]
+                   : o->k[r] > 0                      ? o->k[r]
+                                                      : ex_stress_hogs_needed(m);
+            if (o->k[r] <= 0 && k[r] > EX_STRESS_K_MAX) k[r] = EX_STRESS_K_MAX;
+        }
+        if (amin < 1.0 / (k[r] + 1) - 1e-12) short_of |= 1u << r;
+    }
+    return short_of;
+}
+
 enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o, ats_err *err)
 {
     double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
@@ -489,14 +516,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
         return ats_err_set(err, ATS_EINVAL, "the trace covers 0 s (one sample): give a duration");
     int k[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
-    for (int r = 0; r < ATSC_RES_COUNT; r++) {
-        amin[r] = min_over(target, (enum atsc_resource)r, dur);
-        double m = o->calib ? ex_stress_calib_invert(o->calib, (enum atsc_resource)r, amin[r]) : amin[r];
-        k[r] = amin[r] >= 1.0 ? 0
-               : (o->calib && o->calib->n[r] >= 2) ? o->calib->k[r]
-               : o->k[r] > 0                      ? o->k[r]
-                                                  : ex_stress_hogs_needed(m);
-    }
+    ex_stress_plan_hogs(target, o, 0, k, amin);
     if ((k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0) && !ex_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND,
                            "the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
@@ -650,7 +670,10 @@ static void seg_open(ex_stress_report *rep, seg_acc *a, enum atsc_resource r, do
     seg_close(rep, a, t);
     memset(a, 0, sizeof *a);
     a->open = -1;
-    if (rep->nseg >= EX_STRESS_MAX_SEGS) return;
+    if (rep->nseg >= EX_STRESS_MAX_SEGS) {
+        rep->nseg_dropped++;
+        return;
+    }
     a->open = rep->nseg++;
     ex_stress_seg *g = &rep->seg[a->open];
     memset(g, 0, sizeof *g);
@@ -679,12 +702,8 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         return ats_err_set(err, ATS_EINVAL, "closed loop: the baseline has no CPU probe time");
     int k[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
-    for (int r = 0; r < ATSC_RES_COUNT; r++) {
-        amin[r] = min_over(target, (enum atsc_resource)r, dur);
-        k[r] = amin[r] >= 1.0 ? 0 : o->k[r] > 0 ? o->k[r] : ex_stress_hogs_needed(amin[r] / 2.5);
-        if (o->k[r] <= 0 && k[r] > EX_STRESS_K_DEFAULT_MAX) k[r] = EX_STRESS_K_DEFAULT_MAX;
-        rep->k[r] = k[r];
-    }
+    ex_stress_plan_hogs(target, o, 1, k, amin);
+    for (int r = 0; r < ATSC_RES_COUNT; r++) rep->k[r] = k[r];
     /* the stressor's own probes must stay a small load: their idle time per interval, from the baseline */
     double probe_idle_s = 0;
     for (int r = 0; r < ATSC_RES_COUNT; r++)
@@ -896,6 +915,44 @@ done:
     ex_hogs_stop(h);
     ex_probe_free(p);
     return st;
+}
+
+/* ------------------------------------------------------------------ report ---------------------- */
+
+void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_s)
+{
+    fprintf(f, "stressor's own probes per target segment (first %g s of each left out):\n", margin_s);
+    fprintf(f, "%-5s %9s %9s %8s %8s %8s %6s %5s  %s\n", "res", "from [s]", "to [s]", "target", "probes", "rel.err",
+           "duty", "sat%", "note");
+    for (int i = 0; i < rep->nseg; i++) {
+        const ex_stress_seg *g = &rep->seg[i];
+        int k = rep->k[g->res];
+        /* probe availability is clipped at 0.01: a reading "on target" there says nothing more */
+        const char *note = g->target >= 1 ? ""
+                           : g->target <= 0.01 + 1e-9 ? "at the clip floor (probes read >= 0.01)"
+                           : k > 0 && g->target < 1.0 / (k + 1) ? "below the hogs' reach by the model"
+                                                                : "";
+        if (isnan(g->measured) && g->target >= 1)
+            fprintf(f, "%-5s %9.2f %9.2f %8.4f %8s %8s %6s %5s  %s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
+                   g->target, "-", "-", "0", "off", note);
+        else if (isnan(g->measured)) /* shorter than the margin */
+            fprintf(f, "%-5s %9.2f %9.2f %8.4f %8s %8s %6s %5s  %s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
+                   g->target, "-", "-", "-", "-", note);
+        else
+            fprintf(f, "%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f %6.3f %5.1f  %s\n", atsc_resource_name(g->res), g->t0_s,
+                   g->t1_s, g->target, g->measured, (g->measured - g->target) / g->target, g->duty,
+                   100 * g->sat_frac, note);
+    }
+    if (rep->nseg_dropped > 0)
+        fprintf(f, "%d more segments not reported (the report keeps the first %d; --log FILE has every control step)\n",
+               rep->nseg_dropped, EX_STRESS_MAX_SEGS);
+    fprintf(f, "hogs cpu %d/thread, gpu %d, pcie %d; stressor probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, pcie "
+           "%.2f%%) over %.1f s; probe sets that waited for another process's probes: %ld (ran without the lock: %ld)\n",
+           rep->k[0], rep->k[1], rep->k[2], 100 * rep->probe_duty,
+           rep->wall_s > 0 ? 100 * rep->probe_s[0] / rep->wall_s : 0,
+           rep->wall_s > 0 ? 100 * rep->probe_s[1] / rep->wall_s : 0,
+           rep->wall_s > 0 ? 100 * rep->probe_s[2] / rep->wall_s : 0, rep->wall_s, rep->lock_waits,
+           rep->lock_timeouts);
 }
 
 /* ------------------------------------------------------------------ calibration ----------------- */

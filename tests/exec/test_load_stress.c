@@ -12,6 +12,9 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atsc/trace_io.h"
@@ -193,9 +196,15 @@ static void test_baseline_file(uint64_t *rng)
     CHECK(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "6 fields"));
     /* counts beyond what a probe may run (a tester's 1e9 repetitions held the probe lock for minutes) */
     static const char *const big[] = {"0.0019 nan nan 1000000000 0 2\n", "0.0019 nan nan 5 0 5000\n",
-                                      "0.0019 nan nan 5 1e11 2\n", "0.0019 nan nan 2.5 0 2\n", "20 nan nan 5 0 2\n"};
-    static const char *const field[] = {"cpu_reps", "threads", "gpu_iters", "cpu_reps", "cpu_s"};
-    for (int i = 0; i < 5; i++) {
+                                      "0.0019 nan nan 5 1e11 2\n", "0.0019 nan nan 2.5 0 2\n", "20 nan nan 5 0 2\n",
+                                      "0.0019 nan nan 1e12 0 2\n", "0.0019 nan nan 3e9 0 2\n",
+                                      "inf nan nan 5 0 2\n", "1e300 nan nan 5 0 2\n", "0.0019 nan nan 5 0 1.7\n",
+                                      "0.0019 inf nan 5 0 2\n", "0.0019 nan nan 5 0 2 9\n",
+                                      "0.0019 nan nan 5 0 2\n0.002 nan nan 5 0 2\n"};
+    static const char *const field[] = {"cpu_reps", "threads", "gpu_iters", "cpu_reps", "cpu_s", "cpu_reps",
+                                        "cpu_reps", "cpu_s", "cpu_s", "threads", "gpu_s", "'9' after the 6 fields",
+                                        "'0.002' after the 6 fields"};
+    for (int i = 0; i < 13; i++) {
         f = fopen(path, "w");
         fputs(big[i], f);
         fclose(f);
@@ -203,6 +212,12 @@ static void test_baseline_file(uint64_t *rng)
                   err.msg);
     }
     unlink(path);
+    /* a directory is named as one (it said "line 1: need 6 fields") */
+    snprintf(path, sizeof path, "%s/base-dir", tmpdir);
+    CHECK(mkdir(path, 0700) == 0);
+    enum ats_status ds = ex_baseline_load(path, &c, &err);
+    CHECK_MSG(ds != ATS_OK && strstr(err.msg, "is a directory") && strstr(err.msg, path), "%d %s", (int)ds, err.msg);
+    rmdir(path);
     CHECK(ex_avail_from_times(1.0, 2.0) == 0.5 && ex_avail_from_times(1.0, 0.5) == 1.0);
     CHECK(ex_avail_from_times(1.0, 1e9) == 0.01 && ex_avail_from_times(NAN, 1.0) == 1.0);
 }
@@ -804,6 +819,96 @@ static void test_real_runs(void)
     CHECK(ex_hogs_start(&so, k, &h, &err) == ATS_EINVAL && h == NULL);
 }
 
+/* Hogs per resource as the runs start them: automatic counts capped (a target at the clip floor asked
+ * for 99 open-loop, 249 closed-loop hogs per thread), targets below reach flagged. */
+static void test_plan_hogs(uint64_t *rng)
+{
+    atsc_trace *tr = atsc_trace_new(2);
+    tr->t_s[0] = 0;
+    tr->t_s[1] = 1;
+    for (int i = 0; i < 2; i++) tr->gpu_avail[i] = tr->pcie_avail[i] = 1.0;
+    tr->cpu_avail[0] = 1.0;
+    tr->cpu_avail[1] = 0.01;
+    ex_stress_opts so = ex_stress_opts_default();
+    int k[ATSC_RES_COUNT];
+    double amin[ATSC_RES_COUNT];
+    unsigned m = ex_stress_plan_hogs(tr, &so, 0, k, amin);
+    CHECK_MSG(k[ATSC_RES_CPU] == EX_STRESS_K_MAX && k[ATSC_RES_GPU] == 0 && k[ATSC_RES_PCIE] == 0, "open k %d %d %d",
+              k[0], k[1], k[2]);
+    CHECK(m == 1u << ATSC_RES_CPU && amin[ATSC_RES_CPU] == 0.01 && amin[ATSC_RES_GPU] == 1.0);
+    m = ex_stress_plan_hogs(tr, &so, 1, k, NULL);
+    CHECK_MSG(k[ATSC_RES_CPU] == EX_STRESS_K_DEFAULT_MAX && m == 1u << ATSC_RES_CPU, "closed k %d mask %u",
+              k[ATSC_RES_CPU], m);
+    for (int rep = 0; rep < 50; rep++) {
+        double a = tu_uniform(rng, 0.1, 0.95);
+        tr->cpu_avail[1] = a;
+        so.k[ATSC_RES_CPU] = 0;
+        m = ex_stress_plan_hogs(tr, &so, 0, k, amin);
+        CHECK_MSG(k[ATSC_RES_CPU] == ex_stress_hogs_needed(a) && m == 0, "open a %g: k %d mask %u", a, k[0], m);
+        m = ex_stress_plan_hogs(tr, &so, 1, k, amin);
+        int want = ex_stress_hogs_needed(a / 2.5);
+        if (want > EX_STRESS_K_DEFAULT_MAX) want = EX_STRESS_K_DEFAULT_MAX;
+        CHECK_MSG(k[ATSC_RES_CPU] == want && m == (a < 1.0 / (want + 1) ? 1u : 0u), "closed a %g: k %d mask %u", a,
+                  k[0], m);
+        /* a count given by the user is kept, and flagged when it cannot reach the target */
+        so.k[ATSC_RES_CPU] = 1 + (int)(tu_rand(rng) % 8);
+        for (int closed = 0; closed < 2; closed++) {
+            m = ex_stress_plan_hogs(tr, &so, closed, k, amin);
+            CHECK(k[ATSC_RES_CPU] == so.k[ATSC_RES_CPU]);
+            CHECK_MSG(m == (a < 1.0 / (so.k[ATSC_RES_CPU] + 1) - 1e-12 ? 1u : 0u), "a %g k %d mask %u", a,
+                      so.k[ATSC_RES_CPU], m);
+        }
+    }
+    atsc_trace_free(tr);
+}
+
+/* The closed loop's report: notes at the clip floor and below reach, and segments past the table's
+ * size counted (it stopped at EX_STRESS_MAX_SEGS silently). */
+static void test_report_print(void)
+{
+    ex_stress_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.k[ATSC_RES_CPU] = 16;
+    rep.nseg = 3;
+    double tg[3] = {0.01, 0.03, 0.5}, ms[3] = {0.01, 0.05, 0.49};
+    for (int i = 0; i < 3; i++) {
+        rep.seg[i].res = ATSC_RES_CPU;
+        rep.seg[i].t0_s = 10.0 * i;
+        rep.seg[i].t1_s = 10.0 * (i + 1);
+        rep.seg[i].target = tg[i];
+        rep.seg[i].measured = ms[i];
+        rep.seg[i].duty = 1.0;
+    }
+    rep.nseg_dropped = 7;
+    rep.wall_s = 30;
+    char path[512];
+    snprintf(path, sizeof path, "%s/report.txt", tmpdir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    ex_stress_report_print(f, &rep, 5.0);
+    fclose(f);
+    char *txt = tu_slurp(path, NULL);
+    CHECK(txt != NULL);
+    if (txt) {
+        char *l1 = strstr(txt, "0.0100"), *l2 = strstr(txt, "0.0300"), *l3 = strstr(txt, "0.5000");
+        CHECK_MSG(l1 && l2 && l3, "%s", txt);
+        if (l1 && l2 && l3) {
+            char *e1 = strchr(l1, '\n'), *e2 = strchr(l2, '\n'), *e3 = strchr(l3, '\n');
+            CHECK_MSG(e1 && strstr(l1, "at the clip floor") && strstr(l1, "at the clip floor") < e1, "%s", txt);
+            CHECK_MSG(e2 && strstr(l2, "below the hogs' reach") && strstr(l2, "below the hogs' reach") < e2, "%s",
+                      txt);
+            CHECK(e3 != NULL);
+            int clean = e3 != NULL; /* the on-target row at 0.5 has no note */
+            for (char *q = l3; e3 && q < e3; q++) clean &= !(*q >= 'a' && *q <= 'z');
+            CHECK_MSG(clean, "row at 0.5 has a note: %.*s", (int)(e3 - l3), l3);
+        }
+        CHECK_MSG(strstr(txt, "7 more segments not reported"), "%s", txt);
+        free(txt);
+    }
+    unlink(path);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -816,6 +921,8 @@ int main(void)
     test_window(&rng);
     test_calib(&rng);
     test_baseline_file(&rng);
+    test_plan_hogs(&rng);
+    test_report_print();
     test_ctl_rules(&rng);
     test_ctl_plants(&rng);
     test_ctl_cross(&rng);

@@ -167,6 +167,11 @@ double ex_stress_duty(double avail, int k);
 /** Smallest k >= 1 with 1/(k+1) <= a_min (the lowest availability to produce), a_min in (0, 1]. */
 int ex_stress_hogs_needed(double a_min);
 
+/** Most hogs per resource (per probe thread for the CPU): the limit of `ats stress --hogs-*`, and the
+ *  cap of every automatic count (a trace down to the clip floor 0.01 would ask for 99 .. 249). */
+#define EX_STRESS_K_MAX 64
+
+
 /** Busy window of hogs with period P = period_s counted from epoch_s (CLOCK_MONOTONIC [s]): in every
  *  period the hogs are busy for duty·P (duty clipped to [0, 1]) on a CIRCULAR window starting at a
  *  pseudo-random offset u·P that depends only on the period index (all hogs of a resource agree),
@@ -220,6 +225,17 @@ typedef struct ex_stress_opts {
 } ex_stress_opts;
 
 ex_stress_opts ex_stress_opts_default(void);
+
+/** The hogs per resource that ex_stress_run (closed = 0) or ex_stress_run_closed (closed = 1) starts
+ *  for `target` over opts->duration_s (<= 0: the trace's duration) into k[]: 0 where the trace does not
+ *  load the resource; else opts->k[r] when > 0 (open loop with a calibration row: its k), else the
+ *  default (open: ex_stress_hogs_needed of the lowest target, through the calibration when given;
+ *  closed: of the lowest target / 2.5, at most EX_STRESS_K_DEFAULT_MAX), every automatic count capped
+ *  at EX_STRESS_K_MAX. amin[] (may be NULL) gets the lowest target per resource. Returns a bit mask
+ *  (1 << r) of the resources whose lowest target is below what k[r] hogs reach by the model
+ *  (amin < 1/(k+1)): there the hogs run at duty 1 and the target is not reached. Pure. */
+unsigned ex_stress_plan_hogs(const atsc_trace *target, const ex_stress_opts *opts, int closed,
+                             int k[ATSC_RES_COUNT], double amin[ATSC_RES_COUNT]);
 
 /** 1 if a CUDA device is usable; probed in a short-lived child process so that this process can still
  *  fork CUDA-using children afterwards. */
@@ -322,6 +338,7 @@ typedef struct ex_stress_report {
     int k[ATSC_RES_COUNT];      /**< hogs per resource */
     int nseg;                   /**< segments (EX_STRESS_MAX_SEGS at most; later ones not reported) */
     ex_stress_seg seg[EX_STRESS_MAX_SEGS];
+    int nseg_dropped;           /**< segments after the first EX_STRESS_MAX_SEGS: not in seg[] */
     double wall_s;              /**< run time from t = 0 [s] */
     double probe_s[ATSC_RES_COUNT]; /**< the stressor's own probe wall time per resource [s] */
     double probe_duty;          /**< sum(probe_s) / wall_s */
@@ -345,6 +362,14 @@ typedef struct ex_stress_report {
 
 enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_opts *opts, const ex_baseline *base,
                                      ex_stress_report *report, ats_err *err);
+
+/** Prints the report of ex_stress_run_closed to f: a table per target segment (resource, span,
+ *  target, what the probes saw, relative error, mean duty, saturated %, a note: "at the clip floor"
+ *  for a target at 0.01, where probes cannot read lower and "on target" says nothing, or "below the
+ *  hogs' reach by the model" for a target under 1/(k+1)), then "N more segments not reported" when
+ *  segments were dropped, then one line of hogs, probe duty cycle and probe-lock counts.
+ *  margin_s: the report margin (opts->settle_s) named in the header. */
+void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_s);
 
 /** Calibrates: starts hogs (opts->k, each >= 1 where to calibrate; 0 skips a resource), then creates the
  *  probes (`popts`), and for model levels 1, 0.85, 0.7, 0.55, 0.45, 0.4, 0.35, 0.3, 0.25 (down to 1/(k+1)) holds
