@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "ats/policy.h"
+#include "atsc/outfile.h"
 #include "atsc/results.h"
 #include "cli.h"
 #include "sim_cli.h"
@@ -149,6 +150,14 @@ int ats_cmd_sweep(int argc, char **argv)
         ats_cli_error("sweep", "unexpected argument '%s'", argv[optind]);
         return ATS_EXIT_USAGE;
     }
+    if (out_path) { /* the traces are inputs: --out must not name one (refused before any work) */
+        char names[sizeof tbuf], *sv = NULL;
+        memcpy(names, tbuf, sizeof tbuf);
+        for (char *t = strtok_r(names, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+            char path[1024];
+            if (strcmp(t, "none") != 0) atsc_in_note(ats_cli_trace_path(t, path, sizeof path));
+        }
+    }
     if (ats_cli_check_out("sweep", "--out", out_path)) return ATS_EXIT_USAGE; /* before any work */
     if (n_eps == 0 || n_itv == 0 || !*tbuf) {
         ats_cli_error("sweep", "--eps, --interval and --trace are required (see ats sweep --help)");
@@ -177,6 +186,10 @@ int ats_cmd_sweep(int argc, char **argv)
             }
         dyn[n_pol] = ops->dynamic;
         pol[n_pol++] = t;
+    }
+    if (n_pol == 0) {
+        ats_cli_error("sweep", "--policy '%s': no policy given (known: %s)", pol_list, ats_policy_names());
+        return ATS_EXIT_USAGE;
     }
     /* model and hardware through the shared loader; the traces here */
     o.trace = "none";

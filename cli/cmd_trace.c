@@ -11,6 +11,7 @@
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
+#include "atsc/outfile.h"
 #include "atsc/trace_import.h"
 #include "atsc/trace_io.h"
 #include "cli.h"
@@ -528,6 +529,7 @@ static int cmd_import(int argc, char **argv)
         free(filter);
         return ATS_EXIT_USAGE;
     }
+    atsc_in_note(argv[optind]); /* --out must not name the CSV: refused here, before reading it */
     if (ats_cli_check_out("trace import", "--out", out)) { /* before reading the CSV */
         free(filter);
         return ATS_EXIT_USAGE;

@@ -138,6 +138,48 @@ static void test_sweep_no_request(void)
     CHECK_MSG(rc == 0 && row && !strstr(row, "  -  ") && !strstr(err, "no request"), "rc %d: %s%s", rc, out, err);
 }
 
+/* an output naming an input, an empty --policy: exit 2, one line naming it, nothing done */
+static void test_refused_up_front(void)
+{
+    char h5[400], csv[400], args[2048];
+    tmp(h5, sizeof h5, "in.h5");
+    tmp(csv, sizeof csv, "in.csv");
+    snprintf(args, sizeof args, "trace synth --duration 20 --cpu const:0.5 --out %s", h5);
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    FILE *f = fopen(csv, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("t,v\n0,1\n1,2\n", f);
+        fclose(f);
+    }
+    size_t n0 = 0, n1 = 0;
+    char *before = tu_slurp(h5, &n0);
+    const char *fmts[] = {"sweep --trace %s --eps 0.1 --interval 1 --duration 2 --out %s",
+                          "trace import %s --resource cpu --out %s"};
+    const char *ins[] = {h5, csv};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, fmts[k], ins[k], ins[k]);
+        int rc = run(args);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, ins[k]) && strstr(err, "input") &&
+                  out[0] == '\0', "ats %s: rc %d: stdout '%.200s' stderr '%s'", args, rc, out, err);
+    }
+    char *after = tu_slurp(h5, &n1);
+    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+    char *c = tu_slurp(csv, &n1);
+    CHECK_MSG(c && strcmp(c, "t,v\n0,1\n1,2\n") == 0, "the CSV changed: '%s'", c ? c : "(gone)");
+    free(c);
+    /* --policy "" and "," */
+    const char *pols[] = {"\"\"", ","};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "sweep --trace fig13-synth --eps 0.1 --interval 1 --duration 2 --policy %s", pols[k]);
+        int rc = run(args);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--policy") && out[0] == '\0',
+                  "ats %s: rc %d: stdout '%.200s' stderr '%s'", args, rc, out, err);
+    }
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-trace-cli-XXXXXX");
@@ -147,6 +189,7 @@ int main(void)
     }
     test_compare_skipped();
     test_sweep_no_request();
+    test_refused_up_front();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
