@@ -431,14 +431,16 @@ static void import_usage(FILE *f)
             "to [floor (0.01), 1]. Rows may come in any time order (sorted; stderr says how many were out\n"
             "of order); rows with equal times are averaged (stderr says how many). Times are shifted so the\n"
             "earliest row is 0 (negative times too: stderr says so) and divided by F (--compress 3600: an\n"
-            "hour of samples becomes a second). Other resources stay 1.\n"
+            "hour of samples becomes a second). Other resources stay 1. Numbers are decimal (no hex); dates\n"
+            "must exist (2023-02-30 is refused). --filter keeps the rows whose column COL equals VALUE (one\n"
+            "--filter only). Negative values are kept: their samples clip to the floor (stderr says how many).\n"
             "Example: ats trace import ../shared/traces-raw/azure-vm-noise-2024/sysbench_cpu_long_eastus_B8ms_events_per_s.csv \\\n"
             "  --time-col starttime --value-col value --filter VM_id=0 --resource cpu --percentile 99 \\\n"
             "  --compress 3600 --out /tmp/b8ms.h5\n");
 }
 
 /* One stderr line for each thing the import did to the rows besides mapping them. */
-static void import_notes(const char *csv, const atsc_import_report *r)
+static void import_notes(const char *csv, const atsc_import_report *r, double floor_)
 {
     if (r->n_out_of_order)
         fprintf(stderr, "ats trace import: %s: %zu of %zu rows out of order (first at line %zu: time %.10g after %.10g); "
@@ -448,6 +450,10 @@ static void import_notes(const char *csv, const atsc_import_report *r)
         fprintf(stderr, "ats trace import: %s: %zu rows share %zu time%s with other rows (first repeat at line %zu); "
                 "each time's values averaged into one sample\n", csv, r->n_dup_rows + r->n_dup_times, r->n_dup_times,
                 r->n_dup_times == 1 ? "" : "s", r->first_dup_line);
+    if (r->n_neg_values)
+        fprintf(stderr, "ats trace import: %s: %zu rows have negative values (first %.10g at line %zu); a sample "
+                "with a negative value gets the floor availability %g\n", csv, r->n_neg_values, r->first_neg_value,
+                r->first_neg_value_line, floor_);
     if (r->n_negative)
         fprintf(stderr, "ats trace import: %s: %zu rows have negative times (earliest %.10g at line %zu); all times "
                 "shifted so the earliest row is t = 0\n", csv, r->n_negative, r->t_earliest, r->earliest_line);
@@ -485,7 +491,12 @@ static int cmd_import(int argc, char **argv)
             }
             break;
         case 'f': {
-            free(filter);
+            if (filter) { /* one filter: a second one silently replaced the first */
+                ats_cli_error("trace import", "--filter '%s': given twice (the first: '%s=%s'); one filter only",
+                              optarg, o.filter_col, o.filter_value);
+                free(filter);
+                return ATS_EXIT_USAGE;
+            }
             filter = strdup(optarg);
             char *eq = filter ? strchr(filter, '=') : NULL;
             if (!eq || eq == filter) {
@@ -543,7 +554,7 @@ static int cmd_import(int argc, char **argv)
         fprintf(stderr, "ats trace import: %s\n", err.msg);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
-    import_notes(argv[optind], &rp);
+    import_notes(argv[optind], &rp, o.floor);
     if (atsc_trace_save(tr, out, &err) != ATS_OK) {
         fprintf(stderr, "ats trace import: %s\n", err.msg);
         atsc_trace_free(tr);

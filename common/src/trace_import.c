@@ -49,26 +49,48 @@ static long long days_from_civil(long long y, unsigned m, unsigned d)
     return era * 146097 + (long long)doe - 719468;
 }
 
-int atsc_parse_time(const char *s, double *out_s)
+int atsc_parse_decimal(const char *s, double *out)
 {
     while (isspace((unsigned char)*s)) s++;
+    const char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1])) e--;
+    if (e == s) return -1;
+    int digits = 0;
+    for (const char *p = s; p < e; p++) { /* no hex (strtod reads 0x10 as 16), inf, nan */
+        if (isdigit((unsigned char)*p)) digits = 1;
+        else if (!strchr("+-.eE", *p)) return -1;
+    }
+    if (!digits) return -1;
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
-    if (end != s && !errno && isfinite(v)) {
-        while (isspace((unsigned char)*end)) end++;
-        if (*end == '\0') {
-            *out_s = v;
-            return 0;
-        }
+    if (end != e || errno == ERANGE || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int leap(long long y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+int atsc_parse_time(const char *s, double *out_s)
+{
+    while (isspace((unsigned char)*s)) s++;
+    if (atsc_parse_decimal(s, out_s) == 0) return 0;
+    /* each field digits only: sscanf's %d would take "-1" or " 5" */
+    static const char shape[] = "dddd-dd-dd?dd:dd:dd";
+    for (size_t k = 0; k < sizeof shape - 1; k++) {
+        if (shape[k] == 'd' && !isdigit((unsigned char)s[k])) return -1;
+        if (shape[k] != 'd' && shape[k] != '?' && s[k] != shape[k]) return -1;
+        if (!s[k]) return -1;
     }
     int Y, M, D, h, mi, n = 0;
     double sec;
     char sep;
     if (sscanf(s, "%4d-%2d-%2d%c%2d:%2d:%lf%n", &Y, &M, &D, &sep, &h, &mi, &sec, &n) != 7) return -1;
-    if ((sep != ' ' && sep != 'T') || M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || mi > 59 || sec < 0 ||
-        sec >= 61)
-        return -1;
+    static const int mdays[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if ((sep != ' ' && sep != 'T') || M < 1 || M > 12 || D < 1 || D > mdays[M - 1] + (M == 2 && leap(Y)) ||
+        h > 23 || mi > 59 || sec < 0 || sec >= 61)
+        return -1; /* 2023-02-30 is no date (mktime-like normalization would make it March 2) */
+    if (s[19] != '\0' && s[19] != '.' && !isspace((unsigned char)s[19]) && s[19] != 'Z') return -1;
     const char *rest = s + n;
     while (isspace((unsigned char)*rest)) rest++;
     if (*rest == 'Z') rest++;
@@ -209,16 +231,19 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
         if (cf >= 0 && strcmp(fields[cf], o->filter_value) != 0) continue;
         row r = {.line = lineno};
         if (atsc_parse_time(fields[ct], &r.t) != 0) {
-            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%.*s%s': bad time '%.*s%s'", path, lineno,
-                        CUT(o->time_col), CUT(fields[ct]));
+            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%.*s%s': bad time '%.*s%s' (need decimal seconds "
+                        "or a valid date YYYY-MM-DD HH:MM:SS[.f] UTC)", path, lineno, CUT(o->time_col),
+                        CUT(fields[ct]));
             goto done;
         }
-        char *end = NULL;
-        r.v = strtod(fields[cv], &end);
-        if (end == fields[cv] || *end != '\0' || !isfinite(r.v)) {
-            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%.*s%s': bad value '%.*s%s'", path, lineno,
-                        CUT(o->value_col), CUT(fields[cv]));
+        if (atsc_parse_decimal(fields[cv], &r.v) != 0) {
+            ats_err_set(err, ATS_EINVAL, "%s: line %zu, column '%.*s%s': bad value '%.*s%s' (need a finite decimal "
+                        "number)", path, lineno, CUT(o->value_col), CUT(fields[cv]));
             goto done;
+        }
+        if (r.v < 0 && rp.n_neg_values++ == 0) {
+            rp.first_neg_value_line = lineno;
+            rp.first_neg_value = r.v;
         }
         if (nrows == rcap) {
             size_t nc = rcap ? 2 * rcap : 1024;

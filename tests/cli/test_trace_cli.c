@@ -180,6 +180,46 @@ static void test_refused_up_front(void)
     }
 }
 
+/* ---------------------------------------------------------------- import ----------------------- */
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* invalid dates and hex: exit 2, one line with file, line, column, value; a second --filter: exit 2
+ * naming both; negative values: imported, one stderr line saying how many and what became of them */
+static void test_import_values(void)
+{
+    char csv[400], h5[400], args[2048];
+    tmp(csv, sizeof csv, "imp.csv");
+    tmp(h5, sizeof h5, "imp.h5");
+    struct { const char *text, *must; } bad[] = {
+        {"t,v\n2023-02-28 00:00:00,1\n2023-02-30 00:00:00,2\n", "line 3, column '0': bad time '2023-02-30 00:00:00'"},
+        {"t,v\n0,1\n1,0x10\n", "line 3, column '1': bad value '0x10'"},
+    };
+    for (int k = 0; k < 2; k++) {
+        write_text(csv, bad[k].text);
+        snprintf(args, sizeof args, "trace import %s --resource cpu --out %s", csv, h5);
+        int rc = run(args);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, csv) && strstr(err, bad[k].must) && !out[0],
+                  "%s: rc %d: %s", bad[k].text, rc, err);
+    }
+    write_text(csv, "t,v,a,b\n0,1,x,y\n1,-2,x,y\n2,4,x,z\n3,-3,x,y\n4,2,w,y\n");
+    snprintf(args, sizeof args, "trace import %s --filter a=x --filter b=y --resource cpu --out %s", csv, h5);
+    int rc = run(args);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--filter 'b=y'") && strstr(err, "a=x") && !out[0],
+              "%s: rc %d: %s", args, rc, err);
+    snprintf(args, sizeof args, "trace import %s --filter a=x --resource cpu --percentile 100 --out %s", csv, h5);
+    rc = run(args);
+    CHECK_MSG(rc == 0 && tu_count_lines(err) == 1 && strstr(err, "2 rows have negative values (first -2 at line 3)") &&
+              strstr(err, "floor availability 0.01"), "%s: rc %d: %s", args, rc, err);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-trace-cli-XXXXXX");
@@ -190,6 +230,7 @@ int main(void)
     test_compare_skipped();
     test_sweep_no_request();
     test_refused_up_front();
+    test_import_values();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -49,6 +49,36 @@ static void test_parse_time(uint64_t *rng)
     CHECK(atsc_parse_time("2023-13-01 00:00:00", &t) != 0);
     CHECK(atsc_parse_time("yesterday", &t) != 0);
     CHECK(atsc_parse_time("2023-09-01 05:13:10 junk", &t) != 0);
+    /* dates that do not exist (were normalized: 2023-02-30 became 2023-03-02), hex, signs in fields */
+    CHECK(atsc_parse_time("2023-02-30 00:00:00", &t) != 0);
+    CHECK(atsc_parse_time("2023-02-29 00:00:00", &t) != 0);
+    CHECK(atsc_parse_time("2024-02-29 00:00:00", &t) == 0);
+    CHECK(atsc_parse_time("1900-02-29 00:00:00", &t) != 0 && atsc_parse_time("2000-02-29 00:00:00", &t) == 0);
+    CHECK(atsc_parse_time("2023-04-31 00:00:00", &t) != 0 && atsc_parse_time("2023-04-30 23:59:59", &t) == 0);
+    CHECK(atsc_parse_time("2023-01-01 -1:00:00", &t) != 0 && atsc_parse_time("2023-01-01 00:-5:00", &t) != 0);
+    CHECK(atsc_parse_time("0x10", &t) != 0 && atsc_parse_time("0X1p4", &t) != 0);
+    CHECK(atsc_parse_time("inf", &t) != 0 && atsc_parse_time("nan", &t) != 0);
+    CHECK(atsc_parse_time(" -1.5e2 ", &t) == 0 && t == -150.0);
+    double v;
+    CHECK(atsc_parse_decimal("0x10", &v) != 0 && atsc_parse_decimal("16", &v) == 0 && v == 16.0);
+    CHECK(atsc_parse_decimal("", &v) != 0 && atsc_parse_decimal(" ", &v) != 0 && atsc_parse_decimal("e", &v) != 0);
+    CHECK(atsc_parse_decimal("1e999", &v) != 0 && atsc_parse_decimal("1.5x", &v) != 0);
+    /* every day number 1..31 of random months: valid iff timegm does not move it to another month */
+    for (int rep = 0; rep < 500; rep++) {
+        struct tm tm = {0};
+        tm.tm_year = (int)(tu_rand(rng) % 400) - 100; /* 1800..2199: century leap rules */
+        tm.tm_mon = (int)(tu_rand(rng) % 12);
+        tm.tm_mday = 1 + (int)(tu_rand(rng) % 31);
+        tm.tm_hour = 12;
+        char buf[64];
+        snprintf(buf, sizeof buf, "%04d-%02d-%02d 12:00:00", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+        struct tm n = tm;
+        double want = (double)timegm(&n);
+        int exists = n.tm_mon == tm.tm_mon && n.tm_mday == tm.tm_mday;
+        int rc = atsc_parse_time(buf, &t);
+        CHECK_MSG(exists ? rc == 0 && t == want : rc != 0,
+                  "%s: exists %d, rc %d", buf, exists, rc);
+    }
     for (int rep = 0; rep < 500; rep++) {
         struct tm tm = {0};
         tm.tm_year = 70 + (int)(tu_rand(rng) % 100);
@@ -296,6 +326,34 @@ static void test_refusals(void)
     o.value_col = "v";
     expect_fail("t,v,w\n0,1,2\n1,2\n", o, ATS_EINVAL, "line 3: 2 fields, the header has 3");
     expect_fail("t,v\n0,1\n1,2,3\n", o, ATS_EINVAL, "line 3: 3 fields, the header has 2");
+    expect_fail("t,v\n2023-02-28 00:00:00,1\n2023-02-30 00:00:00,2\n", o, ATS_EINVAL,
+                "line 3, column 't': bad time '2023-02-30 00:00:00'");
+    expect_fail("t,v\n0,1\n1,0x10\n", o, ATS_EINVAL, "line 3, column 'v': bad value '0x10'");
+    expect_fail("t,v\n0x1,1\n1,2\n", o, ATS_EINVAL, "line 2, column 't': bad time '0x1'");
+    {
+        /* negative values: counted (first line and value), their samples at the floor */
+        char path[512];
+        snprintf(path, sizeof path, "%s/neg.csv", tmpdir);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (f) {
+            fputs("t,v\n0,4\n1,-2\n2,4\n3,-1\n4,2\n", f);
+            fclose(f);
+        }
+        atsc_import_opts on = o;
+        on.ref_percentile = 100;
+        on.floor = 0.05;
+        atsc_trace *tr = NULL;
+        ats_err err = {{0}};
+        atsc_import_report rp;
+        CHECK(atsc_trace_import_csv(path, &on, &tr, &rp, &err) == ATS_OK);
+        CHECK_MSG(rp.n_neg_values == 2 && rp.first_neg_value_line == 3 && rp.first_neg_value == -2.0,
+                  "negative values: %zu, line %zu, value %g", rp.n_neg_values, rp.first_neg_value_line,
+                  rp.first_neg_value);
+        CHECK(tr && tr->n == 5 && tr->cpu_avail[1] == 0.05 && tr->cpu_avail[3] == 0.05 && tr->cpu_avail[4] == 0.5);
+        atsc_trace_free(tr);
+        unlink(path);
+    }
     {
         char content[512], want[128];
         char long_v[201];

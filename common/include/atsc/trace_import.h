@@ -51,6 +51,9 @@ typedef struct atsc_import_report {
     size_t n_negative;         /**< kept rows with a time < 0 (shifted like the rest) */
     double t_earliest;         /**< earliest time in the CSV [CSV units]: becomes t_s = 0 */
     size_t earliest_line;      /**< its line */
+    size_t n_neg_values;       /**< kept rows with a value < 0 (a negative sample maps to the floor) */
+    size_t first_neg_value_line; /**< line of the first of them */
+    double first_neg_value;    /**< its value */
 } atsc_import_report;
 
 /** Defaults: columns "0" and "1", no filter, resource CPU, percentile 50, not inverted, compress 1,
@@ -58,7 +61,9 @@ typedef struct atsc_import_report {
 atsc_import_opts atsc_import_opts_default(void);
 
 /** Imports `csv_path` into a new trace (*out, caller frees). Rows with an empty or non-numeric value
- *  are errors naming the line; rows excluded by the filter are skipped. Rows in any time order are
+ *  (decimal only: no hex, inf, nan) and invalid dates are errors naming the line, the column and the
+ *  value; rows excluded by the filter are skipped. Negative values are counted in the report (their
+ *  samples clip to the floor). Rows in any time order are
  *  accepted (sorted; equal times averaged in file order). Sets the trace's source (the file and the
  *  options) and description. `report` (borrowed, may be NULL) is filled on ATS_OK. Returns ATS_OK,
  *  ATS_ENOTFOUND (file, or a named column missing from the header), ATS_EINVAL (bad number/timestamp,
@@ -71,9 +76,14 @@ enum ats_status atsc_trace_import_csv(const char *csv_path, const atsc_import_op
  *  default); sorts v in place. n >= 1. */
 double atsc_percentile(double *v, size_t n, double p);
 
-/** Parses "YYYY-MM-DD HH:MM:SS[.fraction]" (or with 'T') as UTC seconds since the epoch; a plain number
- *  is returned as is. 0 on success, -1 otherwise. */
+/** Parses "YYYY-MM-DD HH:MM:SS[.fraction][Z]" (or with 'T'; a real date: 2023-02-30 is refused) as
+ *  UTC seconds since the epoch; a plain decimal number (atsc_parse_decimal) is returned as is. 0 on
+ *  success, -1 otherwise. */
 int atsc_parse_time(const char *s, double *out_s);
+
+/** A finite decimal number, surrounding spaces allowed ("1.5", "-2e3"); hexadecimal ("0x10", which
+ *  strtod reads as 16), "inf", "nan" and trailing text are refused. 0 on success, -1 otherwise. */
+int atsc_parse_decimal(const char *s, double *out);
 
 #ifdef __cplusplus
 }
