@@ -384,8 +384,10 @@ static int cmd_show(int argc, char **argv)
     if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc == 2 ? stdout : stderr;
         fprintf(f, "usage: ats trace show FILE|NAME\n"
-                   "Prints a load trace's attributes, its length, per-resource time-weighted mean/min/max and a\n"
-                   "strip per resource (one character per 1/60 of the duration: '#' = 1, '9' = 0.9.., '0' < 0.1).\n");
+                   "Prints a load trace's attributes, its length, per resource the time-weighted mean over\n"
+                   "[0, last sample time) (the last sample holds from there on forever, so it weighs 0 in the\n"
+                   "mean), the min/max over every sample including the last, the time below 0.9, and a strip\n"
+                   "per resource (one character per 1/60 of the duration: '#' = 1, '9' = 0.9.., '0' < 0.1).\n");
         return argc == 2 ? ATS_EXIT_OK : ATS_EXIT_USAGE;
     }
     atsc_trace *tr = NULL;

@@ -468,7 +468,10 @@ void atsc_trace_stats(const atsc_trace *tr, enum atsc_resource r, double t_end, 
 {
     const double *a = res_c(tr, r);
     double acc = 0.0, lo = INFINITY, hi = -INFINITY;
-    for (size_t i = 0; i < tr->n && tr->t_s[i] < t_end; i++) {
+    /* min/max over [0, t_end]: a sample at t_end (the last one when t_end is the duration) holds from
+     * there on, so it counts (it was left out: a trace 0.667, 1 showed max 0.667); its weight in the
+     * mean over [0, t_end) is 0 */
+    for (size_t i = 0; i < tr->n && tr->t_s[i] <= t_end; i++) {
         double t1 = i + 1 < tr->n ? tr->t_s[i + 1] : t_end;
         if (t1 > t_end) t1 = t_end;
         acc += a[i] * (t1 - tr->t_s[i]);

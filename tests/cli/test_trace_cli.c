@@ -220,6 +220,23 @@ static void test_import_values(void)
               strstr(err, "floor availability 0.01"), "%s: rc %d: %s", args, rc, err);
 }
 
+/* the last sample counts in min/max (import's message and show): a two-sample 0.667, 1 trace */
+static void test_last_sample(void)
+{
+    char csv[400], h5[400], args[2048];
+    tmp(csv, sizeof csv, "two.csv");
+    tmp(h5, sizeof h5, "two.h5");
+    write_text(csv, "t,v\n0,0.667\n2,1\n");
+    snprintf(args, sizeof args, "trace import %s --resource gpu --percentile 100 --out %s", csv, h5);
+    int rc = run(args);
+    CHECK_MSG(rc == 0 && strstr(out, "gpu availability mean 0.6670 min 0.6670 max 1.0000"), "%s: rc %d: %s%s", args,
+              rc, out, err);
+    snprintf(args, sizeof args, "trace show %s", h5);
+    rc = run(args);
+    CHECK_MSG(rc == 0 && strstr(out, "\ngpu      0.6670   0.6670   1.0000"), "%s: rc %d: %s", args, rc, out);
+    CHECK(run("trace show --help") == 0 && strstr(out, "including the last"));
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-trace-cli-XXXXXX");
@@ -231,6 +248,7 @@ int main(void)
     test_sweep_no_request();
     test_refused_up_front();
     test_import_values();
+    test_last_sample();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -99,7 +99,39 @@ static void test_lookup(uint64_t *rng)
         }
         CHECK_NEAR(mean, acc / steps, 2e-3);
         CHECK(mn > 0.0 && mx <= 1.0 && mn <= mean && mean <= mx);
+        /* min/max over the samples at times <= t_end, the last sample included (brute force), for the
+         * duration, a random end and an end exactly on a sample */
+        double ends[3] = {atsc_trace_duration(tr), tu_uniform(rng, 1e-3, atsc_trace_duration(tr) + 2.0),
+                          tr->t_s[tu_rand(rng) % n]};
+        for (int k = 0; k < 3; k++) {
+            double want_lo = INFINITY, want_hi = -INFINITY, e = ends[k] > 0 ? ends[k] : 1.0;
+            for (size_t i = 0; i < n; i++)
+                if (tr->t_s[i] <= e) {
+                    want_lo = fmin(want_lo, tr->gpu_avail[i]);
+                    want_hi = fmax(want_hi, tr->gpu_avail[i]);
+                }
+            atsc_trace_stats(tr, ATSC_RES_GPU, e, NULL, &mn, &mx);
+            CHECK_MSG(mn == want_lo && mx == want_hi, "t_end %.17g (duration %.17g, n %zu): min %g max %g, want %g %g",
+                      e, atsc_trace_duration(tr), n, mn, mx, want_lo, want_hi);
+        }
         atsc_trace_free(tr);
+    }
+    /* the tester's two-sample trace 0.667 then 1 at 2 s: max 1 (the last sample holds forever), mean
+     * over [0, 2) 0.667, over [0, 4) (0.667 * 2 + 1 * 2) / 4 */
+    atsc_trace *two = atsc_trace_new(2);
+    CHECK(two != NULL);
+    if (two) {
+        two->t_s[0] = 0, two->t_s[1] = 2;
+        for (int i = 0; i < 2; i++) two->cpu_avail[i] = two->pcie_avail[i] = 1.0;
+        two->gpu_avail[0] = 0.667, two->gpu_avail[1] = 1.0;
+        double mean, mn, mx;
+        atsc_trace_stats(two, ATSC_RES_GPU, 2.0, &mean, &mn, &mx);
+        CHECK(mn == 0.667 && mx == 1.0 && mean == 0.667);
+        atsc_trace_stats(two, ATSC_RES_GPU, 4.0, &mean, &mn, &mx);
+        CHECK(mn == 0.667 && mx == 1.0 && fabs(mean - (0.667 * 2 + 2) / 4) < 1e-15);
+        atsc_trace_stats(two, ATSC_RES_GPU, 1.0, &mean, &mn, &mx); /* before the last sample */
+        CHECK(mn == 0.667 && mx == 0.667 && mean == 0.667);
+        atsc_trace_free(two);
     }
 }
 

@@ -107,9 +107,11 @@ double atsc_trace_next_change(const atsc_trace *tr, double t);
 /** Duration covered by explicit samples [s]: t_s[n-1] (the last value holds beyond it). */
 double atsc_trace_duration(const atsc_trace *tr);
 
-/** Time-weighted mean, minimum and maximum of resource r over [0, t_end) [s] (t_end > 0; pass
- *  atsc_trace_duration for the recorded span, or the last sample alone when that is 0). Any output
- *  pointer may be NULL. */
+/** Time-weighted mean of resource r over [0, t_end) [s], minimum and maximum over the samples at
+ *  times <= t_end (t_end > 0; pass atsc_trace_duration for the recorded span, or the last sample alone
+ *  when that is 0). The last sample holds forever: with t_end = the duration it counts in min/max but
+ *  has weight 0 in the mean; with a later t_end it is weighted by t_end - its time. Any output pointer
+ *  may be NULL. */
 void atsc_trace_stats(const atsc_trace *tr, enum atsc_resource r, double t_end, double *mean,
                       double *min, double *max);
 
