@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "ats_version.h"
+#include "atsc/trace_io.h"
 
 int ats_cli_parse_double(const char *s, double *out)
 {
@@ -108,9 +110,28 @@ const char *ats_cli_hw_path(const char *name, char *buf, size_t len)
     return resolve(name, "ATS_HW_DIR", ATS_DEFAULT_HW_DIR, ".json", buf, len);
 }
 
+/* A bare name (no '/', not ending in .h5) is a file in the current directory when a regular file of
+ * that name exists there (`--trace base.txt`), else <traces dir>/<name>.h5; the loader's message then
+ * names the other place too (atsc_trace_lookup_note): "base.txt: not an HDF5 file (a local file, used
+ * as the trace; a trace name would be traces/base.txt.h5)", or "traces/base.txt.h5: cannot open load
+ * trace: ... (no local file base.txt either)". */
 const char *ats_cli_trace_path(const char *name, char *buf, size_t len)
 {
-    return resolve(name, "ATS_TRACES_DIR", ATS_DEFAULT_TRACES_DIR, ".h5", buf, len);
+    size_t n = strlen(name);
+    if (strchr(name, '/') || (n > 3 && strcmp(name + n - 3, ".h5") == 0))
+        return resolve(name, "ATS_TRACES_DIR", ATS_DEFAULT_TRACES_DIR, ".h5", buf, len);
+    char named[1200], also[1400];
+    resolve(name, "ATS_TRACES_DIR", ATS_DEFAULT_TRACES_DIR, ".h5", named, sizeof named);
+    struct stat sb;
+    if (stat(name, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        snprintf(buf, len, "%s", name);
+        snprintf(also, sizeof also, "a local file, used as the trace; a trace name would be %s", named);
+    } else {
+        snprintf(buf, len, "%s", named);
+        snprintf(also, sizeof also, "no local file %s either", name);
+    }
+    atsc_trace_lookup_note(buf, also);
+    return buf;
 }
 
 void ats_cli_error(const char *cmd, const char *fmt, ...)

@@ -286,15 +286,34 @@ done:
     return st;
 }
 
+static char lookup_path[4096], lookup_also[512];
+
+void atsc_trace_lookup_note(const char *path, const char *also)
+{
+    lookup_path[0] = lookup_also[0] = '\0';
+    if (!path || !also || strlen(path) >= sizeof lookup_path) return;
+    snprintf(lookup_path, sizeof lookup_path, "%s", path);
+    snprintf(lookup_also, sizeof lookup_also, "%s", also);
+}
+
+/* " (where else the name was looked for)" when the resolver left a note for this path, else "" */
+static void lookup_suffix(const char *path, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    if (lookup_path[0] && strcmp(path, lookup_path) == 0) snprintf(buf, len, " (%s)", lookup_also);
+}
+
 enum ats_status atsc_trace_load(const char *path, atsc_trace **out, ats_err *err)
 {
     *out = NULL;
     struct stat sb;
+    char also[520];
+    lookup_suffix(path, also, sizeof also);
     if (stat(path, &sb) != 0)
-        return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open load trace: %s", path, strerror(errno));
+        return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open load trace: %s%s", path, strerror(errno), also);
     h5_quiet();
     if (H5Fis_hdf5(path) <= 0)
-        return ats_err_set(err, ATS_EINVAL, "%s: not an HDF5 file", path);
+        return ats_err_set(err, ATS_EINVAL, "%s: not an HDF5 file%s", path, also);
     atsc_in_note(path); /* never to be replaced by an output of this run */
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot open as HDF5", path);

@@ -237,6 +237,30 @@ static void test_last_sample(void)
     CHECK(run("trace show --help") == 0 && strstr(out, "including the last"));
 }
 
+/* --trace/show NAME without '/' or .h5: a local regular file of that name is used (and a non-HDF5 one
+ * is called that, naming the trace-name path too); a missing one names both places looked at */
+static void test_local_trace_name(void)
+{
+    char p[400], args[2048];
+    write_text(tmp(p, sizeof p, "base.txt"), "not a trace\n");
+    char h5[400], bare[400];
+    snprintf(args, sizeof args, "trace synth --duration 30 --gpu const:0.5 --out %s", tmp(h5, sizeof h5, "mytrace.h5"));
+    CHECK(run(args) == 0);
+    CHECK(rename(h5, tmp(bare, sizeof bare, "mytrace")) == 0);
+    int rc = run_in(tmpdir, "trace show mytrace");
+    CHECK_MSG(rc == 0 && strstr(out, "\ngpu      0.5000"), "trace show mytrace (a local HDF5 file): rc %d: %s%s", rc,
+              out, err);
+    rc = run_in(tmpdir, "trace show base.txt");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "base.txt: not an HDF5 file") &&
+              strstr(err, "local file") && strstr(err, "/base.txt.h5"), "trace show base.txt: rc %d: %s", rc, err);
+    rc = run_in(tmpdir, "sim --trace base.txt --duration 1");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "base.txt: not an HDF5 file"), "sim: rc %d: %s", rc,
+              err);
+    rc = run_in(tmpdir, "sweep --trace nothere.txt --eps 0.1 --interval 1");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "/nothere.txt.h5: cannot open") &&
+              strstr(err, "no local file nothere.txt"), "sweep --trace nothere.txt: rc %d: %s", rc, err);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-trace-cli-XXXXXX");
@@ -249,6 +273,7 @@ int main(void)
     test_refused_up_front();
     test_import_values();
     test_last_sample();
+    test_local_trace_name();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -104,6 +104,13 @@ size_t atsc_trace_at(const atsc_trace *tr, double t, atsc_avail *avail);
  *  count as change points (cheap and harmless for a simulator). */
 double atsc_trace_next_change(const atsc_trace *tr, double t);
 
+/** Records, for messages only, where a trace name was also looked for before it resolved to `path`
+ *  (both copied; NULL clears): atsc_trace_load's "cannot open" and "not an HDF5 file" messages for
+ *  exactly `path` then end with " (<also>)". The CLI's trace-name resolver sets it, e.g. path
+ *  "traces/base.txt.h5", also "no local file base.txt either". One note per process; not
+ *  thread-safe (resolve and load traces from one thread). */
+void atsc_trace_lookup_note(const char *path, const char *also);
+
 /** Duration covered by explicit samples [s]: t_s[n-1] (the last value holds beyond it). */
 double atsc_trace_duration(const atsc_trace *tr);
 
