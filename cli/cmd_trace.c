@@ -584,7 +584,8 @@ static void compare_usage(FILE *f)
             "recording: the part of it inside the recording is shorter than 2*margin), and the summary says\n"
             "\"not compared: N loaded segments\" (target < 1). With --max-err E (e.g. 0.1) exits 1 if any\n"
             "|error| > E, if a loaded segment was not compared, or if no segment at all was compared\n"
-            "(a check that compared nothing does not pass).\n");
+            "(a check that compared nothing does not pass). A segment reaching past the recording is\n"
+            "compared over the part the recording covers (its line says which).\n");
 }
 
 static double mean_over(const atsc_trace *tr, enum atsc_resource r, double t0, double t1)
@@ -660,7 +661,10 @@ static int cmd_compare(int argc, char **argv)
                 double e = (m - a[i]) / a[i];
                 if (fabs(e) > worst) worst = fabs(e);
                 n_cmp++;
-                printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f\n", rn, c0 + margin, c1 - margin, a[i], m, e);
+                printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f", rn, c0 + margin, c1 - margin, a[i], m, e);
+                if (c0 > s0 || c1 < s1) /* the segment reaches outside the recording: say which part */
+                    printf("  (segment %.2f..%.2f s; the recording covers %.2f..%.2f of it)", s0, s1, c0, c1);
+                putchar('\n');
             } else {
                 char why[160];
                 if (!(c1 > c0))

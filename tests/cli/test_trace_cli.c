@@ -108,6 +108,8 @@ static void test_compare_skipped(void)
     rc = run(args);
     CHECK_MSG(rc == 1 && strstr(out, "partly outside the recording") && strstr(out, "not compared: 1 loaded"),
               "%s: rc %d: %s%s", args, rc, out, err);
+    CHECK_MSG(strstr(out, "\ngpu        5.00     20.00   1.0000   1.0000   +0.000  (segment 0.00..60.00 s; the recording "
+                          "covers 0.00..25.00 of it)"), "%s: %s", args, out);
     /* bad numbers: one line naming the option */
     snprintf(args, sizeof args, "trace compare %s %s --margin -3", rec, tgt);
     rc = run(args);
