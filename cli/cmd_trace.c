@@ -436,6 +436,7 @@ static void import_usage(FILE *f)
             "hour of samples becomes a second). Other resources stay 1. Numbers are decimal (no hex); dates\n"
             "must exist (2023-02-30 is refused). --filter keeps the rows whose column COL equals VALUE (one\n"
             "--filter only). Negative values are kept: their samples clip to the floor (stderr says how many).\n"
+            "The summary line's mean is time-weighted over [0, last time); min/max include the last sample.\n"
             "Example: ats trace import ../shared/traces-raw/azure-vm-noise-2024/sysbench_cpu_long_eastus_B8ms_events_per_s.csv \\\n"
             "  --time-col starttime --value-col value --filter VM_id=0 --resource cpu --percentile 99 \\\n"
             "  --compress 3600 --out /tmp/b8ms.h5\n");
