@@ -41,7 +41,9 @@ int ats_cli_parse_int(const char *s, long long *out);
 const char *ats_cli_model_path(const char *name, char *buf, size_t len);
 /** Same for hardware descriptions: sim/hw/<name>.json ($ATS_HW_DIR overrides). */
 const char *ats_cli_hw_path(const char *name, char *buf, size_t len);
-/** Same for load traces: traces/<name>.h5 ($ATS_TRACES_DIR overrides). */
+/** Same for load traces: a path (with '/' or ending in .h5) as given; a bare name that is a regular
+ *  file in the current directory is used as that file; else traces/<name>.h5 ($ATS_TRACES_DIR
+ *  overrides). Error messages name both places looked (atsc_trace_lookup_note). */
 const char *ats_cli_trace_path(const char *name, char *buf, size_t len);
 
 /** Prints "ats <cmd>: <message>" to stderr (printf-style). */

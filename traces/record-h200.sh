@@ -76,7 +76,7 @@ stress_rec() {
 compare() { # compare NAME TARGET: the table, and rc 1 when a phase is off by more than 10 %
   [ -s "$OUT/$1.h5" ] || { echo "ACCURACY: nothing recorded to compare"; return 1; }
   $A trace compare "$OUT/$1.h5" "$2" --margin 5 --max-err 0.1; local c=$?
-  if [ $c -eq 0 ]; then echo "ACCURACY: every phase within 10 %"; else echo "ACCURACY: NOT within 10 % (compare rc $c)"; fi
+  if [ $c -eq 0 ]; then echo "ACCURACY: every phase within 10 %"; else echo "ACCURACY: NOT within 10 %, or a loaded phase was not compared (see the lines above; compare rc $c)"; fi
   return $c
 }
 
