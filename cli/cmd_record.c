@@ -10,12 +10,29 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "atsc/outfile.h"
 #include "atsc/trace_io.h"
 #include "cli.h"
 #include "ex/load.h"
 
-static volatile sig_atomic_t record_stop = 0;
-static void on_signal(int sig) { (void)sig; record_stop = 1; }
+static volatile sig_atomic_t record_stop = 0, record_sig = 0;
+static void on_signal(int sig)
+{
+    record_sig = sig;
+    record_stop = 1;
+}
+
+/* After a signal: what is written is written; die of the same signal, as `ats sim` does (exit status
+ * 128 + sig: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). */
+static int record_exit(int rc)
+{
+    if (!record_sig) return rc;
+    int sig = (int)record_sig;
+    fflush(NULL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return 128 + sig; /* not reached */
+}
 
 static void usage(FILE *f)
 {
@@ -50,9 +67,15 @@ int ats_cmd_record(int argc, char **argv)
     char machine[256] = "";
     double base_s = 3.0;
     long long v;
-    int c;
+    int c, li = 0, base_s_given = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
+    opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
+    while ((c = getopt_long(argc, argv, ":o:h", lo, &li)) != -1) {
+        if ((c == 'o' || c == 'b' || c == 'S') && optarg[0] == '-' && optarg[1] == '-') {
+            ats_cli_error("record", "--%s '%s': needs a file name, got an option (a value missing?)",
+                          c == 'o' ? "out" : lo[li].name, optarg);
+            return ATS_EXIT_USAGE;
+        }
         switch (c) {
         case 'o': out = optarg; break;
         case 'b': base_in = optarg; break;
@@ -63,33 +86,58 @@ int ats_cmd_record(int argc, char **argv)
         case 'p': ro.progress = 1; break;
         case 'd': case 'i': case 'B': {
             double *dst = c == 'd' ? &ro.duration_s : c == 'i' ? &ro.interval_s : &base_s;
-            if (ats_cli_parse_double(optarg, dst) || !(*dst > 0)) {
-                ats_cli_error("record", "--%s '%s': need a number of seconds > 0",
+            if (c == 'B') base_s_given = 1;
+            if (ats_cli_parse_double(optarg, dst) || !(*dst > 0) || *dst > 1e7) {
+                ats_cli_error("record", "--%s '%s': need a number of seconds in (0, 1e7]",
                               c == 'd' ? "duration" : c == 'i' ? "interval" : "baseline-s", optarg);
                 return ATS_EXIT_USAGE;
             }
             break;
         }
         case 't': case 'D':
-            if (ats_cli_parse_int(optarg, &v) || v < (c == 't' ? 1 : 0) || v > 4096) {
-                ats_cli_error("record", "--%s '%s': need an integer >= %d", c == 't' ? "threads" : "device", optarg,
-                              c == 't' ? 1 : 0);
+            /* threads: the probe's limit (ex_probe_new, baseline files: 1 .. 1024) */
+            if (ats_cli_parse_int(optarg, &v) || v < (c == 't' ? 1 : 0) || v > (c == 't' ? 1024 : 4096)) {
+                ats_cli_error("record", "--%s '%s': need an integer %d .. %d", c == 't' ? "threads" : "device",
+                              optarg, c == 't' ? 1 : 0, c == 't' ? 1024 : 4096);
                 return ATS_EXIT_USAGE;
             }
             if (c == 't') po.threads = (int)v; else po.device = (int)v;
             break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default: usage(stderr); return ATS_EXIT_USAGE;
+        case ':':
+            ats_cli_error("record", "%s: needs a value (ats record --help)", argv[optind - 1]);
+            return ATS_EXIT_USAGE;
+        default:
+            if (optopt) ats_cli_error("record", "unknown option '-%c' (ats record --help)", optopt);
+            else ats_cli_error("record", "unknown option '%s' (ats record --help)", argv[optind - 1]);
+            return ATS_EXIT_USAGE;
         }
     }
-    if (optind != argc || (!out && !base_out)) {
-        ats_cli_error("record", optind != argc ? "unexpected argument '%s'" : "--out FILE is required%s",
-                      optind != argc ? argv[optind] : "");
-        usage(stderr);
+    if (optind != argc) {
+        ats_cli_error("record", "unexpected argument '%s' (ats record --help)", argv[optind]);
+        return ATS_EXIT_USAGE;
+    }
+    if (!out && !base_out) {
+        ats_cli_error("record", "--out FILE is required (or --save-baseline FILE alone; ats record --help)");
         return ATS_EXIT_USAGE;
     }
     if (ro.interval_s < 0.01) {
         ats_cli_error("record", "--interval %g s: below 0.01 s the probes would dominate", ro.interval_s);
+        return ATS_EXIT_USAGE;
+    }
+    if (out && ro.interval_s > ro.duration_s) {
+        ats_cli_error("record", "--interval %g s is longer than --duration %g s: at most one sample; give an interval "
+                                "<= the duration", ro.interval_s, ro.duration_s);
+        return ATS_EXIT_USAGE;
+    }
+    if (base_in && base_s_given) {
+        ats_cli_error("record", "--baseline FILE and --baseline-s %g do not combine: the baseline is read from the "
+                                "file, not measured (give one of them)", base_s);
+        return ATS_EXIT_USAGE;
+    }
+    if (base_in) atsc_in_note(base_in); /* the input first: an output naming it is refused here */
+    if (out && base_out && atsc_out_same_target(out, base_out)) {
+        ats_cli_error("record", "--out and --save-baseline name the same file '%s' (give two paths)", out);
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("record", "--out", out) || ats_cli_check_out("record", "--save-baseline", base_out))
@@ -102,6 +150,7 @@ int ats_cmd_record(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 
     ats_err err = {{0}};
     ex_baseline base;
@@ -116,6 +165,11 @@ int ats_cmd_record(int argc, char **argv)
                     base.threads, po.threads);
             return ATS_EXIT_USAGE;
         }
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cpus > 0 && base.threads > cpus)
+            fprintf(stderr, "ats record: warning: %s: the baseline was measured with %d probe threads, this machine "
+                            "has %ld online CPUs (the probes oversubscribe it: was it measured elsewhere?)\n",
+                    base_in, base.threads, cpus);
         ex_probe_opts_from_baseline(&po, &base); /* the very probes the baseline timed */
     }
     ex_probe *p = NULL;
@@ -203,5 +257,5 @@ int ats_cmd_record(int argc, char **argv)
 done:
     atsc_trace_free(tr);
     ex_probe_free(p);
-    return rc;
+    return record_exit(rc);
 }

@@ -9,13 +9,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "atsc/outfile.h"
 #include "atsc/trace_io.h"
 #include "cli.h"
 #include "ex/load.h"
 
-static volatile sig_atomic_t stress_stop = 0;
-static void on_signal(int sig) { (void)sig; stress_stop = 1; }
+static volatile sig_atomic_t stress_stop = 0, stress_sig = 0;
+static void on_signal(int sig)
+{
+    stress_sig = sig;
+    stress_stop = 1;
+}
+
+/* After a signal: everything is written; die of the same signal, as `ats sim` does (exit status
+ * 128 + sig: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). */
+static int stress_exit(int rc)
+{
+    if (!stress_sig) return rc;
+    int sig = (int)stress_sig;
+    fflush(NULL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return 128 + sig; /* not reached */
+}
+
+/* A file-name value that is really the next option (`--baseline --duration 2`). */
+static int looks_like_option(const char *v) { return v[0] == '-' && v[1] == '-'; }
 
 static void usage(FILE *f)
 {
@@ -85,32 +106,6 @@ static int write_log(FILE *f, const void *ctx)
     return bad ? -1 : 0;
 }
 
-static void print_report(const ex_stress_report *rep, double margin_s)
-{
-    printf("stressor's own probes per target segment (first %g s of each left out):\n", margin_s);
-    printf("%-5s %9s %9s %8s %8s %8s %6s %5s\n", "res", "from [s]", "to [s]", "target", "probes", "rel.err", "duty",
-           "sat%");
-    for (int i = 0; i < rep->nseg; i++) {
-        const ex_stress_seg *g = &rep->seg[i];
-        if (isnan(g->measured) && g->target >= 1)
-            printf("%-5s %9.2f %9.2f %8.4f %8s %8s %6s %5s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
-                   g->target, "-", "-", "0", "off");
-        else if (isnan(g->measured)) /* shorter than the margin */
-            printf("%-5s %9.2f %9.2f %8.4f %8s %8s %6s %5s\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
-                   g->target, "-", "-", "-", "-");
-        else
-            printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f %6.3f %5.1f\n", atsc_resource_name(g->res), g->t0_s, g->t1_s,
-                   g->target, g->measured, (g->measured - g->target) / g->target, g->duty, 100 * g->sat_frac);
-    }
-    printf("hogs cpu %d/thread, gpu %d, pcie %d; stressor probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, pcie "
-           "%.2f%%) over %.1f s; probe sets that waited for another process's probes: %ld (ran without the lock: %ld)\n",
-           rep->k[0], rep->k[1], rep->k[2], 100 * rep->probe_duty,
-           rep->wall_s > 0 ? 100 * rep->probe_s[0] / rep->wall_s : 0,
-           rep->wall_s > 0 ? 100 * rep->probe_s[1] / rep->wall_s : 0,
-           rep->wall_s > 0 ? 100 * rep->probe_s[2] / rep->wall_s : 0, rep->wall_s, rep->lock_waits,
-           rep->lock_timeouts);
-}
-
 int ats_cmd_stress(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -129,11 +124,18 @@ int ats_cmd_stress(int argc, char **argv)
     ex_stress_opts so = ex_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
     int closed_flags = 0; /* closed-loop options given */
+    int calib_flags = 0;  /* --settle / --measure given (--calibrate only) */
     double settle = 1.0, measure = 2.0;
-    int cpu_only = 0, c;
+    int cpu_only = 0, c, li = 0;
     long long v;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+    opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
+    while ((c = getopt_long(argc, argv, ":h", lo, &li)) != -1) {
+        if ((c == 'T' || c == 'c' || c == 'C' || c == 'b' || c == 'L') && looks_like_option(optarg)) {
+            ats_cli_error("stress", "--%s '%s': needs a file name, got an option (a value missing?)", lo[li].name,
+                          optarg);
+            return ATS_EXIT_USAGE;
+        }
         switch (c) {
         case 'T': trace = optarg; break;
         case 'c': calib_in = optarg; break;
@@ -146,13 +148,16 @@ int ats_cmd_stress(int argc, char **argv)
             double *dst = c == 'd' ? &so.duration_s : c == 'w' ? &so.delay_s : c == 'P' ? &so.period_s
                         : c == 's' ? &settle : c == 'm' ? &measure : c == 'i' ? &so.interval_s
                         : c == 'g' ? &so.ki_per_s : &so.settle_s;
+            const char *name = c == 'd' ? "duration" : c == 'w' ? "delay" : c == 'P' ? "period" : c == 's' ? "settle"
+                             : c == 'm' ? "measure" : c == 'i' ? "interval" : c == 'g' ? "gain" : "report-margin";
             if (c == 'i' || c == 'g' || c == 'R') closed_flags = 1;
+            if (c == 's' || c == 'm') calib_flags = 1;
             if (ats_cli_parse_double(optarg, dst) || *dst < 0 || (c == 'P' && !(*dst >= 1e-3 && *dst <= 10)) ||
                 (c == 'i' && !(*dst >= 0.05 && *dst <= 60)) || (c == 'g' && !(*dst > 0 && *dst <= 100)) ||
                 (c != 'g' && *dst > 1e7)) {
-                ats_cli_error("stress", "--%s '%s': %s", c == 'g' ? "gain" : c == 'i' ? "interval" : "seconds", optarg,
+                ats_cli_error("stress", "--%s '%s': %s", name, optarg,
                               c == 'P' ? "need a period of 0.001 .. 10 s" : c == 'i' ? "need 0.05 .. 60 s"
-                              : c == 'g' ? "need a gain in (0, 100] per s" : "need a number of seconds >= 0");
+                              : c == 'g' ? "need a gain in (0, 100] per s" : "need a number of seconds 0 .. 1e7");
                 return ATS_EXIT_USAGE;
             }
             break;
@@ -165,23 +170,35 @@ int ats_cmd_stress(int argc, char **argv)
             so.probes = (int)v;
             closed_flags = 1;
             break;
-        case 't': case 'D': case '0': case '1': case '2':
-            if (ats_cli_parse_int(optarg, &v) || v < (c == 'D' ? 0 : 1) || v > 64) {
-                ats_cli_error("stress", "bad count '%s' (1 .. 64)", optarg);
+        case 't': case 'D': case '0': case '1': case '2': {
+            const char *name = c == 't' ? "threads" : c == 'D' ? "device" : c == '0' ? "hogs-cpu"
+                             : c == '1' ? "hogs-gpu" : "hogs-pcie";
+            int lo_v = c == 'D' ? 0 : 1, hi_v = c == 't' || c == 'D' ? 64 : EX_STRESS_K_MAX;
+            if (ats_cli_parse_int(optarg, &v) || v < lo_v || v > hi_v) {
+                ats_cli_error("stress", "--%s '%s': need an integer %d .. %d", name, optarg, lo_v, hi_v);
                 return ATS_EXIT_USAGE;
             }
             if (c == 't') so.threads = (int)v;
             else if (c == 'D') so.device = (int)v;
             else so.k[c - '0'] = (int)v;
             break;
+        }
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default: usage(stderr); return ATS_EXIT_USAGE;
+        case ':':
+            ats_cli_error("stress", "%s: needs a value (ats stress --help)", argv[optind - 1]);
+            return ATS_EXIT_USAGE;
+        default:
+            if (optopt) ats_cli_error("stress", "unknown option '-%c' (ats stress --help)", optopt);
+            else ats_cli_error("stress", "unknown option '%s' (ats stress --help)", argv[optind - 1]);
+            return ATS_EXIT_USAGE;
         }
     }
-    if (optind != argc || (!trace == !calib_out)) {
-        ats_cli_error("stress", optind != argc ? "unexpected argument '%s'" : "give exactly one of --trace, --calibrate%s",
-                      optind != argc ? argv[optind] : "");
-        usage(stderr);
+    if (optind != argc) {
+        ats_cli_error("stress", "unexpected argument '%s' (ats stress --help)", argv[optind]);
+        return ATS_EXIT_USAGE;
+    }
+    if (!trace == !calib_out) {
+        ats_cli_error("stress", "give exactly one of --trace T, --calibrate FILE (ats stress --help)");
         return ATS_EXIT_USAGE;
     }
     if (closed_flags && !base_in) {
@@ -193,11 +210,23 @@ int ats_cmd_stress(int argc, char **argv)
         ats_cli_error("stress", "--baseline is for following a trace (closed loop), not for --calibrate");
         return ATS_EXIT_USAGE;
     }
+    if (calib_flags && !calib_out) {
+        ats_cli_error("stress", "--settle and --measure belong to --calibrate; they do not combine with --trace");
+        return ATS_EXIT_USAGE;
+    }
     if (so.ki_per_s * so.interval_s >= 2.0) {
         ats_cli_error("stress", "--gain %g x --interval %g = %g: the loop is unstable from 2 on (keep it below 1)",
                       so.ki_per_s, so.interval_s, so.ki_per_s * so.interval_s);
         return ATS_EXIT_USAGE;
     }
+    /* the inputs first, so that an output naming one of them is refused here, before the run */
+    char path[4096] = "";
+    if (trace) {
+        ats_cli_trace_path(trace, path, sizeof path);
+        atsc_in_note(path);
+    }
+    if (base_in) atsc_in_note(base_in);
+    if (calib_in) atsc_in_note(calib_in);
     if (ats_cli_check_out("stress", "--calibrate", calib_out) || ats_cli_check_out("stress", "--log", log_out))
         return ATS_EXIT_USAGE; /* before the work */
     struct sigaction sa;
@@ -205,6 +234,7 @@ int ats_cmd_stress(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     so.stop = &stress_stop;
     ats_err err = {{0}};
     enum ats_status st;
@@ -226,7 +256,7 @@ int ats_cmd_stress(int argc, char **argv)
         if (st == ATS_OK) st = ex_stress_calib_save(&cal, calib_out, &err);
         if (st != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
-            return st == ATS_ENOTFOUND ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+            return stress_exit(st == ATS_ENOTFOUND ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
         }
         printf("%-5s %4s %8s %8s\n", "res", "hogs", "model", "measured");
         for (int r = 0; r < ATSC_RES_COUNT; r++)
@@ -234,11 +264,9 @@ int ats_cmd_stress(int argc, char **argv)
                 printf("%-5s %4d %8.3f %8.3f\n", atsc_resource_name((enum atsc_resource)r), cal.k[r], cal.model[r][i],
                        cal.measured[r][i]);
         printf("wrote %s\n", calib_out);
-        return ATS_EXIT_OK;
+        return stress_exit(ATS_EXIT_OK);
     }
 
-    char path[4096];
-    ats_cli_trace_path(trace, path, sizeof path);
     atsc_trace *tr = NULL;
     st = atsc_trace_load(path, &tr, &err);
     if (st != ATS_OK) {
@@ -254,30 +282,53 @@ int ats_cmd_stress(int argc, char **argv)
         }
         so.calib = &cal;
     }
+    ex_baseline base;
+    if (base_in) {
+        if ((st = ex_baseline_load(base_in, &base, &err)) != ATS_OK) {
+            fprintf(stderr, "ats stress: %s\n", err.msg);
+            atsc_trace_free(tr);
+            return ATS_EXIT_USAGE;
+        }
+        if (so.threads > 0 && so.threads != base.threads) {
+            fprintf(stderr, "ats stress: %s: baseline measured with %d probe threads, --threads %d asked\n", base_in,
+                    base.threads, so.threads);
+            atsc_trace_free(tr);
+            return ATS_EXIT_USAGE;
+        }
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (cpus > 0 && base.threads > cpus)
+            fprintf(stderr, "ats stress: warning: %s: the baseline was measured with %d probe threads, this machine "
+                            "has %ld online CPUs (probes and hogs oversubscribe it: was it measured elsewhere?)\n",
+                    base_in, base.threads, cpus);
+    }
+    /* targets below what the hogs reach (the automatic count is capped): say so before and after */
+    int kplan[ATSC_RES_COUNT];
+    double amin[ATSC_RES_COUNT];
+    unsigned short_of = ex_stress_plan_hogs(tr, &so, base_in != NULL, kplan, amin);
+    char short_note[512] = "";
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        if (!(short_of & (1u << r))) continue;
+        size_t l = strlen(short_note);
+        snprintf(short_note + l, sizeof short_note - l,
+                 "%s%s: the trace's lowest target %.3g is below what %d hogs%s reach by the model (1/%d = %.3g); "
+                 "--hogs-%s up to %d", l ? "; " : "", atsc_resource_name((enum atsc_resource)r), amin[r], kplan[r],
+                 r == ATSC_RES_CPU ? " per thread" : "", kplan[r] + 1, 1.0 / (kplan[r] + 1),
+                 atsc_resource_name((enum atsc_resource)r), EX_STRESS_K_MAX);
+    }
+    if (short_note[0]) fprintf(stderr, "ats stress: note: %s\n", short_note);
     if (!base_in) {
         st = ex_stress_run(tr, &so, &err);
         atsc_trace_free(tr);
         if (st != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
-            return st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+            return stress_exit(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
         }
-        fprintf(stderr, "ats stress: open loop %s\n",
-                stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
-        return ATS_EXIT_OK;
+        fprintf(stderr, "ats stress: open loop %s%s%s\n",
+                stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended",
+                short_note[0] ? "; targets not reached: " : "", short_note);
+        return stress_exit(ATS_EXIT_OK);
     }
 
-    ex_baseline base;
-    if ((st = ex_baseline_load(base_in, &base, &err)) != ATS_OK) {
-        fprintf(stderr, "ats stress: %s\n", err.msg);
-        atsc_trace_free(tr);
-        return ATS_EXIT_USAGE;
-    }
-    if (so.threads > 0 && so.threads != base.threads) {
-        fprintf(stderr, "ats stress: %s: baseline measured with %d probe threads, --threads %d asked\n", base_in,
-                base.threads, so.threads);
-        atsc_trace_free(tr);
-        return ATS_EXIT_USAGE;
-    }
     step_log log = {0};
     if (log_out) {
         so.on_step = log_step;
@@ -290,9 +341,10 @@ int ats_cmd_stress(int argc, char **argv)
         if (strstr(err.msg, "baseline")) fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, base_in);
         else fprintf(stderr, "ats stress: %s\n", err.msg);
         free(log.s);
-        return st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+        return stress_exit(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
     }
-    print_report(&rep, so.settle_s);
+    ex_stress_report_print(stdout, &rep, so.settle_s);
+    if (short_note[0]) printf("targets not reached: %s\n", short_note);
     int rc = ATS_EXIT_OK;
     if (log_out) {
         if (log.oom) fprintf(stderr, "ats stress: --log %s: out of memory, the log is incomplete\n", log_out);
@@ -306,5 +358,5 @@ int ats_cmd_stress(int argc, char **argv)
     }
     fprintf(stderr, "ats stress: closed loop %s\n",
             stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
-    return rc;
+    return stress_exit(rc);
 }

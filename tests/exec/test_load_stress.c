@@ -909,6 +909,178 @@ static void test_report_print(void)
     unlink(path);
 }
 
+/* ------------------------------------------------------------------ `ats record` / `ats stress` */
+
+static const char *ats_bin(void)
+{
+    const char *b = getenv("ATS_BIN");
+    return b && *b ? b : "./build/cli/ats";
+}
+
+/* `ats <args>` must exit want_rc with want (a part of its output) in one line of output. */
+static void cli_expect(const char *args, int want_rc, const char *want)
+{
+    int rc;
+    char *o = tu_run_ats(args, &rc, 1);
+    CHECK_MSG(rc == want_rc && o && strstr(o, want) && tu_count_lines(o) == 1,
+              "`ats %s`: exit %d (want %d), want one line with \"%s\", got: %s", args, rc, want_rc, want,
+              o ? o : "(null)");
+    free(o);
+}
+
+/* Runs ats with argv (NULL-terminated, argv[0] = "ats"), output to out_path; sends sig after after_s (no
+ * signal: sig 0) and waits for it (at most 90 s, then SIGKILL). Returns 128 + the signal it died of, or
+ * its exit code; -1 when it could not run. */
+static int run_signalled(char *const argv[], double after_s, int sig, const char *out_path)
+{
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        FILE *o = freopen(out_path, "w", stdout);
+        if (!o || dup2(fileno(stdout), 2) < 0) _exit(126);
+        execv(ats_bin(), argv);
+        _exit(127);
+    }
+    struct timespec ts = {(time_t)after_s, (long)((after_s - (double)(time_t)after_s) * 1e9)};
+    nanosleep(&ts, NULL);
+    if (sig) kill(pid, sig);
+    int st = 0;
+    for (int i = 0; i < 900; i++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+        usleep(100000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_cli(void)
+{
+    char d[300], args[2048], cpu[400], idle[400], base[400], dirty[400];
+    snprintf(d, sizeof d, "%s/cli", tmpdir);
+    CHECK(mkdir(d, 0700) == 0);
+    snprintf(cpu, sizeof cpu, "%s/cpu.h5", d);
+    snprintf(idle, sizeof idle, "%s/idle.h5", d);
+    snprintf(base, sizeof base, "%s/base.txt", d);
+    ats_err err = {{0}};
+    atsc_trace *tr = atsc_trace_new(2);
+    tr->t_s[0] = 0;
+    tr->t_s[1] = 0.5;
+    for (int i = 0; i < 2; i++) tr->gpu_avail[i] = tr->pcie_avail[i] = 1.0;
+    tr->cpu_avail[0] = 1.0;
+    tr->cpu_avail[1] = 0.6;
+    snprintf(tr->source, sizeof tr->source, "test_load_stress");
+    snprintf(tr->machine, sizeof tr->machine, "synthetic");
+    snprintf(tr->description, sizeof tr->description, "cpu 1 then 0.6");
+    CHECK_MSG(atsc_trace_save(tr, cpu, &err) == ATS_OK, "%s", err.msg);
+    tr->cpu_avail[1] = 1.0;
+    CHECK_MSG(atsc_trace_save(tr, idle, &err) == ATS_OK, "%s", err.msg);
+    atsc_trace_free(tr);
+    write_text(base, "0.004 nan nan 1 0 1\n"); /* one thread, one GEMV a probe (default sizes) */
+
+    /* 1. an output naming an input: refused before the work (exit 2), not after it (exit 1) */
+    snprintf(args, sizeof args, "record --out %s --baseline %s --duration 5", base, base);
+    cli_expect(args, 2, "input of this run");
+    snprintf(args, sizeof args, "record --out %s/x.h5 --save-baseline %s/x.h5 --duration 5", d, d);
+    cli_expect(args, 2, "name the same file");
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --log %s --duration 3", cpu, base, base);
+    cli_expect(args, 2, "input of this run");
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --log %s --duration 3", cpu, base, cpu);
+    cli_expect(args, 2, "input of this run");
+    /* 2. a directory as the baseline */
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --duration 1", cpu, d);
+    cli_expect(args, 2, "is a directory");
+    /* 4. messages name the option given */
+    static const char *const secs[] = {"duration", "delay", "report-margin", "period", "settle", "measure"};
+    for (int i = 0; i < 6; i++) {
+        char want[64];
+        snprintf(args, sizeof args, "stress --trace %s --%s x", cpu, secs[i]);
+        snprintf(want, sizeof want, "--%s 'x'", secs[i]);
+        cli_expect(args, 2, want);
+    }
+    snprintf(args, sizeof args, "stress --trace %s --duration 1e300", cpu);
+    cli_expect(args, 2, "0 .. 1e7");
+    static const char *const counts[] = {"hogs-cpu 0", "hogs-gpu 0", "hogs-pcie 65", "threads 0", "device 99"};
+    for (int i = 0; i < 5; i++) {
+        char want[64], name[32];
+        snprintf(args, sizeof args, "stress --trace %s --%s", cpu, counts[i]);
+        sscanf(counts[i], "%31s", name);
+        snprintf(want, sizeof want, "--%s '", name);
+        cli_expect(args, 2, want);
+    }
+    snprintf(args, sizeof args, "record --out %s/r.h5 --threads 100000", d);
+    cli_expect(args, 2, "1 .. 1024");
+    cli_expect("stress --baseline --duration 2", 2, "--baseline '--duration'");
+    cli_expect("stress --trace x --bogus", 2, "unknown option '--bogus'");
+    /* 5. an interval longer than the recording */
+    snprintf(args, sizeof args, "record --duration 1 --interval 100 --out %s/r.h5", d);
+    cli_expect(args, 2, "longer than --duration");
+    /* 8. options that would be ignored */
+    snprintf(args, sizeof args, "stress --trace %s --settle 1", cpu);
+    cli_expect(args, 2, "--calibrate");
+    snprintf(args, sizeof args, "stress --trace %s --measure 1", cpu);
+    cli_expect(args, 2, "--calibrate");
+    snprintf(args, sizeof args, "record --baseline %s --baseline-s 2 --out %s/r.h5", base, d);
+    cli_expect(args, 2, "do not combine");
+    /* 9. a baseline from a machine with more CPUs: one warning line */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(dirty, sizeof dirty, "%s/base-many.txt", d);
+    snprintf(args, sizeof args, "0.004 nan nan 1 0 %ld\n", cpus + 1);
+    write_text(dirty, args);
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --duration 0.3", idle, dirty);
+    int rc;
+    char *o = tu_run_ats(args, &rc, 1);
+    int warns = 0;
+    for (const char *q = o; q && (q = strstr(q, "warning")) != NULL; q++) warns++;
+    CHECK_MSG(rc == 0 && o && strstr(o, "online CPUs") && warns == 1, "`ats %s`: exit %d: %s", args, rc, o);
+    free(o);
+
+    /* 6. signals: the exit status of sim (128 + sig), what is written still written */
+    char outp[400], logp[400], recp[400];
+    snprintf(outp, sizeof outp, "%s/out.txt", d);
+    snprintf(logp, sizeof logp, "%s/log.csv", d);
+    snprintf(recp, sizeof recp, "%s/rec.h5", d);
+    char *open_loop[] = {"ats", "stress", "--trace", cpu, "--duration", "60", "--threads", "1", "--hogs-cpu", "1", NULL};
+    rc = run_signalled(open_loop, 1.0, SIGINT, outp);
+    CHECK_MSG(rc == 130, "open loop after SIGINT: %d (want 130)", rc);
+    const int sigs[2] = {SIGTERM, SIGHUP};
+    for (int i = 0; i < 2; i++) {
+        unlink(logp);
+        char *closed[] = {"ats", "stress", "--trace", cpu, "--baseline", base, "--duration", "60", "--hogs-cpu", "1",
+                          "--log", logp, NULL};
+        rc = run_signalled(closed, 2.5, sigs[i], outp);
+        CHECK_MSG(rc == 128 + sigs[i], "closed loop after signal %d: %d (want %d)", sigs[i], rc, 128 + sigs[i]);
+        char *log = tu_slurp(logp, NULL);
+        CHECK_MSG(log && strncmp(log, "t_s,resource,", 13) == 0 && tu_count_lines(log) >= 2,
+                  "signal %d: --log not written: %s", sigs[i], log ? log : "(none)");
+        free(log);
+    }
+    char *rec[] = {"ats", "record", "--out", recp, "--baseline", base, "--duration", "60", "--cpu-only", NULL};
+    rc = run_signalled(rec, 2.0, SIGINT, outp);
+    CHECK_MSG(rc == 130, "record after SIGINT: %d (want 130)", rc);
+    atsc_trace *back = NULL;
+    CHECK_MSG(atsc_trace_load(recp, &back, &err) == ATS_OK && back->n >= 2, "record after SIGINT: %s", err.msg);
+    atsc_trace_free(back);
+    unlink(recp);
+    char *rec_b[] = {"ats", "record", "--out", recp, "--threads", "1", "--baseline-s", "60", "--cpu-only", NULL};
+    rc = run_signalled(rec_b, 1.5, SIGTERM, outp);
+    CHECK_MSG(rc == 143, "record in its baseline after SIGTERM: %d (want 143)", rc);
+    CHECK(access(recp, F_OK) != 0);
+
+    snprintf(args, sizeof args, "rm -rf '%s'", d);
+    CHECK(system(args) == 0);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -931,6 +1103,7 @@ int main(void)
     test_probe_lock();
     test_closed_real();
     test_text_save();
+    test_cli();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
 }
