@@ -45,8 +45,10 @@ static void usage(FILE *f)
             "kernel, a 16 MiB pinned host-to-device copy. Availability = idle probe time / probe time, clipped\n"
             "to [0.01, 1]. The idle baseline is measured first for --baseline-s (default 3 s) on the idle\n"
             "machine, or read from --baseline (written by --save-baseline; --save-baseline without --out only\n"
-            "measures it). Without a GPU only the CPU is recorded (gpu/pcie = 1). Ctrl-C stops early and\n"
-            "still writes the samples so far. The probes of all ats processes take one lock\n"
+            "measures it; --baseline and --baseline-s do not combine). --interval may not exceed --duration.\n"
+            "Without a GPU only the CPU is recorded (gpu/pcie = 1). SIGINT/SIGTERM/SIGHUP stop early and still\n"
+            "write the samples so far (exit status that of the signal: 130, 143, 129; during the baseline\n"
+            "nothing is written). The probes of all ats processes take one lock\n"
             "(/tmp/ats-probes.lock): a sample that falls on a probe of `ats stress --baseline` waits for it\n"
             "(untimed), so the stressor's probes never overlap the recorder's.\n");
 }

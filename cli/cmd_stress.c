@@ -56,19 +56,26 @@ static void usage(FILE *f)
             "random moments, only for resources under load, and an integral controller (gain --gain, default\n"
             "0.8 /s) trims each resource's duty toward the target of that moment: feed-forward from the model\n"
             "d = (1 - a)(K+1)/K (or --calibration); the duty clipped to 0..1 (the integral at most 0.25\n"
-            "beyond: bounded windup); the trim reset at each target step (a change > 0.05 that holds >= 1 s;\n"
-            "a recorded trace's 0.1 s wiggles keep it); a resource whose target is 1 is not controlled and\n"
-            "its hogs are off (a brief 1.0 inside a loaded stretch only pauses them). K defaults to enough\n"
+            "beyond: bounded windup). Steps: only a target change > 0.05 whose new value holds >= 1 s is a\n"
+            "step (feed-forward jump, integral reset, new report segment); smaller or briefer changes (a\n"
+            "recorded trace's 0.1 s wiggles) move the feed-forward, keep the integral and merge into one\n"
+            "report segment (its target the mean). A resource whose target is 1 is not controlled and its\n"
+            "hogs are off (a brief 1.0 inside a loaded stretch only pauses them). K defaults to enough\n"
             "hogs for 2.5 times less availability than the trace's lowest (at most 16). The probes may keep\n"
             "at most 20 %% of an interval busy (baseline times x --probes). Probes of all ats processes take\n"
             "one lock (/tmp/ats-probes.lock), so the stressor's and a recorder's probes never overlap. At the\n"
             "end it prints, per target segment without its first --report-margin seconds (default 5), what its\n"
-            "own probes saw; --log writes every control step as CSV.\n"
+            "own probes saw (a target at the clip floor 0.01, where probes cannot read lower, is noted so; one\n"
+            "below what the hogs reach too; segments past the first 96 are counted); --log writes every\n"
+            "control step as CSV.\n"
             "Open loop (no --baseline): duties from the model (or --calibration) only; K defaults to the\n"
-            "fewest hogs that reach the trace's lowest value.\n"
-            "--calibrate measures the probe availability (as `ats record` sees it) at model levels 1 .. 1/(K+1)\n"
-            "(default K = 3) and writes FILE; --calibration FILE then maps targets through it.\n"
-            "A trace with GPU or PCIe load on a machine without a GPU is refused (exit 2).\n");
+            "fewest hogs that reach the trace's lowest value (at most 64; a lower target is noted).\n"
+            "--duration 0 (the default): the whole trace. --calibrate measures the probe availability (as\n"
+            "`ats record` sees it) at model levels 1 .. 1/(K+1) (default K = 3), holding each --settle s, then\n"
+            "measuring --measure s (both --calibrate only), and writes FILE; --calibration FILE then maps\n"
+            "targets through it. Without a GPU the CPU is stressed alone; a trace with GPU or PCIe load is\n"
+            "refused (exit 2). SIGINT/SIGTERM/SIGHUP stop every hog, write the report and --log, and the\n"
+            "exit status is that of the signal (130, 143, 129).\n");
 }
 
 /* --log: control steps kept in memory, written at the end through a temporary. */
@@ -305,15 +312,18 @@ int ats_cmd_stress(int argc, char **argv)
     int kplan[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
     unsigned short_of = ex_stress_plan_hogs(tr, &so, base_in != NULL, kplan, amin);
-    char short_note[512] = "";
+    char short_note[1024] = "";
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (!(short_of & (1u << r))) continue;
+        const char *rn = atsc_resource_name((enum atsc_resource)r);
+        char hint[64];
+        if (kplan[r] >= EX_STRESS_K_MAX) snprintf(hint, sizeof hint, "%d is the most --hogs-%s allows", kplan[r], rn);
+        else snprintf(hint, sizeof hint, "--hogs-%s up to %d", rn, EX_STRESS_K_MAX);
         size_t l = strlen(short_note);
         snprintf(short_note + l, sizeof short_note - l,
-                 "%s%s: the trace's lowest target %.3g is below what %d hogs%s reach by the model (1/%d = %.3g); "
-                 "--hogs-%s up to %d", l ? "; " : "", atsc_resource_name((enum atsc_resource)r), amin[r], kplan[r],
-                 r == ATSC_RES_CPU ? " per thread" : "", kplan[r] + 1, 1.0 / (kplan[r] + 1),
-                 atsc_resource_name((enum atsc_resource)r), EX_STRESS_K_MAX);
+                 "%s%s: the trace's lowest target %.3g is below what %d hogs%s reach by the model (1/%d = %.3g); %s",
+                 l ? "; " : "", rn, amin[r], kplan[r], r == ATSC_RES_CPU ? " per thread" : "", kplan[r] + 1,
+                 1.0 / (kplan[r] + 1), hint);
     }
     if (short_note[0]) fprintf(stderr, "ats stress: note: %s\n", short_note);
     if (!base_in) {

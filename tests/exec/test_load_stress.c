@@ -1045,6 +1045,24 @@ static void test_cli(void)
     CHECK_MSG(rc == 0 && o && strstr(o, "online CPUs") && warns == 1, "`ats %s`: exit %d: %s", args, rc, o);
     free(o);
 
+    /* 7. a target at the clip floor: the automatic hog count capped at the --hogs-* limit, and said */
+    char floor[400];
+    snprintf(floor, sizeof floor, "%s/floor.h5", d);
+    tr = atsc_trace_new(2);
+    tr->t_s[0] = 0;
+    tr->t_s[1] = 0.1;
+    for (int i = 0; i < 2; i++) tr->gpu_avail[i] = tr->pcie_avail[i] = 1.0;
+    tr->cpu_avail[0] = 1.0;
+    tr->cpu_avail[1] = 0.01;
+    snprintf(tr->source, sizeof tr->source, "test_load_stress");
+    CHECK_MSG(atsc_trace_save(tr, floor, &err) == ATS_OK, "%s", err.msg);
+    atsc_trace_free(tr);
+    snprintf(args, sizeof args, "stress --trace %s --threads 1 --duration 0.3", floor);
+    o = tu_run_ats(args, &rc, 1);
+    CHECK_MSG(rc == 0 && o && strstr(o, "below what 64 hogs per thread reach") && strstr(o, "targets not reached"),
+              "`ats %s`: exit %d: %s", args, rc, o);
+    free(o);
+
     /* 6. signals: the exit status of sim (128 + sig), what is written still written */
     char outp[400], logp[400], recp[400];
     snprintf(outp, sizeof outp, "%s/out.txt", d);
