@@ -1,7 +1,8 @@
 #!/bin/bash
 # experiments/bench/gpu-final.sh — the one GPU-machine call for issue 5's GEMV speed figures:
 # build (sm_90 only: ats, test_cuda_ops, test_cuda_model), correctness first, then `ats bench kernels`
-# with the GEMV kernel v2 (default) and v1 (ATS_GEMV_KERNEL=v1) side by side. ~4-5 minutes.
+# with the default GEMV kernels (v3 for Q4_0/Q4_K, v2 for Q8_0/Q6_K) and v1 (ATS_GEMV_KERNEL=v1) side
+# by side; the CUDA op test also with ATS_GEMV_KERNEL=v2 and v1. ~4-5 minutes.
 #
 # Run from the repository root on the GPU machine, e.g. with the device tool:
 #   run(command="bash experiments/bench/gpu-final.sh", carry=[".deps", ".gpu-shared"], timeout_s=600)
@@ -11,9 +12,9 @@
 # Writes at most 8 files under $OUT (the device tool's limit):
 #   summary.txt      verdicts and the GEMV rows that matter (read this first)
 #   build.log        configure + build
-#   tests.log        test_cuda_ops (v2; v2 with ATS_GEMV_MAX_BLOCKS=1 so warps take many rows;
-#                    v1), test_cuda_model, stories260K greedy runs vs the reference
-#   bench-kernels.json / .txt         full bench, GEMV v2 (the figures to commit)
+#   tests.log        test_cuda_ops (default; v2 everywhere, also with ATS_GEMV_MAX_BLOCKS=1 so
+#                    warps take many rows; v1), test_cuda_model, stories260K greedy runs vs the reference
+#   bench-kernels.json / .txt         GPU bench, default GEMV kernels (the figures to commit)
 #   bench-kernels-v1.json / -v1.txt   GPU part only, GEMV v1 (same options), for the comparison
 # Every step has a time limit and later steps are skipped when the budget (BUDGET_S, default 540 s)
 # runs out, so the call returns what it has. NO_BENCH=1: build and correctness only (a dry run).
@@ -73,9 +74,9 @@ MODEL=$(find "$B" -name test_cuda_model -type f -perm -u+x | head -1)
 # test summary line(s) of the last run in tests.log
 verdict() { awk '/^===== /{n=0; delete a} {a[++n]=$0} END{for(i=1;i<=n;i++) print a[i]}' "$T" |
     grep -E "seed|checks|failed|FAIL|skipped" | tail -4 | sed 's/^/    /' | tee -a "$S"; }
-step "test_cuda_ops (GEMV v2)" 120 "$T" "$OPS"; verdict
-step "test_cuda_ops (GEMV v2, ATS_GEMV_MAX_BLOCKS=1)" 120 "$T" env ATS_GEMV_MAX_BLOCKS=1 "$OPS"; verdict
-step "test_cuda_model (GEMV v2)" 150 "$T" "$MODEL"; verdict
+step "test_cuda_ops (GEMV default)" 120 "$T" "$OPS"; verdict
+step "test_cuda_ops (GEMV v2, ATS_GEMV_MAX_BLOCKS=1)" 120 "$T" env ATS_GEMV_KERNEL=v2 ATS_GEMV_MAX_BLOCKS=1 "$OPS"; verdict
+step "test_cuda_model (GEMV default)" 150 "$T" "$MODEL"; verdict
 
 # stories260K greedy from BOS, 256 tokens: token ids against the reference (top1_id of the
 # per-step CSV, or the .ids.txt beside it), and the text against reference_greedy_from_BOS.txt.
@@ -113,14 +114,14 @@ rm -f "$OUT"/.ids_* "$OUT"/.text_* "$ref_ids"
 if [ -n "${NO_BENCH:-}" ]; then say "bench: SKIPPED (NO_BENCH set: a dry run of this script)"; BUDGET_S=0; fi
 # GPU-only first (the GEMV target); the CPU and whole-model rows of the committed bench-kernels.json
 # (an earlier call) are not re-measured when the device budget is short (FULL_BENCH=1 to include them).
-step "bench kernels (GEMV v2, GPU only)" 120 "$T" bash -c "'$ATS' bench kernels --reps 30 --skip-cpu --skip-model --out '$OUT/bench-kernels.json' >'$OUT/bench-kernels.txt'"
+step "bench kernels (GEMV default, GPU only)" 120 "$T" bash -c "'$ATS' bench kernels --reps 30 --skip-cpu --skip-model --out '$OUT/bench-kernels.json' >'$OUT/bench-kernels.txt'"
 step "bench kernels (GEMV v1, GPU only)" 90 "$T" bash -c "ATS_GEMV_KERNEL=v1 '$ATS' bench kernels --reps 30 --skip-cpu --skip-model --out '$OUT/bench-kernels-v1.json' >'$OUT/bench-kernels-v1.txt'"
 if [ -n "${FULL_BENCH:-}" ]; then
-    step "bench kernels (GEMV v2, full)" 240 "$T" bash -c "'$ATS' bench kernels --reps 30 --prompt 128 --decode 8 --out '$OUT/bench-kernels-full.json' >'$OUT/bench-kernels-full.txt'"
+    step "bench kernels (GEMV default, full)" 240 "$T" bash -c "'$ATS' bench kernels --reps 30 --prompt 128 --decode 8 --out '$OUT/bench-kernels-full.json' >'$OUT/bench-kernels-full.txt'"
 fi
 step "test_cuda_ops (GEMV v1)" 90 "$T" env ATS_GEMV_KERNEL=v1 "$OPS"; verdict
 
-# ---- summary: the GEMV rows that matter, v1 next to v2 -------------------------------------------
+# ---- summary: the GEMV rows that matter, v1 next to the default -------------------------------------------
 {
     echo
     echo "decode GEMV, Qwen3-14B shapes (type shape MB median_us single_us GB/s of_read kernel err):"
