@@ -57,6 +57,15 @@ const char *tu_source_path(char *buf, size_t len, const char *rel)
     return buf;
 }
 
+void tu_write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
 char *tu_slurp(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

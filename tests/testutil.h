@@ -80,6 +80,8 @@ const char *tu_source_path(char *buf, size_t len, const char *rel);
 char *tu_slurp(const char *path, size_t *len);
 /** Lines in s ('\n' count; NULL = 0). */
 int tu_count_lines(const char *s);
+/** Writes text to path (replacing it); a failed open is a failed CHECK. */
+void tu_write_text(const char *path, const char *text);
 /** Runs `$ATS_BIN <args>` (default ./build/cli/ats) under `timeout 120`, returns its stdout (and
  *  stderr when with_stderr) as a malloc'd string (caller frees); *rc = exit code, -1 on a signal. */
 char *tu_run_ats(const char *args, int *rc, int with_stderr);

@@ -147,6 +147,11 @@ typedef struct exc_q8x {
 /** Quantizes `n_rows` rows of `n` floats (n % 32 == 0, rows contiguous) into `q` (row r's blocks
  *  follow row r-1's). Launch on `stream`. */
 ex_gpu_status exc_quantize_q8x(const float *x, int64_t n, int64_t n_rows, exc_q8x q, cudaStream_t stream);
+/** The same into the handle's EXC_WS_Q8X workspace (grown as needed): qs at the start (rows·n
+ *  bytes rounded up to 256), then d, then s (n/32 floats per row each); *out points into it until
+ *  the next call on `g`. */
+ex_gpu_status exc_quantize_q8x_ws(ex_gpu *g, const float *x, int64_t n, int64_t n_rows, cudaStream_t stream,
+                                  exc_q8x *out);
 
 /** Batched decode GEMV (gemv.cu): for z = 0..n_z-1 (n_z ≤ 65535), y[z] (rows) = W_m · x[r] with
  *  matrix m = ids ? ids[z] : z·mat_z at W + m·mat_bytes and activation row r = x_div ? z / x_div : 0

@@ -328,17 +328,10 @@ static ex_gpu_status launch_q(ex_gpu *g, const void *W, int64_t rows, int64_t co
                               int n_z, gemv_batch bt, cudaStream_t s)
 {
     if (cols % T::QK != 0) return EX_GPU_EINVAL;
-    void *ws;
     int64_t n_x = bt.x_div ? (n_z + bt.x_div - 1) / bt.x_div : 1;
-    int64_t nxb = cols / 32 * n_x;
-    size_t qbytes = ((size_t)(cols * n_x) + 255) & ~(size_t)255;
-    ex_gpu_status st = exc_workspace(g, EXC_WS_Q8X, qbytes + 2 * (size_t)nxb * sizeof(float), &ws);
-    if (st) return st;
     exc_q8x q;
-    q.qs = (int8_t *)ws;
-    q.d = (float *)((uint8_t *)ws + qbytes);
-    q.s = q.d + nxb;
-    if ((st = exc_quantize_q8x(x, cols, n_x, q, s))) return st;
+    ex_gpu_status st = exc_quantize_q8x_ws(g, x, cols, n_x, s, &q);
+    if (st) return st;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cfg.gridDim = dim3((unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK), (unsigned)n_z);

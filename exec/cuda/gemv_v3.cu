@@ -309,16 +309,9 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
     *used = 0;
     if (v3_disabled() || rows > ((int64_t)1 << 32)) return EX_GPU_OK;
     if (!(type == ATS_Q_Q4_K || type == ATS_Q_Q4_0) || cols % 256 != 0 || cols > ((int64_t)1 << 30)) return EX_GPU_OK;
-    int64_t nxb = cols / 32;
-    size_t qbytes = ((size_t)cols + 255) & ~(size_t)255;
-    void *ws;
-    ex_gpu_status st = exc_workspace(g, EXC_WS_Q8X, qbytes + 2 * (size_t)nxb * sizeof(float), &ws);
+    exc_q8x q; /* d and s 8-byte aligned for the float2 loads: cols % 256 == 0 */
+    ex_gpu_status st = exc_quantize_q8x_ws(g, x, cols, 1, s, &q);
     if (st) return st;
-    exc_q8x q;
-    q.qs = (int8_t *)ws;
-    q.d = (float *)((uint8_t *)ws + qbytes);
-    q.s = q.d + nxb;
-    if ((st = exc_quantize_q8x(x, cols, 1, q, s))) return st;
     switch (v3_rows_per_warp()) {
     case 1: st = v3_run<1>(g, type, W, rows, cols, q, y, s); break;
     case 2: st = v3_run<2>(g, type, W, rows, cols, q, y, s); break;

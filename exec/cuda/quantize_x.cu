@@ -38,3 +38,18 @@ ex_gpu_status exc_quantize_q8x(const float *x, int64_t n, int64_t n_rows, exc_q8
     EXC_LAUNCHED(stream);
     return EX_GPU_OK;
 }
+
+ex_gpu_status exc_quantize_q8x_ws(ex_gpu *g, const float *x, int64_t n, int64_t n_rows, cudaStream_t stream,
+                                  exc_q8x *out)
+{
+    if (n % 32 != 0 || n_rows < 1) return EX_GPU_EINVAL;
+    int64_t nxb = n / 32 * n_rows;
+    size_t qbytes = ((size_t)(n * n_rows) + 255) & ~(size_t)255;
+    void *ws;
+    ex_gpu_status st = exc_workspace(g, EXC_WS_Q8X, qbytes + 2 * (size_t)nxb * sizeof(float), &ws);
+    if (st) return st;
+    out->qs = (int8_t *)ws;
+    out->d = (float *)((uint8_t *)ws + qbytes);
+    out->s = out->d + nxb;
+    return exc_quantize_q8x(x, n, n_rows, *out, stream);
+}

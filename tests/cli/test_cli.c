@@ -45,15 +45,6 @@ static int run(const char *args, char *out, size_t olen, char *err, size_t elen)
     return WEXITSTATUS(st);
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static char out[1 << 20], err[1 << 16];
 
 static void test_basics(void)
@@ -127,7 +118,7 @@ static void test_bad_json(void)
     snprintf(buf, sizeof buf, "%s,\"default_quant\":\"f32\"}", good_head);
     char path[400], args[600];
     snprintf(path, sizeof path, "%s/good.json", tmpdir);
-    write_file(path, buf);
+    tu_write_text(path, buf);
     snprintf(args, sizeof args, "inspect --model %s", path);
     CHECK_MSG(run(args, out, sizeof out, err, sizeof err) == 0, "good model: %s", err);
 
@@ -180,7 +171,7 @@ static void test_bad_json(void)
             json = gen;
         }
         snprintf(path, sizeof path, "%s/bad-%s.json", tmpdir, c->what);
-        write_file(path, json);
+        tu_write_text(path, json);
         snprintf(args, sizeof args, "inspect --model %s", path);
         int rc = run(args, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 2, "%s: exit %d (want 2)", c->what, rc);
@@ -234,7 +225,7 @@ static void test_bad_json(void)
     }
     /* unreadable file */
     snprintf(path, sizeof path, "%s/unreadable.json", tmpdir);
-    write_file(path, "{}");
+    tu_write_text(path, "{}");
     chmod(path, 0);
     snprintf(args, sizeof args, "inspect --model %s", path);
     int rc = run(args, out, sizeof out, err, sizeof err);
@@ -280,8 +271,8 @@ static void test_outputs(void)
     snprintf(regular, sizeof regular, "%s/regular", tmpdir);
     snprintf(nodir, sizeof nodir, "%s/no-such-dir/x.h5", tmpdir);
     snprintf(under, sizeof under, "%s/regular/x.h5", tmpdir);
-    write_file(good, "GOOD RESULTS\n");
-    write_file(regular, "a regular file\n");
+    tu_write_text(good, "GOOD RESULTS\n");
+    tu_write_text(regular, "a regular file\n");
     /* special files: refused, still devices afterwards */
     const char *specials[2] = {"/dev/null", "/dev/full"};
     for (int i = 0; i < 2; i++) {
@@ -397,7 +388,7 @@ static void test_import_notes(void)
     snprintf(h5, sizeof h5, "%s/unsorted.h5", tmpdir);
     /* file order 5, -3, 5, 2, -3, 7: out of order at lines 3, 5, 6 (the first: -3 after 5); times
      * 5 and -3 repeated (first repeat at line 4); two negative rows, earliest -3 at line 3 */
-    write_file(csv, "t,v\n5,1\n-3,2\n5,3\n2,4\n-3,6\n7,8\n");
+    tu_write_text(csv, "t,v\n5,1\n-3,2\n5,3\n2,4\n-3,6\n7,8\n");
     snprintf(args, sizeof args, "trace import %s --resource cpu --percentile 100 --out %s", csv, h5);
     int rc = run(args, out, sizeof out, err, sizeof err);
     CHECK_MSG(rc == 0 && strstr(out, "4 samples over 10.000 s"), "ats %s: rc %d: %s%s", args, rc, out, err);
@@ -414,7 +405,7 @@ static void test_import_notes(void)
     CHECK_MSG(rc == 0 && strstr(out, "3 rows out of order, sorted") && strstr(out, "averaged") &&
               strstr(out, "negative times, shifted"), "trace show: %s", out);
     /* in order, distinct, non-negative: nothing on stderr */
-    write_file(csv, "t,v\n0,1\n2,4\n3,6\n");
+    tu_write_text(csv, "t,v\n0,1\n2,4\n3,6\n");
     snprintf(args, sizeof args, "trace import %s --resource gpu --out %s", csv, h5);
     rc = run(args, out, sizeof out, err, sizeof err);
     CHECK_MSG(rc == 0 && err[0] == '\0', "ats %s: rc %d, stderr '%s'", args, rc, err);

@@ -184,15 +184,6 @@ static void test_refused_up_front(void)
 
 /* ---------------------------------------------------------------- import ----------------------- */
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 /* invalid dates and hex: exit 2, one line with file, line, column, value; a second --filter: exit 2
  * naming both; negative values: imported, one stderr line saying how many and what became of them */
 static void test_import_values(void)
@@ -205,13 +196,13 @@ static void test_import_values(void)
         {"t,v\n0,1\n1,0x10\n", "line 3, column '1': bad value '0x10'"},
     };
     for (int k = 0; k < 2; k++) {
-        write_text(csv, bad[k].text);
+        tu_write_text(csv, bad[k].text);
         snprintf(args, sizeof args, "trace import %s --resource cpu --out %s", csv, h5);
         int rc = run(args);
         CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, csv) && strstr(err, bad[k].must) && !out[0],
                   "%s: rc %d: %s", bad[k].text, rc, err);
     }
-    write_text(csv, "t,v,a,b\n0,1,x,y\n1,-2,x,y\n2,4,x,z\n3,-3,x,y\n4,2,w,y\n");
+    tu_write_text(csv, "t,v,a,b\n0,1,x,y\n1,-2,x,y\n2,4,x,z\n3,-3,x,y\n4,2,w,y\n");
     snprintf(args, sizeof args, "trace import %s --filter a=x --filter b=y --resource cpu --out %s", csv, h5);
     int rc = run(args);
     CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--filter 'b=y'") && strstr(err, "a=x") && !out[0],
@@ -228,7 +219,7 @@ static void test_last_sample(void)
     char csv[400], h5[400], args[2048];
     tmp(csv, sizeof csv, "two.csv");
     tmp(h5, sizeof h5, "two.h5");
-    write_text(csv, "t,v\n0,0.667\n2,1\n");
+    tu_write_text(csv, "t,v\n0,0.667\n2,1\n");
     snprintf(args, sizeof args, "trace import %s --resource gpu --percentile 100 --out %s", csv, h5);
     int rc = run(args);
     CHECK_MSG(rc == 0 && strstr(out, "gpu availability mean 0.6670 min 0.6670 max 1.0000"), "%s: rc %d: %s%s", args,
@@ -244,7 +235,7 @@ static void test_last_sample(void)
 static void test_local_trace_name(void)
 {
     char p[400], args[2048];
-    write_text(tmp(p, sizeof p, "base.txt"), "not a trace\n");
+    tu_write_text(tmp(p, sizeof p, "base.txt"), "not a trace\n");
     char h5[400], bare[400];
     snprintf(args, sizeof args, "trace synth --duration 30 --gpu const:0.5 --out %s", tmp(h5, sizeof h5, "mytrace.h5"));
     CHECK(run(args) == 0);

@@ -955,15 +955,6 @@ static int run_signalled(char *const argv[], double after_s, int sig, const char
     return -1;
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
 static void test_cli(void)
 {
     char d[300], args[2048], cpu[400], idle[400], base[400], dirty[400];
@@ -986,7 +977,7 @@ static void test_cli(void)
     tr->cpu_avail[1] = 1.0;
     CHECK_MSG(atsc_trace_save(tr, idle, &err) == ATS_OK, "%s", err.msg);
     atsc_trace_free(tr);
-    write_text(base, "0.004 nan nan 1 0 1\n"); /* one thread, one GEMV a probe (default sizes) */
+    tu_write_text(base, "0.004 nan nan 1 0 1\n"); /* one thread, one GEMV a probe (default sizes) */
 
     /* 1. an output naming an input: refused before the work (exit 2), not after it (exit 1) */
     snprintf(args, sizeof args, "record --out %s --baseline %s --duration 5", base, base);
@@ -1036,7 +1027,7 @@ static void test_cli(void)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(dirty, sizeof dirty, "%s/base-many.txt", d);
     snprintf(args, sizeof args, "0.004 nan nan 1 0 %ld\n", cpus + 1);
-    write_text(dirty, args);
+    tu_write_text(dirty, args);
     snprintf(args, sizeof args, "stress --trace %s --baseline %s --duration 0.3", idle, dirty);
     int rc;
     char *o = tu_run_ats(args, &rc, 1);
