@@ -39,7 +39,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ats record --out FILE.h5 [--duration S] [--interval S] [--threads N] [--cpu-only]\n"
             "                  [--baseline FILE | --baseline-s S] [--save-baseline FILE] [--device N]\n"
-            "                  [--machine NAME] [--description TEXT] [--progress]\n"
+            "                  [--machine NAME] [--description TEXT] [--progress] [--cpu-probe-ms MS]\n"
             "Samples CPU, GPU and PCIe availability every --interval (default 0.1 s) for --duration (default\n"
             "60 s) with probes: a float GEMV (2048 x 2048) on --threads (default: online CPUs), a ~1 ms busy\n"
             "kernel, a 16 MiB pinned host-to-device copy. Availability = idle probe time / probe time, clipped\n"
@@ -50,7 +50,11 @@ static void usage(FILE *f)
             "write the samples so far (exit status that of the signal: 130, 143, 129; during the baseline\n"
             "nothing is written). The probes of all ats processes take one lock\n"
             "(/tmp/ats-probes.lock): a sample that falls on a probe of `ats stress --baseline` waits for it\n"
-            "(untimed), so the stressor's probes never overlap the recorder's.\n");
+            "(untimed), so the stressor's probes never overlap the recorder's.\n"
+            "--cpu-probe-ms MS (0.5 .. 200, default 2): idle length of one CPU probe when the baseline is\n"
+            "measured (the GEMV repetitions are chosen to reach it and saved in --save-baseline); longer probes\n"
+            "average over more of a stressor's duty period and of the scheduler's time slices, at a higher\n"
+            "probe duty cycle.\n");
 }
 
 int ats_cmd_record(int argc, char **argv)
@@ -62,14 +66,14 @@ int ats_cmd_record(int argc, char **argv)
         {"baseline-s", required_argument, 0, 'B'},  {"save-baseline", required_argument, 0, 'S'},
         {"device", required_argument, 0, 'D'},      {"machine", required_argument, 0, 'm'},
         {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},              {0, 0, 0, 0}};
+        {"cpu-probe-ms", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ex_probe_opts po = ex_probe_opts_default();
     ex_record_opts ro = ex_record_opts_default();
     const char *out = NULL, *base_in = NULL, *base_out = NULL, *descr = NULL;
     char machine[256] = "";
     double base_s = 3.0;
     long long v;
-    int c, li = 0, base_s_given = 0;
+    int c, li = 0, base_s_given = 0, probe_ms_given = 0;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
     while ((c = getopt_long(argc, argv, ":o:h", lo, &li)) != -1) {
@@ -94,6 +98,16 @@ int ats_cmd_record(int argc, char **argv)
                               c == 'd' ? "duration" : c == 'i' ? "interval" : "baseline-s", optarg);
                 return ATS_EXIT_USAGE;
             }
+            break;
+        }
+        case 'P': {
+            double ms;
+            if (ats_cli_parse_double(optarg, &ms) || !(ms >= 0.5) || ms > 200) {
+                ats_cli_error("record", "--cpu-probe-ms '%s': need milliseconds in [0.5, 200]", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            po.cpu_target_s = ms * 1e-3;
+            probe_ms_given = 1;
             break;
         }
         case 't': case 'D':
@@ -130,6 +144,11 @@ int ats_cmd_record(int argc, char **argv)
     if (out && ro.interval_s > ro.duration_s) {
         ats_cli_error("record", "--interval %g s is longer than --duration %g s: at most one sample; give an interval "
                                 "<= the duration", ro.interval_s, ro.duration_s);
+        return ATS_EXIT_USAGE;
+    }
+    if (base_in && probe_ms_given) {
+        ats_cli_error("record", "--baseline FILE and --cpu-probe-ms do not combine: the probe size is the file's "
+                                "(set it when the baseline is measured)");
         return ATS_EXIT_USAGE;
     }
     if (base_in && base_s_given) {

@@ -1090,6 +1090,44 @@ static void test_cli(void)
     CHECK(system(args) == 0);
 }
 
+/* ats record --cpu-probe-ms: the baseline's repetitions follow the asked probe length (10x longer
+ * asks for more repetitions; a count, not a time, is checked), bad values and --baseline with it
+ * refused (exit 2, one line). */
+static void test_cpu_probe_ms(void)
+{
+    char args[1024], b_short[400], b_long[400];
+    snprintf(b_short, sizeof b_short, "%s/probe-2ms.txt", tmpdir);
+    snprintf(b_long, sizeof b_long, "%s/probe-20ms.txt", tmpdir);
+    int rc;
+    snprintf(args, sizeof args, "record --cpu-only --threads 1 --baseline-s 0.3 --save-baseline %s --cpu-probe-ms 2", b_short);
+    free(tu_run_ats(args, &rc, 1));
+    CHECK_MSG(rc == 0, "record --cpu-probe-ms 2: rc %d", rc);
+    snprintf(args, sizeof args, "record --cpu-only --threads 1 --baseline-s 0.3 --save-baseline %s --cpu-probe-ms 20", b_long);
+    free(tu_run_ats(args, &rc, 1));
+    CHECK_MSG(rc == 0, "record --cpu-probe-ms 20: rc %d", rc);
+    char *a = tu_slurp(b_short, NULL), *b = tu_slurp(b_long, NULL);
+    double t[2][3] = {{0}};
+    int reps[2] = {0, 0};
+    CHECK(a && b && sscanf(a, "%lf %lf %lf %d", &t[0][0], &t[0][1], &t[0][2], &reps[0]) == 4 &&
+          sscanf(b, "%lf %lf %lf %d", &t[1][0], &t[1][1], &t[1][2], &reps[1]) == 4);
+    CHECK_MSG(reps[1] > reps[0], "20 ms probe: %d repetitions, 2 ms probe: %d", reps[1], reps[0]);
+    free(a);
+    free(b);
+    const char *bad[] = {"0", "0.1", "201", "nan", "abc"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "record --cpu-only --save-baseline %s/x.txt --cpu-probe-ms %s", tmpdir, bad[i]);
+        char *o = tu_run_ats(args, &rc, 1);
+        CHECK_MSG(rc == 2 && o && tu_count_lines(o) == 1 && strstr(o, "--cpu-probe-ms"), "--cpu-probe-ms %s: rc %d: %s",
+                  bad[i], rc, o ? o : "");
+        free(o);
+    }
+    snprintf(args, sizeof args, "record --cpu-only --out %s/x.h5 --duration 1 --baseline %s --cpu-probe-ms 5", tmpdir,
+             b_short);
+    char *o = tu_run_ats(args, &rc, 1);
+    CHECK_MSG(rc == 2 && o && strstr(o, "do not combine"), "--baseline with --cpu-probe-ms: rc %d: %s", rc, o ? o : "");
+    free(o);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -1113,6 +1151,7 @@ int main(void)
     test_closed_real();
     test_text_save();
     test_cli();
+    test_cpu_probe_ms();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
 }
