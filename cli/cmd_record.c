@@ -68,6 +68,7 @@ int ats_cmd_record(int argc, char **argv)
         {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
         {"cpu-probe-ms", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ex_probe_opts po = ex_probe_opts_default();
+    po.stop = &record_stop; /* a signal cuts a probe in progress */
     ex_record_opts ro = ex_record_opts_default();
     const char *out = NULL, *base_in = NULL, *base_out = NULL, *descr = NULL;
     char machine[256] = "";

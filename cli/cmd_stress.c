@@ -252,6 +252,7 @@ int ats_cmd_stress(int argc, char **argv)
         ex_probe_opts po = ex_probe_opts_default();
         po.threads = so.threads;
         po.device = so.device;
+        po.stop = &stress_stop;
         if (cpu_only || !ex_gpu_present(so.device)) {
             if (!cpu_only) fprintf(stderr, "ats stress: no CUDA device: calibrating the CPU hogs only\n");
             so.k[ATSC_RES_GPU] = so.k[ATSC_RES_PCIE] = 0;

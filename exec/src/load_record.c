@@ -55,6 +55,7 @@ struct ex_probe {
     int quit;
     int sync_ok;              /* mutex and condition variables initialized */
     atomic_size_t next_chunk; /* chunk counter over reps * rows */
+    atomic_int abort_probe;   /* 1: the pool takes no more chunks of the current probe */
     /* GPU */
     int has_gpu;
     long gpu_iters;
@@ -94,6 +95,7 @@ static void *pool_main(void *arg)
         if (quit) break;
         const size_t total = chunks_per * (size_t)p->reps;
         for (;;) {
+            if (atomic_load_explicit(&p->abort_probe, memory_order_relaxed)) break;
             size_t c = atomic_fetch_add(&p->next_chunk, 1);
             if (c >= total) break;
             size_t r0 = (c % chunks_per) * CHUNK_ROWS, r1 = r0 + CHUNK_ROWS < rows ? r0 + CHUNK_ROWS : rows;
@@ -106,16 +108,27 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
-/* One CPU probe: reps GEMVs over the pool; returns wall time [s]. */
+/* One CPU probe: reps GEMVs over the pool; returns wall time [s]. Cut (the pool stops taking
+ * chunks) after o.max_probe_s or once *o.stop is set, so a baseline with far too many repetitions
+ * or a signal never keeps a probe running for minutes. */
 static double cpu_probe(struct ex_probe *p)
 {
     atomic_store(&p->next_chunk, 0);
+    atomic_store(&p->abort_probe, 0);
     double t0 = now_s();
     pthread_mutex_lock(&p->mu);
     p->active = p->nthreads;
     p->gen++;
     pthread_cond_broadcast(&p->cv_start);
-    while (p->active > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+    while (p->active > 0) {
+        struct timespec ts; /* the condition variable's clock is CLOCK_REALTIME: a 10 ms slice of it */
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 10000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&p->cv_done, &p->mu, &ts);
+        if ((p->o.max_probe_s > 0 && now_s() - t0 > p->o.max_probe_s) || (p->o.stop && *p->o.stop))
+            atomic_store(&p->abort_probe, 1);
+    }
     pthread_mutex_unlock(&p->mu);
     return now_s() - t0;
 }
@@ -124,7 +137,8 @@ ex_probe_opts ex_probe_opts_default(void)
 {
     ex_probe_opts o = {.threads = 0, .gemv_rows = 2048, .gemv_cols = 2048, .cpu_target_s = 2e-3,
                        .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0,
-                       .cpu_reps = 0, .gpu_iters = 0, .lock_path = "/tmp/ats-probes.lock"};
+                       .cpu_reps = 0, .gpu_iters = 0, .lock_path = "/tmp/ats-probes.lock", .max_probe_s = 1.0,
+                       .stop = NULL};
     return o;
 }
 

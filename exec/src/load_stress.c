@@ -740,6 +740,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     ex_probe *p = NULL;
     ex_probe_opts po = o->probe ? *o->probe : ex_probe_opts_default();
     ex_probe_opts_from_baseline(&po, base);
+    po.stop = o->stop; /* a signal cuts a probe in progress */
     po.use_gpu = want_gpu;
     po.device = o->device;
     po.lock_path = o->lock_path;

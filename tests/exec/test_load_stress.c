@@ -1128,6 +1128,33 @@ static void test_cpu_probe_ms(void)
     free(o);
 }
 
+/* A baseline that asks for the most repetitions the loader allows (100000 GEMVs, minutes per probe
+ * here) must not keep `ats record` busy for minutes: the CPU probe is cut after max_probe_s (1 s), so
+ * a 1 s recording ends well inside tu_run_ats's 120 s limit (before the cut it ran ~3 minutes per
+ * probe, "1 samples over 205 s"), and that sample reads the clip floor. */
+static void test_probe_cut(void)
+{
+    char base[400], out[400], args[1024];
+    snprintf(base, sizeof base, "%s/slow-base.txt", tmpdir);
+    snprintf(out, sizeof out, "%s/slow.h5", tmpdir);
+    tu_write_text(base, "0.001 nan nan 100000 0 1\n");
+    snprintf(args, sizeof args, "record --cpu-only --baseline %s --out %s --duration 1 --interval 0.5", base, out);
+    int rc;
+    char *o = tu_run_ats(args, &rc, 1);
+    CHECK_MSG(rc == 0, "record with a 100000-repetition baseline: rc %d (a probe not cut?): %s", rc, o ? o : "");
+    free(o);
+    atsc_trace *tr = NULL;
+    ats_err err;
+    if (rc == 0 && atsc_trace_load(out, &tr, &err) == ATS_OK) {
+        CHECK(tr->n >= 1);
+        for (size_t i = 0; i < tr->n; i++)
+            CHECK_MSG(tr->cpu_avail[i] <= 0.0100001, "sample %zu: cpu %g", i, tr->cpu_avail[i]);
+        atsc_trace_free(tr);
+    } else {
+        CHECK_MSG(0, "%s not readable", out);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -1152,6 +1179,7 @@ int main(void)
     test_text_save();
     test_cli();
     test_cpu_probe_ms();
+    test_probe_cut();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
 }

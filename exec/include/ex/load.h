@@ -64,6 +64,10 @@ typedef struct ex_probe_opts {
     long gpu_iters;       /**< > 0: busy-kernel iterations, fixed (from a baseline); 0: calibrate */
     const char *lock_path; /**< file flock'ed around each ex_probe_measure, shared by every ats process
                                 that probes ("/tmp/ats-probes.lock"); NULL: no lock */
+    double max_probe_s;   /**< a CPU probe still running after this wall time [s] is cut there (its
+                               time then reads >= max_probe_s, availability at the clip floor); 1.0 */
+    const volatile sig_atomic_t *stop; /**< optional (a signal handler's flag): a CPU probe stops within one
+                                   32-row chunk once *stop != 0 (its time is then not meaningful) */
 } ex_probe_opts;
 
 ex_probe_opts ex_probe_opts_default(void);
