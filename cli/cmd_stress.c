@@ -45,6 +45,8 @@ static void usage(FILE *f)
             "                  [--report-margin S] [common options]                          (closed loop)\n"
             "       ats stress --trace T [common options]                                   (open loop)\n"
             "       ats stress --calibrate FILE [--settle S] [--measure S] [--cpu-only] [common options]\n"
+            "--cpu-only: calibrate, or follow a trace's CPU column, only (its GPU and PCIe columns read as 1;\n"
+            "            e.g. a recorded h200-* trace on a machine without a GPU)\n"
             "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
             "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--verbose]\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
@@ -280,6 +282,15 @@ int ats_cmd_stress(int argc, char **argv)
     if (st != ATS_OK) {
         fprintf(stderr, "ats stress: %s\n", err.msg);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+    }
+    if (cpu_only) { /* follow the trace's CPU column only: e.g. a recorded trace on a machine without a GPU */
+        size_t n_gp = 0;
+        for (size_t i = 0; i < tr->n; i++) {
+            n_gp += tr->gpu_avail[i] < 1.0 || tr->pcie_avail[i] < 1.0;
+            tr->gpu_avail[i] = tr->pcie_avail[i] = 1.0;
+        }
+        if (n_gp) fprintf(stderr, "ats stress: --cpu-only: the trace's GPU and PCIe columns ignored (%zu of %zu samples "
+                                  "had load there)\n", n_gp, tr->n);
     }
     ex_stress_calib cal;
     if (calib_in) {

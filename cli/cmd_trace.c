@@ -581,8 +581,8 @@ static void compare_usage(FILE *f)
             "For each resource and each constant segment of TARGET (up to its last sample) longer than\n"
             "2*margin (default 5 s) inside the recording, prints the time-weighted mean of RECORDED over the\n"
             "segment without its margins (recorded time = target time + offset) and the relative error.\n"
-            "A segment that cannot be compared gets a line saying why (shorter than 2*margin, or outside the\n"
-            "recording: the part of it inside the recording is shorter than 2*margin), and the summary says\n"
+            "A segment that cannot be compared gets a line saying why (not longer than 2*margin, or outside the\n"
+            "recording: the part of it inside the recording is not longer than 2*margin), and the summary says\n"
             "\"not compared: N loaded segments\" (target < 1). With --max-err E (e.g. 0.1) exits 1 if any\n"
             "|error| > E, if a loaded segment was not compared, or if no segment at all was compared\n"
             "(a check that compared nothing does not pass). A segment reaching past the recording is\n"
@@ -672,10 +672,10 @@ static int cmd_compare(int argc, char **argv)
                     snprintf(why, sizeof why, "outside the recording (target %.2f..%.2f s = recorded %.2f..%.2f s; "
                              "recorded length %.2f s)", s0, s1, s0 + offset, s1 + offset, atsc_trace_duration(rec));
                 else if (c0 > s0 || c1 < s1)
-                    snprintf(why, sizeof why, "partly outside the recording: %.3g s inside, shorter than 2*margin = %g s",
+                    snprintf(why, sizeof why, "partly outside the recording: %.3g s inside, not longer than 2*margin = %g s",
                              c1 - c0, 2 * margin);
                 else
-                    snprintf(why, sizeof why, "%.3g s long, shorter than 2*margin = %g s", s1 - s0, 2 * margin);
+                    snprintf(why, sizeof why, "%.3g s long, not longer than 2*margin = %g s", s1 - s0, 2 * margin);
                 if (a[i] < 1.0) n_skip_loaded++;
                 else n_skip_idle++;
                 printf("%-5s %9.2f %9.2f %8.4f %8s %8s  not compared: %s\n", rn, s0, s1, a[i], "-", "-", why);

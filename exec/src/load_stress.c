@@ -520,7 +520,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
     if ((k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0) && !ex_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND,
                            "the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
-                           "but there is no CUDA device %d",
+                           "but there is no CUDA device %d (--cpu-only follows its CPU column only)",
                            amin[ATSC_RES_GPU], amin[ATSC_RES_PCIE], o->device);
     if (o->delay_s > 0) {
         double until = now_s() + o->delay_s;
@@ -717,7 +717,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     if (want_gpu && !ex_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND,
                            "the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
-                           "but there is no CUDA device %d",
+                           "but there is no CUDA device %d (--cpu-only follows its CPU column only)",
                            amin[ATSC_RES_GPU], amin[ATSC_RES_PCIE], o->device);
     for (int r = ATSC_RES_GPU; r <= ATSC_RES_PCIE; r++)
         if (k[r] > 0 && !(base->t_s[r] > 0))

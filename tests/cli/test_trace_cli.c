@@ -84,7 +84,7 @@ static void test_compare_skipped(void)
     snprintf(args, sizeof args, "trace compare %s %s --margin 20 --max-err 0.1", rec, tgt);
     rc = run(args);
     CHECK_MSG(rc == 1, "%s: rc %d (compared no cpu segment, must fail): %s", args, rc, out);
-    CHECK_MSG(strstr(out, "not compared: 1 loaded segments") && strstr(out, "shorter than 2*margin") &&
+    CHECK_MSG(strstr(out, "not compared: 1 loaded segments") && strstr(out, "not longer than 2*margin") &&
               strstr(out, "   20.00     40.00   0.4000"), "%s: %s", args, out);
     CHECK_MSG(tu_count_lines(err) == 1 && strstr(err, "loaded segment") && strstr(err, "--margin 20"),
               "%s: stderr '%s'", args, err);

@@ -1155,6 +1155,32 @@ static void test_probe_cut(void)
     }
 }
 
+/* ats stress --cpu-only on a trace with GPU/PCIe load: follows the CPU column (runs, says what it
+ * ignored); without --cpu-only on a machine without a GPU: refused, pointing at --cpu-only. */
+static void test_cpu_only_trace(void)
+{
+    char tgt[400], base[400], args[1024];
+    snprintf(tgt, sizeof tgt, "%s/gpu-load.h5", tmpdir);
+    snprintf(base, sizeof base, "%s/co-base.txt", tmpdir);
+    int rc;
+    snprintf(args, sizeof args, "trace synth --out %s --duration 2 --cpu step:0.5=0.6 --gpu step:1=0.5 --pcie step:1=0.5", tgt);
+    free(tu_run_ats(args, &rc, 1));
+    CHECK_MSG(rc == 0, "trace synth: rc %d", rc);
+    snprintf(args, sizeof args, "record --cpu-only --threads 1 --baseline-s 0.3 --save-baseline %s", base);
+    free(tu_run_ats(args, &rc, 1));
+    CHECK_MSG(rc == 0, "record --save-baseline: rc %d", rc);
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --cpu-only", tgt, base);
+    char *o = tu_run_ats(args, &rc, 1);
+    CHECK_MSG(rc == 0 && o && strstr(o, "GPU and PCIe columns ignored"), "stress --cpu-only: rc %d: %s", rc, o ? o : "");
+    free(o);
+    if (!ex_gpu_present(0)) {
+        snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5", tgt, base);
+        o = tu_run_ats(args, &rc, 1);
+        CHECK_MSG(rc == 2 && o && strstr(o, "--cpu-only"), "stress without --cpu-only, no GPU: rc %d: %s", rc, o ? o : "");
+        free(o);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -1180,6 +1206,7 @@ int main(void)
     test_cli();
     test_cpu_probe_ms();
     test_probe_cut();
+    test_cpu_only_trace();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
 }
