@@ -71,6 +71,13 @@ static void usage(FILE *f)
             controller_policies(ctl, sizeof ctl), sim_cli_help);
 }
 
+/* 1 when a comma-separated list has an empty entry: "", ",a", "a,", "a,,b". */
+static int list_has_empty(const char *s)
+{
+    size_t n = strlen(s);
+    return n == 0 || s[0] == ',' || s[n - 1] == ',' || strstr(s, ",,") != NULL;
+}
+
 int ats_cmd_sweep(int argc, char **argv)
 {
     enum { O_POLICY = 1, O_EPS, O_INTERVAL, O_THREADS, O_FORMAT, O_OUT, O_HELP };
@@ -162,6 +169,26 @@ int ats_cmd_sweep(int argc, char **argv)
     if (n_eps == 0 || n_itv == 0 || !*tbuf) {
         ats_cli_error("sweep", "--eps, --interval and --trace are required (see ats sweep --help)");
         return ATS_EXIT_USAGE;
+    }
+    /* lists: no empty entry ("ats,", ",ats", "a,,b", --trace '') and no trace twice */
+    const char *empty_in = list_has_empty(pbuf) ? "--policy" : list_has_empty(tbuf) ? "--trace" : NULL;
+    if (empty_in) {
+        ats_cli_error("sweep", "%s '%s': an empty entry (a comma too many, or an empty value)", empty_in,
+                      empty_in[2] == 'p' ? pbuf : tbuf);
+        return ATS_EXIT_USAGE;
+    }
+    {
+        char names[sizeof tbuf], *sv = NULL, *seen[MAX_TRACES + 1];
+        int n_seen = 0;
+        memcpy(names, tbuf, sizeof tbuf);
+        for (char *t = strtok_r(names, ",", &sv); t && n_seen <= MAX_TRACES; t = strtok_r(NULL, ",", &sv)) {
+            for (int k = 0; k < n_seen; k++)
+                if (strcmp(seen[k], t) == 0) {
+                    ats_cli_error("sweep", "--trace '%s' given twice (entries %d and %d)", t, k + 1, n_seen + 1);
+                    return ATS_EXIT_USAGE;
+                }
+            seen[n_seen++] = t;
+        }
     }
     const char *pol[MAX_POL];
     int n_pol = 0, dyn[MAX_POL]; /* dyn: the policy has a re-scheduling controller (eps, tau apply) */

@@ -172,12 +172,13 @@ static void test_refused_up_front(void)
     char *c = tu_slurp(csv, &n1);
     CHECK_MSG(c && strcmp(c, "t,v\n0,1\n1,2\n") == 0, "the CSV changed: '%s'", c ? c : "(gone)");
     free(c);
-    /* --policy "" and "," */
-    const char *pols[] = {"\"\"", ","};
-    for (int k = 0; k < 2; k++) {
+    /* --policy "" and ",", empty entries, a trace twice */
+    const char *pols[] = {"\"\"", ",", "ats,", ",ats", "ats,,layer", "ats --trace fig13-synth",
+                          "ats --trace fig13-synth,fig13-synth"};
+    for (int k = 0; k < 7; k++) {
         snprintf(args, sizeof args, "sweep --trace fig13-synth --eps 0.1 --interval 1 --duration 2 --policy %s", pols[k]);
         int rc = run(args);
-        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--policy") && out[0] == '\0',
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, k < 5 ? "--policy" : "given twice") && out[0] == '\0',
                   "ats %s: rc %d: stdout '%.200s' stderr '%s'", args, rc, out, err);
     }
 }
