@@ -56,6 +56,11 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 /** Up-front check of an output flag's path (atsc_out_check; NULL = not given: 0; "" refused). Prints
  *  "ats <cmd>: <flag>: <path>: <why>" and returns ATS_EXIT_USAGE when it cannot be written (cli/cli_out.c). */
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path);
+/** For a getopt loop: 1 (with one line "--NAME given twice ('a', then 'b')" on stderr) when option
+ *  character c (a value-taking option) was already seen in `seen` (zeroed by the caller, 256 slots
+ *  of the previous values' pointers), else records optarg and returns 0. Options that may repeat
+ *  (lists such as sweep's --trace) are simply not passed here. */
+int ats_cli_once(const char *cmd, const char *seen[256], int c, const char *name, const char *optarg_);
 
 /* Subcommands (each in cli/cmd_<name>.c). */
 int ats_cmd_inspect(int argc, char **argv);

@@ -143,3 +143,15 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
 }
+
+int ats_cli_once(const char *cmd, const char *seen[256], int c, const char *name, const char *optarg_)
+{
+    if (c < 0 || c > 255) return 0;
+    if (seen[c]) {
+        ats_cli_error(cmd, "--%s given twice ('%.200s', then '%.200s'): give it once", name, seen[c],
+                      optarg_ ? optarg_ : "");
+        return 1;
+    }
+    seen[c] = optarg_ ? optarg_ : "";
+    return 0;
+}

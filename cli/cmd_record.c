@@ -77,7 +77,11 @@ int ats_cmd_record(int argc, char **argv)
     int c, li = 0, base_s_given = 0, probe_ms_given = 0;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
+    const char *seen[256] = {0};
     while ((c = getopt_long(argc, argv, ":o:h", lo, &li)) != -1) {
+        if (c != ':' && c != '?' && c != 'h' && c != 'C' && c != 'p' && optarg &&
+            ats_cli_once("record", seen, c, c == 'o' ? "out" : lo[li].name, optarg))
+            return ATS_EXIT_USAGE;
         if ((c == 'o' || c == 'b' || c == 'S') && optarg[0] == '-' && optarg[1] == '-') {
             ats_cli_error("record", "--%s '%s': needs a file name, got an option (a value missing?)",
                           c == 'o' ? "out" : lo[li].name, optarg);

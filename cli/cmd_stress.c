@@ -139,7 +139,10 @@ int ats_cmd_stress(int argc, char **argv)
     long long v;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
+    const char *seen[256] = {0};
     while ((c = getopt_long(argc, argv, ":h", lo, &li)) != -1) {
+        if (c != ':' && c != '?' && c != 'h' && optarg && ats_cli_once("stress", seen, c, lo[li].name, optarg))
+            return ATS_EXIT_USAGE;
         if ((c == 'T' || c == 'c' || c == 'C' || c == 'b' || c == 'L') && looks_like_option(optarg)) {
             ats_cli_error("stress", "--%s '%s': needs a file name, got an option (a value missing?)", lo[li].name,
                           optarg);

@@ -616,8 +616,11 @@ static int cmd_compare(int argc, char **argv)
     int c, have_max = 0;
     optind = 1;
     opterr = 0;
+    const char *seen[256] = {0};
     while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
         double *dst = c == 'm' ? &margin : c == 'o' ? &offset : c == 'e' ? &max_err : NULL;
+        if (dst && ats_cli_once("trace compare", seen, c, c == 'm' ? "margin" : c == 'o' ? "offset" : "max-err", optarg))
+            return ATS_EXIT_USAGE;
         if (c == ':' || c == '?') return opt_error("trace compare", c, argv);
         if (c == 'h') {
             compare_usage(stdout);

@@ -183,6 +183,19 @@ static void test_refused_up_front(void)
     }
 }
 
+/* a value option given twice is refused (record, stress, trace compare): the last one used to win */
+static void test_option_twice(void)
+{
+    const char *cmds[] = {"record --out a.h5 --baseline x.txt --baseline y.txt",
+                          "stress --trace fig13-synth --log a.csv --log b.csv",
+                          "trace compare a.h5 b.h5 --margin 5 --margin 6"};
+    for (int k = 0; k < 3; k++) {
+        int rc = run(cmds[k]);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "given twice"), "ats %s: rc %d: '%s'", cmds[k], rc,
+                  err);
+    }
+}
+
 /* ---------------------------------------------------------------- import ----------------------- */
 
 /* invalid dates and hex: exit 2, one line with file, line, column, value; a second --filter: exit 2
@@ -268,6 +281,7 @@ int main(void)
     test_import_values();
     test_last_sample();
     test_local_trace_name();
+    test_option_twice();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
