@@ -635,7 +635,8 @@ static int cmd_compare(int argc, char **argv)
         }
     }
     if (optind != argc - 2) {
-        compare_usage(stderr);
+        ats_cli_error("trace compare", "need two files, RECORDED and TARGET; got %d argument%s (ats trace compare --help)",
+                      argc - optind, argc - optind == 1 ? "" : "s");
         return ATS_EXIT_USAGE;
     }
     atsc_trace *rec = NULL, *tgt = NULL;

@@ -189,6 +189,9 @@ static void test_option_twice(void)
     const char *cmds[] = {"record --out a.h5 --baseline x.txt --baseline y.txt",
                           "stress --trace fig13-synth --log a.csv --log b.csv",
                           "trace compare a.h5 b.h5 --margin 5 --margin 6"};
+    int rc0 = run("trace compare only-one.h5");
+    CHECK_MSG(rc0 == 2 && tu_count_lines(err) == 1 && strstr(err, "need two files"), "trace compare, one file: rc %d: '%s'",
+              rc0, err);
     for (int k = 0; k < 3; k++) {
         int rc = run(cmds[k]);
         CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "given twice"), "ats %s: rc %d: '%s'", cmds[k], rc,
