@@ -58,7 +58,10 @@ static double period_busy(double epoch, double P, double d, int64_t k, double *f
     for (int guard = 0; guard < 4 && now < start + P * (1 - 1e-12); guard++) {
         double bs, be, pe;
         ex_stress_window(epoch, P, d, now, &bs, &be, &pe);
-        CHECK(bs >= now - 1e-9 * (1 + epoch) && be >= bs && pe >= be - 1e-9 * (1 + epoch));
+        /* the interval contains now (a wrapped first part starts at the period's start, before now)
+         * or comes after it */
+        CHECK(be >= now - 1e-9 * (1 + epoch) && be >= bs && bs >= start - 1e-9 * (1 + epoch) &&
+              pe >= be - 1e-9 * (1 + epoch));
         CHECK(pe <= start + P + 1e-9 * (1 + epoch));
         if (isnan(*first_bs)) *first_bs = bs;
         busy += be - bs;
@@ -100,7 +103,7 @@ static void test_window(uint64_t *rng)
             int n = 2000, hit = 0;
             for (int k = 0; k < n; k++) hit += busy_at(epoch, P, d, epoch + (k + phase) * P);
             double sd = sqrt(d * (1 - d) / n);
-            CHECK_MSG(fabs((double)hit / n - d) <= 5 * sd + 1e-12, "d %.3f phase %.3f: busy %.3f of the periods",
+            CHECK_MSG(fabs((double)hit / n - d) <= 6 * sd + 1e-12, "d %.3f phase %.3f: busy %.3f of the periods",
                       d, phase, (double)hit / n);
         }
     }
