@@ -295,6 +295,15 @@ int ats_cmd_stress(int argc, char **argv)
         if (n_gp) fprintf(stderr, "ats stress: --cpu-only: the trace's GPU and PCIe columns ignored (%zu of %zu samples "
                                   "had load there)\n", n_gp, tr->n);
     }
+    for (int r = ATSC_RES_GPU; r <= ATSC_RES_PCIE; r++) { /* hogs asked for a resource the trace never loads */
+        const double *a = atsc_trace_res(tr, (enum atsc_resource)r);
+        int loaded = 0;
+        for (size_t i = 0; i < tr->n && !loaded; i++) loaded = a[i] < 1.0;
+        if (so.k[r] > 0 && !loaded)
+            fprintf(stderr, "ats stress: --hogs-%s %d: the trace puts no %s load%s; no %s hogs run\n",
+                    atsc_resource_name((enum atsc_resource)r), so.k[r], atsc_resource_name((enum atsc_resource)r),
+                    cpu_only ? " (--cpu-only)" : "", atsc_resource_name((enum atsc_resource)r));
+    }
     ex_stress_calib cal;
     if (calib_in) {
         if ((st = ex_stress_calib_load(calib_in, &cal, &err)) != ATS_OK) {

@@ -1176,6 +1176,13 @@ static void test_cpu_only_trace(void)
     char *o = tu_run_ats(args, &rc, 1);
     CHECK_MSG(rc == 0 && o && strstr(o, "GPU and PCIe columns ignored"), "stress --cpu-only: rc %d: %s", rc, o ? o : "");
     free(o);
+    /* --hogs-gpu with --cpu-only: said to be unused, not silently dropped */
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1 --cpu-only --hogs-gpu 2", tgt,
+             base);
+    o = tu_run_ats(args, &rc, 1);
+    CHECK_MSG(rc == 0 && o && strstr(o, "--hogs-gpu 2: the trace puts no gpu load"), "stress --hogs-gpu unused: rc %d: %s",
+              rc, o ? o : "");
+    free(o);
     if (!ex_gpu_present(0)) {
         snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5", tgt, base);
         o = tu_run_ats(args, &rc, 1);
