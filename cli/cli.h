@@ -10,6 +10,7 @@
 #ifndef ATS_CLI_H
 #define ATS_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,14 @@ int ats_cli_check_out(const char *cmd, const char *flag, const char *path);
  *  of the previous values' pointers), else records optarg and returns 0. Options that may repeat
  *  (lists such as sweep's --trace) are simply not passed here. */
 int ats_cli_once(const char *cmd, const char *seen[256], int c, const char *name, const char *optarg_);
+
+/** Long runs that stop early and keep what they did (record, stress): SIGINT, SIGTERM and SIGHUP set
+ *  ats_cli_stop (and ats_cli_stop_sig to the signal) instead of killing the process. */
+extern volatile sig_atomic_t ats_cli_stop, ats_cli_stop_sig;
+void ats_cli_catch_stop_signals(void);
+/** rc, or, when a stop signal was caught: flush stdio and die of that signal (exit status 128 + sig:
+ *  130 SIGINT, 143 SIGTERM, 129 SIGHUP, as `ats sim` after Ctrl-C). */
+int ats_cli_exit_after_signal(int rc);
 
 /* Subcommands (each in cli/cmd_<name>.c). */
 int ats_cmd_inspect(int argc, char **argv);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,4 +155,32 @@ int ats_cli_once(const char *cmd, const char *seen[256], int c, const char *name
     }
     seen[c] = optarg_ ? optarg_ : "";
     return 0;
+}
+
+volatile sig_atomic_t ats_cli_stop = 0, ats_cli_stop_sig = 0;
+
+static void on_stop_signal(int sig)
+{
+    ats_cli_stop_sig = sig;
+    ats_cli_stop = 1;
+}
+
+void ats_cli_catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+int ats_cli_exit_after_signal(int rc)
+{
+    if (!ats_cli_stop_sig) return rc;
+    int sig = (int)ats_cli_stop_sig;
+    fflush(NULL);
+    signal(sig, SIG_DFL);
+    raise(sig);
+    return 128 + sig; /* not reached */
 }

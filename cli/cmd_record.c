@@ -15,25 +15,6 @@
 #include "cli.h"
 #include "ex/load.h"
 
-static volatile sig_atomic_t record_stop = 0, record_sig = 0;
-static void on_signal(int sig)
-{
-    record_sig = sig;
-    record_stop = 1;
-}
-
-/* After a signal: what is written is written; die of the same signal, as `ats sim` does (exit status
- * 128 + sig: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). */
-static int record_exit(int rc)
-{
-    if (!record_sig) return rc;
-    int sig = (int)record_sig;
-    fflush(NULL);
-    signal(sig, SIG_DFL);
-    raise(sig);
-    return 128 + sig; /* not reached */
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -68,7 +49,7 @@ int ats_cmd_record(int argc, char **argv)
         {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
         {"cpu-probe-ms", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ex_probe_opts po = ex_probe_opts_default();
-    po.stop = &record_stop; /* a signal cuts a probe in progress */
+    po.stop = &ats_cli_stop; /* a signal cuts a probe in progress */
     ex_record_opts ro = ex_record_opts_default();
     const char *out = NULL, *base_in = NULL, *base_out = NULL, *descr = NULL;
     char machine[256] = "";
@@ -171,12 +152,7 @@ int ats_cmd_record(int argc, char **argv)
     if (!machine[0] && gethostname(machine, sizeof machine) != 0) snprintf(machine, sizeof machine, "unknown");
     machine[sizeof machine - 1] = '\0';
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    ats_cli_catch_stop_signals();
 
     ats_err err = {{0}};
     ex_baseline base;
@@ -220,7 +196,7 @@ int ats_cmd_record(int argc, char **argv)
     atsc_trace *tr = NULL;
     if (!base_in) {
         fprintf(stderr, "ats record: measuring the idle baseline for %g s (keep the machine idle)\n", base_s);
-        if (ex_probe_baseline(p, base_s, ro.interval_s, &record_stop, &base, &err) != ATS_OK) {
+        if (ex_probe_baseline(p, base_s, ro.interval_s, &ats_cli_stop, &base, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
             rc = ATS_EXIT_FAIL;
             goto done;
@@ -237,7 +213,7 @@ int ats_cmd_record(int argc, char **argv)
         printf("wrote baseline %s\n", base_out);
     }
     if (!out) goto done;
-    ro.stop = &record_stop;
+    ro.stop = &ats_cli_stop;
     ex_record_stats stats;
     if (ex_record_run(p, &base, &ro, &tr, &stats, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
@@ -255,7 +231,7 @@ int ats_cmd_record(int argc, char **argv)
              "%s%srecorded %zu samples every %g s over %.1f s%s; probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, "
              "pcie %.2f%%); baseline probe times [ms] cpu %.4g gpu %.4g pcie %.4g; %s",
              descr ? descr : "", descr ? "; " : "", stats.samples, ro.interval_s, stats.wall_s,
-             record_stop ? " (stopped early by a signal)" : "", 100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s,
+             ats_cli_stop ? " (stopped early by a signal)" : "", 100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s,
              100 * stats.probe_s[1] / stats.wall_s, 100 * stats.probe_s[2] / stats.wall_s, 1e3 * base.t_s[0],
              1e3 * base.t_s[1], 1e3 * base.t_s[2], pdesc);
     if (atsc_trace_save(tr, out, &err) != ATS_OK) {
@@ -267,7 +243,7 @@ int ats_cmd_record(int argc, char **argv)
     for (int r = 0; r < ATSC_RES_COUNT; r++) atsc_trace_stats(tr, (enum atsc_resource)r, span, &mean[r], NULL, NULL);
     printf("wrote %s: %zu samples over %.1f s%s; mean availability cpu %.3f gpu %.3f pcie %.3f; probe duty cycle "
            "%.2f%% (cpu %.2f%%, gpu %.2f%%, pcie %.2f%%)\n",
-           out, stats.samples, stats.wall_s, record_stop ? " (stopped early)" : "", mean[0], mean[1], mean[2],
+           out, stats.samples, stats.wall_s, ats_cli_stop ? " (stopped early)" : "", mean[0], mean[1], mean[2],
            100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s, 100 * stats.probe_s[1] / stats.wall_s,
            100 * stats.probe_s[2] / stats.wall_s);
     long waits, timeouts;
@@ -283,5 +259,5 @@ int ats_cmd_record(int argc, char **argv)
 done:
     atsc_trace_free(tr);
     ex_probe_free(p);
-    return record_exit(rc);
+    return ats_cli_exit_after_signal(rc);
 }

@@ -16,25 +16,6 @@
 #include "cli.h"
 #include "ex/load.h"
 
-static volatile sig_atomic_t stress_stop = 0, stress_sig = 0;
-static void on_signal(int sig)
-{
-    stress_sig = sig;
-    stress_stop = 1;
-}
-
-/* After a signal: everything is written; die of the same signal, as `ats sim` does (exit status
- * 128 + sig: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP). */
-static int stress_exit(int rc)
-{
-    if (!stress_sig) return rc;
-    int sig = (int)stress_sig;
-    fflush(NULL);
-    signal(sig, SIG_DFL);
-    raise(sig);
-    return 128 + sig; /* not reached */
-}
-
 /* A file-name value that is really the next option (`--baseline --duration 2`). */
 static int looks_like_option(const char *v) { return v[0] == '-' && v[1] == '-'; }
 
@@ -241,13 +222,8 @@ int ats_cmd_stress(int argc, char **argv)
     if (calib_in) atsc_in_note(calib_in);
     if (ats_cli_check_out("stress", "--calibrate", calib_out) || ats_cli_check_out("stress", "--log", log_out))
         return ATS_EXIT_USAGE; /* before the work */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    so.stop = &stress_stop;
+    ats_cli_catch_stop_signals();
+    so.stop = &ats_cli_stop;
     ats_err err = {{0}};
     enum ats_status st;
 
@@ -257,7 +233,7 @@ int ats_cmd_stress(int argc, char **argv)
         ex_probe_opts po = ex_probe_opts_default();
         po.threads = so.threads;
         po.device = so.device;
-        po.stop = &stress_stop;
+        po.stop = &ats_cli_stop;
         if (cpu_only || !ex_gpu_present(so.device)) {
             if (!cpu_only) fprintf(stderr, "ats stress: no CUDA device: calibrating the CPU hogs only\n");
             so.k[ATSC_RES_GPU] = so.k[ATSC_RES_PCIE] = 0;
@@ -269,7 +245,7 @@ int ats_cmd_stress(int argc, char **argv)
         if (st == ATS_OK) st = ex_stress_calib_save(&cal, calib_out, &err);
         if (st != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
-            return stress_exit(st == ATS_ENOTFOUND ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
+            return ats_cli_exit_after_signal(st == ATS_ENOTFOUND ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
         }
         printf("%-5s %4s %8s %8s\n", "res", "hogs", "model", "measured");
         for (int r = 0; r < ATSC_RES_COUNT; r++)
@@ -277,7 +253,7 @@ int ats_cmd_stress(int argc, char **argv)
                 printf("%-5s %4d %8.3f %8.3f\n", atsc_resource_name((enum atsc_resource)r), cal.k[r], cal.model[r][i],
                        cal.measured[r][i]);
         printf("wrote %s\n", calib_out);
-        return stress_exit(ATS_EXIT_OK);
+        return ats_cli_exit_after_signal(ATS_EXIT_OK);
     }
 
     atsc_trace *tr = NULL;
@@ -355,12 +331,12 @@ int ats_cmd_stress(int argc, char **argv)
         atsc_trace_free(tr);
         if (st != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
-            return stress_exit(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
+            return ats_cli_exit_after_signal(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
         }
         fprintf(stderr, "ats stress: open loop %s%s%s\n",
-                stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended",
+                ats_cli_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended",
                 short_note[0] ? "; targets not reached: " : "", short_note);
-        return stress_exit(ATS_EXIT_OK);
+        return ats_cli_exit_after_signal(ATS_EXIT_OK);
     }
 
     step_log log = {0};
@@ -375,7 +351,7 @@ int ats_cmd_stress(int argc, char **argv)
         if (strstr(err.msg, "baseline")) fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, base_in);
         else fprintf(stderr, "ats stress: %s\n", err.msg);
         free(log.s);
-        return stress_exit(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
+        return ats_cli_exit_after_signal(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
     }
     ex_stress_report_print(stdout, &rep, so.settle_s);
     if (short_note[0]) printf("targets not reached: %s\n", short_note);
@@ -391,6 +367,6 @@ int ats_cmd_stress(int argc, char **argv)
         free(log.s);
     }
     fprintf(stderr, "ats stress: closed loop %s\n",
-            stress_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
-    return stress_exit(rc);
+            ats_cli_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
+    return ats_cli_exit_after_signal(rc);
 }
