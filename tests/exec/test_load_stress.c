@@ -1093,6 +1093,17 @@ static void test_cli(void)
     CHECK(system(args) == 0);
 }
 
+/* `ats record --save-baseline path` (1 CPU thread, 0.3 s; extra: more options, e.g. --cpu-probe-ms 20):
+ * a quick CPU-only baseline for the CLI tests below; a failure is a failed CHECK. */
+static void save_baseline(const char *path, const char *extra)
+{
+    char args[1024];
+    int rc;
+    snprintf(args, sizeof args, "record --cpu-only --threads 1 --baseline-s 0.3 --save-baseline %s %s", path, extra);
+    free(tu_run_ats(args, &rc, 1));
+    CHECK_MSG(rc == 0, "ats %s: rc %d", args, rc);
+}
+
 /* ats record --cpu-probe-ms: the baseline's repetitions follow the asked probe length (10x longer
  * asks for more repetitions; a count, not a time, is checked), bad values and --baseline with it
  * refused (exit 2, one line). */
@@ -1102,12 +1113,8 @@ static void test_cpu_probe_ms(void)
     snprintf(b_short, sizeof b_short, "%s/probe-2ms.txt", tmpdir);
     snprintf(b_long, sizeof b_long, "%s/probe-20ms.txt", tmpdir);
     int rc;
-    snprintf(args, sizeof args, "record --cpu-only --threads 1 --baseline-s 0.3 --save-baseline %s --cpu-probe-ms 2", b_short);
-    free(tu_run_ats(args, &rc, 1));
-    CHECK_MSG(rc == 0, "record --cpu-probe-ms 2: rc %d", rc);
-    snprintf(args, sizeof args, "record --cpu-only --threads 1 --baseline-s 0.3 --save-baseline %s --cpu-probe-ms 20", b_long);
-    free(tu_run_ats(args, &rc, 1));
-    CHECK_MSG(rc == 0, "record --cpu-probe-ms 20: rc %d", rc);
+    save_baseline(b_short, "--cpu-probe-ms 2");
+    save_baseline(b_long, "--cpu-probe-ms 20");
     char *a = tu_slurp(b_short, NULL), *b = tu_slurp(b_long, NULL);
     double t[2][3] = {{0}};
     int reps[2] = {0, 0};
@@ -1169,9 +1176,7 @@ static void test_cpu_only_trace(void)
     snprintf(args, sizeof args, "trace synth --out %s --duration 2 --cpu step:0.5=0.6 --gpu step:1=0.5 --pcie step:1=0.5", tgt);
     free(tu_run_ats(args, &rc, 1));
     CHECK_MSG(rc == 0, "trace synth: rc %d", rc);
-    snprintf(args, sizeof args, "record --cpu-only --threads 1 --baseline-s 0.3 --save-baseline %s", base);
-    free(tu_run_ats(args, &rc, 1));
-    CHECK_MSG(rc == 0, "record --save-baseline: rc %d", rc);
+    save_baseline(base, "");
     snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --cpu-only", tgt, base);
     char *o = tu_run_ats(args, &rc, 1);
     CHECK_MSG(rc == 0 && o && strstr(o, "GPU and PCIe columns ignored"), "stress --cpu-only: rc %d: %s", rc, o ? o : "");
