@@ -509,6 +509,21 @@ unsigned ex_stress_plan_hogs(const atsc_trace *target, const ex_stress_opts *o, 
     return short_of;
 }
 
+/* One tick of a trace-following loop (open and closed): *t = seconds since t0; 1 = stop (a signal,
+ * the duration reached, or a GPU/PCIe hog died: *st set to the error). */
+static int follow_tick(const ex_stress_opts *o, ex_hogs *h, double t0, double dur, double *t, enum ats_status *st,
+                       ats_err *err)
+{
+    if (o->stop && *o->stop) return 1;
+    *t = now_s() - t0;
+    if (*t >= dur) return 1;
+    if (!ex_hogs_alive(h)) {
+        *st = ats_err_set(err, ATS_EINVAL, "a GPU/PCIe hog process died at t = %.1f s", *t);
+        return 1;
+    }
+    return 0;
+}
+
 enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o, ats_err *err)
 {
     double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
@@ -535,13 +550,8 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
                 o->period_s, dur);
     double t0 = now_s(), last[ATSC_RES_COUNT] = {-1, -1, -1};
     for (;;) {
-        if (o->stop && *o->stop) break;
-        double t = now_s() - t0;
-        if (t >= dur) break;
-        if (!ex_hogs_alive(h)) {
-            st = ats_err_set(err, ATS_EINVAL, "a GPU/PCIe hog process died at t = %.1f s", t);
-            break;
-        }
+        double t;
+        if (follow_tick(o, h, t0, dur, &t, &st, err)) break;
         atsc_avail a;
         atsc_trace_at(target, t, &a);
         double av[ATSC_RES_COUNT] = {a.cpu, a.gpu, a.pcie};
@@ -781,13 +791,8 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     probe_moments(&rng, 0.0, o->interval_s, o->probes, at);
     int next_probe = 0;
     for (;;) {
-        if (o->stop && *o->stop) break;
-        double t = now_s() - t0;
-        if (t >= dur) break;
-        if (!ex_hogs_alive(h)) {
-            st = ats_err_set(err, ATS_EINVAL, "a GPU/PCIe hog process died at t = %.1f s", t);
-            break;
-        }
+        double t;
+        if (follow_tick(o, h, t0, dur, &t, &st, err)) break;
         /* target of this moment: a step changes the duty at once (feed-forward), not at the next tick.
          * A change is a step when it exceeds step_tol and the new value holds >= hold_s; a recorded
          * trace's sample-to-sample wiggle (values held 0.1 s) only moves the feed-forward, and its brief
