@@ -57,6 +57,31 @@ const char *tu_source_path(char *buf, size_t len, const char *rel)
     return buf;
 }
 
+int tu_run_ats_split(const char *dir, const char *args, int timeout_s, const char *scratch_dir, char *out, size_t olen,
+                     char *err, size_t elen)
+{
+    const char *bin = getenv("ATS_BIN");
+    if (!bin || !*bin) bin = "./build/cli/ats";
+    char cmd[8192], of[512], ef[512];
+    snprintf(of, sizeof of, "%s/out.txt", scratch_dir);
+    snprintf(ef, sizeof ef, "%s/err.txt", scratch_dir);
+    snprintf(cmd, sizeof cmd, "%s%s%s timeout %d %s %s >%s 2>%s", dir ? "cd '" : "", dir ? dir : "", dir ? "' &&" : "",
+             timeout_s, bin, args, of, ef);
+    int st = system(cmd);
+    const char *files[2] = {of, ef};
+    char *bufs[2] = {out, err};
+    size_t lens[2] = {olen, elen};
+    for (int i = 0; i < 2; i++) {
+        if (!bufs[i]) continue;
+        FILE *f = fopen(files[i], "rb");
+        size_t n = f ? fread(bufs[i], 1, lens[i] - 1, f) : 0;
+        bufs[i][n] = '\0';
+        if (f) fclose(f);
+    }
+    if (st == -1 || !WIFEXITED(st)) return -1;
+    return WEXITSTATUS(st);
+}
+
 void tu_write_text(const char *path, const char *text)
 {
     FILE *f = fopen(path, "wb");

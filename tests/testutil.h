@@ -80,6 +80,11 @@ const char *tu_source_path(char *buf, size_t len, const char *rel);
 char *tu_slurp(const char *path, size_t *len);
 /** Lines in s ('\n' count; NULL = 0). */
 int tu_count_lines(const char *s);
+/** Runs `$ATS_BIN <args>` (default ./build/cli/ats) under `timeout timeout_s`, from `dir` when non-NULL,
+ *  with stdout and stderr captured separately (through files in scratch_dir) into out / err (either may
+ *  be NULL; truncated to their lengths); returns the exit code, -1 on a signal. */
+int tu_run_ats_split(const char *dir, const char *args, int timeout_s, const char *scratch_dir, char *out, size_t olen,
+                     char *err, size_t elen);
 /** Writes text to path (replacing it); a failed open is a failed CHECK. */
 void tu_write_text(const char *path, const char *text);
 /** Runs `$ATS_BIN <args>` (default ./build/cli/ats) under `timeout 120`, returns its stdout (and

@@ -25,24 +25,7 @@ static char tmpdir[256];
 /* Runs `ats <args>`; captures stdout and stderr; returns the exit code (-1 on a signal). */
 static int run(const char *args, char *out, size_t olen, char *err, size_t elen)
 {
-    const char *bin = getenv("ATS_BIN");
-    char cmd[4096], of[300], ef[300];
-    snprintf(of, sizeof of, "%s/out.txt", tmpdir);
-    snprintf(ef, sizeof ef, "%s/err.txt", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", bin ? bin : "./build/cli/ats", args, of, ef);
-    int st = system(cmd);
-    const char *files[2] = {of, ef};
-    char *bufs[2] = {out, err};
-    size_t lens[2] = {olen, elen};
-    for (int i = 0; i < 2; i++) {
-        if (!bufs[i]) continue;
-        FILE *f = fopen(files[i], "rb");
-        size_t n = f ? fread(bufs[i], 1, lens[i] - 1, f) : 0;
-        bufs[i][n] = '\0';
-        if (f) fclose(f);
-    }
-    if (st == -1 || !WIFEXITED(st)) return -1;
-    return WEXITSTATUS(st);
+    return tu_run_ats_split(NULL, args, 600, tmpdir, out, olen, err, elen);
 }
 
 static char out[1 << 20], err[1 << 16];

@@ -21,24 +21,7 @@ static char out[1 << 20], err[1 << 16];
 /* Runs `ats <args>` (from dir when non-NULL); captures stdout and stderr; returns the exit code. */
 static int run_in(const char *dir, const char *args)
 {
-    const char *bin = getenv("ATS_BIN");
-    char cmd[8192], of[300], ef[300];
-    snprintf(of, sizeof of, "%s/out.txt", tmpdir);
-    snprintf(ef, sizeof ef, "%s/err.txt", tmpdir);
-    snprintf(cmd, sizeof cmd, "%s%s%s timeout 300 %s %s >%s 2>%s", dir ? "cd '" : "", dir ? dir : "",
-             dir ? "' &&" : "", bin ? bin : "./build/cli/ats", args, of, ef);
-    int st = system(cmd);
-    const char *files[2] = {of, ef};
-    char *bufs[2] = {out, err};
-    size_t lens[2] = {sizeof out, sizeof err};
-    for (int i = 0; i < 2; i++) {
-        FILE *f = fopen(files[i], "rb");
-        size_t n = f ? fread(bufs[i], 1, lens[i] - 1, f) : 0;
-        bufs[i][n] = '\0';
-        if (f) fclose(f);
-    }
-    if (st == -1 || !WIFEXITED(st)) return -1;
-    return WEXITSTATUS(st);
+    return tu_run_ats_split(dir, args, 300, tmpdir, out, sizeof out, err, sizeof err);
 }
 
 static int run(const char *args) { return run_in(NULL, args); }
