@@ -421,6 +421,34 @@ static int run_rounds(const ex_model *m, const ex_session_opts *o, const run_in 
     return bad;
 }
 
+/* Two sessions over the same model whose rounds interleave (session 0 round r, session 1 round r, …),
+ * sharing a backend table: each session's logits must equal the CPU run's bit for bit. */
+static void two_sessions(const ex_model *m, const ex_session_opts o2[2], const run_in *in, const char *label)
+{
+    const int64_t V = m->arch.n_vocab;
+    ats_err err = {{0}};
+    ex_session *s[2] = {0};
+    float *lg[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(ex_session_new(m, &o2[i], &s[i], &err) == ATS_OK);
+        lg[i] = malloc((size_t)V * sizeof(float));
+    }
+    int64_t pos = 0;
+    for (int r = 0; r < N_ROUNDS && s[0] && s[1]; r++) {
+        for (int i = 0; i < 2; i++) {
+            poison((char *)lg[i], (size_t)V * sizeof(float));
+            CHECK_MSG(ex_session_forward(s[i], in->tok + pos, ROUND_N[r], lg[i], &err) == ATS_OK, "%s", err.msg);
+            CHECK_MSG(memcmp(lg[i], in->ref + r * V, (size_t)V * sizeof(float)) == 0,
+                      "%s, session %d round %d: logits differ", label, i, r);
+        }
+        pos += ROUND_N[r];
+    }
+    for (int i = 0; i < 2; i++) {
+        ex_session_free(s[i]);
+        free(lg[i]);
+    }
+}
+
 static void check_model(const char *family, int moe, int shexp, ats_recipe recipe)
 {
     ats_arch a = make_arch(family, moe, shexp);
@@ -523,30 +551,13 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     }
     /* two sessions on one lazy backend, calls interleaved: lazy only, and cpu|lazy */
     {
-        ex_session *s[2] = {0};
         ex_session_opts o2[2] = {ex_session_opts_default(), ex_session_opts_default()};
         o2[0].backend_a = &L;
         o2[1].split_layer = 1;
         o2[1].backend_b = &L;
-        float *lg[2];
-        for (int i = 0; i < 2; i++) {
-            CHECK(ex_session_new(m, &o2[i], &s[i], &err) == ATS_OK);
-            lg[i] = malloc((size_t)V * sizeof(float));
-        }
-        int64_t pos = 0;
-        for (int r = 0; r < N_ROUNDS && s[0] && s[1]; r++) {
-            for (int i = 0; i < 2; i++) {
-                poison((char *)lg[i], (size_t)V * sizeof(float));
-                CHECK_MSG(ex_session_forward(s[i], in.tok + pos, ROUND_N[r], lg[i], &err) == ATS_OK, "%s", err.msg);
-                CHECK_MSG(memcmp(lg[i], in.ref + r * V, (size_t)V * sizeof(float)) == 0,
-                          "%s %s two sessions, session %d round %d: logits differ", what, rn, i, r);
-            }
-            pos += ROUND_N[r];
-        }
-        for (int i = 0; i < 2; i++) {
-            ex_session_free(s[i]);
-            free(lg[i]);
-        }
+        char label[200];
+        snprintf(label, sizeof label, "%s %s two sessions", what, rn);
+        two_sessions(m, o2, &in, label);
         runs++;
     }
     CHECK_MSG(z.dirty_at_host_wrote == 0, "%s: host_wrote found %ld dirty ranges (a switch without flush)", what,
@@ -794,30 +805,13 @@ static void check_cuda_table(const char *family, int moe, int shexp, ats_recipe 
         free(ob);
     }
     {
-        ex_session *s[2] = {0};
         ex_session_opts o2[2] = {ex_session_opts_default(), ex_session_opts_default()};
         o2[0].backend_a = gb;
         o2[1].split_layer = 2;
         o2[1].backend_a = gb;
-        float *lg[2];
-        for (int i = 0; i < 2; i++) {
-            CHECK(ex_session_new(m, &o2[i], &s[i], &err) == ATS_OK);
-            lg[i] = malloc((size_t)V * sizeof(float));
-        }
-        int64_t pos = 0;
-        for (int r = 0; r < N_ROUNDS && s[0] && s[1]; r++) {
-            for (int i = 0; i < 2; i++) {
-                poison((char *)lg[i], (size_t)V * sizeof(float));
-                CHECK_MSG(ex_session_forward(s[i], in.tok + pos, ROUND_N[r], lg[i], &err) == ATS_OK, "%s", err.msg);
-                CHECK_MSG(memcmp(lg[i], in.ref + r * V, (size_t)V * sizeof(float)) == 0,
-                          "%s %s two sessions on one emulated cuda table, session %d round %d: logits differ", what, rn, i, r);
-            }
-            pos += ROUND_N[r];
-        }
-        for (int i = 0; i < 2; i++) {
-            ex_session_free(s[i]);
-            free(lg[i]);
-        }
+        char label[200];
+        snprintf(label, sizeof label, "%s %s two sessions on one emulated cuda table", what, rn);
+        two_sessions(m, o2, &in, label);
         runs++;
     }
     {
