@@ -62,6 +62,20 @@ int ats_cli_check_out(const char *cmd, const char *flag, const char *path);
  *  of the previous values' pointers), else records optarg and returns 0. Options that may repeat
  *  (lists such as sweep's --trace) are simply not passed here. */
 int ats_cli_once(const char *cmd, const char *seen[256], int c, const char *name, const char *optarg_);
+/** The value options seen so far by ats_cli_once_opt (zero it: `ats_cli_seen seen = {0};`). */
+#define ATS_CLI_SEEN_MAX 64
+typedef struct ats_cli_seen {
+    int n;
+    int id[ATS_CLI_SEEN_MAX];          /* getopt ids */
+    const char *val[ATS_CLI_SEEN_MAX]; /* their first values (borrowed from argv) */
+} ats_cli_seen;
+struct option;
+/** ats_cli_once for any getopt id c: a letter or a long-only id >= 256 (sim_cli's SIMF_*). The
+ *  option is named by the long name of the first entry of `opts` with val c ("--NAME"), else by
+ *  its letter ("-n"); the line and the return value are ats_cli_once's. Returns 0 (records nothing)
+ *  for ':' and '?', for an option of `opts` without a value and when optarg_ is NULL, so a getopt
+ *  loop may call it first for every c; options that may repeat (lists) are not passed here. */
+int ats_cli_once_opt(const char *cmd, ats_cli_seen *seen, const struct option *opts, int c, const char *optarg_);
 
 /** Long runs that stop early and keep what they did (record, stress): SIGINT, SIGTERM and SIGHUP set
  *  ats_cli_stop (and ats_cli_stop_sig to the signal) instead of killing the process. */

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -145,15 +146,45 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* The one line of ats_cli_once and ats_cli_once_opt; dashes "--" (a long name) or "-" (a letter). */
+static void given_twice(const char *cmd, const char *dashes, const char *name, const char *first,
+                        const char *second)
+{
+    ats_cli_error(cmd, "%s%s given twice ('%.200s', then '%.200s'): give it once", dashes, name, first,
+                  second ? second : "");
+}
+
 int ats_cli_once(const char *cmd, const char *seen[256], int c, const char *name, const char *optarg_)
 {
     if (c < 0 || c > 255) return 0;
     if (seen[c]) {
-        ats_cli_error(cmd, "--%s given twice ('%.200s', then '%.200s'): give it once", name, seen[c],
-                      optarg_ ? optarg_ : "");
+        given_twice(cmd, "--", name, seen[c], optarg_);
         return 1;
     }
     seen[c] = optarg_ ? optarg_ : "";
+    return 0;
+}
+
+int ats_cli_once_opt(const char *cmd, ats_cli_seen *seen, const struct option *opts, int c, const char *optarg_)
+{
+    if (c == '?' || c == ':' || !optarg_) return 0;
+    const struct option *lo = NULL;
+    for (const struct option *o = opts; o && o->name; o++)
+        if (!o->flag && o->val == c) {
+            lo = o;
+            break;
+        }
+    if (lo && lo->has_arg == no_argument) return 0; /* a flag without a value (a stale optarg) */
+    char letter[2] = {(char)c, 0};
+    for (int i = 0; i < seen->n; i++)
+        if (seen->id[i] == c) {
+            given_twice(cmd, lo ? "--" : "-", lo ? lo->name : letter, seen->val[i], optarg_);
+            return 1;
+        }
+    if (seen->n < ATS_CLI_SEEN_MAX) {
+        seen->id[seen->n] = c;
+        seen->val[seen->n++] = optarg_;
+    }
     return 0;
 }
 

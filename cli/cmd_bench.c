@@ -243,7 +243,9 @@ int ats_bench_sched(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int ch;
+    ats_cli_seen seen = {0};
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (ats_cli_once_opt("bench sched", &seen, opts, ch, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         switch (ch) {
         case 'w': hw_name = optarg; break;
         case 'b':

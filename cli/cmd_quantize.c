@@ -42,7 +42,9 @@ int ats_cmd_quantize(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 1;
     int c;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
+        if (ats_cli_once_opt("quantize", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         if (c == 't') type_name = optarg;
         else if (c == 'P') pure = 1;
         else if (c == 'h') { usage(stdout); return ATS_EXIT_OK; }

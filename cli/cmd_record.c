@@ -27,7 +27,8 @@ static void usage(FILE *f)
             "to [0.01, 1]. The idle baseline is measured first for --baseline-s (default 3 s) on the idle\n"
             "machine, or read from --baseline (written by --save-baseline; --save-baseline without --out only\n"
             "measures it; --baseline and --baseline-s do not combine). --interval may not exceed --duration.\n"
-            "Without a GPU only the CPU is recorded (gpu/pcie = 1). SIGINT/SIGTERM/SIGHUP stop early and still\n"
+            "Without a GPU (or device N, or with --cpu-only) only the CPU is recorded (gpu/pcie = 1; stderr says\n"
+            "so, and names a --device N it did not use). SIGINT/SIGTERM/SIGHUP stop early and still\n"
             "write the samples so far (exit status that of the signal: 130, 143, 129; during the baseline\n"
             "nothing is written). The probes of all ats processes take one lock\n"
             "(/tmp/ats-probes.lock): a sample that falls on a probe of `ats stress --baseline` waits for it\n"
@@ -55,7 +56,7 @@ int ats_cmd_record(int argc, char **argv)
     char machine[256] = "";
     double base_s = 3.0;
     long long v;
-    int c, li = 0, base_s_given = 0, probe_ms_given = 0;
+    int c, li = 0, base_s_given = 0, probe_ms_given = 0, device_given = 0;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
     const char *seen[256] = {0};
@@ -103,7 +104,8 @@ int ats_cmd_record(int argc, char **argv)
                               optarg, c == 't' ? 1 : 0, c == 't' ? 1024 : 4096);
                 return ATS_EXIT_USAGE;
             }
-            if (c == 't') po.threads = (int)v; else po.device = (int)v;
+            if (c == 't') po.threads = (int)v;
+            else po.device = (int)v, device_given = 1;
             break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':':
@@ -183,6 +185,9 @@ int ats_cmd_record(int argc, char **argv)
     if (!gpu)
         fprintf(stderr, "ats record: %s: recording the CPU only (gpu_avail and pcie_avail written as 1)\n",
                 po.use_gpu ? "no CUDA device" : "--cpu-only");
+    if (!gpu && device_given) /* as ats stress words hogs it cannot run: the option, why, what happens */
+        fprintf(stderr, "ats record: --device %d: %s; no GPU or PCIe probe runs\n", po.device,
+                po.use_gpu ? "no such CUDA device here" : "not used (--cpu-only)");
     if (base_in && gpu && (base.t_s[ATSC_RES_GPU] != base.t_s[ATSC_RES_GPU])) {
         fprintf(stderr, "ats record: %s: the baseline has no GPU/PCIe times but this machine has a GPU; "
                         "measure a baseline here (--save-baseline)\n", base_in);

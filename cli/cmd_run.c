@@ -108,8 +108,10 @@ int ats_cmd_run(int argc, char **argv)
     const char *backend = "cpu";
     optind = 1;
     int c, li = -1;
+    ats_cli_seen seen = {0};
     while ((li = -1, c = getopt_long(argc, argv, "m:p:n:h", opts, &li)) != -1) {
         int bad = 0;
+        if (ats_cli_once_opt("run", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         switch (c) {
         case 'm': model = optarg; break;
         case 'p': prompt = optarg; break;

@@ -85,8 +85,10 @@ int ats_cmd_sim(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         double d;
+        if (ats_cli_once_opt("sim", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         int r = sim_cli_flag(&o, "sim", c, optarg);
         if (r < 0) return ATS_EXIT_USAGE;
         if (r > 0) continue;

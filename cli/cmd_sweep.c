@@ -95,18 +95,20 @@ int ats_cmd_sweep(int argc, char **argv)
     long long threads = omp_get_num_procs();
     optind = 1;
     opterr = 0;
-    int c;
+    int c, n_trace_flags = 0;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         char why[160];
-        if (c == SIMF_TRACE) { /* several traces */
+        if (c == SIMF_TRACE) { /* several traces: a list, may repeat */
             if (strlen(tbuf) + strlen(optarg) + 2 >= sizeof tbuf) {
                 ats_cli_error("sweep", "--trace: too many traces");
                 return ATS_EXIT_USAGE;
             }
-            if (*tbuf) strcat(tbuf, ",");
+            if (n_trace_flags++) strcat(tbuf, ","); /* --trace '' stays an (empty) entry */
             strcat(tbuf, optarg);
             continue;
         }
+        if (ats_cli_once_opt("sweep", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         int r = sim_cli_flag(&o, "sweep", c, optarg);
         if (r < 0) return ATS_EXIT_USAGE;
         if (r > 0) continue;
@@ -166,7 +168,7 @@ int ats_cmd_sweep(int argc, char **argv)
         }
     }
     if (ats_cli_check_out("sweep", "--out", out_path)) return ATS_EXIT_USAGE; /* before any work */
-    if (n_eps == 0 || n_itv == 0 || !*tbuf) {
+    if (n_eps == 0 || n_itv == 0 || !n_trace_flags) {
         ats_cli_error("sweep", "--eps, --interval and --trace are required (see ats sweep --help)");
         return ATS_EXIT_USAGE;
     }

@@ -197,7 +197,10 @@ static int cmd_synth(int argc, char **argv)
     }
     optind = 1;
     opterr = 0;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":o:h", lo, NULL)) != -1) {
+        /* --cpu/--gpu/--pcie may repeat (their SPECs multiply); a value option given twice is refused */
+        if (c != 'c' && c != 'g' && c != 'p' && ats_cli_once_opt("trace synth", &seen, lo, c, optarg)) goto out;
         switch (c) {
         case 'o': out = optarg; break;
         case 'm': machine = optarg; break;
@@ -477,7 +480,12 @@ static int cmd_import(int argc, char **argv)
     char *filter = NULL;
     optind = 1;
     opterr = 0;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":o:h", lo, NULL)) != -1) {
+        if (ats_cli_once_opt("trace import", &seen, lo, c, optarg)) { /* the last one won (one --filter only) */
+            free(filter);
+            return ATS_EXIT_USAGE;
+        }
         switch (c) {
         case 'o': out = optarg; break;
         case 't': o.time_col = optarg; break;
@@ -494,13 +502,7 @@ static int cmd_import(int argc, char **argv)
             }
             break;
         case 'f': {
-            if (filter) { /* one filter: a second one silently replaced the first */
-                ats_cli_error("trace import", "--filter '%s': given twice (the first: '%s=%s'); one filter only",
-                              optarg, o.filter_col, o.filter_value);
-                free(filter);
-                return ATS_EXIT_USAGE;
-            }
-            filter = strdup(optarg);
+            filter = strdup(optarg); /* once: ats_cli_once_opt above */
             char *eq = filter ? strchr(filter, '=') : NULL;
             if (!eq || eq == filter) {
                 ats_cli_error("trace import", "--filter '%s': need COLUMN=VALUE", optarg);
@@ -586,7 +588,8 @@ static void compare_usage(FILE *f)
             "\"not compared: N loaded segments\" (target < 1). With --max-err E (e.g. 0.1) exits 1 if any\n"
             "|error| > E, if a loaded segment was not compared, or if no segment at all was compared\n"
             "(a check that compared nothing does not pass). A segment reaching past the recording is\n"
-            "compared over the part the recording covers (its line says which).\n");
+            "compared over the part the recording covers (its line says which). A TARGET of one sample\n"
+            "covers 0 s: nothing to compare, one line on stderr, exit 1 (with or without --max-err).\n");
 }
 
 static double mean_over(const atsc_trace *tr, enum atsc_resource r, double t0, double t1)
@@ -691,8 +694,14 @@ static int cmd_compare(int argc, char **argv)
            n_skip_loaded, n_skip_idle);
     if (n_cmp) printf("max |rel.err| = %.4f\n", worst);
     else printf("max |rel.err| = - (no segment compared)\n");
+    const size_t tgt_n = tgt->n;
     atsc_trace_free(rec);
     atsc_trace_free(tgt);
+    if (tgt_n < 2) { /* no segment at all, whatever --margin and --offset: a check of nothing (exit 1) */
+        ats_cli_error("trace compare", "%s: the target covers 0 s (one sample): no segment to compare (a target "
+                      "needs a second sample, its end)", argv[optind + 1]);
+        return ATS_EXIT_FAIL;
+    }
     if (!have_max) return ATS_EXIT_OK;
     if (n_cmp == 0) {
         ats_cli_error("trace compare", "--max-err %g: no segment compared (--margin %g, --offset %g)", max_err,

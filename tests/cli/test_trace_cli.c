@@ -5,6 +5,10 @@
  * CSV field, exit 1), outputs naming an input and an empty --policy refused up front (exit 2, one
  * line); import's invalid dates, hex numbers, repeated --filter and negative values; show/import's
  * min/max including the last sample; --trace FILE resolution of a local file without .h5.
+ * A value option given twice: refused by every command (one line naming it and both values, exit 2),
+ * lists (sweep --trace, synth --cpu) still repeat; sweep --trace '' is an empty entry, not a missing
+ * --trace; compare with a one-sample (0 s) target says so and exits 1; record --device N that it
+ * cannot use says so.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,6 +184,103 @@ static void test_option_twice(void)
         CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "given twice"), "ats %s: rc %d: '%s'", cmds[k], rc,
                   err);
     }
+    /* the other commands (the last value used to win silently): the option and both values named, nothing
+     * done (no stdout); a short and a long spelling of one option count as one; shared sim flags too */
+    struct { const char *cmd, *line; } twice[] = {
+        {"sim --eps 0.1 --duration 1 --eps 0.2", "ats sim: --eps given twice ('0.1', then '0.2')"},
+        {"sim --trace fig13-synth --trace none", "ats sim: --trace given twice ('fig13-synth', then 'none')"},
+        {"sim --policy ats --policy layer", "ats sim: --policy given twice ('ats', then 'layer')"},
+        {"sim --vram-budget 5GiB --vram-budget 4GiB", "ats sim: --vram-budget given twice ('5GiB', then '4GiB')"},
+        {"run --model a.gguf -m b.gguf", "ats run: --model given twice ('a.gguf', then 'b.gguf')"},
+        {"run --model a.gguf -n 3 -n 4", "ats run: -n given twice ('3', then '4')"},
+        {"run --model a.gguf --temp 0 --temp 1", "ats run: --temp given twice ('0', then '1')"},
+        {"sweep --trace fig13-synth --eps 0.1 --interval 1 --interval 2", "ats sweep: --interval given twice ('1', then '2')"},
+        {"sweep --trace fig13-synth --eps 0.1 --interval 1 --policy ats --policy layer",
+         "ats sweep: --policy given twice ('ats', then 'layer')"},
+        {"sweep --trace fig13-synth --eps 0.1 --interval 1 --duration 2 --duration 3",
+         "ats sweep: --duration given twice ('2', then '3')"},
+        {"bench sched --runs 3 --runs 5 --out b.json", "ats bench sched: --runs given twice ('3', then '5')"},
+        {"quantize a.gguf b.gguf --type q8_0 -t q4_0", "ats quantize: --type given twice ('q8_0', then 'q4_0')"},
+        {"trace synth --out x.h5 --dt 1 --dt 2", "ats trace synth: --dt given twice ('1', then '2')"},
+        {"trace synth --out x.h5 --out y.h5", "ats trace synth: --out given twice ('x.h5', then 'y.h5')"},
+        {"trace import a.csv --resource cpu --resource gpu --out x.h5",
+         "ats trace import: --resource given twice ('cpu', then 'gpu')"},
+    };
+    for (size_t k = 0; k < sizeof twice / sizeof twice[0]; k++) {
+        int rc = run_in(tmpdir, twice[k].cmd); /* where a binary that takes the last value writes x.h5, y.h5 */
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, twice[k].line) && !out[0],
+                  "ats %s: rc %d: stdout '%.200s' stderr '%s'", twice[k].cmd, rc, out, err);
+    }
+    /* lists by design still repeat: synth's SPECs multiply (0.5 x 0.5), sweep's traces add up */
+    char h5[400], args[1024];
+    snprintf(args, sizeof args, "trace synth --duration 10 --cpu const:0.5 --cpu const:0.5 --out %s",
+             tmp(h5, sizeof h5, "twice.h5"));
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    snprintf(args, sizeof args, "trace show %s", h5);
+    CHECK_MSG(run(args) == 0 && strstr(out, "\ncpu      0.2500"), "%s: %s", args, out);
+    snprintf(args, sizeof args, "sweep --trace fig13-synth --trace %s --eps 0.1 --interval 1 --duration 2 --policy layer", h5);
+    int rc = run(args);
+    CHECK_MSG(rc != 2 && strstr(out, "\nfig13-synth ") && strstr(out, "\ntwice "), "%s: rc %d: %s%s", args, rc, out, err);
+}
+
+/* sweep --trace '': an empty entry, as "a,,b" (it said --trace was required); alone or next to a trace */
+static void test_sweep_empty_trace(void)
+{
+    const char *cmds[] = {"sweep --trace '' --eps 0.1 --interval 1",
+                          "sweep --trace '' --trace fig13-synth --eps 0.1 --interval 1 --duration 2",
+                          "sweep --trace fig13-synth --trace '' --eps 0.1 --interval 1 --duration 2"};
+    for (int k = 0; k < 3; k++) {
+        int rc = run(cmds[k]);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--trace '") && strstr(err, "an empty entry") &&
+                  !strstr(err, "required") && !out[0], "ats %s: rc %d: stdout '%.200s' stderr '%s'", cmds[k], rc, out,
+                  err);
+    }
+    int rc = run("sweep --eps 0.1 --interval 1");
+    CHECK_MSG(rc == 2 && strstr(err, "--trace are required"), "no --trace: rc %d: %s", rc, err);
+}
+
+/* a target of one sample covers 0 s: one stderr line saying so, exit 1 (a comparison of nothing), with
+ * or without --max-err; the same recording against a real target still compares */
+static void test_compare_one_sample(void)
+{
+    char csv[400], one[400], rec[400], args[2048];
+    tu_write_text(tmp(csv, sizeof csv, "one.csv"), "t,v\n0,0.5\n");
+    snprintf(args, sizeof args, "trace import %s --resource cpu --out %s", csv, tmp(one, sizeof one, "one.h5"));
+    CHECK_MSG(run(args) == 0 && strstr(out, "1 samples"), "%s: %s%s", args, out, err);
+    snprintf(args, sizeof args, "trace synth --duration 30 --cpu const:0.5 --out %s", tmp(rec, sizeof rec, "rec30.h5"));
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    const char *extra[] = {"", " --max-err 0.1", " --margin 0"};
+    for (int k = 0; k < 3; k++) {
+        snprintf(args, sizeof args, "trace compare %s %s%s", rec, one, extra[k]);
+        int rc = run(args);
+        CHECK_MSG(rc == 1 && tu_count_lines(err) == 1 && strstr(err, one) &&
+                  strstr(err, "the target covers 0 s (one sample)") && strstr(out, "compared 0 segments"),
+                  "%s: rc %d: stdout '%s' stderr '%s'", args, rc, out, err);
+    }
+    snprintf(args, sizeof args, "trace compare %s %s --max-err 0.1", rec, rec);
+    int rc = run(args);
+    CHECK_MSG(rc == 0 && !strstr(err, "covers 0 s"), "%s: rc %d: %s%s", args, rc, out, err);
+}
+
+/* record --device N that it cannot use (no such device, or --cpu-only): one stderr line naming it; the
+ * recording (here: the baseline alone) still runs on the CPU and says so, as before */
+static void test_record_device_unused(void)
+{
+    char base[400], args[1024];
+    tmp(base, sizeof base, "base.txt");
+    struct { const char *flags, *line; } c[] = {
+        {"--device 4096", "ats record: --device 4096: no such CUDA device here; no GPU or PCIe probe runs"},
+        {"--cpu-only --device 0", "ats record: --device 0: not used (--cpu-only); no GPU or PCIe probe runs"},
+    };
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "record --save-baseline %s --baseline-s 0.2 %s", base, c[k].flags);
+        int rc = run(args);
+        CHECK_MSG(rc == 0 && strstr(err, c[k].line) && strstr(err, "recording the CPU only"), "%s: rc %d: %s", args,
+                  rc, err);
+    }
+    snprintf(args, sizeof args, "record --save-baseline %s --baseline-s 0.2 --cpu-only", base);
+    int rc = run(args);
+    CHECK_MSG(rc == 0 && !strstr(err, "--device"), "%s: rc %d: %s", args, rc, err);
 }
 
 /* ---------------------------------------------------------------- import ----------------------- */
@@ -205,7 +306,7 @@ static void test_import_values(void)
     tu_write_text(csv, "t,v,a,b\n0,1,x,y\n1,-2,x,y\n2,4,x,z\n3,-3,x,y\n4,2,w,y\n");
     snprintf(args, sizeof args, "trace import %s --filter a=x --filter b=y --resource cpu --out %s", csv, h5);
     int rc = run(args);
-    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--filter 'b=y'") && strstr(err, "a=x") && !out[0],
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--filter given twice ('a=x', then 'b=y')") && !out[0],
               "%s: rc %d: %s", args, rc, err);
     snprintf(args, sizeof args, "trace import %s --filter a=x --resource cpu --percentile 100 --out %s", csv, h5);
     rc = run(args);
@@ -268,6 +369,9 @@ int main(void)
     test_last_sample();
     test_local_trace_name();
     test_option_twice();
+    test_sweep_empty_trace();
+    test_compare_one_sample();
+    test_record_device_unused();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
