@@ -494,6 +494,21 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
     printf("%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us", "GB/s",
            "of_read", "graph_us", "g_of_rd", "kern", "err");
     json_object_set_new(gj, "gemv_kernel_env", json_string(getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : ""));
+    { /* every ATS_GEMV_* variable (kernel variants of exec/cuda/gemv_v3.cu), in the table and the JSON */
+        extern char **environ;
+        json_t *ev = json_object();
+        printf("kernel variables:");
+        for (char **e = environ; e && *e; e++) {
+            const char *eq = strchr(*e, '=');
+            if (strncmp(*e, "ATS_GEMV_", 9) != 0 || !eq) continue;
+            printf(" %s", *e);
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+            json_object_set_new(ev, name, json_string(eq + 1));
+        }
+        printf("%s\n", json_object_size(ev) ? "" : " (none: defaults)");
+        json_object_set_new(gj, "gemv_env", ev);
+    }
     int gemv_bad = 0;
     for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0]; ti++) {
         ats_qtype t = GPU_TYPES[ti];

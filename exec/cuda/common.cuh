@@ -153,6 +153,25 @@ ex_gpu_status exc_quantize_q8x(const float *x, int64_t n, int64_t n_rows, exc_q8
 ex_gpu_status exc_quantize_q8x_ws(ex_gpu *g, const float *x, int64_t n, int64_t n_rows, cudaStream_t stream,
                                   exc_q8x *out);
 
+/**
+ * Interleaved int8 activation blocks for the decode GEMV v3 (gemv_v3.cu), laid out in the order a warp's
+ * lanes read them, so that each 16-byte load of a warp touches 512 contiguous bytes (4 L1 wavefronts
+ * instead of 16 for lanes 64 bytes apart). A "task" is `chunks` 16-byte chunks of x (chunks = 4: 64
+ * values, one Q4_K sub-block pair; chunks = 2: 32 values, one Q4_0 block); lane l of a warp handles
+ * tasks T ≡ l (mod 32). Chunk k of task T is the 16-byte unit ((T/32)·chunks + k)·32 + T%32 of `qs`.
+ * ds holds (d, s) per block of 32 values in plain order: d = amax/127, s = d·Σq (as exc_q8x), so task T
+ * of 64 values reads {d0, s0, d1, s1} as one float4 at index T.
+ */
+typedef struct exc_q8xi {
+    int8_t *qs;
+    float *ds;
+} exc_q8xi;
+
+/** Quantizes one row of `n` floats (n % (16·chunks) == 0, chunks 2 or 4) into the handle's EXC_WS_Q8X
+ *  workspace in the interleaved layout of exc_q8xi; *out points into it until the next call on `g`. */
+ex_gpu_status exc_quantize_q8xi_ws(ex_gpu *g, const float *x, int64_t n, int chunks, cudaStream_t stream,
+                                   exc_q8xi *out);
+
 /** Batched decode GEMV (gemv.cu): for z = 0..n_z-1 (n_z ≤ 65535), y[z] (rows) = W_m · x[r] with
  *  matrix m = ids ? ids[z] : z·mat_z at W + m·mat_bytes and activation row r = x_div ? z / x_div : 0
  *  (x rows of `cols` floats). ids: device (n_z) or NULL. */

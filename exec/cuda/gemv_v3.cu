@@ -40,6 +40,8 @@
 #define V3_WARPS 4 /* warps per block */
 #define V3_R 2     /* rows per warp (H200: R = 2 fastest of 1, 2, 4, 8; bench-kernels.md) */
 #define V3_NA 1    /* weight loads with L1::no_allocate (ATS_GEMV_V3_LOAD=ldg: plain __ldg); H200: Q4_0 ffn_up 57.5% -> 62.3% */
+#define V3_ILV 0   /* activations in the plain exc_q8x layout (ATS_GEMV_V3_X=ilv: interleaved exc_q8xi) */
+#define V3_U 1     /* Q4_K tasks per lane per trip (ilv only; ATS_GEMV_V3_U=2) */
 
 /* A 16-byte weight load: NA = 0 __ldg (read-only path, allocates in L1); NA = 1 also read-only but
  * with L1::no_allocate, so the streamed weights (read once) do not evict the activations, which
@@ -89,9 +91,54 @@ static __device__ __forceinline__ int v3_dot8(int4 wa, int4 wb, int4 xa, int4 xb
     return s;
 }
 
-template <int R, int NA>
+/* x of task t (sub-blocks 2t and 2t+1 of the row: blocks 2t, 2t+1 of x): 64 int8 in four 16-byte
+ * chunks and sc = {d0, s0, d1, s1}. Plain layout (exc_q8x): the task's bytes at 64t; lanes 64 bytes apart. */
+static __device__ __forceinline__ void v3_x_q4k(const exc_q8x &x, int t, int4 &a0, int4 &b0, int4 &a1, int4 &b1,
+                                                float4 &sc)
+{
+    const int4 *xq = (const int4 *)(x.qs + (int64_t)t * 64);
+    a0 = __ldg(xq);
+    b0 = __ldg(xq + 1);
+    a1 = __ldg(xq + 2);
+    b1 = __ldg(xq + 3);
+    const float2 d = __ldg((const float2 *)(x.d + 2 * t)), s = __ldg((const float2 *)(x.s + 2 * t));
+    sc = make_float4(d.x, s.x, d.y, s.y);
+}
+
+/* Interleaved layout (exc_q8xi, chunks = 4): lanes' chunks contiguous. */
+static __device__ __forceinline__ void v3_x_q4k(const exc_q8xi &x, int t, int4 &a0, int4 &b0, int4 &a1, int4 &b1,
+                                                float4 &sc)
+{
+    const int4 *xp = (const int4 *)x.qs + (int64_t)(t >> 5) * 128 + (t & 31);
+    a0 = __ldg(xp);
+    b0 = __ldg(xp + 32);
+    a1 = __ldg(xp + 64);
+    b1 = __ldg(xp + 96);
+    sc = __ldg((const float4 *)x.ds + t);
+}
+
+/* x of Q4_0 block b: 32 int8 in two chunks, (d, s). */
+static __device__ __forceinline__ void v3_x_q4_0(const exc_q8x &x, int b, int4 &l, int4 &h, float2 &ds)
+{
+    const int4 *xq = (const int4 *)(x.qs + (int64_t)b * 32);
+    l = __ldg(xq);
+    h = __ldg(xq + 1);
+    ds = make_float2(__ldg(x.d + b), __ldg(x.s + b));
+}
+
+static __device__ __forceinline__ void v3_x_q4_0(const exc_q8xi &x, int b, int4 &l, int4 &h, float2 &ds)
+{
+    const int4 *xp = (const int4 *)x.qs + (int64_t)(b >> 5) * 64 + (b & 31);
+    l = __ldg(xp);
+    h = __ldg(xp + 32);
+    ds = __ldg((const float2 *)x.ds + b);
+}
+
+/* Q4_K, R rows per warp; lane l takes tasks t = t0 + 32u + l, U of them per trip (all their weight loads
+ * issued before the first use); X = exc_q8x or exc_q8xi. */
+template <int R, int NA, int U, typename X>
 static __global__ void __launch_bounds__(32 * V3_WARPS)
-    gemv_v3_q4k_kernel(const uint8_t *__restrict__ W, int64_t rows, int nsb, exc_q8x x, float *__restrict__ y)
+    gemv_v3_q4k_kernel(const uint8_t *__restrict__ W, int64_t rows, int nsb, X x, float *__restrict__ y)
 {
     const int lane = threadIdx.x & 31;
     const int64_t r0 = ((int64_t)blockIdx.x * V3_WARPS + (threadIdx.x >> 5)) * R;
@@ -101,45 +148,47 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
     const uint8_t *w0 = W + r0 * rb;
     const int nt = nsb * 4;
     float acc[R];
-    int4 hd[R], qa[R], qb[R];
 #pragma unroll
     for (int i = 0; i < R; i++) acc[i] = 0.0f;
-    int t = lane;
-    bool first = true;
-    while (t < nt) {
-        const int sb = t >> 2, c = t & 3;
+    for (int t0 = 0; t0 < nt; t0 += 32 * U) { /* warp-uniform trips */
+        int4 hd[U][R], qa[U][R], qb[U][R];
 #pragma unroll
-        for (int i = 0; i < R; i++) {
-            if (i < nr) {
-                const int4 *bp = (const int4 *)(w0 + i * rb + (int64_t)sb * EXC_Q4_K_BYTES);
-                hd[i] = v3_ldw<NA>(bp);
-                qa[i] = v3_ldw<NA>(bp + 1 + 2 * c);
-                qb[i] = v3_ldw<NA>(bp + 2 + 2 * c);
+        for (int u = 0; u < U; u++) {
+            const int t = t0 + 32 * u + lane, sb = t >> 2, c = t & 3;
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                if (t < nt && i < nr) {
+                    const int4 *bp = (const int4 *)(w0 + i * rb + (int64_t)sb * EXC_Q4_K_BYTES);
+                    hd[u][i] = v3_ldw<NA>(bp);
+                    qa[u][i] = v3_ldw<NA>(bp + 1 + 2 * c);
+                    qb[u][i] = v3_ldw<NA>(bp + 2 + 2 * c);
+                }
             }
         }
-        if (first) { /* lanes with no task skip the loop and need not wait */
-            v3_pdl_wait(); /* x is complete from here on */
-            first = false;
-        }
-        const int xb0 = sb * 8 + 2 * c; /* activation block of sub-block 2c; 2c+1 follows */
-        const int4 *xq = (const int4 *)(x.qs + (int64_t)xb0 * 32);
-        const int4 x0a = __ldg(xq), x0b = __ldg(xq + 1), x1a = __ldg(xq + 2), x1b = __ldg(xq + 3);
-        const float2 dx = __ldg((const float2 *)(x.d + xb0)), sx = __ldg((const float2 *)(x.s + xb0));
+        if (t0 == 0) v3_pdl_wait(); /* x is complete from here on */
 #pragma unroll
-        for (int i = 0; i < R; i++) {
-            if (i < nr) {
-                int s_lo = v3_dot8(qa[i], qb[i], x0a, x0b, 0);
-                int s_hi = v3_dot8(qa[i], qb[i], x1a, x1b, 4);
-                int sc0, m0, sc1, m1;
-                exc_q4k_scale_min((uint32_t)hd[i].y, (uint32_t)hd[i].z, (uint32_t)hd[i].w, 2 * c, &sc0, &m0);
-                exc_q4k_scale_min((uint32_t)hd[i].y, (uint32_t)hd[i].z, (uint32_t)hd[i].w, 2 * c + 1, &sc1, &m1);
-                float d = exc_h2f((uint16_t)((uint32_t)hd[i].x & 0xFFFFu));
-                float dmin = exc_h2f((uint16_t)((uint32_t)hd[i].x >> 16));
-                acc[i] += d * (dx.x * (float)(sc0 * s_lo) + dx.y * (float)(sc1 * s_hi)) -
-                          dmin * ((float)m0 * sx.x + (float)m1 * sx.y);
+        for (int u = 0; u < U; u++) {
+            const int t = t0 + 32 * u + lane, c = t & 3;
+            if (t >= nt) continue;
+            int4 x0a, x0b, x1a, x1b;
+            float4 sc;
+            v3_x_q4k(x, t, x0a, x0b, x1a, x1b, sc);
+#pragma unroll
+            for (int i = 0; i < R; i++) {
+                if (i < nr) {
+                    const int4 h = hd[u][i];
+                    int s_lo = v3_dot8(qa[u][i], qb[u][i], x0a, x0b, 0);
+                    int s_hi = v3_dot8(qa[u][i], qb[u][i], x1a, x1b, 4);
+                    int sc0, m0, sc1, m1;
+                    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c, &sc0, &m0);
+                    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c + 1, &sc1, &m1);
+                    float d = exc_h2f((uint16_t)((uint32_t)h.x & 0xFFFFu));
+                    float dmin = exc_h2f((uint16_t)((uint32_t)h.x >> 16));
+                    acc[i] += d * (sc.x * (float)(sc0 * s_lo) + sc.z * (float)(sc1 * s_hi)) -
+                              dmin * ((float)m0 * sc.y + (float)m1 * sc.w);
+                }
             }
         }
-        t += 32;
     }
 #pragma unroll
     for (int i = 0; i < R; i++) {
@@ -152,9 +201,9 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
 
 #define V3_STEP_U4 36 /* 32 blocks of 18 bytes = 576 bytes = 36 uint4 */
 
-template <int R, int NA>
+template <int R, int NA, typename X>
 static __global__ void __launch_bounds__(32 * V3_WARPS)
-    gemv_v3_q4_0_kernel(const uint8_t *__restrict__ W, int64_t rows, int nb, exc_q8x x, float *__restrict__ y)
+    gemv_v3_q4_0_kernel(const uint8_t *__restrict__ W, int64_t rows, int nb, X x, float *__restrict__ y)
 {
     __shared__ uint4 stage[V3_WARPS][R * V3_STEP_U4 + 1]; /* +1: the word reads run ≤ 2 bytes past */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -180,14 +229,8 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
         if (c0 == 0) v3_pdl_wait();
         const int blk = c0 / V3_STEP_U4 * 32 + lane; /* this lane's block index in the rows */
         int4 xl = make_int4(0, 0, 0, 0), xh = xl;
-        float xd = 0.0f, xs = 0.0f;
-        if (blk < nb) {
-            const int4 *xq = (const int4 *)(x.qs + (int64_t)blk * 32);
-            xl = __ldg(xq);
-            xh = __ldg(xq + 1);
-            xd = __ldg(x.d + blk);
-            xs = __ldg(x.s + blk);
-        }
+        float2 ds = make_float2(0.0f, 0.0f);
+        if (blk < nb) v3_x_q4_0(x, blk, xl, xh, ds);
         __syncwarp(); /* every lane is done reading the previous step */
 #pragma unroll
         for (int i = 0; i < R; i++) {
@@ -217,7 +260,7 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
                         sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xhs[k], sumi);
                     }
                     float d = exc_h2f((uint16_t)(off ? ww[0] >> 16 : ww[0] & 0xFFFFu));
-                    acc[i] += d * (xd * (float)sumi - 8.0f * xs);
+                    acc[i] += d * (ds.x * (float)sumi - 8.0f * ds.y);
                 }
             }
         }
@@ -243,35 +286,34 @@ static int v3_disabled(void)
     return off;
 }
 
-/* ATS_GEMV_V3_R = 1 | 2 | 4 | 8: rows per warp (bench experiments; default V3_R). */
-static int v3_rows_per_warp(void)
+/* Bench experiments, read once: ATS_GEMV_V3_R = 1 | 2 | 4 | 8 rows per warp (default V3_R),
+ * ATS_GEMV_V3_LOAD = ldg | na weight loads (default V3_NA), ATS_GEMV_V3_X = lin | ilv activation layout
+ * (default V3_ILV; ilv runs R = 2 or 4 with no_allocate loads), ATS_GEMV_V3_U = 1 | 2 Q4_K tasks per lane
+ * per trip (ilv only; default V3_U). */
+typedef struct v3_cfg {
+    int r, na, ilv, u;
+} v3_cfg;
+
+static v3_cfg v3_config(void)
 {
     static std::once_flag once;
-    static int r = V3_R;
+    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_V3_R");
         int v = e ? atoi(e) : 0;
-        if (v == 1 || v == 2 || v == 4 || v == 8) r = v;
+        if (v == 1 || v == 2 || v == 4 || v == 8) c.r = v;
+        if ((e = getenv("ATS_GEMV_V3_LOAD")) && strcmp(e, "na") == 0) c.na = 1;
+        if ((e = getenv("ATS_GEMV_V3_LOAD")) && strcmp(e, "ldg") == 0) c.na = 0;
+        if ((e = getenv("ATS_GEMV_V3_X")) && strcmp(e, "ilv") == 0) c.ilv = 1;
+        if ((e = getenv("ATS_GEMV_V3_X")) && strcmp(e, "lin") == 0) c.ilv = 0;
+        if ((e = getenv("ATS_GEMV_V3_U")) && (atoi(e) == 1 || atoi(e) == 2)) c.u = atoi(e);
     });
-    return r;
+    return c;
 }
 
-/* ATS_GEMV_V3_LOAD = ldg | na: weight loads through __ldg, or with L1::no_allocate (default V3_NA). */
-static int v3_weights_no_allocate(void)
-{
-    static std::once_flag once;
-    static int na = V3_NA;
-    std::call_once(once, [] {
-        const char *e = getenv("ATS_GEMV_V3_LOAD");
-        if (e && strcmp(e, "na") == 0) na = 1;
-        if (e && strcmp(e, "ldg") == 0) na = 0;
-    });
-    return na;
-}
-
-template <typename K>
-static ex_gpu_status v3_launch(ex_gpu *g, K kernel, int R, const void *W, int64_t rows, int n_units, exc_q8x q,
-                               float *y, cudaStream_t s)
+template <typename K, typename X>
+static ex_gpu_status v3_launch(ex_gpu *g, K kernel, int R, const void *W, int64_t rows, int n_units, X q, float *y,
+                               cudaStream_t s)
 {
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
@@ -289,16 +331,25 @@ static ex_gpu_status v3_launch(ex_gpu *g, K kernel, int R, const void *W, int64_
     return EX_GPU_OK;
 }
 
-template <int R>
-static ex_gpu_status v3_run(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, exc_q8x q, float *y,
+template <int R, int NA, int U, typename X>
+static ex_gpu_status v3_run(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, X q, float *y,
                             cudaStream_t s)
 {
-    if (v3_weights_no_allocate()) {
-        if (type == ATS_Q_Q4_K) return v3_launch(g, gemv_v3_q4k_kernel<R, 1>, R, W, rows, (int)(cols / 256), q, y, s);
-        return v3_launch(g, gemv_v3_q4_0_kernel<R, 1>, R, W, rows, (int)(cols / 32), q, y, s);
+    if (type == ATS_Q_Q4_K)
+        return v3_launch(g, gemv_v3_q4k_kernel<R, NA, U, X>, R, W, rows, (int)(cols / 256), q, y, s);
+    return v3_launch(g, gemv_v3_q4_0_kernel<R, NA, X>, R, W, rows, (int)(cols / 32), q, y, s);
+}
+
+template <int NA>
+static ex_gpu_status v3_run_lin(ex_gpu *g, int r, int type, const void *W, int64_t rows, int64_t cols, exc_q8x q,
+                                float *y, cudaStream_t s)
+{
+    switch (r) {
+    case 1: return v3_run<1, NA, 1>(g, type, W, rows, cols, q, y, s);
+    case 4: return v3_run<4, NA, 1>(g, type, W, rows, cols, q, y, s);
+    case 8: return v3_run<8, NA, 1>(g, type, W, rows, cols, q, y, s);
+    default: return v3_run<2, NA, 1>(g, type, W, rows, cols, q, y, s);
     }
-    if (type == ATS_Q_Q4_K) return v3_launch(g, gemv_v3_q4k_kernel<R, 0>, R, W, rows, (int)(cols / 256), q, y, s);
-    return v3_launch(g, gemv_v3_q4_0_kernel<R, 0>, R, W, rows, (int)(cols / 32), q, y, s);
 }
 
 /* Runs v3 when it covers the case (Q4_K; Q4_0 with cols % 256 == 0; not disabled): *used = 1.
@@ -309,14 +360,19 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
     *used = 0;
     if (v3_disabled() || rows > ((int64_t)1 << 32)) return EX_GPU_OK;
     if (!(type == ATS_Q_Q4_K || type == ATS_Q_Q4_0) || cols % 256 != 0 || cols > ((int64_t)1 << 30)) return EX_GPU_OK;
-    exc_q8x q; /* d and s 8-byte aligned for the float2 loads: cols % 256 == 0 */
-    ex_gpu_status st = exc_quantize_q8x_ws(g, x, cols, 1, s, &q);
-    if (st) return st;
-    switch (v3_rows_per_warp()) {
-    case 1: st = v3_run<1>(g, type, W, rows, cols, q, y, s); break;
-    case 2: st = v3_run<2>(g, type, W, rows, cols, q, y, s); break;
-    case 8: st = v3_run<8>(g, type, W, rows, cols, q, y, s); break;
-    default: st = v3_run<V3_R>(g, type, W, rows, cols, q, y, s); break;
+    const v3_cfg c = v3_config();
+    ex_gpu_status st;
+    if (c.ilv) {
+        exc_q8xi q;
+        if ((st = exc_quantize_q8xi_ws(g, x, cols, type == ATS_Q_Q4_K ? 4 : 2, s, &q))) return st;
+        if (c.r == 4)
+            st = c.u == 2 ? v3_run<4, 1, 2>(g, type, W, rows, cols, q, y, s) : v3_run<4, 1, 1>(g, type, W, rows, cols, q, y, s);
+        else
+            st = c.u == 2 ? v3_run<2, 1, 2>(g, type, W, rows, cols, q, y, s) : v3_run<2, 1, 1>(g, type, W, rows, cols, q, y, s);
+    } else {
+        exc_q8x q; /* d and s 8-byte aligned for the float2 loads: cols % 256 == 0 */
+        if ((st = exc_quantize_q8x_ws(g, x, cols, 1, s, &q))) return st;
+        st = c.na ? v3_run_lin<1>(g, c.r, type, W, rows, cols, q, y, s) : v3_run_lin<0>(g, c.r, type, W, rows, cols, q, y, s);
     }
     if (st == EX_GPU_OK) *used = 1;
     return st;

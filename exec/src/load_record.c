@@ -18,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -70,6 +72,40 @@ struct ex_probe {
     int lock_stuck;           /* the last wait timed out: try without waiting until the lock is free */
 };
 
+/* sched_setattr(2)'s argument, version 0 (48 bytes); glibc 2.36 has no wrapper or type. */
+struct ex_sched_attr {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t priority;
+    uint64_t runtime, deadline, period;
+};
+
+int ex_sched_slice(long ns)
+{
+    if (ns <= 0) return 0;
+#ifdef SYS_sched_setattr
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, (id_t)tid);
+    if (nice == -1 && errno) return errno;
+    struct ex_sched_attr a = {.size = sizeof a, .policy = 0 /* SCHED_OTHER */, .nice = nice, .runtime = (uint64_t)ns};
+    return syscall(SYS_sched_setattr, tid, &a, 0) == 0 ? 0 : errno;
+#else
+    return ENOSYS;
+#endif
+}
+
+long ex_sched_slice_env(const char *name)
+{
+    const char *e = getenv(name);
+    if (!e || !*e) return 0;
+    char *end;
+    double us = strtod(e, &end);
+    if (*end || !(us >= 100 && us <= 100000)) return 0;
+    return (long)(us * 1e3);
+}
+
 static void gemv_rows(const struct ex_probe *p, size_t r0, size_t r1)
 {
     const size_t cols = p->o.gemv_cols;
@@ -86,6 +122,7 @@ static void *pool_main(void *arg)
     struct ex_probe *p = arg;
     const size_t rows = p->o.gemv_rows, chunks_per = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
     unsigned seen = 0;
+    ex_sched_slice(ex_sched_slice_env("ATS_PROBE_SLICE_US"));
     for (;;) {
         pthread_mutex_lock(&p->mu);
         while (p->gen == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
@@ -541,10 +578,15 @@ enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_rec
     enum ats_status st = ATS_OK;
     double t0 = now_s(), last_progress = t0;
     size_t n = 0;
+    /* sample n is due at n * interval for n = 0 .. floor(duration / interval) (a relative 1e-9 of slack
+     * so that 1800 * 0.1 counts as 180: the last sample lands at t = duration, and the trace covers the
+     * whole duration); one that comes late (slow probes) is still taken unless it would fall more than
+     * half an interval past the end */
+    const double end_s = o->duration_s * (1 + 1e-9);
     for (size_t i = 0; i < cap; i++) {
         if (o->stop && *o->stop) break;
         double ts = now_s();
-        if (ts - t0 > o->duration_s) break;
+        if (n > 0 && ts - t0 > o->duration_s + 0.5 * o->interval_s) break;
         double t[ATSC_RES_COUNT];
         if ((st = ex_probe_measure(p, t, err)) != ATS_OK) break;
         tr->t_s[n] = n == 0 ? 0.0 : ts - t0;
@@ -561,7 +603,7 @@ enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_rec
             fprintf(stderr, "record: %6.1f s, %zu samples, last cpu %.3f gpu %.3f pcie %.3f\n", now - t0, n,
                     tr->cpu_avail[n - 1], tr->gpu_avail[n - 1], tr->pcie_avail[n - 1]);
         }
-        if ((double)n * o->interval_s > o->duration_s) break; /* the next sample would be past the end */
+        if ((double)n * o->interval_s > end_s) break; /* the next sample would be past the end */
         sleep_until(t0 + (double)n * o->interval_s);
     }
     stats->wall_s = now_s() - t0;

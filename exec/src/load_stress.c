@@ -247,6 +247,7 @@ static void *cpu_hog(void *arg)
     hog_shared *sh = arg;
     volatile double sink = 0;
     double a = 1.0, b = 1.0000001;
+    ex_sched_slice(ex_sched_slice_env("ATS_HOG_SLICE_US"));
     while (!atomic_load(&sh->stop)) {
         double be, pe;
         window(sh, ATSC_RES_CPU, &be, &pe);

@@ -775,6 +775,17 @@ static void test_real_runs(void)
         CHECK(st.duty > 0 && st.duty < 1 && st.probe_s[ATSC_RES_GPU] == 0);
     }
     atsc_trace_free(tr);
+    /* the last sample lands at t = duration (3 * 0.1 > 0.3 in floating point: it used to end at 0.2, one
+     * interval short, so `trace compare` found the target's last segment partly outside) */
+    ro.interval_s = 0.1;
+    ro.duration_s = 0.3;
+    tr = NULL;
+    CHECK_MSG(ex_record_run(p, &base, &ro, &tr, &st, &err) == ATS_OK, "%s", err.msg);
+    if (tr) {
+        CHECK_MSG(tr->n == 4 && tr->t_s[3] >= 0.3 && tr->t_s[3] < 0.36, "%zu samples, last at %g s", tr->n,
+                  tr->t_s[tr->n - 1]);
+    }
+    atsc_trace_free(tr);
     /* a stop flag already set: the baseline is refused as interrupted */
     volatile sig_atomic_t stop = 1;
     CHECK(ex_probe_baseline(p, 0.2, 0.05, &stop, &base, &err) == ATS_EINVAL);

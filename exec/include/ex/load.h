@@ -72,6 +72,15 @@ typedef struct ex_probe_opts {
 
 ex_probe_opts ex_probe_opts_default(void);
 
+/** Asks the scheduler for a time slice of `ns` nanoseconds for the calling thread (Linux >= 6.12: EEVDF
+ *  slice request, sched_attr.sched_runtime of a SCHED_OTHER thread, kernel range 0.1-100 ms; older
+ *  kernels ignore it). ns <= 0 does nothing. Returns 0 or an errno value. */
+int ex_sched_slice(long ns);
+
+/** The slice [ns] asked for by environment variable `name` given in microseconds (e.g.
+ *  ATS_PROBE_SLICE_US=100); 0 when unset, empty or not a number in [100, 100000]. */
+long ex_sched_slice_env(const char *name);
+
 typedef struct ex_probe ex_probe;
 
 /** Creates the probes: allocates the GEMV (seeded, non-zero data), starts the thread pool, calibrates
