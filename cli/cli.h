@@ -34,6 +34,11 @@ int ats_cli_parse_bytes(const char *s, uint64_t *out);
 int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len);
 /** Strict double / integer parsing (whole string, finite). 0 on success, -1 otherwise. */
 int ats_cli_parse_double(const char *s, double *out);
+/** --slice-us: microseconds, 0 (the kernel's default slice) or 100 .. 100000, into *ns; one error line
+ *  naming `cmd` and the value and -1 when it is not. */
+int ats_cli_parse_slice_us(const char *cmd, const char *s, long *ns);
+/** The --slice-us paragraph of `ats record --help` and `ats stress --help`. */
+extern const char ats_cli_slice_help[];
 int ats_cli_parse_int(const char *s, long long *out);
 
 /** Resolves a model name ("qwen3-14b") or a path to a JSON file: a value containing '/' or ending

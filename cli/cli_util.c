@@ -26,6 +26,25 @@ int ats_cli_parse_double(const char *s, double *out)
     return 0;
 }
 
+int ats_cli_parse_slice_us(const char *cmd, const char *s, long *ns)
+{
+    double us;
+    if (ats_cli_parse_double(s, &us) || !(us == 0 || (us >= 100 && us <= 100000))) {
+        ats_cli_error(cmd, "--slice-us '%s': need 0 (the kernel's default slice) or microseconds in [100, 100000]", s);
+        return -1;
+    }
+    *ns = (long)(us * 1e3 + 0.5);
+    return 0;
+}
+
+const char ats_cli_slice_help[] =
+    "--slice-us US (default 100; 0: the kernel's default): the scheduler time slice that CPU probe threads\n"
+    "(and the stressor's CPU hogs) ask for (Linux >= 6.12, EEVDF; older kernels ignore it). With the\n"
+    "default ~3 ms slice a probe thread woken next to hogs often ran its whole 2 ms probe before they got\n"
+    "the CPU back, so the recorder read the CPU far less loaded than the stressor's own probes did\n"
+    "(H200 host: +23% and +55%; with 0.1 ms slices -6%; traces/README.md). Use the same value in\n"
+    "`ats record` and `ats stress`.\n";
+
 int ats_cli_parse_int(const char *s, long long *out)
 {
     if (!s || !*s) return -1;

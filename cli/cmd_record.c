@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "usage: ats record --out FILE.h5 [--duration S] [--interval S] [--threads N] [--cpu-only]\n"
             "                  [--baseline FILE | --baseline-s S] [--save-baseline FILE] [--device N]\n"
             "                  [--machine NAME] [--description TEXT] [--progress] [--cpu-probe-ms MS]\n"
+            "                  [--slice-us US]\n"
             "Samples CPU, GPU and PCIe availability every --interval (default 0.1 s) for --duration (default\n"
             "60 s) with probes: a float GEMV (2048 x 2048) on --threads (default: online CPUs), a ~1 ms busy\n"
             "kernel, a 16 MiB pinned host-to-device copy. Availability = idle probe time / probe time, clipped\n"
@@ -37,6 +38,7 @@ static void usage(FILE *f)
             "measured (the GEMV repetitions are chosen to reach it and saved in --save-baseline); longer probes\n"
             "average over more of a stressor's duty period and of the scheduler's time slices, at a higher\n"
             "probe duty cycle.\n");
+    fputs(ats_cli_slice_help, f);
 }
 
 int ats_cmd_record(int argc, char **argv)
@@ -48,7 +50,8 @@ int ats_cmd_record(int argc, char **argv)
         {"baseline-s", required_argument, 0, 'B'},  {"save-baseline", required_argument, 0, 'S'},
         {"device", required_argument, 0, 'D'},      {"machine", required_argument, 0, 'm'},
         {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
-        {"cpu-probe-ms", required_argument, 0, 'P'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"cpu-probe-ms", required_argument, 0, 'P'}, {"slice-us", required_argument, 0, 'u'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ex_probe_opts po = ex_probe_opts_default();
     po.stop = &ats_cli_stop; /* a signal cuts a probe in progress */
     ex_record_opts ro = ex_record_opts_default();
@@ -87,6 +90,9 @@ int ats_cmd_record(int argc, char **argv)
             }
             break;
         }
+        case 'u':
+            if (ats_cli_parse_slice_us("record", optarg, &po.slice_ns)) return ATS_EXIT_USAGE;
+            break;
         case 'P': {
             double ms;
             if (ats_cli_parse_double(optarg, &ms) || !(ms >= 0.5) || ms > 200) {

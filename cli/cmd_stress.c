@@ -29,7 +29,7 @@ static void usage(FILE *f)
             "--cpu-only: calibrate, or follow a trace's CPU column, only (its GPU and PCIe columns read as 1;\n"
             "            e.g. a recorded h200-* trace on a machine without a GPU)\n"
             "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
-            "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--verbose]\n"
+            "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--slice-us US] [--verbose]\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
             "file): K spinning threads per probe thread, K GPU processes launching busy kernels, K processes\n"
             "copying host-to-device; all hogs of a resource are busy for d*P of every period P (--period,\n"
@@ -59,6 +59,7 @@ static void usage(FILE *f)
             "targets through it. Without a GPU the CPU is stressed alone; a trace with GPU or PCIe load is\n"
             "refused (exit 2). SIGINT/SIGTERM/SIGHUP stop every hog, write the report and --log, and the\n"
             "exit status is that of the signal (130, 143, 129).\n");
+    fputs(ats_cli_slice_help, f);
 }
 
 /* --log: control steps kept in memory, written at the end through a temporary. */
@@ -110,7 +111,7 @@ int ats_cmd_stress(int argc, char **argv)
         {"baseline", required_argument, 0, 'b'},    {"interval", required_argument, 0, 'i'},
         {"probes", required_argument, 0, 'n'},      {"gain", required_argument, 0, 'g'},
         {"log", required_argument, 0, 'L'},         {"report-margin", required_argument, 0, 'R'},
-        {0, 0, 0, 0}};
+        {"slice-us", required_argument, 0, 'u'},    {0, 0, 0, 0}};
     ex_stress_opts so = ex_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
     int closed_flags = 0; /* closed-loop options given */
@@ -137,6 +138,9 @@ int ats_cmd_stress(int argc, char **argv)
         case 'v': so.verbose = 1; break;
         case 'b': base_in = optarg; break;
         case 'L': log_out = optarg; closed_flags = 1; break;
+        case 'u':
+            if (ats_cli_parse_slice_us("stress", optarg, &so.hog_slice_ns)) return ATS_EXIT_USAGE;
+            break;
         case 'd': case 'w': case 'P': case 's': case 'm': case 'i': case 'g': case 'R': {
             double *dst = c == 'd' ? &so.duration_s : c == 'w' ? &so.delay_s : c == 'P' ? &so.period_s
                         : c == 's' ? &settle : c == 'm' ? &measure : c == 'i' ? &so.interval_s
@@ -231,6 +235,7 @@ int ats_cmd_stress(int argc, char **argv)
         for (int r = 0; r < ATSC_RES_COUNT; r++)
             if (so.k[r] == 0) so.k[r] = 3;
         ex_probe_opts po = ex_probe_opts_default();
+        po.slice_ns = so.hog_slice_ns; /* calibration probes as the stressor's and the recorder's */
         po.threads = so.threads;
         po.device = so.device;
         po.stop = &ats_cli_stop;

@@ -25,9 +25,16 @@
  * 16-byte loads, stores them to its own shared-memory slot and each lane reads its block of each row
  * back as aligned 32-bit words (v2's shift trick); lane l's activation block is the same for all R.
  *
+ * Activations interleaved (default; exc_q8xi in common.cuh): quantize_x.cu writes x in the order the
+ * lanes read it, so a warp's 16-byte x load covers 512 contiguous bytes (4 L1 wavefronts instead of
+ * 16 at a 64-byte lane stride). Predicted from the wavefront count above: Q4_K ffn_up 56% -> 62-68%;
+ * measured on the H200 (third session): Q4_K 56.4% -> 58.2%, Q4_0 63.2% -> 66.6%, Q4_0 gate+up
+ * 73.6% -> 76.9% — x wavefronts were not the main limit any more.
+ *
  * ATS_GEMV_KERNEL=v2 or v1 selects the older kernels (bench and tests compare them);
- * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R and ATS_GEMV_V3_LOAD = ldg | na the weight load (bench
- * experiments; defaults V3_R, V3_NA).
+ * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R, ATS_GEMV_V3_LOAD = ldg | na the weight load, ATS_GEMV_V3_X =
+ * lin | ilv the activation layout, ATS_GEMV_V3_U = 1 | 2 the Q4_K tasks per lane per trip (bench
+ * experiments; defaults V3_R, V3_NA, V3_ILV, V3_U).
  */
 #include "common.cuh"
 
@@ -40,8 +47,8 @@
 #define V3_WARPS 4 /* warps per block */
 #define V3_R 2     /* rows per warp (H200: R = 2 fastest of 1, 2, 4, 8; bench-kernels.md) */
 #define V3_NA 1    /* weight loads with L1::no_allocate (ATS_GEMV_V3_LOAD=ldg: plain __ldg); H200: Q4_0 ffn_up 57.5% -> 62.3% */
-#define V3_ILV 0   /* activations in the plain exc_q8x layout (ATS_GEMV_V3_X=ilv: interleaved exc_q8xi) */
-#define V3_U 1     /* Q4_K tasks per lane per trip (ilv only; ATS_GEMV_V3_U=2) */
+#define V3_ILV 1   /* activations interleaved (exc_q8xi; ATS_GEMV_V3_X=lin: plain exc_q8x); H200: Q4_0 ffn_up 63.2% -> 66.6%, Q4_K 56.4% -> 58.2% */
+#define V3_U 1     /* Q4_K tasks per lane per trip (ilv only; ATS_GEMV_V3_U=2: H200 Q4_K ffn_up 58.2% -> 54.2%) */
 
 /* A 16-byte weight load: NA = 0 __ldg (read-only path, allocates in L1); NA = 1 also read-only but
  * with L1::no_allocate, so the streamed weights (read once) do not evict the activations, which

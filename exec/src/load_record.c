@@ -96,15 +96,6 @@ int ex_sched_slice(long ns)
 #endif
 }
 
-long ex_sched_slice_env(const char *name)
-{
-    const char *e = getenv(name);
-    if (!e || !*e) return 0;
-    char *end;
-    double us = strtod(e, &end);
-    if (*end || !(us >= 100 && us <= 100000)) return 0;
-    return (long)(us * 1e3);
-}
 
 static void gemv_rows(const struct ex_probe *p, size_t r0, size_t r1)
 {
@@ -122,7 +113,7 @@ static void *pool_main(void *arg)
     struct ex_probe *p = arg;
     const size_t rows = p->o.gemv_rows, chunks_per = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
     unsigned seen = 0;
-    ex_sched_slice(ex_sched_slice_env("ATS_PROBE_SLICE_US"));
+    ex_sched_slice(p->o.slice_ns); /* a kernel without slice requests ignores it */
     for (;;) {
         pthread_mutex_lock(&p->mu);
         while (p->gen == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
@@ -175,7 +166,7 @@ ex_probe_opts ex_probe_opts_default(void)
     ex_probe_opts o = {.threads = 0, .gemv_rows = 2048, .gemv_cols = 2048, .cpu_target_s = 2e-3,
                        .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0,
                        .cpu_reps = 0, .gpu_iters = 0, .lock_path = "/tmp/ats-probes.lock", .max_probe_s = 1.0,
-                       .stop = NULL};
+                       .stop = NULL, .slice_ns = EX_SLICE_NS_DEFAULT};
     return o;
 }
 
@@ -222,6 +213,9 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
                            "probe: bad options (threads %d, gemv %zu x %zu, repetitions %d (<= 100000), kernel "
                            "iterations %ld (<= 1e10))",
                            o.threads, o.gemv_rows, o.gemv_cols, o.cpu_reps, o.gpu_iters);
+    if (o.slice_ns != 0 && !(o.slice_ns >= 100000 && o.slice_ns <= 100000000))
+        return ats_err_set(err, ATS_EINVAL, "probe: slice %ld ns must be 0 (kernel default) or in [1e5, 1e8]",
+                           o.slice_ns);
     struct ex_probe *p = calloc(1, sizeof *p);
     if (!p) return ats_err_set(err, ATS_ENOMEM, "probe: out of memory");
     p->o = o;
@@ -393,8 +387,10 @@ void ex_probe_opts_from_baseline(ex_probe_opts *o, const ex_baseline *b)
 
 void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu) on %d threads (chunks of %d rows)", p->reps,
-                     p->o.gemv_rows, p->o.gemv_cols, p->o.threads, CHUNK_ROWS);
+    char sl[48] = "the kernel's default slice";
+    if (p->o.slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms slices", 1e-6 * (double)p->o.slice_ns);
+    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu) on %d threads (chunks of %d rows, %s)",
+                     p->reps, p->o.gemv_rows, p->o.gemv_cols, p->o.threads, CHUNK_ROWS, sl);
     if (n < 0 || (size_t)n >= len) return;
     int m = p->lock_fd >= 0 ? snprintf(buf + n, len - (size_t)n, "; serialized with other ats probes by flock(%s)",
                                        p->o.lock_path)

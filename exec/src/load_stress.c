@@ -168,6 +168,7 @@ typedef struct hog_shared {
     atomic_int failed; /* hog processes that could not start */
     double period_s;
     double epoch_s;    /* CLOCK_MONOTONIC origin of the periods (system-wide clock) */
+    long cpu_slice_ns; /* ex_sched_slice of the CPU hogs */
 } hog_shared;
 
 #define MAX_PROCS 64
@@ -247,7 +248,7 @@ static void *cpu_hog(void *arg)
     hog_shared *sh = arg;
     volatile double sink = 0;
     double a = 1.0, b = 1.0000001;
-    ex_sched_slice(ex_sched_slice_env("ATS_HOG_SLICE_US"));
+    ex_sched_slice(sh->cpu_slice_ns);
     while (!atomic_load(&sh->stop)) {
         double be, pe;
         window(sh, ATSC_RES_CPU, &be, &pe);
@@ -318,7 +319,7 @@ ex_stress_opts ex_stress_opts_default(void)
     ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
                         .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
                         .ki_per_s = 0.8, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
-                        .on_step = NULL, .step_ctx = NULL};
+                        .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = EX_SLICE_NS_DEFAULT};
     return o;
 }
 
@@ -401,6 +402,9 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     *out = NULL;
     if (!(o->period_s >= 1e-3 && o->period_s <= 10))
         return ats_err_set(err, ATS_EINVAL, "period %g s must be in [0.001, 10]", o->period_s);
+    if (o->hog_slice_ns != 0 && !(o->hog_slice_ns >= 100000 && o->hog_slice_ns <= 100000000))
+        return ats_err_set(err, ATS_EINVAL, "hog slice %ld ns must be 0 (kernel default) or in [1e5, 1e8]",
+                           o->hog_slice_ns);
     int threads = o->threads > 0 ? o->threads : online_cpus();
     if (k[ATSC_RES_CPU] < 0 || k[ATSC_RES_CPU] * threads > 4096 || k[ATSC_RES_GPU] < 0 || k[ATSC_RES_PCIE] < 0 ||
         k[ATSC_RES_GPU] + k[ATSC_RES_PCIE] > MAX_PROCS)
@@ -419,6 +423,7 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     }
     memset(h->sh, 0, sizeof *h->sh);
     h->sh->period_s = o->period_s;
+    h->sh->cpu_slice_ns = o->hog_slice_ns;
     h->sh->epoch_s = now_s();
     enum ats_status st = ATS_OK;
 #ifdef ATS_HAVE_CUDA
@@ -752,6 +757,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     ex_probe_opts po = o->probe ? *o->probe : ex_probe_opts_default();
     ex_probe_opts_from_baseline(&po, base);
     po.stop = o->stop; /* a signal cuts a probe in progress */
+    po.slice_ns = o->hog_slice_ns; /* one slice setting per stressor (`--slice-us`): its probes and its hogs */
     po.use_gpu = want_gpu;
     po.device = o->device;
     po.lock_path = o->lock_path;

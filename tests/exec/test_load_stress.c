@@ -1207,6 +1207,91 @@ static void test_cpu_only_trace(void)
     }
 }
 
+/* The thread's EEVDF slice as the kernel reports it (/proc/thread-self/sched "se.slice", ns); -1 where the
+ * kernel does not show one (before Linux 6.6). */
+static long thread_slice_ns(void)
+{
+    FILE *f = fopen("/proc/thread-self/sched", "r");
+    if (!f) return -1;
+    char line[256];
+    long v = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "se.slice", 8) == 0) {
+            const char *c = strchr(line, ':');
+            if (c) v = atol(c + 1);
+        }
+    fclose(f);
+    return v;
+}
+
+/* --slice-us: ex_sched_slice sets the calling thread's slice where the kernel has slice requests (6.12+:
+ * se.slice follows it), the option is range-checked in record and stress and in the libraries, and the
+ * probe's description names the slice. */
+static void test_slice(void)
+{
+    long before = thread_slice_ns();
+    int e = ex_sched_slice(200000);
+    long after = thread_slice_ns();
+    printf("slice: before %ld ns, after asking 200000 ns: %ld ns (ex_sched_slice %d)\n", before, after, e);
+    if (e == 0 && before >= 0 && after != before) CHECK_MSG(after == 200000, "se.slice %ld", after);
+    CHECK(ex_sched_slice(0) == 0); /* nothing asked */
+    ex_probe_opts po = ex_probe_opts_default();
+    CHECK(po.slice_ns == EX_SLICE_NS_DEFAULT);
+    po.threads = 1;
+    po.use_gpu = 0;
+    po.cpu_reps = 1;
+    ats_err err = {{0}};
+    ex_probe *p = NULL;
+    po.slice_ns = 50000; /* below the kernel's range */
+    CHECK(ex_probe_new(&po, &p, &err) == ATS_EINVAL && strstr(err.msg, "slice 50000"));
+    po.slice_ns = 0;
+    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+    if (p) {
+        char d[768];
+        ex_probe_describe(p, d, sizeof d);
+        CHECK_MSG(strstr(d, "kernel's default slice") != NULL, "%s", d);
+        ex_probe_free(p);
+    }
+    p = NULL;
+    po.slice_ns = 250000;
+    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+    if (p) {
+        char d[768];
+        ex_probe_describe(p, d, sizeof d);
+        CHECK_MSG(strstr(d, "0.25 ms slices") != NULL, "%s", d);
+        ex_probe_free(p);
+    }
+    ex_stress_opts so = ex_stress_opts_default();
+    CHECK(so.hog_slice_ns == EX_SLICE_NS_DEFAULT);
+    so.hog_slice_ns = 200000000; /* above */
+    so.threads = 1;
+    so.duration_s = 0.1;
+    atsc_trace *t = atsc_trace_new(2);
+    t->t_s[0] = 0;
+    t->t_s[1] = 0.1;
+    for (int i = 0; i < 2; i++) {
+        t->cpu_avail[i] = 0.5;
+        t->gpu_avail[i] = t->pcie_avail[i] = 1.0;
+    }
+    t->n = 2;
+    CHECK(ex_stress_run(t, &so, &err) == ATS_EINVAL && strstr(err.msg, "hog slice"));
+    atsc_trace_free(t);
+    const char *bad[] = {"50", "100001", "-1", "abc", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int cmd = 0; cmd < 2; cmd++) {
+            char args[1024];
+            int rc;
+            if (cmd == 0)
+                snprintf(args, sizeof args, "record --cpu-only --out %s/s.h5 --duration 1 --slice-us '%s'", tmpdir, bad[i]);
+            else
+                snprintf(args, sizeof args, "stress --trace fig13-synth --cpu-only --slice-us '%s'", bad[i]);
+            char *o = tu_run_ats(args, &rc, 1);
+            CHECK_MSG(rc == 2 && o && tu_count_lines(o) == 1 && strstr(o, "--slice-us"), "%s: rc %d: %s", args, rc,
+                      o ? o : "");
+            free(o);
+        }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -1233,6 +1318,7 @@ int main(void)
     test_cpu_probe_ms();
     test_probe_cut();
     test_cpu_only_trace();
+    test_slice();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
 }

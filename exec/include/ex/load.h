@@ -68,18 +68,26 @@ typedef struct ex_probe_opts {
                                time then reads >= max_probe_s, availability at the clip floor); 1.0 */
     const volatile sig_atomic_t *stop; /**< optional (a signal handler's flag): a CPU probe stops within one
                                    32-row chunk once *stop != 0 (its time is then not meaningful) */
+    long slice_ns;        /**< scheduler time slice asked for by the CPU probe threads [ns] (ex_sched_slice;
+                               EX_SLICE_NS_DEFAULT = 0.1 ms); 0: the kernel's default. On the H200 host
+                               (Linux 6.18, EEVDF) a woken probe thread with the default slice (~3 ms on 16
+                               CPUs) often ran its whole 2 ms probe before the hogs got the CPU back: the
+                               recorder read CPU +23...+55% above the target while the stressor's own
+                               probes read it on target; with 0.1 ms slices for probes and hogs -6%
+                               (traces/README.md) */
 } ex_probe_opts;
 
 ex_probe_opts ex_probe_opts_default(void);
+
+/** Default EEVDF slice of probe and CPU hog threads [ns] (ex_probe_opts.slice_ns, ex_stress_opts.hog_slice_ns). */
+#define EX_SLICE_NS_DEFAULT 100000L
 
 /** Asks the scheduler for a time slice of `ns` nanoseconds for the calling thread (Linux >= 6.12: EEVDF
  *  slice request, sched_attr.sched_runtime of a SCHED_OTHER thread, kernel range 0.1-100 ms; older
  *  kernels ignore it). ns <= 0 does nothing. Returns 0 or an errno value. */
 int ex_sched_slice(long ns);
 
-/** The slice [ns] asked for by environment variable `name` given in microseconds (e.g.
- *  ATS_PROBE_SLICE_US=100); 0 when unset, empty or not a number in [100, 100000]. */
-long ex_sched_slice_env(const char *name);
+
 
 typedef struct ex_probe ex_probe;
 
@@ -224,6 +232,8 @@ typedef struct ex_stress_opts {
     const volatile sig_atomic_t *stop; /**< non-zero: stop all hogs and return */
     int device;                        /**< CUDA device (0) */
     int verbose;                       /**< 1: print each change of the targets on stderr */
+    long hog_slice_ns;                 /**< scheduler slice of the CPU hog threads [ns] (EX_SLICE_NS_DEFAULT;
+                                            0: the kernel's default); see ex_probe_opts.slice_ns */
     /* closed loop only (ex_stress_run_closed) */
     double interval_s;                 /**< control interval [s] (0.5) */
     int probes;                        /**< probe sets per interval, at random moments in it (3) */
