@@ -29,11 +29,15 @@ static void usage(FILE *f)
             "--cpu-only: calibrate, or follow a trace's CPU column, only (its GPU and PCIe columns read as 1;\n"
             "            e.g. a recorded h200-* trace on a machine without a GPU)\n"
             "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
-            "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--slice-us US] [--verbose]\n"
+            "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--slice-us US]\n"
+            "                [--gpu-stagger on|off] [--verbose]\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
             "file): K spinning threads per probe thread, K GPU processes launching busy kernels, K processes\n"
             "copying host-to-device; all hogs of a resource are busy for d*P of every period P (--period,\n"
-            "default 0.02 s) at a random offset, and sleep (no CPU, no wake-ups) while d = 0.\n"
+            "default 0.02 s) at a random offset, and sleep (no CPU, no wake-ups) while d = 0. GPU hogs are\n"
+            "staggered (--gpu-stagger on, the default): hog i's window starts i/K of a period later, so about\n"
+            "d*K of them are busy at any moment (all K at once held a victim's kernel behind K contexts' time\n"
+            "slices: probes read 0.1 or 0.9).\n"
             "Closed loop (--baseline FILE, the idle baseline of `ats record --save-baseline`): every --interval\n"
             "(default 0.5 s) the stressor runs --probes (default 3) sets of the very probes of `ats record` at\n"
             "random moments, only for resources under load, and an integral controller (gain --gain, default\n"
@@ -111,7 +115,8 @@ int ats_cmd_stress(int argc, char **argv)
         {"baseline", required_argument, 0, 'b'},    {"interval", required_argument, 0, 'i'},
         {"probes", required_argument, 0, 'n'},      {"gain", required_argument, 0, 'g'},
         {"log", required_argument, 0, 'L'},         {"report-margin", required_argument, 0, 'R'},
-        {"slice-us", required_argument, 0, 'u'},    {0, 0, 0, 0}};
+        {"slice-us", required_argument, 0, 'u'},    {"gpu-stagger", required_argument, 0, 'G'},
+        {0, 0, 0, 0}};
     ex_stress_opts so = ex_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
     int closed_flags = 0; /* closed-loop options given */
@@ -140,6 +145,13 @@ int ats_cmd_stress(int argc, char **argv)
         case 'L': log_out = optarg; closed_flags = 1; break;
         case 'u':
             if (ats_cli_parse_slice_us("stress", optarg, &so.hog_slice_ns)) return ATS_EXIT_USAGE;
+            break;
+        case 'G':
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                ats_cli_error("stress", "--gpu-stagger '%s': need on or off", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            so.gpu_stagger = optarg[1] == 'n';
             break;
         case 'd': case 'w': case 'P': case 's': case 'm': case 'i': case 'g': case 'R': {
             double *dst = c == 'd' ? &so.duration_s : c == 'w' ? &so.delay_s : c == 'P' ? &so.period_s

@@ -181,7 +181,7 @@ struct ex_hogs {
     int npid;
 };
 
-void ex_stress_window(double epoch_s, double period_s, double duty, double now_s, double *busy_start_s,
+void ex_stress_window(double epoch_s, double period_s, double duty, double shift, double now_s, double *busy_start_s,
                       double *busy_end_s, double *period_end_s)
 {
     if (!(duty > 0)) duty = 0;
@@ -193,7 +193,8 @@ void ex_stress_window(double epoch_s, double period_s, double duty, double now_s
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     z ^= z >> 31;
-    double u = (double)(z >> 11) * 0x1.0p-53;
+    double u = (double)(z >> 11) * 0x1.0p-53 + shift; /* a hog's own shift of the common phase */
+    u -= floor(u);
     /* circular window: busy for duty·P from start + u·P, wrapping around to the period's start, so a
      * victim at ANY fixed phase of the period is inside it with probability duty (a window kept
      * inside [start + u(1-d)P, …) is never over the period's first and last moments when d is large:
@@ -230,7 +231,7 @@ static void futex_wake_all(atomic_int *w) { syscall(SYS_futex, (int *)w, FUTEX_W
  * period's end. While the duty is 0 the hog sleeps on the resource's futex word (no periodic wake-ups:
  * a resource whose target is 1 has hogs that do nothing at all) and returns with an empty window once
  * woken by a duty change or the stop flag. */
-static void window(hog_shared *sh, enum atsc_resource r, double *busy_end, double *period_end)
+static void window(hog_shared *sh, enum atsc_resource r, double shift, double *busy_end, double *period_end)
 {
     int g = atomic_load(&sh->gen[r]);
     if (!(atomic_load(&sh->duty[r]) > 0)) {
@@ -239,7 +240,7 @@ static void window(hog_shared *sh, enum atsc_resource r, double *busy_end, doubl
         return;
     }
     double bs, now = now_s();
-    ex_stress_window(sh->epoch_s, sh->period_s, atomic_load(&sh->duty[r]), now, &bs, busy_end, period_end);
+    ex_stress_window(sh->epoch_s, sh->period_s, atomic_load(&sh->duty[r]), shift, now, &bs, busy_end, period_end);
     if (*busy_end > bs && now < bs) sleep_until(bs);
 }
 
@@ -251,7 +252,7 @@ static void *cpu_hog(void *arg)
     ex_sched_slice(sh->cpu_slice_ns);
     while (!atomic_load(&sh->stop)) {
         double be, pe;
-        window(sh, ATSC_RES_CPU, &be, &pe);
+        window(sh, ATSC_RES_CPU, 0.0, &be, &pe);
         double now = now_s();
         while (now < be && !atomic_load(&sh->stop)) {
             for (int i = 0; i < 512; i++) a = a * b + 1e-9; /* pure core work */
@@ -267,7 +268,7 @@ static void *cpu_hog(void *arg)
 
 #ifdef ATS_HAVE_CUDA
 /* Body of a GPU (r = GPU) or PCIe (r = PCIE) hog process. Never returns. */
-static void hog_process(hog_shared *sh, enum atsc_resource r, int device)
+static void hog_process(hog_shared *sh, enum atsc_resource r, int device, double shift)
 {
     char msg[256];
     ex_lp *lp = NULL;
@@ -293,7 +294,7 @@ static void hog_process(hog_shared *sh, enum atsc_resource r, int device)
     int rc = 0;
     while (!atomic_load(&sh->stop)) {
         double be, pe;
-        window(sh, r, &be, &pe);
+        window(sh, r, shift, &be, &pe);
         double now = now_s();
         while (now < be && !atomic_load(&sh->stop)) {
             /* 2 back to back per wait (about 2 ms of work): the blocking-sync wake-up gap is a few % */
@@ -319,7 +320,8 @@ ex_stress_opts ex_stress_opts_default(void)
     ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
                         .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
                         .ki_per_s = 0.8, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
-                        .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = EX_SLICE_NS_DEFAULT};
+                        .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = EX_SLICE_NS_DEFAULT,
+                        .gpu_stagger = 1};
     return o;
 }
 
@@ -441,7 +443,10 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
                 if (getppid() != parent) _exit(4); /* parent already gone */
                 signal(SIGINT, SIG_IGN);
                 signal(SIGTERM, SIG_DFL);
-                hog_process(h->sh, (enum atsc_resource)r, o->device);
+                /* GPU hogs staggered (hog i's window shifted by i/k of the period): floor(d*k) or
+                 * ceil(d*k) of them busy at any moment instead of all k or none (ex_stress_opts.gpu_stagger) */
+                double shift = r == ATSC_RES_GPU && o->gpu_stagger ? (double)i / (double)k[r] : 0.0;
+                hog_process(h->sh, (enum atsc_resource)r, o->device, shift);
             }
             h->pid[h->npid++] = pid;
         }

@@ -57,7 +57,7 @@ static double period_busy(double epoch, double P, double d, int64_t k, double *f
     *first_bs = NAN;
     for (int guard = 0; guard < 4 && now < start + P * (1 - 1e-12); guard++) {
         double bs, be, pe;
-        ex_stress_window(epoch, P, d, now, &bs, &be, &pe);
+        ex_stress_window(epoch, P, d, 0.0, now, &bs, &be, &pe);
         /* the interval contains now (a wrapped first part starts at the period's start, before now)
          * or comes after it */
         CHECK(be >= now - 1e-9 * (1 + epoch) && be >= bs && bs >= start - 1e-9 * (1 + epoch) &&
@@ -72,10 +72,17 @@ static double period_busy(double epoch, double P, double d, int64_t k, double *f
 }
 
 /* 1 when a victim at absolute time t is inside a busy interval. */
+static int busy_at_shift(double epoch, double P, double d, double shift, double t)
+{
+    double bs, be, pe;
+    ex_stress_window(epoch, P, d, shift, t, &bs, &be, &pe);
+    return t >= bs && t < be;
+}
+
 static int busy_at(double epoch, double P, double d, double t)
 {
     double bs, be, pe;
-    ex_stress_window(epoch, P, d, t, &bs, &be, &pe);
+    ex_stress_window(epoch, P, d, 0.0, t, &bs, &be, &pe);
     return t >= bs && t < be;
 }
 
@@ -106,6 +113,33 @@ static void test_window(uint64_t *rng)
             CHECK_MSG(fabs((double)hit / n - d) <= 6 * sd + 1e-12, "d %.3f phase %.3f: busy %.3f of the periods",
                       d, phase, (double)hit / n);
         }
+    }
+}
+
+/* Staggered hogs (GPU): k hogs with shifts i/k have floor(d*k) or ceil(d*k) busy at any moment (all k
+ * or none without the shift), and each one alone is still busy d of the time. */
+static void test_stagger(uint64_t *rng)
+{
+    for (int rep = 0; rep < 100; rep++) {
+        double epoch = tu_uniform(rng, 0, 1e4), P = tu_uniform(rng, 1e-3, 0.1), d = tu_uniform(rng, 0.01, 0.99);
+        int k = 1 + (int)(tu_uniform(rng, 0, 16));
+        int lo = (int)floor(d * k), hi = (int)ceil(d * k), bad = 0, together = 0;
+        double busy1 = 0;
+        const int n = 3000;
+        for (int s = 0; s < n; s++) {
+            double t = epoch + tu_uniform(rng, 0, 200) * P;
+            int c = 0, c0 = 0;
+            for (int i = 0; i < k; i++) {
+                c += busy_at_shift(epoch, P, d, (double)i / k, t);
+                c0 += busy_at_shift(epoch, P, d, 0.0, t);
+            }
+            bad += c < lo || c > hi;
+            together += c0 == 0 || c0 == k;
+            busy1 += busy_at_shift(epoch, P, d, (double)(k - 1) / k, t);
+        }
+        CHECK_MSG(bad <= n / 500, "d %.3f k %d: %d of %d moments outside [%d, %d] busy", d, k, bad, n, lo, hi);
+        CHECK(together == n); /* the negative control: unshifted hogs move together */
+        CHECK_MSG(fabs(busy1 / n - d) <= 6 * sqrt(d * (1 - d) / n) + 1e-9, "d %.3f: shifted hog busy %.3f", d, busy1 / n);
     }
 }
 
@@ -1290,6 +1324,11 @@ static void test_slice(void)
                       o ? o : "");
             free(o);
         }
+    int rc;
+    char *o = tu_run_ats("stress --trace fig13-synth --cpu-only --gpu-stagger yes", &rc, 1);
+    CHECK_MSG(rc == 2 && o && tu_count_lines(o) == 1 && strstr(o, "--gpu-stagger 'yes'"), "rc %d: %s", rc, o ? o : "");
+    free(o);
+    CHECK(ex_stress_opts_default().gpu_stagger == 1);
 }
 
 int main(void)
@@ -1302,6 +1341,7 @@ int main(void)
     }
     test_duty_arithmetic(&rng);
     test_window(&rng);
+    test_stagger(&rng);
     test_calib(&rng);
     test_baseline_file(&rng);
     test_plan_hogs(&rng);

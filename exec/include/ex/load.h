@@ -201,9 +201,11 @@ int ex_stress_hogs_needed(double a_min);
  *  duty, not 0 or 1. Returns the busy interval [*busy_start_s, *busy_end_s) that contains now_s or
  *  comes next in this period (empty at the period's end when none is left) and *period_end_s, the
  *  moment to ask again: the start of the main part after a wrapped part, else the period's end.
- *  Callers: sleep until busy_start, be busy until busy_end, sleep until period_end, repeat. */
-void ex_stress_window(double epoch_s, double period_s, double duty, double now_s, double *busy_start_s,
-                      double *busy_end_s, double *period_end_s);
+ *  Callers: sleep until busy_start, be busy until busy_end, sleep until period_end, repeat.
+ *  shift in [0, 1): this hog's offset is frac(u + shift)·P (0: all hogs together; i/k for hog i of k:
+ *  staggered, floor(d·k) or ceil(d·k) of them busy at any moment). */
+void ex_stress_window(double epoch_s, double period_s, double duty, double shift, double now_s,
+                      double *busy_start_s, double *busy_end_s, double *period_end_s);
 
 /** Calibration: measured availability at model availabilities m_i (decreasing), per resource. */
 #define EX_CALIB_MAX 16
@@ -234,6 +236,11 @@ typedef struct ex_stress_opts {
     int verbose;                       /**< 1: print each change of the targets on stderr */
     long hog_slice_ns;                 /**< scheduler slice of the CPU hog threads [ns] (EX_SLICE_NS_DEFAULT;
                                             0: the kernel's default); see ex_probe_opts.slice_ns */
+    int gpu_stagger;                   /**< 1 (default): GPU hog i runs its busy windows shifted by i/k of a
+                                            period, so about d*k hogs are busy at any moment; 0: all k
+                                            together (each busy window then holds a victim's kernel behind
+                                            k contexts' time slices: H200 fig13, 16 hogs, the probes read
+                                            0.1 or 0.9 and the duty sat at 0) */
     /* closed loop only (ex_stress_run_closed) */
     double interval_s;                 /**< control interval [s] (0.5) */
     int probes;                        /**< probe sets per interval, at random moments in it (3) */
