@@ -30,19 +30,19 @@ static void usage(FILE *f)
             "            e.g. a recorded h200-* trace on a machine without a GPU)\n"
             "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
             "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--slice-us US]\n"
-            "                [--gpu-stagger on|off] [--verbose]\n"
+            "                [--stagger LIST] [--verbose]\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
             "file): K spinning threads per probe thread, K GPU processes launching busy kernels, K processes\n"
             "copying host-to-device; all hogs of a resource are busy for d*P of every period P (--period,\n"
-            "default 0.02 s) at a random offset, and sleep (no CPU, no wake-ups) while d = 0. GPU hogs are\n"
-            "staggered (--gpu-stagger on, the default): hog i's window starts i/K of a period later, so about\n"
-            "d*K of them are busy at any moment (all K at once held a victim's kernel behind K contexts' time\n"
-            "slices: probes read 0.1 or 0.9).\n"
+            "default 0.02 s) at a random offset, and sleep (no CPU, no wake-ups) while d = 0. --stagger LIST\n"
+            "(cpu, gpu, pcie comma-separated, or none; default cpu,gpu): those resources' hogs are staggered,\n"
+            "hog i's window starts i/K of a period later, so about d*K of them are busy at any moment (all K\n"
+            "at once held a probe behind all K: samples read 0.1 or 1.0 and the recorder's mean wandered).\n"
             "Closed loop (--baseline FILE, the idle baseline of `ats record --save-baseline`): every --interval\n"
             "(default 0.5 s) the stressor runs --probes (default 3) sets of the very probes of `ats record` at\n"
             "random moments, only for resources under load, and an integral controller (gain --gain, default\n"
             "0.8 /s) trims each resource's duty toward the target of that moment: feed-forward from the model\n"
-            "d = (1 - a)(K+1)/K (or --calibration); the duty clipped to 0..1 (the integral at most 0.25\n"
+            "d = (1 - a)(K+1)/K, or d = (1/a - 1)/K for staggered hogs (or --calibration); the duty clipped to 0..1 (the integral at most 0.25\n"
             "beyond: bounded windup). Steps: only a target change > 0.05 whose new value holds >= 1 s is a\n"
             "step (feed-forward jump, integral reset, new report segment); smaller or briefer changes (a\n"
             "recorded trace's 0.1 s wiggles) move the feed-forward, keep the integral and merge into one\n"
@@ -101,6 +101,35 @@ static int write_log(FILE *f, const void *ctx)
     return bad ? -1 : 0;
 }
 
+/* --stagger LIST: "none" or a comma list of cpu, gpu, pcie (each once) -> bit mask 1 << resource. */
+static int parse_stagger(const char *arg, unsigned *mask)
+{
+    unsigned m = 0;
+    if (strcmp(arg, "none") == 0) {
+        *mask = 0;
+        return 0;
+    }
+    const char *p = arg;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        int r = n == 3 && strncmp(p, "cpu", 3) == 0   ? ATSC_RES_CPU
+                : n == 3 && strncmp(p, "gpu", 3) == 0 ? ATSC_RES_GPU
+                : n == 4 && strncmp(p, "pcie", 4) == 0 ? ATSC_RES_PCIE
+                                                       : -1;
+        if (r < 0 || (m & (1u << r))) {
+            ats_cli_error("stress", "--stagger '%s': need none or a list of cpu, gpu, pcie (each once), e.g. cpu,gpu",
+                          arg);
+            return -1;
+        }
+        m |= 1u << r;
+        if (!e) break;
+        p = e + 1;
+    }
+    *mask = m;
+    return 0;
+}
+
 int ats_cmd_stress(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -115,7 +144,7 @@ int ats_cmd_stress(int argc, char **argv)
         {"baseline", required_argument, 0, 'b'},    {"interval", required_argument, 0, 'i'},
         {"probes", required_argument, 0, 'n'},      {"gain", required_argument, 0, 'g'},
         {"log", required_argument, 0, 'L'},         {"report-margin", required_argument, 0, 'R'},
-        {"slice-us", required_argument, 0, 'u'},    {"gpu-stagger", required_argument, 0, 'G'},
+        {"slice-us", required_argument, 0, 'u'},    {"stagger", required_argument, 0, 'G'},
         {0, 0, 0, 0}};
     ex_stress_opts so = ex_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
@@ -147,11 +176,7 @@ int ats_cmd_stress(int argc, char **argv)
             if (ats_cli_parse_slice_us("stress", optarg, &so.hog_slice_ns)) return ATS_EXIT_USAGE;
             break;
         case 'G':
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-                ats_cli_error("stress", "--gpu-stagger '%s': need on or off", optarg);
-                return ATS_EXIT_USAGE;
-            }
-            so.gpu_stagger = optarg[1] == 'n';
+            if (parse_stagger(optarg, &so.stagger)) return ATS_EXIT_USAGE;
             break;
         case 'd': case 'w': case 'P': case 's': case 'm': case 'i': case 'g': case 'R': {
             double *dst = c == 'd' ? &so.duration_s : c == 'w' ? &so.delay_s : c == 'P' ? &so.period_s

@@ -51,6 +51,24 @@ double ex_stress_duty(double avail, int k)
     return d > 1.0 ? 1.0 : d;
 }
 
+double ex_stress_avail_st(double duty, int k, int staggered)
+{
+    ATS_ASSERT(k >= 1);
+    if (!staggered) return ex_stress_avail(duty, k);
+    if (!(duty > 0)) duty = 0;
+    if (duty > 1) duty = 1;
+    return 1.0 / (1.0 + duty * (double)k);
+}
+
+double ex_stress_duty_st(double avail, int k, int staggered)
+{
+    ATS_ASSERT(k >= 1);
+    if (!staggered) return ex_stress_duty(avail, k);
+    if (!(avail < 1.0)) return 0.0; /* avail >= 1 (or NaN: no load) */
+    double d = avail > 0 ? (1.0 / avail - 1.0) / (double)k : 1.0;
+    return d > 1.0 ? 1.0 : d;
+}
+
 int ex_stress_hogs_needed(double a_min)
 {
     if (!(a_min > 0)) a_min = 0.01;
@@ -173,9 +191,15 @@ typedef struct hog_shared {
 
 #define MAX_PROCS 64
 
+typedef struct cpu_hog_arg {
+    hog_shared *sh;
+    double shift; /* ex_stress_window's shift of this hog */
+} cpu_hog_arg;
+
 struct ex_hogs {
     hog_shared *sh;
     pthread_t *cpu;
+    cpu_hog_arg *cpu_arg;
     int ncpu;
     pid_t pid[MAX_PROCS];
     int npid;
@@ -244,15 +268,16 @@ static void window(hog_shared *sh, enum atsc_resource r, double shift, double *b
     if (*busy_end > bs && now < bs) sleep_until(bs);
 }
 
-static void *cpu_hog(void *arg)
+static void *cpu_hog(void *arg_)
 {
-    hog_shared *sh = arg;
+    const cpu_hog_arg *arg = arg_;
+    hog_shared *sh = arg->sh;
     volatile double sink = 0;
     double a = 1.0, b = 1.0000001;
     ex_sched_slice(sh->cpu_slice_ns);
     while (!atomic_load(&sh->stop)) {
         double be, pe;
-        window(sh, ATSC_RES_CPU, 0.0, &be, &pe);
+        window(sh, ATSC_RES_CPU, arg->shift, &be, &pe);
         double now = now_s();
         while (now < be && !atomic_load(&sh->stop)) {
             for (int i = 0; i < 512; i++) a = a * b + 1e-9; /* pure core work */
@@ -321,7 +346,7 @@ ex_stress_opts ex_stress_opts_default(void)
                         .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
                         .ki_per_s = 0.8, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
                         .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = EX_SLICE_NS_DEFAULT,
-                        .gpu_stagger = 1};
+                        .stagger = EX_STRESS_STAGGER_DEFAULT};
     return o;
 }
 
@@ -372,6 +397,7 @@ void ex_hogs_stop(ex_hogs *h)
     for (int i = 0; i < h->ncpu; i++) pthread_join(h->cpu[i], NULL);
     reap(h);
     free(h->cpu);
+    free(h->cpu_arg);
     munmap(h->sh, sizeof *h->sh);
     free(h);
 }
@@ -443,9 +469,9 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
                 if (getppid() != parent) _exit(4); /* parent already gone */
                 signal(SIGINT, SIG_IGN);
                 signal(SIGTERM, SIG_DFL);
-                /* GPU hogs staggered (hog i's window shifted by i/k of the period): floor(d*k) or
-                 * ceil(d*k) of them busy at any moment instead of all k or none (ex_stress_opts.gpu_stagger) */
-                double shift = r == ATSC_RES_GPU && o->gpu_stagger ? (double)i / (double)k[r] : 0.0;
+                /* staggered hogs (hog i's window shifted by i/k of the period): floor(d*k) or ceil(d*k)
+                 * of them busy at any moment instead of all k or none (ex_stress_opts.stagger) */
+                double shift = o->stagger & (1u << r) ? (double)i / (double)k[r] : 0.0;
                 hog_process(h->sh, (enum atsc_resource)r, o->device, shift);
             }
             h->pid[h->npid++] = pid;
@@ -462,13 +488,17 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
         goto fail;
     }
 #endif
-    h->cpu = calloc((size_t)(k[ATSC_RES_CPU] * threads + 1), sizeof(pthread_t));
-    if (!h->cpu) {
+    const int ncpu = k[ATSC_RES_CPU] * threads;
+    h->cpu = calloc((size_t)(ncpu + 1), sizeof(pthread_t));
+    h->cpu_arg = calloc((size_t)(ncpu + 1), sizeof(cpu_hog_arg));
+    if (!h->cpu || !h->cpu_arg) {
         st = ats_err_set(err, ATS_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int i = 0; i < k[ATSC_RES_CPU] * threads; i++) {
-        if (pthread_create(&h->cpu[i], NULL, cpu_hog, h->sh) != 0) {
+    for (int i = 0; i < ncpu; i++) {
+        h->cpu_arg[i].sh = h->sh;
+        h->cpu_arg[i].shift = o->stagger & (1u << ATSC_RES_CPU) ? (double)i / (double)ncpu : 0.0;
+        if (pthread_create(&h->cpu[i], NULL, cpu_hog, &h->cpu_arg[i]) != 0) {
             st = ats_err_set(err, ATS_ENOMEM, "cannot start CPU hog thread %d", i);
             goto fail;
         }
@@ -569,7 +599,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
         for (int r = 0; r < ATSC_RES_COUNT; r++) {
             if (k[r] == 0) continue;
             double m = o->calib ? ex_stress_calib_invert(o->calib, (enum atsc_resource)r, av[r]) : av[r];
-            double d = ex_stress_duty(m, k[r]);
+            double d = ex_stress_duty_st(m, k[r], (int)((o->stagger >> r) & 1u));
             ex_hogs_set(h, (enum atsc_resource)r, d);
             if (o->verbose && av[r] != last[r])
                 fprintf(stderr, "stress: t = %7.2f s: %s target %.3f -> model %.3f, duty %.3f\n", t,
@@ -586,7 +616,7 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
 
 ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res)
 {
-    ex_ctl_opts o = {.ki_per_s = 0.8, .k = k, .calib = NULL, .res = res, .step_tol = 0.05};
+    ex_ctl_opts o = {.ki_per_s = 0.8, .k = k, .calib = NULL, .res = res, .step_tol = 0.05, .staggered = 0};
     return o;
 }
 
@@ -634,7 +664,7 @@ double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double meas
     double u = v < u_min ? u_min : v > 1.0 ? 1.0 : v;
     c->saturated = u != v;
     c->u = u;
-    c->duty = ex_stress_duty(u, o->k);
+    c->duty = ex_stress_duty_st(u, o->k, o->staggered);
     return c->duty;
 }
 
@@ -793,6 +823,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         co[r] = ex_ctl_opts_default(k[r] > 0 ? k[r] : 1, (enum atsc_resource)r);
         co[r].ki_per_s = o->ki_per_s;
         co[r].calib = o->calib;
+        co[r].staggered = (int)((o->stagger >> r) & 1u);
         acc[r].open = -1;
     }
     double at[100];
@@ -1010,7 +1041,7 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
         if (r != ATSC_RES_CPU && !ex_probe_has_gpu(p)) continue;
         out->k[r] = o->k[r];
         for (int li = 0; li < nlev && levels[li] >= 1.0 / (o->k[r] + 1) - 1e-9; li++) {
-            ex_hogs_set(h, (enum atsc_resource)r, ex_stress_duty(levels[li], o->k[r]));
+            ex_hogs_set(h, (enum atsc_resource)r, ex_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u)));
             wait_s(settle_s, o->stop);
             double t0 = now_s();
             for (size_t i = 0; i < ns; i++) {
@@ -1034,7 +1065,7 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
             if (o->verbose)
                 fprintf(stderr, "calibrate: %s k=%d model %.3f (duty %.3f) -> measured %.3f\n",
                         atsc_resource_name((enum atsc_resource)r), o->k[r], levels[li],
-                        ex_stress_duty(levels[li], o->k[r]), med);
+                        ex_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u)), med);
         }
         ex_hogs_set(h, (enum atsc_resource)r, 0.0);
     }

@@ -46,6 +46,17 @@ static void test_duty_arithmetic(uint64_t *rng)
     CHECK(ex_stress_avail(-1, 2) == 1.0 && ex_stress_avail(2, 1) == 0.5);
     CHECK(ex_stress_hogs_needed(0.4) == 2 && ex_stress_hogs_needed(0.5) == 1 && ex_stress_hogs_needed(1.0) == 1);
     CHECK(ex_stress_hogs_needed(0.25) == 3 && ex_stress_hogs_needed(0.2499) == 4);
+    /* staggered model: a = 1/(1 + d k), the same ends as the synchronized one, inverse of each other */
+    for (int rep = 0; rep < 1000; rep++) {
+        int k = 1 + (int)tu_uniform(rng, 0, 64);
+        double d = tu_uniform(rng, 0, 1), a = ex_stress_avail_st(d, k, 1);
+        CHECK_NEAR(a, 1.0 / (1.0 + d * k), 1e-12);
+        CHECK_NEAR(ex_stress_duty_st(a, k, 1), d, 1e-9);
+        CHECK(ex_stress_duty_st(a, k, 0) == ex_stress_duty(a, k) && ex_stress_avail_st(d, k, 0) == ex_stress_avail(d, k));
+        CHECK(a <= ex_stress_avail(d, k) + 1e-12); /* staggered hogs take at least as much at the same duty */
+    }
+    CHECK(ex_stress_duty_st(1.0, 4, 1) == 0.0 && ex_stress_duty_st(0.2, 4, 1) == 1.0 && ex_stress_duty_st(0.1, 4, 1) == 1.0);
+    CHECK(ex_stress_avail_st(1.0, 4, 1) == 0.2 && ex_stress_avail_st(0.0, 4, 1) == 1.0);
 }
 
 /* The busy time of one period [start, start + P) as the hogs see it: follow the intervals of
@@ -1325,10 +1336,16 @@ static void test_slice(void)
             free(o);
         }
     int rc;
-    char *o = tu_run_ats("stress --trace fig13-synth --cpu-only --gpu-stagger yes", &rc, 1);
-    CHECK_MSG(rc == 2 && o && tu_count_lines(o) == 1 && strstr(o, "--gpu-stagger 'yes'"), "rc %d: %s", rc, o ? o : "");
-    free(o);
-    CHECK(ex_stress_opts_default().gpu_stagger == 1);
+    const char *bad_st[] = {"yes", "cpu,cpu", "cpu,", "", "gpu,none"};
+    for (size_t i = 0; i < sizeof bad_st / sizeof bad_st[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "stress --trace fig13-synth --cpu-only --stagger '%s'", bad_st[i]);
+        char *o = tu_run_ats(args, &rc, 1);
+        CHECK_MSG(rc == 2 && o && tu_count_lines(o) == 1 && strstr(o, "--stagger '"), "%s: rc %d: %s", args, rc,
+                  o ? o : "");
+        free(o);
+    }
+    CHECK(ex_stress_opts_default().stagger == ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU)));
 }
 
 int main(void)

@@ -79,6 +79,9 @@ typedef struct ex_probe_opts {
 
 ex_probe_opts ex_probe_opts_default(void);
 
+/** Default ex_stress_opts.stagger: CPU and GPU hogs staggered (1 << ATSC_RES_CPU | 1 << ATSC_RES_GPU). */
+#define EX_STRESS_STAGGER_DEFAULT ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU))
+
 /** Default EEVDF slice of probe and CPU hog threads [ns] (ex_probe_opts.slice_ns, ex_stress_opts.hog_slice_ns). */
 #define EX_SLICE_NS_DEFAULT 100000L
 
@@ -185,6 +188,11 @@ enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_rec
 double ex_stress_avail(double duty, int k);
 /** Duty giving availability a next to k hogs: (1 - a)(k+1)/k, clipped to [0, 1] (1 when a < 1/(k+1)). */
 double ex_stress_duty(double avail, int k);
+/** The same two for hogs staggered over the period (ex_stress_opts.stagger): about d k of the k hogs busy at
+ *  any moment, a fair share of 1 / (1 + d k); duty (1/a - 1) / k, clipped to [0, 1]. Same ends as the
+ *  synchronized model (a = 1 at d = 0, 1/(k+1) at d = 1). staggered = 0: ex_stress_avail / ex_stress_duty. */
+double ex_stress_avail_st(double duty, int k, int staggered);
+double ex_stress_duty_st(double avail, int k, int staggered);
 /** Smallest k >= 1 with 1/(k+1) <= a_min (the lowest availability to produce), a_min in (0, 1]. */
 int ex_stress_hogs_needed(double a_min);
 
@@ -236,11 +244,13 @@ typedef struct ex_stress_opts {
     int verbose;                       /**< 1: print each change of the targets on stderr */
     long hog_slice_ns;                 /**< scheduler slice of the CPU hog threads [ns] (EX_SLICE_NS_DEFAULT;
                                             0: the kernel's default); see ex_probe_opts.slice_ns */
-    int gpu_stagger;                   /**< 1 (default): GPU hog i runs its busy windows shifted by i/k of a
-                                            period, so about d*k hogs are busy at any moment; 0: all k
-                                            together (each busy window then holds a victim's kernel behind
-                                            k contexts' time slices: H200 fig13, 16 hogs, the probes read
-                                            0.1 or 0.9 and the duty sat at 0) */
+    unsigned stagger;                  /**< bit (1 << r): resource r's hogs are staggered, hog i of k runs its
+                                            busy windows shifted by i/k of a period, so floor(d*k)..ceil(d*k)
+                                            hogs are busy at any moment instead of all k or none
+                                            (EX_STRESS_STAGGER_DEFAULT: CPU and GPU). Together, each busy
+                                            window held a victim behind all k hogs (H200 fig13: GPU probes
+                                            read 0.1 or 0.9, CPU probes 0.14 or 1.0; the recorder's mean
+                                            then wandered -6...+15% around the stressor's) */
     /* closed loop only (ex_stress_run_closed) */
     double interval_s;                 /**< control interval [s] (0.5) */
     int probes;                        /**< probe sets per interval, at random moments in it (3) */
@@ -302,6 +312,7 @@ typedef struct ex_ctl_opts {
     enum atsc_resource res;      /**< the calibration table's row */
     double step_tol;             /**< a target change larger than this is a step (0.05); a smaller one
                                       (a recorded trace's wiggle) moves the feed-forward, keeps the trim */
+    int staggered;               /**< 1: the hogs are staggered, duty = ex_stress_duty_st(u, k, 1) (0) */
 } ex_ctl_opts;
 
 ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res);
