@@ -1345,7 +1345,7 @@ static void test_slice(void)
                   o ? o : "");
         free(o);
     }
-    CHECK(ex_stress_opts_default().stagger == ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU)));
+    CHECK(ex_stress_opts_default().stagger == ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE)));
 }
 
 int main(void)

@@ -79,8 +79,8 @@ typedef struct ex_probe_opts {
 
 ex_probe_opts ex_probe_opts_default(void);
 
-/** Default ex_stress_opts.stagger: CPU and GPU hogs staggered (1 << ATSC_RES_CPU | 1 << ATSC_RES_GPU). */
-#define EX_STRESS_STAGGER_DEFAULT ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU))
+/** Default ex_stress_opts.stagger: the hogs of every resource staggered. */
+#define EX_STRESS_STAGGER_DEFAULT ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE))
 
 /** Default EEVDF slice of probe and CPU hog threads [ns] (ex_probe_opts.slice_ns, ex_stress_opts.hog_slice_ns). */
 #define EX_SLICE_NS_DEFAULT 100000L
@@ -247,7 +247,7 @@ typedef struct ex_stress_opts {
     unsigned stagger;                  /**< bit (1 << r): resource r's hogs are staggered, hog i of k runs its
                                             busy windows shifted by i/k of a period, so floor(d*k)..ceil(d*k)
                                             hogs are busy at any moment instead of all k or none
-                                            (EX_STRESS_STAGGER_DEFAULT: CPU and GPU). Together, each busy
+                                            (EX_STRESS_STAGGER_DEFAULT: all three). Together, each busy
                                             window held a victim behind all k hogs (H200 fig13: GPU probes
                                             read 0.1 or 0.9, CPU probes 0.14 or 1.0; the recorder's mean
                                             then wandered -6...+15% around the stressor's) */
