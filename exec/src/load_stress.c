@@ -668,6 +668,138 @@ double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double meas
     return c->duty;
 }
 
+/* ------------------------------------------------------------------ sensor process -------------- */
+
+/* The closed loop's probes run in a child process of their own (the sensor), as a recorder's do, not in
+ * the process whose threads are the CPU hogs. On the H200 host and on the 2-core development VM the
+ * probes inside the hog process read the CPU ~10% more loaded than an `ats record` next to them, also
+ * when all probes were spaced apart (traces/README.md); the controller then held its own probes on
+ * target and the recorder read +5...+13%. The sensor answers one request (a resource mask) at a time
+ * over a pipe pair; it dies with the stressor (PR_SET_PDEATHSIG) or when the request pipe closes. */
+typedef struct sensor_msg {
+    int32_t status; /* enum ats_status of the request */
+    int32_t has_gpu;
+    double t_s[ATSC_RES_COUNT];
+    long lock_waits, lock_timeouts;
+    char text[768]; /* the error message, or (first answer) the probes' description */
+} sensor_msg;
+
+typedef struct sensor {
+    pid_t pid;
+    int req, resp; /* write end of the requests, read end of the answers; -1: closed */
+    sensor_msg last;
+} sensor;
+
+static int io_all(int fd, void *buf, size_t n, int writing)
+{
+    char *b = buf;
+    while (n > 0) {
+        ssize_t k = writing ? write(fd, b, n) : read(fd, b, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        b += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void sensor_main(ex_probe_opts po, int req, int resp)
+{
+    signal(SIGINT, SIG_IGN); /* the stressor stops it (pipe closed) after its report */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    po.stop = NULL; /* the parent's flag is not seen here; a probe is cut after max_probe_s anyway */
+    sensor_msg m;
+    memset(&m, 0, sizeof m);
+    ex_probe *p = NULL;
+    ats_err e = {{0}};
+    m.status = (int32_t)ex_probe_new(&po, &p, &e);
+    if (m.status == ATS_OK) {
+        m.has_gpu = ex_probe_has_gpu(p);
+        ex_probe_describe(p, m.text, sizeof m.text);
+    } else {
+        snprintf(m.text, sizeof m.text, "%s", e.msg);
+    }
+    if (io_all(resp, &m, sizeof m, 1) != 0 || m.status != ATS_OK) _exit(0);
+    uint32_t mask;
+    while (io_all(req, &mask, sizeof mask, 0) == 0) {
+        memset(&m, 0, sizeof m);
+        m.status = (int32_t)ex_probe_measure_some(p, mask, m.t_s, &e);
+        if (m.status != ATS_OK) snprintf(m.text, sizeof m.text, "%s", e.msg);
+        ex_probe_lock_stats(p, &m.lock_waits, NULL, &m.lock_timeouts, NULL);
+        if (io_all(resp, &m, sizeof m, 1) != 0) break;
+    }
+    ex_probe_free(p);
+    _exit(0);
+}
+
+static void sensor_stop(sensor *s)
+{
+    if (s->req >= 0) close(s->req);
+    if (s->resp >= 0) close(s->resp);
+    s->req = s->resp = -1;
+    if (s->pid > 0) {
+        int status;
+        while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        s->pid = 0;
+    }
+}
+
+/* Starts the sensor; on success s->last.text holds the probes' description and s->last.has_gpu. */
+static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, ats_err *err)
+{
+    int rq[2], rs[2];
+    s->pid = 0;
+    s->req = s->resp = -1;
+    memset(&s->last, 0, sizeof s->last);
+    if (pipe(rq) != 0) return ats_err_set(err, ATS_ENOMEM, "closed loop: pipe: %s", strerror(errno));
+    if (pipe(rs) != 0) {
+        close(rq[0]);
+        close(rq[1]);
+        return ats_err_set(err, ATS_ENOMEM, "closed loop: pipe: %s", strerror(errno));
+    }
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(rq[0]), close(rq[1]), close(rs[0]), close(rs[1]);
+        return ats_err_set(err, ATS_ENOMEM, "closed loop: fork of the probe process failed: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(4);
+        close(rq[1]);
+        close(rs[0]);
+        sensor_main(*po, rq[0], rs[1]);
+    }
+    close(rq[0]);
+    close(rs[1]);
+    s->pid = pid;
+    s->req = rq[1];
+    s->resp = rs[0];
+    if (io_all(s->resp, &s->last, sizeof s->last, 0) != 0) {
+        sensor_stop(s);
+        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended before it was ready");
+    }
+    if (s->last.status != ATS_OK) {
+        enum ats_status st = (enum ats_status)s->last.status;
+        sensor_stop(s);
+        return ats_err_set(err, st, "%s", s->last.text);
+    }
+    return ATS_OK;
+}
+
+static enum ats_status sensor_measure(sensor *s, unsigned mask, double t_s[ATSC_RES_COUNT], ats_err *err)
+{
+    uint32_t m = mask;
+    if (io_all(s->req, &m, sizeof m, 1) != 0 || io_all(s->resp, &s->last, sizeof s->last, 0) != 0)
+        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended");
+    if (s->last.status != ATS_OK) return ats_err_set(err, (enum ats_status)s->last.status, "%s", s->last.text);
+    for (int r = 0; r < ATSC_RES_COUNT; r++) t_s[r] = s->last.t_s[r];
+    return ATS_OK;
+}
+
 /* ------------------------------------------------------------------ closed loop ----------------- */
 
 /* splitmix64 step -> uniform [0, 1) (probe moments inside a control interval). */
@@ -788,26 +920,24 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     ex_hogs *h = NULL;
     enum ats_status st = ex_hogs_start(&ho, k, &h, err);
     if (st != ATS_OK) return st;
-    ex_probe *p = NULL;
+    sensor sens = {.pid = 0, .req = -1, .resp = -1};
     ex_probe_opts po = o->probe ? *o->probe : ex_probe_opts_default();
     ex_probe_opts_from_baseline(&po, base);
-    po.stop = o->stop; /* a signal cuts a probe in progress */
     po.slice_ns = o->hog_slice_ns; /* one slice setting per stressor (`--slice-us`): its probes and its hogs */
     po.use_gpu = want_gpu;
     po.device = o->device;
     po.lock_path = o->lock_path;
-    if ((st = ex_probe_new(&po, &p, err)) != ATS_OK) goto done;
-    if (want_gpu && !ex_probe_has_gpu(p)) {
+    if ((st = sensor_start(&po, &sens, err)) != ATS_OK) goto done;
+    if (want_gpu && !sens.last.has_gpu) {
         st = ats_err_set(err, ATS_ENOTFOUND, "closed loop: the GPU probes could not start on device %d", o->device);
         goto done;
     }
-    if (o->verbose) {
-        char d[768];
-        ex_probe_describe(p, d, sizeof d);
+    if (o->verbose)
         fprintf(stderr, "stress: closed loop, hogs cpu %d/thread x %d threads, gpu %d, pcie %d; period %g s; "
-                        "control every %g s from %d probe sets, gain %g /s; %g s\nstress: %s\n",
-                k[0], base->threads, k[1], k[2], o->period_s, o->interval_s, o->probes, o->ki_per_s, dur, d);
-    }
+                        "control every %g s from %d probe sets, gain %g /s; %g s\nstress: %s (in a probe process of "
+                        "its own)\n",
+                k[0], base->threads, k[1], k[2], o->period_s, o->interval_s, o->probes, o->ki_per_s, dur,
+                sens.last.text);
 
     ex_ctl ctl[ATSC_RES_COUNT];
     ex_ctl_opts co[ATSC_RES_COUNT];
@@ -881,7 +1011,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
             next_probe++;
             if (mask) {
                 double ts[ATSC_RES_COUNT];
-                if ((st = ex_probe_measure_some(p, mask, ts, err)) != ATS_OK) break;
+                if ((st = sensor_measure(&sens, mask, ts, err)) != ATS_OK) break;
                 for (int r = 0; r < ATSC_RES_COUNT; r++) {
                     if (!(mask & (1u << r)) || isnan(ts[r])) continue;
                     double m = ex_avail_from_times(base->t_s[r], ts[r]);
@@ -959,10 +1089,11 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     for (int r = 0; r < ATSC_RES_COUNT; r++) seg_close(rep, &acc[r], rep->wall_s < dur ? rep->wall_s : dur);
     double ps = rep->probe_s[0] + rep->probe_s[1] + rep->probe_s[2];
     rep->probe_duty = rep->wall_s > 0 ? ps / rep->wall_s : 0;
-    ex_probe_lock_stats(p, &rep->lock_waits, NULL, &rep->lock_timeouts, NULL);
+    rep->lock_waits = sens.last.lock_waits;
+    rep->lock_timeouts = sens.last.lock_timeouts;
 done:
+    sensor_stop(&sens);
     ex_hogs_stop(h);
-    ex_probe_free(p);
     return st;
 }
 

@@ -1237,6 +1237,17 @@ static void test_cpu_only_trace(void)
     char *o = tu_run_ats(args, &rc, 1);
     CHECK_MSG(rc == 0 && o && strstr(o, "GPU and PCIe columns ignored"), "stress --cpu-only: rc %d: %s", rc, o ? o : "");
     free(o);
+    /* the closed loop's probes run in a process of their own (the sensor), which probes and is reaped:
+     * the report counts its probe time, and the verbose line says where the probes ran */
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --cpu-only --verbose", tgt,
+             base);
+    o = tu_run_ats(args, &rc, 1);
+    double pd = -1;
+    const char *q = o ? strstr(o, "stressor probe duty cycle ") : NULL;
+    if (q) sscanf(q, "stressor probe duty cycle %lf", &pd);
+    CHECK_MSG(rc == 0 && o && strstr(o, "in a probe process of its own") && pd > 0, "stress sensor: rc %d, duty %g: %s",
+              rc, pd, o ? o : "");
+    free(o);
     /* --hogs-gpu with --cpu-only: said to be unused, not silently dropped */
     snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1 --cpu-only --hogs-gpu 2", tgt,
              base);
