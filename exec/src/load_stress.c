@@ -675,7 +675,10 @@ double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double meas
  * probes inside the hog process read the CPU ~10% more loaded than an `ats record` next to them, also
  * when all probes were spaced apart (traces/README.md); the controller then held its own probes on
  * target and the recorder read +5...+13%. The sensor answers one request (a resource mask) at a time
- * over a pipe pair; it dies with the stressor (PR_SET_PDEATHSIG) or when the request pipe closes. */
+ * over a pipe pair. It is forked while the stressor still has one thread (before any hog: a child of a
+ * multi-threaded process may find a lock of malloc or of a sanitizer's allocator held forever; the
+ * ASan build hung so), and it is killed at the end (the hog processes forked later hold copies of the
+ * pipe ends, so end-of-file would not reach it) or dies with the stressor (PR_SET_PDEATHSIG). */
 typedef struct sensor_msg {
     int32_t status; /* enum ats_status of the request */
     int32_t has_gpu;
@@ -739,6 +742,7 @@ static void sensor_stop(sensor *s)
     if (s->resp >= 0) close(s->resp);
     s->req = s->resp = -1;
     if (s->pid > 0) {
+        kill(s->pid, SIGKILL); /* between requests: nothing of its own to finish (the flock dies with it) */
         int status;
         while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR) {
         }
@@ -914,12 +918,8 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     }
     if (o->stop && *o->stop) return ATS_OK;
 
-    /* hog processes first: this process must not have touched CUDA when it forks */
-    ex_stress_opts ho = *o;
-    ho.threads = base->threads; /* CPU hogs sized for the probe threads */
-    ex_hogs *h = NULL;
-    enum ats_status st = ex_hogs_start(&ho, k, &h, err);
-    if (st != ATS_OK) return st;
+    /* the probe process first (forked from this one thread), then the hog processes (this process must
+     * not have touched CUDA when it forks), then the CPU hog threads */
     sensor sens = {.pid = 0, .req = -1, .resp = -1};
     ex_probe_opts po = o->probe ? *o->probe : ex_probe_opts_default();
     ex_probe_opts_from_baseline(&po, base);
@@ -927,7 +927,12 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     po.use_gpu = want_gpu;
     po.device = o->device;
     po.lock_path = o->lock_path;
-    if ((st = sensor_start(&po, &sens, err)) != ATS_OK) goto done;
+    ex_hogs *h = NULL;
+    enum ats_status st = sensor_start(&po, &sens, err);
+    if (st != ATS_OK) return st;
+    ex_stress_opts ho = *o;
+    ho.threads = base->threads; /* CPU hogs sized for the probe threads */
+    if ((st = ex_hogs_start(&ho, k, &h, err)) != ATS_OK) goto done;
     if (want_gpu && !sens.last.has_gpu) {
         st = ats_err_set(err, ATS_ENOTFOUND, "closed loop: the GPU probes could not start on device %d", o->device);
         goto done;
