@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -750,8 +751,34 @@ static void sensor_stop(sensor *s)
     }
 }
 
+/* The sensor's next answer into s->last, waited for in 0.1 s steps: *stop set (a signal) returns at once
+ * with *stopped = 1; no answer within limit_s is an error, so a stuck probe process never leaves the
+ * stressor deaf to SIGTERM. */
+static enum ats_status sensor_read(sensor *s, double limit_s, const volatile sig_atomic_t *stop, int *stopped,
+                                   ats_err *err)
+{
+    *stopped = 0;
+    const double t0 = now_s();
+    for (;;) {
+        struct pollfd pf = {.fd = s->resp, .events = POLLIN, .revents = 0};
+        int n = poll(&pf, 1, 100);
+        if (n > 0) break;
+        if (n < 0 && errno != EINTR) return ats_err_set(err, ATS_EINVAL, "closed loop: poll: %s", strerror(errno));
+        if (stop && *stop) {
+            *stopped = 1;
+            return ATS_OK;
+        }
+        if (now_s() - t0 > limit_s)
+            return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process has not answered for %g s", limit_s);
+    }
+    if (io_all(s->resp, &s->last, sizeof s->last, 0) != 0)
+        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended");
+    return ATS_OK;
+}
+
 /* Starts the sensor; on success s->last.text holds the probes' description and s->last.has_gpu. */
-static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, ats_err *err)
+static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, const volatile sig_atomic_t *stop,
+                                    ats_err *err)
 {
     int rq[2], rs[2];
     s->pid = 0;
@@ -782,9 +809,10 @@ static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, ats_err 
     s->pid = pid;
     s->req = rq[1];
     s->resp = rs[0];
-    if (io_all(s->resp, &s->last, sizeof s->last, 0) != 0) {
+    int stopped; /* a signal while the probes start (a GPU context takes a moment): s->last.status stays 0 */
+    if (sensor_read(s, 120.0, stop, &stopped, err) != ATS_OK) {
         sensor_stop(s);
-        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended before it was ready");
+        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process did not get ready (%s)", err->msg);
     }
     if (s->last.status != ATS_OK) {
         enum ats_status st = (enum ats_status)s->last.status;
@@ -794,11 +822,14 @@ static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, ats_err 
     return ATS_OK;
 }
 
-static enum ats_status sensor_measure(sensor *s, unsigned mask, double t_s[ATSC_RES_COUNT], ats_err *err)
+/* One probe set by the sensor (a probe is cut after 1 s: 10 s without an answer is an error). */
+static enum ats_status sensor_measure(sensor *s, unsigned mask, double t_s[ATSC_RES_COUNT],
+                                      const volatile sig_atomic_t *stop, int *stopped, ats_err *err)
 {
     uint32_t m = mask;
-    if (io_all(s->req, &m, sizeof m, 1) != 0 || io_all(s->resp, &s->last, sizeof s->last, 0) != 0)
-        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended");
+    if (io_all(s->req, &m, sizeof m, 1) != 0) return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended");
+    enum ats_status st = sensor_read(s, 10.0, stop, stopped, err);
+    if (st != ATS_OK || *stopped) return st;
     if (s->last.status != ATS_OK) return ats_err_set(err, (enum ats_status)s->last.status, "%s", s->last.text);
     for (int r = 0; r < ATSC_RES_COUNT; r++) t_s[r] = s->last.t_s[r];
     return ATS_OK;
@@ -928,8 +959,12 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     po.device = o->device;
     po.lock_path = o->lock_path;
     ex_hogs *h = NULL;
-    enum ats_status st = sensor_start(&po, &sens, err);
+    enum ats_status st = sensor_start(&po, &sens, o->stop, err);
     if (st != ATS_OK) return st;
+    if (o->stop && *o->stop) { /* a signal while it started: nothing ran, nothing to report */
+        sensor_stop(&sens);
+        return ATS_OK;
+    }
     ex_stress_opts ho = *o;
     ho.threads = base->threads; /* CPU hogs sized for the probe threads */
     if ((st = ex_hogs_start(&ho, k, &h, err)) != ATS_OK) goto done;
@@ -1016,7 +1051,9 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
             next_probe++;
             if (mask) {
                 double ts[ATSC_RES_COUNT];
-                if ((st = sensor_measure(&sens, mask, ts, err)) != ATS_OK) break;
+                int stopped;
+                if ((st = sensor_measure(&sens, mask, ts, o->stop, &stopped, err)) != ATS_OK) break;
+                if (stopped) continue; /* follow_tick sees the stop flag next */
                 for (int r = 0; r < ATSC_RES_COUNT; r++) {
                     if (!(mask & (1u << r)) || isnan(ts[r])) continue;
                     double m = ex_avail_from_times(base->t_s[r], ts[r]);

@@ -1359,6 +1359,71 @@ static void test_slice(void)
     CHECK(ex_stress_opts_default().stagger == ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE)));
 }
 
+/* A probe process that stops answering (SIGSTOP here; the ASan build once hung in it) must not leave the
+ * stressor deaf: SIGTERM still ends it within a second, exit 143, with its report, and no child of it
+ * survives. */
+static void test_sensor_stuck(void)
+{
+    char base[400], out[400], tgt[400], args[1024];
+    snprintf(base, sizeof base, "%s/stuck-base.txt", tmpdir);
+    snprintf(out, sizeof out, "%s/stuck.txt", tmpdir);
+    snprintf(tgt, sizeof tgt, "%s/stuck-target.h5", tmpdir);
+    save_baseline(base, "");
+    int rc;
+    snprintf(args, sizeof args, "trace synth --out %s --duration 60 --cpu step:0.1=0.5", tgt); /* probes from the start */
+    free(tu_run_ats(args, &rc, 1));
+    CHECK_MSG(rc == 0, "trace synth: rc %d", rc);
+    const char *bin = getenv("ATS_BIN");
+    if (!bin || !*bin) bin = "./build/cli/ats";
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) dup2(fd, 2), dup2(fd, 1);
+        execl(bin, bin, "stress", "--trace", tgt, "--baseline", base, "--threads", "1", (char *)NULL);
+        _exit(127);
+    }
+    CHECK(pid > 0);
+    if (pid <= 0) return;
+    /* the probe process is the stressor's first child: let it start and probe for a second, stop it (the
+     * next request then waits for an answer that never comes), then SIGTERM the stressor */
+    pid_t child = 0;
+    for (int i = 0; i < 100 && child <= 0; i++) {
+        usleep(50000);
+        char path[64], buf[256] = "";
+        snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fgets(buf, sizeof buf, f)) child = (pid_t)atoi(buf);
+            fclose(f);
+        }
+    }
+    CHECK_MSG(child > 0, "no probe process found under pid %d", (int)pid);
+    usleep(1500000);
+    if (child > 0) kill(child, SIGSTOP);
+    usleep(300000);
+    kill(pid, SIGTERM);
+    int status = 0, done = 0;
+    for (int i = 0; i < 100 && !done; i++) { /* 10 s at most; it should take < 1 s */
+        usleep(100000);
+        done = waitpid(pid, &status, WNOHANG) == pid;
+    }
+    if (!done) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    /* the CLI dies of the signal after its report (a shell shows 143) */
+    CHECK_MSG(done && ((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) || (WIFEXITED(status) && WEXITSTATUS(status) == 143)),
+              "stressor after SIGTERM: done %d status %#x", done, status);
+    if (child > 0) {
+        usleep(200000);
+        CHECK_MSG(kill(child, 0) != 0, "probe process %d survived", (int)child);
+        kill(child, SIGKILL);
+    }
+    char *o = tu_slurp(out, NULL);
+    CHECK_MSG(o && strstr(o, "stressor probe duty cycle"), "report: %s", o ? o : "");
+    free(o);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -1387,6 +1452,7 @@ int main(void)
     test_probe_cut();
     test_cpu_only_trace();
     test_slice();
+    test_sensor_stuck();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
 }
