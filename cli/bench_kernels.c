@@ -784,7 +784,9 @@ int ats_bench_kernels(int argc, char **argv)
     int c;
     long long v;
     optind = 1;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "t:r:n:o:m:p:d:h", lo, NULL)) != -1) {
+        if (ats_cli_once_opt("bench kernels", &seen, lo, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
         case 't':
         case 'r':

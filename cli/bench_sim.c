@@ -87,7 +87,9 @@ int ats_bench_sim(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (ats_cli_once_opt("bench sim", &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
         case 't':
             if (ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024) {

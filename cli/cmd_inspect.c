@@ -66,7 +66,9 @@ int ats_cmd_inspect(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
+    ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (ats_cli_once_opt("inspect", &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
         case 'm': model = optarg; break;
         case 'q': quant = optarg; break;
