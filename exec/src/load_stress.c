@@ -1185,6 +1185,30 @@ static void wait_s(double s, const volatile sig_atomic_t *stop)
     while (now_s() < until && !(stop && *stop)) usleep(5000);
 }
 
+/* Calibration: ns probe sets of the resources in `mask` through the sensor, one every `interval` s, probe
+ * times into v[r * ns + i]; a signal is "interrupted". */
+static enum ats_status cal_measure(sensor *s, unsigned mask, size_t ns, double interval,
+                                   const volatile sig_atomic_t *stop, double *v, ats_err *err)
+{
+    const double t0 = now_s();
+    for (size_t i = 0; i < ns; i++) {
+        double t[ATSC_RES_COUNT];
+        int stopped;
+        enum ats_status st = sensor_measure(s, mask, t, stop, &stopped, err);
+        if (st != ATS_OK) return st;
+        if (stopped || (stop && *stop)) return ats_err_set(err, ATS_EINVAL, "calibrate: interrupted");
+        for (int r = 0; r < ATSC_RES_COUNT; r++) v[(size_t)r * ns + i] = t[r];
+        sleep_until(t0 + (double)(i + 1) * interval);
+    }
+    return ATS_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts *popts, double settle_s,
                                     double measure_s, ex_stress_calib *out, ats_err *err)
 {
@@ -1194,56 +1218,50 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
     if ((o->k[ATSC_RES_GPU] > 0 || o->k[ATSC_RES_PCIE] > 0) && !ex_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND, "calibrate: GPU/PCIe hogs asked for but there is no CUDA device %d",
                            o->device);
+    /* the probes in a process of their own, as the closed loop's (sensor_start, forked before the hogs) */
+    sensor sens = {.pid = 0, .req = -1, .resp = -1};
     ex_hogs *h = NULL;
-    enum ats_status st = ex_hogs_start(o, o->k, &h, err);
-    if (st != ATS_OK) return st;
-    ex_probe *p = NULL;
     const double interval = 0.1;
     size_t ns = (size_t)ceil(measure_s / interval);
     if (ns < 3) ns = 3;
-    double *v = malloc(ns * sizeof(double));
-    if (!v) {
-        st = ats_err_set(err, ATS_ENOMEM, "calibrate: out of memory");
-        goto done;
+    double *v = malloc(ns * ATSC_RES_COUNT * sizeof(double));
+    if (!v) return ats_err_set(err, ATS_ENOMEM, "calibrate: out of memory");
+    enum ats_status st = sensor_start(popts, &sens, o->stop, err);
+    if (st != ATS_OK) goto done;
+    const int has_gpu = sens.last.has_gpu;
+    if ((st = ex_hogs_start(o, o->k, &h, err)) != ATS_OK) goto done;
+    /* idle baseline: the median probe time per resource (as ex_probe_baseline), hogs at duty 0 */
+    double base[ATSC_RES_COUNT];
+    if ((st = cal_measure(&sens, 7u, ns, interval, o->stop, v, err)) != ATS_OK) goto done;
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        qsort(v + (size_t)r * ns, ns, sizeof(double), cmp_double);
+        base[r] = ns % 2 ? v[(size_t)r * ns + ns / 2] : 0.5 * (v[(size_t)r * ns + ns / 2 - 1] + v[(size_t)r * ns + ns / 2]);
     }
-    if ((st = ex_probe_new(popts, &p, err)) != ATS_OK) goto done;
-    ex_baseline base;
-    if ((st = ex_probe_baseline(p, measure_s, interval, o->stop, &base, err)) != ATS_OK) goto done;
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (o->k[r] <= 0) continue;
-        if (r != ATSC_RES_CPU && !ex_probe_has_gpu(p)) continue;
+        if (r != ATSC_RES_CPU && !has_gpu) continue;
         out->k[r] = o->k[r];
         for (int li = 0; li < nlev && levels[li] >= 1.0 / (o->k[r] + 1) - 1e-9; li++) {
-            ex_hogs_set(h, (enum atsc_resource)r, ex_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u)));
+            const double duty = ex_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u));
+            ex_hogs_set(h, (enum atsc_resource)r, duty);
             wait_s(settle_s, o->stop);
-            double t0 = now_s();
-            for (size_t i = 0; i < ns; i++) {
-                double t[ATSC_RES_COUNT];
-                if ((st = ex_probe_measure(p, t, err)) != ATS_OK) goto done;
-                v[i] = ex_avail_from_times(base.t_s[r], t[r]);
-                sleep_until(t0 + (double)(i + 1) * interval);
-            }
-            if (o->stop && *o->stop) {
-                st = ats_err_set(err, ATS_EINVAL, "calibrate: interrupted");
-                goto done;
-            }
+            if ((st = cal_measure(&sens, 1u << r, ns, interval, o->stop, v, err)) != ATS_OK) goto done;
             /* the mean, not the median: with duty d < 1/2 most samples miss the busy window, and a trace
              * (and `ats trace compare`) averages over time */
-            double med = 0;
-            for (size_t i = 0; i < ns; i++) med += v[i] / (double)ns;
+            double mean = 0;
+            for (size_t i = 0; i < ns; i++) mean += ex_avail_from_times(base[r], v[(size_t)r * ns + i]) / (double)ns;
             int i = out->n[r];
             out->model[r][i] = levels[li];
-            out->measured[r][i] = (i > 0 && med > out->measured[r][i - 1]) ? out->measured[r][i - 1] : med;
+            out->measured[r][i] = (i > 0 && mean > out->measured[r][i - 1]) ? out->measured[r][i - 1] : mean;
             out->n[r] = i + 1;
             if (o->verbose)
                 fprintf(stderr, "calibrate: %s k=%d model %.3f (duty %.3f) -> measured %.3f\n",
-                        atsc_resource_name((enum atsc_resource)r), o->k[r], levels[li],
-                        ex_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u)), med);
+                        atsc_resource_name((enum atsc_resource)r), o->k[r], levels[li], duty, mean);
         }
         ex_hogs_set(h, (enum atsc_resource)r, 0.0);
     }
 done:
-    ex_probe_free(p);
+    sensor_stop(&sens);
     free(v);
     ex_hogs_stop(h);
     return st;
