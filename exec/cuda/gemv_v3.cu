@@ -33,8 +33,10 @@
  *
  * ATS_GEMV_KERNEL=v2 or v1 selects the older kernels (bench and tests compare them);
  * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R, ATS_GEMV_V3_LOAD = ldg | na the weight load, ATS_GEMV_V3_X =
- * lin | ilv the activation layout, ATS_GEMV_V3_U = 1 | 2 the Q4_K tasks per lane per trip (bench
- * experiments; defaults V3_R, V3_NA, V3_ILV, V3_U).
+ * lin | ilv the activation layout, ATS_GEMV_V3_U = 1 | 2 the Q4_K tasks per lane per trip,
+ * ATS_GEMV_V3_Q4K = smem the Q4_K kernel staged through shared memory (with ilv; compile-checked only,
+ * not yet run on a GPU: the next bench experiment) (bench experiments; defaults V3_R, V3_NA, V3_ILV,
+ * V3_U, direct Q4_K loads).
  */
 #include "common.cuh"
 
@@ -141,6 +143,21 @@ static __device__ __forceinline__ void v3_x_q4_0(const exc_q8xi &x, int b, int4 
     ds = __ldg((const float2 *)x.ds + b);
 }
 
+/* One Q4_K task of one row: super-block header h (d, dmin, 12 scale bytes), its qs bytes [16 + 32c,
+ * 48 + 32c) as qa, qb, against x's two blocks (x0 = sub-block 2c, x1 = 2c + 1; sc = {d0, s0, d1, s1}). */
+static __device__ __forceinline__ float v3_q4k_task(int4 h, int4 qa, int4 qb, int4 x0a, int4 x0b, int4 x1a, int4 x1b,
+                                                   float4 sc, int c)
+{
+    int s_lo = v3_dot8(qa, qb, x0a, x0b, 0);
+    int s_hi = v3_dot8(qa, qb, x1a, x1b, 4);
+    int sc0, m0, sc1, m1;
+    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c, &sc0, &m0);
+    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c + 1, &sc1, &m1);
+    float d = exc_h2f((uint16_t)((uint32_t)h.x & 0xFFFFu));
+    float dmin = exc_h2f((uint16_t)((uint32_t)h.x >> 16));
+    return d * (sc.x * (float)(sc0 * s_lo) + sc.z * (float)(sc1 * s_hi)) - dmin * ((float)m0 * sc.y + (float)m1 * sc.w);
+}
+
 /* Q4_K, R rows per warp; lane l takes tasks t = t0 + 32u + l, U of them per trip (all their weight loads
  * issued before the first use); X = exc_q8x or exc_q8xi. */
 template <int R, int NA, int U, typename X>
@@ -181,18 +198,72 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
             float4 sc;
             v3_x_q4k(x, t, x0a, x0b, x1a, x1b, sc);
 #pragma unroll
+            for (int i = 0; i < R; i++)
+                if (i < nr) acc[i] += v3_q4k_task(hd[u][i], qa[u][i], qb[u][i], x0a, x0b, x1a, x1b, sc, c);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        float v = exc_warp_sum(acc[i]);
+        if (lane == 0 && i < nr) y[r0 + i] = v;
+    }
+}
+
+/* Q4_K staged like Q4_0 (ATS_GEMV_V3_Q4K=smem; experiment, not the default): a step is 8 super-blocks
+ * (1152 bytes = 72 16-byte chunks) of each of the warp's R rows, loaded with contiguous 16-byte loads
+ * (lanes l, l + 32, l + 64 < 72: whole 32-byte sectors, where the direct kernel's lanes fetch each
+ * sector's halves in two loads), stored to the warp's shared-memory slot; lane l then takes the task
+ * (super-block l / 4, c = l % 4) of the step — task number 32·step + l, as in the direct kernel. */
+#define V3S_STEP_U4 72
+
+template <int R, typename X>
+static __global__ void __launch_bounds__(32 * V3_WARPS)
+    gemv_v3s_q4k_kernel(const uint8_t *__restrict__ W, int64_t rows, int nsb, X x, float *__restrict__ y)
+{
+    __shared__ int4 stage[V3_WARPS][R * V3S_STEP_U4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t r0 = ((int64_t)blockIdx.x * V3_WARPS + warp) * R;
+    if (r0 >= rows) return;
+    const int nr = rows - r0 < R ? (int)(rows - r0) : R;
+    const int row_u4 = nsb * (EXC_Q4_K_BYTES / 16); /* 9 chunks a super-block */
+    const int4 *w0 = (const int4 *)(W + r0 * (int64_t)nsb * EXC_Q4_K_BYTES);
+    int4 *st = stage[warp];
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) acc[i] = 0.0f;
+    for (int c0 = 0, step = 0; c0 < row_u4; c0 += V3S_STEP_U4, step++) {
+        int4 a[R], b[R], e[R];
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            if (i < nr) {
+                const int4 *wr = w0 + (int64_t)i * row_u4 + c0;
+                if (c0 + lane < row_u4) a[i] = v3_ldw<1>(wr + lane);
+                if (c0 + 32 + lane < row_u4) b[i] = v3_ldw<1>(wr + 32 + lane);
+                if (lane < V3S_STEP_U4 - 64 && c0 + 64 + lane < row_u4) e[i] = v3_ldw<1>(wr + 64 + lane);
+            }
+        }
+        if (c0 == 0) v3_pdl_wait();
+        const int t = step * 32 + lane, c = lane & 3, sbl = lane >> 2; /* task; its super-block in the step */
+        const bool has = t < nsb * 4;
+        int4 x0a, x0b, x1a, x1b;
+        float4 sc;
+        if (has) v3_x_q4k(x, t, x0a, x0b, x1a, x1b, sc);
+        __syncwarp(); /* every lane is done reading the previous step */
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            if (i < nr) {
+                if (c0 + lane < row_u4) st[i * V3S_STEP_U4 + lane] = a[i];
+                if (c0 + 32 + lane < row_u4) st[i * V3S_STEP_U4 + 32 + lane] = b[i];
+                if (lane < V3S_STEP_U4 - 64 && c0 + 64 + lane < row_u4) st[i * V3S_STEP_U4 + 64 + lane] = e[i];
+            }
+        }
+        __syncwarp();
+        if (has) {
+#pragma unroll
             for (int i = 0; i < R; i++) {
                 if (i < nr) {
-                    const int4 h = hd[u][i];
-                    int s_lo = v3_dot8(qa[u][i], qb[u][i], x0a, x0b, 0);
-                    int s_hi = v3_dot8(qa[u][i], qb[u][i], x1a, x1b, 4);
-                    int sc0, m0, sc1, m1;
-                    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c, &sc0, &m0);
-                    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c + 1, &sc1, &m1);
-                    float d = exc_h2f((uint16_t)((uint32_t)h.x & 0xFFFFu));
-                    float dmin = exc_h2f((uint16_t)((uint32_t)h.x >> 16));
-                    acc[i] += d * (sc.x * (float)(sc0 * s_lo) + sc.z * (float)(sc1 * s_hi)) -
-                              dmin * ((float)m0 * sc.y + (float)m1 * sc.w);
+                    const int4 *sb = st + i * V3S_STEP_U4 + sbl * 9;
+                    acc[i] += v3_q4k_task(sb[0], sb[1 + 2 * c], sb[2 + 2 * c], x0a, x0b, x1a, x1b, sc, c);
                 }
             }
         }
@@ -298,13 +369,13 @@ static int v3_disabled(void)
  * (default V3_ILV; ilv runs R = 2 or 4 with no_allocate loads), ATS_GEMV_V3_U = 1 | 2 Q4_K tasks per lane
  * per trip (ilv only; default V3_U). */
 typedef struct v3_cfg {
-    int r, na, ilv, u;
+    int r, na, ilv, u, q4k_smem;
 } v3_cfg;
 
 static v3_cfg v3_config(void)
 {
     static std::once_flag once;
-    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U};
+    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U, 0};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_V3_R");
         int v = e ? atoi(e) : 0;
@@ -314,6 +385,7 @@ static v3_cfg v3_config(void)
         if ((e = getenv("ATS_GEMV_V3_X")) && strcmp(e, "ilv") == 0) c.ilv = 1;
         if ((e = getenv("ATS_GEMV_V3_X")) && strcmp(e, "lin") == 0) c.ilv = 0;
         if ((e = getenv("ATS_GEMV_V3_U")) && (atoi(e) == 1 || atoi(e) == 2)) c.u = atoi(e);
+        if ((e = getenv("ATS_GEMV_V3_Q4K")) && strcmp(e, "smem") == 0) c.q4k_smem = 1;
     });
     return c;
 }
@@ -372,7 +444,10 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
     if (c.ilv) {
         exc_q8xi q;
         if ((st = exc_quantize_q8xi_ws(g, x, cols, type == ATS_Q_Q4_K ? 4 : 2, s, &q))) return st;
-        if (c.r == 4)
+        if (type == ATS_Q_Q4_K && c.q4k_smem)
+            st = c.r == 4 ? v3_launch(g, gemv_v3s_q4k_kernel<4, exc_q8xi>, 4, W, rows, (int)(cols / 256), q, y, s)
+                          : v3_launch(g, gemv_v3s_q4k_kernel<2, exc_q8xi>, 2, W, rows, (int)(cols / 256), q, y, s);
+        else if (c.r == 4)
             st = c.u == 2 ? v3_run<4, 1, 2>(g, type, W, rows, cols, q, y, s) : v3_run<4, 1, 1>(g, type, W, rows, cols, q, y, s);
         else
             st = c.u == 2 ? v3_run<2, 1, 2>(g, type, W, rows, cols, q, y, s) : v3_run<2, 1, 1>(g, type, W, rows, cols, q, y, s);
