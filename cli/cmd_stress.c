@@ -391,15 +391,18 @@ int ats_cmd_stress(int argc, char **argv)
     ex_stress_report rep;
     st = ex_stress_run_closed(tr, &so, &base, &rep, &err);
     atsc_trace_free(tr);
+    int rc = ATS_EXIT_OK;
     if (st != ATS_OK) {
         if (strstr(err.msg, "baseline")) fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, base_in);
         else fprintf(stderr, "ats stress: %s\n", err.msg);
-        free(log.s);
-        return ats_cli_exit_after_signal(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
+        if (!(rep.wall_s > 0)) { /* refused before the hogs ran: bad input (or no device) */
+            free(log.s);
+            return ats_cli_exit_after_signal(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
+        }
+        rc = ATS_EXIT_FAIL; /* failed while running (e.g. the probe process died): report and log what ran */
     }
     ex_stress_report_print(stdout, &rep, so.settle_s);
     if (short_note[0]) printf("targets not reached: %s\n", short_note);
-    int rc = ATS_EXIT_OK;
     if (log_out) {
         if (log.oom) fprintf(stderr, "ats stress: --log %s: out of memory, the log is incomplete\n", log_out);
         if (ex_text_save(log_out, "control log", write_log, &log, &err) != ATS_OK) {
@@ -411,6 +414,7 @@ int ats_cmd_stress(int argc, char **argv)
         free(log.s);
     }
     fprintf(stderr, "ats stress: closed loop %s\n",
-            ats_cli_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended");
+            ats_cli_stop ? "stopped by a signal; all hogs ended"
+            : st != ATS_OK ? "failed (above) after the report's time; all hogs ended" : "done; all hogs ended");
     return ats_cli_exit_after_signal(rc);
 }

@@ -784,6 +784,10 @@ static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, const vo
     s->pid = 0;
     s->req = s->resp = -1;
     memset(&s->last, 0, sizeof s->last);
+    /* a request written after the probe process died must fail with EPIPE (one error line, the report
+     * still written), not kill this process with SIGPIPE: ignored process-wide unless a caller handles it */
+    struct sigaction old_pipe;
+    if (sigaction(SIGPIPE, NULL, &old_pipe) == 0 && old_pipe.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
     if (pipe(rq) != 0) return ats_err_set(err, ATS_ENOMEM, "closed loop: pipe: %s", strerror(errno));
     if (pipe(rs) != 0) {
         close(rq[0]);

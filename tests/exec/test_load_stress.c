@@ -1364,15 +1364,18 @@ static void test_slice(void)
     CHECK(ex_stress_opts_default().stagger == ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE)));
 }
 
-/* A probe process that stops answering (SIGSTOP here; the ASan build once hung in it) must not leave the
- * stressor deaf: SIGTERM still ends it within a second, exit 143, with its report, and no child of it
- * survives. */
-static void test_sensor_stuck(void)
+/* The stressor's probe process in trouble. kill_child = 0: it stops answering (SIGSTOP; the ASan build
+ * once hung so): SIGTERM still ends the stressor within a second (dies of the signal, a shell's 143),
+ * with its report, and no child survives. kill_child = 1: it dies (SIGKILL): the stressor says so in one
+ * line, still prints its report and writes --log, exit 1 (it used to die of SIGPIPE, silently, exit 141). */
+static void test_sensor_trouble(int kill_child)
 {
-    char base[400], out[400], tgt[400], args[1024];
+    char base[400], out[400], tgt[400], log[400], args[1024];
     snprintf(base, sizeof base, "%s/stuck-base.txt", tmpdir);
     snprintf(out, sizeof out, "%s/stuck.txt", tmpdir);
     snprintf(tgt, sizeof tgt, "%s/stuck-target.h5", tmpdir);
+    snprintf(log, sizeof log, "%s/stuck-log.csv", tmpdir);
+    unlink(log);
     save_baseline(base, "");
     int rc;
     snprintf(args, sizeof args, "trace synth --out %s --duration 60 --cpu step:0.1=0.5", tgt); /* probes from the start */
@@ -1384,13 +1387,12 @@ static void test_sensor_stuck(void)
     if (pid == 0) {
         int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) dup2(fd, 2), dup2(fd, 1);
-        execl(bin, bin, "stress", "--trace", tgt, "--baseline", base, "--threads", "1", (char *)NULL);
+        execl(bin, bin, "stress", "--trace", tgt, "--baseline", base, "--threads", "1", "--log", log, (char *)NULL);
         _exit(127);
     }
     CHECK(pid > 0);
     if (pid <= 0) return;
-    /* the probe process is the stressor's first child: let it start and probe for a second, stop it (the
-     * next request then waits for an answer that never comes), then SIGTERM the stressor */
+    /* the probe process is the stressor's first child: let it start and probe for a second */
     pid_t child = 0;
     for (int i = 0; i < 100 && child <= 0; i++) {
         usleep(50000);
@@ -1404,9 +1406,9 @@ static void test_sensor_stuck(void)
     }
     CHECK_MSG(child > 0, "no probe process found under pid %d", (int)pid);
     usleep(1500000);
-    if (child > 0) kill(child, SIGSTOP);
+    if (child > 0) kill(child, kill_child ? SIGKILL : SIGSTOP);
     usleep(300000);
-    kill(pid, SIGTERM);
+    if (!kill_child) kill(pid, SIGTERM);
     int status = 0, done = 0;
     for (int i = 0; i < 100 && !done; i++) { /* 10 s at most; it should take < 1 s */
         usleep(100000);
@@ -1416,9 +1418,13 @@ static void test_sensor_stuck(void)
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
     }
-    /* the CLI dies of the signal after its report (a shell shows 143) */
-    CHECK_MSG(done && ((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) || (WIFEXITED(status) && WEXITSTATUS(status) == 143)),
-              "stressor after SIGTERM: done %d status %#x", done, status);
+    if (kill_child)
+        CHECK_MSG(done && WIFEXITED(status) && WEXITSTATUS(status) == 1, "stressor after its probe process died: done %d "
+                  "status %#x", done, status);
+    else /* the CLI dies of the signal after its report (a shell shows 143) */
+        CHECK_MSG(done && ((WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) ||
+                           (WIFEXITED(status) && WEXITSTATUS(status) == 143)),
+                  "stressor after SIGTERM: done %d status %#x", done, status);
     if (child > 0) {
         usleep(200000);
         CHECK_MSG(kill(child, 0) != 0, "probe process %d survived", (int)child);
@@ -1426,7 +1432,10 @@ static void test_sensor_stuck(void)
     }
     char *o = tu_slurp(out, NULL);
     CHECK_MSG(o && strstr(o, "stressor probe duty cycle"), "report: %s", o ? o : "");
+    if (kill_child) CHECK_MSG(o && strstr(o, "the probe process ended"), "message: %s", o ? o : "");
     free(o);
+    struct stat sb;
+    CHECK_MSG(stat(log, &sb) == 0 && sb.st_size > 0, "--log %s not written", log);
 }
 
 /* `ats stress --calibrate` runs its probes through the probe process too: a short CPU calibration writes
@@ -1485,7 +1494,8 @@ int main(void)
     test_probe_cut();
     test_cpu_only_trace();
     test_slice();
-    test_sensor_stuck();
+    test_sensor_trouble(0);
+    test_sensor_trouble(1);
     test_calibrate_run();
     rmdir(tmpdir);
     return tu_finish("test_load_stress");
