@@ -252,7 +252,12 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         p->nthreads = i + 1;
     }
     /* calibrate repetitions to the target duration: median of 3, twice (unless fixed by a baseline) */
-    if (o.cpu_reps > 0) p->reps = o.cpu_reps;
+    if (o.cpu_reps > 0) { /* fixed by a baseline: warm up anyway (fresh pool threads read slow: a recording
+                              * with --baseline read its first 0.2-0.3 s as ~0.5 on an idle machine) */
+        p->reps = o.cpu_reps;
+        const double w0 = now_s();
+        for (int i = 0; i < 50 && (i < 3 || now_s() - w0 < 0.2); i++) cpu_probe(p);
+    }
     for (int pass = 0; pass < 2 && o.cpu_reps <= 0; pass++) {
         cpu_probe(p); /* warm-up */
         double t = median3(cpu_probe(p), cpu_probe(p), cpu_probe(p));
