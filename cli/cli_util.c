@@ -37,6 +37,21 @@ int ats_cli_parse_slice_us(const char *cmd, const char *s, long *ns)
     return 0;
 }
 
+void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_)
+{
+    if (arg && strncmp(arg, "--", 2) == 0) {
+        const char *eq = strchr(arg, '=');
+        if (eq && optopt_)
+            ats_cli_error(cmd, "'%s': --%.*s takes no value (ats %s --help)", arg, (int)(eq - arg - 2), arg + 2, cmd);
+        else
+            ats_cli_error(cmd, "unknown or ambiguous option '%s' (ats %s --help)", arg, cmd);
+    } else if (optopt_ > 32 && optopt_ < 127) {
+        ats_cli_error(cmd, "unknown option '-%c' (ats %s --help)", optopt_, cmd);
+    } else {
+        ats_cli_error(cmd, "unknown option '%s' (ats %s --help)", arg ? arg : "", cmd);
+    }
+}
+
 const char ats_cli_slice_help[] =
     "--slice-us US (default 100; 0: the kernel's default): the scheduler time slice that CPU probe threads\n"
     "(and the stressor's CPU hogs) ask for (Linux >= 6.12, EEVDF; older kernels ignore it). With the\n"

@@ -118,8 +118,7 @@ int ats_cmd_record(int argc, char **argv)
             ats_cli_error("record", "%s: needs a value (ats record --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;
         default:
-            if (optopt) ats_cli_error("record", "unknown option '-%c' (ats record --help)", optopt);
-            else ats_cli_error("record", "unknown option '%s' (ats record --help)", argv[optind - 1]);
+            ats_cli_bad_option("record", argv[optind - 1], optopt);
             return ATS_EXIT_USAGE;
         }
     }

@@ -224,8 +224,7 @@ int ats_cmd_stress(int argc, char **argv)
             ats_cli_error("stress", "%s: needs a value (ats stress --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;
         default:
-            if (optopt) ats_cli_error("stress", "unknown option '-%c' (ats stress --help)", optopt);
-            else ats_cli_error("stress", "unknown option '%s' (ats stress --help)", argv[optind - 1]);
+            ats_cli_bad_option("stress", argv[optind - 1], optopt);
             return ATS_EXIT_USAGE;
         }
     }

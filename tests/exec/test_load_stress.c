@@ -1071,7 +1071,7 @@ static void test_cli(void)
     snprintf(args, sizeof args, "record --out %s/r.h5 --threads 100000", d);
     cli_expect(args, 2, "1 .. 1024");
     cli_expect("stress --baseline --duration 2", 2, "--baseline '--duration'");
-    cli_expect("stress --trace x --bogus", 2, "unknown option '--bogus'");
+    cli_expect("stress --trace x --bogus", 2, "unknown or ambiguous option '--bogus'");
     /* 5. an interval longer than the recording */
     snprintf(args, sizeof args, "record --duration 1 --interval 100 --out %s/r.h5", d);
     cli_expect(args, 2, "longer than --duration");
@@ -1352,6 +1352,10 @@ static void test_slice(void)
             free(o);
         }
     int rc;
+    /* a flag given a value, an ambiguous prefix: the option as typed, not a getopt letter */
+    cli_expect("stress --trace fig13-synth --cpu-only=1", 2, "'--cpu-only=1': --cpu-only takes no value");
+    cli_expect("record --out x.h5 --progress=yes", 2, "'--progress=yes': --progress takes no value");
+    cli_expect("stress --trace fig13-synth --hogs 3", 2, "unknown or ambiguous option '--hogs'");
     const char *bad_st[] = {"yes", "cpu,cpu", "cpu,", "", "gpu,none"};
     for (size_t i = 0; i < sizeof bad_st / sizeof bad_st[0]; i++) {
         char args[256];
