@@ -37,9 +37,11 @@ int ats_cli_parse_double(const char *s, double *out);
 /** --slice-us: microseconds, 0 (the kernel's default slice) or 100 .. 100000, into *ns; one error line
  *  naming `cmd` and the value and -1 when it is not. */
 int ats_cli_parse_slice_us(const char *cmd, const char *s, long *ns);
-/** The one line for getopt_long's '?' (opterr = 0): "--flag=value" for a flag that takes no value, an
- *  unknown or ambiguous long option (its text as given), or an unknown letter. `arg` = argv[optind - 1]. */
-void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_);
+/** The one line for getopt_long's '?' (opterr = 0): a long option of `opts` (may be NULL) that needs a
+ *  value and got none, "--flag=value" for a flag that takes no value, an unknown or ambiguous long
+ *  option (its text as given), or an unknown letter. `arg` = argv[optind - 1]. */
+struct option;
+void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_, const struct option *opts);
 /** The --slice-us paragraph of `ats record --help` and `ats stress --help`. */
 extern const char ats_cli_slice_help[];
 int ats_cli_parse_int(const char *s, long long *out);

@@ -37,10 +37,16 @@ int ats_cli_parse_slice_us(const char *cmd, const char *s, long *ns)
     return 0;
 }
 
-void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_)
+void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_, const struct option *opts)
 {
     if (arg && strncmp(arg, "--", 2) == 0) {
         const char *eq = strchr(arg, '=');
+        size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        for (const struct option *o = opts; !eq && o && o->name; o++)
+            if (o->has_arg == required_argument && strlen(o->name) == n && strncmp(o->name, arg + 2, n) == 0) {
+                ats_cli_error(cmd, "%s: needs a value (ats %s --help)", arg, cmd);
+                return;
+            }
         if (eq && optopt_)
             ats_cli_error(cmd, "'%s': --%.*s takes no value (ats %s --help)", arg, (int)(eq - arg - 2), arg + 2, cmd);
         else

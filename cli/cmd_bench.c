@@ -271,7 +271,7 @@ int ats_bench_sched(int argc, char **argv)
             break;
         case 'o': out = optarg; break;
         case 'h': sched_usage(stdout); return ATS_EXIT_OK;
-        default: sched_usage(stderr); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option("bench sched", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
     }
     if (optind < argc) {

@@ -41,6 +41,7 @@ int ats_cmd_quantize(int argc, char **argv)
     static const struct option opts[] = {{"type", required_argument, 0, 't'}, {"pure", no_argument, 0, 'P'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 1;
+    opterr = 0; /* one line of our own per bad option */
     int c;
     ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
@@ -48,10 +49,14 @@ int ats_cmd_quantize(int argc, char **argv)
         if (c == 't') type_name = optarg;
         else if (c == 'P') pure = 1;
         else if (c == 'h') { usage(stdout); return ATS_EXIT_OK; }
-        else { usage(stderr); return ATS_EXIT_USAGE; }
+        else { ats_cli_bad_option("quantize", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE; }
     }
     if (argc - optind != 2 || !type_name) {
-        usage(stderr);
+        if (argc - optind != 2)
+            ats_cli_error("quantize", "needs IN.gguf and OUT.gguf, got %d file argument%s (ats quantize --help)",
+                          argc - optind, argc - optind == 1 ? "" : "s");
+        else
+            ats_cli_error("quantize", "--type is required: q8_0, q4_0 or q4_k (ats quantize --help)");
         return ATS_EXIT_USAGE;
     }
     const char *in = argv[optind], *out = argv[optind + 1];

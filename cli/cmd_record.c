@@ -118,7 +118,7 @@ int ats_cmd_record(int argc, char **argv)
             ats_cli_error("record", "%s: needs a value (ats record --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;
         default:
-            ats_cli_bad_option("record", argv[optind - 1], optopt);
+            ats_cli_bad_option("record", argv[optind - 1], optopt, lo);
             return ATS_EXIT_USAGE;
         }
     }

@@ -107,6 +107,7 @@ int ats_cmd_run(int argc, char **argv)
         {"backend", required_argument, 0, O_BACKEND}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *backend = "cpu";
     optind = 1;
+    opterr = 0; /* one line of our own per bad option */
     int c, li = -1;
     ats_cli_seen seen = {0};
     while ((li = -1, c = getopt_long(argc, argv, "m:p:n:h", opts, &li)) != -1) {
@@ -132,7 +133,7 @@ int ats_cmd_run(int argc, char **argv)
         case O_OUT: out_path = optarg; break;
         case O_BACKEND: backend = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default: usage(stderr); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option("run", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
         if (bad) {
             if (li >= 0) ats_cli_error("run", "--%s: bad value '%s'", opts[li].name, optarg);

@@ -224,7 +224,7 @@ int ats_cmd_stress(int argc, char **argv)
             ats_cli_error("stress", "%s: needs a value (ats stress --help)", argv[optind - 1]);
             return ATS_EXIT_USAGE;
         default:
-            ats_cli_bad_option("stress", argv[optind - 1], optopt);
+            ats_cli_bad_option("stress", argv[optind - 1], optopt, lo);
             return ATS_EXIT_USAGE;
         }
     }

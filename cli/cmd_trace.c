@@ -384,6 +384,11 @@ static void strip(const atsc_trace *tr, enum atsc_resource r, double span, int c
 
 static int cmd_show(int argc, char **argv)
 {
+    if (argc > 2) {
+        ats_cli_error("trace show", "one FILE|NAME, got %d ('%s', '%s'%s) (ats trace show --help)", argc - 1, argv[1],
+                      argv[2], argc > 3 ? ", ..." : "");
+        return ATS_EXIT_USAGE;
+    }
     if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         FILE *f = argc == 2 ? stdout : stderr;
         fprintf(f, "usage: ats trace show FILE|NAME\n"

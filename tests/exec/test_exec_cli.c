@@ -240,7 +240,12 @@ int main(void)
     expect_code(args, 2, "--split 9");
     expect_code("run --model no-such-model --dummy-weights", 2, "no-such-model");
     expect_code("quantize --help", 0, NULL);
-    expect_code("quantize a.gguf", 2, "usage");
+    expect_code("quantize a.gguf", 2, "needs IN.gguf and OUT.gguf, got 1 file argument");
+    expect_code("quantize --type q8_0 a.gguf b.gguf c.gguf", 2, "got 3 file arguments");
+    expect_code("quantize a.gguf b.gguf", 2, "--type is required");
+    expect_code("quantize --bogus a.gguf b.gguf", 2, "unknown or ambiguous option '--bogus'");
+    expect_code("run --n-predict 3", 2, "unknown or ambiguous option '--n-predict'");
+    expect_code("run --model", 2, "--model: needs a value");
     snprintf(args, sizeof args, "quantize %s %s/o.gguf --type q5_1", model, dir);
     expect_code(args, 2, "expected q8_0, q4_0 or q4_k");
     snprintf(args, sizeof args, "quantize %s %s/o.gguf --type q8_0", json, dir);
