@@ -512,6 +512,18 @@ fail:
     return st;
 }
 
+/* "hogs staggered: cpu,gpu; CPU hog slice 0.1 ms" for the verbose lines (resources with hogs only). */
+static void hog_settings(const ex_stress_opts *o, const int k[ATSC_RES_COUNT], char *buf, size_t len)
+{
+    char st[32] = "";
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        if (k[r] > 0 && (o->stagger & (1u << r)))
+            snprintf(st + strlen(st), sizeof st - strlen(st), "%s%s", st[0] ? "," : "", atsc_resource_name((enum atsc_resource)r));
+    char sl[40] = "the kernel's default";
+    if (o->hog_slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms", 1e-6 * (double)o->hog_slice_ns);
+    snprintf(buf, len, "hogs staggered: %s; CPU hog slice %s", st[0] ? st : "none", sl);
+}
+
 /* ------------------------------------------------------------------ trace follower -------------- */
 
 /* Lowest availability of resource r over [0, dur] (the sample in force at dur included). */
@@ -587,9 +599,12 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
     ex_hogs *h = NULL;
     enum ats_status st = ex_hogs_start(o, k, &h, err);
     if (st != ATS_OK) return st;
-    if (o->verbose)
-        fprintf(stderr, "stress: hogs cpu %d/thread, gpu %d, pcie %d; period %g s; %g s\n", k[0], k[1], k[2],
-                o->period_s, dur);
+    if (o->verbose) {
+        char hs[128];
+        hog_settings(o, k, hs, sizeof hs);
+        fprintf(stderr, "stress: hogs cpu %d/thread, gpu %d, pcie %d; period %g s; %g s; %s\n", k[0], k[1], k[2],
+                o->period_s, dur, hs);
+    }
     double t0 = now_s(), last[ATSC_RES_COUNT] = {-1, -1, -1};
     for (;;) {
         double t;
@@ -976,12 +991,15 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         st = ats_err_set(err, ATS_ENOTFOUND, "closed loop: the GPU probes could not start on device %d", o->device);
         goto done;
     }
-    if (o->verbose)
+    if (o->verbose) {
+        char hs[128];
+        hog_settings(o, k, hs, sizeof hs);
         fprintf(stderr, "stress: closed loop, hogs cpu %d/thread x %d threads, gpu %d, pcie %d; period %g s; "
-                        "control every %g s from %d probe sets, gain %g /s; %g s\nstress: %s (in a probe process of "
-                        "its own)\n",
-                k[0], base->threads, k[1], k[2], o->period_s, o->interval_s, o->probes, o->ki_per_s, dur,
+                        "control every %g s from %d probe sets, gain %g /s; %g s; %s\nstress: %s (in a probe process "
+                        "of its own)\n",
+                k[0], base->threads, k[1], k[2], o->period_s, o->interval_s, o->probes, o->ki_per_s, dur, hs,
                 sens.last.text);
+    }
 
     ex_ctl ctl[ATSC_RES_COUNT];
     ex_ctl_opts co[ATSC_RES_COUNT];
