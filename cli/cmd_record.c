@@ -4,6 +4,7 @@
  * recorded is still written.
  */
 #include <getopt.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,8 +213,11 @@ int ats_cmd_record(int argc, char **argv)
             goto done;
         }
     }
-    fprintf(stderr, "ats record: baseline probe times: cpu %.4g ms, gpu %.4g ms, pcie %.4g ms\n",
-            1e3 * base.t_s[0], 1e3 * base.t_s[1], 1e3 * base.t_s[2]);
+    if (isnan(base.t_s[1]))
+        fprintf(stderr, "ats record: baseline probe time: cpu %.4g ms (no GPU or PCIe probe)\n", 1e3 * base.t_s[0]);
+    else
+        fprintf(stderr, "ats record: baseline probe times: cpu %.4g ms, gpu %.4g ms, pcie %.4g ms\n",
+                1e3 * base.t_s[0], 1e3 * base.t_s[1], 1e3 * base.t_s[2]);
     if (base_out) {
         if (ex_baseline_save(&base, base_out, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
