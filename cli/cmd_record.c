@@ -60,7 +60,7 @@ int ats_cmd_record(int argc, char **argv)
     char machine[256] = "";
     double base_s = 3.0;
     long long v;
-    int c, li = 0, base_s_given = 0, probe_ms_given = 0, device_given = 0;
+    int c, li = 0, base_s_given = 0, probe_ms_given = 0, device_given = 0, slice_given = 0;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
     const char *seen[256] = {0};
@@ -93,6 +93,7 @@ int ats_cmd_record(int argc, char **argv)
         }
         case 'u':
             if (ats_cli_parse_slice_us("record", optarg, &po.slice_ns)) return ATS_EXIT_USAGE;
+            slice_given = 1;
             break;
         case 'P': {
             double ms;
@@ -173,6 +174,12 @@ int ats_cmd_record(int argc, char **argv)
         if (po.threads > 0 && po.threads != base.threads) {
             fprintf(stderr, "ats record: %s: baseline measured with %d threads, --threads %d asked\n", base_in,
                     base.threads, po.threads);
+            return ATS_EXIT_USAGE;
+        }
+        if (slice_given && base.slice_ns >= 0 && base.slice_ns != po.slice_ns) {
+            fprintf(stderr, "ats record: %s: baseline measured with %g us scheduler slices, --slice-us %g asked (the "
+                            "probes run as the baseline's; leave --slice-us out)\n",
+                    base_in, 1e-3 * (double)base.slice_ns, 1e-3 * (double)po.slice_ns);
             return ATS_EXIT_USAGE;
         }
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -155,7 +155,7 @@ int ats_cmd_stress(int argc, char **argv)
     int closed_flags = 0; /* closed-loop options given */
     int calib_flags = 0;  /* --settle / --measure given (--calibrate only) */
     double settle = 1.0, measure = 2.0;
-    int cpu_only = 0, c, li = 0;
+    int cpu_only = 0, c, li = 0, slice_given = 0;
     long long v;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
@@ -178,6 +178,7 @@ int ats_cmd_stress(int argc, char **argv)
         case 'L': log_out = optarg; closed_flags = 1; break;
         case 'u':
             if (ats_cli_parse_slice_us("stress", optarg, &so.hog_slice_ns)) return ATS_EXIT_USAGE;
+            slice_given = 1;
             break;
         case 'G':
             if (parse_stagger(optarg, &so.stagger)) return ATS_EXIT_USAGE;
@@ -346,6 +347,16 @@ int ats_cmd_stress(int argc, char **argv)
                     base.threads, so.threads);
             atsc_trace_free(tr);
             return ATS_EXIT_USAGE;
+        }
+        if (base.slice_ns >= 0) { /* probes (and hogs) as the baseline's: a recorder with it does the same */
+            if (slice_given && base.slice_ns != so.hog_slice_ns) {
+                fprintf(stderr, "ats stress: %s: baseline measured with %g us scheduler slices, --slice-us %g asked "
+                                "(the probes run as the baseline's; leave --slice-us out)\n",
+                        base_in, 1e-3 * (double)base.slice_ns, 1e-3 * (double)so.hog_slice_ns);
+                atsc_trace_free(tr);
+                return ATS_EXIT_USAGE;
+            }
+            so.hog_slice_ns = base.slice_ns;
         }
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         if (cpus > 0 && base.threads > cpus)

@@ -388,6 +388,7 @@ void ex_probe_opts_from_baseline(ex_probe_opts *o, const ex_baseline *b)
     o->threads = b->threads;
     o->cpu_reps = b->cpu_reps;
     o->gpu_iters = b->gpu_iters;
+    if (b->slice_ns >= 0) o->slice_ns = b->slice_ns;
 }
 
 void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
@@ -458,6 +459,7 @@ enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s
     out->cpu_reps = p->reps;
     out->gpu_iters = p->has_gpu ? p->gpu_iters : 0;
     out->threads = p->o.threads;
+    out->slice_ns = p->o.slice_ns;
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (isnan(v[r][0])) {
             out->t_s[r] = NAN;
@@ -496,8 +498,8 @@ enum ats_status ex_text_save(const char *path, const char *what, int (*write)(FI
 static int write_baseline(FILE *f, const void *ctx)
 {
     const ex_baseline *b = ctx;
-    return fprintf(f, "%.9g %.9g %.9g %d %ld %d\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
-                   b->threads) < 0 ? -1 : 0;
+    return fprintf(f, "%.9g %.9g %.9g %d %ld %d %ld\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
+                   b->threads, b->slice_ns < 0 ? 0 : b->slice_ns) < 0 ? -1 : 0;
 }
 
 enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err)
@@ -516,37 +518,43 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
         return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot read baseline: %s", path,
                            S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
     }
-    char w[7][64];
+    /* 6 fields (before the slice existed) or 7: cpu_s gpu_s pcie_s cpu_reps gpu_iters threads [slice_ns] */
+    char w[8][64];
     int n = fscanf(f, "%63s %63s %63s %63s %63s %63s", w[0], w[1], w[2], w[3], w[4], w[5]);
-    int extra = n == 6 && fscanf(f, "%63s", w[6]) == 1; /* anything after the sixth field */
+    int nf = n == 6 ? 6 + (fscanf(f, "%63s", w[6]) == 1) : n;
+    int extra = nf == 7 && fscanf(f, "%63s", w[7]) == 1; /* anything after the seventh field */
     fclose(f);
     if (n != 6)
-        return ats_err_set(err, ATS_EINVAL, "%s: line 1: need 6 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads)",
-                           path);
-    if (extra)
         return ats_err_set(err, ATS_EINVAL,
-                           "%s: '%s' after the 6 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads): a baseline "
-                           "is one line of 6 fields", path, w[6]);
-    static const char *const names[6] = {"cpu_s", "gpu_s", "pcie_s", "cpu_reps", "gpu_iters", "threads"};
-    double x[6];
-    for (int r = 0; r < 6; r++) {
+                           "%s: line 1: need 6 or 7 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads [slice_ns])",
+                           path);
+    static const char *const names[7] = {"cpu_s", "gpu_s", "pcie_s", "cpu_reps", "gpu_iters", "threads", "slice_ns"};
+    double x[7];
+    for (int r = 0; r < nf; r++) {
         char *end = NULL;
         x[r] = strtod(w[r], &end);
         /* the limits ex_probe_new itself applies: 1..100000 GEMV repetitions, 1..1024 threads; busy-kernel
-         * iterations up to 1e10 (about 10 s); probe times up to 10 s. Beyond them a probe would run for
-         * minutes (and hold the probe lock meanwhile), or the counts would overflow. */
-        static const double lo[6] = {0, 0, 0, 1, 0, 1}, hi[6] = {10, 10, 10, 100000, 1e10, 1024};
+         * iterations up to 1e10 (about 10 s); probe times up to 10 s; a slice of 0 (the kernel's) or
+         * 1e5..1e8 ns. Beyond them a probe would run for minutes (and hold the probe lock meanwhile), or the
+         * counts would overflow. */
+        static const double lo[7] = {0, 0, 0, 1, 0, 1, 0}, hi[7] = {10, 10, 10, 100000, 1e10, 1024, 1e8};
         int ok = *end == '\0' && (r < 3 ? (isnan(x[r]) || (x[r] > lo[r] && x[r] <= hi[r]))
                                         : (x[r] >= lo[r] && x[r] <= hi[r] && x[r] == floor(x[r])));
+        if (r == 6 && ok && x[r] != 0 && x[r] < 1e5) ok = 0;
         if (!ok)
             return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range (%s%g .. %g%s)", path,
-                               r + 1, names[r], w[r], r < 3 ? "> " : "an integer ", lo[r], hi[r],
-                               r < 3 ? " s, or nan" : "");
+                               r + 1, names[r], w[r], r < 3 ? "> " : r == 6 ? "0, or an integer " : "an integer ",
+                               r == 6 ? 1e5 : lo[r], hi[r], r < 3 ? " s, or nan" : r == 6 ? " ns" : "");
     }
+    if (extra) /* after the fields themselves: a second baseline line names its first field */
+        return ats_err_set(err, ATS_EINVAL,
+                           "%s: '%s' after the 7 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads slice_ns): a "
+                           "baseline is one line of 6 or 7 fields", path, w[7]);
     for (int r = 0; r < 3; r++) b->t_s[r] = x[r];
     b->cpu_reps = (int)x[3];
     b->gpu_iters = (long)x[4];
     b->threads = (int)x[5];
+    b->slice_ns = nf == 7 ? (long)x[6] : -1;
     return ATS_OK;
 }
 

@@ -226,33 +226,49 @@ static void test_baseline_file(uint64_t *rng)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/base.txt", tmpdir);
-    ex_baseline b = {{tu_uniform(rng, 1e-4, 1e-2), NAN, tu_uniform(rng, 1e-4, 1e-2)}, 7, 0, 3};
+    ex_baseline b = {{tu_uniform(rng, 1e-4, 1e-2), NAN, tu_uniform(rng, 1e-4, 1e-2)}, 7, 0, 3, 250000};
     ats_err err = {{0}};
     CHECK(ex_baseline_save(&b, path, &err) == ATS_OK);
     ex_baseline c;
     CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_OK, "%s", err.msg);
     CHECK_REL(c.t_s[0], b.t_s[0], 1e-8, 0);
     CHECK(isnan(c.t_s[1]));
-    CHECK(c.cpu_reps == 7 && c.gpu_iters == 0 && c.threads == 3);
+    CHECK(c.cpu_reps == 7 && c.gpu_iters == 0 && c.threads == 3 && c.slice_ns == 250000);
+    ex_probe_opts po = ex_probe_opts_default();
+    ex_probe_opts_from_baseline(&po, &c);
+    CHECK(po.slice_ns == 250000); /* the probes run as they did for the baseline */
     FILE *f = fopen(path, "w");
+    fputs("0.001 nan 0.002 7 0 3\n", f); /* 6 fields (before the slice): the slice is not recorded */
+    fclose(f);
+    CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_OK && c.slice_ns == -1, "%s", err.msg);
+    po = ex_probe_opts_default();
+    ex_probe_opts_from_baseline(&po, &c);
+    CHECK(po.slice_ns == EX_SLICE_NS_DEFAULT);
+    f = fopen(path, "w");
+    fputs("0.001 nan 0.002 7 0 3 0\n", f); /* 0: the kernel's slice */
+    fclose(f);
+    CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_OK && c.slice_ns == 0, "%s", err.msg);
+    f = fopen(path, "w");
     fputs("0.001 nan -1 7 0 3\n", f);
     fclose(f);
     CHECK(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "pcie_s") && strstr(err.msg, path));
     f = fopen(path, "w");
     fputs("0.001 nan 0.002\n", f);
     fclose(f);
-    CHECK(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "6 fields"));
+    CHECK(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "6 or 7 fields"));
     /* counts beyond what a probe may run (a tester's 1e9 repetitions held the probe lock for minutes) */
     static const char *const big[] = {"0.0019 nan nan 1000000000 0 2\n", "0.0019 nan nan 5 0 5000\n",
                                       "0.0019 nan nan 5 1e11 2\n", "0.0019 nan nan 2.5 0 2\n", "20 nan nan 5 0 2\n",
                                       "0.0019 nan nan 1e12 0 2\n", "0.0019 nan nan 3e9 0 2\n",
                                       "inf nan nan 5 0 2\n", "1e300 nan nan 5 0 2\n", "0.0019 nan nan 5 0 1.7\n",
                                       "0.0019 inf nan 5 0 2\n", "0.0019 nan nan 5 0 2 9\n",
-                                      "0.0019 nan nan 5 0 2\n0.002 nan nan 5 0 2\n"};
+                                      "0.0019 nan nan 5 0 2\n0.002 nan nan 5 0 2\n", "0.0019 nan nan 5 0 2 100000 7\n",
+                                      "0.0019 nan nan 5 0 2 2e8\n", "0.0019 nan nan 5 0 2 150000.5\n"};
     static const char *const field[] = {"cpu_reps", "threads", "gpu_iters", "cpu_reps", "cpu_s", "cpu_reps",
-                                        "cpu_reps", "cpu_s", "cpu_s", "threads", "gpu_s", "'9' after the 6 fields",
-                                        "'0.002' after the 6 fields"};
-    for (int i = 0; i < 13; i++) {
+                                        "cpu_reps", "cpu_s", "cpu_s", "threads", "gpu_s", "slice_ns) = '9'",
+                                        "slice_ns) = '0.002'", "'7' after the 7 fields", "slice_ns) = '2e8'",
+                                        "slice_ns) = '150000.5'"};
+    for (int i = 0; i < 16; i++) {
         f = fopen(path, "w");
         fputs(big[i], f);
         fclose(f);
@@ -1352,6 +1368,26 @@ static void test_slice(void)
             free(o);
         }
     int rc;
+    /* the baseline records the slice it was measured with; a different --slice-us is refused, the same one
+     * (or none) runs */
+    char sb[400], sargs[1024];
+    snprintf(sb, sizeof sb, "%s/slice-base.txt", tmpdir);
+    save_baseline(sb, "--slice-us 200");
+    char *bt = tu_slurp(sb, NULL);
+    long sl = -1;
+    if (bt) sscanf(bt, "%*s %*s %*s %*s %*s %*s %ld", &sl);
+    CHECK_MSG(sl == 200000, "baseline file: %s", bt ? bt : "");
+    free(bt);
+    snprintf(sargs, sizeof sargs, "record --cpu-only --baseline %s --out %s/s2.h5 --duration 0.2 --slice-us 100", sb, tmpdir);
+    cli_expect(sargs, 2, "baseline measured with 200 us scheduler slices, --slice-us 100 asked");
+    snprintf(sargs, sizeof sargs, "trace synth --out %s/cpu-half.h5 --duration 2 --cpu step:1=0.5", tmpdir);
+    free(tu_run_ats(sargs, &rc, 1));
+    snprintf(sargs, sizeof sargs, "stress --trace %s/cpu-half.h5 --baseline %s --slice-us 0", tmpdir, sb);
+    cli_expect(sargs, 2, "baseline measured with 200 us scheduler slices, --slice-us 0 asked");
+    snprintf(sargs, sizeof sargs, "record --cpu-only --baseline %s --out %s/s2.h5 --duration 0.2 --slice-us 200", sb, tmpdir);
+    char *so2 = tu_run_ats(sargs, &rc, 1);
+    CHECK_MSG(rc == 0 && so2 && strstr(so2, "0.2 ms slices"), "same slice: rc %d: %s", rc, so2 ? so2 : "");
+    free(so2);
     /* a flag given a value, an ambiguous prefix: the option as typed, not a getopt letter */
     cli_expect("stress --trace fig13-synth --cpu-only=1", 2, "'--cpu-only=1': --cpu-only takes no value");
     cli_expect("record --out x.h5 --progress=yes", 2, "'--progress=yes': --progress takes no value");

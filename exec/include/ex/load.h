@@ -130,6 +130,8 @@ typedef struct ex_baseline {
     int cpu_reps;   /**< GEMV repetitions per CPU probe */
     long gpu_iters; /**< busy-kernel iterations (0 without GPU) */
     int threads;    /**< CPU probe threads */
+    long slice_ns;  /**< the probe threads' scheduler slice when it was measured (ex_probe_opts.slice_ns);
+                         -1: not recorded (a file of 6 fields, before the slice existed) */
 } ex_baseline;
 
 /** Measures the baseline: median of the probe times over `seconds` of samples every interval_s.
