@@ -29,7 +29,10 @@ int ats_cli_parse_double(const char *s, double *out)
 int ats_cli_parse_slice_us(const char *cmd, const char *s, long *ns)
 {
     double us;
-    if (ats_cli_parse_double(s, &us) || !(us == 0 || (us >= 100 && us <= 100000))) {
+    /* plain decimal microseconds only ("150", "150.5"): not "1e3", "0x64", "+100" or spaces */
+    size_t digits = strspn(s, "0123456789"), frac = s[digits] == '.' ? strspn(s + digits + 1, "0123456789") : 0;
+    int plain = digits > 0 && s[digits + (s[digits] == '.' ? 1 + frac : 0)] == '\0' && (s[digits] != '.' || frac > 0);
+    if (!plain || ats_cli_parse_double(s, &us) || !(us == 0 || (us >= 100 && us <= 100000))) {
         ats_cli_error(cmd, "--slice-us '%s': need 0 (the kernel's default slice) or microseconds in [100, 100000]", s);
         return -1;
     }

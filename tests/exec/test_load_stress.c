@@ -1353,7 +1353,7 @@ static void test_slice(void)
     t->n = 2;
     CHECK(ex_stress_run(t, &so, &err) == ATS_EINVAL && strstr(err.msg, "hog slice"));
     atsc_trace_free(t);
-    const char *bad[] = {"50", "100001", "-1", "abc", ""};
+    const char *bad[] = {"50", "100001", "-1", "abc", "", "1e3", "0x64", "+100", " 100", "100 ", "100.", ".5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         for (int cmd = 0; cmd < 2; cmd++) {
             char args[1024];
