@@ -11,9 +11,11 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ats_version.h"
 #include "atsc/trace_io.h"
+#include "ex/load.h"
 
 int ats_cli_parse_double(const char *s, double *out)
 {
@@ -59,6 +61,36 @@ void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_, const str
     } else {
         ats_cli_error(cmd, "unknown option '%s' (ats %s --help)", arg ? arg : "", cmd);
     }
+}
+
+int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, int slice_given, long *slice_ns,
+                          const char *users, ex_baseline *out)
+{
+    ats_err err = {{0}};
+    if (ex_baseline_load(path, out, &err) != ATS_OK) {
+        fprintf(stderr, "ats %s: %s\n", cmd, err.msg);
+        return -1;
+    }
+    if (threads_asked > 0 && threads_asked != out->threads) {
+        fprintf(stderr, "ats %s: %s: baseline measured with %d probe threads, --threads %d asked\n", cmd, path,
+                out->threads, threads_asked);
+        return -1;
+    }
+    if (out->slice_ns >= 0) { /* the probes (and a stressor's hogs) run as the baseline's did */
+        if (slice_given && out->slice_ns != *slice_ns) {
+            fprintf(stderr, "ats %s: %s: baseline measured with %g us scheduler slices, --slice-us %g asked (the "
+                            "probes run as the baseline's; leave --slice-us out)\n",
+                    cmd, path, 1e-3 * (double)out->slice_ns, 1e-3 * (double)*slice_ns);
+            return -1;
+        }
+        *slice_ns = out->slice_ns;
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus > 0 && out->threads > cpus)
+        fprintf(stderr, "ats %s: warning: %s: the baseline was measured with %d probe threads, this machine has %ld "
+                        "online CPUs (%s oversubscribe it: was it measured elsewhere?)\n",
+                cmd, path, out->threads, cpus, users);
+    return 0;
 }
 
 const char ats_cli_slice_help[] =

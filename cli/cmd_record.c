@@ -166,27 +166,8 @@ int ats_cmd_record(int argc, char **argv)
     ats_err err = {{0}};
     ex_baseline base;
     if (base_in) {
-        enum ats_status st = ex_baseline_load(base_in, &base, &err);
-        if (st != ATS_OK) {
-            fprintf(stderr, "ats record: %s\n", err.msg);
+        if (ats_cli_load_baseline("record", base_in, po.threads, slice_given, &po.slice_ns, "the probes", &base))
             return ATS_EXIT_USAGE;
-        }
-        if (po.threads > 0 && po.threads != base.threads) {
-            fprintf(stderr, "ats record: %s: baseline measured with %d threads, --threads %d asked\n", base_in,
-                    base.threads, po.threads);
-            return ATS_EXIT_USAGE;
-        }
-        if (slice_given && base.slice_ns >= 0 && base.slice_ns != po.slice_ns) {
-            fprintf(stderr, "ats record: %s: baseline measured with %g us scheduler slices, --slice-us %g asked (the "
-                            "probes run as the baseline's; leave --slice-us out)\n",
-                    base_in, 1e-3 * (double)base.slice_ns, 1e-3 * (double)po.slice_ns);
-            return ATS_EXIT_USAGE;
-        }
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        if (cpus > 0 && base.threads > cpus)
-            fprintf(stderr, "ats record: warning: %s: the baseline was measured with %d probe threads, this machine "
-                            "has %ld online CPUs (the probes oversubscribe it: was it measured elsewhere?)\n",
-                    base_in, base.threads, cpus);
         ex_probe_opts_from_baseline(&po, &base); /* the very probes the baseline timed */
     }
     ex_probe *p = NULL;

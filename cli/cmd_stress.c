@@ -337,32 +337,11 @@ int ats_cmd_stress(int argc, char **argv)
     }
     ex_baseline base;
     if (base_in) {
-        if ((st = ex_baseline_load(base_in, &base, &err)) != ATS_OK) {
-            fprintf(stderr, "ats stress: %s\n", err.msg);
+        if (ats_cli_load_baseline("stress", base_in, so.threads, slice_given, &so.hog_slice_ns, "probes and hogs",
+                                  &base)) {
             atsc_trace_free(tr);
             return ATS_EXIT_USAGE;
         }
-        if (so.threads > 0 && so.threads != base.threads) {
-            fprintf(stderr, "ats stress: %s: baseline measured with %d probe threads, --threads %d asked\n", base_in,
-                    base.threads, so.threads);
-            atsc_trace_free(tr);
-            return ATS_EXIT_USAGE;
-        }
-        if (base.slice_ns >= 0) { /* probes (and hogs) as the baseline's: a recorder with it does the same */
-            if (slice_given && base.slice_ns != so.hog_slice_ns) {
-                fprintf(stderr, "ats stress: %s: baseline measured with %g us scheduler slices, --slice-us %g asked "
-                                "(the probes run as the baseline's; leave --slice-us out)\n",
-                        base_in, 1e-3 * (double)base.slice_ns, 1e-3 * (double)so.hog_slice_ns);
-                atsc_trace_free(tr);
-                return ATS_EXIT_USAGE;
-            }
-            so.hog_slice_ns = base.slice_ns;
-        }
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        if (cpus > 0 && base.threads > cpus)
-            fprintf(stderr, "ats stress: warning: %s: the baseline was measured with %d probe threads, this machine "
-                            "has %ld online CPUs (probes and hogs oversubscribe it: was it measured elsewhere?)\n",
-                    base_in, base.threads, cpus);
     }
     /* targets below what the hogs reach (the automatic count is capped): say so before and after */
     int kplan[ATSC_RES_COUNT];

@@ -9,6 +9,7 @@
 #include "atsc/outfile.h"
 
 #include <errno.h>
+#include <gsl/gsl_statistics_double.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
@@ -412,11 +413,6 @@ void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
         snprintf(buf + n, len - (size_t)n, "; no GPU: gpu_avail and pcie_avail not measured (1)");
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void sleep_until(double t_abs)
 {
@@ -465,8 +461,7 @@ enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s
             out->t_s[r] = NAN;
             continue;
         }
-        qsort(v[r], n, sizeof(double), cmp_d);
-        out->t_s[r] = n % 2 ? v[r][n / 2] : 0.5 * (v[r][n / 2 - 1] + v[r][n / 2]);
+        out->t_s[r] = gsl_stats_median(v[r], 1, n); /* reorders v[r]; even n: the two middle values' mean */
     }
 done:
     for (int r = 0; r < ATSC_RES_COUNT; r++) free(v[r]);

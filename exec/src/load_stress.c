@@ -12,6 +12,7 @@
 #include "atsc/outfile.h"
 
 #include <errno.h>
+#include <gsl/gsl_statistics_double.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <math.h>
@@ -1225,12 +1226,6 @@ static enum ats_status cal_measure(sensor *s, unsigned mask, size_t ns, double i
     return ATS_OK;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts *popts, double settle_s,
                                     double measure_s, ex_stress_calib *out, ats_err *err)
 {
@@ -1255,10 +1250,7 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
     /* idle baseline: the median probe time per resource (as ex_probe_baseline), hogs at duty 0 */
     double base[ATSC_RES_COUNT];
     if ((st = cal_measure(&sens, 7u, ns, interval, o->stop, v, err)) != ATS_OK) goto done;
-    for (int r = 0; r < ATSC_RES_COUNT; r++) {
-        qsort(v + (size_t)r * ns, ns, sizeof(double), cmp_double);
-        base[r] = ns % 2 ? v[(size_t)r * ns + ns / 2] : 0.5 * (v[(size_t)r * ns + ns / 2 - 1] + v[(size_t)r * ns + ns / 2]);
-    }
+    for (int r = 0; r < ATSC_RES_COUNT; r++) base[r] = gsl_stats_median(v + (size_t)r * ns, 1, ns);
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (o->k[r] <= 0) continue;
         if (r != ATSC_RES_CPU && !has_gpu) continue;

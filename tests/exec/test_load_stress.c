@@ -1321,21 +1321,16 @@ static void test_slice(void)
     ex_probe *p = NULL;
     po.slice_ns = 50000; /* below the kernel's range */
     CHECK(ex_probe_new(&po, &p, &err) == ATS_EINVAL && strstr(err.msg, "slice 50000"));
-    po.slice_ns = 0;
-    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
-    if (p) {
+    static const struct { long ns; const char *said; } described[] = {{0, "kernel's default slice"},
+                                                                        {250000, "0.25 ms slices"}};
+    for (int i = 0; i < 2; i++) {
+        p = NULL;
+        po.slice_ns = described[i].ns;
+        CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+        if (!p) continue;
         char d[768];
         ex_probe_describe(p, d, sizeof d);
-        CHECK_MSG(strstr(d, "kernel's default slice") != NULL, "%s", d);
-        ex_probe_free(p);
-    }
-    p = NULL;
-    po.slice_ns = 250000;
-    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
-    if (p) {
-        char d[768];
-        ex_probe_describe(p, d, sizeof d);
-        CHECK_MSG(strstr(d, "0.25 ms slices") != NULL, "%s", d);
+        CHECK_MSG(strstr(d, described[i].said) != NULL, "%s", d);
         ex_probe_free(p);
     }
     ex_stress_opts so = ex_stress_opts_default();
