@@ -22,8 +22,9 @@ export LD_LIBRARY_PATH=$top/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PAT
 say "next-h200.sh $(date -u +%FT%TZ), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?'), kernel $(uname -r)"
 cmake -S . -B $B -DCMAKE_PREFIX_PATH=$top/.deps/root/usr -DGSL_ROOT_DIR=$top/.deps/root/usr \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DATS_CUDA=ON > $W/build.log 2>&1 &&
-  cmake --build $B -j"$(nproc)" --target ats test_cuda_ops >> $W/build.log 2>&1 || { say "build FAILED"; tail -20 $W/build.log; exit 1; }
+  cmake --build $B -j"$(nproc)" --target ats test_cuda_ops test_cuda_model >> $W/build.log 2>&1 || { say "build FAILED"; tail -20 $W/build.log; exit 1; }
 A=$B/cli/ats
+timeout 200 $B/tests/exec/test_cuda_model > $W/model.log 2>&1; say "test_cuda_model rc=$? $(tail -1 $W/model.log)"
 for v in direct smem; do
   ATS_GEMV_V3_Q4K=$v timeout 120 $B/tests/exec/test_cuda_ops > $W/ops-$v.log 2>&1; say "test_cuda_ops Q4K=$v rc=$? $(tail -1 $W/ops-$v.log)"
   ATS_GEMV_V3_Q4K=$v timeout 120 $A bench kernels --skip-cpu --skip-model --reps 30 --out $W/bk-$v.json > $W/bk-$v.txt 2>&1
