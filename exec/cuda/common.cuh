@@ -145,8 +145,8 @@ typedef struct exc_q8x {
 } exc_q8x;
 
 /** Quantizes `n_rows` rows of `n` floats (n % 32 == 0, rows contiguous) into `q` (row r's blocks
- *  follow row r-1's). Launch on `stream`. */
-ex_gpu_status exc_quantize_q8x(const float *x, int64_t n, int64_t n_rows, exc_q8x q, cudaStream_t stream);
+ *  follow row r-1's). Launch on `stream` (a plain launch). */
+ex_gpu_status exc_quantize_q8x(ex_gpu *g, const float *x, int64_t n, int64_t n_rows, exc_q8x q, cudaStream_t stream);
 /** The same into the handle's EXC_WS_Q8X workspace (grown as needed): qs at the start (rows·n
  *  bytes rounded up to 256), then d, then s (n/32 floats per row each); *out points into it until
  *  the next call on `g`. */
@@ -168,7 +168,10 @@ typedef struct exc_q8xi {
 } exc_q8xi;
 
 /** Quantizes one row of `n` floats (n % (16·chunks) == 0, chunks 2 or 4) into the handle's EXC_WS_Q8X
- *  workspace in the interleaved layout of exc_q8xi; *out points into it until the next call on `g`. */
+ *  workspace in the interleaved layout of exc_q8xi; *out points into it until the next call on `g`.
+ *  On sm_90+ launched as a programmatic dependent of the previous kernel (it waits for that kernel
+ *  before reading x or writing the workspace; its own dependent may launch at once and must read
+ *  nothing but immutable data before its griddepcontrol.wait; quantize_x.cu). */
 ex_gpu_status exc_quantize_q8xi_ws(ex_gpu *g, const float *x, int64_t n, int chunks, cudaStream_t stream,
                                    exc_q8xi *out);
 

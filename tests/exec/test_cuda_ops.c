@@ -453,6 +453,50 @@ static void test_sample_copy(void)
     free(src); free(back);
 }
 
+/* Decode GEMVs queued back to back with no host wait in between (quantize_x.cu chains the quantize
+ * kernel and the GEMV v3 with programmatic dependent launches, so GEMV i+1 starts while GEMV i runs):
+ * (a) independent activations x_i, all GEMVs of one shared quantize workspace; (b) a chain where GEMV
+ * i's output is GEMV i+1's input. Each output is compared with the CPU's product of the same input (for
+ * the chain, the GPU's own previous output), so a quantize kernel that read its input before the GEMV
+ * producing it had finished, or overwrote the workspace a running GEMV still read, fails here. */
+static void test_gemv_chain(void)
+{
+    const ats_qtype types[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0};
+    enum { N = 8 };
+    const int64_t n = 4096; /* square: rows = cols; 512 blocks of the GEMV v3, several waves */
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        ats_qtype t = types[ti];
+        wt w = make_weight(t, n, n, 1, 1.7 / sqrt((double)n)); /* |y| ~ |x| */
+        float *hx = malloc((size_t)(N * n) * sizeof(float)), *hy = malloc((size_t)(N * n) * sizeof(float));
+        float *yr = malloc((size_t)n * sizeof(float));
+        fill(hx, N * n, -1, 1);
+        float *dx = dev_upload(hx, (size_t)(N * n) * sizeof(float));
+        float *dy = dev_upload(NULL, (size_t)(N * n) * sizeof(float));
+        for (int mode = 0; mode < 2; mode++) {
+            for (int i = 0; i < N; i++) {
+                const float *in = mode == 0 || i == 0 ? dx + (int64_t)i * n : dy + (int64_t)(i - 1) * n;
+                CHECK(ex_cuda_matmul(g_gpu, &w.dev, in, 1, dy + (int64_t)i * n, g_s) == EX_GPU_OK);
+            }
+            dev_download(hy, dy, (size_t)(N * n) * sizeof(float)); /* the only wait */
+            double worst = 0;
+            for (int i = 0; i < N; i++) {
+                const float *in = mode == 0 || i == 0 ? hx + (int64_t)i * n : hy + (int64_t)(i - 1) * n;
+                CHECK(ex_cpu_matmul_ref(&w.host, in, 1, yr) == ATS_OK);
+                double e = max_err(hy + (int64_t)i * n, yr, n, row_scale(&w.host, in, 1));
+                CHECK_MSG(e <= err_bound(t, 1), "gemv %s %s, call %d of %d queued back to back: error %.3g > %.3g",
+                          ats_qtype_name(t), mode ? "chain" : "independent x", i, N, e, err_bound(t, 1));
+                if (!(e <= worst)) worst = e;
+            }
+            fprintf(stderr, "  gemv %-5s %lldx%lld, %d calls back to back (%s): worst err %.2e\n", ats_qtype_name(t),
+                    (long long)n, (long long)n, N, mode ? "y_i = W y_i-1" : "independent x", worst);
+        }
+        ex_gpu_free(g_gpu, dx);
+        ex_gpu_free(g_gpu, dy);
+        free(hx); free(hy); free(yr);
+        free_weight(&w);
+    }
+}
+
 int main(void)
 {
     ex_gpu_status st = ex_gpu_open(0, &g_gpu);
@@ -469,6 +513,7 @@ int main(void)
     g_rng = tu_seed("test_cuda_ops");
     g_s = ex_gpu_stream(g_gpu, EX_GPU_STREAM_COMPUTE);
     test_matmul();
+    test_gemv_chain();
     test_norm_rope();
     test_attention();
     test_elementwise_embedding();
