@@ -1,13 +1,12 @@
 /* Activations → int8 blocks of 32 (exc_q8x) for the __dp4a dot products of the quantized GEMV.
  *
- * Launch chain on sm_90+ (programmatic dependent launch, PDL): this kernel is launched as a programmatic
- * dependent of whatever precedes it on the stream and lets its own dependent (the GEMV) launch at once;
- * the GEMV v3 lets the next kernel launch once its first weight loads are issued. So in a run of GEMVs
- * (quantize, GEMV, quantize, GEMV, ...) GEMV i+1's blocks become resident in GEMV i's tail and start
- * streaming their weights, which do not depend on anything earlier. Ordering is kept by the waits: this
- * kernel reads x and writes its workspace only after griddepcontrol.wait (every earlier kernel complete,
- * its writes visible, so GEMV i is done reading the previous quantized x), and the GEMV reads x only after
- * its own wait on this kernel. Only the interleaved form (exc_q8xi, the GEMV v3's, whose early part reads
+ * Launch chain on sm_90+ (programmatic dependent launch, PDL): the GEMV v3 lets the next kernel launch once
+ * its first weight loads are issued, and this kernel is launched as a programmatic dependent of whatever
+ * precedes it on the stream. So in a run of GEMVs (quantize, GEMV, quantize, GEMV, ...) quantize i+1 is
+ * launched and resident in GEMV i's tail (its launch latency hidden); it waits for GEMV i to complete
+ * (griddepcontrol.wait: GEMV i done reading the previous quantized x, its output visible), then lets GEMV
+ * i+1 launch, which issues its weight loads while this kernel quantizes and reads x only after its own
+ * wait on this kernel. Only the interleaved form (exc_q8xi, the GEMV v3's, whose early part reads
  * nothing but the immutable weights) is chained: v1's batched GEMV reads expert ids, written by the router
  * kernel, before its wait, which is safe only while the quantize kernel starts after the router completed.
  * ATS_GEMV_CHAIN=0 launches the interleaved form as a plain kernel too (bench comparison).
@@ -26,12 +25,15 @@ static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t 
                                            float *__restrict__ d, float *__restrict__ s)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* let a programmatic dependent (the GEMV) start its weight loads now; it waits for this grid's
-     * completion (griddepcontrol.wait) before reading the quantized activations */
-    asm volatile("griddepcontrol.launch_dependents;");
-    /* launched as a programmatic dependent: the kernel before it may still run (and read the
-     * workspace this one writes); wait for its completion before touching x or the workspace */
+    /* launched as a programmatic dependent: the kernel before it may still run (a GEMV reading the
+     * workspace this one writes); wait for its completion before touching x or the workspace. Only
+     * then let the dependent (the next GEMV) launch: it starts its weight loads while this grid works
+     * and waits for this grid's completion (griddepcontrol.wait) before reading the activations. Letting
+     * it launch before this wait made GEMV i+1 co-resident with GEMV i, and GEMV i+1 then read stale
+     * activations that GEMV i had cached in L1 through the non-coherent path (H200: 1 of 8 Q4_0 GEMVs
+     * queued back to back wrong; test_cuda_ops test_gemv_chain) */
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
 #endif
     int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x & 31;
