@@ -75,14 +75,14 @@ static __device__ __forceinline__ uint4 v3_ldw4(const uint4 *p)
     return make_uint4((unsigned)v.x, (unsigned)v.y, (unsigned)v.z, (unsigned)v.w);
 }
 
-/* After a warp's first weight loads are issued: let the next kernel on the stream launch (the next
- * quantize kernel waits for this grid before it writes x; quantize_x.cu), then wait for the quantize
- * kernel this grid depends on before reading x. */
+/* After a warp's first weight loads are issued: wait for the quantize kernel this grid depends on
+ * (x complete from here on), then let the next kernel on the stream launch. Not before the wait: that
+ * bounds the chain of quantize kernels and GEMVs to two GEMVs at once (quantize_x.cu). */
 static __device__ __forceinline__ void v3_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
 #endif
 }
 

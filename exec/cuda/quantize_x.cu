@@ -1,13 +1,22 @@
 /* Activations → int8 blocks of 32 (exc_q8x) for the __dp4a dot products of the quantized GEMV.
  *
- * Launch chain on sm_90+ (programmatic dependent launch, PDL): the GEMV v3 lets the next kernel launch once
- * its first weight loads are issued, and this kernel is launched as a programmatic dependent of whatever
- * precedes it on the stream. So in a run of GEMVs (quantize, GEMV, quantize, GEMV, ...) quantize i+1 is
- * launched and resident in GEMV i's tail (its launch latency hidden); it waits for GEMV i to complete
- * (griddepcontrol.wait: GEMV i done reading the previous quantized x, its output visible), then lets GEMV
- * i+1 launch, which issues its weight loads while this kernel quantizes and reads x only after its own
- * wait on this kernel. Only the interleaved form (exc_q8xi, the GEMV v3's, whose early part reads
- * nothing but the immutable weights) is chained: v1's batched GEMV reads expert ids, written by the router
+ * Launch chain on sm_90+ (programmatic dependent launch, PDL), for the interleaved form (exc_q8xi) that
+ * the GEMV v3 reads: this kernel is launched as a programmatic dependent of whatever precedes it and lets
+ * its dependent (the next GEMV) launch at once; the GEMV v3 lets the next kernel launch once it has
+ * passed its own griddepcontrol.wait. So in a run of GEMVs (quantize, GEMV, quantize, GEMV, ...) GEMV
+ * i+1's blocks become resident in GEMV i's tail and start streaming their weights, which depend on
+ * nothing earlier, while GEMV i finishes. Ordering:
+ *  - this kernel reads x and writes its workspace only after its wait (the kernel before it complete,
+ *    its writes visible);
+ *  - GEMV i+1 reads the quantized x only after its wait on this kernel;
+ *  - at most two GEMVs run at once: GEMV i+1 launches only after quantize i+1 launched, i.e. after GEMV i
+ *    passed its wait, so quantize i and with it GEMV i-1 are complete;
+ *  - the two run on different workspaces (EXC_WS_Q8XI_A and _B in turn): GEMV i reads x through the
+ *    non-coherent L1 path, and a GEMV i+1 on the same workspace and SM read GEMV i's stale L1 lines
+ *    (seen on the H200 when every kernel let its dependents launch before its wait: 1 of 8 Q4_0 GEMVs
+ *    queued back to back wrong; test_cuda_ops test_gemv_chain). GEMV i+1's workspace was last read by
+ *    GEMV i-1, complete before GEMV i+1 launched: the same situation as a GEMV after a plain launch.
+ * Only the interleaved form is chained: v1's batched GEMV reads expert ids, written by the router
  * kernel, before its wait, which is safe only while the quantize kernel starts after the router completed.
  * ATS_GEMV_CHAIN=0 launches the interleaved form as a plain kernel too (bench comparison).
  */
@@ -25,15 +34,12 @@ static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t 
                                            float *__restrict__ d, float *__restrict__ s)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* launched as a programmatic dependent: the kernel before it may still run (a GEMV reading the
-     * workspace this one writes); wait for its completion before touching x or the workspace. Only
-     * then let the dependent (the next GEMV) launch: it starts its weight loads while this grid works
-     * and waits for this grid's completion (griddepcontrol.wait) before reading the activations. Letting
-     * it launch before this wait made GEMV i+1 co-resident with GEMV i, and GEMV i+1 then read stale
-     * activations that GEMV i had cached in L1 through the non-coherent path (H200: 1 of 8 Q4_0 GEMVs
-     * queued back to back wrong; test_cuda_ops test_gemv_chain) */
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    /* the dependent (the next GEMV) may launch now and issue its weight loads; it reads the
+     * activations only after its wait for this grid's completion */
     asm volatile("griddepcontrol.launch_dependents;");
+    /* launched as a programmatic dependent: the kernel before it may still run; wait for its
+     * completion before touching x or the workspace */
+    asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
     int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x & 31;
@@ -130,7 +136,7 @@ ex_gpu_status exc_quantize_q8xi_ws(ex_gpu *g, const float *x, int64_t n, int chu
     size_t qbytes = ((size_t)((tasks + 31) / 32 * 32 * task_bytes) + 255) & ~(size_t)255;
     int64_t nb = n / 32;
     void *ws;
-    ex_gpu_status st = exc_workspace(g, EXC_WS_Q8X, qbytes + 2 * (size_t)nb * sizeof(float), &ws);
+    ex_gpu_status st = exc_workspace(g, exc_q8xi_slot(g), qbytes + 2 * (size_t)nb * sizeof(float), &ws);
     if (st) return st;
     out->qs = (int8_t *)ws;
     out->ds = (float *)((uint8_t *)ws + qbytes);

@@ -461,11 +461,12 @@ static void test_sample_copy(void)
  * producing it had finished, or overwrote the workspace a running GEMV still read, fails here. */
 static void test_gemv_chain(void)
 {
-    const ats_qtype types[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0};
-    enum { N = 8 };
-    const int64_t n = 4096; /* square: rows = cols; 512 blocks of the GEMV v3, several waves */
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        ats_qtype t = types[ti];
+    const ats_qtype types[3] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0};
+    enum { N = 16 };
+    const int64_t sizes[] = {4096, 1024}; /* square: rows = cols; 512 and 128 blocks of the GEMV v3 */
+    for (size_t ti = 0; ti < 2 * sizeof types / sizeof types[0]; ti++) {
+        ats_qtype t = types[ti % 3];
+        const int64_t n = sizes[ti / 3];
         wt w = make_weight(t, n, n, 1, 1.7 / sqrt((double)n)); /* |y| ~ |x| */
         float *hx = malloc((size_t)(N * n) * sizeof(float)), *hy = malloc((size_t)(N * n) * sizeof(float));
         float *yr = malloc((size_t)n * sizeof(float));
