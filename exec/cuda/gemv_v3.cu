@@ -12,7 +12,8 @@
  * Loads of the R rows' weights are issued together (R·32 lanes·48 bytes in flight per warp), x loads
  * next to them, then the math. x is quantized to int8 blocks of 32 by quantize_x.cu first (exc_q8x,
  * as v1); the GEMV is a programmatic dependent of that kernel and issues its first weight loads
- * before griddepcontrol.wait.
+ * before griddepcontrol.wait, and lets the next kernel (the next quantize kernel) launch after it
+ * (the launch chain of quantize_x.cu; H200: Q4_0 ffn_up 66.1% -> 70.5%, Q4_K 57.3% -> 62.6%).
  *
  * Q4_K (144-byte super-blocks, 16-byte aligned): a task is one pair of sub-blocks, (super-block sb,
  * c = 0..3): qs bytes [16 + 32c, 48 + 32c) hold sub-block 2c in the low nibbles and 2c+1 in the high
@@ -34,8 +35,8 @@
  * ATS_GEMV_KERNEL=v2 or v1 selects the older kernels (bench and tests compare them);
  * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R, ATS_GEMV_V3_LOAD = ldg | na the weight load, ATS_GEMV_V3_X =
  * lin | ilv the activation layout, ATS_GEMV_V3_U = 1 | 2 the Q4_K tasks per lane per trip,
- * ATS_GEMV_V3_Q4K = smem the Q4_K kernel staged through shared memory (with ilv; compile-checked only,
- * not yet run on a GPU: the next bench experiment) (bench experiments; defaults V3_R, V3_NA, V3_ILV,
+ * ATS_GEMV_V3_Q4K = smem the Q4_K kernel staged through shared memory (with ilv; H200: Q4_K ffn_up +1.4
+ * points, ffn_down -0.9; bench-kernels.md, fourth session) (bench experiments; defaults V3_R, V3_NA, V3_ILV,
  * V3_U, direct Q4_K loads).
  */
 #include "common.cuh"
