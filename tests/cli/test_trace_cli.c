@@ -67,6 +67,31 @@ static void test_compare_skipped(void)
     rc = run(args);
     CHECK_MSG(rc == 1 && strstr(out, "max |rel.err| = 0.3000"), "%s: rc %d: %s%s", args, rc, out, err);
 
+    /* --loaded-only: an unloaded segment 15 % low (another resource's load, e.g. copies slowing the CPU)
+     * fails the plain check, passes when only loaded segments are judged; a loaded error still fails;
+     * a target without loaded segments fails (nothing judged) */
+    char interf[400], idle[400];
+    tmp(interf, sizeof interf, "interf.h5");
+    tmp(idle, sizeof idle, "idle.h5");
+    snprintf(args, sizeof args, "trace synth --duration 60 --cpu step:20=0.4,40=0.85 --out %s", interf);
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    snprintf(args, sizeof args, "trace synth --duration 60 --out %s", idle);
+    CHECK_MSG(run(args) == 0, "%s: %s", args, err);
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1", interf, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "max |rel.err| = 0.1500 (loaded segments: 0.0000 over 1; unloaded: 0.1500 over 4)"),
+              "%s: rc %d: %s%s", args, rc, out, err);
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1 --loaded-only", interf, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 0 && strstr(out, "   45.00     55.00   1.0000   0.8500   -0.150"), "%s: rc %d: %s%s", args, rc, out, err);
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1 --loaded-only", off, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "loaded segments: 0.3000 over 1"), "%s: rc %d: %s%s", args, rc, out, err);
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1 --loaded-only", rec, idle);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && strstr(out, "loaded segments: none compared") && tu_count_lines(err) == 1 &&
+              strstr(err, "no loaded segment"), "%s: rc %d: %s%s", args, rc, out, err);
+
     /* --margin 20: every 20 s segment is too short (gpu/pcie: one 60 s segment, compared) */
     snprintf(args, sizeof args, "trace compare %s %s --margin 20 --max-err 0.1", rec, tgt);
     rc = run(args);
