@@ -190,21 +190,27 @@ static void test_matmul(void)
 
 static void test_norm_rope(void)
 {
-    int64_t rows = 5, n = 64 * (1 + (int64_t)(tu_rand(&g_rng) % 40));
-    float *x = malloc((size_t)(rows * n) * 4), *w = malloc((size_t)n * 4), *yc = malloc((size_t)(rows * n) * 4),
-          *yg = malloc((size_t)(rows * n) * 4);
-    fill(x, rows * n, -2, 2);
-    fill(w, n, 0.5, 1.5);
-    float eps = 1e-6f;
-    ex_cpu_rmsnorm(x, w, rows, n, eps, yc);
-    float *dx = dev_upload(x, (size_t)(rows * n) * 4), *dw = dev_upload(w, (size_t)n * 4);
-    CHECK(ex_cuda_rmsnorm(dx, dw, rows, n, eps, dx, g_s) == EX_GPU_OK); /* in place */
-    dev_download(yg, dx, (size_t)(rows * n) * 4);
-    double e = max_err(yg, yc, rows * n, 1.0);
-    CHECK_MSG(e <= 1e-5, "rmsnorm n %lld: max error %.3g", (long long)n, e);
-    ex_gpu_free(g_gpu, dx);
-    ex_gpu_free(g_gpu, dw);
-    free(x); free(w); free(yc); free(yg);
+    /* a random width, the widths of each thread count (32, 128, 256, 1024), ragged ones (not a
+     * multiple of the threads or of the unroll) and Qwen3-14B's 5120 */
+    const int64_t widths[] = {64 * (1 + (int64_t)(tu_rand(&g_rng) % 40)), 7, 100, 1061, 4099, 5120};
+    const float eps = 1e-6f;
+    double e;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        int64_t rows = 5, n = widths[wi];
+        float *x = malloc((size_t)(rows * n) * 4), *w = malloc((size_t)n * 4), *yc = malloc((size_t)(rows * n) * 4),
+              *yg = malloc((size_t)(rows * n) * 4);
+        fill(x, rows * n, -2, 2);
+        fill(w, n, 0.5, 1.5);
+        ex_cpu_rmsnorm(x, w, rows, n, eps, yc);
+        float *dx = dev_upload(x, (size_t)(rows * n) * 4), *dw = dev_upload(w, (size_t)n * 4);
+        CHECK(ex_cuda_rmsnorm(dx, dw, rows, n, eps, dx, g_s) == EX_GPU_OK); /* in place */
+        dev_download(yg, dx, (size_t)(rows * n) * 4);
+        e = max_err(yg, yc, rows * n, 1.0);
+        CHECK_MSG(e <= 1e-5, "rmsnorm n %lld: max error %.3g", (long long)n, e);
+        ex_gpu_free(g_gpu, dx);
+        ex_gpu_free(g_gpu, dw);
+        free(x); free(w); free(yc); free(yg);
+    }
 
     /* Q/K norm + RoPE, both layouts */
     for (int type = 0; type < 2; type++) {
