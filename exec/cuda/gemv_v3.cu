@@ -119,16 +119,19 @@ static __device__ __forceinline__ void v3_x_q4k(const exc_q8x &x, int t, int4 &a
     sc = make_float4(d.x, s.x, d.y, s.y);
 }
 
-/* Interleaved layout (exc_q8xi, chunks = 4): lanes' chunks contiguous. */
+/* Interleaved layout (exc_q8xi, chunks = 4): lanes' chunks contiguous. Read with ld.global.cg (cached in
+ * L2, the point of coherence, not in L1): in the launch chain (quantize_x.cu) the quantize kernel writes
+ * them while this grid runs, so the read-only non-coherent path (__ldg) may return lines an earlier GEMV
+ * left in this SM's L1 — seen on the H200 (test_gemv_chain) even with two alternating workspaces. */
 static __device__ __forceinline__ void v3_x_q4k(const exc_q8xi &x, int t, int4 &a0, int4 &b0, int4 &a1, int4 &b1,
                                                 float4 &sc)
 {
     const int4 *xp = (const int4 *)x.qs + (int64_t)(t >> 5) * 128 + (t & 31);
-    a0 = __ldg(xp);
-    b0 = __ldg(xp + 32);
-    a1 = __ldg(xp + 64);
-    b1 = __ldg(xp + 96);
-    sc = __ldg((const float4 *)x.ds + t);
+    a0 = __ldcg(xp);
+    b0 = __ldcg(xp + 32);
+    a1 = __ldcg(xp + 64);
+    b1 = __ldcg(xp + 96);
+    sc = __ldcg((const float4 *)x.ds + t);
 }
 
 /* x of Q4_0 block b: 32 int8 in two chunks, (d, s). */
@@ -143,9 +146,9 @@ static __device__ __forceinline__ void v3_x_q4_0(const exc_q8x &x, int b, int4 &
 static __device__ __forceinline__ void v3_x_q4_0(const exc_q8xi &x, int b, int4 &l, int4 &h, float2 &ds)
 {
     const int4 *xp = (const int4 *)x.qs + (int64_t)(b >> 5) * 64 + (b & 31);
-    l = __ldg(xp);
-    h = __ldg(xp + 32);
-    ds = __ldg((const float2 *)x.ds + b);
+    l = __ldcg(xp);
+    h = __ldcg(xp + 32);
+    ds = __ldcg((const float2 *)x.ds + b);
 }
 
 /* One Q4_K task of one row: super-block header h (d, dmin, 12 scale bytes), its qs bytes [16 + 32c,

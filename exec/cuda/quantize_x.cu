@@ -44,7 +44,7 @@ static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t 
     int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x & 31;
     if (b >= n_blocks) return;
-    float v = x[b * 32 + lane];
+    float v = __ldcg(x + b * 32 + lane); /* L2, not a stale L1 line: x may be the output of the GEMV before */
     /* fmaxf drops NaN, so non-finite inputs are caught by a vote: the block's scale becomes NaN and
      * the NaN reaches every output that reads this block (NaN never turns into a number) */
     int bad = __any_sync(0xffffffffu, !(fabsf(v) <= 3.4e38f));
