@@ -145,8 +145,8 @@ typedef struct exc_q8x {
 } exc_q8x;
 
 /** Quantizes `n_rows` rows of `n` floats (n % 32 == 0, rows contiguous) into `q` (row r's blocks
- *  follow row r-1's). Launch on `stream` (a plain launch). */
-ex_gpu_status exc_quantize_q8x(ex_gpu *g, const float *x, int64_t n, int64_t n_rows, exc_q8x q, cudaStream_t stream);
+ *  follow row r-1's). Launch on `stream`. */
+ex_gpu_status exc_quantize_q8x(const float *x, int64_t n, int64_t n_rows, exc_q8x q, cudaStream_t stream);
 /** The same into the handle's EXC_WS_Q8X workspace (grown as needed): qs at the start (rows·n
  *  bytes rounded up to 256), then d, then s (n/32 floats per row each); *out points into it until
  *  the next call on `g`. */
@@ -167,12 +167,8 @@ typedef struct exc_q8xi {
     float *ds;
 } exc_q8xi;
 
-/** Quantizes one row of `n` floats (n % (16·chunks) == 0, chunks 2 or 4) into one of the handle's two
- *  interleaved-activation workspaces (EXC_WS_Q8XI_A, _B in turn) in the layout of exc_q8xi; *out points
- *  into it until the second next call on `g`. On sm_90+ launched as a programmatic dependent of the
- *  previous kernel (it waits for that kernel before reading x or writing the workspace); its own
- *  dependent may launch at once, must read nothing but immutable data before its griddepcontrol.wait,
- *  and must let its own dependents launch only after that wait (quantize_x.cu). */
+/** Quantizes one row of `n` floats (n % (16·chunks) == 0, chunks 2 or 4) into the handle's EXC_WS_Q8X
+ *  workspace in the interleaved layout of exc_q8xi; *out points into it until the next call on `g`. */
 ex_gpu_status exc_quantize_q8xi_ws(ex_gpu *g, const float *x, int64_t n, int chunks, cudaStream_t stream,
                                    exc_q8xi *out);
 
@@ -184,17 +180,7 @@ ex_gpu_status exc_gemv_batched(ex_gpu *g, int type, const void *W, int64_t rows,
                                cudaStream_t s);
 
 /* Workspace slots of the handle (each op family its own, so nested ops never share one). */
-enum {
-    EXC_WS_Q8X = 0,
-    EXC_WS_Q8XI_A, /* exc_q8xi of calls 0, 2, 4, ... of the handle, */
-    EXC_WS_Q8XI_B, /* of calls 1, 3, 5, ... (exc_q8xi_slot; quantize_x.cu says why) */
-    EXC_WS_WDEQ,
-    EXC_WS_X16,
-    EXC_WS_FFN,
-    EXC_WS_MOE,
-    EXC_WS_MISC,
-    EXC_N_WORKSPACES
-};
+enum { EXC_WS_Q8X = 0, EXC_WS_WDEQ, EXC_WS_X16, EXC_WS_FFN, EXC_WS_MOE, EXC_WS_MISC, EXC_N_WORKSPACES };
 
 /** Device workspace of the handle: grows to `bytes` (never shrinks); the returned pointer is
  *  valid until the next call. Defined in gpu.cu. */
@@ -204,7 +190,5 @@ struct cublasContext;
 struct cublasContext *exc_cublas(ex_gpu *g);
 int exc_sm_count(const ex_gpu *g);
 int exc_cc_major(const ex_gpu *g);
-/** EXC_WS_Q8XI_A and EXC_WS_Q8XI_B in turn, one per call (per handle). */
-int exc_q8xi_slot(ex_gpu *g);
 
 #endif

@@ -12,8 +12,11 @@
  * Loads of the R rows' weights are issued together (R·32 lanes·48 bytes in flight per warp), x loads
  * next to them, then the math. x is quantized to int8 blocks of 32 by quantize_x.cu first (exc_q8x,
  * as v1); the GEMV is a programmatic dependent of that kernel and issues its first weight loads
- * before griddepcontrol.wait, and lets the next kernel (the next quantize kernel) launch after it
- * (the launch chain of quantize_x.cu; H200: Q4_0 ffn_up 66.1% -> 70.5%, Q4_K 57.3% -> 62.6%).
+ * before griddepcontrol.wait. The quantize kernel itself is a plain launch, so L1 is clean of older
+ * activations when the GEMV reads x through the non-coherent path (__ldg) after its wait. Chaining
+ * quantize and GEMV by programmatic launches too (GEMV i+1 overlapping GEMV i) was +4-5 points on the
+ * H200 but returned wrong results now and then (stale L1 lines of x, even with two alternating
+ * workspaces), and reading x through L2 instead cost 15-20 points: bench-kernels.md, fourth session.
  *
  * Q4_K (144-byte super-blocks, 16-byte aligned): a task is one pair of sub-blocks, (super-block sb,
  * c = 0..3): qs bytes [16 + 32c, 48 + 32c) hold sub-block 2c in the low nibbles and 2c+1 in the high
@@ -76,14 +79,10 @@ static __device__ __forceinline__ uint4 v3_ldw4(const uint4 *p)
     return make_uint4((unsigned)v.x, (unsigned)v.y, (unsigned)v.z, (unsigned)v.w);
 }
 
-/* After a warp's first weight loads are issued: wait for the quantize kernel this grid depends on
- * (x complete from here on), then let the next kernel on the stream launch. Not before the wait: that
- * bounds the chain of quantize kernels and GEMVs to two GEMVs at once (quantize_x.cu). */
 static __device__ __forceinline__ void v3_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;");
 #endif
 }
 
@@ -119,19 +118,16 @@ static __device__ __forceinline__ void v3_x_q4k(const exc_q8x &x, int t, int4 &a
     sc = make_float4(d.x, s.x, d.y, s.y);
 }
 
-/* Interleaved layout (exc_q8xi, chunks = 4): lanes' chunks contiguous. Read with ld.global.cg (cached in
- * L2, the point of coherence, not in L1): in the launch chain (quantize_x.cu) the quantize kernel writes
- * them while this grid runs, so the read-only non-coherent path (__ldg) may return lines an earlier GEMV
- * left in this SM's L1 — seen on the H200 (test_gemv_chain) even with two alternating workspaces. */
+/* Interleaved layout (exc_q8xi, chunks = 4): lanes' chunks contiguous. */
 static __device__ __forceinline__ void v3_x_q4k(const exc_q8xi &x, int t, int4 &a0, int4 &b0, int4 &a1, int4 &b1,
                                                 float4 &sc)
 {
     const int4 *xp = (const int4 *)x.qs + (int64_t)(t >> 5) * 128 + (t & 31);
-    a0 = __ldcg(xp);
-    b0 = __ldcg(xp + 32);
-    a1 = __ldcg(xp + 64);
-    b1 = __ldcg(xp + 96);
-    sc = __ldcg((const float4 *)x.ds + t);
+    a0 = __ldg(xp);
+    b0 = __ldg(xp + 32);
+    a1 = __ldg(xp + 64);
+    b1 = __ldg(xp + 96);
+    sc = __ldg((const float4 *)x.ds + t);
 }
 
 /* x of Q4_0 block b: 32 int8 in two chunks, (d, s). */
@@ -146,9 +142,9 @@ static __device__ __forceinline__ void v3_x_q4_0(const exc_q8x &x, int b, int4 &
 static __device__ __forceinline__ void v3_x_q4_0(const exc_q8xi &x, int b, int4 &l, int4 &h, float2 &ds)
 {
     const int4 *xp = (const int4 *)x.qs + (int64_t)(b >> 5) * 64 + (b & 31);
-    l = __ldcg(xp);
-    h = __ldcg(xp + 32);
-    ds = __ldcg((const float2 *)x.ds + b);
+    l = __ldg(xp);
+    h = __ldg(xp + 32);
+    ds = __ldg((const float2 *)x.ds + b);
 }
 
 /* One Q4_K task of one row: super-block header h (d, dmin, 12 scale bytes), its qs bytes [16 + 32c,

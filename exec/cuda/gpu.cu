@@ -12,7 +12,6 @@ struct ex_gpu {
     cudaStream_t streams[EX_GPU_N_STREAMS];
     void *ws[EXC_N_WORKSPACES];      /* device workspaces, grown on demand */
     size_t ws_bytes[EXC_N_WORKSPACES];
-    unsigned q8xi_calls; /* exc_q8xi_slot: alternates the interleaved-activation workspaces */
 };
 
 extern "C" ex_gpu_status exc_fail(cudaError_t e, const char *what, const char *file, int line)
@@ -126,7 +125,6 @@ extern "C" ex_gpu_status ex_gpu_stream_sync(ex_stream s)
 struct cublasContext *exc_cublas(ex_gpu *g) { return g->cublas; }
 int exc_sm_count(const ex_gpu *g) { return g->props.sm_count; }
 int exc_cc_major(const ex_gpu *g) { return g->props.cc_major; }
-int exc_q8xi_slot(ex_gpu *g) { return (g->q8xi_calls++ & 1) ? EXC_WS_Q8XI_B : EXC_WS_Q8XI_A; }
 
 ex_gpu_status exc_workspace(ex_gpu *g, int slot, size_t bytes, void **out)
 {

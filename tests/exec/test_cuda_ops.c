@@ -459,12 +459,13 @@ static void test_sample_copy(void)
     free(src); free(back);
 }
 
-/* Decode GEMVs queued back to back with no host wait in between (quantize_x.cu chains the quantize
- * kernel and the GEMV v3 with programmatic dependent launches, so GEMV i+1 starts while GEMV i runs):
- * (a) independent activations x_i, all GEMVs of one shared quantize workspace; (b) a chain where GEMV
- * i's output is GEMV i+1's input. Each output is compared with the CPU's product of the same input (for
- * the chain, the GPU's own previous output), so a quantize kernel that read its input before the GEMV
- * producing it had finished, or overwrote the workspace a running GEMV still read, fails here. */
+/* Decode GEMVs queued back to back with no host wait in between: (a) independent activations x_i, all
+ * GEMVs of one shared quantize workspace; (b) a chain where GEMV i's output is GEMV i+1's input. Each
+ * output is compared with the CPU's product of the same input (for the chain, the GPU's own previous
+ * output), so a quantize kernel that read its input before the GEMV producing it had finished, or a GEMV
+ * that read activations stale or overwritten by the next call, fails here. It caught the launch chain
+ * tried in the fourth session (quantize and GEMV as programmatic dependents of each other: 1 call in 8-16
+ * wrong now and then on the H200; experiments/bench/bench-kernels.md). */
 static void test_gemv_chain(void)
 {
     const ats_qtype types[3] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0};
