@@ -418,6 +418,14 @@ static ex_gpu_status run_probe(void *p, int rep)
     probe_arg *a = p;
     return ex_cuda_read_probe(a->g, a->buf, a->bytes, a->s);
 }
+/* The read probe over one of the GEMV's cycled weight copies: the ceiling of a kernel that streams the
+ * same bytes from HBM (same size, same launch overheads), next to the 4 GiB figure. */
+typedef struct probe_w_arg { ex_gpu *g; ex_stream s; void **w; int nc; size_t bytes; } probe_w_arg;
+static ex_gpu_status run_probe_w(void *p, int rep)
+{
+    probe_w_arg *a = p;
+    return ex_cuda_read_probe(a->g, a->w[rep % a->nc], a->bytes, a->s);
+}
 static ex_gpu_status run_d2d(void *p, int rep)
 {
     (void)rep;
@@ -489,10 +497,12 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
     printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kernel v1 = quantize kernel + GEMV, v2 = one\n"
            "kernel, ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
            "single_us: one call alone between two events (adds the launch latency); graph_us: per call when all the\n"
-           "cycled copies' calls are captured in one CUDA graph and replayed (no host launch work); err: max |y - y_cpu| / max |y_cpu|\n",
+           "cycled copies' calls are captured in one CUDA graph and replayed (no host launch work); rd_same: the read\n"
+           "probe over the same bytes, back to back like median_us (the ceiling at this size: launch, ramp and tail\n"
+           "included); of_same: GB/s / rd_same; err: max |y - y_cpu| / max |y_cpu|\n",
            getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : "(unset)");
-    printf("%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us", "GB/s",
-           "of_read", "graph_us", "g_of_rd", "kern", "err");
+    printf("%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %8s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us",
+           "GB/s", "of_read", "graph_us", "g_of_rd", "rd_same", "of_same", "kern", "err");
     json_object_set_new(gj, "gemv_kernel_env", json_string(getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : ""));
     { /* every ATS_GEMV_* variable (kernel variants of exec/cuda/gemv_v3.cu), in the table and the JSON */
         extern char **environ;
@@ -531,13 +541,16 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             double med = ok ? gpu_time_batch(s, o->reps, 10, run_gemv, &a) : NAN;
             double single = ok ? gpu_time(s, o->reps, run_gemv, &a) : NAN;
             double graph = ok ? gpu_time_graph(s, o->reps, nc, run_gemv, &a) : NAN;
-            double gbs = (double)bytes / med, gbs_graph = (double)bytes / graph;
+            probe_w_arg pw = {g, s, w, nc, (size_t)bytes & ~(size_t)15};
+            double t_same = ok ? gpu_time_batch(s, o->reps, 10, run_probe_w, &pw) : NAN;
+            double gbs = (double)bytes / med, gbs_graph = (double)bytes / graph, gbs_same = (double)pw.bytes / t_same;
             double err = ok ? gemv_check(t, h, sh->rows, sh->cols, bytes, hx, a.y, s) : INFINITY;
             int err_ok = err <= (t == ATS_Q_F32 || t == ATS_Q_F16 || t == ATS_Q_BF16 ? 1e-3 : 2.4e-2);
             gemv_bad |= !err_ok;
-            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t), sh->name,
-                   bytes / 1e6, med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, graph * 1e6,
-                   100.0 * gbs_graph / read_bw, gemv_kernel_label(t), err, err_ok ? "" : " FAIL");
+            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %8.0f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t),
+                   sh->name, bytes / 1e6, med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, graph * 1e6,
+                   100.0 * gbs_graph / read_bw, gbs_same * 1e-9, 100.0 * gbs / gbs_same, gemv_kernel_label(t), err,
+                   err_ok ? "" : " FAIL");
             json_t *e = entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
             json_object_set_new(e, "kernel", json_string(gemv_kernel_label(t)));
             json_object_set_new(e, "check_err_rel_max", json_real(isfinite(err) ? err : -1.0));
@@ -550,6 +563,8 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             json_object_set_new(e, "fraction_of_hbm_read", json_real(gbs / read_bw));
             json_object_set_new(e, "graph_median_s", json_real(isfinite(graph) ? graph : -1.0));
             json_object_set_new(e, "graph_fraction_of_hbm_read", json_real(isfinite(graph) ? gbs_graph / read_bw : -1.0));
+            json_object_set_new(e, "same_size_read_GBps", json_real(isfinite(t_same) ? gbs_same * 1e-9 : -1.0));
+            json_object_set_new(e, "fraction_of_same_size_read", json_real(isfinite(t_same) ? gbs / gbs_same : -1.0));
             json_array_append_new(garr, e);
             for (int c = 0; c < nc; c++) ex_gpu_free(g, w[c]);
             ex_gpu_free(g, a.x);
