@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""Recorder vs the stressor's own probes ("sensor") in the loaded phases of the fig13 runs f6 and f7.
+
+For each loaded phase (CPU 65-115 s, GPU and PCIe 125-175 s: the target segments without their 5 s
+margins) and each 0.5 s control step of the stressor (fig13-*-control.csv: column `measured` is the mean of
+the sensor's probe sets over the step), the recorder's mean over the same 0.5 s (the h5 trace, DESIGN.md
+schema /load). Prints both means, their correlation over the steps, the spread of the step means, and the
+standard error of each phase mean (step sd / sqrt(steps) for the sensor, sample sd / sqrt(samples) for
+the recorder): how much of the recorder-vs-target difference sampling noise alone explains.
+Run from this folder: ./sensor_vs_recorder.py  (Debian's python3-h5py and numpy: /usr/bin/python3)
+"""
+import csv
+import os
+import sys
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNS = [("f6", os.path.join(HERE, "..", "..", "traces", "h200-fig13.h5"), os.path.join(HERE, "fig13-f6-control.csv")),
+        ("f7", os.path.join(HERE, "fig13-f7.h5"), os.path.join(HERE, "fig13-f7-control.csv"))]
+PHASES = [("cpu", 65.0, 115.0), ("gpu", 125.0, 175.0), ("pcie", 125.0, 175.0)]
+TARGET = 0.4
+
+
+def main():
+    print("run res   sensor recorder  rec-tgt  corr  sd(step) sen/rec  se(mean) sen/rec  recorder samples p10/med/p90")
+    for run, h5, ctl in RUNS:
+        try:
+            with h5py.File(h5, "r") as f:
+                t = f["load/t_s"][:]
+                avail = {r: f["load/%s_avail" % r][:] for r in ("cpu", "gpu", "pcie")}
+            with open(ctl, newline="") as fh:
+                steps = list(csv.DictReader(fh))
+        except (OSError, KeyError) as e:
+            sys.exit("sensor_vs_recorder.py: %s: %s" % (run, e))
+        for res, t0, t1 in PHASES:
+            m = [(float(r["t_s"]), float(r["measured"])) for r in steps
+                 if r["resource"] == res and t0 <= float(r["t_s"]) <= t1 and r["measured"] != "nan"]
+            ts = np.array([a for a, _ in m])
+            sen = np.array([b for _, b in m])
+            rec = np.array([avail[res][(t >= x - 0.5) & (t < x)].mean() for x in ts])
+            s = avail[res][(t >= t0) & (t < t1)]
+            print("%-3s %-4s  %.3f   %.3f   %+6.1f%%  %+.2f   %.3f/%.3f     %.3f/%.3f     %.2f/%.2f/%.2f" % (
+                run, res, sen.mean(), s.mean(), 100 * (s.mean() - TARGET) / TARGET, np.corrcoef(sen, rec)[0, 1],
+                sen.std(), rec.std(), sen.std() / np.sqrt(len(sen)), s.std() / np.sqrt(len(s)),
+                np.percentile(s, 10), np.median(s), np.percentile(s, 90)))
+
+
+if __name__ == "__main__":
+    main()
