@@ -1,7 +1,10 @@
 #!/bin/bash
 # experiments/next-h200.sh — the first GPU-machine call of the next session (~8 minutes):
 #   1. issue 5: the GEMV table with the new same-size read column (rd_same, of_same: the read probe over
-#      the same bytes, back to back — is 75% of the 4 GiB probe reachable at 50 MB at all?).
+#      the same bytes, back to back — is 75% of the 4 GiB probe reachable at 50 MB at all?), and the
+#      opt-in Q6_K v3 kernel (ATS_GEMV_V3_Q6K=1, written without a GPU): test_cuda_ops first, then its
+#      Q6_K rows. Prediction: Q6_K ffn_up 35% (v2) -> 50-60% (Q4_0's staging, ~2x its ALU work per byte);
+#      whole-model decode +10-15% if it holds (Q6_K is 2.2 ms of a 7.5 ms step).
 #   2. issue 6: two more fig13 closed-loop runs with the final stressor (fourth session: loaded phases
 #      within 10% in 2 of 4 runs; run f7 showed the PCIe hogs setting the GPU's availability), judged with
 #      `ats trace compare --loaded-only` (rc 0 = every loaded phase within 10%).
@@ -21,8 +24,14 @@ export LD_LIBRARY_PATH=$top/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PAT
 say "next-h200.sh $(date -u +%FT%TZ), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?'), kernel $(uname -r)"
 cmake -S . -B $B -DCMAKE_PREFIX_PATH=$top/.deps/root/usr -DGSL_ROOT_DIR=$top/.deps/root/usr \
       -DCMAKE_CUDA_ARCHITECTURES=90 -DATS_CUDA=ON > $W/build.log 2>&1 &&
-  cmake --build $B -j"$(nproc)" --target ats >> $W/build.log 2>&1 || { say "build FAILED"; tail -20 $W/build.log; exit 1; }
+  cmake --build $B -j"$(nproc)" --target ats test_cuda_ops >> $W/build.log 2>&1 || { say "build FAILED"; tail -20 $W/build.log; exit 1; }
 A=$B/cli/ats
+ATS_GEMV_V3_Q6K=1 timeout 120 $B/tests/exec/test_cuda_ops > $W/ops-q6k.log 2>&1; q6rc=$?
+say "test_cuda_ops ATS_GEMV_V3_Q6K=1 rc=$q6rc $(tail -1 $W/ops-q6k.log)"; grep "CHECK failed" $W/ops-q6k.log | head -5 | tee -a "$S"
+if [ $q6rc -eq 0 ]; then
+  ATS_GEMV_V3_Q6K=1 timeout 150 $A bench kernels --skip-cpu --skip-model --reps 30 --out $W/bk-q6k.json > $W/bk-q6k.txt 2>&1
+  say "bench ATS_GEMV_V3_Q6K=1 rc=$?"; grep -E "^Q6_K " $W/bk-q6k.txt | tee -a "$S"
+fi
 timeout 150 $A bench kernels --skip-cpu --skip-model --reps 30 --out $W/bk.json > $W/bk.txt 2>&1
 say "bench rc=$?"; grep -E "^(type|Q4_0|Q4_K|Q6_K) " $W/bk.txt | tee -a "$S"
 for r in a b; do

@@ -38,7 +38,8 @@
  * ATS_GEMV_KERNEL=v2 or v1 selects the older kernels (bench and tests compare them);
  * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R, ATS_GEMV_V3_LOAD = ldg | na the weight load, ATS_GEMV_V3_X =
  * lin | ilv the activation layout, ATS_GEMV_V3_U = 1 | 2 the Q4_K tasks per lane per trip,
- * ATS_GEMV_V3_Q4K = smem the Q4_K kernel staged through shared memory (with ilv; H200: Q4_K ffn_up +1.4
+ * ATS_GEMV_V3_Q6K = 1 a Q6_K kernel staged like Q4_0 (written without a GPU: not yet run on one; v2 is the
+ * Q6_K default), ATS_GEMV_V3_Q4K = smem the Q4_K kernel staged through shared memory (with ilv; H200: Q4_K ffn_up +1.4
  * points, ffn_down -0.9; bench-kernels.md, fourth session) (bench experiments; defaults V3_R, V3_NA, V3_ILV,
  * V3_U, direct Q4_K loads).
  */
@@ -354,6 +355,125 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
     }
 }
 
+/* ---- Q6_K (opt-in: ATS_GEMV_V3_Q6K=1; written without a GPU, not yet run on one) ---------------- */
+
+/* Q6_K (210-byte super-blocks: ql[128] @0, qh[64] @128, scales[16] @192, d @208; QUANT_FORMATS.md §Q6_K)
+ * staged like Q4_0: a step is 8 super-blocks (1680 bytes, a multiple of 16) of each of the warp's R rows,
+ * loaded with contiguous 16-byte loads from the 16-byte boundary at or below the step (rows of 210·nb
+ * bytes start at any even offset; the window may read up to 15 bytes past the row's end, inside the
+ * allocation's 256-byte granule, as v1 does). A task is 32 elements 128h + 32g + l (l = 0..31) of one
+ * super-block = one int8 activation block: q = nibble (4·(g >> 1)) of ql[64h + 32(g & 1) + l] | bits 2g
+ * of qh[32h + l] << 4, value d·scales[8h + 2g + l/16]·(q − 32). 64 tasks per step, lane l takes tasks l
+ * and l + 32; the activations are exc_q8xi with 2 chunks (Q4_0's), task T of step k is block 64k + T.
+ * Why: v2 streams Q6_K at 29-35% of the read probe, 2.2 ms of a Qwen3-14B Q4_K_M decode step (41 calls;
+ * bench-kernels.md, fourth session). */
+#define V3Q6_SB 8                             /* super-blocks per step */
+#define V3Q6_STEP (V3Q6_SB * EXC_Q6_K_BYTES)  /* 1680 bytes */
+#define V3Q6_U4 (V3Q6_STEP / 16 + 1)          /* 106 chunks: a step and its start offset (< 16) */
+static_assert(V3Q6_STEP % 16 == 0, "a Q6_K step is whole 16-byte chunks");
+
+/* 32 bytes at the even byte offset o of a 4-byte aligned stage, as 8 words (9 aligned word reads and a
+ * 16-bit funnel shift when o % 4 == 2; the last read ends ≤ 4 bytes past the 32: inside the stage). */
+static __device__ __forceinline__ void v3q6_words(const uint8_t *st, int o, uint32_t w[8])
+{
+    const uint32_t *p = (const uint32_t *)(st + (o & ~3));
+    uint32_t a[9];
+#pragma unroll
+    for (int k = 0; k < 9; k++) a[k] = p[k];
+#pragma unroll
+    for (int k = 0; k < 8; k++) w[k] = (o & 2) ? __funnelshift_r(a[k], a[k + 1], 16) : a[k];
+}
+
+/* Σ over the task's 32 elements of scale·(q − 32)·xq (the caller multiplies by d·dx): super-block at byte
+ * `base` of the stage, half h, group g, activations xl (elements 0..15) and xh (16..31). */
+static __device__ __forceinline__ int v3q6_task(const uint8_t *st, int base, int h, int g, int4 xl, int4 xh)
+{
+    uint32_t L[8], H[8];
+    v3q6_words(st, base + 64 * h + 32 * (g & 1), L);
+    v3q6_words(st, base + 128 + 32 * h, H);
+    const int ls = 4 * (g >> 1), hs = 2 * g;
+    const int xs[8] = {xl.x, xl.y, xl.z, xl.w, xh.x, xh.y, xh.z, xh.w};
+    int sa = 0, sb = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        unsigned q = ((L[k] >> ls) & 0x0F0F0F0Fu) | (((H[k] >> hs) & 0x03030303u) << 4);
+        int qs = (int)__vsubss4(q, 0x20202020u); /* q − 32 per byte, in [-32, 31] */
+        if (k < 4) sa = __dp4a(qs, xs[k], sa);
+        else sb = __dp4a(qs, xs[k], sb);
+    }
+    const int8_t *S = (const int8_t *)(st + base + 192 + 8 * h + 2 * g);
+    return (int)S[0] * sa + (int)S[1] * sb;
+}
+
+template <int R>
+static __global__ void __launch_bounds__(32 * V3_WARPS)
+    gemv_v3_q6k_kernel(const uint8_t *__restrict__ W, int64_t rows, int nb, exc_q8xi x, float *__restrict__ y)
+{
+    __shared__ int4 stage[V3_WARPS][R][V3Q6_U4];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t r0 = ((int64_t)blockIdx.x * V3_WARPS + warp) * R;
+    if (r0 >= rows) return;
+    const int nr = rows - r0 < R ? (int)(rows - r0) : R;
+    const int64_t rb = (int64_t)nb * EXC_Q6_K_BYTES;
+    const int4 *wa[R];
+    int dl[R];
+    float acc[R];
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        const uintptr_t p = (uintptr_t)(W + (r0 + (i < nr ? i : 0)) * rb);
+        wa[i] = (const int4 *)(p & ~(uintptr_t)15);
+        dl[i] = (int)(p & 15);
+        acc[i] = 0.0f;
+    }
+    const int steps = (nb + V3Q6_SB - 1) / V3Q6_SB;
+    for (int k = 0; k < steps; k++) {
+        const int nbs = nb - k * V3Q6_SB < V3Q6_SB ? nb - k * V3Q6_SB : V3Q6_SB; /* super-blocks this step */
+        int4 c[R][4];
+        int nch[R];
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            nch[i] = (dl[i] + nbs * EXC_Q6_K_BYTES + 15) >> 4;
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i < nr && lane + 32 * u < nch[i]) c[i][u] = v3_ldw<1>(wa[i] + (int64_t)k * (V3Q6_STEP / 16) + lane + 32 * u);
+        }
+        if (k == 0) v3_pdl_wait();
+        const int T0 = lane, T1 = lane + 32;
+        const bool has0 = (T0 >> 3) < nbs, has1 = (T1 >> 3) < nbs;
+        int4 xl0 = make_int4(0, 0, 0, 0), xh0 = xl0, xl1 = xl0, xh1 = xl0;
+        float2 ds0 = make_float2(0.0f, 0.0f), ds1 = ds0;
+        if (has0) v3_x_q4_0(x, k * 64 + T0, xl0, xh0, ds0);
+        if (has1) v3_x_q4_0(x, k * 64 + T1, xl1, xh1, ds1);
+        __syncwarp(); /* every lane is done reading the previous step */
+#pragma unroll
+        for (int i = 0; i < R; i++)
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (i < nr && lane + 32 * u < nch[i]) stage[warp][i][lane + 32 * u] = c[i][u];
+        __syncwarp();
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            if (i >= nr) continue;
+            const uint8_t *st = (const uint8_t *)stage[warp][i];
+            if (has0) {
+                const int base = dl[i] + (T0 >> 3) * EXC_Q6_K_BYTES;
+                const float d = exc_h2f(*(const uint16_t *)(st + base + 208));
+                acc[i] += d * ds0.x * (float)v3q6_task(st, base, (T0 >> 2) & 1, T0 & 3, xl0, xh0);
+            }
+            if (has1) {
+                const int base = dl[i] + (T1 >> 3) * EXC_Q6_K_BYTES;
+                const float d = exc_h2f(*(const uint16_t *)(st + base + 208));
+                acc[i] += d * ds1.x * (float)v3q6_task(st, base, (T1 >> 2) & 1, T1 & 3, xl1, xh1);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        float v = exc_warp_sum(acc[i]);
+        if (lane == 0 && i < nr) y[r0 + i] = v;
+    }
+}
+
 /* ---- launcher ------------------------------------------------------------------------------ */
 
 /* ATS_GEMV_KERNEL: "v1" or "v2" turn v3 off (read once). */
@@ -373,13 +493,13 @@ static int v3_disabled(void)
  * (default V3_ILV; ilv runs R = 2 or 4 with no_allocate loads), ATS_GEMV_V3_U = 1 | 2 Q4_K tasks per lane
  * per trip (ilv only; default V3_U). */
 typedef struct v3_cfg {
-    int r, na, ilv, u, q4k_smem;
+    int r, na, ilv, u, q4k_smem, q6k;
 } v3_cfg;
 
 static v3_cfg v3_config(void)
 {
     static std::once_flag once;
-    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U, 0};
+    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U, 0, 0};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_V3_R");
         int v = e ? atoi(e) : 0;
@@ -390,6 +510,7 @@ static v3_cfg v3_config(void)
         if ((e = getenv("ATS_GEMV_V3_X")) && strcmp(e, "lin") == 0) c.ilv = 0;
         if ((e = getenv("ATS_GEMV_V3_U")) && (atoi(e) == 1 || atoi(e) == 2)) c.u = atoi(e);
         if ((e = getenv("ATS_GEMV_V3_Q4K")) && strcmp(e, "smem") == 0) c.q4k_smem = 1;
+        if ((e = getenv("ATS_GEMV_V3_Q6K")) && strcmp(e, "1") == 0) c.q6k = 1;
     });
     return c;
 }
@@ -442,9 +563,17 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
 {
     *used = 0;
     if (v3_disabled() || rows > ((int64_t)1 << 32)) return EX_GPU_OK;
-    if (!(type == ATS_Q_Q4_K || type == ATS_Q_Q4_0) || cols % 256 != 0 || cols > ((int64_t)1 << 30)) return EX_GPU_OK;
     const v3_cfg c = v3_config();
+    const int q6k = type == ATS_Q_Q6_K && c.q6k;
+    if (!(type == ATS_Q_Q4_K || type == ATS_Q_Q4_0 || q6k) || cols % 256 != 0 || cols > ((int64_t)1 << 30)) return EX_GPU_OK;
     ex_gpu_status st;
+    if (q6k) { /* opt-in experiment (ATS_GEMV_V3_Q6K=1): activations as for Q4_0 (2 chunks a block) */
+        exc_q8xi q;
+        if ((st = exc_quantize_q8xi_ws(g, x, cols, 2, s, &q))) return st;
+        st = v3_launch(g, gemv_v3_q6k_kernel<2>, 2, W, rows, (int)(cols / 256), q, y, s);
+        if (st == EX_GPU_OK) *used = 1;
+        return st;
+    }
     if (c.ilv) {
         exc_q8xi q;
         if ((st = exc_quantize_q8xi_ws(g, x, cols, type == ATS_Q_Q4_K ? 4 : 2, s, &q))) return st;
