@@ -494,8 +494,9 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
 
     /* decode GEMV */
     json_t *garr = json_array();
-    printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kernel v1 = quantize kernel + GEMV, v2 = one\n"
-           "kernel, ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
+    printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kern: v1 = quantize kernel + one warp per row,\n"
+           "v2 = one persistent kernel, v3 = quantize kernel + two rows per warp (exec/cuda/README.md);\n"
+           "ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
            "single_us: one call alone between two events (adds the launch latency); graph_us: per call when all the\n"
            "cycled copies' calls are captured in one CUDA graph and replayed (no host launch work); rd_same: the read\n"
            "probe over the same bytes, back to back like median_us (the ceiling at this size: launch, ramp and tail\n"
@@ -784,7 +785,8 @@ static void usage(FILE *f)
                "  prefill GEMM TFLOP/s vs cuBLAS, whole-model (dummy Q4_K_M weights) prefill/decode tok/s\n"
                "  on each backend vs bytes/bandwidth floors. Defaults: --threads 16 --reps 50 --tokens 512\n"
                "  --model qwen3-14b --prompt 256 --decode 16 --out ./bench-kernels.json\n"
-               "  (the committed figures: experiments/bench/bench-kernels.json)\n");
+               "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
+               "  with its folder of JSON and text results)\n");
 }
 
 int ats_bench_kernels(int argc, char **argv)

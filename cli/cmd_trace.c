@@ -147,12 +147,14 @@ static int cmp_d(const void *a, const void *b)
 }
 
 /* One line for a getopt failure: ':' = a flag without its value, else an unknown flag. */
-static int opt_error(const char *cmd, int c, char **argv)
+/* ':' missing value, else an unknown option, an option given a value it does not take (--loaded-only=1)
+ * or a single-dash word (-loaded-only: named by its first letter, as record and stress do). */
+static int opt_error(const char *cmd, int c, char **argv, const struct option *lo)
 {
     if (c == ':')
         ats_cli_error(cmd, "%s: missing value (see ats %s --help)", argv[optind - 1], cmd);
     else
-        ats_cli_error(cmd, "unknown option '%s' (see ats %s --help)", argv[optind - 1], cmd);
+        ats_cli_bad_option(cmd, argv[optind - 1], optopt, lo);
     return ATS_EXIT_USAGE;
 }
 
@@ -240,7 +242,7 @@ static int cmd_synth(int argc, char **argv)
             nsh++;
             break;
         case 'h': synth_usage(stdout); return ATS_EXIT_OK;
-        default: return opt_error("trace synth", c, argv);
+        default: return opt_error("trace synth", c, argv, lo);
         }
     }
     if (!out || optind != argc) {
@@ -541,7 +543,7 @@ static int cmd_import(int argc, char **argv)
             }
             break;
         case 'h': import_usage(stdout); free(filter); return ATS_EXIT_OK;
-        default: free(filter); return opt_error("trace import", c, argv);
+        default: free(filter); return opt_error("trace import", c, argv, lo);
         }
     }
     if (optind != argc - 1 || !out || !have_res) {
@@ -598,8 +600,8 @@ static void compare_usage(FILE *f)
             "--loaded-only: --max-err judges the loaded segments only (target < 1: what a stressor was asked\n"
             "to produce); unloaded ones are still printed, with their own worst error in the summary. Use it\n"
             "for the stressor's accuracy where one resource's load lowers another's availability (copies from\n"
-            "host memory slow the memory-bound CPU probe: traces/README.md); it fails if no loaded segment\n"
-            "was compared.\n");
+            "host memory slow the memory-bound CPU probe: traces/README.md); needs --max-err; fails if no\n"
+            "loaded segment was compared. A failed --max-err check says so in one line on stderr.\n");
 }
 
 static double mean_over(const atsc_trace *tr, enum atsc_resource r, double t0, double t1)
@@ -635,7 +637,7 @@ static int cmd_compare(int argc, char **argv)
         double *dst = c == 'm' ? &margin : c == 'o' ? &offset : c == 'e' ? &max_err : NULL;
         if (dst && ats_cli_once("trace compare", seen, c, c == 'm' ? "margin" : c == 'o' ? "offset" : "max-err", optarg))
             return ATS_EXIT_USAGE;
-        if (c == ':' || c == '?') return opt_error("trace compare", c, argv);
+        if (c == ':' || c == '?') return opt_error("trace compare", c, argv, lo);
         if (c == 'h') {
             compare_usage(stdout);
             return ATS_EXIT_OK;
@@ -645,7 +647,7 @@ static int cmd_compare(int argc, char **argv)
             loaded_only = 1;
             continue;
         }
-        if (!dst) return opt_error("trace compare", c, argv);
+        if (!dst) return opt_error("trace compare", c, argv, lo);
         if (ats_cli_parse_double(optarg, dst) || (c != 'o' && *dst < 0)) {
             ats_cli_error("trace compare", "--%s '%s': need a %snumber", c == 'm' ? "margin" : c == 'o' ? "offset" : "max-err",
                           optarg, c == 'o' ? "" : "non-negative ");
@@ -653,8 +655,16 @@ static int cmd_compare(int argc, char **argv)
         }
     }
     if (optind != argc - 2) {
-        ats_cli_error("trace compare", "need two files, RECORDED and TARGET; got %d argument%s (ats trace compare --help)",
-                      argc - optind, argc - optind == 1 ? "" : "s");
+        if (argc - optind > 2)
+            ats_cli_error("trace compare", "need two files, RECORDED and TARGET; got %d arguments, the third '%s' "
+                          "(ats trace compare --help)", argc - optind, argv[optind + 2]);
+        else
+            ats_cli_error("trace compare", "need two files, RECORDED and TARGET; got %d argument%s (ats trace compare "
+                          "--help)", argc - optind, argc - optind == 1 ? "" : "s");
+        return ATS_EXIT_USAGE;
+    }
+    if (loaded_only && !have_max) {
+        ats_cli_error("trace compare", "--loaded-only says which segments --max-err judges; give --max-err E too");
         return ATS_EXIT_USAGE;
     }
     atsc_trace *rec = NULL, *tgt = NULL;
@@ -743,7 +753,13 @@ static int cmd_compare(int argc, char **argv)
                       "judge", max_err);
         return ATS_EXIT_FAIL;
     }
-    return (loaded_only ? worst_l : worst) > max_err ? ATS_EXIT_FAIL : ATS_EXIT_OK;
+    const double judged = loaded_only ? worst_l : worst;
+    if (judged > max_err) {
+        ats_cli_error("trace compare", "--max-err %g%s: max |rel.err| %.4f%s", max_err, loaded_only ? " --loaded-only" : "",
+                      judged, loaded_only ? " over the loaded segments" : "");
+        return ATS_EXIT_FAIL;
+    }
+    return ATS_EXIT_OK;
 }
 
 /* ------------------------------------------------------------------ dispatch -------------------- */

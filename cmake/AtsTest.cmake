@@ -1,4 +1,4 @@
-# ats_add_test(NAME name SOURCES a.c b.c LIBS lib... LABELS unit|golden|gpu|bench [ARGS ...] [TIMEOUT s])
+# ats_add_test(NAME name SOURCES a.c b.c LIBS lib... LABELS unit|golden|gpu [ARGS ...] [TIMEOUT s])
 # One executable per test module; GPU tests exit 77 when there is no device and CTest reports them
 # as "Not Run" (SKIP_RETURN_CODE 77).
 function(ats_add_test)

@@ -87,6 +87,24 @@ static void test_compare_skipped(void)
     snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1 --loaded-only", off, tgt);
     rc = run(args);
     CHECK_MSG(rc == 1 && strstr(out, "loaded segments: 0.3000 over 1"), "%s: rc %d: %s%s", args, rc, out, err);
+    /* a failed check says so on stderr (one line); --loaded-only needs --max-err; misspelled forms are named
+     * (fresh-user pass U: D4, D5, D6, D7, D12) */
+    snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1", off, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 1 && tu_count_lines(err) == 1 && strstr(err, "--max-err 0.1: max |rel.err| 0.3000"),
+              "%s: rc %d: stderr '%s'", args, rc, err);
+    snprintf(args, sizeof args, "trace compare %s %s --loaded-only", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "give --max-err") && !out[0], "%s: rc %d: %s", args, rc, err);
+    snprintf(args, sizeof args, "trace compare %s %s -loaded-only", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "'-l'"), "%s: rc %d: %s", args, rc, err);
+    snprintf(args, sizeof args, "trace compare %s %s --loaded-only=1 --max-err 0.1", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "takes no value"), "%s: rc %d: %s", args, rc, err);
+    snprintf(args, sizeof args, "trace compare %s %s 3 --max-err 0.1", rec, tgt);
+    rc = run(args);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "the third '3'"), "%s: rc %d: %s", args, rc, err);
     snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1 --loaded-only", rec, idle);
     rc = run(args);
     CHECK_MSG(rc == 1 && strstr(out, "loaded segments: none compared") && tu_count_lines(err) == 1 &&
