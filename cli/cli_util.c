@@ -206,7 +206,12 @@ const char *ats_cli_trace_path(const char *name, char *buf, size_t len)
         snprintf(also, sizeof also, "a local file, used as the trace; a trace name would be %s", named);
     } else {
         snprintf(buf, len, "%s", named);
-        snprintf(also, sizeof also, "no local file %s either", name);
+        if (!name[0])
+            snprintf(also, sizeof also, "the trace name was empty");
+        else if (stat(name, &sb) == 0 && S_ISDIR(sb.st_mode))
+            snprintf(also, sizeof also, "%s here is a directory, not a trace", name);
+        else
+            snprintf(also, sizeof also, "no local file %s either", name);
     }
     atsc_trace_lookup_note(buf, also);
     return buf;

@@ -402,6 +402,15 @@ static void test_local_trace_name(void)
     rc = run_in(tmpdir, "sweep --trace nothere.txt --eps 0.1 --interval 1");
     CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "/nothere.txt.h5: cannot open") &&
               strstr(err, "no local file nothere.txt"), "sweep --trace nothere.txt: rc %d: %s", rc, err);
+    /* a local directory of that name, an empty name: said as such (fresh-user pass U, D11) */
+    char sub[400];
+    CHECK(mkdir(tmp(sub, sizeof sub, "adir"), 0755) == 0);
+    rc = run_in(tmpdir, "trace show adir");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "adir here is a directory, not a trace"),
+              "trace show adir: rc %d: %s", rc, err);
+    rc = run_in(tmpdir, "trace show ''");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "the trace name was empty"), "trace show '': rc %d: %s",
+              rc, err);
 }
 
 int main(void)
