@@ -30,12 +30,10 @@ cmake -S . -B $B -DCMAKE_PREFIX_PATH=$top/.deps/root/usr -DGSL_ROOT_DIR=$top/.de
 A=$B/cli/ats
 ATS_GEMV_V3_Q6K=1 timeout 120 $B/tests/exec/test_cuda_ops > $W/ops-q6k.log 2>&1; q6rc=$?
 say "test_cuda_ops ATS_GEMV_V3_Q6K=1 rc=$q6rc $(tail -1 $W/ops-q6k.log)"; grep "CHECK failed" $W/ops-q6k.log | head -5 | tee -a "$S"
-if [ $q6rc -eq 0 ]; then
-  ATS_GEMV_V3_Q6K=1 timeout 150 $A bench kernels --skip-cpu --skip-model --reps 30 --out $W/bk-q6k.json > $W/bk-q6k.txt 2>&1
-  say "bench ATS_GEMV_V3_Q6K=1 rc=$?"; grep -E "^Q6_K " $W/bk-q6k.txt | tee -a "$S"
-fi
-timeout 150 $A bench kernels --skip-cpu --skip-model --reps 30 --out $W/bk.json > $W/bk.txt 2>&1
-say "bench rc=$?"; grep -E "^(type|Q4_0|Q4_K|Q6_K) " $W/bk.txt | tee -a "$S"
+# one GEMV table (the variable changes the Q6_K rows only; v2's Q6_K rows are in gpu-2026-11-30-s4/)
+q6=""; [ $q6rc -eq 0 ] && q6=1
+ATS_GEMV_V3_Q6K=$q6 timeout 150 $A bench kernels --skip-cpu --skip-model --reps 30 --out $W/bk.json > $W/bk.txt 2>&1
+say "bench (ATS_GEMV_V3_Q6K=$q6) rc=$?"; grep -E "^(type|Q4_0|Q4_K|Q6_K) " $W/bk.txt | tee -a "$S"
 for r in a b; do
   sa="--hogs-gpu 16"; [ $r = b ] && sa="--hogs-gpu 16 --probes 6"
   ATS_LOAD=$A STRESS_ARGS="$sa" timeout 280 traces/record-h200.sh $W/rec-$r baseline fig13 > $W/rec-$r.log 2>&1
