@@ -171,7 +171,8 @@ static void synth_usage(FILE *f)
             "                          at the end of the period, started up to J*(P-L) earlier at random (J in [0,1])\n"
             "  thermal:T0,TAU,AMIN     thermal decay: 1 until T0, then AMIN + (1-AMIN) exp(-(t-T0)/TAU)\n"
             "--duration S (default 180): last sample time; --dt S (default 1): sampling of smooth shapes and noise;\n"
-            "--noise SIGMA: multiplies every sample by (1 + SIGMA*N(0,1)), clipped to [0.01, 1];\n"
+            "--noise SIGMA: multiplies every sample by (1 + SIGMA*N(0,1)); every sample (noise or not) is\n"
+            "clipped to [0.01, 1] (a resource never stops completely: the simulator divides by it);\n"
             "--seed N (default 1): GSL mt19937 seed for bursts and noise. Example (the paper's Fig. 13):\n"
             "  ats trace synth --out traces/fig13-synth.h5 --duration 180 --cpu step:60=0.4,120=1 \\\n"
             "      --gpu step:120=0.4 --pcie step:120=0.4\n");

@@ -77,9 +77,9 @@ stress_rec() {
 compare() { # compare NAME TARGET: the table; rc 1 when a loaded phase (what the stressor was asked for)
             # is off by more than 10 %; unloaded segments get a verdict line of their own (not failing)
   [ -s "$OUT/$1.h5" ] || { echo "ACCURACY: nothing recorded to compare"; return 1; }
-  local out c u
-  out=$($A trace compare "$OUT/$1.h5" "$2" --margin 5 --max-err 0.1 --loaded-only 2>&1); c=$?
-  printf '%s\n' "$out"
+  local out c u ef="$OUT/$1-compare.err"
+  out=$($A trace compare "$OUT/$1.h5" "$2" --margin 5 --max-err 0.1 --loaded-only 2>"$ef"); c=$?
+  printf '%s\n' "$out"; cat "$ef"; rm -f "$ef"   # the table, then its verdict line (stderr)
   if [ $c -eq 0 ]; then echo "ACCURACY: every loaded phase within 10 %"; else echo "ACCURACY: a loaded phase NOT within 10 %, or not compared (see the lines above; compare rc $c)"; fi
   u=$(printf '%s\n' "$out" | sed -n 's/.*; unloaded: \([0-9.]*\) over .*/\1/p')
   if [ -z "$u" ]; then echo "UNLOADED: no unloaded segment compared"

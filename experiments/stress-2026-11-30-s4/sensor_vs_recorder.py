@@ -6,7 +6,12 @@ margins) and each 0.5 s control step of the stressor (fig13-*-control.csv: colum
 the sensor's probe sets over the step), the recorder's mean over the same 0.5 s (the h5 trace, DESIGN.md
 schema /load). Prints both means, their correlation over the steps, the spread of the step means, and the
 standard error of each phase mean (step sd / sqrt(steps) for the sensor, sample sd / sqrt(samples) for
-the recorder): how much of the recorder-vs-target difference sampling noise alone explains.
+the recorder, both from the 0.5 s step means, since neighbouring 0.1 s samples are correlated):
+how much of the recorder-vs-target difference sampling noise alone explains. The noise of recorder minus
+target is sqrt(se_sensor^2 + se_recorder^2 - 2 cov) (the controller drives the sensor's mean to the
+target); printed with the measured correlation of the step means (cov = corr * sd_s * sd_r / steps).
+The sensor column is the mean of the control steps inside the phase, so it differs slightly from the
+stressor report's per-segment figure (other window).
 Run from this folder: ./sensor_vs_recorder.py  (Debian's python3-h5py and numpy: /usr/bin/python3)
 """
 import csv
@@ -24,7 +29,7 @@ TARGET = 0.4
 
 
 def main():
-    print("run res   sensor recorder  rec-tgt  corr  sd(step) sen/rec  se(mean) sen/rec  recorder samples p10/med/p90")
+    print("run res   sensor recorder  rec-tgt  corr  sd(step) sen/rec  se(mean) sen/rec  noise(rec-tgt)  recorder samples p10/med/p90")
     for run, h5, ctl in RUNS:
         try:
             with h5py.File(h5, "r") as f:
@@ -41,10 +46,13 @@ def main():
             sen = np.array([b for _, b in m])
             rec = np.array([avail[res][(t >= x - 0.5) & (t < x)].mean() for x in ts])
             s = avail[res][(t >= t0) & (t < t1)]
-            print("%-3s %-4s  %.3f   %.3f   %+6.1f%%  %+.2f   %.3f/%.3f     %.3f/%.3f     %.2f/%.2f/%.2f" % (
-                run, res, sen.mean(), s.mean(), 100 * (s.mean() - TARGET) / TARGET, np.corrcoef(sen, rec)[0, 1],
-                sen.std(), rec.std(), sen.std() / np.sqrt(len(sen)), s.std() / np.sqrt(len(s)),
-                np.percentile(s, 10), np.median(s), np.percentile(s, 90)))
+            n = len(sen)
+            corr = np.corrcoef(sen, rec)[0, 1]
+            se_s, se_r = sen.std() / np.sqrt(n), rec.std() / np.sqrt(n)
+            noise = np.sqrt(max(se_s ** 2 + se_r ** 2 - 2 * corr * se_s * se_r, 0.0))
+            print("%-3s %-4s  %.3f   %.3f   %+6.1f%%  %+.2f   %.3f/%.3f     %.3f/%.3f     %5.1f%%          %.2f/%.2f/%.2f" % (
+                run, res, sen.mean(), s.mean(), 100 * (s.mean() - TARGET) / TARGET, corr, sen.std(), rec.std(), se_s,
+                se_r, 100 * noise / TARGET, np.percentile(s, 10), np.median(s), np.percentile(s, 90)))
 
 
 if __name__ == "__main__":
