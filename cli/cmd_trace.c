@@ -387,6 +387,24 @@ static void strip(const atsc_trace *tr, enum atsc_resource r, double span, int c
 
 static int cmd_show(int argc, char **argv)
 {
+    /* "--" ends the options (a file may then start with '-'); other words starting with '-' are options,
+     * and the only ones are --help / -h */
+    if (argc >= 2 && strcmp(argv[1], "--") == 0) {
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+        if (argc == 2 && argv[1][0] == '\0') {
+            ats_cli_error("trace show", "an empty FILE after '--'");
+            return ATS_EXIT_USAGE;
+        }
+    } else {
+        for (int i = 1; i < argc; i++)
+            if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--help") != 0 && strcmp(argv[i], "-h") != 0) {
+                ats_cli_error("trace show", "unknown option '%s' (ats trace show --help; '--' before a file whose "
+                              "name starts with '-')", argv[i]);
+                return ATS_EXIT_USAGE;
+            }
+    }
     if (argc > 2) {
         ats_cli_error("trace show", "one FILE|NAME, got %d ('%s', '%s'%s) (ats trace show --help)", argc - 1, argv[1],
                       argv[2], argc > 3 ? ", ..." : "");

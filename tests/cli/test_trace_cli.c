@@ -408,6 +408,15 @@ static void test_local_trace_name(void)
     rc = run_in(tmpdir, "trace show adir");
     CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "adir here is a directory, not a trace"),
               "trace show adir: rc %d: %s", rc, err);
+    /* options: '--' ends them, other dashed words are refused as options, not looked up as traces (pass V, V6) */
+    rc = run_in(tmpdir, "trace show -- mytrace");
+    CHECK_MSG(rc == 0 && strstr(out, "\ngpu      0.5000"), "trace show -- mytrace: rc %d: %s%s", rc, out, err);
+    rc = run_in(tmpdir, "trace show --bogus");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "unknown option '--bogus'"), "trace show --bogus: rc %d: %s",
+              rc, err);
+    rc = run_in(tmpdir, "trace show mytrace -x");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "unknown option '-x'"), "trace show mytrace -x: rc %d: %s",
+              rc, err);
     rc = run_in(tmpdir, "trace show ''");
     CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "the trace name was empty"), "trace show '': rc %d: %s",
               rc, err);
