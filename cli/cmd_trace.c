@@ -623,6 +623,31 @@ static void compare_usage(FILE *f)
             "loaded segment was compared. A failed --max-err check says so in one line on stderr.\n");
 }
 
+/* A target value as the table prints it: 4 decimals, more where 4 would hide that it is below 1 (a
+ * loaded segment, target < 1, must not read "1.0000") or round it to 0. */
+static const char *fmt_target(double a, char *buf, size_t len)
+{
+    if ((a < 1.0 && a >= 0.99995) || (a > 0 && a < 0.00005)) snprintf(buf, len, "%.6g", a);
+    else snprintf(buf, len, "%.4f", a);
+    return buf;
+}
+
+/* |error| of the summary: %.4f, in exponent form past 999 (a target near 0). */
+static const char *fmt_abs(double e, char *buf, size_t len)
+{
+    if (e < 999.5) snprintf(buf, len, "%.4f", e);
+    else snprintf(buf, len, "%.3e", e);
+    return buf;
+}
+
+/* A relative error as the table prints it: %+.3f, in exponent form past ±999 (a target near 0). */
+static const char *fmt_err(double e, char *buf, size_t len)
+{
+    if (fabs(e) < 999.5) snprintf(buf, len, "%+.3f", e);
+    else snprintf(buf, len, "%+.2e", e);
+    return buf;
+}
+
 static double mean_over(const atsc_trace *tr, enum atsc_resource r, double t0, double t1)
 {
     const double *a = atsc_trace_res((atsc_trace *)tr, r);
@@ -716,7 +741,9 @@ static int cmd_compare(int argc, char **argv)
                 if (!(a[i] < 1.0) && fabs(e) > worst_u) worst_u = fabs(e);
                 n_cmp++;
                 n_cmp_l += a[i] < 1.0;
-                printf("%-5s %9.2f %9.2f %8.4f %8.4f %+8.3f", rn, c0 + margin, c1 - margin, a[i], m, e);
+                char tb[32], eb[32];
+                printf("%-5s %9.2f %9.2f %8s %8.4f %8s", rn, c0 + margin, c1 - margin, fmt_target(a[i], tb, sizeof tb), m,
+                       fmt_err(e, eb, sizeof eb));
                 if (c0 > s0 || c1 < s1) /* the segment reaches outside the recording: say which part */
                     printf("  (segment %.2f..%.2f s; the recording covers %.2f..%.2f of it)", s0, s1, c0, c1);
                 putchar('\n');
@@ -732,7 +759,9 @@ static int cmd_compare(int argc, char **argv)
                     snprintf(why, sizeof why, "%.3g s long, not longer than 2*margin = %g s", s1 - s0, 2 * margin);
                 if (a[i] < 1.0) n_skip_loaded++;
                 else n_skip_idle++;
-                printf("%-5s %9.2f %9.2f %8.4f %8s %8s  not compared: %s\n", rn, s0, s1, a[i], "-", "-", why);
+                char tb[32];
+                printf("%-5s %9.2f %9.2f %8s %8s %8s  not compared: %s\n", rn, s0, s1, fmt_target(a[i], tb, sizeof tb), "-",
+                       "-", why);
             }
             i = j;
         }
@@ -740,11 +769,12 @@ static int cmd_compare(int argc, char **argv)
     printf("compared %d segments; not compared: %d loaded segments (target < 1), %d unloaded\n", n_cmp,
            n_skip_loaded, n_skip_idle);
     if (n_cmp) {
-        printf("max |rel.err| = %.4f (loaded segments: ", worst);
-        if (n_cmp_l) printf("%.4f over %d", worst_l, n_cmp_l);
+        char b0[32], b1[32], b2[32];
+        printf("max |rel.err| = %s (loaded segments: ", fmt_abs(worst, b0, sizeof b0));
+        if (n_cmp_l) printf("%s over %d", fmt_abs(worst_l, b1, sizeof b1), n_cmp_l);
         else printf("none compared");
         printf("; unloaded: ");
-        if (n_cmp > n_cmp_l) printf("%.4f over %d)\n", worst_u, n_cmp - n_cmp_l);
+        if (n_cmp > n_cmp_l) printf("%s over %d)\n", fmt_abs(worst_u, b2, sizeof b2), n_cmp - n_cmp_l);
         else printf("none compared)\n");
     } else
         printf("max |rel.err| = - (no segment compared)\n");
@@ -774,8 +804,9 @@ static int cmd_compare(int argc, char **argv)
     }
     const double judged = loaded_only ? worst_l : worst;
     if (judged > max_err) {
-        ats_cli_error("trace compare", "--max-err %g%s: max |rel.err| %.4f%s", max_err, loaded_only ? " --loaded-only" : "",
-                      judged, loaded_only ? " over the loaded segments" : "");
+        char jb[32];
+        ats_cli_error("trace compare", "--max-err %g%s: max |rel.err| %s%s", max_err, loaded_only ? " --loaded-only" : "",
+                      fmt_abs(judged, jb, sizeof jb), loaded_only ? " over the loaded segments" : "");
         return ATS_EXIT_FAIL;
     }
     return ATS_EXIT_OK;

@@ -81,7 +81,7 @@ compare() { # compare NAME TARGET: the table; rc 1 when a loaded phase (what the
   out=$($A trace compare "$OUT/$1.h5" "$2" --margin 5 --max-err 0.1 --loaded-only 2>"$ef"); c=$?
   printf '%s\n' "$out"; cat "$ef"; rm -f "$ef"   # the table, then its verdict line (stderr)
   if [ $c -eq 0 ]; then echo "ACCURACY: every loaded phase within 10 %"; else echo "ACCURACY: a loaded phase NOT within 10 %, or not compared (see the lines above; compare rc $c)"; fi
-  u=$(printf '%s\n' "$out" | sed -n 's/.*; unloaded: \([0-9.]*\) over .*/\1/p')
+  u=$(printf '%s\n' "$out" | sed -n 's/.*; unloaded: \([0-9.e+-]*\) over .*/\1/p')
   if [ -z "$u" ]; then echo "UNLOADED: no unloaded segment compared"
   elif awk -v u="$u" 'BEGIN { exit !(u <= 0.1) }'; then echo "UNLOADED: every unloaded segment within 10 % (worst $u)"
   else echo "UNLOADED: an unloaded segment off by $u (> 10 %; e.g. the CPU during PCIe copies: traces/README.md)"; fi
