@@ -146,8 +146,7 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* One line for a getopt failure: ':' = a flag without its value, else an unknown flag. */
-/* ':' missing value, else an unknown option, an option given a value it does not take (--loaded-only=1)
+/* One line for a getopt failure: ':' missing value, else an unknown option, an option given a value it does not take (--loaded-only=1)
  * or a single-dash word (-loaded-only: named by its first letter, as record and stress do). */
 static int opt_error(const char *cmd, int c, char **argv, const struct option *lo)
 {
@@ -388,39 +387,34 @@ static void strip(const atsc_trace *tr, enum atsc_resource r, double span, int c
 static int cmd_show(int argc, char **argv)
 {
     /* "--" ends the options (a file may then start with '-'); other words starting with '-' are options,
-     * and the only ones are --help / -h */
-    if (argc >= 2 && strcmp(argv[1], "--") == 0) {
-        argv[1] = argv[0];
-        argv++;
-        argc--;
-        if (argc == 2 && argv[1][0] == '\0') {
-            ats_cli_error("trace show", "an empty FILE after '--'");
+     * and the only ones are --help / -h. f: the first non-option argument, n: how many there are. */
+    const int f = argc >= 2 && strcmp(argv[1], "--") == 0 ? 2 : 1, n = argc - f;
+    for (int i = 1; f == 1 && i < argc; i++)
+        if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--help") != 0 && strcmp(argv[i], "-h") != 0) {
+            ats_cli_error("trace show", "unknown option '%s' (ats trace show --help; '--' before a file whose "
+                          "name starts with '-')", argv[i]);
             return ATS_EXIT_USAGE;
         }
-    } else {
-        for (int i = 1; i < argc; i++)
-            if (argv[i][0] == '-' && argv[i][1] && strcmp(argv[i], "--help") != 0 && strcmp(argv[i], "-h") != 0) {
-                ats_cli_error("trace show", "unknown option '%s' (ats trace show --help; '--' before a file whose "
-                              "name starts with '-')", argv[i]);
-                return ATS_EXIT_USAGE;
-            }
-    }
-    if (argc > 2) {
-        ats_cli_error("trace show", "one FILE|NAME, got %d ('%s', '%s'%s) (ats trace show --help)", argc - 1, argv[1],
-                      argv[2], argc > 3 ? ", ..." : "");
+    if (f == 2 && n == 1 && argv[2][0] == '\0') {
+        ats_cli_error("trace show", "an empty FILE after '--'");
         return ATS_EXIT_USAGE;
     }
-    if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        FILE *f = argc == 2 ? stdout : stderr;
-        fprintf(f, "usage: ats trace show FILE|NAME\n"
-                   "Prints a load trace's attributes, its length, per resource the time-weighted mean over\n"
-                   "[0, last sample time) (the last sample holds from there on forever, so it weighs 0 in the\n"
-                   "mean), the min/max over every sample including the last, the time below 0.9, and a strip\n"
-                   "per resource (one character per 1/60 of the duration: '#' = 1, '9' = 0.9.., '0' < 0.1).\n");
-        return argc == 2 ? ATS_EXIT_OK : ATS_EXIT_USAGE;
+    if (n > 1) {
+        ats_cli_error("trace show", "one FILE|NAME, got %d ('%s', '%s'%s) (ats trace show --help)", n, argv[f],
+                      argv[f + 1], n > 2 ? ", ..." : "");
+        return ATS_EXIT_USAGE;
+    }
+    if (n != 1 || (f == 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
+        FILE *fp = n == 1 ? stdout : stderr;
+        fprintf(fp, "usage: ats trace show FILE|NAME\n"
+                    "Prints a load trace's attributes, its length, per resource the time-weighted mean over\n"
+                    "[0, last sample time) (the last sample holds from there on forever, so it weighs 0 in the\n"
+                    "mean), the min/max over every sample including the last, the time below 0.9, and a strip\n"
+                    "per resource (one character per 1/60 of the duration: '#' = 1, '9' = 0.9.., '0' < 0.1).\n");
+        return n == 1 ? ATS_EXIT_OK : ATS_EXIT_USAGE;
     }
     atsc_trace *tr = NULL;
-    int rc = load_or_report("trace show", argv[1], &tr);
+    int rc = load_or_report("trace show", argv[f], &tr);
     if (rc) return rc;
     double dur = atsc_trace_duration(tr);
     printf("source:      %s\nmachine:     %s\ndescription: %s\n", tr->source, tr->machine, tr->description);
@@ -632,19 +626,12 @@ static const char *fmt_target(double a, char *buf, size_t len)
     return buf;
 }
 
-/* |error| of the summary: %.4f, in exponent form past 999 (a target near 0). */
-static const char *fmt_abs(double e, char *buf, size_t len)
+/* A relative error as printed: the table's signed %+.3f (table = 1) or the summary's |error| %.4f, in
+ * exponent form past 999 (a target near 0). */
+static const char *fmt_err(double e, int table, char *buf, size_t len)
 {
-    if (e < 999.5) snprintf(buf, len, "%.4f", e);
-    else snprintf(buf, len, "%.3e", e);
-    return buf;
-}
-
-/* A relative error as the table prints it: %+.3f, in exponent form past ±999 (a target near 0). */
-static const char *fmt_err(double e, char *buf, size_t len)
-{
-    if (fabs(e) < 999.5) snprintf(buf, len, "%+.3f", e);
-    else snprintf(buf, len, "%+.2e", e);
+    if (fabs(e) < 999.5) snprintf(buf, len, table ? "%+.3f" : "%.4f", e);
+    else snprintf(buf, len, table ? "%+.2e" : "%.3e", e);
     return buf;
 }
 
@@ -722,7 +709,7 @@ static int cmd_compare(int argc, char **argv)
     const double tgt_end = atsc_trace_duration(tgt);
     double rlo = -offset > 0 ? -offset : 0, rhi = atsc_trace_duration(rec) - offset;
     printf("%-5s %9s %9s %8s %8s %8s\n", "res", "from [s]", "to [s]", "target", "recorded", "rel.err");
-    double worst = 0, worst_l = 0, worst_u = 0; /* all, loaded (target < 1), unloaded segments */
+    double worst_l = 0, worst_u = 0; /* worst |error| of loaded (target < 1) and unloaded segments */
     int n_cmp = 0, n_cmp_l = 0, n_skip_loaded = 0, n_skip_idle = 0;
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         const char *rn = atsc_resource_name((enum atsc_resource)r);
@@ -736,14 +723,13 @@ static int cmd_compare(int argc, char **argv)
             if (c1 - c0 > 2 * margin) {
                 double m = mean_over(rec, (enum atsc_resource)r, c0 + margin + offset, c1 - margin + offset);
                 double e = (m - a[i]) / a[i];
-                if (fabs(e) > worst) worst = fabs(e);
-                if (a[i] < 1.0 && fabs(e) > worst_l) worst_l = fabs(e);
-                if (!(a[i] < 1.0) && fabs(e) > worst_u) worst_u = fabs(e);
+                double *w = a[i] < 1.0 ? &worst_l : &worst_u;
+                if (fabs(e) > *w) *w = fabs(e);
                 n_cmp++;
                 n_cmp_l += a[i] < 1.0;
                 char tb[32], eb[32];
                 printf("%-5s %9.2f %9.2f %8s %8.4f %8s", rn, c0 + margin, c1 - margin, fmt_target(a[i], tb, sizeof tb), m,
-                       fmt_err(e, eb, sizeof eb));
+                       fmt_err(e, 1, eb, sizeof eb));
                 if (c0 > s0 || c1 < s1) /* the segment reaches outside the recording: say which part */
                     printf("  (segment %.2f..%.2f s; the recording covers %.2f..%.2f of it)", s0, s1, c0, c1);
                 putchar('\n');
@@ -766,15 +752,16 @@ static int cmd_compare(int argc, char **argv)
             i = j;
         }
     }
+    const double worst = worst_l > worst_u ? worst_l : worst_u;
     printf("compared %d segments; not compared: %d loaded segments (target < 1), %d unloaded\n", n_cmp,
            n_skip_loaded, n_skip_idle);
     if (n_cmp) {
         char b0[32], b1[32], b2[32];
-        printf("max |rel.err| = %s (loaded segments: ", fmt_abs(worst, b0, sizeof b0));
-        if (n_cmp_l) printf("%s over %d", fmt_abs(worst_l, b1, sizeof b1), n_cmp_l);
+        printf("max |rel.err| = %s (loaded segments: ", fmt_err(worst, 0, b0, sizeof b0));
+        if (n_cmp_l) printf("%s over %d", fmt_err(worst_l, 0, b1, sizeof b1), n_cmp_l);
         else printf("none compared");
         printf("; unloaded: ");
-        if (n_cmp > n_cmp_l) printf("%s over %d)\n", fmt_abs(worst_u, b2, sizeof b2), n_cmp - n_cmp_l);
+        if (n_cmp > n_cmp_l) printf("%s over %d)\n", fmt_err(worst_u, 0, b2, sizeof b2), n_cmp - n_cmp_l);
         else printf("none compared)\n");
     } else
         printf("max |rel.err| = - (no segment compared)\n");
@@ -806,7 +793,7 @@ static int cmd_compare(int argc, char **argv)
     if (judged > max_err) {
         char jb[32];
         ats_cli_error("trace compare", "--max-err %g%s: max |rel.err| %s%s", max_err, loaded_only ? " --loaded-only" : "",
-                      fmt_abs(judged, jb, sizeof jb), loaded_only ? " over the loaded segments" : "");
+                      fmt_err(judged, 0, jb, sizeof jb), loaded_only ? " over the loaded segments" : "");
         return ATS_EXIT_FAIL;
     }
     return ATS_EXIT_OK;

@@ -10,21 +10,10 @@
 #      experiments/bench/gpu-2026-11-30-s4/ncu-decode-rmsnorm-fixed.csv: Q6_K v2 2.2 ms of 7.47 ms).
 # Run from the repository root on the GPU machine, with the shared models copied to .gpu-shared/models:
 #   run(command="bash experiments/next-h200-model.sh", carry=[".deps", ".gpu-shared"], timeout_s=600)
-# Everything lands in $OUT/model.tgz plus $OUT/summary.txt and the two bench JSON files.
-set -u
-top=$(pwd)
-OUT=${OUT:-$top/next-out}
-W=/tmp/nextm; B=/tmp/nextm-build; mkdir -p "$OUT" "$W"
-S=$OUT/summary.txt; : > "$S"
-say() { echo "$*" | tee -a "$S"; }
-fin() { (cd /tmp && tar czf "$OUT/model.tgz" nextm); }
-trap fin EXIT
-export LD_LIBRARY_PATH=$top/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-} ATS_SHARED_DIR=$top/.gpu-shared
-say "next-h200-model.sh $(date -u +%FT%TZ), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-cmake -S . -B $B -DCMAKE_PREFIX_PATH=$top/.deps/root/usr -DGSL_ROOT_DIR=$top/.deps/root/usr \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DATS_CUDA=ON > $W/build.log 2>&1 &&
-  cmake --build $B -j"$(nproc)" --target ats test_cuda_model >> $W/build.log 2>&1 || { say "build FAILED"; tail -20 $W/build.log; exit 1; }
-A=$B/cli/ats
+# Everything lands in $OUT/nextm.tgz plus $OUT/summary.txt and the two bench JSON files.
+. experiments/h200-common.sh
+h200_setup nextm ats test_cuda_model
+export ATS_SHARED_DIR=$top/.gpu-shared
 ATS_GEMV_V3_Q6K=1 timeout 200 $B/tests/exec/test_cuda_model > $W/model-q6k.log 2>&1
 say "test_cuda_model ATS_GEMV_V3_Q6K=1 rc=$? $(tail -1 $W/model-q6k.log)"; grep "CHECK failed" $W/model-q6k.log | head -5 | tee -a "$S"
 for v in "" 1; do

@@ -14,20 +14,8 @@
 #   run(command="bash experiments/next-h200.sh", carry=[".deps"], timeout_s=600)
 # (.deps: GSL from ../shared/tools/device-deps.sh.) Everything lands in $OUT/next.tgz (one file: the
 # device tool returns at most 8) plus $OUT/fig13-a.h5, $OUT/fig13-b.h5 and $OUT/summary.txt.
-set -u
-top=$(pwd)
-OUT=${OUT:-$top/next-out}
-W=/tmp/next; B=/tmp/next-build; mkdir -p "$OUT" "$W"
-S=$OUT/summary.txt; : > "$S"
-say() { echo "$*" | tee -a "$S"; }
-fin() { (cd /tmp && tar czf "$OUT/next.tgz" next); }
-trap fin EXIT
-export LD_LIBRARY_PATH=$top/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-say "next-h200.sh $(date -u +%FT%TZ), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?'), kernel $(uname -r)"
-cmake -S . -B $B -DCMAKE_PREFIX_PATH=$top/.deps/root/usr -DGSL_ROOT_DIR=$top/.deps/root/usr \
-      -DCMAKE_CUDA_ARCHITECTURES=90 -DATS_CUDA=ON > $W/build.log 2>&1 &&
-  cmake --build $B -j"$(nproc)" --target ats test_cuda_ops >> $W/build.log 2>&1 || { say "build FAILED"; tail -20 $W/build.log; exit 1; }
-A=$B/cli/ats
+. experiments/h200-common.sh
+h200_setup next ats test_cuda_ops
 ATS_GEMV_V3_Q6K=1 timeout 120 $B/tests/exec/test_cuda_ops > $W/ops-q6k.log 2>&1; q6rc=$?
 say "test_cuda_ops ATS_GEMV_V3_Q6K=1 rc=$q6rc $(tail -1 $W/ops-q6k.log)"; grep "CHECK failed" $W/ops-q6k.log | head -5 | tee -a "$S"
 # one GEMV table (the variable changes the Q6_K rows only; v2's Q6_K rows are in gpu-2026-11-30-s4/)

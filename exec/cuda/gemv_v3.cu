@@ -438,12 +438,15 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
                 if (i < nr && lane + 32 * u < nch[i]) c[i][u] = v3_ldw<1>(wa[i] + (int64_t)k * (V3Q6_STEP / 16) + lane + 32 * u);
         }
         if (k == 0) v3_pdl_wait();
-        const int T0 = lane, T1 = lane + 32;
-        const bool has0 = (T0 >> 3) < nbs, has1 = (T1 >> 3) < nbs;
-        int4 xl0 = make_int4(0, 0, 0, 0), xh0 = xl0, xl1 = xl0, xh1 = xl0;
-        float2 ds0 = make_float2(0.0f, 0.0f), ds1 = ds0;
-        if (has0) v3_x_q4_0(x, k * 64 + T0, xl0, xh0, ds0);
-        if (has1) v3_x_q4_0(x, k * 64 + T1, xl1, xh1, ds1);
+        /* the lane's two tasks T = lane + 32u of the step: x block 64k + T, super-block T / 8 */
+        int4 xl[2], xh[2];
+        float2 ds[2];
+        bool has[2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            has[u] = ((lane + 32 * u) >> 3) < nbs;
+            if (has[u]) v3_x_q4_0(x, k * 64 + lane + 32 * u, xl[u], xh[u], ds[u]);
+        }
         __syncwarp(); /* every lane is done reading the previous step */
 #pragma unroll
         for (int i = 0; i < R; i++)
@@ -455,15 +458,12 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
         for (int i = 0; i < R; i++) {
             if (i >= nr) continue;
             const uint8_t *st = (const uint8_t *)stage[warp][i];
-            if (has0) {
-                const int base = dl[i] + (T0 >> 3) * EXC_Q6_K_BYTES;
+#pragma unroll
+            for (int u = 0; u < 2; u++) {
+                if (!has[u]) continue;
+                const int T = lane + 32 * u, base = dl[i] + (T >> 3) * EXC_Q6_K_BYTES;
                 const float d = exc_h2f(*(const uint16_t *)(st + base + 208));
-                acc[i] += d * ds0.x * (float)v3q6_task(st, base, (T0 >> 2) & 1, T0 & 3, xl0, xh0);
-            }
-            if (has1) {
-                const int base = dl[i] + (T1 >> 3) * EXC_Q6_K_BYTES;
-                const float d = exc_h2f(*(const uint16_t *)(st + base + 208));
-                acc[i] += d * ds1.x * (float)v3q6_task(st, base, (T1 >> 2) & 1, T1 & 3, xl1, xh1);
+                acc[i] += d * ds[u].x * (float)v3q6_task(st, base, (T >> 2) & 1, T & 3, xl[u], xh[u]);
             }
         }
     }

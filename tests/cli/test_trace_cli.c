@@ -102,18 +102,18 @@ static void test_compare_skipped(void)
     rc = run(args);
     CHECK_MSG(rc == 1 && tu_count_lines(err) == 1 && strstr(err, "--max-err 0.1: max |rel.err| 0.3000"),
               "%s: rc %d: stderr '%s'", args, rc, err);
-    snprintf(args, sizeof args, "trace compare %s %s --loaded-only", rec, tgt);
-    rc = run(args);
-    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "give --max-err") && !out[0], "%s: rc %d: %s", args, rc, err);
-    snprintf(args, sizeof args, "trace compare %s %s -loaded-only", rec, tgt);
-    rc = run(args);
-    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "'-l'"), "%s: rc %d: %s", args, rc, err);
-    snprintf(args, sizeof args, "trace compare %s %s --loaded-only=1 --max-err 0.1", rec, tgt);
-    rc = run(args);
-    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "takes no value"), "%s: rc %d: %s", args, rc, err);
-    snprintf(args, sizeof args, "trace compare %s %s 3 --max-err 0.1", rec, tgt);
-    rc = run(args);
-    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "the third '3'"), "%s: rc %d: %s", args, rc, err);
+    static const struct { const char *opts, *want; int no_stdout; } usage_bad[] = {
+        {"--loaded-only", "give --max-err", 1},
+        {"-loaded-only", "'-l'", 0},
+        {"--loaded-only=1 --max-err 0.1", "takes no value", 0},
+        {"3 --max-err 0.1", "the third '3'", 0},
+    };
+    for (size_t k = 0; k < sizeof usage_bad / sizeof usage_bad[0]; k++) {
+        snprintf(args, sizeof args, "trace compare %s %s %s", rec, tgt, usage_bad[k].opts);
+        rc = run(args);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, usage_bad[k].want) && (!usage_bad[k].no_stdout || !out[0]),
+                  "%s: rc %d: %s", args, rc, err);
+    }
     snprintf(args, sizeof args, "trace compare %s %s --margin 5 --max-err 0.1 --loaded-only", rec, idle);
     rc = run(args);
     CHECK_MSG(rc == 1 && strstr(out, "loaded segments: none compared") && tu_count_lines(err) == 1 &&
