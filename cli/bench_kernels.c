@@ -276,17 +276,6 @@ static const ats_qtype GPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_
 
 typedef ex_gpu_status (*gpu_fn)(void *arg, int rep);
 
-/* The GEMV kernel ex_cuda_gemv runs for a type at these shapes (exec/cuda/gemv.cu): "v3" (gemv_v3.cu)
- * for Q4_0/Q4_K, "v2" (gemv_v2.cu) for Q8_0/Q6_K (and Q4_0/Q4_K with ATS_GEMV_KERNEL=v2), "v1"
- * otherwise or with ATS_GEMV_KERNEL=v1. */
-static const char *gemv_kernel_label(ats_qtype t)
-{
-    const char *e = getenv("ATS_GEMV_KERNEL");
-    if (e && strcmp(e, "v1") == 0) return "v1";
-    if ((t == ATS_Q_Q4_0 || t == ATS_Q_Q4_K) && !(e && strcmp(e, "v2") == 0)) return "v3";
-    return t == ATS_Q_Q4_0 || t == ATS_Q_Q8_0 || t == ATS_Q_Q4_K || t == ATS_Q_Q6_K ? "v2" : "v1";
-}
-
 /* max_i |y_gpu[i] - y_cpu[i]| / max_i |y_cpu[i]| for one GEMV: y_cpu from ex_cpu_matmul (int8
  * activations for the quantized types, as the GPU); NaN → INFINITY. Bound: 2.4e-2 quantized (twice
  * test_cuda_ops' GEMV bound; a wrong row or block gives O(1)), 1e-3 float. */
@@ -550,10 +539,10 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             gemv_bad |= !err_ok;
             printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %8.0f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t),
                    sh->name, bytes / 1e6, med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, graph * 1e6,
-                   100.0 * gbs_graph / read_bw, gbs_same * 1e-9, 100.0 * gbs / gbs_same, gemv_kernel_label(t), err,
+                   100.0 * gbs_graph / read_bw, gbs_same * 1e-9, 100.0 * gbs / gbs_same, ex_cuda_gemv_kernel(t, sh->rows, sh->cols), err,
                    err_ok ? "" : " FAIL");
             json_t *e = entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
-            json_object_set_new(e, "kernel", json_string(gemv_kernel_label(t)));
+            json_object_set_new(e, "kernel", json_string(ex_cuda_gemv_kernel(t, sh->rows, sh->cols)));
             json_object_set_new(e, "check_err_rel_max", json_real(isfinite(err) ? err : -1.0));
             json_object_set_new(e, "check_ok", json_boolean(err_ok));
             json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));

@@ -38,8 +38,9 @@
  * ATS_GEMV_KERNEL=v2 or v1 selects the older kernels (bench and tests compare them);
  * ATS_GEMV_V3_R = 1 | 2 | 4 | 8 sets R, ATS_GEMV_V3_LOAD = ldg | na the weight load, ATS_GEMV_V3_X =
  * lin | ilv the activation layout, ATS_GEMV_V3_U = 1 | 2 the Q4_K tasks per lane per trip,
- * ATS_GEMV_V3_Q6K = 1 a Q6_K kernel staged like Q4_0 (written without a GPU: not yet run on one; v2 is the
- * Q6_K default), ATS_GEMV_V3_Q4K = smem the Q4_K kernel staged through shared memory (with ilv; H200: Q4_K ffn_up +1.4
+ * ATS_GEMV_V3_Q6K = 0 | 1 the Q6_K kernel staged like Q4_0 off | for every shape (default: rows > V3_Q6K_MIN_ROWS;
+ * H200, fifth session: ffn_up 35.6% -> 42.2% of the read probe, ffn_down 29.1% -> 39.2%, attn_kv (1024 rows)
+ * 13.1% -> 10.7%, so v2 keeps the small shapes; Qwen3-14B Q4_K_M decode 124.3 -> 133.0 tok/s), ATS_GEMV_V3_Q4K = smem the Q4_K kernel staged through shared memory (with ilv; H200: Q4_K ffn_up +1.4
  * points, ffn_down -0.9; bench-kernels.md, fourth session) (bench experiments; defaults V3_R, V3_NA, V3_ILV,
  * V3_U, direct Q4_K loads).
  */
@@ -55,6 +56,7 @@
 #define V3_R 2     /* rows per warp (H200: R = 2 fastest of 1, 2, 4, 8; bench-kernels.md) */
 #define V3_NA 1    /* weight loads with L1::no_allocate (ATS_GEMV_V3_LOAD=ldg: plain __ldg); H200: Q4_0 ffn_up 57.5% -> 62.3% */
 #define V3_ILV 1   /* activations interleaved (exc_q8xi; ATS_GEMV_V3_X=lin: plain exc_q8x); H200: Q4_0 ffn_up 63.2% -> 66.6%, Q4_K 56.4% -> 58.2% */
+#define V3_Q6K_MIN_ROWS 2048 /* Q6_K: v3 above this many rows, v2 at or below (H200: 1024 rows v2 7.2 us, v3 8.9 us) */
 #define V3_U 1     /* Q4_K tasks per lane per trip (ilv only; ATS_GEMV_V3_U=2: H200 Q4_K ffn_up 58.2% -> 54.2%) */
 
 /* A 16-byte weight load: NA = 0 __ldg (read-only path, allocates in L1); NA = 1 also read-only but
@@ -355,7 +357,7 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
     }
 }
 
-/* ---- Q6_K (opt-in: ATS_GEMV_V3_Q6K=1; written without a GPU, not yet run on one) ---------------- */
+/* ---- Q6_K (default above V3_Q6K_MIN_ROWS rows; ATS_GEMV_V3_Q6K = 0 | 1 off | every shape) ---------------- */
 
 /* Q6_K (210-byte super-blocks: ql[128] @0, qh[64] @128, scales[16] @192, d @208; QUANT_FORMATS.md §Q6_K)
  * staged like Q4_0: a step is 8 super-blocks (1680 bytes, a multiple of 16) of each of the warp's R rows,
@@ -493,13 +495,13 @@ static int v3_disabled(void)
  * (default V3_ILV; ilv runs R = 2 or 4 with no_allocate loads), ATS_GEMV_V3_U = 1 | 2 Q4_K tasks per lane
  * per trip (ilv only; default V3_U). */
 typedef struct v3_cfg {
-    int r, na, ilv, u, q4k_smem, q6k;
+    int r, na, ilv, u, q4k_smem, q6k; /* q6k: -1 default (by rows), 0 off, 1 every shape */
 } v3_cfg;
 
 static v3_cfg v3_config(void)
 {
     static std::once_flag once;
-    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U, 0, 0};
+    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U, 0, -1};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_V3_R");
         int v = e ? atoi(e) : 0;
@@ -511,6 +513,7 @@ static v3_cfg v3_config(void)
         if ((e = getenv("ATS_GEMV_V3_U")) && (atoi(e) == 1 || atoi(e) == 2)) c.u = atoi(e);
         if ((e = getenv("ATS_GEMV_V3_Q4K")) && strcmp(e, "smem") == 0) c.q4k_smem = 1;
         if ((e = getenv("ATS_GEMV_V3_Q6K")) && strcmp(e, "1") == 0) c.q6k = 1;
+        if ((e = getenv("ATS_GEMV_V3_Q6K")) && strcmp(e, "0") == 0) c.q6k = 0;
     });
     return c;
 }
@@ -556,18 +559,26 @@ static ex_gpu_status v3_run_lin(ex_gpu *g, int r, int type, const void *W, int64
     }
 }
 
-/* Runs v3 when it covers the case (Q4_K; Q4_0 with cols % 256 == 0; not disabled): *used = 1.
- * Otherwise *used = 0 and nothing is launched. W and x 16-byte aligned (checked by the caller). */
+/* 1 when v3 takes this single GEMV (one matrix, one activation row): Q4_0 and Q4_K with cols % 256 == 0,
+ * Q6_K above V3_Q6K_MIN_ROWS rows (or as ATS_GEMV_V3_Q6K says); never with ATS_GEMV_KERNEL=v1|v2. */
+static int v3_covers(int type, int64_t rows, int64_t cols)
+{
+    if (v3_disabled() || rows > ((int64_t)1 << 32) || cols % 256 != 0 || cols > ((int64_t)1 << 30)) return 0;
+    const int q6k = v3_config().q6k;
+    if (type == ATS_Q_Q6_K) return q6k < 0 ? rows > V3_Q6K_MIN_ROWS : q6k;
+    return type == ATS_Q_Q4_K || type == ATS_Q_Q4_0;
+}
+
+/* Runs v3 when it covers the case (v3_covers): *used = 1. Otherwise *used = 0 and nothing is launched.
+ * W and x 16-byte aligned (checked by the caller). */
 ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
                           cudaStream_t s, int *used)
 {
     *used = 0;
-    if (v3_disabled() || rows > ((int64_t)1 << 32)) return EX_GPU_OK;
+    if (!v3_covers(type, rows, cols)) return EX_GPU_OK;
     const v3_cfg c = v3_config();
-    const int q6k = type == ATS_Q_Q6_K && c.q6k;
-    if (!(type == ATS_Q_Q4_K || type == ATS_Q_Q4_0 || q6k) || cols % 256 != 0 || cols > ((int64_t)1 << 30)) return EX_GPU_OK;
     ex_gpu_status st;
-    if (q6k) { /* opt-in experiment (ATS_GEMV_V3_Q6K=1): activations as for Q4_0 (2 chunks a block) */
+    if (type == ATS_Q_Q6_K) { /* activations as for Q4_0 (2 chunks a block) */
         exc_q8xi q;
         if ((st = exc_quantize_q8xi_ws(g, x, cols, 2, s, &q))) return st;
         st = v3_launch(g, gemv_v3_q6k_kernel<2>, 2, W, rows, (int)(cols / 256), q, y, s);
@@ -591,4 +602,15 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
     }
     if (st == EX_GPU_OK) *used = 1;
     return st;
+}
+
+/* The kernel family ex_cuda_gemv runs for one matrix and one activation row of this type and shape
+ * (gemv.cu's order: v3 where it covers the case, then v2 for Q4_0/Q8_0/Q4_K/Q6_K unless
+ * ATS_GEMV_KERNEL=v1, else v1): "v3", "v2" or "v1". For the bench's table. */
+extern "C" const char *ex_cuda_gemv_kernel(int type, int64_t rows, int64_t cols)
+{
+    if (v3_covers(type, rows, cols)) return "v3";
+    const char *e = getenv("ATS_GEMV_KERNEL");
+    const int v2_type = type == ATS_Q_Q4_0 || type == ATS_Q_Q8_0 || type == ATS_Q_Q4_K || type == ATS_Q_Q6_K;
+    return v2_type && !(e && strcmp(e, "v1") == 0) ? "v2" : "v1";
 }

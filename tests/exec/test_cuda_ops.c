@@ -130,13 +130,14 @@ static void test_matmul(void)
     const ats_qtype types[] = {ATS_Q_F32, ATS_Q_F16, ATS_Q_BF16, ATS_Q_Q8_0, ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_MXFP4};
     /* then long rows (4352..12288 columns) of the types with decode kernels that loop over a row in
      * several rounds of loads (gemv_v2.cu, gemv_v3.cu), including rows that end inside a round */
-    const ats_qtype long_types[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
+    const ats_qtype long_types[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K, ATS_Q_Q6_K};
     const size_t n_short = sizeof types / sizeof types[0], n_long = sizeof long_types / sizeof long_types[0];
     const int64_t toks[] = {1, 3, 19};
     for (size_t ti = 0; ti < n_short + n_long; ti++) {
         ats_qtype t = ti < n_short ? types[ti] : long_types[ti - n_short];
         int64_t cols = ti < n_short ? 256 * (1 + (int64_t)(tu_rand(&g_rng) % 4)) : 256 * (17 + (int64_t)(tu_rand(&g_rng) % 32));
         int64_t rows = 37 + (int64_t)(tu_rand(&g_rng) % 90);
+        if (ti == n_short + n_long - 1) rows = 2049 + (int64_t)(tu_rand(&g_rng) % 200); /* Q6_K's v3 (> 2048 rows) */
         wt w = make_weight(t, cols, rows, 1, 1.0);
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
             int64_t n = toks[k];
@@ -468,12 +469,12 @@ static void test_sample_copy(void)
  * wrong now and then on the H200; experiments/bench/bench-kernels.md). */
 static void test_gemv_chain(void)
 {
-    const ats_qtype types[3] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0};
+    const ats_qtype types[4] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K}; /* Q6_K: v3 at 4096, v2 at 1024 */
     enum { N = 16 };
     const int64_t sizes[] = {4096, 1024}; /* square: rows = cols; 512 and 128 blocks of the GEMV v3 */
     for (size_t ti = 0; ti < 2 * sizeof types / sizeof types[0]; ti++) {
-        ats_qtype t = types[ti % 3];
-        const int64_t n = sizes[ti / 3];
+        ats_qtype t = types[ti % 4];
+        const int64_t n = sizes[ti / 4];
         wt w = make_weight(t, n, n, 1, 1.7 / sqrt((double)n)); /* |y| ~ |x| */
         float *hx = malloc((size_t)(N * n) * sizeof(float)), *hy = malloc((size_t)(N * n) * sizeof(float));
         float *yr = malloc((size_t)n * sizeof(float));
