@@ -52,6 +52,8 @@ int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, 
                           const char *users, struct ex_baseline *out);
 /** The --slice-us paragraph of `ats record --help` and `ats stress --help`. */
 extern const char ats_cli_slice_help[];
+/** Help text of --pin (ats record, ats stress). */
+extern const char ats_cli_pin_help[];
 int ats_cli_parse_int(const char *s, long long *out);
 
 /** Resolves a model name ("qwen3-14b") or a path to a JSON file: a value containing '/' or ending

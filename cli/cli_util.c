@@ -102,6 +102,13 @@ const char ats_cli_slice_help[] =
     "slice it was measured with (7th field); with --baseline the probes (and the stressor's hogs) use it,\n"
     "and a different --slice-us is refused.\n";
 
+const char ats_cli_pin_help[] =
+    "--pin: probe thread j runs only on the j-th CPU of the process's CPU set (and, in `ats stress`, CPU\n"
+    "hog i on CPU i mod n, so each CPU carries the same staggered hogs). Unpinned, two identical recorders\n"
+    "of one stressed CPU read 0.426 and 0.390 (H200; experiments/stress-2026-11-30-s5/): where the\n"
+    "scheduler places each process's threads among the hogs sets its reading. Give it to the stressor and\n"
+    "the recorder alike.\n";
+
 int ats_cli_parse_int(const char *s, long long *out)
 {
     if (!s || !*s) return -1;

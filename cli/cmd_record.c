@@ -22,7 +22,7 @@ static void usage(FILE *f)
             "usage: ats record --out FILE.h5 [--duration S] [--interval S] [--threads N] [--cpu-only]\n"
             "                  [--baseline FILE | --baseline-s S] [--save-baseline FILE] [--device N]\n"
             "                  [--machine NAME] [--description TEXT] [--progress] [--cpu-probe-ms MS]\n"
-            "                  [--slice-us US]\n"
+            "                  [--slice-us US] [--pin]\n"
             "Samples CPU, GPU and PCIe availability every --interval (default 0.1 s) for --duration (default\n"
             "60 s) with probes: a float GEMV (2048 x 2048) on --threads (default: online CPUs), a ~1 ms busy\n"
             "kernel, a 16 MiB pinned host-to-device copy. Availability = idle probe time / probe time, clipped\n"
@@ -40,6 +40,7 @@ static void usage(FILE *f)
             "average over more of a stressor's duty period and of the scheduler's time slices, at a higher\n"
             "probe duty cycle.\n");
     fputs(ats_cli_slice_help, f);
+    fputs(ats_cli_pin_help, f);
 }
 
 int ats_cmd_record(int argc, char **argv)
@@ -52,7 +53,7 @@ int ats_cmd_record(int argc, char **argv)
         {"device", required_argument, 0, 'D'},      {"machine", required_argument, 0, 'm'},
         {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
         {"cpu-probe-ms", required_argument, 0, 'P'}, {"slice-us", required_argument, 0, 'u'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"pin", no_argument, 0, 'n'},               {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     ex_probe_opts po = ex_probe_opts_default();
     po.stop = &ats_cli_stop; /* a signal cuts a probe in progress */
     ex_record_opts ro = ex_record_opts_default();
@@ -91,6 +92,7 @@ int ats_cmd_record(int argc, char **argv)
             }
             break;
         }
+        case 'n': po.pin = 1; break;
         case 'u':
             if (ats_cli_parse_slice_us("record", optarg, &po.slice_ns)) return ATS_EXIT_USAGE;
             slice_given = 1;

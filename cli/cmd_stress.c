@@ -30,7 +30,7 @@ static void usage(FILE *f)
             "            e.g. a recorded h200-* trace on a machine without a GPU)\n"
             "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
             "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--slice-us US]\n"
-            "                [--stagger LIST] [--cpu-only] [--verbose]\n"
+            "                [--stagger LIST] [--pin] [--cpu-only] [--verbose]\n"
             "--threads N: the probe threads the CPU hogs are sized for (K hogs per thread; default: online CPUs,\n"
             "             in the closed loop the baseline's); --device N: the CUDA device of the GPU/PCIe hogs\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
@@ -68,6 +68,7 @@ static void usage(FILE *f)
             "refused (exit 2). SIGINT/SIGTERM/SIGHUP stop every hog, write the report and --log, and the\n"
             "exit status is that of the signal (130, 143, 129).\n");
     fputs(ats_cli_slice_help, f);
+    fputs(ats_cli_pin_help, f);
 }
 
 /* --log: control steps kept in memory, written at the end through a temporary. */
@@ -149,7 +150,7 @@ int ats_cmd_stress(int argc, char **argv)
         {"probes", required_argument, 0, 'n'},      {"gain", required_argument, 0, 'g'},
         {"log", required_argument, 0, 'L'},         {"report-margin", required_argument, 0, 'R'},
         {"slice-us", required_argument, 0, 'u'},    {"stagger", required_argument, 0, 'G'},
-        {0, 0, 0, 0}};
+        {"pin", no_argument, 0, 'N'},               {0, 0, 0, 0}};
     ex_stress_opts so = ex_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
     int closed_flags = 0; /* closed-loop options given */
@@ -174,6 +175,7 @@ int ats_cmd_stress(int argc, char **argv)
         case 'C': calib_out = optarg; break;
         case 'o': cpu_only = 1; break;
         case 'v': so.verbose = 1; break;
+        case 'N': so.pin = 1; break;
         case 'b': base_in = optarg; break;
         case 'L': log_out = optarg; closed_flags = 1; break;
         case 'u':
@@ -277,6 +279,7 @@ int ats_cmd_stress(int argc, char **argv)
             if (so.k[r] == 0) so.k[r] = 3;
         ex_probe_opts po = ex_probe_opts_default();
         po.slice_ns = so.hog_slice_ns; /* calibration probes as the stressor's and the recorder's */
+        po.pin = so.pin;
         po.threads = so.threads;
         po.device = so.device;
         po.stop = &ats_cli_stop;

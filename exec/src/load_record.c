@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +60,7 @@ struct ex_probe {
     int sync_ok;              /* mutex and condition variables initialized */
     atomic_size_t next_chunk; /* chunk counter over reps * rows */
     atomic_int abort_probe;   /* 1: the pool takes no more chunks of the current probe */
+    atomic_int next_index;    /* pool threads take their index (ex_pin_self) from it */
     /* GPU */
     int has_gpu;
     long gpu_iters;
@@ -98,6 +100,21 @@ int ex_sched_slice(long ns)
 }
 
 
+int ex_pin_self(int j)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return errno;
+    int n = CPU_COUNT(&set);
+    if (n < 1 || j < 0) return EINVAL;
+    int want = j % n, cpu = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set) && want-- == 0) { cpu = c; break; }
+    if (cpu < 0) return EINVAL;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 static void gemv_rows(const struct ex_probe *p, size_t r0, size_t r1)
 {
     const size_t cols = p->o.gemv_cols;
@@ -115,6 +132,8 @@ static void *pool_main(void *arg)
     const size_t rows = p->o.gemv_rows, chunks_per = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
     unsigned seen = 0;
     ex_sched_slice(p->o.slice_ns); /* a kernel without slice requests ignores it */
+    const int index = atomic_fetch_add(&p->next_index, 1);
+    if (p->o.pin) ex_pin_self(index); /* best effort: a thread that cannot be pinned still probes */
     for (;;) {
         pthread_mutex_lock(&p->mu);
         while (p->gen == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
@@ -396,8 +415,8 @@ void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
 {
     char sl[48] = "the kernel's default slice";
     if (p->o.slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms slices", 1e-6 * (double)p->o.slice_ns);
-    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu) on %d threads (chunks of %d rows, %s)",
-                     p->reps, p->o.gemv_rows, p->o.gemv_cols, p->o.threads, CHUNK_ROWS, sl);
+    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu) on %d %sthreads (chunks of %d rows, %s)",
+                     p->reps, p->o.gemv_rows, p->o.gemv_cols, p->o.threads, p->o.pin ? "pinned " : "", CHUNK_ROWS, sl);
     if (n < 0 || (size_t)n >= len) return;
     int m = p->lock_fd >= 0 ? snprintf(buf + n, len - (size_t)n, "; serialized with other ats probes by flock(%s)",
                                        p->o.lock_path)

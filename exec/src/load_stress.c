@@ -196,6 +196,7 @@ typedef struct hog_shared {
 typedef struct cpu_hog_arg {
     hog_shared *sh;
     double shift; /* ex_stress_window's shift of this hog */
+    int pin;      /* >= 0: ex_pin_self(pin) first; -1: unpinned */
 } cpu_hog_arg;
 
 struct ex_hogs {
@@ -277,6 +278,7 @@ static void *cpu_hog(void *arg_)
     volatile double sink = 0;
     double a = 1.0, b = 1.0000001;
     ex_sched_slice(sh->cpu_slice_ns);
+    if (arg->pin >= 0) ex_pin_self(arg->pin); /* best effort, as the probe threads */
     while (!atomic_load(&sh->stop)) {
         double be, pe;
         window(sh, ATSC_RES_CPU, arg->shift, &be, &pe);
@@ -500,6 +502,7 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     for (int i = 0; i < ncpu; i++) {
         h->cpu_arg[i].sh = h->sh;
         h->cpu_arg[i].shift = o->stagger & (1u << ATSC_RES_CPU) ? (double)i / (double)ncpu : 0.0;
+        h->cpu_arg[i].pin = o->pin ? i : -1;
         if (pthread_create(&h->cpu[i], NULL, cpu_hog, &h->cpu_arg[i]) != 0) {
             st = ats_err_set(err, ATS_ENOMEM, "cannot start CPU hog thread %d", i);
             goto fail;
@@ -522,7 +525,8 @@ static void hog_settings(const ex_stress_opts *o, const int k[ATSC_RES_COUNT], c
             snprintf(st + strlen(st), sizeof st - strlen(st), "%s%s", st[0] ? "," : "", atsc_resource_name((enum atsc_resource)r));
     char sl[40] = "the kernel's default";
     if (o->hog_slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms", 1e-6 * (double)o->hog_slice_ns);
-    snprintf(buf, len, "hogs staggered: %s; CPU hog slice %s", st[0] ? st : "none", sl);
+    snprintf(buf, len, "hogs staggered: %s; CPU hog slice %s%s", st[0] ? st : "none", sl,
+             o->pin ? "; CPU hogs and probe threads pinned" : "");
 }
 
 /* ------------------------------------------------------------------ trace follower -------------- */
@@ -975,6 +979,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     ex_probe_opts po = o->probe ? *o->probe : ex_probe_opts_default();
     ex_probe_opts_from_baseline(&po, base);
     po.slice_ns = o->hog_slice_ns; /* one slice setting per stressor (`--slice-us`): its probes and its hogs */
+    po.pin = o->pin;
     po.use_gpu = want_gpu;
     po.device = o->device;
     po.lock_path = o->lock_path;

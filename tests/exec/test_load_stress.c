@@ -4,7 +4,11 @@
  * recorder and the CPU hogs (no timing assertions: only that they run, stop and write valid traces).
  * Without a GPU, also that GPU/PCIe load is refused with ATS_ENOTFOUND.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1507,6 +1511,91 @@ static void test_calibrate_run(void)
     free(txt);
 }
 
+/* ex_pin_self: thread-by-thread, j -> the (j mod n)-th CPU of the set; a probe with pin = 1 has its pool
+ * threads each on one CPU (read back from /proc/self/task/<tid>/status), and says "pinned". */
+typedef struct pin_arg { int j, rc, ncpu, cpu; } pin_arg;
+static void *pin_thread(void *a_)
+{
+    pin_arg *a = a_;
+    a->rc = ex_pin_self(a->j);
+    cpu_set_t set;
+    a->ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+    a->cpu = -1;
+    for (int c = 0; c < CPU_SETSIZE && a->ncpu == 1; c++)
+        if (CPU_ISSET(c, &set)) a->cpu = c;
+    return NULL;
+}
+
+/* Threads of this process whose Cpus_allowed_list is one CPU. */
+static int single_cpu_threads(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], line[256];
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
+                const char *v = line + 18;
+                while (*v == ' ' || *v == '\t') v++;
+                n += strspn(v, "0123456789") == strcspn(v, "\n"); /* digits only: one CPU */
+            }
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_pin(void)
+{
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+    const int n = CPU_COUNT(&set);
+    int order[CPU_SETSIZE], m = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) order[m++] = c;
+    const int js[] = {0, 1, n - 1, n, n + 1, 3 * n + 2};
+    for (size_t i = 0; i < sizeof js / sizeof js[0]; i++) {
+        pin_arg a = {js[i], -1, -1, -1};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, pin_thread, &a) == 0);
+        pthread_join(t, NULL);
+        CHECK_MSG(a.rc == 0 && a.ncpu == 1 && a.cpu == order[js[i] % n],
+                  "ex_pin_self(%d) of %d CPUs: rc %d, %d CPUs allowed, cpu %d (want %d)", js[i], n, a.rc, a.ncpu,
+                  a.cpu, order[js[i] % n]);
+    }
+    pin_arg bad = {-1, 0, 0, 0};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, pin_thread, &bad) == 0);
+    pthread_join(t, NULL);
+    CHECK(bad.rc == EINVAL && bad.ncpu == n); /* refused, still unpinned */
+    int before = single_cpu_threads();
+    for (int pin = 0; pin < 2; pin++) {
+        ex_probe_opts po = ex_probe_opts_default();
+        po.threads = 2;
+        po.use_gpu = 0;
+        po.cpu_reps = 1;
+        po.pin = pin;
+        po.lock_path = NULL;
+        ats_err err = {{0}};
+        ex_probe *p = NULL;
+        CHECK(ex_probe_new(&po, &p, &err) == ATS_OK);
+        if (!p) continue;
+        char d[512];
+        ex_probe_describe(p, d, sizeof d);
+        CHECK_MSG((strstr(d, "on 2 pinned threads") != NULL) == pin, "pin %d: %s", pin, d);
+        int now = single_cpu_threads();
+        printf("pin %d: threads on one CPU %d (before the probe %d; %d CPUs)\n", pin, now, before, n);
+        if (n > 1) CHECK_MSG(now - before == (pin ? 2 : 0), "pin %d: %d threads on one CPU, %d before", pin, now, before);
+        ex_probe_free(p);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -1535,6 +1624,7 @@ int main(void)
     test_probe_cut();
     test_cpu_only_trace();
     test_slice();
+    test_pin();
     test_sensor_trouble(0);
     test_sensor_trouble(1);
     test_calibrate_run();

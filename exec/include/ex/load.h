@@ -75,12 +75,22 @@ typedef struct ex_probe_opts {
                                recorder read CPU +23...+55% above the target while the stressor's own
                                probes read it on target; with 0.1 ms slices for probes and hogs -6%
                                (traces/README.md) */
+    int pin;              /**< 1: probe thread j runs only on the j-th CPU of the process's affinity set
+                               (modulo its size; ex_pin_self). Unpinned, two identical recorders of one
+                               stressed CPU read 0.426 and 0.390, or 0.445 and 0.363 (H200, fifth session,
+                               experiments/stress-2026-11-30-s5/): where the scheduler puts each process's
+                               threads among the hogs sets its reading. 0: unpinned */
 } ex_probe_opts;
 
 ex_probe_opts ex_probe_opts_default(void);
 
 /** Default ex_stress_opts.stagger: the hogs of every resource staggered. */
 #define EX_STRESS_STAGGER_DEFAULT ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE))
+
+/** Pins the calling thread to the (j mod n)-th CPU of the process's CPU affinity set (n CPUs in it,
+ *  read with sched_getaffinity of the calling thread before pinning, so call it once per thread,
+ *  first thing). Returns 0 or an errno value (the thread then stays unpinned). */
+int ex_pin_self(int j);
 
 /** Default EEVDF slice of probe and CPU hog threads [ns] (ex_probe_opts.slice_ns, ex_stress_opts.hog_slice_ns). */
 #define EX_SLICE_NS_DEFAULT 100000L
@@ -246,6 +256,10 @@ typedef struct ex_stress_opts {
     int verbose;                       /**< 1: print each change of the targets on stderr */
     long hog_slice_ns;                 /**< scheduler slice of the CPU hog threads [ns] (EX_SLICE_NS_DEFAULT;
                                             0: the kernel's default); see ex_probe_opts.slice_ns */
+    int pin;                           /**< 1: CPU hog i runs only on CPU (i mod n) of the affinity set (n CPUs:
+                                            hog i and hog i + n share a CPU, their windows staggered by n/k
+                                            of a period), and the stressor's probes are pinned as
+                                            ex_probe_opts.pin; 0: unpinned */
     unsigned stagger;                  /**< bit (1 << r): resource r's hogs are staggered, hog i of k runs its
                                             busy windows shifted by i/k of a period, so floor(d*k)..ceil(d*k)
                                             hogs are busy at any moment instead of all k or none
