@@ -18,7 +18,8 @@
 #     fig13-open   the open-loop stressor (model + OUTDIR/calib.txt if present) recorded, for comparison
 #     cpu-compile, gpu-train   DUR s next to a parallel build / a PyTorch training loop
 # DUR (default 180) is each recording's length [s]; STRESS_ARGS: more `ats stress` flags for check and
-# fig13 (e.g. "--hogs-gpu 12 --hogs-pcie 12" when the report shows duties pinned at 1). Every step writes OUTDIR/<step>.log (stress steps also
+# fig13 (e.g. "--hogs-gpu 12 --hogs-pcie 12" when the report shows duties pinned at 1); RECORD_ARGS: more
+# `ats record` flags for every recording and the baseline (e.g. "--pin", with STRESS_ARGS="--pin"). Every step writes OUTDIR/<step>.log (stress steps also
 # OUTDIR/<step>-stress.txt and the controller's OUTDIR/<step>-control.csv), prints its log, its wall
 # time and its exit code; a failed step does not stop the later ones; the script exits 1 if any failed.
 # The stressor runs in its own process group but in this script's session, like the recorder: with
@@ -46,7 +47,7 @@ bg_session() { setsid "$@" & BG=$!; }           # own session (real co-running w
 
 rec() { # rec NAME DESCRIPTION [DURATION]
   local d=${3:-$DUR}
-  $A record --baseline "$OUT/base.txt" --duration "$d" --machine $M --out "$OUT/$1.h5" --description "$2" --progress || return
+  $A record --baseline "$OUT/base.txt" --duration "$d" --machine $M --out "$OUT/$1.h5" --description "$2" --progress ${RECORD_ARGS:-} || return
   $A trace show "$OUT/$1.h5" | tail -7
 }
 need_base() { [ -s "$OUT/base.txt" ] || { echo "no $OUT/base.txt: run the baseline step first"; return 2; }; }
@@ -94,7 +95,7 @@ step_build() {
   echo "cores $(nproc); kernel $(uname -r); sched_autogroup_enabled $(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null || echo n/a)"
   traces/build-loadtool.sh build-load
 }
-step_baseline() { $A record --save-baseline "$OUT/base.txt" --baseline-s 5 && cat "$OUT/base.txt"; }
+step_baseline() { $A record --save-baseline "$OUT/base.txt" --baseline-s 5 ${RECORD_ARGS:-} && cat "$OUT/base.txt"; }
 step_check() {
   [ -s "$OUT/base.txt" ] || step_baseline || return
   local h=$((CHECK_DUR / 3)) t="$OUT/check-target.h5"
@@ -113,7 +114,7 @@ step_fig13() {
   need_base || return
   local ff=()
   [ "${FF_CALIB:-0}" = 1 ] && [ -s "$OUT/calib.txt" ] && ff=(--calibration "$OUT/calib.txt")
-  stress_rec fig13 traces/fig13-synth.h5 "$DUR" "fig13: closed-loop ats stress --trace traces/fig13-synth.h5 --baseline base.txt${ff[*]:+ ${ff[*]}}${STRESS_ARGS:+ $STRESS_ARGS} (idle 0-60 s, CPU avail 0.4 60-120 s, GPU+PCIe avail 0.4 120-180 s), recorded at the same time" \
+  stress_rec fig13 traces/fig13-synth.h5 "$DUR" "fig13: closed-loop ats stress --trace traces/fig13-synth.h5 --baseline base.txt${ff[*]:+ ${ff[*]}}${STRESS_ARGS:+ $STRESS_ARGS} (idle 0-60 s, CPU avail 0.4 60-120 s, GPU+PCIe avail 0.4 120-180 s), recorded at the same time${RECORD_ARGS:+ by ats record $RECORD_ARGS}" \
     --baseline "$OUT/base.txt" --log "$OUT/fig13-control.csv" --duration "$DUR" "${ff[@]}" ${STRESS_ARGS:-}; local r=$?
   compare fig13 traces/fig13-synth.h5 || { [ $r -ne 0 ] || r=1; }
   return $r
