@@ -103,11 +103,10 @@ const char ats_cli_slice_help[] =
     "and a different --slice-us is refused.\n";
 
 const char ats_cli_pin_help[] =
-    "--pin: probe thread j runs only on the j-th CPU of the process's CPU set (and, in `ats stress`, CPU\n"
-    "hog i on CPU i mod n, so each CPU carries the same staggered hogs). Unpinned, two identical recorders\n"
-    "of one stressed CPU read 0.426 and 0.390 (H200; experiments/stress-2026-11-30-s5/): where the\n"
-    "scheduler places each process's threads among the hogs sets its reading. Give it to the stressor and\n"
-    "the recorder alike.\n";
+    "--pin: CPU probe thread j runs only on the j-th CPU of the process's CPU set, so every observer's\n"
+    "threads sit where every other's do. Unpinned, two identical recorders of one stressed CPU read 0.426\n"
+    "and 0.390, or 0.445 and 0.363 (H200; experiments/stress-2026-11-30-s5/): where the scheduler placed\n"
+    "each process's threads among the hogs set its reading. Give it to the stressor and the recorder alike.\n";
 
 int ats_cli_parse_int(const char *s, long long *out)
 {

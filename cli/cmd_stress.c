@@ -30,7 +30,7 @@ static void usage(FILE *f)
             "            e.g. a recorded h200-* trace on a machine without a GPU)\n"
             "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
             "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--slice-us US]\n"
-            "                [--stagger LIST] [--pin] [--cpu-only] [--verbose]\n"
+            "                [--stagger LIST] [--pin] [--pin-hogs] [--cpu-only] [--verbose]\n"
             "--threads N: the probe threads the CPU hogs are sized for (K hogs per thread; default: online CPUs,\n"
             "             in the closed loop the baseline's); --device N: the CUDA device of the GPU/PCIe hogs\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
@@ -69,6 +69,9 @@ static void usage(FILE *f)
             "exit status is that of the signal (130, 143, 129).\n");
     fputs(ats_cli_slice_help, f);
     fputs(ats_cli_pin_help, f);
+    fputs("--pin-hogs: CPU hog i runs only on CPU i mod n of the CPU set (each CPU carries the same staggered\n"
+          "hogs). H200: the recorder's GPU and PCIe probes then read 0.76-0.78 while only the CPU was loaded\n"
+          "(their launching thread finds no CPU free of hogs; unpinned hogs 0.94-0.98).\n", f);
 }
 
 /* --log: control steps kept in memory, written at the end through a temporary. */
@@ -150,7 +153,8 @@ int ats_cmd_stress(int argc, char **argv)
         {"probes", required_argument, 0, 'n'},      {"gain", required_argument, 0, 'g'},
         {"log", required_argument, 0, 'L'},         {"report-margin", required_argument, 0, 'R'},
         {"slice-us", required_argument, 0, 'u'},    {"stagger", required_argument, 0, 'G'},
-        {"pin", no_argument, 0, 'N'},               {0, 0, 0, 0}};
+        {"pin", no_argument, 0, 'N'},               {"pin-hogs", no_argument, 0, 'H'},
+        {0, 0, 0, 0}};
     ex_stress_opts so = ex_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
     int closed_flags = 0; /* closed-loop options given */
@@ -176,6 +180,7 @@ int ats_cmd_stress(int argc, char **argv)
         case 'o': cpu_only = 1; break;
         case 'v': so.verbose = 1; break;
         case 'N': so.pin = 1; break;
+        case 'H': so.pin_hogs = 1; break;
         case 'b': base_in = optarg; break;
         case 'L': log_out = optarg; closed_flags = 1; break;
         case 'u':

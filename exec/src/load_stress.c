@@ -502,7 +502,7 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     for (int i = 0; i < ncpu; i++) {
         h->cpu_arg[i].sh = h->sh;
         h->cpu_arg[i].shift = o->stagger & (1u << ATSC_RES_CPU) ? (double)i / (double)ncpu : 0.0;
-        h->cpu_arg[i].pin = o->pin ? i : -1;
+        h->cpu_arg[i].pin = o->pin_hogs ? i : -1;
         if (pthread_create(&h->cpu[i], NULL, cpu_hog, &h->cpu_arg[i]) != 0) {
             st = ats_err_set(err, ATS_ENOMEM, "cannot start CPU hog thread %d", i);
             goto fail;
@@ -525,8 +525,8 @@ static void hog_settings(const ex_stress_opts *o, const int k[ATSC_RES_COUNT], c
             snprintf(st + strlen(st), sizeof st - strlen(st), "%s%s", st[0] ? "," : "", atsc_resource_name((enum atsc_resource)r));
     char sl[40] = "the kernel's default";
     if (o->hog_slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms", 1e-6 * (double)o->hog_slice_ns);
-    snprintf(buf, len, "hogs staggered: %s; CPU hog slice %s%s", st[0] ? st : "none", sl,
-             o->pin ? "; CPU hogs and probe threads pinned" : "");
+    snprintf(buf, len, "hogs staggered: %s; CPU hog slice %s%s%s", st[0] ? st : "none", sl,
+             o->pin ? "; probe threads pinned" : "", o->pin_hogs ? "; CPU hogs pinned" : "");
 }
 
 /* ------------------------------------------------------------------ trace follower -------------- */

@@ -256,10 +256,12 @@ typedef struct ex_stress_opts {
     int verbose;                       /**< 1: print each change of the targets on stderr */
     long hog_slice_ns;                 /**< scheduler slice of the CPU hog threads [ns] (EX_SLICE_NS_DEFAULT;
                                             0: the kernel's default); see ex_probe_opts.slice_ns */
-    int pin;                           /**< 1: CPU hog i runs only on CPU (i mod n) of the affinity set (n CPUs:
+    int pin;                           /**< 1: the stressor's probe threads pinned as ex_probe_opts.pin */
+    int pin_hogs;                      /**< 1: CPU hog i runs only on CPU (i mod n) of the affinity set (n CPUs:
                                             hog i and hog i + n share a CPU, their windows staggered by n/k
-                                            of a period), and the stressor's probes are pinned as
-                                            ex_probe_opts.pin; 0: unpinned */
+                                            of a period). H200 fig13 (fifth session): the recorder's GPU and
+                                            PCIe probes then read 0.76-0.78 during the CPU-only phase (their
+                                            host thread finds no CPU without hogs; unpinned 0.94-0.98) */
     unsigned stagger;                  /**< bit (1 << r): resource r's hogs are staggered, hog i of k runs its
                                             busy windows shifted by i/k of a period, so floor(d*k)..ceil(d*k)
                                             hogs are busy at any moment instead of all k or none
