@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,6 +50,8 @@ struct ex_probe {
     ex_probe_opts o;
     /* CPU GEMV: y (rows) = A (rows, cols) x (cols) */
     float *A, *x, *y;
+    size_t a_map;             /* A is an mmap of this many bytes (shared, or private huge pages); 0: malloc'ed */
+    int a_shared;             /* A is the shared object probe_matrix_name() names */
     int reps;                 /* GEMV repetitions per probe */
     pthread_t *tids;
     int nthreads;
@@ -187,6 +190,8 @@ ex_probe_opts ex_probe_opts_default(void)
                        .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0,
                        .cpu_reps = 0, .gpu_iters = 0, .lock_path = "/tmp/ats-probes.lock", .max_probe_s = 1.0,
                        .stop = NULL, .slice_ns = EX_SLICE_NS_DEFAULT};
+    const char *e = getenv("ATS_PROBE_PRIVATE");
+    o.private_matrix = e && strcmp(e, "1") == 0;
     return o;
 }
 
@@ -214,11 +219,83 @@ void ex_probe_free(ex_probe *p)
 #ifdef ATS_HAVE_CUDA
     ex_lp_free(p->lp);
 #endif
-    free(p->A);
+    if (p->a_map) munmap(p->A, p->a_map);
+    else free(p->A);
     free(p->x);
     free(p->y);
     if (p->lock_fd >= 0) close(p->lock_fd);
     free(p);
+}
+
+/* The probe matrix's values: a fixed LCG, so its data never changes the probe's speed. */
+static void fill_matrix(float *a, size_t n)
+{
+    uint32_t s = 12345u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        a[i] = (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f;
+    }
+}
+
+static int matrix_ok(const float *a, size_t n)
+{
+    uint32_t s = 12345u;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        if (a[i] != (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f) return 0;
+    }
+    return 1;
+}
+
+void ex_probe_matrix_name(size_t rows, size_t cols, char *buf, size_t len)
+{
+    snprintf(buf, len, "/ats-probe-a1-%zux%zu", rows, cols);
+}
+
+/* Maps the shared probe matrix read-only (ex_probe_opts.private_matrix): opens the POSIX shared-memory
+ * object, or creates it under a temporary name, fills it and renames it into place (tmpfs rename: a
+ * process never sees it half-filled; two racing creators both write the same values). An object of
+ * the wrong size or contents (not made by this code) is replaced once. NULL: no shared memory here. */
+static float *map_shared_matrix(size_t rows, size_t cols)
+{
+    const size_t bytes = rows * cols * sizeof(float);
+    char name[96], path[128], tmp[128];
+    ex_probe_matrix_name(rows, cols, name, sizeof name);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+        if (fd >= 0) {
+            struct stat st;
+            void *m = fstat(fd, &st) == 0 && (size_t)st.st_size == bytes
+                          ? mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0)
+                          : MAP_FAILED;
+            close(fd);
+            if (m != MAP_FAILED && matrix_ok(m, rows * cols)) return m;
+            if (m != MAP_FAILED) munmap(m, bytes);
+            if (attempt == 0) shm_unlink(name); /* wrong size or contents: make it anew */
+            else return NULL;
+        }
+        snprintf(tmp, sizeof tmp, "%s.%ld", name, (long)getpid());
+        fd = shm_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0) return NULL;
+        fchmod(fd, 0644); /* readable by every user's ats, whatever the umask */
+        void *w = ftruncate(fd, (off_t)bytes) == 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                                                   : MAP_FAILED;
+        close(fd);
+        char tpath[160];
+        snprintf(tpath, sizeof tpath, "/dev/shm%s", tmp);
+        if (w == MAP_FAILED) {
+            shm_unlink(tmp);
+            return NULL;
+        }
+        fill_matrix(w, rows * cols);
+        munmap(w, bytes);
+        if (rename(tpath, path) != 0) {
+            shm_unlink(tmp);
+            return NULL;
+        }
+    }
+    return NULL;
 }
 
 enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err *err)
@@ -245,18 +322,31 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         if (p->lock_fd < 0) p->lock_fd = open(o.lock_path, O_RDONLY | O_CLOEXEC);
         if (p->lock_fd >= 0) fchmod(p->lock_fd, 0666); /* fails harmlessly when another user owns it */
     }
-    p->A = malloc(o.gemv_rows * o.gemv_cols * sizeof(float));
+    const size_t a_bytes = o.gemv_rows * o.gemv_cols * sizeof(float);
+    if (!o.private_matrix && (p->A = map_shared_matrix(o.gemv_rows, o.gemv_cols))) {
+        p->a_map = a_bytes;
+        p->a_shared = 1;
+    } else { /* private: 2 MiB-aligned, asked for transparent huge pages (best effort) */
+        const size_t huge = (size_t)2 << 20, m = (a_bytes + huge - 1) / huge * huge;
+        void *a = mmap(NULL, m + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (a != MAP_FAILED) {
+            char *al = (char *)(((uintptr_t)a + huge - 1) & ~(uintptr_t)(huge - 1));
+            if (al > (char *)a) munmap(a, (size_t)(al - (char *)a)); /* trim to the aligned m bytes */
+            if (al + m < (char *)a + m + huge) munmap(al + m, (size_t)((char *)a + m + huge - (al + m)));
+#ifdef MADV_HUGEPAGE
+            madvise(al, m, MADV_HUGEPAGE);
+#endif
+            p->A = (float *)al;
+            p->a_map = m;
+            fill_matrix(p->A, o.gemv_rows * o.gemv_cols);
+        }
+    }
     p->x = malloc(o.gemv_cols * sizeof(float));
     p->y = malloc(o.gemv_rows * sizeof(float));
     p->tids = calloc((size_t)o.threads, sizeof(pthread_t));
     if (!p->A || !p->x || !p->y || !p->tids) {
         ex_probe_free(p);
         return ats_err_set(err, ATS_ENOMEM, "probe: out of memory for a %zu x %zu GEMV", o.gemv_rows, o.gemv_cols);
-    }
-    uint32_t s = 12345u; /* fixed LCG: the probe's data never changes its speed */
-    for (size_t i = 0; i < o.gemv_rows * o.gemv_cols; i++) {
-        s = s * 1664525u + 1013904223u;
-        p->A[i] = (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f;
     }
     for (size_t i = 0; i < o.gemv_cols; i++) p->x[i] = 1.0f / (float)(i + 1);
     p->reps = 1;
@@ -415,8 +505,11 @@ void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
 {
     char sl[48] = "the kernel's default slice";
     if (p->o.slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms slices", 1e-6 * (double)p->o.slice_ns);
-    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu) on %d %sthreads (chunks of %d rows, %s)",
-                     p->reps, p->o.gemv_rows, p->o.gemv_cols, p->o.threads, p->o.pin ? "pinned " : "", CHUNK_ROWS, sl);
+    char nm[96], mat[128] = "a private copy";
+    ex_probe_matrix_name(p->o.gemv_rows, p->o.gemv_cols, nm, sizeof nm);
+    if (p->a_shared) snprintf(mat, sizeof mat, "shared: /dev/shm%s", nm);
+    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu; %s) on %d %sthreads (chunks of %d rows, %s)",
+                     p->reps, p->o.gemv_rows, p->o.gemv_cols, mat, p->o.threads, p->o.pin ? "pinned " : "", CHUNK_ROWS, sl);
     if (n < 0 || (size_t)n >= len) return;
     int m = p->lock_fd >= 0 ? snprintf(buf + n, len - (size_t)n, "; serialized with other ats probes by flock(%s)",
                                        p->o.lock_path)

@@ -1596,6 +1596,77 @@ static void test_pin(void)
     }
 }
 
+/* The probe matrix: one shared-memory object for every probe of a size (same name, same pages); an object of
+ * the wrong size or contents is replaced; private_matrix = 1 keeps a private copy. */
+static int describe_has(ex_probe_opts po, const char *want)
+{
+    ats_err err = {{0}};
+    ex_probe *p = NULL;
+    if (ex_probe_new(&po, &p, &err) != ATS_OK || !p) {
+        printf("probe matrix: ex_probe_new failed: %s\n", err.msg);
+        return 0;
+    }
+    char d[600];
+    ex_probe_describe(p, d, sizeof d);
+    int ok = strstr(d, want) != NULL;
+    if (!ok) printf("probe matrix: want \"%s\" in: %s\n", want, d);
+    ex_probe_free(p);
+    return ok;
+}
+
+static void test_probe_matrix(void)
+{
+    ex_probe_opts po = ex_probe_opts_default();
+    po.threads = 1;
+    po.use_gpu = 0;
+    po.cpu_reps = 1;
+    po.lock_path = NULL;
+    po.gemv_rows = 96;
+    po.gemv_cols = 64 + 8 * (size_t)(getpid() % 16); /* a size no other process uses now */
+    po.private_matrix = 0;
+    char name[96], path[160], want[200];
+    ex_probe_matrix_name(po.gemv_rows, po.gemv_cols, name, sizeof name);
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    snprintf(want, sizeof want, "shared: %s)", path);
+    const off_t bytes = (off_t)(po.gemv_rows * po.gemv_cols * sizeof(float));
+    unlink(path);
+    struct stat st;
+    CHECK(describe_has(po, want));
+    CHECK_MSG(stat(path, &st) == 0 && st.st_size == bytes && (st.st_mode & 0777) == 0644,
+              "%s: size %lld (want %lld), mode %o", path, (long long)st.st_size, (long long)bytes, st.st_mode & 0777);
+    ino_t ino = st.st_ino;
+    CHECK(describe_has(po, want)); /* the second probe maps the first's object */
+    CHECK(stat(path, &st) == 0 && st.st_ino == ino);
+    /* wrong contents (right size), then wrong size: replaced */
+    for (int bad = 0; bad < 2; bad++) {
+        FILE *f = fopen(path, "r+");
+        CHECK(f != NULL);
+        if (f) {
+            float z = 3.0f;
+            if (bad == 0) { fseek(f, 40, SEEK_SET); fwrite(&z, sizeof z, 1, f); }
+            fclose(f);
+        }
+        if (bad == 1) CHECK(truncate(path, bytes / 2) == 0);
+        CHECK_MSG(describe_has(po, want), "after a %s", bad ? "short object" : "changed value");
+        CHECK(stat(path, &st) == 0 && st.st_size == bytes);
+        float back = 3.0f;
+        if ((f = fopen(path, "r"))) {
+            fseek(f, 40, SEEK_SET);
+            CHECK(fread(&back, sizeof back, 1, f) == 1);
+            fclose(f);
+        }
+        CHECK_MSG(back != 3.0f && back >= -0.5f && back < 0.5f, "value 10 of the matrix after a %s: %g",
+                  bad ? "short object" : "changed value", back);
+    }
+    po.private_matrix = 1;
+    CHECK(describe_has(po, "; a private copy)"));
+    unlink(path);
+    /* leftover temporaries of this process (a creator renames its own away) */
+    char tmp[200];
+    snprintf(tmp, sizeof tmp, "%s.%ld", path, (long)getpid());
+    CHECK(access(tmp, F_OK) != 0);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_load_stress");
@@ -1625,6 +1696,7 @@ int main(void)
     test_cpu_only_trace();
     test_slice();
     test_pin();
+    test_probe_matrix();
     test_sensor_trouble(0);
     test_sensor_trouble(1);
     test_calibrate_run();

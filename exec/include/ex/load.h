@@ -80,9 +80,21 @@ typedef struct ex_probe_opts {
                                stressed CPU read 0.426 and 0.390, or 0.445 and 0.363 (H200, fifth session,
                                experiments/stress-2026-11-30-s5/): where the scheduler puts each process's
                                threads among the hogs sets its reading. 0: unpinned */
+    int private_matrix;   /**< 0 (default): the CPU probe's matrix is one POSIX shared-memory object
+                               (ex_probe_matrix_name), the same physical pages in every ats process; 1 (or
+                               ATS_PROBE_PRIVATE=1 in the environment, read by ex_probe_opts_default): a
+                               private copy on transparent huge pages. Private 4 KiB-page copies ran at
+                               0.243-0.314 ms a GEMV at idle in 11 processes on the H200 (fifth session), and
+                               two recorders sharing one baseline read one stressed CPU up to 21% apart; the
+                               shared matrix is meant to remove that per-process factor (hypothesis, not yet
+                               measured on the H200) */
 } ex_probe_opts;
 
 ex_probe_opts ex_probe_opts_default(void);
+
+/** The POSIX shared-memory name of the CPU probe's (rows, cols) float matrix, "/ats-probe-a1-RxC" (the object
+ *  is /dev/shm/ats-probe-a1-RxC: made by the first probe, kept for every later one; removing it is harmless). */
+void ex_probe_matrix_name(size_t rows, size_t cols, char *buf, size_t len);
 
 /** Default ex_stress_opts.stagger: the hogs of every resource staggered. */
 #define EX_STRESS_STAGGER_DEFAULT ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE))
