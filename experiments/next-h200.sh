@@ -1,31 +1,45 @@
 #!/bin/bash
-# experiments/next-h200.sh — the first GPU-machine call of the next session (~8 minutes):
-#   1. issue 5: the GEMV table with the new same-size read column (rd_same, of_same: the read probe over
-#      the same bytes, back to back — is 75% of the 4 GiB probe reachable at 50 MB at all?), and the
-#      opt-in Q6_K v3 kernel (ATS_GEMV_V3_Q6K=1, written without a GPU): test_cuda_ops first, then its
-#      Q6_K rows. Prediction: Q6_K ffn_up 35% (v2) -> 50-60% (Q4_0's staging, ~2x its ALU work per byte);
-#      whole-model decode +10-15% if it holds (Q6_K is 2.2 ms of a 7.5 ms step).
-#   2. issue 6: two more fig13 closed-loop runs (fourth session: loaded phases within 10% in 2 of 4 runs;
-#      GPU/PCIe phase means carry 3-8% standard error from bimodal probe samples in the stressor's probes,
-#      experiments/stress-2026-11-30-s4/), judged with `ats trace compare --loaded-only` (rc 0 = every
-#      loaded phase within 10%): run a with the defaults, run b with twice the stressor's probe sets
-#      (--probes 6; predicted: its standard error / 1.4, stressor probe duty ~2% -> ~4%).
-# Run from the repository root on the GPU machine, e.g. with the device tool:
+# experiments/next-h200.sh — the first GPU-machine call of the next session (~8.5 minutes), issue 6:
+# does the shared probe matrix (/dev/shm/ats-probe-a1-2048x2048, fifth session, not yet run on the H200)
+# remove the per-process factor of the CPU probe?
+#   1. 16 idle baselines in 16 processes, shared and private (ATS_PROBE_PRIVATE=1) alternating: ms per GEMV.
+#      Fifth session (private, 11 processes): 0.243-0.314 ms. Prediction: shared within +-3 % of each other;
+#      private spread as before.
+#   2. a CPU-only closed-loop stressor at a constant 0.4 with two recorders started together (same baseline),
+#      60 s, shared then private. Fifth session (private): recorders 0.425/0.388, 0.447/0.362 (2 hogs per
+#      thread), 0.395/0.417 (10 ms probes). Prediction: shared recorders within 3 % of each other and of 0.40.
+#   3. fig13 once with the defaults (shared matrix, unpinned), judged with `ats trace compare --loaded-only`
+#      (rc 0 = every loaded phase within 10 %; unpinned private runs: 3 of 6 passed, CPU -16...+13 %).
+# Run from the repository root on the GPU machine:
 #   run(command="bash experiments/next-h200.sh", carry=[".deps"], timeout_s=600)
-# (.deps: GSL from ../shared/tools/device-deps.sh.) Everything lands in $OUT/next.tgz (one file: the
-# device tool returns at most 8) plus $OUT/fig13-a.h5, $OUT/fig13-b.h5 and $OUT/summary.txt.
+# Lands in $OUT/next.tgz (logs, baselines, recordings, control CSVs), $OUT/fig13.h5, $OUT/summary.txt.
 . experiments/h200-common.sh
-h200_setup next ats test_cuda_ops
-ATS_GEMV_V3_Q6K=1 timeout 120 $B/tests/exec/test_cuda_ops > $W/ops-q6k.log 2>&1; q6rc=$?
-say "test_cuda_ops ATS_GEMV_V3_Q6K=1 rc=$q6rc $(tail -1 $W/ops-q6k.log)"; grep "CHECK failed" $W/ops-q6k.log | head -5 | tee -a "$S"
-# one GEMV table (the variable changes the Q6_K rows only; v2's Q6_K rows are in gpu-2026-11-30-s4/)
-q6=""; [ $q6rc -eq 0 ] && q6=1
-ATS_GEMV_V3_Q6K=$q6 timeout 150 $A bench kernels --skip-cpu --skip-model --reps 30 --out $W/bk.json > $W/bk.txt 2>&1
-say "bench (ATS_GEMV_V3_Q6K=$q6) rc=$?"; grep -E "^(type|Q4_0|Q4_K|Q6_K) " $W/bk.txt | tee -a "$S"
-for r in a b; do
-  sa="--hogs-gpu 16"; [ $r = b ] && sa="--hogs-gpu 16 --probes 6"
-  ATS_LOAD=$A STRESS_ARGS="$sa" timeout 280 traces/record-h200.sh $W/rec-$r baseline fig13 > $W/rec-$r.log 2>&1
-  say "fig13 run $r ($sa) rc=$? (0: every loaded phase within 10 %)"
-  grep -E "^(cpu|gpu|pcie) +[0-9.]+ +[0-9.]+ +[01]\.[0-9]+ +[0-9.]+ +[-+]|ACCURACY|UNLOADED|max \|rel|hogs cpu" $W/rec-$r.log | tee -a "$S"
-  cp $W/rec-$r/fig13.h5 "$OUT/fig13-$r.h5" 2>/dev/null
+h200_setup next ats
+rm -f /dev/shm/ats-probe-a1-2048x2048
+for i in $(seq 1 8); do
+  for m in shared private; do
+    pv=""; [ $m = private ] && pv=1
+    ATS_PROBE_PRIVATE=$pv $A record --save-baseline $W/b-$m-$i.txt --baseline-s 2 > $W/b-$m-$i.log 2>&1
+  done
 done
+for m in shared private; do
+  say "idle ms per GEMV, $m: $(for i in $(seq 1 8); do awk '{printf "%.4f ", $1*1e3/$4}' $W/b-$m-$i.txt; done)"
+done
+$A trace synth --out $W/c04.h5 --duration 90 --cpu const:0.4 > /dev/null
+for m in shared private; do
+  pv=""; [ $m = private ] && pv=1
+  export ATS_PROBE_PRIVATE=$pv
+  $A record --save-baseline $W/base-$m.txt --baseline-s 3 > $W/base-$m.log 2>&1
+  $A stress --trace $W/c04.h5 --baseline $W/base-$m.txt --cpu-only --duration 80 --log $W/ctl-$m.csv > $W/stress-$m.txt 2>&1 &
+  sleep 8
+  for r in 1 2; do $A record --baseline $W/base-$m.txt --cpu-only --duration 60 --out $W/r$r-$m.h5 > $W/r$r-$m.log 2>&1 & done
+  wait
+  say "constant 0.4, $m matrix: baseline $(awk '{printf "%.3f ms, %d reps", $1*1e3, $4}' $W/base-$m.txt)"
+  grep -E "^cpu +[0-9.]+ +[0-9.]+ +0\.4" $W/stress-$m.txt | head -1 | sed 's/^/  stressor: /' | tee -a "$S"
+  for r in 1 2; do say "  recorder $r: $(grep -o 'mean availability cpu [0-9.]*' $W/r$r-$m.log) $(grep -o 'GEMV float ([^)]*)' $W/r$r-$m.log | head -1)"; done
+done
+unset ATS_PROBE_PRIVATE
+ATS_LOAD=$A STRESS_ARGS="--hogs-gpu 16" timeout 280 traces/record-h200.sh $W/rec baseline fig13 > $W/rec.log 2>&1
+say "fig13 (shared matrix) rc=$? (0: every loaded phase within 10 %)"
+grep -E "^(cpu|gpu|pcie) +[0-9.]+ +[0-9.]+ +[01]\.[0-9]+ +[0-9.]+ +[-+]|ACCURACY|UNLOADED|max \|rel|probe duty" $W/rec.log | tee -a "$S"
+cp $W/rec/fig13.h5 "$OUT/fig13.h5" 2>/dev/null
