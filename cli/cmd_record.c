@@ -41,7 +41,7 @@ static void usage(FILE *f)
             "probe duty cycle.\n"
             "The CPU probe's matrix is one shared-memory object, /dev/shm/ats-probe-a1-2048x2048 (16 MiB, made\n"
             "by the first probe and kept): every ats process's probe reads the same physical pages. With private\n"
-            "copies (ATS_PROBE_PRIVATE=1 in the environment) 11 processes on the H200 ran 0.243-0.314 ms a GEMV\n"
+            "copies (ATS_PROBE_PRIVATE=1 in the environment) 16 processes on the H200 ran 0.243-0.314 ms a GEMV\n"
             "at idle and two recorders sharing one baseline read one stressed CPU up to 21%% apart; the shared\n"
             "matrix is meant to remove that per-process part (not yet measured on the H200).\n");
     fputs(ats_cli_slice_help, f);

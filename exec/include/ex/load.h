@@ -84,7 +84,7 @@ typedef struct ex_probe_opts {
                                (ex_probe_matrix_name), the same physical pages in every ats process; 1 (or
                                ATS_PROBE_PRIVATE=1 in the environment, read by ex_probe_opts_default): a
                                private copy on transparent huge pages. Private 4 KiB-page copies ran at
-                               0.243-0.314 ms a GEMV at idle in 11 processes on the H200 (fifth session), and
+                               0.243-0.314 ms a GEMV at idle in 16 processes on the H200 (fifth session), and
                                two recorders sharing one baseline read one stressed CPU up to 21% apart; the
                                shared matrix is meant to remove that per-process factor (hypothesis, not yet
                                measured on the H200) */
