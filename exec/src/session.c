@@ -226,7 +226,8 @@ static const ex_tensor *op_tensor(const ex_model *m, const ats_op *op)
 }
 
 /* The graph was built with F32 sizes; give each op the type and bytes of the model's real tensor
- * (a GGUF mixes types per tensor) and the attention ops the session's F32 KV cache. */
+ * (a GGUF mixes types per tensor) and the attention ops the session's F32 KV cache: its size and the
+ * bytes a round reads from it (sched counts an F16 cache, ats_arch_kv_bytes_per_token). */
 static void patch_graph(ats_graph *g, const ex_model *m, int64_t n_ctx)
 {
     const ats_arch *a = &m->arch;
@@ -244,6 +245,7 @@ static void patch_graph(ats_graph *g, const ex_model *m, int64_t n_ctx)
         if (op->kind == ATS_OP_ATTN) {
             op->qtype = ATS_Q_F32;
             op->kv_cache_bytes = (uint64_t)(2 * n_ctx * a->n_head_kv * a->head_dim) * sizeof(float);
+            op->kv_read_bytes = op->kv_read_bytes / 2 * sizeof(float); /* F16 -> F32 (a multiple of 2 bytes) */
         }
         g->weight_bytes += op->weight_bytes;
         g->kv_cache_bytes += op->kv_cache_bytes;

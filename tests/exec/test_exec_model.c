@@ -318,6 +318,16 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     CHECK_MSG(sum - tied == m->weight_bytes, "graph bytes %llu (tied head %llu) vs model %llu", (unsigned long long)sum,
               (unsigned long long)tied, (unsigned long long)m->weight_bytes);
     CHECK(g->ops[g->n_ops - 1].qtype == m->output.type);
+    /* attention ops: the F32 KV cache's size and one decode round's read of it (one position at pos 0) */
+    const uint64_t kv_row = (uint64_t)(2 * a.n_head_kv * a.head_dim) * sizeof(float);
+    for (int32_t i = 0; i < g->n_ops; i++)
+        if (g->ops[i].kind == ATS_OP_ATTN)
+            CHECK_MSG(g->ops[i].kv_cache_bytes == (uint64_t)ex_session_n_ctx(s) * kv_row &&
+                          g->ops[i].kv_read_bytes == kv_row && g->ops[i].qtype == ATS_Q_F32,
+                      "op %d: KV cache %llu bytes (want %llu), read %llu (want %llu)", i,
+                      (unsigned long long)g->ops[i].kv_cache_bytes,
+                      (unsigned long long)((uint64_t)ex_session_n_ctx(s) * kv_row),
+                      (unsigned long long)g->ops[i].kv_read_bytes, (unsigned long long)kv_row);
     ex_session_free(s);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);

@@ -199,7 +199,8 @@ int64_t ex_session_n_ctx(const ex_session *s);
 ex_op_times ex_session_times(const ex_session *s);
 /** The session's op graph (borrowed; valid while the session lives): one decode round, each op's
  *  qtype / weight_bytes / expert_bytes those of the model's actual tensor, attention ops with the
- *  session's F32 KV cache bytes; FLOPs and activation bytes as ats_graph_build computed them. */
+ *  session's F32 KV cache bytes (kv_cache_bytes, and kv_read_bytes: twice sched's F16 count); FLOPs and
+ *  activation bytes as ats_graph_build computed them. */
 const ats_graph *ex_session_graph(const ex_session *s);
 /** Accumulated wall-clock time of each graph op [ns] (graph->n_ops entries, borrowed). */
 const int64_t *ex_session_op_ns(const ex_session *s);
