@@ -253,9 +253,11 @@ void ex_probe_matrix_name(size_t rows, size_t cols, char *buf, size_t len)
 }
 
 /* Maps the shared probe matrix read-only (ex_probe_opts.private_matrix): opens the POSIX shared-memory
- * object, or creates it under a temporary name, fills it and renames it into place (tmpfs rename: a
- * process never sees it half-filled; two racing creators both write the same values). An object of
- * the wrong size or contents (not made by this code) is replaced once. NULL: no shared memory here. */
+ * object, or creates it under a temporary name, fills it and links it into place (a process never sees
+ * it half-filled; of two racing creators one link wins and the other maps the winner's, so every
+ * process reads the same pages). Anything else at that name — the wrong size or contents, not a
+ * regular file (O_NONBLOCK: a FIFO there does not block) — is unlinked and replaced once; where that
+ * fails (another user's file), NULL. NULL: no shared matrix here (the caller makes a private copy). */
 static float *map_shared_matrix(size_t rows, size_t cols)
 {
     const size_t bytes = rows * cols * sizeof(float);
@@ -263,10 +265,10 @@ static float *map_shared_matrix(size_t rows, size_t cols)
     ex_probe_matrix_name(rows, cols, name, sizeof name);
     snprintf(path, sizeof path, "/dev/shm%s", name);
     for (int attempt = 0; attempt < 2; attempt++) {
-        int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+        int fd = shm_open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
         if (fd >= 0) {
             struct stat st;
-            void *m = fstat(fd, &st) == 0 && (size_t)st.st_size == bytes
+            void *m = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == bytes
                           ? mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0)
                           : MAP_FAILED;
             close(fd);
@@ -290,10 +292,9 @@ static float *map_shared_matrix(size_t rows, size_t cols)
         }
         fill_matrix(w, rows * cols);
         munmap(w, bytes);
-        if (rename(tpath, path) != 0) {
-            shm_unlink(tmp);
-            return NULL;
-        }
+        const int linked = link(tpath, path) == 0 || errno == EEXIST; /* EEXIST: another creator won */
+        shm_unlink(tmp);
+        if (!linked) return NULL;
     }
     return NULL;
 }

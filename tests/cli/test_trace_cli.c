@@ -433,6 +433,7 @@ static void test_local_trace_name(void)
 
 int main(void)
 {
+    setenv("ATS_PROBE_PRIVATE", "1", 1); /* the ats record runs leave no shared probe matrix in /dev/shm */
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-trace-cli-XXXXXX");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");

@@ -1658,6 +1658,15 @@ static void test_probe_matrix(void)
         CHECK_MSG(back != 3.0f && back >= -0.5f && back < 0.5f, "value 10 of the matrix after a %s: %g",
                   bad ? "short object" : "changed value", back);
     }
+    /* a FIFO at the name (opening it must not block): replaced; a directory (cannot be replaced): private */
+    unlink(path);
+    CHECK(mkfifo(path, 0644) == 0);
+    CHECK(describe_has(po, want));
+    CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == bytes);
+    unlink(path);
+    CHECK(mkdir(path, 0755) == 0);
+    CHECK(describe_has(po, "; a private copy)"));
+    rmdir(path);
     po.private_matrix = 1;
     CHECK(describe_has(po, "; a private copy)"));
     unlink(path);
@@ -1669,6 +1678,10 @@ static void test_probe_matrix(void)
 
 int main(void)
 {
+    /* private probe matrices everywhere but test_probe_matrix (which asks for the shared one itself): the
+     * tests' many probe sizes would otherwise leave a shared-memory object per size in /dev/shm, also
+     * from the ats processes they start (the variable is inherited) */
+    setenv("ATS_PROBE_PRIVATE", "1", 1);
     uint64_t rng = tu_seed("test_load_stress");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats_load_stress_XXXXXX");
     if (!mkdtemp(tmpdir)) {
