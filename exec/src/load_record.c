@@ -51,7 +51,7 @@ struct ex_probe {
     /* CPU GEMV: y (rows) = A (rows, cols) x (cols) */
     float *A, *x, *y;
     size_t a_map;             /* A is an mmap of this many bytes (shared, or private huge pages); 0: malloc'ed */
-    int a_shared;             /* A is the shared object probe_matrix_name() names */
+    int a_shared;             /* A is the shared object ex_probe_matrix_name() names */
     int reps;                 /* GEMV repetitions per probe */
     pthread_t *tids;
     int nthreads;
@@ -228,22 +228,23 @@ void ex_probe_free(ex_probe *p)
 }
 
 /* The probe matrix's values: a fixed LCG, so its data never changes the probe's speed. */
+static float matrix_value(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (float)(*s >> 8) * (1.0f / 16777216.0f) - 0.5f;
+}
+
 static void fill_matrix(float *a, size_t n)
 {
     uint32_t s = 12345u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        a[i] = (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f;
-    }
+    for (size_t i = 0; i < n; i++) a[i] = matrix_value(&s);
 }
 
 static int matrix_ok(const float *a, size_t n)
 {
     uint32_t s = 12345u;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        if (a[i] != (float)(s >> 8) * (1.0f / 16777216.0f) - 0.5f) return 0;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != matrix_value(&s)) return 0;
     return 1;
 }
 
