@@ -54,6 +54,8 @@ int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, 
 extern const char ats_cli_slice_help[];
 /** Help text of --pin (ats record, ats stress). */
 extern const char ats_cli_pin_help[];
+/** Help text of the shared probe matrix (ats record, ats stress). */
+extern const char ats_cli_matrix_help[];
 int ats_cli_parse_int(const char *s, long long *out);
 
 /** Resolves a model name ("qwen3-14b") or a path to a JSON file: a value containing '/' or ending

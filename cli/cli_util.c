@@ -85,10 +85,10 @@ int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, 
         }
         *slice_ns = out->slice_ns;
     }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = ex_usable_cpus();
     if (cpus > 0 && out->threads > cpus)
-        fprintf(stderr, "ats %s: warning: %s: the baseline was measured with %d probe threads, this machine has %ld "
-                        "online CPUs (%s oversubscribe it: was it measured elsewhere?)\n",
+        fprintf(stderr, "ats %s: warning: %s: the baseline was measured with %d probe threads, this process may use %ld "
+                        "CPUs (%s oversubscribe them: was it measured elsewhere, or under taskset?)\n",
                 cmd, path, out->threads, cpus, users);
     return 0;
 }
@@ -103,10 +103,22 @@ const char ats_cli_slice_help[] =
     "and a different --slice-us is refused.\n";
 
 const char ats_cli_pin_help[] =
-    "--pin: CPU probe thread j runs only on the j-th CPU of the process's CPU set, so every observer's\n"
-    "threads sit where every other's do. Unpinned, two identical recorders of one stressed CPU read 0.426\n"
-    "and 0.390, or 0.445 and 0.363 (H200; experiments/stress-2026-11-30-s5/): where the scheduler placed\n"
-    "each process's threads among the hogs set its reading. Give it to the stressor and the recorder alike.\n";
+    "--pin: CPU probe thread j runs only on the (j mod n)-th of the n CPUs this process may use (--threads\n"
+    "above n shares CPUs). Give it to the baseline, the stressor and the recorder alike. H200, a stressor at\n"
+    "CPU 0.4 and two recorders: unpinned they read 0.425 and 0.388 (0.447 and 0.362 with 2 hogs per\n"
+    "thread), pinned 0.400 and 0.436, then 0.379 and 0.385 (experiments/stress-2026-11-30-s5/): pinning\n"
+    "did not remove the disagreement between observers.\n";
+
+const char ats_cli_matrix_help[] =
+    "The CPU probe's matrix is one shared-memory object, /dev/shm/ats-probe-a1-2048x2048 (16 MiB): the first\n"
+    "probe makes it and it stays until removed (rm is harmless) or the machine restarts, so the baseline,\n"
+    "the stressor's and the recorder's probes read the same physical pages. Where it cannot be used (less\n"
+    "than 16 MiB free in /dev/shm, another user's unusable file there) the probe uses a private copy and\n"
+    "its description line says why; ATS_PROBE_PRIVATE=1 in the environment asks for one. Its owner can\n"
+    "break it for everyone (a truncated object ends the probes mapping it with SIGBUS). Why: with private\n"
+    "copies the idle probe took 0.243-0.314 ms a GEMV in 17 processes on the H200, and two recorders sharing\n"
+    "one baseline read one stressed CPU up to 21% apart; whether the shared pages remove that per-process\n"
+    "part is not measured yet.\n";
 
 int ats_cli_parse_int(const char *s, long long *out)
 {

@@ -24,7 +24,7 @@ static void usage(FILE *f)
             "                  [--machine NAME] [--description TEXT] [--progress] [--cpu-probe-ms MS]\n"
             "                  [--slice-us US] [--pin]\n"
             "Samples CPU, GPU and PCIe availability every --interval (default 0.1 s) for --duration (default\n"
-            "60 s) with probes: a float GEMV (2048 x 2048) on --threads (default: online CPUs), a ~1 ms busy\n"
+            "60 s) with probes: a float GEMV (2048 x 2048) on --threads (default: the CPUs it may use), a ~1 ms busy\n"
             "kernel, a 16 MiB pinned host-to-device copy. Availability = idle probe time / probe time, clipped\n"
             "to [0.01, 1]. The idle baseline is measured first for --baseline-s (default 3 s) on the idle\n"
             "machine, or read from --baseline (written by --save-baseline; --save-baseline without --out only\n"
@@ -38,12 +38,8 @@ static void usage(FILE *f)
             "--cpu-probe-ms MS (0.5 .. 200, default 2): idle length of one CPU probe when the baseline is\n"
             "measured (the GEMV repetitions are chosen to reach it and saved in --save-baseline); longer probes\n"
             "average over more of a stressor's duty period and of the scheduler's time slices, at a higher\n"
-            "probe duty cycle.\n"
-            "The CPU probe's matrix is one shared-memory object, /dev/shm/ats-probe-a1-2048x2048 (16 MiB, made\n"
-            "by the first probe and kept): every ats process's probe reads the same physical pages. With private\n"
-            "copies (ATS_PROBE_PRIVATE=1 in the environment) 16 processes on the H200 ran 0.243-0.314 ms a GEMV\n"
-            "at idle and two recorders sharing one baseline read one stressed CPU up to 21%% apart; the shared\n"
-            "matrix is meant to remove that per-process part (not yet measured on the H200).\n");
+            "probe duty cycle.\n");
+    fputs(ats_cli_matrix_help, f);
     fputs(ats_cli_slice_help, f);
     fputs(ats_cli_pin_help, f);
 }

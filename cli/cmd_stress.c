@@ -31,8 +31,9 @@ static void usage(FILE *f)
             "common options: [--duration S] [--delay S] [--calibration FILE] [--threads N] [--period S]\n"
             "                [--hogs-cpu K] [--hogs-gpu K] [--hogs-pcie K] [--device N] [--slice-us US]\n"
             "                [--stagger LIST] [--pin] [--pin-hogs] [--cpu-only] [--verbose]\n"
-            "--threads N: the probe threads the CPU hogs are sized for (K hogs per thread; default: online CPUs,\n"
-            "             in the closed loop the baseline's); --device N: the CUDA device of the GPU/PCIe hogs\n"
+            "--threads N: the probe threads the CPU hogs are sized for (K hogs per thread; default: the CPUs\n"
+            "             it may use, in the closed loop the baseline's); --device N: the CUDA device of the GPU/PCIe\n"
+            "             hogs\n"
             "Runs hogs whose duty cycles make a victim's availability follow trace T (a name in traces/ or a\n"
             "file): K spinning threads per probe thread, K GPU processes launching busy kernels, K processes\n"
             "copying host-to-device; all hogs of a resource are busy for d*P of every period P (--period,\n"
@@ -69,9 +70,12 @@ static void usage(FILE *f)
             "exit status is that of the signal (130, 143, 129).\n");
     fputs(ats_cli_slice_help, f);
     fputs(ats_cli_pin_help, f);
-    fputs("--pin-hogs: CPU hog i runs only on CPU i mod n of the CPU set (each CPU carries the same staggered\n"
-          "hogs). H200: the recorder's GPU and PCIe probes then read 0.76-0.78 while only the CPU was loaded\n"
-          "(their launching thread finds no CPU free of hogs; unpinned hogs 0.94-0.98).\n", f);
+    fputs("--pin-hogs: CPU hog i runs only on CPU i mod n of the n CPUs it may use (each CPU carries the same\n"
+          "staggered hogs). H200 fig13: the recorder's GPU and PCIe probes then read 0.76 / 0.78 while only the\n"
+          "CPU was loaded (their launching thread finds no CPU free of hogs); hogs unpinned 0.94-0.99, or\n"
+          "0.87 / 0.93 with the probe threads pinned. --pin pins the probes of the closed loop and of\n"
+          "--calibrate, --pin-hogs the hogs of every mode.\n", f);
+    fputs(ats_cli_matrix_help, f);
 }
 
 /* --log: control steps kept in memory, written at the end through a temporary. */

@@ -3,7 +3,7 @@
 # does the shared probe matrix (/dev/shm/ats-probe-a1-2048x2048, fifth session, not yet run on the H200)
 # remove the per-process factor of the CPU probe?
 #   1. 16 idle baselines in 16 processes, shared and private (ATS_PROBE_PRIVATE=1) alternating: ms per GEMV.
-#      Fifth session (private, 11 processes): 0.243-0.314 ms. Prediction: shared within +-3 % of each other;
+#      Fifth session (private, 17 processes): 0.243-0.314 ms. Prediction: shared within +-3 % of each other;
 #      private spread as before.
 #   2. a CPU-only closed-loop stressor at a constant 0.4 with two recorders started together (same baseline),
 #      60 s, shared then private. Fifth session (private): recorders 0.425/0.388, 0.447/0.362 (2 hogs per
@@ -16,6 +16,7 @@
 . experiments/h200-common.sh
 h200_setup next ats
 rm -f /dev/shm/ats-probe-a1-2048x2048
+say "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled), shmem $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null); /dev/shm $(df -h /dev/shm | tail -1)"
 for i in $(seq 1 8); do
   for m in shared private; do
     pv=""; [ $m = private ] && pv=1

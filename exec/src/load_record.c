@@ -8,11 +8,13 @@
 
 #include "atsc/outfile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <gsl/gsl_statistics_double.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -40,8 +42,10 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int online_cpus(void)
+int ex_usable_cpus(void)
 {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }
@@ -50,8 +54,9 @@ struct ex_probe {
     ex_probe_opts o;
     /* CPU GEMV: y (rows) = A (rows, cols) x (cols) */
     float *A, *x, *y;
-    size_t a_map;             /* A is an mmap of this many bytes (shared, or private huge pages); 0: malloc'ed */
+    size_t a_map;             /* A is the shared object's mapping of this many bytes; 0: malloc'ed */
     int a_shared;             /* A is the shared object ex_probe_matrix_name() names */
+    char a_why[400];          /* why A is a private copy (a_shared 0) */
     int reps;                 /* GEMV repetitions per probe */
     pthread_t *tids;
     int nthreads;
@@ -253,47 +258,79 @@ void ex_probe_matrix_name(size_t rows, size_t cols, char *buf, size_t len)
     snprintf(buf, len, "/ats-probe-a1-%zux%zu", rows, cols);
 }
 
+/* Removes temporaries "<name>.<pid>" in /dev/shm whose creator is gone (killed while filling one). */
+static void remove_stale_temporaries(const char *name)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    const size_t len = strlen(name + 1); /* without the leading '/' */
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end = NULL;
+        if (strncmp(e->d_name, name + 1, len) != 0 || e->d_name[len] != '.') continue;
+        long pid = strtol(e->d_name + len + 1, &end, 10);
+        if (pid <= 0 || !end || *end || (kill((pid_t)pid, 0) != 0 && errno == ESRCH) == 0) continue;
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "/%s", e->d_name);
+        shm_unlink(tmp);
+    }
+    closedir(d);
+}
+
 /* Maps the shared probe matrix read-only (ex_probe_opts.private_matrix): opens the POSIX shared-memory
  * object, or creates it under a temporary name, fills it and links it into place (a process never sees
  * it half-filled; of two racing creators one link wins and the other maps the winner's, so every
  * process reads the same pages). Anything else at that name — the wrong size or contents, not a
- * regular file (O_NONBLOCK: a FIFO there does not block) — is unlinked and replaced once; where that
- * fails (another user's file), NULL. NULL: no shared matrix here (the caller makes a private copy). */
-static float *map_shared_matrix(size_t rows, size_t cols)
+ * regular file (O_NONBLOCK: a FIFO there does not block) — is unlinked and replaced once. The space is
+ * reserved with posix_fallocate, so a full /dev/shm is an error here, not a SIGBUS while filling. NULL:
+ * no shared matrix (why: one phrase in why[len]); the caller makes a private copy. */
+static float *map_shared_matrix(size_t rows, size_t cols, char *why, size_t len)
 {
     const size_t bytes = rows * cols * sizeof(float);
     char name[96], path[128], tmp[128];
     ex_probe_matrix_name(rows, cols, name, sizeof name);
     snprintf(path, sizeof path, "/dev/shm%s", name);
+    remove_stale_temporaries(name);
     for (int attempt = 0; attempt < 2; attempt++) {
         int fd = shm_open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+        if (fd < 0 && errno != ENOENT) {
+            snprintf(why, len, "%s: %s", path, strerror(errno));
+            if (attempt == 1) return NULL;
+        }
         if (fd >= 0) {
             struct stat st;
-            void *m = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == bytes
-                          ? mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0)
-                          : MAP_FAILED;
+            int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == bytes;
+            void *m = ok ? mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
             close(fd);
             if (m != MAP_FAILED && matrix_ok(m, rows * cols)) return m;
             if (m != MAP_FAILED) munmap(m, bytes);
-            if (attempt == 0) shm_unlink(name); /* wrong size or contents: make it anew */
-            else return NULL;
+            snprintf(why, len, "%s is not this probe's matrix (%s) and could not be replaced", path,
+                     !ok ? "not a regular file of the right size" : "other contents");
+            if (attempt == 1) return NULL;
         }
+        if (fd >= 0 || errno != ENOENT) shm_unlink(name); /* not ours, or unreadable: make it anew */
         snprintf(tmp, sizeof tmp, "%s.%ld", name, (long)getpid());
         fd = shm_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0) return NULL;
+        if (fd < 0) {
+            snprintf(why, len, "cannot create /dev/shm%s: %s", tmp, strerror(errno));
+            return NULL;
+        }
         fchmod(fd, 0644); /* readable by every user's ats, whatever the umask */
-        void *w = ftruncate(fd, (off_t)bytes) == 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                                                   : MAP_FAILED;
+        int e = posix_fallocate(fd, 0, (off_t)bytes);
+        void *w = e == 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+        if (e == 0 && w == MAP_FAILED) e = errno;
         close(fd);
         char tpath[160];
         snprintf(tpath, sizeof tpath, "/dev/shm%s", tmp);
         if (w == MAP_FAILED) {
+            snprintf(why, len, "cannot make %s (%zu bytes): %s", path, bytes, strerror(e));
             shm_unlink(tmp);
             return NULL;
         }
         fill_matrix(w, rows * cols);
         munmap(w, bytes);
         const int linked = link(tpath, path) == 0 || errno == EEXIST; /* EEXIST: another creator won */
+        if (!linked) snprintf(why, len, "cannot link %s: %s", path, strerror(errno));
         shm_unlink(tmp);
         if (!linked) return NULL;
     }
@@ -304,7 +341,7 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
 {
     *out = NULL;
     ex_probe_opts o = *opts;
-    if (o.threads <= 0) o.threads = online_cpus();
+    if (o.threads <= 0) o.threads = ex_usable_cpus();
     if (o.threads > 1024 || o.gemv_rows == 0 || o.gemv_cols == 0 || o.gemv_rows * o.gemv_cols > (1u << 28) ||
         !(o.cpu_target_s > 0) || !(o.gpu_target_s > 0) || o.cpu_reps < 0 || o.cpu_reps > 100000 || o.gpu_iters < 0 ||
         o.gpu_iters > 10000000000L)
@@ -324,24 +361,12 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         if (p->lock_fd < 0) p->lock_fd = open(o.lock_path, O_RDONLY | O_CLOEXEC);
         if (p->lock_fd >= 0) fchmod(p->lock_fd, 0666); /* fails harmlessly when another user owns it */
     }
-    const size_t a_bytes = o.gemv_rows * o.gemv_cols * sizeof(float);
-    if (!o.private_matrix && (p->A = map_shared_matrix(o.gemv_rows, o.gemv_cols))) {
-        p->a_map = a_bytes;
+    snprintf(p->a_why, sizeof p->a_why, "ATS_PROBE_PRIVATE=1");
+    if (!o.private_matrix && (p->A = map_shared_matrix(o.gemv_rows, o.gemv_cols, p->a_why, sizeof p->a_why))) {
+        p->a_map = o.gemv_rows * o.gemv_cols * sizeof(float);
         p->a_shared = 1;
-    } else { /* private: 2 MiB-aligned, asked for transparent huge pages (best effort) */
-        const size_t huge = (size_t)2 << 20, m = (a_bytes + huge - 1) / huge * huge;
-        void *a = mmap(NULL, m + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (a != MAP_FAILED) {
-            char *al = (char *)(((uintptr_t)a + huge - 1) & ~(uintptr_t)(huge - 1));
-            if (al > (char *)a) munmap(a, (size_t)(al - (char *)a)); /* trim to the aligned m bytes */
-            if (al + m < (char *)a + m + huge) munmap(al + m, (size_t)((char *)a + m + huge - (al + m)));
-#ifdef MADV_HUGEPAGE
-            madvise(al, m, MADV_HUGEPAGE);
-#endif
-            p->A = (float *)al;
-            p->a_map = m;
-            fill_matrix(p->A, o.gemv_rows * o.gemv_cols);
-        }
+    } else if ((p->A = malloc(o.gemv_rows * o.gemv_cols * sizeof(float)))) { /* private, as before the shared one */
+        fill_matrix(p->A, o.gemv_rows * o.gemv_cols);
     }
     p->x = malloc(o.gemv_cols * sizeof(float));
     p->y = malloc(o.gemv_rows * sizeof(float));
@@ -507,9 +532,10 @@ void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
 {
     char sl[48] = "the kernel's default slice";
     if (p->o.slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms slices", 1e-6 * (double)p->o.slice_ns);
-    char nm[96], mat[128] = "a private copy";
+    char nm[96], mat[448];
     ex_probe_matrix_name(p->o.gemv_rows, p->o.gemv_cols, nm, sizeof nm);
     if (p->a_shared) snprintf(mat, sizeof mat, "shared: /dev/shm%s", nm);
+    else snprintf(mat, sizeof mat, "a private copy: %s", p->a_why);
     int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu; %s) on %d %sthreads (chunks of %d rows, %s)",
                      p->reps, p->o.gemv_rows, p->o.gemv_cols, mat, p->o.threads, p->o.pin ? "pinned " : "", CHUNK_ROWS, sl);
     if (n < 0 || (size_t)n >= len) return;

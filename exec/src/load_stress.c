@@ -174,11 +174,6 @@ static void sleep_until(double t_abs)
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 }
 
-static int online_cpus(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 typedef struct hog_shared {
     _Atomic double duty[ATSC_RES_COUNT];
@@ -437,7 +432,7 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     if (o->hog_slice_ns != 0 && !(o->hog_slice_ns >= 100000 && o->hog_slice_ns <= 100000000))
         return ats_err_set(err, ATS_EINVAL, "hog slice %ld ns must be 0 (kernel default) or in [1e5, 1e8]",
                            o->hog_slice_ns);
-    int threads = o->threads > 0 ? o->threads : online_cpus();
+    int threads = o->threads > 0 ? o->threads : ex_usable_cpus();
     if (k[ATSC_RES_CPU] < 0 || k[ATSC_RES_CPU] * threads > 4096 || k[ATSC_RES_GPU] < 0 || k[ATSC_RES_PCIE] < 0 ||
         k[ATSC_RES_GPU] + k[ATSC_RES_PCIE] > MAX_PROCS)
         return ats_err_set(err, ATS_EINVAL, "bad hog counts cpu %d x %d threads, gpu %d, pcie %d",
@@ -771,6 +766,22 @@ static void sensor_stop(sensor *s)
     }
 }
 
+/* The probe process's pipe broke: says how it ended (a SIGBUS, say, from a shared probe matrix cut short).
+ * Its pipes close a moment before it can be reaped, so this waits up to 0.1 s for that. */
+static enum ats_status sensor_ended(sensor *s, ats_err *err)
+{
+    int ws = 0;
+    pid_t r = 0;
+    for (int i = 0; i < 20 && s->pid > 0 && (r = waitpid(s->pid, &ws, WNOHANG)) == 0; i++) usleep(5000);
+    if (r == s->pid) s->pid = -1; /* reaped here: sensor_stop must not wait for it again */
+    if (r > 0 && WIFSIGNALED(ws))
+        return ats_err_set(err, ATS_EIO, "closed loop: the probe process ended on signal %d (%s)", WTERMSIG(ws),
+                           strsignal(WTERMSIG(ws)));
+    if (r > 0 && WIFEXITED(ws))
+        return ats_err_set(err, ATS_EIO, "closed loop: the probe process exited with status %d", WEXITSTATUS(ws));
+    return ats_err_set(err, ATS_EIO, "closed loop: the probe process ended");
+}
+
 /* The sensor's next answer into s->last, waited for in 0.1 s steps: *stop set (a signal) returns at once
  * with *stopped = 1; no answer within limit_s is an error, so a stuck probe process never leaves the
  * stressor deaf to SIGTERM. */
@@ -783,16 +794,15 @@ static enum ats_status sensor_read(sensor *s, double limit_s, const volatile sig
         struct pollfd pf = {.fd = s->resp, .events = POLLIN, .revents = 0};
         int n = poll(&pf, 1, 100);
         if (n > 0) break;
-        if (n < 0 && errno != EINTR) return ats_err_set(err, ATS_EINVAL, "closed loop: poll: %s", strerror(errno));
+        if (n < 0 && errno != EINTR) return ats_err_set(err, ATS_EIO, "closed loop: poll: %s", strerror(errno));
         if (stop && *stop) {
             *stopped = 1;
             return ATS_OK;
         }
         if (now_s() - t0 > limit_s)
-            return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process has not answered for %g s", limit_s);
+            return ats_err_set(err, ATS_EIO, "closed loop: the probe process has not answered for %g s", limit_s);
     }
-    if (io_all(s->resp, &s->last, sizeof s->last, 0) != 0)
-        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended");
+    if (io_all(s->resp, &s->last, sizeof s->last, 0) != 0) return sensor_ended(s, err);
     return ATS_OK;
 }
 
@@ -834,9 +844,12 @@ static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, const vo
     s->req = rq[1];
     s->resp = rs[0];
     int stopped; /* a signal while the probes start (a GPU context takes a moment): s->last.status stays 0 */
-    if (sensor_read(s, 120.0, stop, &stopped, err) != ATS_OK) {
+    enum ats_status rst = sensor_read(s, 120.0, stop, &stopped, err);
+    if (rst != ATS_OK) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg); /* err->msg is both the source and the target below */
         sensor_stop(s);
-        return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process did not get ready (%s)", err->msg);
+        return ats_err_set(err, rst, "the probe process did not get ready (%s)", why);
     }
     if (s->last.status != ATS_OK) {
         enum ats_status st = (enum ats_status)s->last.status;
@@ -851,7 +864,7 @@ static enum ats_status sensor_measure(sensor *s, unsigned mask, double t_s[ATSC_
                                       const volatile sig_atomic_t *stop, int *stopped, ats_err *err)
 {
     uint32_t m = mask;
-    if (io_all(s->req, &m, sizeof m, 1) != 0) return ats_err_set(err, ATS_EINVAL, "closed loop: the probe process ended");
+    if (io_all(s->req, &m, sizeof m, 1) != 0) return sensor_ended(s, err);
     enum ats_status st = sensor_read(s, 10.0, stop, stopped, err);
     if (st != ATS_OK || *stopped) return st;
     if (s->last.status != ATS_OK) return ats_err_set(err, (enum ats_status)s->last.status, "%s", s->last.text);

@@ -13,6 +13,7 @@ const char *ats_status_str(enum ats_status st)
     case ATS_ENOTFOUND: return "not found";
     case ATS_EINFEASIBLE: return "infeasible";
     case ATS_ERANGE: return "out of range";
+    case ATS_EIO: return "failed while running";
     }
     return "unknown status";
 }

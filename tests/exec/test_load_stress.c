@@ -1112,7 +1112,7 @@ static void test_cli(void)
     char *o = tu_run_ats(args, &rc, 1);
     int warns = 0;
     for (const char *q = o; q && (q = strstr(q, "warning")) != NULL; q++) warns++;
-    CHECK_MSG(rc == 0 && o && strstr(o, "online CPUs") && warns == 1, "`ats %s`: exit %d: %s", args, rc, o);
+    CHECK_MSG(rc == 0 && o && strstr(o, "this process may use") && warns == 1, "`ats %s`: exit %d: %s", args, rc, o);
     free(o);
 
     /* 7. a target at the clip floor: the automatic hog count capped at the --hogs-* limit, and said */
@@ -1477,7 +1477,7 @@ static void test_sensor_trouble(int kill_child)
     }
     char *o = tu_slurp(out, NULL);
     CHECK_MSG(o && strstr(o, "stressor probe duty cycle"), "report: %s", o ? o : "");
-    if (kill_child) CHECK_MSG(o && strstr(o, "the probe process ended"), "message: %s", o ? o : "");
+    if (kill_child) CHECK_MSG(o && strstr(o, "the probe process ended on signal 9"), "message: %s", o ? o : "");
     free(o);
     struct stat sb;
     CHECK_MSG(stat(log, &sb) == 0 && sb.st_size > 0, "--log %s not written", log);
@@ -1513,11 +1513,12 @@ static void test_calibrate_run(void)
 
 /* ex_pin_self: thread-by-thread, j -> the (j mod n)-th CPU of the set; a probe with pin = 1 has its pool
  * threads each on one CPU (read back from /proc/self/task/<tid>/status), and says "pinned". */
-typedef struct pin_arg { int j, rc, ncpu, cpu; } pin_arg;
+typedef struct pin_arg { int j, rc, ncpu, cpu, usable; } pin_arg;
 static void *pin_thread(void *a_)
 {
     pin_arg *a = a_;
     a->rc = ex_pin_self(a->j);
+    a->usable = ex_usable_cpus(); /* the default thread count follows the affinity set (taskset) */
     cpu_set_t set;
     a->ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
     a->cpu = -1;
@@ -1561,19 +1562,20 @@ static void test_pin(void)
         if (CPU_ISSET(c, &set)) order[m++] = c;
     const int js[] = {0, 1, n - 1, n, n + 1, 3 * n + 2};
     for (size_t i = 0; i < sizeof js / sizeof js[0]; i++) {
-        pin_arg a = {js[i], -1, -1, -1};
+        pin_arg a = {js[i], -1, -1, -1, -1};
         pthread_t t;
         CHECK(pthread_create(&t, NULL, pin_thread, &a) == 0);
         pthread_join(t, NULL);
+        CHECK_MSG(a.usable == 1, "ex_usable_cpus() on a thread pinned to one CPU: %d", a.usable);
         CHECK_MSG(a.rc == 0 && a.ncpu == 1 && a.cpu == order[js[i] % n],
                   "ex_pin_self(%d) of %d CPUs: rc %d, %d CPUs allowed, cpu %d (want %d)", js[i], n, a.rc, a.ncpu,
                   a.cpu, order[js[i] % n]);
     }
-    pin_arg bad = {-1, 0, 0, 0};
+    pin_arg bad = {-1, 0, 0, 0, 0};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, pin_thread, &bad) == 0);
     pthread_join(t, NULL);
-    CHECK(bad.rc == EINVAL && bad.ncpu == n); /* refused, still unpinned */
+    CHECK(bad.rc == EINVAL && bad.ncpu == n && bad.usable == n); /* refused, still unpinned */
     int before = single_cpu_threads();
     for (int pin = 0; pin < 2; pin++) {
         ex_probe_opts po = ex_probe_opts_default();
@@ -1621,8 +1623,8 @@ static void test_probe_matrix(void)
     po.use_gpu = 0;
     po.cpu_reps = 1;
     po.lock_path = NULL;
-    po.gemv_rows = 96;
-    po.gemv_cols = 64 + 8 * (size_t)(getpid() % 16); /* a size no other process uses now */
+    po.gemv_rows = 8 + (size_t)(getpid() % 4093); /* a size no other test process uses now (1 in 4093) */
+    po.gemv_cols = 64;
     po.private_matrix = 0;
     char name[96], path[160], want[200];
     ex_probe_matrix_name(po.gemv_rows, po.gemv_cols, name, sizeof name);
@@ -1658,6 +1660,20 @@ static void test_probe_matrix(void)
         CHECK_MSG(back != 3.0f && back >= -0.5f && back < 0.5f, "value 10 of the matrix after a %s: %g",
                   bad ? "short object" : "changed value", back);
     }
+    /* temporaries: a dead creator's is removed, a live process's is left alone */
+    pid_t dead = fork();
+    if (dead == 0) _exit(0);
+    waitpid(dead, NULL, 0);
+    char t_dead[200], t_live[200];
+    snprintf(t_dead, sizeof t_dead, "%s.%ld", path, (long)dead);
+    snprintf(t_live, sizeof t_live, "%s.%ld", path, (long)getppid());
+    FILE *td = fopen(t_dead, "w"), *tl = fopen(t_live, "w");
+    if (td) fclose(td);
+    if (tl) fclose(tl);
+    CHECK(describe_has(po, want));
+    CHECK_MSG(access(t_dead, F_OK) != 0, "%s (pid %ld gone) still there", t_dead, (long)dead);
+    CHECK_MSG(access(t_live, F_OK) == 0, "%s (pid %ld alive) removed", t_live, (long)getppid());
+    unlink(t_live);
     /* a FIFO at the name (opening it must not block): replaced; a directory (cannot be replaced): private */
     unlink(path);
     CHECK(mkfifo(path, 0644) == 0);
@@ -1665,10 +1681,12 @@ static void test_probe_matrix(void)
     CHECK(stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == bytes);
     unlink(path);
     CHECK(mkdir(path, 0755) == 0);
-    CHECK(describe_has(po, "; a private copy)"));
+    char dir_why[300];
+    snprintf(dir_why, sizeof dir_why, "; a private copy: %s is not this probe's matrix (not a regular file", path);
+    CHECK(describe_has(po, dir_why));
     rmdir(path);
     po.private_matrix = 1;
-    CHECK(describe_has(po, "; a private copy)"));
+    CHECK(describe_has(po, "; a private copy: ATS_PROBE_PRIVATE=1)"));
     unlink(path);
     /* leftover temporaries of this process (a creator renames its own away) */
     char tmp[200];

@@ -52,7 +52,7 @@ extern "C" {
 /* ------------------------------------------------------------------ probes ---------------------- */
 
 typedef struct ex_probe_opts {
-    int threads;          /**< CPU probe threads (the inference thread count); <= 0: online CPUs */
+    int threads;          /**< CPU probe threads (the inference thread count); <= 0: ex_usable_cpus() */
     size_t gemv_rows;     /**< GEMV matrix rows (default 2048) */
     size_t gemv_cols;     /**< GEMV matrix columns (default 2048: 16 MiB of float) */
     double cpu_target_s;  /**< idle duration of one CPU probe [s] (repetitions chosen to reach it; 2e-3) */
@@ -76,18 +76,19 @@ typedef struct ex_probe_opts {
                                probes read it on target; with 0.1 ms slices for probes and hogs -6%
                                (traces/README.md) */
     int pin;              /**< 1: probe thread j runs only on the j-th CPU of the process's affinity set
-                               (modulo its size; ex_pin_self). Unpinned, two identical recorders of one
-                               stressed CPU read 0.426 and 0.390, or 0.445 and 0.363 (H200, fifth session,
-                               experiments/stress-2026-11-30-s5/): where the scheduler puts each process's
-                               threads among the hogs sets its reading. 0: unpinned */
+                               (modulo its size; ex_pin_self). H200 (fifth session,
+                               experiments/stress-2026-11-30-s5/): two recorders of one CPU stressed to 0.4
+                               read 0.425 / 0.388 unpinned, 0.400 / 0.436 and 0.379 / 0.385 pinned — pinning
+                               did not remove the disagreement. 0: unpinned */
     int private_matrix;   /**< 0 (default): the CPU probe's matrix is one POSIX shared-memory object
                                (ex_probe_matrix_name), the same physical pages in every ats process; 1 (or
                                ATS_PROBE_PRIVATE=1 in the environment, read by ex_probe_opts_default): a
-                               private copy on transparent huge pages. Private 4 KiB-page copies ran at
-                               0.243-0.314 ms a GEMV at idle in 16 processes on the H200 (fifth session), and
-                               two recorders sharing one baseline read one stressed CPU up to 21% apart; the
-                               shared matrix is meant to remove that per-process factor (hypothesis, not yet
-                               measured on the H200) */
+                               private copy (malloc, as before the shared one; also the fallback where the
+                               shared object cannot be used, ex_probe_describe says why). Private copies
+                               ran at 0.243-0.314 ms a GEMV at idle in 17 processes on the H200 (fifth
+                               session), and two recorders sharing one baseline read one stressed CPU up to
+                               21% apart; the shared matrix is meant to remove that per-process factor
+                               (hypothesis, not yet measured on the H200) */
 } ex_probe_opts;
 
 ex_probe_opts ex_probe_opts_default(void);
@@ -98,6 +99,10 @@ void ex_probe_matrix_name(size_t rows, size_t cols, char *buf, size_t len);
 
 /** Default ex_stress_opts.stagger: the hogs of every resource staggered. */
 #define EX_STRESS_STAGGER_DEFAULT ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE))
+
+/** CPUs this process may run on (its sched_getaffinity set; `taskset` narrows it), else the online CPUs: the
+ *  default thread count of the probes (ex_probe_opts.threads) and of the stressor (ex_stress_opts.threads). */
+int ex_usable_cpus(void);
 
 /** Pins the calling thread to the (j mod n)-th CPU of the process's CPU affinity set (n CPUs in it,
  *  read with sched_getaffinity of the calling thread before pinning, so call it once per thread,
@@ -257,7 +262,7 @@ enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_e
 struct ex_stress_step;
 
 typedef struct ex_stress_opts {
-    int threads;                       /**< probe threads T the CPU hogs are sized for (<= 0: online CPUs) */
+    int threads;                       /**< probe threads T the CPU hogs are sized for (<= 0: ex_usable_cpus()) */
     int k[ATSC_RES_COUNT];             /**< hogs per resource (0: ex_stress_hogs_needed of the trace) */
     double period_s;                   /**< duty period P [s] (0.02) */
     double duration_s;                 /**< run length [s] (<= 0: the target trace's duration) */

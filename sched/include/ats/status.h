@@ -23,7 +23,8 @@ enum ats_status {
     ATS_ENOMEM,      /**< allocation failed */
     ATS_ENOTFOUND,   /**< a named thing (policy, model role, …) does not exist */
     ATS_EINFEASIBLE, /**< no solution satisfies the constraints (e.g. budget too small for a plan) */
-    ATS_ERANGE       /**< a value is outside the range the algorithm supports */
+    ATS_ERANGE,      /**< a value is outside the range the algorithm supports */
+    ATS_EIO          /**< a failure while running, not of the input (a helper process died, I/O failed) */
 };
 
 /** Length of the message buffer of ats_err [bytes]. */
