@@ -37,6 +37,8 @@ static void usage(FILE *f)
             "  --seed S           sampling / dummy-weight seed (default 42)\n"
             "  --threads N        CPU threads (default: all)\n"
             "  --ctx N            KV cache capacity in tokens (default min(context_length, 4096))\n"
+            "  --kv-type T        KV cache element: f32 (default; matches llama2.c's F32 run) or f16 (llama.cpp's\n"
+            "                     default -ctk/-ctv f16: half the bytes, what sched counts; K/V rounded to F16)\n"
             "  --chunk N          prefill chunk size in tokens (default 512)\n"
             "  --backend A[,B]    backend of layers [0,K) and of the rest: cpu or cuda (default cpu; one\n"
             "                     name = both). e.g. --backend cuda, or --backend cpu,cuda --split 3\n"
@@ -94,7 +96,7 @@ int ats_cmd_run(int argc, char **argv)
     double temp = 0.0, top_p = 1.0;
     int dummy = 0, print_ids = 0, no_eos = 0;
     enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
-           O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND };
+           O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND, O_KVTYPE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
@@ -104,8 +106,10 @@ int ats_cmd_run(int argc, char **argv)
         {"chunk", required_argument, 0, O_CHUNK}, {"split", required_argument, 0, O_SPLIT},
         {"print-ids", no_argument, 0, O_IDS}, {"no-eos", no_argument, 0, O_NOEOS},
         {"prompt-tokens", required_argument, 0, O_PTOK}, {"out", required_argument, 0, O_OUT},
-        {"backend", required_argument, 0, O_BACKEND}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"backend", required_argument, 0, O_BACKEND}, {"kv-type", required_argument, 0, O_KVTYPE},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *backend = "cpu";
+    ats_qtype kv_type = ATS_Q_F32;
     optind = 1;
     opterr = 0; /* one line of our own per bad option */
     int c, li = -1;
@@ -132,6 +136,14 @@ int ats_cmd_run(int argc, char **argv)
         case O_PTOK: bad = ats_cli_parse_int(optarg, &prompt_tokens) || prompt_tokens < 0; break;
         case O_OUT: out_path = optarg; break;
         case O_BACKEND: backend = optarg; break;
+        case O_KVTYPE:
+            if (!strcmp(optarg, "f32")) kv_type = ATS_Q_F32;
+            else if (!strcmp(optarg, "f16")) kv_type = ATS_Q_F16;
+            else {
+                ats_cli_error("run", "--kv-type: bad value '%s' (f32 or f16)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         default: ats_cli_bad_option("run", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
@@ -193,6 +205,7 @@ int ats_cmd_run(int argc, char **argv)
     so.n_ctx = n_ctx;
     so.split_layer = split;
     so.sync_ops = out_path != NULL; /* --out's per-op rows: real op durations, not GPU enqueue times */
+    so.kv_type = kv_type;
     if (split > a->n_layer) {
         ats_cli_error("run", "--split %lld: model has %lld layers", split, (long long)a->n_layer);
         ex_model_free(m);
@@ -301,9 +314,9 @@ int ats_cmd_run(int argc, char **argv)
         snprintf(cfg, sizeof cfg,
                  "{\"command\": \"run\", \"model\": \"%s\", \"dummy_weights\": %s, \"threads\": %d, \"ctx\": %lld, "
                  "\"chunk\": %lld, \"split\": %lld, \"n\": %lld, \"temp\": %g, \"top_k\": %lld, \"top_p\": %g, "
-                 "\"prompt_tokens\": %lld, \"backend\": \"cpu\"}",
+                 "\"prompt_tokens\": %lld, \"backend\": \"cpu\", \"kv_type\": \"%s\"}",
                  a->name, dummy ? "true" : "false", omp_get_max_threads(), (long long)ctx, chunk, split, n_gen, temp,
-                 top_k, top_p, (long long)n_prompt);
+                 top_k, top_p, (long long)n_prompt, ats_qtype_name(kv_type));
         atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, "", ""};
         rec.ops = malloc((size_t)ex_session_graph(s)->n_ops * sizeof *rec.ops);
         if (!rec.ops || atsc_results_open(out_path, &meta, &rec.w, &err) != ATS_OK ||
@@ -362,12 +375,14 @@ int ats_cmd_run(int argc, char **argv)
     ex_op_times ot = ex_session_times(s);
     double dec_steps = generated > 1 ? (double)(generated - 1) : 0;
     fprintf(stderr,
-            "ats run: model %s (%s, %lld layers, %.3f GiB weights), threads %d, ctx %lld, load %.3f s\n"
+            "ats run: model %s (%s, %lld layers, %.3f GiB weights), threads %d, ctx %lld (%s KV cache %.1f MiB), "
+            "load %.3f s\n"
             "ats run: prompt %lld tok in %.3f s (%.2f tok/s); generated %lld tok, decode %.3f s (%.2f tok/s)\n"
             "ats run: decode reads %.3f GiB of weights per token: %.1f GB/s effective\n"
             "ats run: op time [s]: embed %.3f norm+add %.3f matmul %.3f attn %.3f ffn %.3f moe %.3f output %.3f\n",
             a->name, a->family, (long long)a->n_layer, (double)m->weight_bytes / 1073741824.0,
-            omp_get_max_threads(), (long long)ctx, (double)t_load * 1e-9, (long long)n_prompt,
+            omp_get_max_threads(), (long long)ctx, ats_qtype_name(ex_session_kv_type(s)),
+            (double)ex_session_kv_bytes(s) / 1048576.0, (double)t_load * 1e-9, (long long)n_prompt,
             (double)t_prefill * 1e-9, (double)n_prompt / ((double)t_prefill * 1e-9 + 1e-12),
             (long long)generated, (double)t_decode * 1e-9,
             dec_steps > 0 ? dec_steps / ((double)t_decode * 1e-9 + 1e-12) : 0.0,

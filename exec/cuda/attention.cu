@@ -1,5 +1,8 @@
 /*
- * KV-cache append and causal GQA attention over one layer's F32 KV cache (ex/ops.h semantics).
+ * KV-cache append and causal GQA attention over one layer's KV cache (ex/ops.h semantics), F32 or
+ * F16 (the session's kv_type): kernels templated on the cache element T; with T = __half the store
+ * rounds F32 K/V to __half (__float2half_rn: round to nearest even, the CPU op's bits) and attention
+ * widens each K/V element to F32 as it loads it; every product and sum is F32 for both types.
  * One thread block of 4 warps per (query token, head); each warp walks a strided share of the
  * positions 0..p with an online softmax (running max, sum, and the weighted V sum in registers,
  * head_dim/32 values per lane), then the 4 partial results are merged in shared memory. Works for
@@ -13,31 +16,56 @@
 #define ATT_WARPS 4
 #define ATT_MAX_PER_LANE 8 /* head_dim ≤ 256 */
 
+static_assert(sizeof(__half) == sizeof(ex_fp16), "the F16 KV cache: __half and ex_fp16 are the same 16 bits");
+
+/* cache element <-> F32: the identity for an F32 cache, round to nearest even / exact widening for F16 */
+static __device__ __forceinline__ float kv_ld(float x) { return x; }
+static __device__ __forceinline__ float kv_ld(__half x) { return __half2float(x); }
+static __device__ __forceinline__ void kv_st(float *p, float x) { *p = x; }
+static __device__ __forceinline__ void kv_st(__half *p, float x) { *p = __float2half_rn(x); }
+
+template <typename T>
 static __global__ void kv_store_kernel(const float *__restrict__ k, const float *__restrict__ v, int64_t n,
-                                       float *__restrict__ kc, float *__restrict__ vc)
+                                       T *__restrict__ kc, T *__restrict__ vc)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
-        kc[i] = k[i];
-        vc[i] = v[i];
+        kv_st(kc + i, k[i]);
+        kv_st(vc + i, v[i]);
     }
+}
+
+template <typename T>
+static ex_gpu_status kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0, int64_t kv_dim,
+                              int64_t n_ctx, T *k_cache, T *v_cache, ex_stream s)
+{
+    if (!k || !v || !k_cache || !v_cache || n_tokens < 1 || pos0 < 0 || kv_dim < 1 || pos0 + n_tokens > n_ctx)
+        return EX_GPU_EINVAL;
+    int64_t n = n_tokens * kv_dim;
+    kv_store_kernel<T><<<(unsigned)((n + 255) / 256), 256, 0, s>>>(k, v, n, k_cache + pos0 * kv_dim,
+                                                                    v_cache + pos0 * kv_dim);
+    EXC_LAUNCHED(s);
+    return EX_GPU_OK;
 }
 
 extern "C" ex_gpu_status ex_cuda_kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0, int64_t kv_dim,
                                           int64_t n_ctx, float *k_cache, float *v_cache, ex_stream s)
 {
-    if (!k || !v || !k_cache || !v_cache || n_tokens < 1 || pos0 < 0 || kv_dim < 1 || pos0 + n_tokens > n_ctx)
-        return EX_GPU_EINVAL;
-    int64_t n = n_tokens * kv_dim;
-    kv_store_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(k, v, n, k_cache + pos0 * kv_dim, v_cache + pos0 * kv_dim);
-    EXC_LAUNCHED(s);
-    return EX_GPU_OK;
+    return kv_store<float>(k, v, n_tokens, pos0, kv_dim, n_ctx, k_cache, v_cache, s);
 }
 
-template <int PL> /* ceil(head_dim / 32) */
+extern "C" ex_gpu_status ex_cuda_kv_store_f16(const float *k, const float *v, int64_t n_tokens, int64_t pos0,
+                                              int64_t kv_dim, int64_t n_ctx, ex_fp16 *k_cache, ex_fp16 *v_cache,
+                                              ex_stream s)
+{
+    return kv_store<__half>(k, v, n_tokens, pos0, kv_dim, n_ctx, reinterpret_cast<__half *>(k_cache),
+                            reinterpret_cast<__half *>(v_cache), s);
+}
+
+template <int PL, typename T> /* PL = ceil(head_dim / 32); T: the cache element, float or __half */
 static __global__ void __launch_bounds__(32 * ATT_WARPS)
-    attention_kernel(const float *__restrict__ q, int64_t pos0, const float *__restrict__ kc,
-                     const float *__restrict__ vc, int64_t n_head, int64_t n_head_kv, int HD, float scale,
+    attention_kernel(const float *__restrict__ q, int64_t pos0, const T *__restrict__ kc,
+                     const T *__restrict__ vc, int64_t n_head, int64_t n_head_kv, int HD, float scale,
                      float *__restrict__ out)
 {
     __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS], sm_acc[ATT_WARPS][PL * 32];
@@ -54,16 +82,17 @@ static __global__ void __launch_bounds__(32 * ATT_WARPS)
     float m = -INFINITY, l = 0.0f;
     int64_t p_last = pos0 + t;
     for (int64_t p = w; p <= p_last; p += ATT_WARPS) {
-        const float *kr = kc + p * kv_dim + kvh * HD, *vr = vc + p * kv_dim + kvh * HD;
+        const T *kr = kc + p * kv_dim + kvh * HD, *vr = vc + p * kv_dim + kvh * HD;
         float d = 0.0f;
 #pragma unroll
-        for (int i = 0; i < PL; i++) d += lane + 32 * i < HD ? qr[i] * kr[lane + 32 * i] : 0.0f;
+        for (int i = 0; i < PL; i++) d += lane + 32 * i < HD ? qr[i] * kv_ld(kr[lane + 32 * i]) : 0.0f;
         d = exc_warp_sum(d);
         float m_new = fmaxf(m, d);
         float corr = __expf(m - m_new), e = __expf(d - m_new);
         l = l * corr + e;
 #pragma unroll
-        for (int i = 0; i < PL; i++) acc[i] = acc[i] * corr + (lane + 32 * i < HD ? e * vr[lane + 32 * i] : 0.0f);
+        for (int i = 0; i < PL; i++)
+            acc[i] = acc[i] * corr + (lane + 32 * i < HD ? e * kv_ld(vr[lane + 32 * i]) : 0.0f);
         m = m_new;
     }
     if (lane == 0) {
@@ -91,9 +120,9 @@ static __global__ void __launch_bounds__(32 * ATT_WARPS)
     }
 }
 
-extern "C" ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
-                                           const float *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
-                                           float scale, float *out, ex_stream s)
+template <typename T>
+static ex_gpu_status attention(const float *q, int64_t n_tokens, int64_t pos0, const T *k_cache, const T *v_cache,
+                               int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float *out, ex_stream s)
 {
     if (!q || !k_cache || !v_cache || !out || n_tokens < 1 || pos0 < 0 || n_head < 1 || n_head_kv < 1 ||
         n_head % n_head_kv != 0 || n_tokens > 65535 || head_dim < 1)
@@ -101,7 +130,7 @@ extern "C" ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int
     dim3 grid((unsigned)n_head, (unsigned)n_tokens), block(32 * ATT_WARPS);
     int hd = (int)head_dim;
 #define ATT_LAUNCH(PL) \
-    attention_kernel<PL><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, hd, scale, out)
+    attention_kernel<PL, T><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, hd, scale, out)
     switch ((head_dim + 31) / 32) {
     case 1: ATT_LAUNCH(1); break;
     case 2: ATT_LAUNCH(2); break;
@@ -116,4 +145,19 @@ extern "C" ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int
 #undef ATT_LAUNCH
     EXC_LAUNCHED(s);
     return EX_GPU_OK;
+}
+
+extern "C" ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
+                                           const float *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                                           float scale, float *out, ex_stream s)
+{
+    return attention<float>(q, n_tokens, pos0, k_cache, v_cache, n_head, n_head_kv, head_dim, scale, out, s);
+}
+
+extern "C" ex_gpu_status ex_cuda_attention_f16(const float *q, int64_t n_tokens, int64_t pos0, const ex_fp16 *k_cache,
+                                               const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv,
+                                               int64_t head_dim, float scale, float *out, ex_stream s)
+{
+    return attention<__half>(q, n_tokens, pos0, reinterpret_cast<const __half *>(k_cache),
+                             reinterpret_cast<const __half *>(v_cache), n_head, n_head_kv, head_dim, scale, out, s);
 }

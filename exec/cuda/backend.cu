@@ -15,7 +15,8 @@
  *   NOT copied back. flush(with_kv) copies each dirty interval back (one D2H each) and waits once;
  *   host_wrote empties the usable intervals of activations (another backend wrote host memory);
  *   forget(host, bytes) drops every range inside freed host memory;
- * - each layer's KV slab (kv_store's k_cache / v_cache, n_ctx rows) is a resident range too, whose
+ * - each layer's KV slab (kv_store's k_cache / v_cache, n_ctx rows of kv_dim F32 values, or F16 with
+ *   kv_store_f16 / attention_f16: the session's host cache byte for byte) is a resident range too, whose
  *   usable interval is the row prefix [0, dev_rows): positions only grow within a session, so
  *   kv_store uploads rows [dev_rows, pos0) the host wrote meanwhile (a CPU op ran that layer),
  *   writes rows [pos0, pos0 + n) on the device only and marks them dirty; they come back only on
@@ -338,7 +339,7 @@ static resid *kv_find(cuda_be *c, const void *cache)
 
 /* KV slab of `rows` rows of row_bytes at host `cache` whose rows [0, need) must be usable: rows the
  * device lacks are uploaded from the host (written there by another backend). *out as find_range. */
-static ex_gpu_status kv_rows(cuda_be *c, const float *cache, size_t rows, size_t row_bytes, size_t need, resid **out)
+static ex_gpu_status kv_rows(cuda_be *c, const void *cache, size_t rows, size_t row_bytes, size_t need, resid **out)
 {
     resid *r = kv_find(c, cache);
     if (r && r->bytes < rows * row_bytes) { /* a larger slab at the same address */
@@ -492,20 +493,21 @@ static enum ats_status be_rope(void *ctx, float *x, int64_t n_tokens, int64_t n_
     return ATS_OK;
 }
 
-/* Appends rows [pos0, pos0 + n) to one layer's KV slabs on the device. Rows [dev_rows, pos0) that
+/* Appends rows [pos0, pos0 + n) to one layer's KV slabs on the device (F32 or F16 slabs: row_bytes
+ * = kvd * elem_bytes, the session's host cache mirrored byte for byte). Rows [dev_rows, pos0) that
  * another backend wrote into the host slab are uploaded first; rows past pos0 the device holds from
- * an earlier attempt (a failed forward is retried at the same position) are given up. */
-static enum ats_status be_kv_store(void *ctx, const float *k, const float *v, int64_t n, int64_t pos0, int64_t kvd,
-                                   int64_t n_ctx, float *kc, float *vc)
+ * an earlier attempt (a failed forward is retried at the same position) are given up. On success
+ * dslab[0..1] are the device K and V slabs (row 0), dk / dv the device copies of k, v. */
+static ex_gpu_status kv_store_rows(cuda_be *c, const float *k, const float *v, int64_t n, int64_t pos0, int64_t kvd,
+                                   int64_t n_ctx, void *kc, void *vc, size_t elem_bytes, void **dk, void **dv,
+                                   char *dslab[2])
 {
-    cuda_be *c = (cuda_be *)ctx;
-    if (!k || !v || !kc || !vc || n < 1 || pos0 < 0 || kvd < 1 || pos0 + n > n_ctx) return ATS_EINVAL;
-    size_t row = F4(kvd), a = (size_t)pos0 * row, b = (size_t)(pos0 + n) * row;
-    void *dk, *dv;
-    float *slab[2] = {kc, vc};
-    char *dslab[2];
-    TRY(act_in(c, k, F4(n * kvd), &dk));
-    TRY(act_in(c, v, F4(n * kvd), &dv));
+    ex_gpu_status st;
+    if (!k || !v || !kc || !vc || n < 1 || pos0 < 0 || kvd < 1 || pos0 + n > n_ctx) return EX_GPU_EINVAL;
+    size_t row = (size_t)kvd * elem_bytes, a = (size_t)pos0 * row, b = (size_t)(pos0 + n) * row;
+    void *slab[2] = {kc, vc};
+    if ((st = act_in(c, k, F4(n * kvd), dk))) return st;
+    if ((st = act_in(c, v, F4(n * kvd), dv))) return st;
     for (int i = 0; i < 2; i++) {
         resid *r = kv_find(c, slab[i]);
         if (r && r->u1 > a) { /* positions went back (a failed forward retried): keep rows [0, pos0) */
@@ -513,29 +515,75 @@ static enum ats_status be_kv_store(void *ctx, const float *k, const float *v, in
             if (r->d1 > a) r->d1 = a;
             if (r->d0 >= r->d1) r->d0 = r->d1 = 0;
         }
-        TRY(kv_rows(c, slab[i], (size_t)n_ctx, row, (size_t)pos0, &r));
-        TRY(mark_written(c, r, a, b));
+        if ((st = kv_rows(c, slab[i], (size_t)n_ctx, row, (size_t)pos0, &r))) return st;
+        if ((st = mark_written(c, r, a, b))) return st;
         dslab[i] = r->dev;
     }
+    return EX_GPU_OK;
+}
+
+static enum ats_status be_kv_store(void *ctx, const float *k, const float *v, int64_t n, int64_t pos0, int64_t kvd,
+                                   int64_t n_ctx, float *kc, float *vc)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    void *dk, *dv;
+    char *dslab[2];
+    TRY(kv_store_rows(c, k, v, n, pos0, kvd, n_ctx, kc, vc, sizeof(float), &dk, &dv, dslab));
     TRY(ex_cuda_kv_store((const float *)dk, (const float *)dv, n, pos0, kvd, n_ctx, (float *)dslab[0],
                          (float *)dslab[1], c->s));
     return ATS_OK;
+}
+
+static enum ats_status be_kv_store_f16(void *ctx, const float *k, const float *v, int64_t n, int64_t pos0, int64_t kvd,
+                                       int64_t n_ctx, ex_fp16 *kc, ex_fp16 *vc)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    void *dk, *dv;
+    char *dslab[2];
+    TRY(kv_store_rows(c, k, v, n, pos0, kvd, n_ctx, kc, vc, sizeof(ex_fp16), &dk, &dv, dslab));
+    TRY(ex_cuda_kv_store_f16((const float *)dk, (const float *)dv, n, pos0, kvd, n_ctx, (ex_fp16 *)dslab[0],
+                             (ex_fp16 *)dslab[1], c->s));
+    return ATS_OK;
+}
+
+/* Device K and V slabs with rows [0, pos0 + n) usable, q on the device, out's device buffer. */
+static ex_gpu_status attention_args(cuda_be *c, const float *q, int64_t n, int64_t pos0, const void *kc,
+                                    const void *vc, int64_t H, int64_t Hkv, int64_t hd, size_t elem_bytes,
+                                    const void **dkc, const void **dvc, void **dq, float *out, void **dout)
+{
+    ex_gpu_status st;
+    resid *r;
+    size_t rows = (size_t)(pos0 + n), row = (size_t)(Hkv * hd) * elem_bytes;
+    if ((st = kv_rows(c, kc, rows, row, rows, &r))) return st;
+    *dkc = r->dev;
+    if ((st = kv_rows(c, vc, rows, row, rows, &r))) return st;
+    *dvc = r->dev;
+    if ((st = act_in(c, q, F4(n * H * hd), dq))) return st;
+    if ((st = act_out(c, out, F4(n * H * hd), dout))) return st;
+    return EX_GPU_OK;
 }
 
 static enum ats_status be_attention(void *ctx, const float *q, int64_t n, int64_t pos0, const float *kc, const float *vc,
                                     int64_t H, int64_t Hkv, int64_t hd, float scale, float *out)
 {
     cuda_be *c = (cuda_be *)ctx;
+    const void *dkc, *dvc;
     void *dq, *dout;
-    resid *r;
-    size_t rows = (size_t)(pos0 + n), row = F4(Hkv * hd);
-    TRY(kv_rows(c, kc, rows, row, rows, &r));
-    const float *dkc = (const float *)r->dev;
-    TRY(kv_rows(c, vc, rows, row, rows, &r));
-    const float *dvc = (const float *)r->dev;
-    TRY(act_in(c, q, F4(n * H * hd), &dq));
-    TRY(act_out(c, out, F4(n * H * hd), &dout));
-    TRY(ex_cuda_attention((const float *)dq, n, pos0, dkc, dvc, H, Hkv, hd, scale, (float *)dout, c->s));
+    TRY(attention_args(c, q, n, pos0, kc, vc, H, Hkv, hd, sizeof(float), &dkc, &dvc, &dq, out, &dout));
+    TRY(ex_cuda_attention((const float *)dq, n, pos0, (const float *)dkc, (const float *)dvc, H, Hkv, hd, scale,
+                          (float *)dout, c->s));
+    return ATS_OK;
+}
+
+static enum ats_status be_attention_f16(void *ctx, const float *q, int64_t n, int64_t pos0, const ex_fp16 *kc,
+                                        const ex_fp16 *vc, int64_t H, int64_t Hkv, int64_t hd, float scale, float *out)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    const void *dkc, *dvc;
+    void *dq, *dout;
+    TRY(attention_args(c, q, n, pos0, kc, vc, H, Hkv, hd, sizeof(ex_fp16), &dkc, &dvc, &dq, out, &dout));
+    TRY(ex_cuda_attention_f16((const float *)dq, n, pos0, (const ex_fp16 *)dkc, (const ex_fp16 *)dvc, H, Hkv, hd,
+                              scale, (float *)dout, c->s));
     return ATS_OK;
 }
 
@@ -636,6 +684,8 @@ ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
     b->flush = be_flush;
     b->host_wrote = be_host_wrote;
     b->forget = be_forget;
+    b->kv_store_f16 = be_kv_store_f16;
+    b->attention_f16 = be_attention_f16;
     *out = b;
     return EX_GPU_OK;
 }

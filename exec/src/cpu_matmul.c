@@ -622,6 +622,145 @@ ex_attn_row_fn ex_pick_attn_row(void)
     return attn_row_scalar;
 }
 
+/* ---- attention rows over an F16 KV cache, F32 -> F16 conversion (cpu_simd.h) ----------------- */
+
+static void attn_row_f16_scalar(const float *q, const ex_fp16 *kb, const ex_fp16 *vb, int64_t kv_stride, int64_t len,
+                                int64_t hd, float scale, float *att, float *o)
+{
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < len; p++) {
+        const ex_fp16 *k = kb + p * kv_stride;
+        float d = 0.0f;
+        for (int64_t i = 0; i < hd; i++) d += q[i] * ex_fp16_to_f32(k[i]);
+        att[p] = d * scale;
+        if (att[p] > mx) mx = att[p];
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
+    for (int64_t p = 0; p < len; p++) {
+        const ex_fp16 *v = vb + p * kv_stride;
+        const float a = att[p] * inv;
+        for (int64_t i = 0; i < hd; i++) o[i] += a * ex_fp16_to_f32(v[i]);
+    }
+}
+
+static void f32_to_f16_scalar(const float *src, ex_fp16 *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = ex_f32_to_fp16(src[i]);
+}
+
+#ifdef EX_X86
+#define AVX512_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+
+/* 8 F16 values at h (any alignment) widened to F32 (vcvtph2ps, exact) */
+static inline AVX2_FN __m256 load8_f16(const ex_fp16 *h)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* head_dim a multiple of 8 and <= 256: q and the output row live in registers (or stay in L1) */
+static AVX2_FN void attn_row_f16_avx2(const float *q, const ex_fp16 *kb, const ex_fp16 *vb, int64_t kv_stride,
+                                      int64_t len, int64_t hd, float scale, float *att, float *o)
+{
+    if (hd % 8 || hd > 256) {
+        attn_row_f16_scalar(q, kb, vb, kv_stride, len, hd, scale, att, o);
+        return;
+    }
+    const int64_t nv = hd / 8;
+    __m256 qv[32], ov[32];
+    for (int64_t j = 0; j < nv; j++) {
+        qv[j] = _mm256_loadu_ps(q + 8 * j);
+        ov[j] = _mm256_setzero_ps();
+    }
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < len; p++) {
+        const ex_fp16 *k = kb + p * kv_stride;
+        __m256 acc = _mm256_mul_ps(qv[0], load8_f16(k));
+        for (int64_t j = 1; j < nv; j++) acc = _mm256_fmadd_ps(qv[j], load8_f16(k + 8 * j), acc);
+        att[p] = hsum_ps(acc) * scale;
+        if (att[p] > mx) mx = att[p];
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < len; p++) {
+        const ex_fp16 *v = vb + p * kv_stride;
+        __m256 a = _mm256_set1_ps(att[p] * inv);
+        for (int64_t j = 0; j < nv; j++) ov[j] = _mm256_fmadd_ps(a, load8_f16(v + 8 * j), ov[j]);
+    }
+    for (int64_t j = 0; j < nv; j++) _mm256_storeu_ps(o + 8 * j, ov[j]);
+}
+
+/* 16 F16 values at h widened to F32 */
+static inline AVX512_FN __m512 load16_f16(const ex_fp16 *h)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+}
+
+/* head_dim a multiple of 16 and <= 256 (16 zmm for q, 16 for the output row); others: AVX2 */
+static AVX512_FN void attn_row_f16_avx512(const float *q, const ex_fp16 *kb, const ex_fp16 *vb, int64_t kv_stride,
+                                          int64_t len, int64_t hd, float scale, float *att, float *o)
+{
+    if (hd % 16 || hd > 256) {
+        attn_row_f16_avx2(q, kb, vb, kv_stride, len, hd, scale, att, o);
+        return;
+    }
+    const int64_t nv = hd / 16;
+    __m512 qv[16], ov[16];
+    for (int64_t j = 0; j < nv; j++) {
+        qv[j] = _mm512_loadu_ps(q + 16 * j);
+        ov[j] = _mm512_setzero_ps();
+    }
+    float mx = -INFINITY;
+    for (int64_t p = 0; p < len; p++) {
+        const ex_fp16 *k = kb + p * kv_stride;
+        __m512 acc = _mm512_mul_ps(qv[0], load16_f16(k));
+        for (int64_t j = 1; j < nv; j++) acc = _mm512_fmadd_ps(qv[j], load16_f16(k + 16 * j), acc);
+        att[p] = _mm512_reduce_add_ps(acc) * scale;
+        if (att[p] > mx) mx = att[p];
+    }
+    float sum = 0.0f;
+    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t p = 0; p < len; p++) {
+        const ex_fp16 *v = vb + p * kv_stride;
+        __m512 a = _mm512_set1_ps(att[p] * inv);
+        for (int64_t j = 0; j < nv; j++) ov[j] = _mm512_fmadd_ps(a, load16_f16(v + 16 * j), ov[j]);
+    }
+    for (int64_t j = 0; j < nv; j++) _mm512_storeu_ps(o + 16 * j, ov[j]);
+}
+
+/* vcvtps2ph with round to nearest even (immediate, not MXCSR); the tail as the scalar path */
+static AVX2_FN void f32_to_f16_avx2(const float *src, ex_fp16 *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) dst[i] = ex_f32_to_fp16(src[i]);
+}
+#endif
+
+ex_attn_row_f16_fn ex_pick_attn_row_f16(void)
+{
+#ifdef EX_X86
+    unsigned f = ex_cpu_features();
+    if (f & EX_CPU_AVX512) return attn_row_f16_avx512;
+    if (f & EX_CPU_AVX2) return attn_row_f16_avx2;
+#endif
+    return attn_row_f16_scalar;
+}
+
+ex_f32_to_f16_fn ex_pick_f32_to_f16(void)
+{
+#ifdef EX_X86
+    if (ex_cpu_features() & EX_CPU_AVX2) return f32_to_f16_avx2;
+#endif
+    return f32_to_f16_scalar;
+}
+
 ex_dot_f32_fn ex_pick_dot_f32(void)
 {
 #ifdef EX_X86

@@ -97,15 +97,27 @@ enum ats_status ex_cpu_kv_store(const float *k, const float *v, int64_t n_tokens
     return ATS_OK;
 }
 
-enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
-                                 const float *v_cache, int64_t n_head, int64_t n_head_kv,
-                                 int64_t head_dim, float scale, float *out)
+enum ats_status ex_cpu_kv_store_f16(const float *k, const float *v, int64_t n_tokens, int64_t pos0,
+                                    int64_t kv_dim, int64_t n_ctx, ex_fp16 *k_cache, ex_fp16 *v_cache)
+{
+    if (pos0 < 0 || n_tokens < 0 || kv_dim < 0 || pos0 + n_tokens > n_ctx) return ATS_EINVAL;
+    const ex_f32_to_f16_fn cvt = ex_pick_f32_to_f16();
+    cvt(k, k_cache + pos0 * kv_dim, n_tokens * kv_dim);
+    cvt(v, v_cache + pos0 * kv_dim, n_tokens * kv_dim);
+    return ATS_OK;
+}
+
+/* The attention driver of both cache types: exactly one of (row, kc, vc) F32 and (row16, kc16,
+ * vc16) F16 is given; rows are (token, head) pairs, OpenMP over them. */
+static enum ats_status attention_rows(const float *q, int64_t n_tokens, int64_t pos0, ex_attn_row_fn row,
+                                      const float *k_cache, const float *v_cache, ex_attn_row_f16_fn row16,
+                                      const ex_fp16 *k16, const ex_fp16 *v16, int64_t n_head, int64_t n_head_kv,
+                                      int64_t head_dim, float scale, float *out)
 {
     if (n_head_kv <= 0 || n_head % n_head_kv) return ATS_EINVAL;
     int64_t group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
     int64_t n_ctx = pos0 + n_tokens;
     int bad = 0;
-    const ex_attn_row_fn row = ex_pick_attn_row();
     const int par = (double)n_tokens * (double)n_head * (double)n_ctx * (double)head_dim >= 131072.0;
 #pragma omp parallel if (par)
     {
@@ -118,12 +130,33 @@ enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0,
         for (int64_t t = 0; t < n_tokens; t++)
             for (int64_t h = 0; h < n_head; h++) {
                 if (!att) continue;
-                row(q + (t * n_head + h) * head_dim, k_cache + (h / group) * head_dim, v_cache + (h / group) * head_dim,
-                    kv_dim, pos0 + t + 1, head_dim, scale, att, out + (t * n_head + h) * head_dim);
+                const int64_t off = (h / group) * head_dim;
+                if (row16)
+                    row16(q + (t * n_head + h) * head_dim, k16 + off, v16 + off, kv_dim, pos0 + t + 1, head_dim,
+                          scale, att, out + (t * n_head + h) * head_dim);
+                else
+                    row(q + (t * n_head + h) * head_dim, k_cache + off, v_cache + off, kv_dim, pos0 + t + 1,
+                        head_dim, scale, att, out + (t * n_head + h) * head_dim);
             }
         free(att);
     }
     return bad ? ATS_ENOMEM : ATS_OK;
+}
+
+enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
+                                 const float *v_cache, int64_t n_head, int64_t n_head_kv,
+                                 int64_t head_dim, float scale, float *out)
+{
+    return attention_rows(q, n_tokens, pos0, ex_pick_attn_row(), k_cache, v_cache, NULL, NULL, NULL, n_head,
+                          n_head_kv, head_dim, scale, out);
+}
+
+enum ats_status ex_cpu_attention_f16(const float *q, int64_t n_tokens, int64_t pos0, const ex_fp16 *k_cache,
+                                     const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv,
+                                     int64_t head_dim, float scale, float *out)
+{
+    return attention_rows(q, n_tokens, pos0, NULL, NULL, NULL, ex_pick_attn_row_f16(), k_cache, v_cache, n_head,
+                          n_head_kv, head_dim, scale, out);
 }
 
 enum ats_status ex_cpu_swiglu(const float *gate, const float *up, int64_t n, float *out)

@@ -39,6 +39,12 @@ static enum ats_status c_kv_store(void *c, const float *k, const float *v, int64
 static enum ats_status c_attention(void *c, const float *q, int64_t n, int64_t p0, const float *kc,
                                    const float *vc, int64_t h, int64_t hkv, int64_t hd, float sc, float *o)
 { (void)c; return ex_cpu_attention(q, n, p0, kc, vc, h, hkv, hd, sc, o); }
+static enum ats_status c_kv_store_f16(void *c, const float *k, const float *v, int64_t n, int64_t p0, int64_t kvd,
+                                      int64_t nctx, ex_fp16 *kc, ex_fp16 *vc)
+{ (void)c; return ex_cpu_kv_store_f16(k, v, n, p0, kvd, nctx, kc, vc); }
+static enum ats_status c_attention_f16(void *c, const float *q, int64_t n, int64_t p0, const ex_fp16 *kc,
+                                       const ex_fp16 *vc, int64_t h, int64_t hkv, int64_t hd, float sc, float *o)
+{ (void)c; return ex_cpu_attention_f16(q, n, p0, kc, vc, h, hkv, hd, sc, o); }
 static enum ats_status c_add(void *c, float *y, const float *x, int64_t n)
 { (void)c; return ex_cpu_add(y, x, n); }
 static enum ats_status c_swiglu(void *c, const float *g, const float *u, int64_t n, float *o)
@@ -59,6 +65,7 @@ static const ex_backend CPU_BACKEND = {
     "cpu", NULL, c_embedding, c_rmsnorm, c_matmul, c_qk_norm, c_rope, c_kv_store,
     c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
     NULL, NULL, NULL, /* flush, host_wrote, forget: everything stays in host memory */
+    c_kv_store_f16, c_attention_f16,
 };
 
 const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
@@ -72,7 +79,8 @@ struct ex_session {
     int64_t *op_ns;                 /* accumulated wall-clock time of each graph op [ns] */
     int64_t *op_t0, *op_t1;         /* start / end of each op in the last forward [ns, monotonic] */
     int64_t n_ctx, pos, cap_tokens; /* cap_tokens: rows of the scratch buffers */
-    float *k_cache, *v_cache;       /* (n_layer, n_ctx, kv_dim) */
+    ats_qtype kv_type;              /* ATS_Q_F32 or ATS_Q_F16: the caches' element */
+    void *k_cache, *v_cache;        /* (n_layer, n_ctx, kv_dim) of kv_type (float or ex_fp16) */
     float *x, *xb, *q, *k, *v, *att, *tmp, *tmp2, *router, *g, *u; /* scratch */
     int32_t *ids;
     float *wts;
@@ -86,7 +94,7 @@ struct ex_session {
 
 ex_session_opts ex_session_opts_default(void)
 {
-    ex_session_opts o = {0, -1, NULL, NULL, NULL, 0};
+    ex_session_opts o = {0, -1, NULL, NULL, NULL, 0, ATS_Q_F32};
     return o;
 }
 
@@ -96,6 +104,16 @@ static void forget_range(ex_session *s, const void *p, size_t bytes)
     if (!p) return;
     for (int i = 0; i < s->n_uniq; i++)
         if (s->uniq[i]->forget) s->uniq[i]->forget(s->uniq[i]->ctx, p, bytes);
+}
+
+/* Bytes of one KV cache element of the session. */
+static size_t kv_elem_bytes(ats_qtype t) { return t == ATS_Q_F16 ? sizeof(ex_fp16) : sizeof(float); }
+
+/* Bytes of the K (or the V) cache of all layers: (n_layer, n_ctx, kv_dim) of kv_type. */
+static size_t kv_slab_bytes(const ex_session *s)
+{
+    const ats_arch *a = &s->m->arch;
+    return (size_t)(a->n_layer * s->n_ctx * a->n_head_kv * a->head_dim) * kv_elem_bytes(s->kv_type);
 }
 
 static void free_scratch(ex_session *s)
@@ -132,12 +150,8 @@ void ex_session_free(ex_session *s)
 {
     if (!s) return;
     free_scratch(s);
-    if (s->k_cache) {
-        const ats_arch *a = &s->m->arch;
-        size_t cache = (size_t)(a->n_layer * s->n_ctx * a->n_head_kv * a->head_dim) * sizeof(float);
-        forget_range(s, s->k_cache, cache);
-        forget_range(s, s->v_cache, cache);
-    }
+    if (s->k_cache) forget_range(s, s->k_cache, kv_slab_bytes(s));
+    if (s->v_cache) forget_range(s, s->v_cache, kv_slab_bytes(s));
     free(s->k_cache);
     free(s->v_cache);
     free(s->kv_be);
@@ -226,9 +240,10 @@ static const ex_tensor *op_tensor(const ex_model *m, const ats_op *op)
 }
 
 /* The graph was built with F32 sizes; give each op the type and bytes of the model's real tensor
- * (a GGUF mixes types per tensor) and the attention ops the session's F32 KV cache: its size and the
- * bytes a round reads from it (sched counts an F16 cache, ats_arch_kv_bytes_per_token). */
-static void patch_graph(ats_graph *g, const ex_model *m, int64_t n_ctx)
+ * (a GGUF mixes types per tensor) and the attention ops the session's KV cache type: its size and
+ * the bytes a round reads from it (sched counts an F16 cache, ats_arch_kv_bytes_per_token: kept for
+ * F16, doubled for F32). */
+static void patch_graph(ats_graph *g, const ex_model *m, int64_t n_ctx, ats_qtype kv_type)
 {
     const ats_arch *a = &m->arch;
     g->weight_bytes = 0;
@@ -243,9 +258,10 @@ static void patch_graph(ats_graph *g, const ex_model *m, int64_t n_ctx)
             op->weight_bytes = mat * (uint64_t)t->ne[2]; /* a tied head reads all rows of token_embd */
         }
         if (op->kind == ATS_OP_ATTN) {
-            op->qtype = ATS_Q_F32;
-            op->kv_cache_bytes = (uint64_t)(2 * n_ctx * a->n_head_kv * a->head_dim) * sizeof(float);
-            op->kv_read_bytes = op->kv_read_bytes / 2 * sizeof(float); /* F16 -> F32 (a multiple of 2 bytes) */
+            const size_t el = kv_elem_bytes(kv_type);
+            op->qtype = kv_type;
+            op->kv_cache_bytes = (uint64_t)(2 * n_ctx * a->n_head_kv * a->head_dim) * el;
+            op->kv_read_bytes = op->kv_read_bytes / 2 * el; /* sched's F16 count (a multiple of 2 bytes) */
         }
         g->weight_bytes += op->weight_bytes;
         g->kv_cache_bytes += op->kv_cache_bytes;
@@ -260,9 +276,13 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     if (o.split_layer > a->n_layer)
         return ats_err_set(err, ATS_EINVAL, "split layer %lld > n_layer %lld", (long long)o.split_layer,
                            (long long)a->n_layer);
+    if (o.kv_type != ATS_Q_F32 && o.kv_type != ATS_Q_F16)
+        return ats_err_set(err, ATS_EINVAL, "KV cache type %s (%d): the executor's KV cache is F32 or F16",
+                           ats_qtype_name(o.kv_type), (int)o.kv_type);
     ex_session *s = calloc(1, sizeof *s);
     if (!s) return ATS_ENOMEM;
     s->m = m;
+    s->kv_type = o.kv_type;
     s->n_ctx = o.n_ctx > 0 ? o.n_ctx : (a->n_ctx_max > 0 && a->n_ctx_max < 4096 ? a->n_ctx_max : 4096);
     /* the op order: one decode round of sched's graph (types do not matter here: F32 recipe) */
     ats_graph_opts go = ats_graph_opts_default();
@@ -276,7 +296,7 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
         ex_session_free(s);
         return st;
     }
-    patch_graph(s->graph, m, s->n_ctx);
+    patch_graph(s->graph, m, s->n_ctx, s->kv_type);
     for (int32_t i = 0; i < s->graph->n_ops; i++)
         if (!role_supported(&s->graph->ops[i])) {
             st = ats_err_set(err, ATS_EINVAL, "op %d '%s' (role %s) is not supported by the executor", i,
@@ -284,8 +304,7 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
             ex_session_free(s);
             return st;
         }
-    int64_t kvd = a->n_head_kv * a->head_dim;
-    size_t cache = (size_t)(a->n_layer * s->n_ctx * kvd) * sizeof(float);
+    size_t cache = kv_slab_bytes(s);
     s->k_cache = malloc(cache);
     s->v_cache = malloc(cache);
     s->op_be = calloc((size_t)s->graph->n_ops, sizeof *s->op_be);
@@ -296,8 +315,9 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->uniq = calloc((size_t)s->graph->n_ops, sizeof *s->uniq);
     if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->uniq) {
         long long nc = (long long)s->n_ctx;
+        const char *ty = ats_qtype_name(s->kv_type);
         ex_session_free(s);
-        return ats_err_set(err, ATS_ENOMEM, "KV cache of %lld tokens (%.1f MiB) does not fit", nc,
+        return ats_err_set(err, ATS_ENOMEM, "%s KV cache of %lld tokens (%.1f MiB) does not fit", ty, nc,
                            2.0 * (double)cache / 1048576.0);
     }
     const ex_backend *A = o.backend_a ? o.backend_a : ex_backend_cpu();
@@ -312,6 +332,14 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
         for (int j = 0; j < s->n_uniq && !seen; j++) seen = s->uniq[j] == s->op_be[i];
         if (!seen) s->uniq[s->n_uniq++] = s->op_be[i];
     }
+    if (s->kv_type == ATS_Q_F16)
+        for (int j = 0; j < s->n_uniq; j++)
+            if (!s->uniq[j]->kv_store_f16 || !s->uniq[j]->attention_f16) {
+                st = ats_err_set(err, ATS_EINVAL, "backend '%s' has no F16 KV cache ops (kv_store_f16, attention_f16)",
+                                 s->uniq[j]->name ? s->uniq[j]->name : "?");
+                ex_session_free(s);
+                return st;
+            }
     s->sync_ops = o.sync_ops;
     *out = s;
     return ATS_OK;
@@ -319,6 +347,8 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
+ats_qtype ex_session_kv_type(const ex_session *s) { return s->kv_type; }
+uint64_t ex_session_kv_bytes(const ex_session *s) { return 2u * (uint64_t)kv_slab_bytes(s); }
 ex_op_times ex_session_times(const ex_session *s) { return s->times; }
 const ats_graph *ex_session_graph(const ex_session *s) { return s->graph; }
 const int64_t *ex_session_op_ns(const ex_session *s) { return s->op_ns; }
@@ -366,7 +396,8 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
     case ATS_ROLE_ATTN_K: return be->matmul(c, &L->wk, s->xb, n, s->k);
     case ATS_ROLE_ATTN_V: return be->matmul(c, &L->wv, s->xb, n, s->v);
     case ATS_ROLE_ATTN: {
-        float *kc = s->k_cache + op->layer * s->n_ctx * kvd, *vc = s->v_cache + op->layer * s->n_ctx * kvd;
+        const size_t layer_off = (size_t)(op->layer * s->n_ctx * kvd) * kv_elem_bytes(s->kv_type); /* [bytes] */
+        void *kc = (char *)s->k_cache + layer_off, *vc = (char *)s->v_cache + layer_off;
         const float theta = (float)a->rope_theta;
         if (a->qk_norm) {
             if ((st = be->qk_norm(c, s->q, L->q_norm.data, n, H, hd, eps))) return st;
@@ -387,8 +418,13 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
             if ((st = be->rope(c, s->q, n, H, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
             if ((st = be->rope(c, s->k, n, Hkv, hd, m->n_rot, s->pos, theta, a->rope_type))) return st;
         }
+        const float scale = 1.0f / sqrtf((float)hd);
+        if (s->kv_type == ATS_Q_F16) {
+            if ((st = be->kv_store_f16(c, s->k, s->v, n, s->pos, kvd, s->n_ctx, kc, vc))) return st;
+            return be->attention_f16(c, s->q, n, s->pos, kc, vc, H, Hkv, hd, scale, s->att);
+        }
         if ((st = be->kv_store(c, s->k, s->v, n, s->pos, kvd, s->n_ctx, kc, vc))) return st;
-        return be->attention(c, s->q, n, s->pos, kc, vc, H, Hkv, hd, 1.0f / sqrtf((float)hd), s->att);
+        return be->attention(c, s->q, n, s->pos, kc, vc, H, Hkv, hd, scale, s->att);
     }
     case ATS_ROLE_ATTN_OUTPUT:
         if ((st = be->matmul(c, &L->wo, s->att, n, s->tmp))) return st;

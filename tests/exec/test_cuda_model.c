@@ -30,6 +30,11 @@
  *  3. stories260K (../shared/models/stories260K, F32) on the GPU only: 256 greedy steps from BOS,
  *     top-1 equal to reference_greedy_steps.csv at every step and the top-1/top-2 logits within
  *     1e-4 relative of the float64 reference (the CPU's own bound in test_exec_golden).
+ *  4. stories260K with the F16 KV cache (ex_session_opts.kv_type = ATS_Q_F16): GPU only, and split
+ *     at layer 2 both ways (cuda|cpu, cpu|cuda: F16 KV rows cross backends), 256 greedy steps from
+ *     BOS: top-1 equal to the reference at every step and the top-1/top-2 logits within 5e-3
+ *     relative of the float64 (F32-KV) reference (test_exec_golden's F16 bound; the CPU measured
+ *     1.2e-3); the largest difference to the CPU's own F16 logits is printed, not asserted.
  * Exits 77 without a CUDA device. Seed printed (dummy weights and prompts).
  * Harness self-check without a GPU: `test_cuda_model --cpu-as-gpu[=F]` runs 1 and 2 with a copy of
  * the CPU table standing in for the GPU, its matmul outputs perturbed by F x b x rms (default 0.1),
@@ -528,6 +533,88 @@ static void test_stories(const ex_backend *gpu)
     ex_model_free(m);
 }
 
+/* 4: the F16 KV cache; sessions[0] GPU only, [1] cuda|cpu at layer 2, [2] cpu|cuda, [3] the CPU */
+static void test_stories_f16(const ex_backend *gpu)
+{
+    char path[1024], csv[1024];
+    tu_shared_path(path, sizeof path, "models/stories260K/stories260K.gguf");
+    tu_shared_path(csv, sizeof csv, "models/stories260K/reference_greedy_steps.csv");
+    FILE *f = fopen(csv, "r");
+    CHECK_MSG(f != NULL, "cannot open %s (set ATS_SHARED_DIR)", csv);
+    if (!f) return;
+    ex_model *m = NULL;
+    ats_err err;
+    CHECK_MSG(ex_model_load_gguf(path, &m, &err) == ATS_OK, "%s", err.msg);
+    if (!m) {
+        fclose(f);
+        return;
+    }
+    const char *name[4] = {"cuda", "cuda|cpu split 2", "cpu|cuda split 2", "cpu"};
+    ex_session *s[4] = {0};
+    float *lg[4];
+    for (int i = 0; i < 4; i++) {
+        ex_session_opts o = ex_session_opts_default();
+        o.kv_type = ATS_Q_F16;
+        if (i < 3) o.backend_a = i == 2 ? ex_backend_cpu() : gpu;
+        if (i == 1 || i == 2) {
+            o.split_layer = 2;
+            o.backend_b = i == 1 ? ex_backend_cpu() : gpu;
+        }
+        CHECK_MSG(ex_session_new(m, &o, &s[i], &err) == ATS_OK, "%s: %s", name[i], err.msg);
+        lg[i] = malloc((size_t)m->arch.n_vocab * sizeof *lg[i]);
+    }
+    char line[256];
+    CHECK(fgets(line, sizeof line, f) != NULL); /* header */
+    int steps = 0, ok[3] = {1, 1, 1};
+    double worst[3] = {0, 0, 0}, vs_cpu[3] = {0, 0, 0};
+    while (s[0] && s[1] && s[2] && s[3] && fgets(line, sizeof line, f)) {
+        int pos, in, id1, id2;
+        double l1, l2;
+        if (sscanf(line, "%d,%d,%d,%lf,%d,%lf", &pos, &in, &id1, &l1, &id2, &l2) != 6) continue;
+        int32_t tok = in;
+        int failed = 0;
+        for (int i = 0; i < 4 && !failed; i++)
+            if (ex_session_forward(s[i], &tok, 1, lg[i], &err) != ATS_OK) {
+                CHECK_MSG(0, "stories260K F16 KV %s forward at %d: %s", name[i], pos, err.msg);
+                failed = 1;
+            }
+        if (failed) break;
+        double mx = 0;
+        for (int64_t j = 0; j < m->arch.n_vocab; j++) mx = fmax(mx, fabs(lg[3][j]));
+        for (int i = 0; i < 3; i++) {
+            int32_t best = argmax(lg[i], m->arch.n_vocab);
+            if (best != id1) {
+                ok[i] = 0;
+                fprintf(stderr, "stories260K F16 KV %s step %d: top-1 %d, reference %d\n", name[i], pos, best, id1);
+            }
+            double e1 = fabs(lg[i][id1] - l1) / fabs(l1), e2 = fabs(lg[i][id2] - l2) / fmax(fabs(l2), 1.0);
+            if (!(e1 <= worst[i])) worst[i] = isnan(e1) ? INFINITY : e1;
+            if (!(e2 <= worst[i])) worst[i] = isnan(e2) ? INFINITY : e2;
+            for (int64_t j = 0; j < m->arch.n_vocab; j++) {
+                double d = fabs((double)lg[i][j] - lg[3][j]) / mx;
+                if (!(d <= vs_cpu[i])) vs_cpu[i] = isnan(d) ? INFINITY : d;
+            }
+        }
+        steps++;
+    }
+    fclose(f);
+    CHECK(steps == 256);
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(ok[i], "stories260K F16 KV %s: top-1 differs from the reference", name[i]);
+        CHECK_MSG(worst[i] <= 5e-3, "stories260K F16 KV %s: top-1/top-2 logits differ from the float64 reference by %.3g",
+                  name[i], worst[i]);
+        fprintf(stderr, "  stories260K F16 KV %s: %d greedy steps, top-1 %s the reference, worst logit error %.2e "
+                        "relative; max |logit - CPU F16 logit| %.2e of max|logit| (reported)\n",
+                name[i], steps, ok[i] ? "equal to" : "DIFFERENT from", worst[i], vs_cpu[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        ex_session_free(s[i]);
+        free(lg[i]);
+    }
+    ex_backend_cuda_reset((ex_backend *)gpu);
+    ex_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strncmp(argv[1], "--cpu-as-gpu", 12) == 0) { /* harness self-check, no GPU */
@@ -563,6 +650,7 @@ int main(int argc, char **argv)
         make_hook_tables();
         test_models(gpu);
         test_stories(gpu);
+        test_stories_f16(gpu);
         ex_backend_cuda_free(gpu);
     }
     ex_gpu_close(g_gpu);

@@ -275,6 +275,56 @@ static void test_attention(void)
     }
 }
 
+/* F16 KV cache: the CUDA store must write the CPU store's bits (both round to nearest even) over the
+ * whole cache (rows outside [pos0, pos0 + n_tok) untouched; V values reach the F16 subnormals);
+ * attention over the same F16 cache on both sides then differs only in F32 summation order (2e-5).
+ * From helper W's 67ff1f6, on the _f16 ops. */
+static void test_attention_f16(void)
+{
+    const int64_t hds[] = {64, 128, 8, 80}; /* 8: stories260K; 80: not a multiple of 32 */
+    for (int c = 0; c < 8; c++) { /* c < 4: decode; c >= 4: a prefill chunk */
+        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
+        int64_t pos0 = 1 + (int64_t)(tu_rand(&g_rng) % 300), n_ctx = pos0 + nt + 3, kvd = nkv * hd;
+        float scale = 1.0f / sqrtf((float)hd);
+        size_t cache_bytes = (size_t)(n_ctx * kvd) * sizeof(ex_fp16);
+        ex_fp16 *kc = calloc((size_t)(n_ctx * kvd), sizeof *kc), *vc = calloc((size_t)(n_ctx * kvd), sizeof *vc);
+        ex_fp16 *kg = malloc(cache_bytes), *vg = malloc(cache_bytes);
+        /* earlier positions: random rows stored by the CPU, the same bits uploaded */
+        float *k0 = malloc((size_t)(pos0 * kvd) * 4), *v0 = malloc((size_t)(pos0 * kvd) * 4);
+        fill(k0, pos0 * kvd, -1, 1);
+        fill(v0, pos0 * kvd, -1, 1);
+        CHECK(ex_cpu_kv_store_f16(k0, v0, pos0, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+        float *k = malloc((size_t)(nt * kvd) * 4), *v = malloc((size_t)(nt * kvd) * 4), *q = malloc((size_t)(nt * nh * hd) * 4);
+        fill(k, nt * kvd, -1, 1);
+        fill(v, nt * kvd, -1e-3, 1e-3); /* reaches the F16 subnormals (< 2^-14) */
+        fill(q, nt * nh * hd, -2, 2);
+        ex_fp16 *dkc = dev_upload(kc, cache_bytes), *dvc = dev_upload(vc, cache_bytes);
+        float *dk = dev_upload(k, (size_t)(nt * kvd) * 4), *dv = dev_upload(v, (size_t)(nt * kvd) * 4);
+        float *dq = dev_upload(q, (size_t)(nt * nh * hd) * 4), *dout = dev_upload(NULL, (size_t)(nt * nh * hd) * 4);
+        CHECK(ex_cpu_kv_store_f16(k, v, nt, pos0, kvd, n_ctx, kc, vc) == ATS_OK);
+        CHECK(ex_cuda_kv_store_f16(dk, dv, nt, pos0, kvd, n_ctx, dkc, dvc, g_s) == EX_GPU_OK);
+        CHECK(ex_cuda_kv_store_f16(dk, dv, nt, n_ctx - nt + 1, kvd, n_ctx, dkc, dvc, g_s) == EX_GPU_EINVAL);
+        dev_download(kg, dkc, cache_bytes);
+        dev_download(vg, dvc, cache_bytes);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < n_ctx * kvd; i++) diff += (kg[i] != kc[i]) + (vg[i] != vc[i]);
+        CHECK_MSG(diff == 0, "kv_store_f16 hd %lld n_tok %lld pos0 %lld: %lld F16 values differ from the CPU store",
+                  (long long)hd, (long long)nt, (long long)pos0, (long long)diff);
+        float *oc = malloc((size_t)(nt * nh * hd) * 4), *og = malloc((size_t)(nt * nh * hd) * 4);
+        CHECK(ex_cpu_attention_f16(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+        CHECK(ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s) == EX_GPU_OK);
+        dev_download(og, dout, (size_t)(nt * nh * hd) * 4);
+        double e = max_err(og, oc, nt * nh * hd, 1.0);
+        CHECK_MSG(e <= 2e-5, "attention_f16 hd %lld n_tok %lld pos0 %lld: max error %.3g", (long long)hd, (long long)nt,
+                  (long long)pos0, e);
+        fprintf(stderr, "  attention_f16 hd %3lld n_tok %2lld pos0 %3lld: F16 caches equal, max error %.2e\n",
+                (long long)hd, (long long)nt, (long long)pos0, e);
+        ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dk); ex_gpu_free(g_gpu, dv);
+        ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
+        free(kc); free(vc); free(kg); free(vg); free(k0); free(v0); free(k); free(v); free(q); free(oc); free(og);
+    }
+}
+
 static void test_elementwise_embedding(void)
 {
     int64_t n = 1000 + (int64_t)(tu_rand(&g_rng) % 5000);
@@ -525,6 +575,7 @@ int main(void)
     test_gemv_chain();
     test_norm_rope();
     test_attention();
+    test_attention_f16();
     test_elementwise_embedding();
     test_ffn_router_moe();
     test_sample_copy();

@@ -7,7 +7,13 @@
  *  3. `ats quantize --type q8_0` then `ats run --print-ids`: the first >= 150 ids match the reference
  *     (the closest greedy decision is at step 185, margin 0.0042); Q4_0 / Q4_K (head at Q8_0, as
  *     llama.cpp) and Q4_0 --pure (head at Q4_0 too) are reported, not asserted;
- *  4. tokenizer: decode(encode(text)) == text, and "Once upon a time" encodes to the reference ids.
+ *  4. tokenizer: decode(encode(text)) == text, and "Once upon a time" encodes to the reference ids;
+ *  5. the F16 KV cache (--kv-type f16, ex_session_opts.kv_type): in-process the top-1 id equals the
+ *     reference at all 256 steps and the top-1/top-2 logits are within 5e-3 relative (measured
+ *     1.2e-3: F16 K/V move them, the F32 run's 1e-4 does not hold); `ats run --kv-type f16` prints the
+ *     reference text byte for byte (also --threads 1, --split 2, --chunk 1); Q8_0 with F16 KV is
+ *     reported, not asserted (71 steps on AVX2, 114 scalar: the first near-tie flips, exec/README.md);
+ *     a bad --kv-type value exits 2 with one line naming the option and the value.
  * Needs $ATS_BIN (set by CTest) and $ATS_SHARED_DIR.
  */
 #include <math.h>
@@ -54,11 +60,13 @@ static char *run_cmd(const char *cmd, int *status)
     return b;
 }
 
-static void test_in_process(ex_model *m)
+static void test_in_process(ex_model *m, ats_qtype kv_type, double bound)
 {
     ex_session *s = NULL;
     ats_err err;
-    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    ex_session_opts o = ex_session_opts_default();
+    o.kv_type = kv_type;
+    CHECK(ex_session_new(m, kv_type == ATS_Q_F32 ? NULL : &o, &s, &err) == ATS_OK);
     FILE *f = fopen(ref_csv, "r");
     CHECK(f != NULL);
     if (!f || !s) return;
@@ -87,8 +95,10 @@ static void test_in_process(ex_model *m)
     fclose(f);
     CHECK(steps == 256);
     CHECK(ok_ids);
-    CHECK_MSG(worst <= 1e-4, "top-1/top-2 logits differ from the float64 reference by %.3g relative", worst);
-    fprintf(stderr, "test_exec_golden: %d steps, worst logit error %.3g relative\n", steps, worst);
+    CHECK_MSG(worst <= bound, "%s KV: top-1/top-2 logits differ from the float64 reference by %.3g relative (bound %.3g)",
+              ats_qtype_name(kv_type), worst, bound);
+    fprintf(stderr, "test_exec_golden: %s KV cache: %d steps, top-1 %s the reference at every step, worst logit error "
+                    "%.3g relative\n", ats_qtype_name(kv_type), steps, ok_ids ? "equals" : "DIFFERS FROM", worst);
     free(logits);
     ex_session_free(s);
 }
@@ -166,6 +176,66 @@ static void test_cli(const char *bin, const int *ref, int n_ref)
     rmdir(dir);
 }
 
+/* `ats run --kv-type f16`: the reference text byte for byte; Q8_0 reported; a bad value rejected */
+static void test_cli_f16(const char *bin, const int *ref, int n_ref)
+{
+    size_t rl;
+    char *want = tu_slurp(ref_txt, &rl);
+    CHECK(want != NULL);
+    const char *variants[] = {"", "--threads 1", "--split 2", "--chunk 1"};
+    char cmd[4096];
+    int st;
+    for (size_t v = 0; v < 4 && want; v++) {
+        snprintf(cmd, sizeof cmd, "'%s' run --model '%s' --temp 0 -n 256 --kv-type f16 %s 2>/dev/null", bin, model_path,
+                 variants[v]);
+        char *out = run_cmd(cmd, &st);
+        CHECK(st == 0);
+        CHECK_MSG(out && strcmp(out, want) == 0,
+                  "`ats run --kv-type f16 %s` output differs from reference_greedy_from_BOS.txt", variants[v]);
+        free(out);
+    }
+    free(want);
+    /* the stats line names the cache type and its size: F16 is half of F32 */
+    double mib[2] = {0, 0};
+    for (int t = 0; t < 2; t++) {
+        snprintf(cmd, sizeof cmd, "'%s' run --model '%s' --temp 0 -n 4 --kv-type %s 2>&1 >/dev/null", bin, model_path,
+                 t ? "f16" : "f32");
+        char *out = run_cmd(cmd, &st);
+        CHECK(st == 0);
+        const char *p = out ? strstr(out, t ? "(F16 KV cache " : "(F32 KV cache ") : NULL;
+        CHECK_MSG(p && sscanf(p + 14, "%lf", &mib[t]) == 1, "stats line without the %s KV cache size: %s",
+                  t ? "F16" : "F32", out ? out : "(none)");
+        free(out);
+    }
+    CHECK_MSG(mib[0] > 0 && fabs(mib[1] * 2 - mib[0]) <= 0.2, "KV cache MiB: F32 %.1f, F16 %.1f (want half; printed to 0.1)",
+              mib[0], mib[1]);
+    snprintf(cmd, sizeof cmd, "'%s' run --model '%s' -n 4 --kv-type bf16 2>&1 >/dev/null", bin, model_path);
+    char *out = run_cmd(cmd, &st);
+    CHECK_MSG(st == 2 && out && strstr(out, "--kv-type") && strstr(out, "bf16") && strchr(out, '\n') == strrchr(out, '\n'),
+              "--kv-type bf16: exit %d, message '%s' (want exit 2, one line naming --kv-type and bf16)", st,
+              out ? out : "");
+    free(out);
+    /* Q8_0 with the F16 KV cache: reported */
+    char dir[] = "/tmp/ats_golden_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' %s/q8_0.gguf --type q8_0 2>/dev/null", bin, model_path, dir);
+    out = run_cmd(cmd, &st);
+    CHECK(st == 0);
+    free(out);
+    snprintf(cmd, sizeof cmd, "'%s' run --model %s/q8_0.gguf --temp 0 -n 256 --print-ids --kv-type f16 2>/dev/null", bin,
+             dir);
+    out = run_cmd(cmd, &st);
+    CHECK(st == 0);
+    int k = out ? prefix_match(out, ref, n_ref) : 0;
+    fprintf(stderr, "test_exec_golden: q8_0 with --kv-type f16 matches the reference ids for the first %d of %d steps "
+                    "(reported, not asserted)\n", k, n_ref);
+    CHECK(k >= 1);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s/q8_0.gguf", dir);
+    unlink(cmd);
+    rmdir(dir);
+}
+
 int main(void)
 {
     tu_seed("test_exec_golden");
@@ -184,11 +254,13 @@ int main(void)
     int ref[1024], n_ref = ids_text ? read_ids(ids_text, ref, 1024) : 0;
     free(ids_text);
     CHECK(n_ref == 256);
-    test_in_process(m);
+    test_in_process(m, ATS_Q_F32, 1e-4);
+    test_in_process(m, ATS_Q_F16, 5e-3);
     test_tokenizer(m);
     const char *bin = getenv("ATS_BIN");
     CHECK_MSG(bin && *bin, "ATS_BIN not set");
     if (bin && *bin) test_cli(bin, ref, n_ref);
+    if (bin && *bin) test_cli_f16(bin, ref, n_ref);
     ex_model_free(m);
     return tu_finish("test_exec_golden");
 }

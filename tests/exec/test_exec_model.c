@@ -10,7 +10,12 @@
  *  2. a prefill chunk gives the same last-token logits as token-by-token decode;
  *  3. the backend hook: with --split k a counting backend B receives exactly the ops of layers >= k
  *     and the logits equal the unsplit run; thread count does not change the logits;
- *  4. context overflow returns ATS_ERANGE with a message; out-of-vocabulary tokens ATS_EINVAL.
+ *  4. context overflow returns ATS_ERANGE with a message; out-of-vocabulary tokens ATS_EINVAL;
+ *  5. the F16 KV cache (ex_session_opts.kv_type = ATS_Q_F16): the naive forward with K and V rounded
+ *     to F16 agrees within the same bounds, prefill = decode, splits over a counting backend equal the
+ *     unsplit run, the logits differ from the F32 cache's, the graph's attention ops say F16 with
+ *     sched's bytes (n_layer * n_ctx * ats_arch_kv_bytes_per_token = ex_session_kv_bytes), a table
+ *     without the F16 entries and a KV type other than F32/F16 are refused with a message.
  */
 #include <math.h>
 #include <omp.h>
@@ -26,6 +31,7 @@ static uint64_t rng;
    counting backend's router entry); used to tell a routing flip from an error */
 static uint64_t g_naive_sets[16][16], g_run_sets[16][16];
 static int g_router_layer;
+static int g_naive_f16; /* 1: the naive forward rounds K and V to F16, as an F16 KV cache keeps them */
 
 static ats_arch make_arch(const char *family, int moe, int shexp, int64_t n_embd)
 {
@@ -141,6 +147,11 @@ static void naive_forward(const ex_model *m, const int32_t *tok, int64_t T, doub
                 if (A->qk_norm) rms(Kl + t * kvd + h * hd, L->k_norm.data, hd, eps, Kl + t * kvd + h * hd);
                 rope(Kl + t * kvd + h * hd, hd, t, A->rope_theta, A->rope_type);
             }
+            if (g_naive_f16)
+                for (int64_t i = 0; i < kvd; i++) {
+                    Kl[t * kvd + i] = ex_fp16_to_f32(ex_f32_to_fp16((float)Kl[t * kvd + i]));
+                    Vl[t * kvd + i] = ex_fp16_to_f32(ex_f32_to_fp16((float)Vl[t * kvd + i]));
+                }
             for (int64_t h = 0; h < H; h++) {
                 int64_t kh = h / (H / Hk);
                 double p[64], mx = -INFINITY, sum = 0;
@@ -253,7 +264,8 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     ex_session *s = NULL;
     counter rec = {0};
     ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL}; /* no residency hooks: host memory */
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, /* no residency hooks: host memory */
+                    NULL, NULL}; /* no F16 KV entries (F32 sessions) */
     ex_session_opts ro = ex_session_opts_default();
     ro.backend_a = &R;
     g_router_layer = 0;
@@ -287,7 +299,8 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     /* 3: split hook with a counting backend B; threads */
     counter cnt = {0};
     ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL}; /* no residency hooks: host memory */
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, /* no residency hooks: host memory */
+                    NULL, NULL}; /* no F16 KV entries (F32 sessions) */
     for (int64_t k = 0; k <= a.n_layer; k++) {
         cnt.calls = 0;
         ex_session_opts o = ex_session_opts_default();
@@ -347,6 +360,140 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     ex_model_free(m);
 }
 
+static enum ats_status k_kv16(void *c, const float *k, const float *v, int64_t n, int64_t p, int64_t d, int64_t nc, ex_fp16 *kc, ex_fp16 *vc) { CNT(c); return ex_cpu_kv_store_f16(k, v, n, p, d, nc, kc, vc); }
+static enum ats_status k_attn16(void *c, const float *q, int64_t n, int64_t p, const ex_fp16 *kc, const ex_fp16 *vc, int64_t h, int64_t hk, int64_t hd, float s, float *o) { CNT(c); return ex_cpu_attention_f16(q, n, p, kc, vc, h, hk, hd, s, o); }
+
+/* 5: the F16 KV cache, the same model checks against the naive forward with F16 K/V. Bound with F32
+ * weights 1e-3, not 1e-4: where the executor's F32 K/V and the naive double K/V fall on two sides of
+ * an F16 rounding boundary they store F16 values one ulp (2^-11 relative) apart, a discontinuity
+ * rather than an error (worst of 900 model seeds: 3.4e-4 relative RMS). The F32 cache's logits are
+ * 1.7e-4..5e-4 away, so this bound does not tell the two types apart: the memcmp below does, and
+ * test_exec_ops checks the F16 ops to 1e-5 against a double reference over the F16 values. */
+static void check_model_f16(const char *family, int moe, int shexp, ats_recipe recipe, int64_t n_embd, double bound)
+{
+    ats_arch a = make_arch(family, moe, shexp, n_embd);
+    ex_model *m = NULL;
+    ats_err err = {{0}};
+    uint64_t seed = tu_rand(&rng);
+    CHECK_MSG(ex_model_new_dummy(&a, recipe, seed, &m, &err) == ATS_OK, "%s", err.msg);
+    if (!m) return;
+    const int64_t T = 7, V = a.n_vocab;
+    int32_t tok[7];
+    for (int i = 0; i < T; i++) tok[i] = (int32_t)(tu_rand(&rng) % (uint64_t)V);
+    double *ref = malloc((size_t)V * sizeof *ref);
+    memset(g_naive_sets, 0, sizeof g_naive_sets);
+    memset(g_run_sets, 0, sizeof g_run_sets);
+    g_naive_f16 = 1;
+    naive_forward(m, tok, T, ref);
+    g_naive_f16 = 0;
+    double scale = max_abs(ref, V), norm = 0;
+    for (int64_t i = 0; i < V; i++) norm += ref[i] * ref[i];
+    norm = sqrt(norm);
+    float *lp = malloc((size_t)V * sizeof *lp), *ld = malloc((size_t)V * sizeof *ld), *l32 = malloc((size_t)V * sizeof *l32);
+    ex_session *s = NULL;
+    counter rec = {0};
+    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, k_kv16, k_attn16};
+    ex_session_opts o = ex_session_opts_default();
+    o.kv_type = ATS_Q_F16;
+    o.backend_a = &R;
+    g_router_layer = 0;
+    CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+    CHECK(ex_session_forward(s, tok, T, lp, &err) == ATS_OK);
+    ex_session_free(s);
+    int flips = memcmp(g_naive_sets, g_run_sets, sizeof g_naive_sets) != 0;
+    o = ex_session_opts_default();
+    o.kv_type = ATS_Q_F16;
+    CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+    for (int64_t t = 0; t < T; t++) CHECK(ex_session_forward(s, tok + t, 1, ld, &err) == ATS_OK);
+    ex_session_free(s);
+    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    CHECK(ex_session_forward(s, tok, T, l32, &err) == ATS_OK);
+    ex_session_free(s);
+    double e_ref = 0, e_pd = 0, e_32 = 0;
+    for (int64_t i = 0; i < V; i++) {
+        double d = lp[i] - ref[i];
+        e_ref += d * d;
+        e_32 += (double)(lp[i] - l32[i]) * (lp[i] - l32[i]);
+        e_pd = fmax(e_pd, fabs(lp[i] - ld[i]));
+    }
+    e_ref = e_ref == e_ref ? sqrt(e_ref) / norm : INFINITY;
+    e_32 = sqrt(e_32) / norm;
+    fprintf(stderr, "test_exec_model: %s%s recipe %s, F16 KV: ||logits - naive F16-K/V|| / ||naive|| = %.3g (F32 KV's "
+                    "logits are %.3g away); prefill vs decode %.3g\n", family, shexp ? "+shexp" : "",
+            ats_recipe_name(recipe), e_ref, e_32, e_pd);
+    CHECK_MSG(!flips || recipe != ATS_RECIPE_F32, "%s F32 F16-KV: routing differs from the naive forward", family);
+    if (!flips)
+        CHECK_MSG(e_ref <= bound, "%s %s F16 KV: logits differ from the naive forward by %.3g relative RMS (bound %.3g)",
+                  family, ats_recipe_name(recipe), e_ref, bound);
+    CHECK_MSG(e_pd <= 1e-5 * scale, "%s F16 KV: prefill vs decode logits differ by %.3g", family, e_pd);
+    CHECK_MSG(memcmp(lp, l32, (size_t)V * sizeof *lp) != 0, "%s: F16 and F32 KV caches gave the same logits bit for bit",
+              family);
+    /* splits over a counting backend B: the unsplit run's logits bit for bit */
+    counter cnt = {0};
+    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, k_kv16, k_attn16};
+    for (int64_t k = 0; k <= a.n_layer; k++) {
+        o = ex_session_opts_default();
+        o.kv_type = ATS_Q_F16;
+        o.split_layer = k;
+        o.backend_b = &B;
+        CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+        CHECK(ex_session_forward(s, tok, T, ld, &err) == ATS_OK);
+        CHECK_MSG(memcmp(ld, lp, (size_t)V * sizeof *ld) == 0, "%s F16 KV split %lld: logits differ", family,
+                  (long long)k);
+        ex_session_free(s);
+    }
+    /* the graph: F16 attention ops with sched's bytes; the session's KV bytes for both types */
+    o = ex_session_opts_default();
+    o.kv_type = ATS_Q_F16;
+    CHECK(ex_session_new(m, &o, &s, &err) == ATS_OK);
+    const ats_graph *g = ex_session_graph(s);
+    const uint64_t kv_row = (uint64_t)(2 * a.n_head_kv * a.head_dim) * sizeof(ex_fp16);
+    uint64_t kv_want = (uint64_t)a.n_layer * (uint64_t)ex_session_n_ctx(s) * ats_arch_kv_bytes_per_token(&a), kv_ops = 0;
+    for (int32_t i = 0; i < g->n_ops; i++)
+        if (g->ops[i].kind == ATS_OP_ATTN) {
+            CHECK_MSG(g->ops[i].kv_cache_bytes == (uint64_t)ex_session_n_ctx(s) * kv_row &&
+                          g->ops[i].kv_read_bytes == kv_row && g->ops[i].qtype == ATS_Q_F16,
+                      "op %d (F16 KV): KV cache %llu bytes (want %llu), read %llu (want %llu), qtype %s", i,
+                      (unsigned long long)g->ops[i].kv_cache_bytes,
+                      (unsigned long long)((uint64_t)ex_session_n_ctx(s) * kv_row),
+                      (unsigned long long)g->ops[i].kv_read_bytes, (unsigned long long)kv_row,
+                      ats_qtype_name(g->ops[i].qtype));
+            kv_ops += g->ops[i].kv_cache_bytes;
+        }
+    CHECK_MSG(ex_session_kv_type(s) == ATS_Q_F16 && ex_session_kv_bytes(s) == kv_want && g->kv_cache_bytes == kv_want &&
+                  kv_ops == kv_want,
+              "F16 KV bytes: session %llu, graph %llu, sum of attention ops %llu, want %llu (sched's count)",
+              (unsigned long long)ex_session_kv_bytes(s), (unsigned long long)g->kv_cache_bytes,
+              (unsigned long long)kv_ops, (unsigned long long)kv_want);
+    ex_session_free(s);
+    CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
+    CHECK_MSG(ex_session_kv_type(s) == ATS_Q_F32 && ex_session_kv_bytes(s) == 2 * kv_want &&
+                  ex_session_graph(s)->kv_cache_bytes == 2 * kv_want,
+              "F32 KV bytes: session %llu, graph %llu, want %llu", (unsigned long long)ex_session_kv_bytes(s),
+              (unsigned long long)ex_session_graph(s)->kv_cache_bytes, (unsigned long long)(2 * kv_want));
+    ex_session_free(s);
+    /* refused: a table without the F16 entries, a KV type other than F32 / F16 */
+    ex_backend N = {"no-f16", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, NULL, NULL}; /* no F16 KV entries */
+    o = ex_session_opts_default();
+    o.kv_type = ATS_Q_F16;
+    o.split_layer = 1;
+    o.backend_b = &N;
+    s = NULL;
+    err.msg[0] = 0;
+    CHECK(ex_session_new(m, &o, &s, &err) == ATS_EINVAL && s == NULL);
+    CHECK_MSG(strstr(err.msg, "no-f16") && strstr(err.msg, "F16"), "message: '%s'", err.msg);
+    o.backend_b = NULL;
+    o.kv_type = ATS_Q_Q8_0;
+    err.msg[0] = 0;
+    CHECK(ex_session_new(m, &o, &s, &err) == ATS_EINVAL && s == NULL);
+    CHECK_MSG(strstr(err.msg, "KV cache type") && strstr(err.msg, "Q8_0"), "message: '%s'", err.msg);
+    free(lp); free(ld); free(l32); free(ref);
+    ex_model_free(m);
+}
+
 int main(void)
 {
     rng = tu_seed("test_exec_model");
@@ -357,6 +504,10 @@ int main(void)
     check_model("qwen3", 0, 0, ATS_RECIPE_Q8_0, 64, 5e-2);
     check_model("qwen3moe", 1, 1, ATS_RECIPE_Q4_K_M, 256, 1e-1); /* worst of 150 seeds without a routing flip: 0.04 */
     check_model("llama", 0, 0, ATS_RECIPE_Q4_0, 64, 8e-2);
+    check_model_f16("qwen3", 0, 0, ATS_RECIPE_F32, 64, 1e-3);
+    check_model_f16("qwen3_moe", 1, 1, ATS_RECIPE_F32, 64, 1e-3);
+    check_model_f16("llama", 0, 0, ATS_RECIPE_F32, 64, 1e-3);
+    check_model_f16("llama", 0, 0, ATS_RECIPE_Q4_0, 64, 8e-2);
     /* unsupported family */
     ats_arch a = make_arch("glm4", 0, 0, 64);
     ex_model *m = NULL;

@@ -7,7 +7,10 @@
  * |Δx_j| <= amax/254 → 1e-2 on uniform x; per 256 (Q4_K, Q6_K) 1.5e-2. The SIMD paths (AVX2,
  * AVX-512 VNNI, forced with ATS_CPU_FEATURES) compute the same integer sums as the scalar path, so
  * they must agree with it to float rounding (1e-5). A prefill chunk of N rows must equal N decode
- * calls bit for bit (rows are independent).
+ * calls bit for bit (rows are independent). The F16 KV cache (ex_cpu_kv_store_f16 /
+ * ex_cpu_attention_f16): the store is checked value by value (nearest even, within half an F16 ulp),
+ * attention against a double reference over the same F16 values and, more loosely, over the
+ * unrounded F32 K/V.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -253,6 +256,153 @@ static void test_attention(void)
     free(kc); free(vc); free(k); free(v); free(q); free(o);
 }
 
+/* The F16 KV store: every stored value is the nearest F16 (ties to even), checked by distance (at
+ * most half an F16 ulp of |x|: 2^-11 |x| for normal results, 2^-25 below 2^-14) and against the
+ * bits of ex_f32_to_fp16; specials (max, overflow to inf, subnormals, ties, signed zero, NaN) at
+ * the head of K; kv_dim 44 so the SIMD path has a scalar tail; every available path. */
+static void test_kv_store_f16(void)
+{
+    const int64_t kvd = 44, n_ctx = 9, n_tok = 3, pos0 = 1 + (int64_t)(tu_rand(&rng) % 6);
+    const float special[] = {65504.0f, -65504.0f, 65519.99f, 65520.0f, -1e6f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f,
+                             -(1.0f + 0x1p-11f), 0x1p-14f, 0x1.8p-20f, 0x1p-25f, 0x1.01p-25f, 1e-30f, -0.0f, 0.0f,
+                             INFINITY, -INFINITY, NAN};
+    const size_t n_sp = sizeof special / sizeof special[0];
+    float *k = malloc((size_t)(n_tok * kvd) * sizeof *k), *v = malloc((size_t)(n_tok * kvd) * sizeof *v);
+    ex_fp16 *kc = malloc((size_t)(n_ctx * kvd) * sizeof *kc), *vc = malloc((size_t)(n_ctx * kvd) * sizeof *vc);
+    const char *paths[] = {"0", "1", "3"};
+    unsigned have = ex_cpu_features();
+    int checked = 0;
+    for (size_t p = 0; p < 3; p++) {
+        unsigned mask = (unsigned)strtoul(paths[p], NULL, 0);
+        if ((mask & have) != mask) continue;
+        setenv("ATS_CPU_FEATURES", paths[p], 1);
+        fill(k, n_tok * kvd, -3, 3);
+        fill(v, n_tok * kvd, -1e-3, 1e-3);
+        memcpy(k, special, n_sp * sizeof *k);
+        for (int64_t i = 0; i < n_ctx * kvd; i++) kc[i] = vc[i] = 0x5555; /* rows outside the store keep it */
+        CHECK(ex_cpu_kv_store_f16(k, v, n_tok, pos0, kvd, n_ctx, kc, vc) == ATS_OK);
+        for (int64_t i = 0; i < n_ctx * kvd; i++) {
+            int64_t r = i / kvd;
+            if (r < pos0 || r >= pos0 + n_tok) {
+                CHECK_MSG(kc[i] == 0x5555 && vc[i] == 0x5555, "path %s: kv_store wrote row %lld outside [%lld, %lld)",
+                          paths[p], (long long)r, (long long)pos0, (long long)(pos0 + n_tok));
+                continue;
+            }
+            for (int c = 0; c < 2; c++) {
+                float x = (c ? v : k)[i - pos0 * kvd];
+                ex_fp16 h = (c ? vc : kc)[i];
+                float y = ex_fp16_to_f32(h);
+                if (isnan(x)) {
+                    CHECK_MSG(isnan(y), "path %s: NaN stored as 0x%04x", paths[p], h);
+                    continue;
+                }
+                CHECK_MSG(h == ex_f32_to_fp16(x), "path %s: %a stored as 0x%04x, round to nearest even gives 0x%04x",
+                          paths[p], (double)x, h, ex_f32_to_fp16(x));
+                double ax = fabs((double)x);
+                if (ax >= 65520.0) {
+                    CHECK_MSG(isinf(y) && signbit(y) == signbit(x), "path %s: %a stored as %a (want inf)", paths[p],
+                              (double)x, (double)y);
+                } else {
+                    double bound = ax >= 0x1p-14 ? ax * 0x1p-11 : 0x1p-25;
+                    CHECK_MSG(fabs((double)y - x) <= bound && signbit(y) == signbit(x),
+                              "path %s: %a stored as %a: error %.3g > half an F16 ulp %.3g", paths[p], (double)x,
+                              (double)y, fabs((double)y - x), bound);
+                }
+                checked++;
+            }
+        }
+    }
+    unsetenv("ATS_CPU_FEATURES");
+    /* the ties went to even: 1 + 2^-11 -> 1, 1 + 3 * 2^-11 -> 1 + 2^-9 */
+    CHECK(ex_f32_to_fp16(1.0f + 0x1p-11f) == 0x3C00 && ex_f32_to_fp16(1.0f + 3 * 0x1p-11f) == 0x3C02);
+    CHECK(ex_cpu_kv_store_f16(k, v, 2, n_ctx - 1, kvd, n_ctx, kc, vc) == ATS_EINVAL);
+    CHECK(ex_cpu_kv_store_f16(k, v, 1, -1, kvd, n_ctx, kc, vc) == ATS_EINVAL);
+    fprintf(stderr, "  kv_store: %d F16 values nearest-even and within half an ulp (paths with features <= %u)\n",
+            checked, have);
+    free(k); free(v); free(kc); free(vc);
+}
+
+/* Attention over the F16 cache against a double reference over the same F16 values (1e-5), and
+ * within 5e-3 of the reference over the unrounded F32 K/V (what F16 storage costs); every SIMD path
+ * (scalar, AVX2, AVX-512 when the CPU has them) for head dims that take each path's vector loop and
+ * its fallback; a prefill chunk equals decode calls. */
+static void test_attention_f16(void)
+{
+    const int64_t hds[] = {16, 8, 12, 64, 128, 40};
+    const char *paths[] = {"0", "1", "3"};
+    unsigned have = ex_cpu_features();
+    for (size_t c = 0; c < sizeof hds / sizeof hds[0]; c++) {
+        const int64_t H = 8, Hkv = 2, hd = hds[c], kvd = Hkv * hd, n_ctx = 40;
+        int64_t pos0 = 1 + (int64_t)(tu_rand(&rng) % 20), n_tok = 1 + (int64_t)(tu_rand(&rng) % 10);
+        ex_fp16 *kc = calloc((size_t)(n_ctx * kvd), sizeof *kc), *vc = calloc((size_t)(n_ctx * kvd), sizeof *vc);
+        float *k = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *k), *v = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *v);
+        fill(k, (pos0 + n_tok) * kvd, -1, 1);
+        fill(v, (pos0 + n_tok) * kvd, -1, 1);
+        CHECK(ex_cpu_kv_store_f16(k, v, pos0 + n_tok, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+        float *q = malloc((size_t)(n_tok * H * hd) * sizeof *q), *o = malloc((size_t)(n_tok * H * hd) * sizeof *o);
+        float *o0 = malloc((size_t)(n_tok * H * hd) * sizeof *o0), *o1 = malloc((size_t)(H * hd) * sizeof *o1);
+        double *ref = malloc((size_t)(n_tok * H * hd) * sizeof *ref), *ref32 = malloc((size_t)(n_tok * H * hd) * sizeof *ref32);
+        fill(q, n_tok * H * hd, -2, 2);
+        float scale = 1.0f / sqrtf((float)hd);
+        for (int f16 = 0; f16 < 2; f16++) /* f16: over the stored F16 values; else over the F32 inputs */
+            for (int64_t t = 0; t < n_tok; t++)
+                for (int64_t h = 0; h < H; h++) {
+                    int64_t kh = h / (H / Hkv), len = pos0 + t + 1;
+                    double *p = malloc((size_t)len * sizeof *p), mx = -INFINITY, sum = 0;
+                    for (int64_t s = 0; s < len; s++) {
+                        double d = 0;
+                        for (int64_t i = 0; i < hd; i++) {
+                            int64_t j = s * kvd + kh * hd + i;
+                            d += (double)q[(t * H + h) * hd + i] * (f16 ? ex_fp16_to_f32(kc[j]) : k[j]);
+                        }
+                        p[s] = d * scale;
+                        mx = fmax(mx, p[s]);
+                    }
+                    for (int64_t s = 0; s < len; s++) sum += (p[s] = exp(p[s] - mx));
+                    for (int64_t i = 0; i < hd; i++) {
+                        double r = 0;
+                        for (int64_t s = 0; s < len; s++) {
+                            int64_t j = s * kvd + kh * hd + i;
+                            r += p[s] / sum * (f16 ? ex_fp16_to_f32(vc[j]) : v[j]);
+                        }
+                        (f16 ? ref : ref32)[(t * H + h) * hd + i] = r;
+                    }
+                    free(p);
+                }
+        for (size_t pi = 0; pi < 3; pi++) {
+            unsigned mask = (unsigned)strtoul(paths[pi], NULL, 0);
+            if ((mask & have) != mask) continue;
+            setenv("ATS_CPU_FEATURES", paths[pi], 1);
+            CHECK(ex_cpu_attention_f16(q, n_tok, pos0, kc, vc, H, Hkv, hd, scale, o) == ATS_OK);
+            double e = 0, e32 = 0, d0 = 0;
+            for (int64_t i = 0; i < n_tok * H * hd; i++) {
+                e = fmax(e, fabs(o[i] - ref[i]));
+                e32 = fmax(e32, fabs(o[i] - ref32[i]));
+                if (pi > 0) d0 = fmax(d0, fabs(o[i] - o0[i]));
+                if (!(o[i] == o[i])) e = INFINITY;
+            }
+            CHECK_MSG(e <= 1e-5, "attention hd %lld path %s: max error %.3g against the F16-cache reference",
+                      (long long)hd, paths[pi], e);
+            CHECK_MSG(e32 <= 5e-3, "attention hd %lld path %s: max error %.3g against the F32 reference", (long long)hd,
+                      paths[pi], e32);
+            CHECK_MSG(d0 <= 1e-5, "attention hd %lld: path %s differs from scalar by %.3g", (long long)hd, paths[pi], d0);
+            if (pi == 0) memcpy(o0, o, (size_t)(n_tok * H * hd) * sizeof *o);
+            fprintf(stderr, "  attention hd %3lld path %s: err %.2e (F16 cache), %.2e (vs F32 K/V)\n", (long long)hd,
+                    paths[pi], e, e32);
+            /* decode step by step equals the prefill chunk */
+            for (int64_t t = 0; t < n_tok; t++) {
+                CHECK(ex_cpu_attention_f16(q + t * H * hd, 1, pos0 + t, kc, vc, H, Hkv, hd, scale, o1) == ATS_OK);
+                CHECK_MSG(memcmp(o1, o + t * H * hd, (size_t)(H * hd) * sizeof *o1) == 0,
+                          "attention hd %lld path %s: decode of token %lld differs from the prefill chunk",
+                          (long long)hd, paths[pi], (long long)t);
+            }
+        }
+        unsetenv("ATS_CPU_FEATURES");
+        CHECK(ex_cpu_attention_f16(q, 1, 0, kc, vc, 6, 4, hd, scale, o) == ATS_EINVAL);
+        free(kc); free(vc); free(k); free(v); free(q); free(o); free(o0); free(o1); free(ref); free(ref32);
+    }
+}
+
 static void test_ffn_router_moe(void)
 {
     /* swiglu, add */
@@ -389,6 +539,8 @@ int main(void)
     test_embedding_norm();
     test_rope();
     test_attention();
+    test_kv_store_f16();
+    test_attention_f16();
     test_ffn_router_moe();
     test_sample();
     return tu_finish("test_exec_ops");

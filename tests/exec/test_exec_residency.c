@@ -617,6 +617,8 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
 #define ex_cuda_rope emu_cuda_rope
 #define ex_cuda_kv_store emu_cuda_kv_store
 #define ex_cuda_attention emu_cuda_attention
+#define ex_cuda_kv_store_f16 emu_cuda_kv_store_f16
+#define ex_cuda_attention_f16 emu_cuda_attention_f16
 #define ex_cuda_add emu_cuda_add
 #define ex_cuda_swiglu emu_cuda_swiglu
 #define ex_cuda_ffn emu_cuda_ffn
@@ -695,6 +697,12 @@ ex_gpu_status emu_cuda_kv_store(const float *k, const float *v, int64_t n, int64
 ex_gpu_status emu_cuda_attention(const float *q, int64_t n, int64_t p, const float *kc, const float *vc, int64_t h,
                                  int64_t hk, int64_t hd, float sc, float *o, ex_stream s)
 { EMU_OP(ex_cpu_attention(q, n, p, kc, vc, h, hk, hd, sc, o)); }
+ex_gpu_status emu_cuda_kv_store_f16(const float *k, const float *v, int64_t n, int64_t p, int64_t d, int64_t nc,
+                                    ex_fp16 *kc, ex_fp16 *vc, ex_stream s)
+{ EMU_OP(ex_cpu_kv_store_f16(k, v, n, p, d, nc, kc, vc)); }
+ex_gpu_status emu_cuda_attention_f16(const float *q, int64_t n, int64_t p, const ex_fp16 *kc, const ex_fp16 *vc,
+                                     int64_t h, int64_t hk, int64_t hd, float sc, float *o, ex_stream s)
+{ EMU_OP(ex_cpu_attention_f16(q, n, p, kc, vc, h, hk, hd, sc, o)); }
 ex_gpu_status emu_cuda_swiglu(const float *g, const float *u, int64_t n, float *o, ex_stream s)
 { EMU_OP(ex_cpu_swiglu(g, u, n, o)); }
 ex_gpu_status emu_cuda_add(float *y, const float *x, int64_t n, ex_stream s)
@@ -813,6 +821,45 @@ static void check_cuda_table(const char *family, int moe, int shexp, ats_recipe 
         snprintf(label, sizeof label, "%s %s two sessions on one emulated cuda table", what, rn);
         two_sessions(m, o2, &in, label);
         runs++;
+    }
+    {   /* an F16 KV cache (kv_store_f16 / attention_f16, F16 slabs of half the bytes): all-cuda, every
+           split both ways and a random per-op pattern against the CPU's F16 run, bit for bit */
+        float *ref32 = in.ref;
+        in.ref = malloc((size_t)(N_ROUNDS * V) * sizeof(float));
+        o = ex_session_opts_default();
+        o.kv_type = ATS_Q_F16;
+        CHECK(run_rounds(m, &o, &in, in.ref, 0) == 0);
+        CHECK_MSG(memcmp(in.ref, ref32, (size_t)(N_ROUNDS * V) * sizeof(float)) != 0,
+                  "%s %s: the F16 KV cache gave the F32 cache's logits bit for bit (not used?)", what, rn);
+        o.backend_a = gb;
+        CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s all-cuda F16 KV (emulated): logits differ", what, rn);
+        runs++;
+        for (int64_t k = 0; k <= a.n_layer; k++)
+            for (int w = 0; w < 2; w++) {
+                o = ex_session_opts_default();
+                o.kv_type = ATS_Q_F16;
+                o.split_layer = k;
+                o.backend_a = w ? gb : cpu;
+                o.backend_b = w ? cpu : gb;
+                CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s F16 KV split %lld %s (emulated cuda): logits differ",
+                          what, rn, (long long)k, w ? "cuda|cpu" : "cpu|cuda");
+                runs++;
+            }
+        ex_session *s0 = NULL;
+        CHECK(ex_session_new(m, NULL, &s0, &err) == ATS_OK);
+        int32_t n_ops = s0 ? ex_session_graph(s0)->n_ops : 0;
+        ex_session_free(s0);
+        const ex_backend **ob = calloc((size_t)n_ops + 1, sizeof *ob);
+        for (int32_t i = 0; i < n_ops; i++) ob[i] = tu_rand(&rng) & 1 ? gb : cpu;
+        o = ex_session_opts_default();
+        o.kv_type = ATS_Q_F16;
+        o.op_backend = ob;
+        CHECK_MSG(run_rounds(m, &o, &in, NULL, 0) == 0, "%s %s F16 KV random per-op pattern (emulated cuda): logits differ",
+                  what, rn);
+        runs++;
+        free(ob);
+        free(in.ref);
+        in.ref = ref32;
     }
     {
         const cuda_be *c = (const cuda_be *)gb->ctx;

@@ -208,6 +208,15 @@ ex_gpu_status ex_cuda_kv_store(const float *k, const float *v, int64_t n_tokens,
 ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
                                 const float *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
                                 float *out, ex_stream s);
+/** ex_cpu_kv_store_f16: F32 k, v → rows [pos0, pos0 + n_tokens) of F16 caches (n_ctx, kv_dim),
+ *  __float2half_rn (round to nearest even: the CPU op's bits, NaN payloads aside). n_tokens ≥ 1. */
+ex_gpu_status ex_cuda_kv_store_f16(const float *k, const float *v, int64_t n_tokens, int64_t pos0, int64_t kv_dim,
+                                   int64_t n_ctx, ex_fp16 *k_cache, ex_fp16 *v_cache, ex_stream s);
+/** ex_cpu_attention_f16 (K/V widened to F32 on load; dot products, softmax and the V sum in F32);
+ *  head_dim ≤ 256, n_tokens ≤ 65535. */
+ex_gpu_status ex_cuda_attention_f16(const float *q, int64_t n_tokens, int64_t pos0, const ex_fp16 *k_cache,
+                                    const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                                    float scale, float *out, ex_stream s);
 /** ex_cpu_swiglu (in place allowed). */
 ex_gpu_status ex_cuda_swiglu(const float *gate, const float *up, int64_t n, float *out, ex_stream s);
 /** ex_cpu_add. */

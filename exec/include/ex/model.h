@@ -145,6 +145,15 @@ typedef struct ex_backend {
      *  freed): drop every cached copy and pending write-back inside them, never copy into them.
      *  (So a session must be freed before the backends it uses.) */
     void (*forget)(void *ctx, const void *host, size_t bytes);
+    /* ---- F16 KV cache (optional; needed only by sessions with kv_type ATS_Q_F16) ----
+       kv_store and attention over F16 slabs: k_cache / v_cache are one layer's (n_ctx, kv_dim)
+       ex_fp16 caches (ex_cpu_kv_store_f16, ex_cpu_attention_f16). NULL: the backend cannot run an
+       F16 session's attention (ex_session_new says so). */
+    enum ats_status (*kv_store_f16)(void *ctx, const float *k, const float *v, int64_t n_tokens, int64_t pos0,
+                                    int64_t kv_dim, int64_t n_ctx, ex_fp16 *k_cache, ex_fp16 *v_cache);
+    enum ats_status (*attention_f16)(void *ctx, const float *q, int64_t n_tokens, int64_t pos0,
+                                     const ex_fp16 *k_cache, const ex_fp16 *v_cache, int64_t n_head,
+                                     int64_t n_head_kv, int64_t head_dim, float scale, float *out);
 } ex_backend;
 
 /** The CPU backend table (static, ctx NULL). */
@@ -166,6 +175,9 @@ typedef struct ex_session_opts {
                                durations; 0 (default): a device backend's op times are the times to
                                enqueue its work, and the wait lands in the first op after a
                                backend switch or in the forward's last op */
+    ats_qtype kv_type;      /* element type of the KV cache: ATS_Q_F32 (default; exact against
+                               llama2.c's F32 run) or ATS_Q_F16 (llama.cpp's default, half the bytes;
+                               what sched counts); anything else: ATS_EINVAL from ex_session_new */
 } ex_session_opts;
 
 ex_session_opts ex_session_opts_default(void);
@@ -177,7 +189,10 @@ typedef struct ex_op_times {
 
 typedef struct ex_session ex_session;
 
-/** New session over a borrowed model (must outlive it). KV cache F32 (n_layer, n_ctx, kv_dim).
+/** New session over a borrowed model (must outlive it). KV cache of opts->kv_type (F32 or F16), K
+ *  and V each (n_layer, n_ctx, kv_dim) with kv_dim = n_head_kv * head_dim (ex_session_kv_bytes).
+ *  With F16 every backend the session uses needs the kv_store_f16 / attention_f16 entries
+ *  (ATS_EINVAL with a message naming the backend otherwise).
  *  The forward pass is a loop over the ops of sched's graph of one round (ats_graph_build, the same
  *  op indices as the simulator and the planner), each op run by its backend's table entry; the
  *  routed experts of a layer run fused at the layer's FFN_GATE_EXPS op (likewise shared experts).
@@ -195,12 +210,17 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
 int64_t ex_session_n_ctx(const ex_session *s);
+/** The KV cache's element type (ATS_Q_F32 or ATS_Q_F16, from ex_session_opts.kv_type). */
+ats_qtype ex_session_kv_type(const ex_session *s);
+/** Bytes of the session's KV cache, K and V of every layer at its n_ctx capacity [bytes]:
+ *  2 * n_layer * n_ctx * kv_dim * (4 for F32, 2 for F16); equals ex_session_graph(s)->kv_cache_bytes. */
+uint64_t ex_session_kv_bytes(const ex_session *s);
 /** Accumulated per-op-kind wall-clock times since the session started. */
 ex_op_times ex_session_times(const ex_session *s);
 /** The session's op graph (borrowed; valid while the session lives): one decode round, each op's
- *  qtype / weight_bytes / expert_bytes those of the model's actual tensor, attention ops with the
- *  session's F32 KV cache bytes (kv_cache_bytes, and kv_read_bytes: twice sched's F16 count); FLOPs and
- *  activation bytes as ats_graph_build computed them. */
+ *  qtype / weight_bytes / expert_bytes those of the model's actual tensor, attention ops with qtype
+ *  the session's kv_type and its KV cache bytes (kv_cache_bytes; kv_read_bytes: sched's F16 count,
+ *  doubled for an F32 cache); FLOPs and activation bytes as ats_graph_build computed them. */
 const ats_graph *ex_session_graph(const ex_session *s);
 /** Accumulated wall-clock time of each graph op [ns] (graph->n_ops entries, borrowed). */
 const int64_t *ex_session_op_ns(const ex_session *s);

@@ -33,6 +33,7 @@
 #include "ats/arch.h"
 #include "ats/quant.h"
 #include "ats/status.h"
+#include "ex/quant_blocks.h" /* ex_fp16: the element of an F16 KV cache */
 
 #ifdef __cplusplus
 extern "C" {
@@ -118,6 +119,25 @@ enum ats_status ex_cpu_kv_store(const float *k, const float *v, int64_t n_tokens
 enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
                                  const float *v_cache, int64_t n_head, int64_t n_head_kv,
                                  int64_t head_dim, float scale, float *out);
+
+/* The F16 KV cache (ex_session_opts.kv_type = ATS_Q_F16; llama.cpp's default `-ctk f16 -ctv f16`,
+ * and what sched and sim count: ats_arch_kv_bytes_per_token). Same shapes and semantics as the F32
+ * ops above, with the cache elements IEEE binary16 (ex_fp16 bits). */
+
+/** ex_cpu_kv_store into F16 caches: each F32 value is rounded to the nearest F16 (ties to even, as
+ *  ex_f32_to_fp16 and CUDA's __float2half_rn; |x| >= 65520 becomes ±inf). k, v (n_tokens, kv_dim)
+ *  F32; k_cache, v_cache (n_ctx, kv_dim) F16, so a layer's cache is 2 * n_ctx * kv_dim * 2 [bytes].
+ *  Only rows [pos0, pos0 + n_tokens) are written. ATS_EINVAL when pos0 < 0, n_tokens < 0,
+ *  kv_dim < 0 or pos0 + n_tokens > n_ctx (nothing written). */
+enum ats_status ex_cpu_kv_store_f16(const float *k, const float *v, int64_t n_tokens, int64_t pos0,
+                                    int64_t kv_dim, int64_t n_ctx, ex_fp16 *k_cache, ex_fp16 *v_cache);
+
+/** ex_cpu_attention over F16 caches: q and out F32 as there; K and V widened to F32 as they are
+ *  read (exact), every product and sum F32. ATS_EINVAL when n_head is not a multiple of n_head_kv;
+ *  ATS_ENOMEM when the per-thread score row cannot be allocated. */
+enum ats_status ex_cpu_attention_f16(const float *q, int64_t n_tokens, int64_t pos0, const ex_fp16 *k_cache,
+                                     const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv,
+                                     int64_t head_dim, float scale, float *out);
 
 /** SwiGLU gate: out[i] = silu(gate[i]) * up[i] for n elements; silu(g) = g / (1 + e^-g).
  *  In place allowed (out == gate or out == up). Shazeer 2020. */
