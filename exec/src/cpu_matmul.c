@@ -564,6 +564,14 @@ static AVX2_FN void axpy_f32_avx2(float *y, float a, const float *x, int64_t n)
 }
 #endif
 
+/* att[p] = exp(att[p] - mx) over one attention row (mx its maximum); returns 1 / sum of them. */
+static float softmax_exp(float *att, int64_t len, float mx)
+{
+    float sum = 0.0f;
+    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
+    return 1.0f / sum;
+}
+
 static void attn_row_scalar(const float *q, const float *kb, const float *vb, int64_t kv_stride, int64_t len,
                             int64_t hd, float scale, float *att, float *o)
 {
@@ -572,9 +580,7 @@ static void attn_row_scalar(const float *q, const float *kb, const float *vb, in
         att[p] = dot_f32_scalar(q, kb + p * kv_stride, hd) * scale;
         if (att[p] > mx) mx = att[p];
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
-    const float inv = 1.0f / sum;
+    const float inv = softmax_exp(att, len, mx);
     for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
     for (int64_t p = 0; p < len; p++) axpy_f32_scalar(o, att[p] * inv, vb + p * kv_stride, hd);
 }
@@ -602,9 +608,7 @@ static AVX2_FN void attn_row_avx2(const float *q, const float *kb, const float *
         att[p] = hsum_ps(acc) * scale;
         if (att[p] > mx) mx = att[p];
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
-    const float inv = 1.0f / sum;
+    const float inv = softmax_exp(att, len, mx);
     for (int64_t p = 0; p < len; p++) {
         const float *v = vb + p * kv_stride;
         __m256 a = _mm256_set1_ps(att[p] * inv);
@@ -635,9 +639,7 @@ static void attn_row_f16_scalar(const float *q, const ex_fp16 *kb, const ex_fp16
         att[p] = d * scale;
         if (att[p] > mx) mx = att[p];
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
-    const float inv = 1.0f / sum;
+    const float inv = softmax_exp(att, len, mx);
     for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
     for (int64_t p = 0; p < len; p++) {
         const ex_fp16 *v = vb + p * kv_stride;
@@ -682,9 +684,7 @@ static AVX2_FN void attn_row_f16_avx2(const float *q, const ex_fp16 *kb, const e
         att[p] = hsum_ps(acc) * scale;
         if (att[p] > mx) mx = att[p];
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
-    const float inv = 1.0f / sum;
+    const float inv = softmax_exp(att, len, mx);
     for (int64_t p = 0; p < len; p++) {
         const ex_fp16 *v = vb + p * kv_stride;
         __m256 a = _mm256_set1_ps(att[p] * inv);
@@ -721,9 +721,7 @@ static AVX512_FN void attn_row_f16_avx512(const float *q, const ex_fp16 *kb, con
         att[p] = _mm512_reduce_add_ps(acc) * scale;
         if (att[p] > mx) mx = att[p];
     }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
-    const float inv = 1.0f / sum;
+    const float inv = softmax_exp(att, len, mx);
     for (int64_t p = 0; p < len; p++) {
         const ex_fp16 *v = vb + p * kv_stride;
         __m512 a = _mm512_set1_ps(att[p] * inv);

@@ -133,7 +133,9 @@ static int prefix_match(const char *out, const int *ref, int n_ref)
     return k;
 }
 
-static void test_cli(const char *bin, const int *ref, int n_ref)
+/* `ats run ... -n 256 EXTRA` with the default, one thread, a CPU|CPU split and one-token chunks: each
+ * output must be reference_greedy_from_BOS.txt byte for byte. */
+static void check_text_variants(const char *bin, const char *extra)
 {
     size_t rl;
     char *want = tu_slurp(ref_txt, &rl);
@@ -142,14 +144,22 @@ static void test_cli(const char *bin, const int *ref, int n_ref)
     char cmd[4096];
     int st;
     for (size_t v = 0; v < 4 && want; v++) {
-        snprintf(cmd, sizeof cmd, "'%s' run --model '%s' --temp 0 -n 256 %s 2>/dev/null", bin, model_path, variants[v]);
+        snprintf(cmd, sizeof cmd, "'%s' run --model '%s' --temp 0 -n 256 %s %s 2>/dev/null", bin, model_path, extra,
+                 variants[v]);
         char *out = run_cmd(cmd, &st);
         CHECK(st == 0);
-        CHECK_MSG(out && strcmp(out, want) == 0, "`ats run %s` output differs from reference_greedy_from_BOS.txt",
-                  variants[v]);
+        CHECK_MSG(out && strcmp(out, want) == 0, "`ats run %s %s` output differs from reference_greedy_from_BOS.txt",
+                  extra, variants[v]);
         free(out);
     }
     free(want);
+}
+
+static void test_cli(const char *bin, const int *ref, int n_ref)
+{
+    char cmd[4096];
+    int st;
+    check_text_variants(bin, "");
     /* quantized */
     char dir[] = "/tmp/ats_golden_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -179,22 +189,9 @@ static void test_cli(const char *bin, const int *ref, int n_ref)
 /* `ats run --kv-type f16`: the reference text byte for byte; Q8_0 reported; a bad value rejected */
 static void test_cli_f16(const char *bin, const int *ref, int n_ref)
 {
-    size_t rl;
-    char *want = tu_slurp(ref_txt, &rl);
-    CHECK(want != NULL);
-    const char *variants[] = {"", "--threads 1", "--split 2", "--chunk 1"};
     char cmd[4096];
     int st;
-    for (size_t v = 0; v < 4 && want; v++) {
-        snprintf(cmd, sizeof cmd, "'%s' run --model '%s' --temp 0 -n 256 --kv-type f16 %s 2>/dev/null", bin, model_path,
-                 variants[v]);
-        char *out = run_cmd(cmd, &st);
-        CHECK(st == 0);
-        CHECK_MSG(out && strcmp(out, want) == 0,
-                  "`ats run --kv-type f16 %s` output differs from reference_greedy_from_BOS.txt", variants[v]);
-        free(out);
-    }
-    free(want);
+    check_text_variants(bin, "--kv-type f16");
     /* the stats line names the cache type and its size: F16 is half of F32 */
     double mib[2] = {0, 0};
     for (int t = 0; t < 2; t++) {
