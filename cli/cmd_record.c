@@ -219,6 +219,9 @@ int ats_cmd_record(int argc, char **argv)
     }
     if (!out) goto done;
     ro.stop = &ats_cli_stop;
+    long waits0 = 0, timeouts0 = 0; /* the baseline's probes waited too: count the recording's only */
+    double wait_s0 = 0;
+    ex_probe_lock_stats(p, &waits0, &wait_s0, &timeouts0, NULL);
     ex_record_stats stats;
     if (ex_record_run(p, &base, &ro, &tr, &stats, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
@@ -255,6 +258,9 @@ int ats_cmd_record(int argc, char **argv)
     double wait_s;
     int unlocked;
     ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
+    waits -= waits0;
+    wait_s -= wait_s0;
+    timeouts -= timeouts0;
     if (unlocked)
         fprintf(stderr, "ats record: could not open the probe lock file: probes may have overlapped with another "
                         "ats process's probes\n");

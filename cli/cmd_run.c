@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "atsc/model_json.h"
@@ -137,8 +138,8 @@ int ats_cmd_run(int argc, char **argv)
         case O_OUT: out_path = optarg; break;
         case O_BACKEND: backend = optarg; break;
         case O_KVTYPE:
-            if (!strcmp(optarg, "f32")) kv_type = ATS_Q_F32;
-            else if (!strcmp(optarg, "f16")) kv_type = ATS_Q_F16;
+            if (!strcasecmp(optarg, "f32")) kv_type = ATS_Q_F32; /* F16 too, as the stats line prints it */
+            else if (!strcasecmp(optarg, "f16")) kv_type = ATS_Q_F16;
             else {
                 ats_cli_error("run", "--kv-type: bad value '%s' (f32 or f16)", optarg);
                 return ATS_EXIT_USAGE;
@@ -314,13 +315,17 @@ int ats_cmd_run(int argc, char **argv)
         snprintf(cfg, sizeof cfg,
                  "{\"command\": \"run\", \"model\": \"%s\", \"dummy_weights\": %s, \"threads\": %d, \"ctx\": %lld, "
                  "\"chunk\": %lld, \"split\": %lld, \"n\": %lld, \"temp\": %g, \"top_k\": %lld, \"top_p\": %g, "
-                 "\"prompt_tokens\": %lld, \"backend\": \"cpu\", \"kv_type\": \"%s\"}",
+                 "\"prompt_tokens\": %lld, \"backend\": \"%s\", \"kv_type\": \"%s\"}",
                  a->name, dummy ? "true" : "false", omp_get_max_threads(), (long long)ctx, chunk, split, n_gen, temp,
-                 top_k, top_p, (long long)n_prompt, ats_qtype_name(kv_type));
+                 top_k, top_p, (long long)n_prompt, backend, ats_qtype_name(kv_type));
         atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, "", ""};
+        char run_name[64]; /* the run is named after the backend(s): "cpu", "cuda", "cpu+cuda" (no ',' in names) */
+        snprintf(run_name, sizeof run_name, "%s", backend);
+        for (char *c = run_name; *c; c++)
+            if (*c == ',') *c = '+';
         rec.ops = malloc((size_t)ex_session_graph(s)->n_ops * sizeof *rec.ops);
         if (!rec.ops || atsc_results_open(out_path, &meta, &rec.w, &err) != ATS_OK ||
-            atsc_results_begin_run(rec.w, "cpu", "cpu", NULL, 1, &err) != ATS_OK) {
+            atsc_results_begin_run(rec.w, run_name, run_name, NULL, 1, &err) != ATS_OK) {
             ats_cli_error("run", "--out: %s", err.msg);
             rc = ATS_EXIT_USAGE;
             free(logits);

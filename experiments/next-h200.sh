@@ -25,6 +25,7 @@ for i in $(seq 1 8); do
 done
 for m in shared private; do
   say "idle ms per GEMV, $m: $(for i in $(seq 1 8); do awk '{printf "%.4f ", $1*1e3/$4}' $W/b-$m-$i.txt; done)"
+  say "  matrices: $(grep -ho 'GEMV float ([^;]*; [a-z]*' $W/b-$m-*.log | sort | uniq -c | tr -s ' ' | paste -sd';')"
 done
 $A trace synth --out $W/c04.h5 --duration 90 --cpu const:0.4 > /dev/null
 for m in shared private; do
@@ -38,6 +39,7 @@ for m in shared private; do
   say "constant 0.4, $m matrix: baseline $(awk '{printf "%.3f ms, %d reps", $1*1e3, $4}' $W/base-$m.txt)"
   grep -E "^cpu +[0-9.]+ +[0-9.]+ +0\.4" $W/stress-$m.txt | head -1 | sed 's/^/  stressor: /' | tee -a "$S"
   for r in 1 2; do say "  recorder $r: $(grep -o 'mean availability cpu [0-9.]*' $W/r$r-$m.log) $(grep -o 'GEMV float ([^)]*)' $W/r$r-$m.log | head -1)"; done
+  grep -h "note: the CPU probe uses" $W/stress-$m.txt | tee -a "$S"   # the stressor says so only when not shared
 done
 unset ATS_PROBE_PRIVATE
 ATS_LOAD=$A STRESS_ARGS="--hogs-gpu 16" timeout 280 traces/record-h200.sh $W/rec baseline fig13 > $W/rec.log 2>&1

@@ -277,6 +277,27 @@ static void remove_stale_temporaries(const char *name)
     closedir(d);
 }
 
+/* Maps the object open at fd (closed here) if it is this probe's matrix; *shape_ok: a regular file of the
+ * right size (the contents may still differ). NULL otherwise. */
+static float *map_fd(int fd, size_t rows, size_t cols, int *shape_ok)
+{
+    const size_t bytes = rows * cols * sizeof(float);
+    struct stat st;
+    *shape_ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == bytes;
+    void *m = *shape_ok ? mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (m != MAP_FAILED && matrix_ok(m, rows * cols)) return m;
+    if (m != MAP_FAILED) munmap(m, bytes);
+    return NULL;
+}
+
+/* The shared matrix if it exists and is this probe's, else NULL. */
+static float *map_existing(const char *name, size_t rows, size_t cols)
+{
+    int fd = shm_open(name, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0), ok;
+    return fd >= 0 ? map_fd(fd, rows, cols, &ok) : NULL;
+}
+
 /* Maps the shared probe matrix read-only (ex_probe_opts.private_matrix): opens the POSIX shared-memory
  * object, or creates it under a temporary name, fills it and links it into place (a process never sees
  * it half-filled; of two racing creators one link wins and the other maps the winner's, so every
@@ -298,12 +319,9 @@ static float *map_shared_matrix(size_t rows, size_t cols, char *why, size_t len)
             if (attempt == 1) return NULL;
         }
         if (fd >= 0) {
-            struct stat st;
-            int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == bytes;
-            void *m = ok ? mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-            close(fd);
-            if (m != MAP_FAILED && matrix_ok(m, rows * cols)) return m;
-            if (m != MAP_FAILED) munmap(m, bytes);
+            int ok;
+            float *m = map_fd(fd, rows, cols, &ok);
+            if (m) return m;
             snprintf(why, len, "%s is not this probe's matrix (%s) and could not be replaced", path,
                      !ok ? "not a regular file of the right size" : "other contents");
             if (attempt == 1) return NULL;
@@ -325,6 +343,13 @@ static float *map_shared_matrix(size_t rows, size_t cols, char *why, size_t len)
         if (w == MAP_FAILED) {
             snprintf(why, len, "cannot make %s (%zu bytes): %s", path, bytes, strerror(e));
             shm_unlink(tmp);
+            /* no room for a second copy: another process may be filling the one it needs (runs started
+             * together); wait up to 1 s for it to appear */
+            for (int i = 0; i < 100; i++) {
+                float *m = map_existing(name, rows, cols);
+                if (m) return m;
+                usleep(10000);
+            }
             return NULL;
         }
         fill_matrix(w, rows * cols);
@@ -536,8 +561,9 @@ void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
     ex_probe_matrix_name(p->o.gemv_rows, p->o.gemv_cols, nm, sizeof nm);
     if (p->a_shared) snprintf(mat, sizeof mat, "shared: /dev/shm%s", nm);
     else snprintf(mat, sizeof mat, "a private copy: %s", p->a_why);
-    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu; %s) on %d %sthreads (chunks of %d rows, %s)",
-                     p->reps, p->o.gemv_rows, p->o.gemv_cols, mat, p->o.threads, p->o.pin ? "pinned " : "", CHUNK_ROWS, sl);
+    int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu; %s) on %d %sthread%s (chunks of %d rows, %s)",
+                     p->reps, p->o.gemv_rows, p->o.gemv_cols, mat, p->o.threads, p->o.pin ? "pinned " : "",
+                     p->o.threads == 1 ? "" : "s", CHUNK_ROWS, sl);
     if (n < 0 || (size_t)n >= len) return;
     int m = p->lock_fd >= 0 ? snprintf(buf + n, len - (size_t)n, "; serialized with other ats probes by flock(%s)",
                                        p->o.lock_path)

@@ -1018,6 +1018,10 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                         "of its own)\n",
                 k[0], base->threads, k[1], k[2], o->period_s, o->interval_s, o->probes, o->ki_per_s, dur, hs,
                 sens.last.text);
+    } else if (strstr(sens.last.text, "a private copy: ") && !strstr(sens.last.text, "a private copy: ATS_PROBE_PRIVATE")) {
+        /* a fallback is said always: an experiment's arm may depend on it */
+        const char *why = strstr(sens.last.text, "a private copy: "), *end = strstr(why, ") on ");
+        fprintf(stderr, "ats stress: note: the CPU probe uses %.*s\n", end ? (int)(end - why) : (int)strlen(why), why);
     }
 
     ex_ctl ctl[ATSC_RES_COUNT];

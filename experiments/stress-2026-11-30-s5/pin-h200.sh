@@ -3,7 +3,7 @@
 # `ats stress --pin` pinned both; since ce270c0 that is `--pin --pin-hogs`, as below):
 #   1. twice: a fresh baseline (--pin), a CPU-only closed-loop stressor at a constant 0.4 (--pin) and two
 #      recorders (--pin) started together, 60 s: do two identical observers now agree with each other and
-#      with the stressor (unpinned, cpu-observers-h200.sh: 0.426 vs 0.390, 0.445 vs 0.363)?
+#      with the stressor (unpinned, cpu-observers-h200.sh: 0.425 vs 0.388, 0.447 vs 0.362; observers.py)?
 #   2. the fig13 scenario with --pin for the stressor and the recorder (traces/record-h200.sh), judged
 #      with `ats trace compare --loaded-only` (rc 0 = every loaded phase within 10 %).
 #   run(command="bash experiments/stress-2026-11-30-s5/pin-h200.sh", carry=[".deps"], timeout_s=600)
