@@ -224,6 +224,21 @@ int main(void)
             if (i % per) ok &= r->ops[i].t_start_s >= r->ops[i - 1].t_end_s;
         }
         CHECK_MSG(ok, "rounds/ops tables not as expected (%zu rounds, %zu ops)", r->n_rounds, r->n_ops);
+        CHECK_MSG(strcmp(r->name, "cpu") == 0 && strstr(rf->config_json, "\"backend\": \"cpu\""), "run '%s', config %s",
+                  r->name, rf->config_json);
+        atsc_results_file_free(rf);
+    }
+    /* a split run is named after both backends (',' is not allowed in a run name) */
+    snprintf(args, sizeof args, "run --model %s -n 2 --backend cpu,cpu --split 1 --out %s/r2.h5 >/dev/null", model, dir);
+    free(run(args, &code));
+    CHECK(code == 0);
+    snprintf(args, sizeof args, "%s/r2.h5", dir);
+    rf = NULL;
+    CHECK_MSG(atsc_results_read(args, &rf, &rerr) == ATS_OK, "%s", rerr.msg);
+    if (rf) {
+        CHECK_MSG(rf->n_runs == 1 && strcmp(rf->runs[0].name, "cpu+cpu") == 0 &&
+                      strstr(rf->config_json, "\"backend\": \"cpu,cpu\""),
+                  "split run: '%s', config %s", rf->n_runs ? rf->runs[0].name : "", rf->config_json);
         atsc_results_file_free(rf);
     }
     snprintf(args, sizeof args, "run --model %s -n 2 --out /nonexistent-dir/r.h5", model);
