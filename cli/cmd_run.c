@@ -63,6 +63,7 @@ typedef struct recorder {
     atsc_results *w;
     int64_t epoch_ns, round;
     atsc_op_row *ops;
+    const ex_backend *gpu; /* the CUDA table, if any: its ops are recorded as ATS_GPU */
 } recorder;
 
 static enum ats_status record_round(recorder *r, const ex_session *s, int64_t t0_ns, int64_t tokens, int decode,
@@ -76,7 +77,9 @@ static enum ats_status record_round(recorder *r, const ex_session *s, int64_t t0
     const int64_t *a, *b;
     ex_session_last_op_times(s, &a, &b);
     for (int32_t i = 0; i < g->n_ops && st == ATS_OK; i++)
-        r->ops[i] = (atsc_op_row){r->round, i, ATS_CPU, (double)(a[i] - r->epoch_ns) * 1e-9,
+        r->ops[i] = (atsc_op_row){r->round, i,
+                                  r->gpu && ex_session_op_backend(s, i) == r->gpu ? ATS_GPU : ATS_CPU,
+                                  (double)(a[i] - r->epoch_ns) * 1e-9,
                                   (double)(b[i] - r->epoch_ns) * 1e-9, 0, 0, NAN, NAN};
     if (st == ATS_OK) st = atsc_results_append_ops(r->w, r->ops, (size_t)g->n_ops, err);
     r->round++;
@@ -259,7 +262,10 @@ int ats_cmd_run(int argc, char **argv)
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
     int64_t ctx = ex_session_n_ctx(s);
-    recorder rec = {NULL, 0, 0, NULL};
+    recorder rec = {NULL, 0, 0, NULL, NULL};
+#ifdef ATS_HAVE_CUDA
+    rec.gpu = cuda;
+#endif
     /* prompt tokens */
     int64_t n_prompt = 0;
     int32_t *ptok = NULL;

@@ -352,6 +352,10 @@ uint64_t ex_session_kv_bytes(const ex_session *s) { return 2u * (uint64_t)kv_sla
 ex_op_times ex_session_times(const ex_session *s) { return s->times; }
 const ats_graph *ex_session_graph(const ex_session *s) { return s->graph; }
 const int64_t *ex_session_op_ns(const ex_session *s) { return s->op_ns; }
+const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i)
+{
+    return i >= 0 && i < s->graph->n_ops ? s->op_be[i] : NULL;
+}
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns)
 {
     *t_start_ns = s->op_t0;

@@ -317,6 +317,13 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
         int per_layer = 11 + (a.qk_norm ? 2 : 0) + (moe ? 4 + (shexp ? 2 : 0) : 5);
         int want = (int)(a.n_layer - k) * per_layer + (k < a.n_layer ? 2 : 0);
         CHECK_MSG(cnt.calls == want, "split %lld: backend B got %d calls, want %d", (long long)k, cnt.calls, want);
+        /* ex_session_op_backend: ops of layers >= k on B, of layers < k not; NULL outside the graph */
+        const ats_graph *sg = ex_session_graph(s);
+        int wrong = 0;
+        for (int32_t i = 0; i < sg->n_ops; i++)
+            if (sg->ops[i].layer >= 0) wrong += (ex_session_op_backend(s, i) == &B) != (sg->ops[i].layer >= k);
+        CHECK_MSG(wrong == 0 && !ex_session_op_backend(s, -1) && !ex_session_op_backend(s, sg->n_ops),
+                  "split %lld: %d layer ops on the wrong backend", (long long)k, wrong);
         free(lk);
         ex_session_free(s);
     }

@@ -224,6 +224,8 @@ ex_op_times ex_session_times(const ex_session *s);
 const ats_graph *ex_session_graph(const ex_session *s);
 /** Accumulated wall-clock time of each graph op [ns] (graph->n_ops entries, borrowed). */
 const int64_t *ex_session_op_ns(const ex_session *s);
+/** The backend table graph op i runs on (borrowed; NULL for i outside [0, n_ops)). */
+const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
 /** Start and end of each graph op in the last ex_session_forward [ns of CLOCK_MONOTONIC]
  *  (graph->n_ops entries each, borrowed; valid until the next forward). */
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
