@@ -110,16 +110,16 @@ const char ats_cli_pin_help[] =
     "did not remove the disagreement between observers.\n";
 
 const char ats_cli_matrix_help[] =
-    "The CPU probe's matrix is one shared-memory object, /dev/shm/ats-probe-a1-2048x2048 (16 MiB): the first\n"
-    "probe makes it and it stays until removed (rm is harmless) or the machine restarts, so the baseline,\n"
-    "the stressor's and the recorder's probes read the same physical pages. Where it cannot be used (less\n"
-    "than 16 MiB free in /dev/shm and no other process making it within 1 s, another user's unusable file\n"
-    "there) the probe uses a private copy and says why (ats stress: a note line); ATS_PROBE_PRIVATE=1 in the\n"
-    "environment asks for one. Its owner can\n"
-    "break it for everyone (a truncated object ends the probes mapping it with SIGBUS). Why: with private\n"
-    "copies the idle probe took 0.243-0.314 ms a GEMV in 17 processes on the H200, and two recorders sharing\n"
-    "one baseline read one stressed CPU up to 21% apart; whether the shared pages remove that per-process\n"
-    "part is not measured yet.\n";
+    "The CPU probe's matrix is one shared-memory object, /dev/shm/ats-probe-a1-2048x2048 (16 MiB): the\n"
+    "first probe makes it and it stays until removed (rm is harmless) or the machine restarts, so the\n"
+    "baseline, the stressor's and the recorder's probes read the same physical pages. Where it cannot be\n"
+    "used (less than 16 MiB free in /dev/shm and no other process making it within 1 s, another user's\n"
+    "unusable file there) the probe uses a private copy and says why (ats stress: a note line);\n"
+    "ATS_PROBE_PRIVATE=1 in the environment asks for one. Its owner can break it for everyone (a truncated\n"
+    "object ends the probes mapping it with SIGBUS). Why: with private copies the idle probe took\n"
+    "0.243-0.314 ms a GEMV in 17 processes on the H200, and two recorders sharing one baseline read one\n"
+    "stressed CPU up to 21% apart; whether the shared pages remove that per-process part is not measured\n"
+    "yet.\n";
 
 int ats_cli_parse_int(const char *s, long long *out)
 {
