@@ -478,21 +478,31 @@ static void test_models(const ex_backend *gpu)
     }
 }
 
-static void test_stories(const ex_backend *gpu)
+/* stories260K from the shared models into *m and its reference steps CSV, opened (NULL, checked, when
+ * either is missing: set ATS_SHARED_DIR). */
+static FILE *open_stories(ex_model **m)
 {
     char path[1024], csv[1024];
     tu_shared_path(path, sizeof path, "models/stories260K/stories260K.gguf");
     tu_shared_path(csv, sizeof csv, "models/stories260K/reference_greedy_steps.csv");
     FILE *f = fopen(csv, "r");
     CHECK_MSG(f != NULL, "cannot open %s (set ATS_SHARED_DIR)", csv);
-    if (!f) return;
-    ex_model *m = NULL;
+    if (!f) return NULL;
     ats_err err;
-    CHECK_MSG(ex_model_load_gguf(path, &m, &err) == ATS_OK, "%s", err.msg);
-    if (!m) {
+    CHECK_MSG(ex_model_load_gguf(path, m, &err) == ATS_OK, "%s", err.msg);
+    if (!*m) {
         fclose(f);
-        return;
+        return NULL;
     }
+    return f;
+}
+
+static void test_stories(const ex_backend *gpu)
+{
+    ex_model *m = NULL;
+    FILE *f = open_stories(&m);
+    if (!f) return;
+    ats_err err;
     ex_session *s = NULL;
     ex_session_opts o = ex_session_opts_default();
     o.backend_a = gpu;
@@ -536,19 +546,10 @@ static void test_stories(const ex_backend *gpu)
 /* 4: the F16 KV cache; sessions[0] GPU only, [1] cuda|cpu at layer 2, [2] cpu|cuda, [3] the CPU */
 static void test_stories_f16(const ex_backend *gpu)
 {
-    char path[1024], csv[1024];
-    tu_shared_path(path, sizeof path, "models/stories260K/stories260K.gguf");
-    tu_shared_path(csv, sizeof csv, "models/stories260K/reference_greedy_steps.csv");
-    FILE *f = fopen(csv, "r");
-    CHECK_MSG(f != NULL, "cannot open %s (set ATS_SHARED_DIR)", csv);
-    if (!f) return;
     ex_model *m = NULL;
+    FILE *f = open_stories(&m);
+    if (!f) return;
     ats_err err;
-    CHECK_MSG(ex_model_load_gguf(path, &m, &err) == ATS_OK, "%s", err.msg);
-    if (!m) {
-        fclose(f);
-        return;
-    }
     const char *name[4] = {"cuda", "cuda|cpu split 2", "cpu|cuda split 2", "cpu"};
     ex_session *s[4] = {0};
     float *lg[4];

@@ -240,32 +240,64 @@ static enum ats_status k_router(void *c, const float *l, int64_t n, int64_t ne, 
 }
 static enum ats_status k_moe(void *c, const ex_tensor *g, const ex_tensor *u, const ex_tensor *d, const float *x, int64_t n, const int32_t *ids, const float *w, int64_t k, float *o) { CNT(c); return ex_cpu_moe(g, u, d, x, n, ids, w, k, o); }
 static enum ats_status k_output(void *c, const ex_tensor *w, const float *x, int64_t n, float *l) { CNT(c); return ex_cpu_output(w, x, n, l); }
+static enum ats_status k_kv16(void *c, const float *k, const float *v, int64_t n, int64_t p, int64_t d, int64_t nc, ex_fp16 *kc, ex_fp16 *vc) { CNT(c); return ex_cpu_kv_store_f16(k, v, n, p, d, nc, kc, vc); }
+static enum ats_status k_attn16(void *c, const float *q, int64_t n, int64_t p, const ex_fp16 *kc, const ex_fp16 *vc, int64_t h, int64_t hk, int64_t hd, float s, float *o) { CNT(c); return ex_cpu_attention_f16(q, n, p, kc, vc, h, hk, hd, s, o); }
+
+/* A backend table of the counting k_* ops named `name` over *cnt, host memory only (no residency hooks);
+ * f16: with the F16 KV entries (without them an F16 session refuses the table). */
+static ex_backend counting_backend(const char *name, counter *cnt, int f16)
+{
+    ex_backend b = {name, cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, f16 ? k_kv16 : NULL, f16 ? k_attn16 : NULL};
+    return b;
+}
+
+/* One model check's inputs: a dummy model of the family and recipe, T = 7 random tokens, the naive
+ * forward's logits over them (K/V rounded to F16 with naive_f16), their max |logit| and L2 norm. */
+typedef struct mcase {
+    ats_arch a;
+    ex_model *m; /* NULL: the model could not be made (a failed check) */
+    int64_t T, V;
+    int32_t tok[7];
+    double *ref, scale, norm;
+} mcase;
+
+static mcase make_case(const char *family, int moe, int shexp, ats_recipe recipe, int64_t n_embd, int naive_f16)
+{
+    mcase c = {.a = make_arch(family, moe, shexp, n_embd), .T = 7};
+    ats_err err = {{0}};
+    uint64_t seed = tu_rand(&rng);
+    CHECK_MSG(ex_model_new_dummy(&c.a, recipe, seed, &c.m, &err) == ATS_OK, "%s", err.msg);
+    if (!c.m) return c;
+    c.V = c.a.n_vocab;
+    for (int i = 0; i < c.T; i++) c.tok[i] = (int32_t)(tu_rand(&rng) % (uint64_t)c.V);
+    c.ref = malloc((size_t)c.V * sizeof *c.ref);
+    memset(g_naive_sets, 0, sizeof g_naive_sets);
+    memset(g_run_sets, 0, sizeof g_run_sets);
+    g_naive_f16 = naive_f16;
+    naive_forward(c.m, c.tok, c.T, c.ref);
+    g_naive_f16 = 0;
+    c.scale = max_abs(c.ref, c.V);
+    for (int64_t i = 0; i < c.V; i++) c.norm += c.ref[i] * c.ref[i];
+    c.norm = sqrt(c.norm);
+    return c;
+}
 
 static void check_model(const char *family, int moe, int shexp, ats_recipe recipe, int64_t n_embd, double bound)
 {
-    ats_arch a = make_arch(family, moe, shexp, n_embd);
-    ex_model *m = NULL;
+    mcase c = make_case(family, moe, shexp, recipe, n_embd, 0);
+    if (!c.m) return;
+    const ats_arch a = c.a;
+    ex_model *m = c.m;
+    const int64_t T = c.T, V = c.V;
+    const int32_t *tok = c.tok;
+    double *ref = c.ref, scale = c.scale, norm = c.norm;
     ats_err err = {{0}};
-    uint64_t seed = tu_rand(&rng);
-    CHECK_MSG(ex_model_new_dummy(&a, recipe, seed, &m, &err) == ATS_OK, "%s", err.msg);
-    if (!m) return;
-    const int64_t T = 7, V = a.n_vocab;
-    int32_t tok[7];
-    for (int i = 0; i < T; i++) tok[i] = (int32_t)(tu_rand(&rng) % (uint64_t)V);
-    double *ref = malloc((size_t)V * sizeof *ref);
-    memset(g_naive_sets, 0, sizeof g_naive_sets);
-    memset(g_run_sets, 0, sizeof g_run_sets);
-    naive_forward(m, tok, T, ref);
-    double scale = max_abs(ref, V), norm = 0;
-    for (int64_t i = 0; i < V; i++) norm += ref[i] * ref[i];
-    norm = sqrt(norm);
     /* 1 + 2: prefill chunk and token-by-token */
     float *lp = malloc((size_t)V * sizeof *lp), *ld = malloc((size_t)V * sizeof *ld);
     ex_session *s = NULL;
     counter rec = {0};
-    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, /* no residency hooks: host memory */
-                    NULL, NULL}; /* no F16 KV entries (F32 sessions) */
+    ex_backend R = counting_backend("record", &rec, 0);
     ex_session_opts ro = ex_session_opts_default();
     ro.backend_a = &R;
     g_router_layer = 0;
@@ -298,9 +330,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     CHECK_MSG(e_pd <= 1e-5 * scale, "%s: prefill vs decode logits differ by %.3g", family, e_pd);
     /* 3: split hook with a counting backend B; threads */
     counter cnt = {0};
-    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, /* no residency hooks: host memory */
-                    NULL, NULL}; /* no F16 KV entries (F32 sessions) */
+    ex_backend B = counting_backend("count", &cnt, 0);
     for (int64_t k = 0; k <= a.n_layer; k++) {
         cnt.calls = 0;
         ex_session_opts o = ex_session_opts_default();
@@ -367,8 +397,6 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     ex_model_free(m);
 }
 
-static enum ats_status k_kv16(void *c, const float *k, const float *v, int64_t n, int64_t p, int64_t d, int64_t nc, ex_fp16 *kc, ex_fp16 *vc) { CNT(c); return ex_cpu_kv_store_f16(k, v, n, p, d, nc, kc, vc); }
-static enum ats_status k_attn16(void *c, const float *q, int64_t n, int64_t p, const ex_fp16 *kc, const ex_fp16 *vc, int64_t h, int64_t hk, int64_t hd, float s, float *o) { CNT(c); return ex_cpu_attention_f16(q, n, p, kc, vc, h, hk, hd, s, o); }
 
 /* 5: the F16 KV cache, the same model checks against the naive forward with F16 K/V. Bound with F32
  * weights 1e-3, not 1e-4: where the executor's F32 K/V and the naive double K/V fall on two sides of
@@ -378,29 +406,18 @@ static enum ats_status k_attn16(void *c, const float *q, int64_t n, int64_t p, c
  * test_exec_ops checks the F16 ops to 1e-5 against a double reference over the F16 values. */
 static void check_model_f16(const char *family, int moe, int shexp, ats_recipe recipe, int64_t n_embd, double bound)
 {
-    ats_arch a = make_arch(family, moe, shexp, n_embd);
-    ex_model *m = NULL;
+    mcase c = make_case(family, moe, shexp, recipe, n_embd, 1);
+    if (!c.m) return;
+    const ats_arch a = c.a;
+    ex_model *m = c.m;
+    const int64_t T = c.T, V = c.V;
+    const int32_t *tok = c.tok;
+    double *ref = c.ref, scale = c.scale, norm = c.norm;
     ats_err err = {{0}};
-    uint64_t seed = tu_rand(&rng);
-    CHECK_MSG(ex_model_new_dummy(&a, recipe, seed, &m, &err) == ATS_OK, "%s", err.msg);
-    if (!m) return;
-    const int64_t T = 7, V = a.n_vocab;
-    int32_t tok[7];
-    for (int i = 0; i < T; i++) tok[i] = (int32_t)(tu_rand(&rng) % (uint64_t)V);
-    double *ref = malloc((size_t)V * sizeof *ref);
-    memset(g_naive_sets, 0, sizeof g_naive_sets);
-    memset(g_run_sets, 0, sizeof g_run_sets);
-    g_naive_f16 = 1;
-    naive_forward(m, tok, T, ref);
-    g_naive_f16 = 0;
-    double scale = max_abs(ref, V), norm = 0;
-    for (int64_t i = 0; i < V; i++) norm += ref[i] * ref[i];
-    norm = sqrt(norm);
     float *lp = malloc((size_t)V * sizeof *lp), *ld = malloc((size_t)V * sizeof *ld), *l32 = malloc((size_t)V * sizeof *l32);
     ex_session *s = NULL;
     counter rec = {0};
-    ex_backend R = {"record", &rec, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, k_kv16, k_attn16};
+    ex_backend R = counting_backend("record", &rec, 1);
     ex_session_opts o = ex_session_opts_default();
     o.kv_type = ATS_Q_F16;
     o.backend_a = &R;
@@ -438,8 +455,7 @@ static void check_model_f16(const char *family, int moe, int shexp, ats_recipe r
               family);
     /* splits over a counting backend B: the unsplit run's logits bit for bit */
     counter cnt = {0};
-    ex_backend B = {"count", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, k_kv16, k_attn16};
+    ex_backend B = counting_backend("count", &cnt, 1);
     for (int64_t k = 0; k <= a.n_layer; k++) {
         o = ex_session_opts_default();
         o.kv_type = ATS_Q_F16;
@@ -482,8 +498,7 @@ static void check_model_f16(const char *family, int moe, int shexp, ats_recipe r
               (unsigned long long)ex_session_graph(s)->kv_cache_bytes, (unsigned long long)(2 * kv_want));
     ex_session_free(s);
     /* refused: a table without the F16 entries, a KV type other than F32 / F16 */
-    ex_backend N = {"no-f16", &cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, NULL, NULL}; /* no F16 KV entries */
+    ex_backend N = counting_backend("no-f16", &cnt, 0); /* no F16 KV entries */
     o = ex_session_opts_default();
     o.kv_type = ATS_Q_F16;
     o.split_layer = 1;

@@ -392,6 +392,17 @@ typedef struct run_in {
     float *ref; /* (N_ROUNDS, n_vocab) logits of the CPU run */
 } run_in;
 
+/* Ops in a default session's graph of m (0, checked, when the session cannot be made). */
+static int32_t graph_ops(const ex_model *m)
+{
+    ex_session *s0 = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_session_new(m, NULL, &s0, &err) == ATS_OK, "%s", err.msg);
+    int32_t n = s0 ? ex_session_graph(s0)->n_ops : 0;
+    ex_session_free(s0);
+    return n;
+}
+
 /* Runs the rounds on a session made with `o`; returns how many rounds' logits differ from ref
  * (bit for bit), -1 on a forward error (printed unless quiet). Logits buffers are poisoned first. */
 static int run_rounds(const ex_model *m, const ex_session_opts *o, const run_in *in, float *out_ref, int quiet)
@@ -526,10 +537,7 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
         }
     /* per-op interleavings: alternating, and random (each op lazy with probability 1/2) */
     {
-        ex_session *s0 = NULL;
-        CHECK(ex_session_new(m, NULL, &s0, &err) == ATS_OK);
-        int32_t n_ops = s0 ? ex_session_graph(s0)->n_ops : 0;
-        ex_session_free(s0);
+        int32_t n_ops = graph_ops(m);
         const ex_backend **ob = calloc((size_t)n_ops + 1, sizeof *ob);
         for (int pat = 0; pat < 6; pat++) {
             for (int32_t i = 0; i < n_ops; i++)
@@ -796,10 +804,7 @@ static void check_cuda_table(const char *family, int moe, int shexp, ats_recipe 
             runs++;
         }
     {
-        ex_session *s0 = NULL;
-        CHECK(ex_session_new(m, NULL, &s0, &err) == ATS_OK);
-        int32_t n_ops = s0 ? ex_session_graph(s0)->n_ops : 0;
-        ex_session_free(s0);
+        int32_t n_ops = graph_ops(m);
         const ex_backend **ob = calloc((size_t)n_ops + 1, sizeof *ob);
         for (int pat = 0; pat < 6; pat++) {
             for (int32_t i = 0; i < n_ops; i++)
@@ -845,10 +850,7 @@ static void check_cuda_table(const char *family, int moe, int shexp, ats_recipe 
                           what, rn, (long long)k, w ? "cuda|cpu" : "cpu|cuda");
                 runs++;
             }
-        ex_session *s0 = NULL;
-        CHECK(ex_session_new(m, NULL, &s0, &err) == ATS_OK);
-        int32_t n_ops = s0 ? ex_session_graph(s0)->n_ops : 0;
-        ex_session_free(s0);
+        int32_t n_ops = graph_ops(m);
         const ex_backend **ob = calloc((size_t)n_ops + 1, sizeof *ob);
         for (int32_t i = 0; i < n_ops; i++) ob[i] = tu_rand(&rng) & 1 ? gb : cpu;
         o = ex_session_opts_default();
