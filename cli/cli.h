@@ -56,6 +56,7 @@ extern const char ats_cli_slice_help[];
 extern const char ats_cli_pin_help[];
 /** Help text of the shared probe matrix (ats record, ats stress). */
 extern const char ats_cli_matrix_help[];
+extern const char ats_cli_rebase_help[]; /* --baseline FILE --baseline-s S (record, stress) */
 int ats_cli_parse_int(const char *s, long long *out);
 
 /** Resolves a model name ("qwen3-14b") or a path to a JSON file: a value containing '/' or ending

@@ -118,8 +118,17 @@ const char ats_cli_matrix_help[] =
     "ATS_PROBE_PRIVATE=1 in the environment asks for one. Its owner can break it for everyone (a truncated\n"
     "object ends the probes mapping it with SIGBUS). Why: with private copies the idle probe took\n"
     "0.243-0.314 ms a GEMV in 17 processes on the H200, and two recorders sharing one baseline read one\n"
-    "stressed CPU up to 21% apart; whether the shared pages remove that per-process part is not measured\n"
-    "yet.\n";
+    "stressed CPU up to 21% apart. The shared pages did not remove that per-process part (H200, sixth\n"
+    "session: idle 0.295-0.366 ms in 8 processes, private copies 0.299-0.428 ms; two recorders 0.385 and\n"
+    "0.357 at a stressed 0.4): see --baseline-s below.\n";
+
+const char ats_cli_rebase_help[] =
+    "--baseline FILE --baseline-s S: the file's probe settings (repetitions, threads, slice), but the idle\n"
+    "probe times re-measured in this process for S s (ats record: before the first sample; ats stress: in\n"
+    "its probe process, before any hog starts) and used for every sample. Each process's CPU probe runs\n"
+    "at a speed of its own (above), so a baseline measured by another process carries that process's\n"
+    "factor into every sample; re-measured, the factor divides out. The machine must be idle for those\n"
+    "S s: start the recorder before the load, or in a target's idle stretch (fig13: its first 60 s).\n";
 
 int ats_cli_parse_int(const char *s, long long *out)
 {

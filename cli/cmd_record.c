@@ -20,7 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ats record --out FILE.h5 [--duration S] [--interval S] [--threads N] [--cpu-only]\n"
-            "                  [--baseline FILE | --baseline-s S] [--save-baseline FILE] [--device N]\n"
+            "                  [--baseline FILE] [--baseline-s S] [--save-baseline FILE] [--device N]\n"
             "                  [--machine NAME] [--description TEXT] [--progress] [--cpu-probe-ms MS]\n"
             "                  [--slice-us US] [--pin]\n"
             "Samples CPU, GPU and PCIe availability every --interval (default 0.1 s) for --duration (default\n"
@@ -28,7 +28,7 @@ static void usage(FILE *f)
             "kernel, a 16 MiB pinned host-to-device copy. Availability = idle probe time / probe time, clipped\n"
             "to [0.01, 1]. The idle baseline is measured first for --baseline-s (default 3 s) on the idle\n"
             "machine, or read from --baseline (written by --save-baseline; --save-baseline without --out only\n"
-            "measures it; --baseline and --baseline-s do not combine). --interval may not exceed --duration.\n"
+            "measures it; both: below). --interval may not exceed --duration.\n"
             "Without a GPU (or device N, or with --cpu-only) only the CPU is recorded (gpu/pcie = 1; stderr says\n"
             "so, and names a --device N it did not use). SIGINT/SIGTERM/SIGHUP stop early and still\n"
             "write the samples so far (exit status that of the signal: 130, 143, 129; during the baseline\n"
@@ -40,6 +40,7 @@ static void usage(FILE *f)
             "average over more of a stressor's duty period and of the scheduler's time slices, at a higher\n"
             "probe duty cycle.\n");
     fputs(ats_cli_matrix_help, f);
+    fputs(ats_cli_rebase_help, f);
     fputs(ats_cli_slice_help, f);
     fputs(ats_cli_pin_help, f);
 }
@@ -149,11 +150,6 @@ int ats_cmd_record(int argc, char **argv)
                                 "(set it when the baseline is measured)");
         return ATS_EXIT_USAGE;
     }
-    if (base_in && base_s_given) {
-        ats_cli_error("record", "--baseline FILE and --baseline-s %g do not combine: the baseline is read from the "
-                                "file, not measured (give one of them)", base_s);
-        return ATS_EXIT_USAGE;
-    }
     if (base_in) atsc_in_note(base_in); /* the input first: an output naming it is refused here */
     if (out && base_out && atsc_out_same_target(out, base_out)) {
         ats_cli_error("record", "--out and --save-baseline name the same file '%s' (give two paths)", out);
@@ -196,8 +192,11 @@ int ats_cmd_record(int argc, char **argv)
     fprintf(stderr, "ats record: %s\n", pdesc);
     int rc = ATS_EXIT_OK;
     atsc_trace *tr = NULL;
-    if (!base_in) {
-        fprintf(stderr, "ats record: measuring the idle baseline for %g s (keep the machine idle)\n", base_s);
+    double file_t[ATSC_RES_COUNT] = {NAN, NAN, NAN}; /* --baseline FILE --baseline-s S: the file's times */
+    if (!base_in || base_s_given) {
+        if (base_in) memcpy(file_t, base.t_s, sizeof file_t);
+        fprintf(stderr, "ats record: measuring the idle baseline for %g s%s (keep the machine idle)\n", base_s,
+                base_in ? " with the settings of --baseline" : "");
         if (ex_probe_baseline(p, base_s, ro.interval_s, &ats_cli_stop, &base, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
             rc = ATS_EXIT_FAIL;
@@ -209,6 +208,15 @@ int ats_cmd_record(int argc, char **argv)
     else
         fprintf(stderr, "ats record: baseline probe times: cpu %.4g ms, gpu %.4g ms, pcie %.4g ms\n",
                 1e3 * base.t_s[0], 1e3 * base.t_s[1], 1e3 * base.t_s[2]);
+    char rebased[160] = "";
+    if (!isnan(file_t[0])) {
+        size_t l = (size_t)snprintf(rebased, sizeof rebased, "re-measured here over %g s (--baseline's: cpu %.4g ms",
+                                    base_s, 1e3 * file_t[0]);
+        if (!isnan(file_t[1]) && !isnan(base.t_s[1]))
+            snprintf(rebased + l, sizeof rebased - l, ", gpu %.4g ms, pcie %.4g ms", 1e3 * file_t[1], 1e3 * file_t[2]);
+        strncat(rebased, ")", sizeof rebased - strlen(rebased) - 1);
+        fprintf(stderr, "ats record: idle times %s: cpu x%.3f\n", rebased, base.t_s[0] / file_t[0]);
+    }
     if (base_out) {
         if (ex_baseline_save(&base, base_out, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
@@ -237,11 +245,11 @@ int ats_cmd_record(int argc, char **argv)
     snprintf(tr->machine, sizeof tr->machine, "%s", machine);
     snprintf(tr->description, sizeof tr->description,
              "%s%srecorded %zu samples every %g s over %.1f s%s; probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, "
-             "pcie %.2f%%); baseline probe times [ms] cpu %.4g gpu %.4g pcie %.4g; %s",
+             "pcie %.2f%%); baseline probe times [ms] cpu %.4g gpu %.4g pcie %.4g%s%s; %s",
              descr ? descr : "", descr ? "; " : "", stats.samples, ro.interval_s, stats.wall_s,
              ats_cli_stop ? " (stopped early by a signal)" : "", 100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s,
              100 * stats.probe_s[1] / stats.wall_s, 100 * stats.probe_s[2] / stats.wall_s, 1e3 * base.t_s[0],
-             1e3 * base.t_s[1], 1e3 * base.t_s[2], pdesc);
+             1e3 * base.t_s[1], 1e3 * base.t_s[2], rebased[0] ? " " : "", rebased, pdesc);
     if (atsc_trace_save(tr, out, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
         rc = ATS_EXIT_FAIL;

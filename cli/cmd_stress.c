@@ -22,8 +22,8 @@ static int looks_like_option(const char *v) { return v[0] == '-' && v[1] == '-';
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ats stress --trace T --baseline FILE [--interval S] [--probes N] [--gain KI] [--log FILE.csv]\n"
-            "                  [--report-margin S] [common options]                          (closed loop)\n"
+            "usage: ats stress --trace T --baseline FILE [--baseline-s S] [--interval S] [--probes N] [--gain KI]\n"
+            "                  [--log FILE.csv] [--report-margin S] [common options]          (closed loop)\n"
             "       ats stress --trace T [common options]                                   (open loop)\n"
             "       ats stress --calibrate FILE [--settle S] [--measure S] [--cpu-only] [common options]\n"
             "--cpu-only: calibrate, or follow a trace's CPU column, only (its GPU and PCIe columns read as 1;\n"
@@ -76,6 +76,7 @@ static void usage(FILE *f)
           "0.87 / 0.93 with the probe threads pinned. --pin pins the probes of the closed loop and of\n"
           "--calibrate, --pin-hogs the hogs of every mode.\n", f);
     fputs(ats_cli_matrix_help, f);
+    fputs(ats_cli_rebase_help, f);
 }
 
 /* --log: control steps kept in memory, written at the end through a temporary. */
@@ -158,7 +159,7 @@ int ats_cmd_stress(int argc, char **argv)
         {"log", required_argument, 0, 'L'},         {"report-margin", required_argument, 0, 'R'},
         {"slice-us", required_argument, 0, 'u'},    {"stagger", required_argument, 0, 'G'},
         {"pin", no_argument, 0, 'N'},               {"pin-hogs", no_argument, 0, 'H'},
-        {0, 0, 0, 0}};
+        {"baseline-s", required_argument, 0, 'B'},  {0, 0, 0, 0}};
     ex_stress_opts so = ex_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
     int closed_flags = 0; /* closed-loop options given */
@@ -212,6 +213,13 @@ int ats_cmd_stress(int argc, char **argv)
             }
             break;
         }
+        case 'B':
+            if (ats_cli_parse_double(optarg, &so.rebaseline_s) || !(so.rebaseline_s >= 0.3 && so.rebaseline_s <= 600)) {
+                ats_cli_error("stress", "--baseline-s '%s': need 0.3 .. 600 s of idle probes", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            closed_flags = 1;
+            break;
         case 'n':
             if (ats_cli_parse_int(optarg, &v) || v < 1 || v > 100) {
                 ats_cli_error("stress", "--probes '%s': need 1 .. 100 probe sets per interval", optarg);
@@ -251,7 +259,8 @@ int ats_cmd_stress(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     if (closed_flags && !base_in) {
-        ats_cli_error("stress", "--interval, --probes, --gain, --log and --report-margin belong to the closed loop: "
+        ats_cli_error("stress", "--interval, --probes, --gain, --log, --report-margin and --baseline-s belong to the "
+                                "closed loop: "
                                 "give --baseline FILE");
         return ATS_EXIT_USAGE;
     }

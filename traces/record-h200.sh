@@ -17,6 +17,10 @@
 #     calibrate    open-loop calibration table -> OUTDIR/calib.txt
 #     fig13-open   the open-loop stressor (model + OUTDIR/calib.txt if present) recorded, for comparison
 #     cpu-compile, gpu-train   DUR s next to a parallel build / a PyTorch training loop
+# REBASE=S (check, fig13): the stressor's probe process and the recorder each re-measure the idle probe
+# times over S s with the settings of base.txt (`--baseline-s S`: each process's CPU probe has a speed
+# factor of its own), the recorder in the target's idle start after the stressor's t = 0, so the compare
+# shifts by --offset -S (the recorder's t = 0 is the target's t = S).
 # DUR (default 180) is each recording's length [s]; STRESS_ARGS: more `ats stress` flags for check and
 # fig13 (e.g. "--hogs-gpu 12 --hogs-pcie 12" when the report shows duties pinned at 1); RECORD_ARGS: more
 # `ats record` flags for every recording and the baseline (e.g. "--pin", with STRESS_ARGS="--pin"). Every step writes OUTDIR/<step>.log (stress steps also
@@ -47,7 +51,7 @@ bg_session() { setsid "$@" & BG=$!; }           # own session (real co-running w
 
 rec() { # rec NAME DESCRIPTION [DURATION]
   local d=${3:-$DUR}
-  $A record --baseline "$OUT/base.txt" --duration "$d" --machine $M --out "$OUT/$1.h5" --description "$2" --progress ${RECORD_ARGS:-} || return
+  $A record --baseline "$OUT/base.txt" ${REC_REBASE:-} --duration "$d" --machine $M --out "$OUT/$1.h5" --description "$2" --progress ${RECORD_ARGS:-} || return
   $A trace show "$OUT/$1.h5" | tail -7
 }
 need_base() { [ -s "$OUT/base.txt" ] || { echo "no $OUT/base.txt: run the baseline step first"; return 2; }; }
@@ -58,7 +62,9 @@ stress_rec() {
   local name=$1 target=$2 d=$3 desc=$4; shift 4
   local slog="$OUT/$name-stress.txt"
   : > "$slog"
-  bg_group $A stress --trace "$target" --verbose "$@" > "$slog" 2>&1
+  local REC_REBASE="" rb=()
+  [ -n "${REBASE:-}" ] && { REC_REBASE="--baseline-s $REBASE"; rb=(--baseline-s "$REBASE"); }
+  bg_group $A stress --trace "$target" --verbose "${rb[@]}" "$@" > "$slog" 2>&1
   local i=0
   until grep -q "t = 0:" "$slog" || ! kill -0 "$BG" 2>/dev/null || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
   if ! grep -q "t = 0:" "$slog"; then
@@ -79,7 +85,7 @@ compare() { # compare NAME TARGET: the table; rc 1 when a loaded phase (what the
             # is off by more than 10 %; unloaded segments get a verdict line of their own (not failing)
   [ -s "$OUT/$1.h5" ] || { echo "ACCURACY: nothing recorded to compare"; return 1; }
   local out c u ef="$OUT/$1-compare.err"
-  out=$($A trace compare "$OUT/$1.h5" "$2" --margin 5 --max-err 0.1 --loaded-only 2>"$ef"); c=$?
+  out=$($A trace compare "$OUT/$1.h5" "$2" --margin 5 --max-err 0.1 --loaded-only ${REBASE:+--offset -$REBASE} 2>"$ef"); c=$?
   printf '%s\n' "$out"; cat "$ef"; rm -f "$ef"   # the table, then its verdict line (stderr)
   if [ $c -eq 0 ]; then echo "ACCURACY: every loaded phase within 10 %"; else echo "ACCURACY: a loaded phase NOT within 10 %, or not compared (see the lines above; compare rc $c)"; fi
   u=$(printf '%s\n' "$out" | sed -n 's/.*; unloaded: \([0-9.e+-]*\) over .*/\1/p')

@@ -57,6 +57,7 @@
 #define V3_NA 1    /* weight loads with L1::no_allocate (ATS_GEMV_V3_LOAD=ldg: plain __ldg); H200: Q4_0 ffn_up 57.5% -> 62.3% */
 #define V3_ILV 1   /* activations interleaved (exc_q8xi; ATS_GEMV_V3_X=lin: plain exc_q8x); H200: Q4_0 ffn_up 63.2% -> 66.6%, Q4_K 56.4% -> 58.2% */
 #define V3_Q6K_MIN_ROWS 2048 /* Q6_K: v3 above this many rows, v2 at or below (H200: 1024 rows v2 7.2 us, v3 8.9 us) */
+#define V3_WIDE_RATIO 2 /* Q4_0 with cols >= 2 x rows: lin, R = 1 (exc_gemv_v3) */
 #define V3_U 1     /* Q4_K tasks per lane per trip (ilv only; ATS_GEMV_V3_U=2: H200 Q4_K ffn_up 58.2% -> 54.2%) */
 
 /* A 16-byte weight load: NA = 0 __ldg (read-only path, allocates in L1); NA = 1 also read-only but
@@ -496,16 +497,18 @@ static int v3_disabled(void)
  * per trip (ilv only; default V3_U). */
 typedef struct v3_cfg {
     int r, na, ilv, u, q4k_smem, q6k; /* q6k: -1 default (by rows), 0 off, 1 every shape */
+    int shape_set;                     /* ATS_GEMV_V3_R or ATS_GEMV_V3_X given: no per-shape choice (v3_wide) */
 } v3_cfg;
 
 static v3_cfg v3_config(void)
 {
     static std::once_flag once;
-    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U, 0, -1};
+    static v3_cfg c = {V3_R, V3_NA, V3_ILV, V3_U, 0, -1, 0};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_V3_R");
         int v = e ? atoi(e) : 0;
-        if (v == 1 || v == 2 || v == 4 || v == 8) c.r = v;
+        if (v == 1 || v == 2 || v == 4 || v == 8) c.r = v, c.shape_set = 1;
+        if ((e = getenv("ATS_GEMV_V3_X")) && (strcmp(e, "ilv") == 0 || strcmp(e, "lin") == 0)) c.shape_set = 1;
         if ((e = getenv("ATS_GEMV_V3_LOAD")) && strcmp(e, "na") == 0) c.na = 1;
         if ((e = getenv("ATS_GEMV_V3_LOAD")) && strcmp(e, "ldg") == 0) c.na = 0;
         if ((e = getenv("ATS_GEMV_V3_X")) && strcmp(e, "ilv") == 0) c.ilv = 1;
@@ -576,7 +579,14 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
 {
     *used = 0;
     if (!v3_covers(type, rows, cols)) return EX_GPU_OK;
-    const v3_cfg c = v3_config();
+    v3_cfg c = v3_config();
+    if (type == ATS_Q_Q4_0 && !c.shape_set && cols >= V3_WIDE_RATIO * rows) {
+        /* few long rows (ffn_down): one row a warp, activations linear. H200, Q4_0 17408 -> 5120: ilv R = 2
+         * 47.2% of the read probe (59.6% of a same-size read), lin R = 1 58.5% (74.4%); Q4_K ffn_down lost
+         * (59.6% -> 54.0%), so Q4_0 only (sixth session, experiments/bench/bench-kernels.md) */
+        c.ilv = 0;
+        c.r = 1;
+    }
     ex_gpu_status st;
     if (type == ATS_Q_Q6_K) { /* activations as for Q4_0 (2 chunks a block) */
         exc_q8xi q;

@@ -343,7 +343,7 @@ ex_stress_opts ex_stress_opts_default(void)
 {
     ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
                         .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
-                        .ki_per_s = 0.8, .settle_s = 5.0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
+                        .ki_per_s = 0.8, .settle_s = 5.0, .rebaseline_s = 0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
                         .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = EX_SLICE_NS_DEFAULT,
                         .stagger = EX_STRESS_STAGGER_DEFAULT};
     return o;
@@ -938,6 +938,30 @@ static void seg_open(ex_stress_report *rep, seg_acc *a, enum atsc_resource r, do
     g->measured = NAN;
 }
 
+static void wait_s(double s, const volatile sig_atomic_t *stop)
+{
+    double until = now_s() + s;
+    while (now_s() < until && !(stop && *stop)) usleep(5000);
+}
+
+/* ns probe sets of the resources in `mask` through the sensor, one every `interval` s, probe times into
+ * v[r * ns + i] (calibration, and the closed loop's re-measured baseline); a signal is "<what>: interrupted". */
+static enum ats_status cal_measure(sensor *s, unsigned mask, size_t ns, double interval,
+                                   const volatile sig_atomic_t *stop, double *v, const char *what, ats_err *err)
+{
+    const double t0 = now_s();
+    for (size_t i = 0; i < ns; i++) {
+        double t[ATSC_RES_COUNT];
+        int stopped;
+        enum ats_status st = sensor_measure(s, mask, t, stop, &stopped, err);
+        if (st != ATS_OK) return st;
+        if (stopped || (stop && *stop)) return ats_err_set(err, ATS_EINVAL, "%s: interrupted", what);
+        for (int r = 0; r < ATSC_RES_COUNT; r++) v[(size_t)r * ns + i] = t[r];
+        sleep_until(t0 + (double)(i + 1) * interval);
+    }
+    return ATS_OK;
+}
+
 enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_opts *o, const ex_baseline *base,
                                      ex_stress_report *report, ats_err *err)
 {
@@ -955,6 +979,13 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                            o->interval_s, o->probes, o->ki_per_s, o->settle_s);
     if (!(base->t_s[ATSC_RES_CPU] > 0) || base->cpu_reps < 1 || base->threads < 1)
         return ats_err_set(err, ATS_EINVAL, "closed loop: the baseline has no CPU probe time");
+    if (!(o->rebaseline_s >= 0 && o->rebaseline_s <= 600))
+        return ats_err_set(err, ATS_EINVAL, "closed loop: rebaseline %g s must be in [0, 600]", o->rebaseline_s);
+    ex_baseline own = *base; /* the times the control uses: the file's, or re-measured below */
+    for (int r = 0; r < ATSC_RES_COUNT; r++) {
+        rep->base_file_s[r] = base->t_s[r];
+        rep->base_own_s[r] = NAN;
+    }
     int k[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
     ex_stress_plan_hogs(target, o, 1, k, amin);
@@ -1003,6 +1034,34 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         sensor_stop(&sens);
         return ATS_OK;
     }
+    if (o->rebaseline_s > 0) { /* idle: no hog exists yet */
+        unsigned mask = 0;
+        for (int r = 0; r < ATSC_RES_COUNT; r++)
+            if (k[r] > 0) mask |= 1u << r;
+        size_t ns = (size_t)ceil(o->rebaseline_s / 0.1);
+        if (ns < 3) ns = 3;
+        double *v = malloc(ns * ATSC_RES_COUNT * sizeof(double));
+        if (!v) {
+            st = ats_err_set(err, ATS_ENOMEM, "closed loop: out of memory for the re-measured baseline");
+            goto done;
+        }
+        st = cal_measure(&sens, mask, ns, 0.1, o->stop, v, "closed loop: re-measuring the idle baseline", err);
+        for (int r = 0; r < ATSC_RES_COUNT && st == ATS_OK; r++) {
+            if (!(mask & (1u << r))) continue;
+            double m = gsl_stats_median(v + (size_t)r * ns, 1, ns); /* as ex_probe_baseline */
+            if (!(m > 0)) {
+                st = ats_err_set(err, ATS_EIO, "closed loop: the re-measured idle %s probe time is %g s",
+                                 atsc_resource_name((enum atsc_resource)r), m);
+                break;
+            }
+            own.t_s[r] = rep->base_own_s[r] = m;
+        }
+        free(v);
+        if (st != ATS_OK) goto done;
+        rep->rebased = 1;
+        if (o->stop && *o->stop) goto done;
+    }
+    base = &own; /* from here on every availability is against these times */
     ex_stress_opts ho = *o;
     ho.threads = base->threads; /* CPU hogs sized for the probe threads */
     if ((st = ex_hogs_start(&ho, k, &h, err)) != ATS_OK) goto done;
@@ -1213,6 +1272,14 @@ void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_
     if (rep->nseg_dropped > 0)
         fprintf(f, "%d more segments not reported (the report keeps the first %d; --log FILE has every control step)\n",
                rep->nseg_dropped, EX_STRESS_MAX_SEGS);
+    if (rep->rebased) {
+        fprintf(f, "idle probe times re-measured in the probe process (the control's; the baseline file's):");
+        for (int r = 0; r < ATSC_RES_COUNT; r++)
+            if (!isnan(rep->base_own_s[r]))
+                fprintf(f, " %s %.4g ms (%.4g ms, x%.3f)", atsc_resource_name((enum atsc_resource)r),
+                        1e3 * rep->base_own_s[r], 1e3 * rep->base_file_s[r], rep->base_own_s[r] / rep->base_file_s[r]);
+        fputc('\n', f);
+    }
     fprintf(f, "hogs cpu %d/thread, gpu %d, pcie %d; stressor probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, pcie "
            "%.2f%%) over %.1f s; probe sets that waited for another process's probes: %ld (ran without the lock: %ld)\n",
            rep->k[0], rep->k[1], rep->k[2], 100 * rep->probe_duty,
@@ -1223,30 +1290,6 @@ void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_
 }
 
 /* ------------------------------------------------------------------ calibration ----------------- */
-
-static void wait_s(double s, const volatile sig_atomic_t *stop)
-{
-    double until = now_s() + s;
-    while (now_s() < until && !(stop && *stop)) usleep(5000);
-}
-
-/* Calibration: ns probe sets of the resources in `mask` through the sensor, one every `interval` s, probe
- * times into v[r * ns + i]; a signal is "interrupted". */
-static enum ats_status cal_measure(sensor *s, unsigned mask, size_t ns, double interval,
-                                   const volatile sig_atomic_t *stop, double *v, ats_err *err)
-{
-    const double t0 = now_s();
-    for (size_t i = 0; i < ns; i++) {
-        double t[ATSC_RES_COUNT];
-        int stopped;
-        enum ats_status st = sensor_measure(s, mask, t, stop, &stopped, err);
-        if (st != ATS_OK) return st;
-        if (stopped || (stop && *stop)) return ats_err_set(err, ATS_EINVAL, "calibrate: interrupted");
-        for (int r = 0; r < ATSC_RES_COUNT; r++) v[(size_t)r * ns + i] = t[r];
-        sleep_until(t0 + (double)(i + 1) * interval);
-    }
-    return ATS_OK;
-}
 
 enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts *popts, double settle_s,
                                     double measure_s, ex_stress_calib *out, ats_err *err)
@@ -1271,7 +1314,7 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
     if ((st = ex_hogs_start(o, o->k, &h, err)) != ATS_OK) goto done;
     /* idle baseline: the median probe time per resource (as ex_probe_baseline), hogs at duty 0 */
     double base[ATSC_RES_COUNT];
-    if ((st = cal_measure(&sens, 7u, ns, interval, o->stop, v, err)) != ATS_OK) goto done;
+    if ((st = cal_measure(&sens, 7u, ns, interval, o->stop, v, "calibrate", err)) != ATS_OK) goto done;
     for (int r = 0; r < ATSC_RES_COUNT; r++) base[r] = gsl_stats_median(v + (size_t)r * ns, 1, ns);
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (o->k[r] <= 0) continue;
@@ -1281,7 +1324,7 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
             const double duty = ex_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u));
             ex_hogs_set(h, (enum atsc_resource)r, duty);
             wait_s(settle_s, o->stop);
-            if ((st = cal_measure(&sens, 1u << r, ns, interval, o->stop, v, err)) != ATS_OK) goto done;
+            if ((st = cal_measure(&sens, 1u << r, ns, interval, o->stop, v, "calibrate", err)) != ATS_OK) goto done;
             /* the mean, not the median: with duty d < 1/2 most samples miss the busy window, and a trace
              * (and `ats trace compare`) averages over time */
             double mean = 0;

@@ -747,6 +747,37 @@ static void test_closed_real(void)
         CHECK(rep.seg[2].target == 1.0);
     }
     atsc_trace_free(wig);
+    /* rebaseline: a baseline file 50 x too fast reads every probe near the clip floor; re-measured in the
+     * probe process, the control works against the probe's own idle time (and the report says so) */
+    ex_baseline fast = base;
+    fast.t_s[ATSC_RES_CPU] = base.t_s[ATSC_RES_CPU] / 50;
+    CHECK_MSG(ex_stress_run_closed(target, &so, &fast, &rep, &err) == ATS_OK, "%s", err.msg);
+    const double m_file = rep.nseg > 1 ? rep.seg[1].measured : NAN;
+    CHECK_MSG(rep.rebased == 0 && m_file < 0.1, "50 x too fast baseline, not re-measured: cpu 0.6 read %.3f", m_file);
+    so.rebaseline_s = 0.3;
+    CHECK_MSG(ex_stress_run_closed(target, &so, &fast, &rep, &err) == ATS_OK, "%s", err.msg);
+    const double m_own = rep.nseg > 1 ? rep.seg[1].measured : NAN;
+    CHECK_MSG(rep.rebased == 1 && m_own > 0.2 && m_own <= 1, "re-measured baseline: cpu 0.6 read %.3f", m_own);
+    CHECK(rep.base_file_s[ATSC_RES_CPU] == fast.t_s[ATSC_RES_CPU] && rep.base_own_s[ATSC_RES_CPU] > 0 &&
+          isnan(rep.base_own_s[ATSC_RES_GPU]) && isnan(rep.base_own_s[ATSC_RES_PCIE]));
+    char *txt = NULL;
+    size_t txt_len = 0;
+    FILE *mf = open_memstream(&txt, &txt_len);
+    if (mf) {
+        ex_stress_report_print(mf, &rep, so.settle_s);
+        fclose(mf);
+    }
+    const char *line = txt ? strstr(txt, "re-measured in the probe process") : NULL, *eol = line ? strchr(line, '\n') : NULL;
+    const char *gpu_at = line ? strstr(line, "gpu") : NULL;
+    CHECK_MSG(eol && strstr(line, " cpu ") && strstr(line, " cpu ") < eol && !(gpu_at && gpu_at < eol), "%s",
+              txt ? txt : "(no report)");
+    free(txt);
+    fprintf(stderr, "test_load_stress: baseline 50 x too fast: cpu 0.6 read %.3f from the file, %.3f re-measured "
+                    "(own idle %.3g ms)\n", m_file, m_own, 1e3 * rep.base_own_s[ATSC_RES_CPU]);
+    ex_stress_opts neg = so;
+    neg.rebaseline_s = -1;
+    CHECK(ex_stress_run_closed(target, &neg, &base, NULL, &err) == ATS_EINVAL && strstr(err.msg, "rebaseline"));
+    so.rebaseline_s = 0;
     /* refusals */
     ex_stress_opts bad = so;
     bad.ki_per_s = 5.0; /* x 0.1 s = 0.5: fine */
@@ -1100,8 +1131,28 @@ static void test_cli(void)
     cli_expect(args, 2, "--calibrate");
     snprintf(args, sizeof args, "stress --trace %s --measure 1", cpu);
     cli_expect(args, 2, "--calibrate");
-    snprintf(args, sizeof args, "record --baseline %s --baseline-s 2 --out %s/r.h5", base, d);
-    cli_expect(args, 2, "do not combine");
+    snprintf(args, sizeof args, "stress --trace %s --baseline-s 1", cpu);
+    cli_expect(args, 2, "belong to the closed loop");
+    { /* --baseline FILE --baseline-s S: the file's settings, the times re-measured (saved so) */
+        char rb[400];
+        snprintf(rb, sizeof rb, "%s/rebased.txt", d);
+        snprintf(args, sizeof args, "record --baseline %s --baseline-s 0.3 --cpu-only --duration 0.3 --out %s/rb.h5 "
+                                    "--save-baseline %s", base, d, rb);
+        int rrc;
+        char *o = tu_run_ats(args, &rrc, 1);
+        ex_baseline bf;
+        int loaded = rrc == 0 && ex_baseline_load(rb, &bf, &err) == ATS_OK;
+        CHECK_MSG(loaded && o && strstr(o, "re-measured here over 0.3 s (--baseline's: cpu 4 ms)") && bf.threads == 1 &&
+                      bf.cpu_reps == 1 && bf.t_s[ATSC_RES_CPU] > 0 && bf.t_s[ATSC_RES_CPU] != 0.004,
+                  "`ats %s`: exit %d: %s", args, rrc, o ? o : "");
+        free(o);
+        snprintf(args, sizeof args, "%s/rb.h5", d);
+        atsc_trace *rt = NULL;
+        CHECK(atsc_trace_load(args, &rt, &err) == ATS_OK && rt && strstr(rt->description, "re-measured here"));
+        atsc_trace_free(rt);
+    }
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --baseline-s 0.1", cpu, base);
+    cli_expect(args, 2, "need 0.3 .. 600 s");
     /* 9. a baseline from a machine with more CPUs: one warning line */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     snprintf(dirty, sizeof dirty, "%s/base-many.txt", d);

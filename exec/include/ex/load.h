@@ -291,6 +291,13 @@ typedef struct ex_stress_opts {
     int probes;                        /**< probe sets per interval, at random moments in it (3) */
     double ki_per_s;                   /**< integral gain [1/s] (ex_ctl_opts; 0.8) */
     double settle_s;                   /**< report: first seconds of each target segment left out (5) */
+    double rebaseline_s;               /**< > 0: before the hogs start, the probe process re-measures the idle
+                                            probe times for this long (one probe set every 0.1 s, medians) and
+                                            they replace the baseline's times; its repetitions, threads and
+                                            slice stay. Each process's probe carries a speed factor of its own
+                                            (H200: idle 0.29-0.37 ms a GEMV in 16 processes, shared or private
+                                            matrix alike); a baseline measured by another process carries that
+                                            process's factor into the control (0: the file's times) */
     const char *lock_path;             /**< probe lock (ex_probe_opts.lock_path; "/tmp/ats-probes.lock") */
     const struct ex_probe_opts *probe; /**< optional probe sizes (borrowed; NULL: ex_probe_opts_default,
                                             as `ats record` uses); threads, repetitions and iterations
@@ -419,6 +426,9 @@ typedef struct ex_stress_report {
     double probe_s[ATSC_RES_COUNT]; /**< the stressor's own probe wall time per resource [s] */
     double probe_duty;          /**< sum(probe_s) / wall_s */
     long lock_waits, lock_timeouts; /**< probe sets that waited for another process's probes / gave up */
+    int rebased;                /**< 1: opts->rebaseline_s re-measured the idle times (below) */
+    double base_file_s[ATSC_RES_COUNT], base_own_s[ATSC_RES_COUNT]; /**< idle probe times [s]: the baseline
+                                     file's and the probe process's own (rebased; NAN: not measured) */
 } ex_stress_report;
 
 /** Closed-loop stressor: like ex_stress_run, but measures availability with the probes of `ats record`
