@@ -1034,6 +1034,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         sensor_stop(&sens);
         return ATS_OK;
     }
+    const sensor_msg ready = sens.last; /* its first answer (GPU, description): sens.last is each answer */
     if (o->rebaseline_s > 0) { /* idle: no hog exists yet */
         unsigned mask = 0;
         for (int r = 0; r < ATSC_RES_COUNT; r++)
@@ -1065,7 +1066,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     ex_stress_opts ho = *o;
     ho.threads = base->threads; /* CPU hogs sized for the probe threads */
     if ((st = ex_hogs_start(&ho, k, &h, err)) != ATS_OK) goto done;
-    if (want_gpu && !sens.last.has_gpu) {
+    if (want_gpu && !ready.has_gpu) {
         st = ats_err_set(err, ATS_ENOTFOUND, "closed loop: the GPU probes could not start on device %d", o->device);
         goto done;
     }
@@ -1076,10 +1077,10 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                         "control every %g s from %d probe sets, gain %g /s; %g s; %s\nstress: %s (in a probe process "
                         "of its own)\n",
                 k[0], base->threads, k[1], k[2], o->period_s, o->interval_s, o->probes, o->ki_per_s, dur, hs,
-                sens.last.text);
-    } else if (strstr(sens.last.text, "a private copy: ") && !strstr(sens.last.text, "a private copy: ATS_PROBE_PRIVATE")) {
+                ready.text);
+    } else if (strstr(ready.text, "a private copy: ") && !strstr(ready.text, "a private copy: ATS_PROBE_PRIVATE")) {
         /* a fallback is said always: an experiment's arm may depend on it */
-        const char *why = strstr(sens.last.text, "a private copy: "), *end = strstr(why, ") on ");
+        const char *why = strstr(ready.text, "a private copy: "), *end = strstr(why, ") on ");
         fprintf(stderr, "ats stress: note: the CPU probe uses %.*s\n", end ? (int)(end - why) : (int)strlen(why), why);
     }
 

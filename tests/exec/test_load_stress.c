@@ -1150,6 +1150,16 @@ static void test_cli(void)
         atsc_trace *rt = NULL;
         CHECK(atsc_trace_load(args, &rt, &err) == ATS_OK && rt && strstr(rt->description, "re-measured here"));
         atsc_trace_free(rt);
+        /* the stressor re-measuring: its probe process's first answer (the description; on a GPU machine
+         * whether its GPU probes started) is kept past the re-measuring answers (H200: "the GPU probes
+         * could not start" once they overwrote it) */
+        snprintf(args, sizeof args, "stress --trace %s --baseline %s --baseline-s 0.3 --duration 0.6 --verbose", cpu,
+                 rb);
+        o = tu_run_ats(args, &rrc, 1);
+        CHECK_MSG(rrc == 0 && o && strstr(o, "CPU probe: ") && strstr(o, "(in a probe process of its own)") &&
+                      strstr(o, "re-measured in the probe process"),
+                  "`ats %s`: exit %d: %s", args, rrc, o ? o : "");
+        free(o);
     }
     snprintf(args, sizeof args, "stress --trace %s --baseline %s --baseline-s 0.1", cpu, base);
     cli_expect(args, 2, "need 0.3 .. 600 s");
