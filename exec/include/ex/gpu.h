@@ -217,10 +217,12 @@ ex_gpu_status ex_cuda_kv_store_f16(const float *k, const float *v, int64_t n_tok
 ex_gpu_status ex_cuda_attention_f16(const float *q, int64_t n_tokens, int64_t pos0, const ex_fp16 *k_cache,
                                     const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
                                     float scale, float *out, ex_stream s);
-/** Test hook of ex_cuda_attention / _f16: nw = 4, 8, 16 or 32 forces that many warps per (head, token)
- *  block (other nonzero values make the launchers return EX_GPU_EINVAL); 0 (the default) chooses from the
- *  launch shape and the device's SM count. Process-wide; not for concurrent use. */
-void ex_cuda_attention_force_warps(int nw);
+/** Test hook of ex_cuda_attention / _f16: nw = 4, 8, 16 or 32 forces that many warps per block and
+ *  splits = 1..8 that many blocks (one thread-block cluster, sm_90+; elsewhere, or when the cluster launch
+ *  is refused, one block) per (head, token); other nonzero values make the launchers return
+ *  EX_GPU_EINVAL; 0 (the default) chooses from the launch shape and the device. Process-wide; not for
+ *  concurrent use. */
+void ex_cuda_attention_force(int nw, int splits);
 /** ex_cpu_swiglu (in place allowed). */
 ex_gpu_status ex_cuda_swiglu(const float *gate, const float *up, int64_t n, float *out, ex_stream s);
 /** ex_cpu_add. */
