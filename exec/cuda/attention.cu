@@ -16,6 +16,8 @@
 #include "common.cuh"
 
 #include <cooperative_groups.h>
+#include <mutex>
+#include <stdlib.h>
 
 #include "ex/ops.h"
 
@@ -215,6 +217,21 @@ static void att_device(int *sms, int *cc_major)
 
 #define ATT_MAX_SPLIT 8 /* the portable cluster size */
 
+/* ATS_ATTN_SHAPE=NW,S (read once; for A/B timing on the GPU machine): warps per block and split instead of
+ * the launch-shape choice, "4,1" being the pre-AA shape (4 warps, one block per (head, token)); 0 keeps
+ * the choice for that part. A value the launcher does not have makes it return EX_GPU_EINVAL. */
+static void att_env(int *nw, int *split)
+{
+    static std::once_flag once;
+    static int e_nw, e_split;
+    std::call_once(once, [] {
+        const char *e = getenv("ATS_ATTN_SHAPE");
+        if (e && sscanf(e, "%d,%d", &e_nw, &e_split) != 2) e_nw = e_split = -1;
+    });
+    *nw = e_nw;
+    *split = e_split;
+}
+
 /* Warps per block: 4 when the (head, token) blocks alone fill the device (prefill), otherwise the most
  * of 8/16 (32 below sm_90, where there is no split) that keeps the grid within ~32 warps per SM (half
  * an SM's 64) and gives each warp at least 16 positions. Then the split S (cluster size, sm_90+ only):
@@ -229,11 +246,15 @@ static void att_shape(int64_t n_blocks, int64_t n_pos, int *nw_out, int *split_o
     int nw = 4, nw_max = cc >= 9 ? 16 : 32; /* 32 warps: 64 registers a thread, a few spilled bytes */
     for (int c = 8; c <= nw_max; c *= 2)
         if (n_blocks * c <= (int64_t)sms * 32 && (int64_t)c * 16 <= n_pos) nw = c;
+    int env_nw = 0, env_split = 0;
+    att_env(&env_nw, &env_split);
+    if (env_nw) nw = env_nw;
     if (g_att_warps_forced) nw = g_att_warps_forced;
     int split = 1;
     if (cc >= 9)
         for (int c = 2; c <= ATT_MAX_SPLIT; c++)
             if (n_blocks * c * nw <= (int64_t)sms * 32 && (int64_t)c * nw * 16 <= n_pos) split = c;
+    if (env_split) split = env_split;
     if (g_att_split_forced) split = g_att_split_forced;
     *nw_out = nw;
     *split_out = split;
