@@ -6,10 +6,13 @@
  * One thread block of NW warps per (query token, head); each warp walks a strided share of the
  * positions 0..p, two positions per step, with an online softmax (running max, sum, and the weighted V
  * sum in registers, head_dim/32 values per lane), then the NW partial results are merged in shared
- * memory. NW = 4 when the (head, token) blocks fill the GPU (prefill chunks); with few blocks and many
- * positions (decode at long contexts: 40 blocks for Qwen3-14B) NW grows to 8/16/32, so each warp's
- * serial chain of dependent loads, shuffles and exps is up to 8x shorter (x2 more from the two
- * positions per step) — the decode attention was latency-bound, not bandwidth-bound (task AA). Works for
+ * memory. NW = 4 when the (head, token) blocks fill the GPU (prefill chunks). With few blocks and many
+ * positions (decode at long contexts: 40 blocks for Qwen3-14B) NW grows to 8/16 (32 below sm_90) and,
+ * on sm_90+, the positions of each (head, token) are split over a thread-block cluster of S ≤ 8 blocks
+ * whose partials block 0 merges through distributed shared memory (flash-decoding without a workspace,
+ * so the launchers keep their signatures) — the decode attention was latency-bound (one warp's serial
+ * chain of dependent loads, shuffles and exps), not bandwidth-bound (task AA). att_shape() picks NW and
+ * S from the grid and the cached SM count; ATS_ATTN_SHAPE=NW,S overrides it for A/B timing. Works for
  * decode (1 token) and prefill chunks alike; any head_dim ≤ 256 (lanes past head_dim idle).
  * Vaswani et al. 2017 (attention), Ainslie et al. 2023 (GQA), Milakov & Gimelshein 2018 (online softmax).
  */
