@@ -19,7 +19,6 @@
 #include "common.cuh"
 
 #include <cooperative_groups.h>
-#include <mutex>
 #include <stdlib.h>
 
 #include "ex/ops.h"
@@ -185,14 +184,6 @@ static __global__ void __launch_bounds__(32 * NW)
 #endif
 }
 
-static int g_att_warps_forced, g_att_split_forced; /* ex_cuda_attention_force: 0 = chosen from the launch shape */
-
-extern "C" void ex_cuda_attention_force(int nw, int splits)
-{
-    g_att_warps_forced = nw;
-    g_att_split_forced = splits;
-}
-
 /* Multiprocessor count and compute capability major of the current device, asked once per device and
  * cached (0 if the query fails). */
 static void att_device(int *sms, int *cc_major)
@@ -220,19 +211,15 @@ static void att_device(int *sms, int *cc_major)
 
 #define ATT_MAX_SPLIT 8 /* the portable cluster size */
 
-/* ATS_ATTN_SHAPE=NW,S (read once; for A/B timing on the GPU machine): warps per block and split instead of
- * the launch-shape choice, "4,1" being the pre-AA shape (4 warps, one block per (head, token)); 0 keeps
- * the choice for that part. A value the launcher does not have makes it return EX_GPU_EINVAL. */
+/* ATS_ATTN_SHAPE=NW,S (for A/B timing on the GPU machine and for tests that force a shape): warps per block
+ * and split instead of the launch-shape choice, "4,1" being the pre-AA block shape (4 warps, one block per
+ * (head, token)); 0 keeps the choice for that part. A value the launcher does not have (or an unreadable
+ * string) makes it return EX_GPU_EINVAL. Read at every call (a getenv, ~0.1 us; no state kept). */
 static void att_env(int *nw, int *split)
 {
-    static std::once_flag once;
-    static int e_nw, e_split;
-    std::call_once(once, [] {
-        const char *e = getenv("ATS_ATTN_SHAPE");
-        if (e && sscanf(e, "%d,%d", &e_nw, &e_split) != 2) e_nw = e_split = -1;
-    });
-    *nw = e_nw;
-    *split = e_split;
+    const char *e = getenv("ATS_ATTN_SHAPE");
+    *nw = *split = 0;
+    if (e && *e && sscanf(e, "%d,%d", nw, split) != 2) *nw = *split = -1;
 }
 
 /* Warps per block: 4 when the (head, token) blocks alone fill the device (prefill), otherwise the most
@@ -252,13 +239,11 @@ static void att_shape(int64_t n_blocks, int64_t n_pos, int *nw_out, int *split_o
     int env_nw = 0, env_split = 0;
     att_env(&env_nw, &env_split);
     if (env_nw) nw = env_nw;
-    if (g_att_warps_forced) nw = g_att_warps_forced;
     int split = 1;
     if (cc >= 9)
         for (int c = 2; c <= ATT_MAX_SPLIT; c++)
             if (n_blocks * c * nw <= (int64_t)sms * 32 && (int64_t)c * nw * 16 <= n_pos) split = c;
     if (env_split) split = env_split;
-    if (g_att_split_forced) split = g_att_split_forced;
     *nw_out = nw;
     *split_out = split;
 }

@@ -330,8 +330,8 @@ static void test_attention_f16(void)
  * distributed shared memory. Both cache types against the CPU op on the same cache (F16: the CPU store's
  * bits uploaded), n_tok 1 and 2, pos0 255/1000/4095, head_dim 64/128, GQA ratios 1/5/8 with the launcher's
  * own choice; then forced shapes: 32 warps x 3 blocks over 1001 positions (uneven shares), 32 x 8 over
- * 11 and over 1 position (whole blocks get none), 16 x 5 with head_dim 80, 4 x 7 over 4096. Same 2e-5
- * bound as above. */
+ * 11 and over 1 position (whole blocks get none), 16 x 5 with head_dim 80, 4 x 7 over 4096 (through
+ * ATS_ATTN_SHAPE, which the launchers read at every call). Same 2e-5 bound as above. */
 static void test_attention_long(void)
 {
     static const struct { int64_t nt, pos0, hd, ratio; int warps, split; } cs[] = {
@@ -361,7 +361,9 @@ static void test_attention_long(void)
             }
             void *dkc = dev_upload(kc, cache_bytes), *dvc = dev_upload(vc, cache_bytes);
             float *dq = dev_upload(q, (size_t)nq * 4), *dout = dev_upload(NULL, (size_t)nq * 4);
-            ex_cuda_attention_force(cs[c].warps, cs[c].split);
+            char shape[32];
+            snprintf(shape, sizeof shape, "%d,%d", cs[c].warps, cs[c].split);
+            setenv("ATS_ATTN_SHAPE", shape, 1);
             ex_gpu_status st = f16 ? ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s)
                                    : ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
             CHECK(st == EX_GPU_OK);
@@ -374,15 +376,15 @@ static void test_attention_long(void)
                     f16 ? "_f16" : "    ", (long long)hd, (long long)nt, (long long)pos0, (long long)cs[c].ratio,
                     cs[c].warps, cs[c].split, cs[c].warps ? "" : " (auto)", e);
             /* a warp count and a split the launcher does not have */
-            ex_cuda_attention_force(3, 0);
+            setenv("ATS_ATTN_SHAPE", "3,0", 1);
             st = f16 ? ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s)
                      : ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
             CHECK(st == EX_GPU_EINVAL);
-            ex_cuda_attention_force(0, 9);
+            setenv("ATS_ATTN_SHAPE", "0,9", 1);
             st = f16 ? ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s)
                      : ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
             CHECK(st == EX_GPU_EINVAL);
-            ex_cuda_attention_force(0, 0);
+            unsetenv("ATS_ATTN_SHAPE");
             ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
             free(k); free(v); free(q); free(kc); free(vc); free(oc); free(og);
         }

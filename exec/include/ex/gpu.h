@@ -204,7 +204,9 @@ ex_gpu_status ex_cuda_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t h
 /** ex_cpu_kv_store. */
 ex_gpu_status ex_cuda_kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0, int64_t kv_dim,
                                int64_t n_ctx, float *k_cache, float *v_cache, ex_stream s);
-/** ex_cpu_attention; head_dim ≤ 256, n_tokens ≤ 65535. */
+/** ex_cpu_attention; head_dim ≤ 256, n_tokens ≤ 65535. The environment's ATS_ATTN_SHAPE=NW,S (A/B timing,
+ *  tests) overrides the warps per block (4/8/16/32) and split (1..8, a cluster on sm_90+) chosen from the
+ *  launch shape; values it does not have → EX_GPU_EINVAL. Also for ex_cuda_attention_f16. */
 ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
                                 const float *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
                                 float *out, ex_stream s);
@@ -217,12 +219,6 @@ ex_gpu_status ex_cuda_kv_store_f16(const float *k, const float *v, int64_t n_tok
 ex_gpu_status ex_cuda_attention_f16(const float *q, int64_t n_tokens, int64_t pos0, const ex_fp16 *k_cache,
                                     const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
                                     float scale, float *out, ex_stream s);
-/** Test hook of ex_cuda_attention / _f16: nw = 4, 8, 16 or 32 forces that many warps per block and
- *  splits = 1..8 that many blocks (one thread-block cluster, sm_90+; elsewhere, or when the cluster launch
- *  is refused, one block) per (head, token); other nonzero values make the launchers return
- *  EX_GPU_EINVAL; 0 (the default) chooses from the launch shape and the device. Process-wide; not for
- *  concurrent use. */
-void ex_cuda_attention_force(int nw, int splits);
 /** ex_cpu_swiglu (in place allowed). */
 ex_gpu_status ex_cuda_swiglu(const float *gate, const float *up, int64_t n, float *out, ex_stream s);
 /** ex_cpu_add. */
