@@ -3,17 +3,26 @@
  * F16 (the session's kv_type): kernels templated on the cache element T; with T = __half the store
  * rounds F32 K/V to __half (__float2half_rn: round to nearest even, the CPU op's bits) and attention
  * widens each K/V element to F32 as it loads it; every product and sum is F32 for both types.
- * One thread block of 4 warps per (query token, head); each warp walks a strided share of the
- * positions 0..p with an online softmax (running max, sum, and the weighted V sum in registers,
- * head_dim/32 values per lane), then the 4 partial results are merged in shared memory. Works for
+ * One thread block of NW warps per (query token, head); each warp walks a strided share of the
+ * positions 0..p, two positions per step, with an online softmax (running max, sum, and the weighted V
+ * sum in registers, head_dim/32 values per lane), then the NW partial results are merged in shared
+ * memory. NW = 4 when the (head, token) blocks fill the GPU (prefill chunks). With few blocks and many
+ * positions (decode at long contexts: 40 blocks for Qwen3-14B) NW grows to 8/16 (32 below sm_90) and,
+ * on sm_90+, the positions of each (head, token) are split over a thread-block cluster of S ≤ 8 blocks
+ * whose partials block 0 merges through distributed shared memory (flash-decoding without a workspace,
+ * so the launchers keep their signatures) — the decode attention was latency-bound (one warp's serial
+ * chain of dependent loads, shuffles and exps), not bandwidth-bound (task AA). att_shape() picks NW and
+ * S from the grid and the cached SM count; ATS_ATTN_SHAPE=NW,S overrides it for A/B timing. Works for
  * decode (1 token) and prefill chunks alike; any head_dim ≤ 256 (lanes past head_dim idle).
  * Vaswani et al. 2017 (attention), Ainslie et al. 2023 (GQA), Milakov & Gimelshein 2018 (online softmax).
  */
 #include "common.cuh"
 
+#include <cooperative_groups.h>
+#include <stdlib.h>
+
 #include "ex/ops.h"
 
-#define ATT_WARPS 4
 #define ATT_MAX_PER_LANE 8 /* head_dim ≤ 256 */
 
 static_assert(sizeof(__half) == sizeof(ex_fp16), "the F16 KV cache: __half and ex_fp16 are the same 16 bits");
@@ -62,15 +71,32 @@ extern "C" ex_gpu_status ex_cuda_kv_store_f16(const float *k, const float *v, in
                             reinterpret_cast<__half *>(v_cache), s);
 }
 
-template <int PL, typename T> /* PL = ceil(head_dim / 32); T: the cache element, float or __half */
-static __global__ void __launch_bounds__(32 * ATT_WARPS)
+/* One block of NW warps per (query token, head), or with CL a cluster of gridDim.z = S such blocks (sm_90+):
+ * warp w of cluster block r takes the positions g, g + S·NW, g + 2·S·NW, ... (g = r·NW + w), two per step
+ * (p and p + S·NW: two independent row loads and dot products in flight, one softmax update), with an
+ * online softmax in registers; the NW partials are merged in shared memory into the block's
+ * (M, L, O[HD]) (O unnormalized, relative to M); with CL, block 0 of the cluster then merges the S blocks'
+ * (M, L, O) through distributed shared memory (the log-sum-exp rescale of flash-decoding, Dao et al. 2023,
+ * without a global workspace). A warp or block with no position has M = -inf and is skipped. */
+template <int PL, typename T, int NW, bool CL> /* PL = ceil(head_dim / 32); T: the cache element, float or __half */
+static __global__ void __launch_bounds__(32 * NW)
     attention_kernel(const float *__restrict__ q, int64_t pos0, const T *__restrict__ kc,
                      const T *__restrict__ vc, int64_t n_head, int64_t n_head_kv, int HD, float scale,
                      float *__restrict__ out)
 {
-    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS], sm_acc[ATT_WARPS][PL * 32];
+    __shared__ float sm_m[NW], sm_l[NW], sm_acc[NW][PL * 32];
+    __shared__ float sm_o[PL * 32];
     int64_t t = blockIdx.y, h = blockIdx.x;
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int rank = 0, n_split = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (CL) {
+        rank = (int)cooperative_groups::this_cluster().block_rank();
+        n_split = (int)cooperative_groups::this_cluster().num_blocks();
+    }
+#else
+    if (CL) __trap(); /* the launcher uses CL only with sm_90 code on an sm_90+ device */
+#endif
     int64_t kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * HD;
     const float *qv = q + (t * n_head + h) * HD;
     float qr[PL], acc[PL];
@@ -80,19 +106,32 @@ static __global__ void __launch_bounds__(32 * ATT_WARPS)
         acc[i] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    int64_t p_last = pos0 + t;
-    for (int64_t p = w; p <= p_last; p += ATT_WARPS) {
-        const T *kr = kc + p * kv_dim + kvh * HD, *vr = vc + p * kv_dim + kvh * HD;
-        float d = 0.0f;
+    int64_t p_last = pos0 + t, stride = (int64_t)n_split * NW;
+    const T *kb = kc + kvh * HD, *vb = vc + kvh * HD;
+    for (int64_t p = (int64_t)rank * NW + w; p <= p_last; p += 2 * stride) {
+        const bool two = p + stride <= p_last;
+        const T *kr0 = kb + p * kv_dim, *kr1 = kb + (two ? p + stride : p) * kv_dim;
+        float d0 = 0.0f, d1 = 0.0f;
 #pragma unroll
-        for (int i = 0; i < PL; i++) d += lane + 32 * i < HD ? qr[i] * kv_ld(kr[lane + 32 * i]) : 0.0f;
-        d = exc_warp_sum(d);
-        float m_new = fmaxf(m, d);
-        float corr = __expf(m - m_new), e = __expf(d - m_new);
-        l = l * corr + e;
+        for (int i = 0; i < PL; i++) {
+            if (lane + 32 * i < HD) {
+                d0 += qr[i] * kv_ld(kr0[lane + 32 * i]);
+                d1 += qr[i] * kv_ld(kr1[lane + 32 * i]);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            d0 += __shfl_xor_sync(0xffffffffu, d0, o);
+            d1 += __shfl_xor_sync(0xffffffffu, d1, o);
+        }
+        const T *vr0 = vb + p * kv_dim, *vr1 = vb + (two ? p + stride : p) * kv_dim;
+        float m_new = two ? fmaxf(m, fmaxf(d0, d1)) : fmaxf(m, d0);
+        float corr = __expf(m - m_new), e0 = __expf(d0 - m_new), e1 = two ? __expf(d1 - m_new) : 0.0f;
+        l = l * corr + e0 + e1;
 #pragma unroll
         for (int i = 0; i < PL; i++)
-            acc[i] = acc[i] * corr + (lane + 32 * i < HD ? e * kv_ld(vr[lane + 32 * i]) : 0.0f);
+            if (lane + 32 * i < HD)
+                acc[i] = acc[i] * corr + e0 * kv_ld(vr0[lane + 32 * i]) + e1 * kv_ld(vr1[lane + 32 * i]);
         m = m_new;
     }
     if (lane == 0) {
@@ -103,21 +142,177 @@ static __global__ void __launch_bounds__(32 * ATT_WARPS)
     for (int i = 0; i < PL; i++) sm_acc[w][lane + 32 * i] = acc[i];
     __syncthreads();
     float M = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < ATT_WARPS; j++) M = fmaxf(M, sm_m[j]);
-    float L = 0.0f, f[ATT_WARPS];
-#pragma unroll
-    for (int j = 0; j < ATT_WARPS; j++) {
-        f[j] = sm_m[j] == -INFINITY ? 0.0f : __expf(sm_m[j] - M); /* a warp with no position */
-        L += sm_l[j] * f[j];
-    }
+    for (int j = 0; j < NW; j++) M = fmaxf(M, sm_m[j]);
+    float L = 0.0f;
+    for (int j = 0; j < NW; j++) L += sm_m[j] == -INFINITY ? 0.0f : sm_l[j] * __expf(sm_m[j] - M); /* a warp with no position */
     float *o = out + (t * n_head + h) * HD;
-    for (int i = threadIdx.x; i < HD; i += 32 * ATT_WARPS) {
+    for (int i = threadIdx.x; i < HD; i += 32 * NW) {
         float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < ATT_WARPS; j++) sum += sm_acc[j][i] * f[j];
-        o[i] = sum / L;
+        for (int j = 0; j < NW; j++)
+            if (sm_m[j] != -INFINITY) sum += sm_acc[j][i] * __expf(sm_m[j] - M);
+        if (CL) sm_o[i] = sum;
+        else o[i] = sum / L;
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (CL) {
+        __shared__ float sm_ml[2];
+        cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+        if (threadIdx.x == 0) {
+            sm_ml[0] = M;
+            sm_ml[1] = L;
+        }
+        cl.sync(); /* every block's (M, L, O) is in its shared memory */
+        if (rank == 0) {
+            float MM = -INFINITY;
+            for (int r = 0; r < n_split; r++) MM = fmaxf(MM, cl.map_shared_rank(sm_ml, r)[0]);
+            float LL = 0.0f;
+            for (int r = 0; r < n_split; r++) {
+                const float *ml = cl.map_shared_rank(sm_ml, r);
+                if (ml[0] != -INFINITY) LL += ml[1] * __expf(ml[0] - MM);
+            }
+            for (int i = threadIdx.x; i < HD; i += 32 * NW) {
+                float sum = 0.0f;
+                for (int r = 0; r < n_split; r++) {
+                    float mr = cl.map_shared_rank(sm_ml, r)[0];
+                    if (mr != -INFINITY) sum += cl.map_shared_rank(sm_o, r)[i] * __expf(mr - MM);
+                }
+                o[i] = sum / LL;
+            }
+        }
+        cl.sync(); /* no block leaves while block 0 still reads its shared memory */
+    }
+#endif
+}
+
+/* Multiprocessor count and compute capability major of the current device, asked once per device and
+ * cached (0 if the query fails). */
+static void att_device(int *sms, int *cc_major)
+{
+    static int cached[64][2];
+    int dev = 0;
+    *sms = *cc_major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+        (void)cudaGetLastError();
+        return;
+    }
+    if (!cached[dev][0]) {
+        int n = 0, cc = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return;
+        }
+        cached[dev][1] = cc;
+        cached[dev][0] = n;
+    }
+    *sms = cached[dev][0];
+    *cc_major = cached[dev][1];
+}
+
+#define ATT_MAX_SPLIT 8 /* the portable cluster size */
+
+/* ATS_ATTN_SHAPE=NW,S (for A/B timing on the GPU machine and for tests that force a shape): warps per block
+ * and split instead of the launch-shape choice, "4,1" being the pre-AA block shape (4 warps, one block per
+ * (head, token)); 0 keeps the choice for that part. A value the launcher does not have (or an unreadable
+ * string) makes it return EX_GPU_EINVAL. Read at every call (a getenv, ~0.1 us; no state kept). */
+static void att_env(int *nw, int *split)
+{
+    const char *e = getenv("ATS_ATTN_SHAPE");
+    *nw = *split = 0;
+    if (e && *e && sscanf(e, "%d,%d", nw, split) != 2) *nw = *split = -1;
+}
+
+/* Warps per block: 4 when the (head, token) blocks alone fill the device (prefill), otherwise the most
+ * of 8/16 (32 below sm_90, where there is no split) that keeps the grid within ~32 warps per SM (half
+ * an SM's 64) and gives each warp at least 16 positions. Then the split S (cluster size, sm_90+ only):
+ * the most blocks per (head, token), up to 8, that keep the grid within 32 warps per SM and leave each
+ * warp at least 16 positions. Decode of Qwen3-14B (40 heads, 132 SMs) at 2048 positions: 16 warps,
+ * S = 6 (240 blocks of 512 threads, each warp ~11 steps of two positions, was 512 steps of one). */
+static void att_shape(int64_t n_blocks, int64_t n_pos, int *nw_out, int *split_out)
+{
+    int sms, cc;
+    att_device(&sms, &cc);
+    if (sms < 1) sms = 1;
+    int nw = 4, nw_max = cc >= 9 ? 16 : 32; /* 32 warps: 64 registers a thread, a few spilled bytes */
+    for (int c = 8; c <= nw_max; c *= 2)
+        if (n_blocks * c <= (int64_t)sms * 32 && (int64_t)c * 16 <= n_pos) nw = c;
+    int env_nw = 0, env_split = 0;
+    att_env(&env_nw, &env_split);
+    if (env_nw) nw = env_nw;
+    int split = 1;
+    if (cc >= 9)
+        for (int c = 2; c <= ATT_MAX_SPLIT; c++)
+            if (n_blocks * c * nw <= (int64_t)sms * 32 && (int64_t)c * nw * 16 <= n_pos) split = c;
+    if (env_split) split = env_split;
+    *nw_out = nw;
+    *split_out = split;
+}
+
+/* Launches one instantiation; a cluster launch (split > 1) when the kernel has sm_90 code and the launch
+ * is accepted, else (or when the cluster launch is refused) the single-block form. */
+template <int PL, typename T, int NW>
+static ex_gpu_status attention_launch_pl(dim3 grid, int split, const float *q, int64_t pos0, const T *k_cache,
+                                         const T *v_cache, int64_t n_head, int64_t n_head_kv, int hd, float scale,
+                                         float *out, ex_stream s)
+{
+    if (split > 1) {
+        static int has_sm90 = -1; /* one per instantiation: its binary for the device is sm_90+ */
+        if (has_sm90 < 0) {
+            cudaFuncAttributes fa;
+            if (cudaFuncGetAttributes(&fa, attention_kernel<PL, T, NW, true>) == cudaSuccess)
+                has_sm90 = fa.binaryVersion >= 90;
+            else {
+                (void)cudaGetLastError();
+                has_sm90 = 0;
+            }
+        }
+        if (has_sm90) {
+            cudaLaunchConfig_t cfg = {};
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeClusterDimension;
+            attr[0].val.clusterDim.x = 1;
+            attr[0].val.clusterDim.y = 1;
+            attr[0].val.clusterDim.z = (unsigned)split;
+            cfg.gridDim = dim3(grid.x, grid.y, (unsigned)split);
+            cfg.blockDim = dim3(32 * NW);
+            cfg.dynamicSmemBytes = 0;
+            cfg.stream = s;
+            cfg.attrs = attr;
+            cfg.numAttrs = 1;
+            if (cudaLaunchKernelEx(&cfg, attention_kernel<PL, T, NW, true>, q, pos0, k_cache, v_cache, n_head,
+                                   n_head_kv, hd, scale, out) == cudaSuccess) {
+                EXC_LAUNCHED(s);
+                return EX_GPU_OK;
+            }
+            (void)cudaGetLastError(); /* refused (e.g. no room for the cluster): the single-block form */
+        }
+    }
+    attention_kernel<PL, T, NW, false><<<grid, 32 * NW, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, hd,
+                                                                 scale, out);
+    EXC_LAUNCHED(s);
+    return EX_GPU_OK;
+}
+
+template <typename T, int NW>
+static ex_gpu_status attention_launch(dim3 grid, int split, const float *q, int64_t pos0, const T *k_cache,
+                                      const T *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim,
+                                      float scale, float *out, ex_stream s)
+{
+    int hd = (int)head_dim;
+#define ATT_LAUNCH(PL) \
+    return attention_launch_pl<PL, T, NW>(grid, split, q, pos0, k_cache, v_cache, n_head, n_head_kv, hd, scale, out, s)
+    switch ((head_dim + 31) / 32) {
+    case 1: ATT_LAUNCH(1);
+    case 2: ATT_LAUNCH(2);
+    case 3: ATT_LAUNCH(3);
+    case 4: ATT_LAUNCH(4);
+    case 5: ATT_LAUNCH(5);
+    case 6: ATT_LAUNCH(6);
+    case 7: ATT_LAUNCH(7);
+    case 8: ATT_LAUNCH(8);
+    default: return EX_GPU_EINVAL;
+    }
+#undef ATT_LAUNCH
 }
 
 template <typename T>
@@ -125,26 +320,19 @@ static ex_gpu_status attention(const float *q, int64_t n_tokens, int64_t pos0, c
                                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float *out, ex_stream s)
 {
     if (!q || !k_cache || !v_cache || !out || n_tokens < 1 || pos0 < 0 || n_head < 1 || n_head_kv < 1 ||
-        n_head % n_head_kv != 0 || n_tokens > 65535 || head_dim < 1)
+        n_head % n_head_kv != 0 || n_tokens > 65535 || head_dim < 1 || head_dim > 32 * ATT_MAX_PER_LANE)
         return EX_GPU_EINVAL;
-    dim3 grid((unsigned)n_head, (unsigned)n_tokens), block(32 * ATT_WARPS);
-    int hd = (int)head_dim;
-#define ATT_LAUNCH(PL) \
-    attention_kernel<PL, T><<<grid, block, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, hd, scale, out)
-    switch ((head_dim + 31) / 32) {
-    case 1: ATT_LAUNCH(1); break;
-    case 2: ATT_LAUNCH(2); break;
-    case 3: ATT_LAUNCH(3); break;
-    case 4: ATT_LAUNCH(4); break;
-    case 5: ATT_LAUNCH(5); break;
-    case 6: ATT_LAUNCH(6); break;
-    case 7: ATT_LAUNCH(7); break;
-    case 8: ATT_LAUNCH(8); break;
+    dim3 grid((unsigned)n_head, (unsigned)n_tokens);
+    int nw, split;
+    att_shape(n_head * n_tokens, pos0 + 1, &nw, &split);
+    if (split < 1 || split > ATT_MAX_SPLIT) return EX_GPU_EINVAL;
+    switch (nw) {
+    case 4: return attention_launch<T, 4>(grid, split, q, pos0, k_cache, v_cache, n_head, n_head_kv, head_dim, scale, out, s);
+    case 8: return attention_launch<T, 8>(grid, split, q, pos0, k_cache, v_cache, n_head, n_head_kv, head_dim, scale, out, s);
+    case 16: return attention_launch<T, 16>(grid, split, q, pos0, k_cache, v_cache, n_head, n_head_kv, head_dim, scale, out, s);
+    case 32: return attention_launch<T, 32>(grid, split, q, pos0, k_cache, v_cache, n_head, n_head_kv, head_dim, scale, out, s);
     default: return EX_GPU_EINVAL;
     }
-#undef ATT_LAUNCH
-    EXC_LAUNCHED(s);
-    return EX_GPU_OK;
 }
 
 extern "C" ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,

@@ -325,6 +325,72 @@ static void test_attention_f16(void)
     }
 }
 
+/* Decode-shaped attention at long contexts (task AA): few (head, token) blocks and many positions, where
+ * the launcher gives each (head, token) 8-32 warps and, on sm_90+, a cluster of S blocks merged through
+ * distributed shared memory. Both cache types against the CPU op on the same cache (F16: the CPU store's
+ * bits uploaded), n_tok 1 and 2, pos0 255/1000/4095, head_dim 64/128, GQA ratios 1/5/8 with the launcher's
+ * own choice; then forced shapes: 32 warps x 3 blocks over 1001 positions (uneven shares), 32 x 8 over
+ * 11 and over 1 position (whole blocks get none), 16 x 5 with head_dim 80, 4 x 7 over 4096 (through
+ * ATS_ATTN_SHAPE, which the launchers read at every call). Same 2e-5 bound as above. */
+static void test_attention_long(void)
+{
+    static const struct { int64_t nt, pos0, hd, ratio; int warps, split; } cs[] = {
+        {1, 255, 64, 1, 0, 0},     {1, 1000, 128, 5, 0, 0}, {1, 4095, 128, 8, 0, 0}, {2, 4095, 64, 5, 0, 0},
+        {2, 1000, 64, 8, 0, 0},    {2, 255, 128, 1, 0, 0},  {1, 4095, 64, 1, 0, 0},  {1, 1000, 128, 8, 32, 3},
+        {2, 10, 64, 5, 32, 8},     {1, 0, 128, 1, 32, 8},   {1, 700, 80, 5, 16, 5},  {2, 300, 128, 8, 8, 2},
+        {1, 1000, 128, 5, 32, 1},  {1, 4095, 64, 8, 4, 7},
+    };
+    for (int f16 = 0; f16 < 2; f16++) {
+        for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+            int64_t nt = cs[c].nt, pos0 = cs[c].pos0, hd = cs[c].hd, nkv = 2, nh = nkv * cs[c].ratio;
+            int64_t rows = pos0 + nt, n_ctx = rows + 2, kvd = nkv * hd, nq = nt * nh * hd;
+            float scale = 1.0f / sqrtf((float)hd);
+            size_t eb = f16 ? sizeof(ex_fp16) : sizeof(float), cache_bytes = (size_t)(n_ctx * kvd) * eb;
+            float *k = malloc((size_t)(rows * kvd) * 4), *v = malloc((size_t)(rows * kvd) * 4), *q = malloc((size_t)nq * 4);
+            fill(k, rows * kvd, -1, 1);
+            fill(v, rows * kvd, -1, 1);
+            fill(q, nq, -2, 2);
+            void *kc = calloc((size_t)(n_ctx * kvd), eb), *vc = calloc((size_t)(n_ctx * kvd), eb);
+            float *oc = malloc((size_t)nq * 4), *og = malloc((size_t)nq * 4);
+            if (f16) {
+                CHECK(ex_cpu_kv_store_f16(k, v, rows, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+                CHECK(ex_cpu_attention_f16(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+            } else {
+                CHECK(ex_cpu_kv_store(k, v, rows, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+                CHECK(ex_cpu_attention(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+            }
+            void *dkc = dev_upload(kc, cache_bytes), *dvc = dev_upload(vc, cache_bytes);
+            float *dq = dev_upload(q, (size_t)nq * 4), *dout = dev_upload(NULL, (size_t)nq * 4);
+            char shape[32];
+            snprintf(shape, sizeof shape, "%d,%d", cs[c].warps, cs[c].split);
+            setenv("ATS_ATTN_SHAPE", shape, 1);
+            ex_gpu_status st = f16 ? ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s)
+                                   : ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
+            CHECK(st == EX_GPU_OK);
+            dev_download(og, dout, (size_t)nq * 4);
+            double e = max_err(og, oc, nq, 1.0);
+            CHECK_MSG(e <= 2e-5, "attention%s long hd %lld n_tok %lld pos0 %lld gqa %lld warps %d split %d: max error %.3g",
+                      f16 ? "_f16" : "", (long long)hd, (long long)nt, (long long)pos0, (long long)cs[c].ratio,
+                      cs[c].warps, cs[c].split, e);
+            fprintf(stderr, "  attention%s long hd %3lld n_tok %lld pos0 %4lld gqa %lld warps %2d split %d%s: max error %.2e\n",
+                    f16 ? "_f16" : "    ", (long long)hd, (long long)nt, (long long)pos0, (long long)cs[c].ratio,
+                    cs[c].warps, cs[c].split, cs[c].warps ? "" : " (auto)", e);
+            /* a warp count and a split the launcher does not have */
+            setenv("ATS_ATTN_SHAPE", "3,0", 1);
+            st = f16 ? ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s)
+                     : ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
+            CHECK(st == EX_GPU_EINVAL);
+            setenv("ATS_ATTN_SHAPE", "0,9", 1);
+            st = f16 ? ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s)
+                     : ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
+            CHECK(st == EX_GPU_EINVAL);
+            unsetenv("ATS_ATTN_SHAPE");
+            ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
+            free(k); free(v); free(q); free(kc); free(vc); free(oc); free(og);
+        }
+    }
+}
+
 static void test_elementwise_embedding(void)
 {
     int64_t n = 1000 + (int64_t)(tu_rand(&g_rng) % 5000);
@@ -576,6 +642,7 @@ int main(void)
     test_norm_rope();
     test_attention();
     test_attention_f16();
+    test_attention_long();
     test_elementwise_embedding();
     test_ffn_router_moe();
     test_sample_copy();

@@ -204,7 +204,9 @@ ex_gpu_status ex_cuda_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t h
 /** ex_cpu_kv_store. */
 ex_gpu_status ex_cuda_kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0, int64_t kv_dim,
                                int64_t n_ctx, float *k_cache, float *v_cache, ex_stream s);
-/** ex_cpu_attention; head_dim ≤ 256, n_tokens ≤ 65535. */
+/** ex_cpu_attention; head_dim ≤ 256, n_tokens ≤ 65535. The environment's ATS_ATTN_SHAPE=NW,S (A/B timing,
+ *  tests) overrides the warps per block (4/8/16/32) and split (1..8, a cluster on sm_90+) chosen from the
+ *  launch shape; values it does not have → EX_GPU_EINVAL. Also for ex_cuda_attention_f16. */
 ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
                                 const float *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
                                 float *out, ex_stream s);
