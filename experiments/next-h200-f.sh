@@ -11,8 +11,8 @@ h200_setup nextf ats
 timeout 150 $A bench kernels --skip-cpu --reps 30 --prompt 128 --decode 16 --out "$OUT/bench-kernels-gpu.json" > $W/bk.txt 2>&1
 say "[$((SECONDS - T0)) s] bench kernels (GPU, defaults) rc=$?"; grep -E "^(Q4_0|Q4_K|Q6_K|Q8_0) |^gpu |type " $W/bk.txt | tee -a "$S"
 M=$top/.gpu-shared/models/stories260K
-$A run --model $M/stories260K.gguf --temp 0 -n 64 --backend cuda --out $W/run-cuda.json > /dev/null 2> $W/run-cuda.err
-say "ats run --out (cuda) rc=$?: $(grep -o '"name": *"[^"]*"' $W/run-cuda.json | head -2 | tr '\n' ' ') backends: $(grep -o '"backend": *"[^"]*"' $W/run-cuda.json | sort | uniq -c | tr -s ' ' | tr '\n' ';')"
+$A run --model $M/stories260K.gguf --temp 0 -n 64 --backend cuda --out $W/run-cuda.h5 > /dev/null 2> $W/run-cuda.err
+say "ats run --out (cuda) rc=$?: groups $( (h5ls -r $W/run-cuda.h5 2>/dev/null || echo 'no h5ls') | awk '{print $1}' | tr '\n' ' ') (ops' backend column: read $W/run-cuda.h5 back here)"
 timeout 60 $A bench kernels --skip-gpu --threads 16 --reps 30 --prompt 128 --decode 8 --out "$OUT/bench-kernels-cpu.json" > $W/bkc.txt 2>&1
 say "[$((SECONDS - T0)) s] bench kernels (CPU) rc=$?"; grep -E "DRAM|^(Q4_0|Q4_K) |^cpu " $W/bkc.txt | tee -a "$S"
 ATS_LOAD=$A STRESS_ARGS="--hogs-gpu 16 --probes 5" traces/record-h200.sh $W/f baseline fig13 > $W/fig13.txt 2>&1
