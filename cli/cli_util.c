@@ -126,9 +126,13 @@ const char ats_cli_rebase_help[] =
     "--baseline FILE --baseline-s S: the file's probe settings (repetitions, threads, slice), but the idle\n"
     "probe times re-measured in this process for S s (ats record: before the first sample; ats stress: in\n"
     "its probe process, before any hog starts) and used for every sample. Each process's CPU probe runs\n"
-    "at a speed of its own (above), so a baseline measured by another process carries that process's\n"
-    "factor into every sample; re-measured, the factor divides out. The machine must be idle for those\n"
-    "S s: start the recorder before the load, or in a target's idle stretch (fig13: its first 60 s).\n";
+    "at a speed of its own when idle (above). The machine must be idle for those S s: start the recorder\n"
+    "before the load, or in a target's idle stretch (fig13: its first 60 s). Measured on the H200 (sixth\n"
+    "session), it does not help: four recorders of one stressed CPU, each with its own re-measured times,\n"
+    "read 0.294-0.327; with the one file's time 0.318-0.331. Loaded probe times agreed across processes\n"
+    "(8.3-8.9 ms) where idle ones did not (2.52-2.71 ms; the stressor's probe process 3.54 ms), so one\n"
+    "baseline file for every process stays the way to record; this is a diagnostic (ats stress prints\n"
+    "its probe process's own idle times next to the file's).\n";
 
 int ats_cli_parse_int(const char *s, long long *out)
 {

@@ -342,7 +342,7 @@ out:
 ex_stress_opts ex_stress_opts_default(void)
 {
     ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
-                        .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 3,
+                        .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 5,
                         .ki_per_s = 0.8, .settle_s = 5.0, .rebaseline_s = 0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
                         .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = EX_SLICE_NS_DEFAULT,
                         .stagger = EX_STRESS_STAGGER_DEFAULT};

@@ -288,16 +288,19 @@ typedef struct ex_stress_opts {
                                             then wandered -6...+15% around the stressor's) */
     /* closed loop only (ex_stress_run_closed) */
     double interval_s;                 /**< control interval [s] (0.5) */
-    int probes;                        /**< probe sets per interval, at random moments in it (3) */
+    int probes;                        /**< probe sets per interval, at random moments in it (5. H200 fig13 with
+                                            `ats record` beside it, unpinned: 5 or 6 sets passed the 10 % check in
+                                            3 of 3 runs, 3 sets in 1 of 4; traces/README.md, sixth session) */
     double ki_per_s;                   /**< integral gain [1/s] (ex_ctl_opts; 0.8) */
     double settle_s;                   /**< report: first seconds of each target segment left out (5) */
     double rebaseline_s;               /**< > 0: before the hogs start, the probe process re-measures the idle
                                             probe times for this long (one probe set every 0.1 s, medians) and
                                             they replace the baseline's times; its repetitions, threads and
-                                            slice stay. Each process's probe carries a speed factor of its own
-                                            (H200: idle 0.29-0.37 ms a GEMV in 16 processes, shared or private
-                                            matrix alike); a baseline measured by another process carries that
-                                            process's factor into the control (0: the file's times) */
+                                            slice stay (0: the file's times). A diagnostic: on the H200 idle
+                                            probe times varied between processes (0.29-0.37 ms a GEMV) where
+                                            loaded ones agreed, and re-measured baselines widened four
+                                            recorders' spread (0.294-0.327 against 0.318-0.331 with one file;
+                                            traces/README.md, sixth session) */
     const char *lock_path;             /**< probe lock (ex_probe_opts.lock_path; "/tmp/ats-probes.lock") */
     const struct ex_probe_opts *probe; /**< optional probe sizes (borrowed; NULL: ex_probe_opts_default,
                                             as `ats record` uses); threads, repetitions and iterations
