@@ -42,6 +42,6 @@ for sh in 4,1 16,1 16,8; do
   [ $((SECONDS - T0)) -lt 170 ] || { say "A/B ATS_ATTN_SHAPE=$sh skipped: $((SECONDS - T0)) s gone"; continue; }
   say "A/B ATS_ATTN_SHAPE=$sh, prompt 2048, f32:"
   ATS_ATTN_SHAPE=$sh timeout 40 $A run --model qwen3-14b --dummy-weights --backend cuda --ctx 4096 --prompt-tokens 2048 \
-    -n 64 --kv-type f32 2>&1 > /dev/null | tail -1 | tee -a "$S"
-done
+    -n 64 --kv-type f32 2>&1 > /dev/null | grep -E "decode .*tok/s|op time" | tee -a "$S"
+done   # (sixth session's run printed only the op-time line: `tail -1`; the decode tok/s line is now kept too)
 say "total $((SECONDS - T0)) s"
