@@ -1047,6 +1047,11 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
             goto done;
         }
         st = cal_measure(&sens, mask, ns, 0.1, o->stop, v, "closed loop: re-measuring the idle baseline", err);
+        if (o->stop && *o->stop) { /* a signal: nothing ran, nothing to report (as above) */
+            free(v);
+            st = ATS_OK;
+            goto done;
+        }
         for (int r = 0; r < ATSC_RES_COUNT && st == ATS_OK; r++) {
             if (!(mask & (1u << r))) continue;
             double m = gsl_stats_median(v + (size_t)r * ns, 1, ns); /* as ex_probe_baseline */
@@ -1060,7 +1065,6 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         free(v);
         if (st != ATS_OK) goto done;
         rep->rebased = 1;
-        if (o->stop && *o->stop) goto done;
     }
     base = &own; /* from here on every availability is against these times */
     ex_stress_opts ho = *o;

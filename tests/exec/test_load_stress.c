@@ -1214,6 +1214,16 @@ static void test_cli(void)
                   "signal %d: --log not written: %s", sigs[i], log ? log : "(none)");
         free(log);
     }
+    { /* a signal while the stressor's probe process re-measures its baseline: nothing ran, the signal's
+       * status, no error line (it used to say "interrupted" and exit 2 as for bad input) */
+        char *rebase[] = {"ats", "stress", "--trace", cpu, "--baseline", base, "--baseline-s", "60", "--duration",
+                          "60", "--hogs-cpu", "1", NULL};
+        rc = run_signalled(rebase, 1.5, SIGINT, outp);
+        char *txt = tu_slurp(outp, NULL);
+        CHECK_MSG(rc == 130 && txt && !strstr(txt, "interrupted") && strstr(txt, "stopped by a signal"),
+                  "closed loop re-measuring, SIGINT: %d (want 130): %s", rc, txt ? txt : "(no output)");
+        free(txt);
+    }
     char *rec[] = {"ats", "record", "--out", recp, "--baseline", base, "--duration", "60", "--cpu-only", NULL};
     rc = run_signalled(rec, 2.0, SIGINT, outp);
     CHECK_MSG(rc == 130, "record after SIGINT: %d (want 130)", rc);
