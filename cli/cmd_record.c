@@ -193,9 +193,11 @@ int ats_cmd_record(int argc, char **argv)
     int rc = ATS_EXIT_OK;
     atsc_trace *tr = NULL;
     double file_t[ATSC_RES_COUNT] = {NAN, NAN, NAN}; /* --baseline FILE --baseline-s S: the file's times */
+    /* ex_probe_baseline takes max(3, ceil(S / interval)) probe sets, one every --interval: say that span */
+    const double base_span_s = fmax(3.0, ceil(base_s / ro.interval_s)) * ro.interval_s;
     if (!base_in || base_s_given) {
         if (base_in) memcpy(file_t, base.t_s, sizeof file_t);
-        fprintf(stderr, "ats record: measuring the idle baseline for %g s%s (keep the machine idle)\n", base_s,
+        fprintf(stderr, "ats record: measuring the idle baseline for %g s%s (keep the machine idle)\n", base_span_s,
                 base_in ? " with the settings of --baseline" : "");
         if (ex_probe_baseline(p, base_s, ro.interval_s, &ats_cli_stop, &base, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
@@ -211,11 +213,14 @@ int ats_cmd_record(int argc, char **argv)
     char rebased[160] = "";
     if (!isnan(file_t[0])) {
         size_t l = (size_t)snprintf(rebased, sizeof rebased, "re-measured here over %g s (--baseline's: cpu %.4g ms",
-                                    base_s, 1e3 * file_t[0]);
+                                    base_span_s, 1e3 * file_t[0]);
         if (!isnan(file_t[1]) && !isnan(base.t_s[1]))
             snprintf(rebased + l, sizeof rebased - l, ", gpu %.4g ms, pcie %.4g ms", 1e3 * file_t[1], 1e3 * file_t[2]);
         strncat(rebased, ")", sizeof rebased - strlen(rebased) - 1);
         fprintf(stderr, "ats record: idle times %s: cpu x%.3f\n", rebased, base.t_s[0] / file_t[0]);
+        if (!(base.t_s[0] / file_t[0] >= 0.8 && base.t_s[0] / file_t[0] <= 1.25))
+            fprintf(stderr, "ats record: warning: the re-measured idle CPU time is x%.3f the file's: the file is from "
+                            "elsewhere, or this machine was not idle while re-measuring\n", base.t_s[0] / file_t[0]);
     }
     if (base_out) {
         if (ex_baseline_save(&base, base_out, &err) != ATS_OK) {

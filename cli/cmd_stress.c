@@ -260,6 +260,11 @@ int ats_cmd_stress(int argc, char **argv)
         ats_cli_error("stress", "give exactly one of --trace T, --calibrate FILE (ats stress --help)");
         return ATS_EXIT_USAGE;
     }
+    if (closed_flags && calib_out) {
+        ats_cli_error("stress", "--interval, --probes, --gain, --log, --report-margin and --baseline-s belong to the "
+                                "closed loop (--trace T --baseline FILE), not to --calibrate");
+        return ATS_EXIT_USAGE;
+    }
     if (closed_flags && !base_in) {
         ats_cli_error("stress", "--interval, --probes, --gain, --log, --report-margin and --baseline-s belong to the "
                                 "closed loop: "
@@ -403,6 +408,9 @@ int ats_cmd_stress(int argc, char **argv)
         so.step_ctx = &log;
     }
     ex_stress_report rep;
+    if (so.rebaseline_s > 0) /* S s with no output otherwise */
+        fprintf(stderr, "ats stress: --baseline-s %g: the probe process will re-measure the idle probe times "
+                        "first, before any hog starts (keep the machine idle)\n", so.rebaseline_s);
     st = ex_stress_run_closed(tr, &so, &base, &rep, &err);
     atsc_trace_free(tr);
     int rc = ATS_EXIT_OK;

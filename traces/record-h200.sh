@@ -17,7 +17,7 @@
 #     calibrate    open-loop calibration table -> OUTDIR/calib.txt
 #     fig13-open   the open-loop stressor (model + OUTDIR/calib.txt if present) recorded, for comparison
 #     cpu-compile, gpu-train   DUR s next to a parallel build / a PyTorch training loop
-# REBASE=S (check, fig13): the stressor's probe process and the recorder each re-measure the idle probe
+# REBASE=S (check, fig13; not fig13-open, whose open loop has no baseline): the stressor's probe process and the recorder each re-measure the idle probe
 # times over S s with the settings of base.txt (`--baseline-s S`: each process's CPU probe has a speed
 # factor of its own), the recorder in the target's idle start after the stressor's t = 0, so the compare
 # shifts by --offset -S (the recorder's t = 0 is the target's t = S).
@@ -126,6 +126,7 @@ step_fig13() {
   return $r
 }
 step_fig13-open() {
+  local REBASE=""   # open loop: no --baseline, so no --baseline-s (ats stress refuses it), no compare offset
   need_base || return
   local ff=()
   [ -s "$OUT/calib.txt" ] && ff=(--calibration "$OUT/calib.txt")

@@ -256,11 +256,14 @@ static ex_gpu_status attention_launch_pl(dim3 grid, int split, const float *q, i
                                          float *out, ex_stream s)
 {
     if (split > 1) {
-        static int has_sm90 = -1; /* one per instantiation: its binary for the device is sm_90+ */
+        static int has_sm90 = -1; /* one per instantiation: its code for the device was compiled for sm_90+ */
         if (has_sm90 < 0) {
             cudaFuncAttributes fa;
+            /* ptxVersion, not binaryVersion: __CUDA_ARCH__ (the CL branch's __trap) follows the virtual
+             * architecture; PTX for compute_86 JIT-compiled on an H200, or code=sm_90 from arch=compute_86,
+             * has binaryVersion 90 but no cluster code */
             if (cudaFuncGetAttributes(&fa, attention_kernel<PL, T, NW, true>) == cudaSuccess)
-                has_sm90 = fa.binaryVersion >= 90;
+                has_sm90 = fa.ptxVersion >= 90;
             else {
                 (void)cudaGetLastError();
                 has_sm90 = 0;

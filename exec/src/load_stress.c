@@ -1035,10 +1035,10 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         return ATS_OK;
     }
     const sensor_msg ready = sens.last; /* its first answer (GPU, description): sens.last is each answer */
-    if (o->rebaseline_s > 0) { /* idle: no hog exists yet */
-        unsigned mask = 0;
-        for (int r = 0; r < ATSC_RES_COUNT; r++)
-            if (k[r] > 0) mask |= 1u << r;
+    unsigned mask = 0; /* the resources under control: their probes run */
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        if (k[r] > 0) mask |= 1u << r;
+    if (o->rebaseline_s > 0 && mask) { /* idle: no hog exists yet (no resource under load: nothing to measure) */
         size_t ns = (size_t)ceil(o->rebaseline_s / 0.1);
         if (ns < 3) ns = 3;
         double *v = malloc(ns * ATSC_RES_COUNT * sizeof(double));
@@ -1065,6 +1065,18 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         free(v);
         if (st != ATS_OK) goto done;
         rep->rebased = 1;
+        double own_idle_s = 0; /* the probe-duty limit above, again with the times the control will use */
+        for (int r = 0; r < ATSC_RES_COUNT; r++)
+            if (k[r] > 0 && own.t_s[r] > 0) own_idle_s += own.t_s[r];
+        if (o->probes * own_idle_s > 0.2 * o->interval_s) {
+            st = ats_err_set(err, ATS_EINVAL,
+                             "closed loop: re-measured, %d probe sets of %.3g ms (idle; the baseline file's %.3g ms) "
+                             "every %g s would keep the probes busy %.0f%% of the time (at most 20%%): fewer --probes, "
+                             "a longer --interval, or an idle machine while re-measuring",
+                             o->probes, 1e3 * own_idle_s, 1e3 * probe_idle_s, o->interval_s,
+                             100 * o->probes * own_idle_s / o->interval_s);
+            goto done;
+        }
     }
     base = &own; /* from here on every availability is against these times */
     ex_stress_opts ho = *o;
@@ -1283,6 +1295,11 @@ void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_
             if (!isnan(rep->base_own_s[r]))
                 fprintf(f, " %s %.4g ms (%.4g ms, x%.3f)", atsc_resource_name((enum atsc_resource)r),
                         1e3 * rep->base_own_s[r], 1e3 * rep->base_file_s[r], rep->base_own_s[r] / rep->base_file_s[r]);
+        int far = 0;
+        for (int r = 0; r < ATSC_RES_COUNT; r++)
+            far |= !isnan(rep->base_own_s[r]) && !(rep->base_own_s[r] / rep->base_file_s[r] >= 0.8 &&
+                                                    rep->base_own_s[r] / rep->base_file_s[r] <= 1.25);
+        if (far) fprintf(f, "; a factor outside 0.8 .. 1.25: the file is from elsewhere, or the machine was busy then");
         fputc('\n', f);
     }
     fprintf(f, "hogs cpu %d/thread, gpu %d, pcie %d; stressor probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, pcie "

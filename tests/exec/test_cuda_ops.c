@@ -133,11 +133,17 @@ static void test_matmul(void)
     const ats_qtype long_types[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K, ATS_Q_Q6_K};
     const size_t n_short = sizeof types / sizeof types[0], n_long = sizeof long_types / sizeof long_types[0];
     const int64_t toks[] = {1, 3, 19};
-    for (size_t ti = 0; ti < n_short + n_long; ti++) {
-        ats_qtype t = ti < n_short ? types[ti] : long_types[ti - n_short];
-        int64_t cols = ti < n_short ? 256 * (1 + (int64_t)(tu_rand(&g_rng) % 4)) : 256 * (17 + (int64_t)(tu_rand(&g_rng) % 32));
+    /* the rows above are all fewer than cols / 2, so every Q4_0 GEMV there takes gemv_v3's wide rule
+     * (cols >= 2 x rows: lin, R = 1); one more Q4_0 case with cols < 2 x rows and an odd row count keeps
+     * the default ilv R = 2 kernel's ragged last rows under test */
+    for (size_t ti = 0; ti < n_short + n_long + 1; ti++) {
+        const int tall = ti == n_short + n_long;
+        ats_qtype t = tall ? ATS_Q_Q4_0 : ti < n_short ? types[ti] : long_types[ti - n_short];
+        int64_t cols = ti < n_short || tall ? 256 * (1 + (int64_t)(tu_rand(&g_rng) % 4))
+                                            : 256 * (17 + (int64_t)(tu_rand(&g_rng) % 32));
         int64_t rows = 37 + (int64_t)(tu_rand(&g_rng) % 90);
         if (ti == n_short + n_long - 1) rows = 2049 + (int64_t)(tu_rand(&g_rng) % 200); /* Q6_K's v3 (> 2048 rows) */
+        if (tall) rows = cols / 2 + 1 + 2 * (int64_t)(tu_rand(&g_rng) % (uint64_t)(cols / 2)); /* odd, > cols / 2 */
         wt w = make_weight(t, cols, rows, 1, 1.0);
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
             int64_t n = toks[k];
@@ -339,6 +345,8 @@ static void test_attention_long(void)
         {2, 1000, 64, 8, 0, 0},    {2, 255, 128, 1, 0, 0},  {1, 4095, 64, 1, 0, 0},  {1, 1000, 128, 8, 32, 3},
         {2, 10, 64, 5, 32, 8},     {1, 0, 128, 1, 32, 8},   {1, 700, 80, 5, 16, 5},  {2, 300, 128, 8, 8, 2},
         {1, 1000, 128, 5, 32, 1},  {1, 4095, 64, 8, 4, 7},
+        /* head_dim 256 (8 values a lane, the most): the largest shared-memory partials, 16 and 32 warps */
+        {1, 1000, 256, 5, 16, 4},  {2, 700, 256, 1, 32, 2},  {1, 2047, 256, 8, 0, 0},
     };
     for (int f16 = 0; f16 < 2; f16++) {
         for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
@@ -622,6 +630,51 @@ static void test_gemv_chain(void)
     }
 }
 
+/* Decode GEMVs of an FFN-like pair queued back to back: up (rows 3n, cols n: not wide) then down (rows n,
+ * cols 3n: gemv_v3's wide rule for Q4_0, lin activations and R = 1), y_i = W_i y_i-1 alternating, 16 calls
+ * with one wait at the end. test_gemv_chain's square shapes never take the wide rule, so this is the only
+ * back-to-back test of its quantize (exc_quantize_q8x) + GEMV launch pair. */
+static void test_gemv_wide_chain(void)
+{
+    const ats_qtype types[2] = {ATS_Q_Q4_0, ATS_Q_Q4_K};
+    enum { N = 16 };
+    const int64_t n = 1024, m = 3 * 1024;
+    for (size_t ti = 0; ti < 2; ti++) {
+        ats_qtype t = types[ti];
+        wt up = make_weight(t, n, m, 1, 1.7 / sqrt((double)n)), down = make_weight(t, m, n, 1, 1.7 / sqrt((double)m));
+        float *hx = malloc((size_t)n * sizeof(float)), *hy = malloc((size_t)(N * m) * sizeof(float));
+        float *yr = malloc((size_t)m * sizeof(float));
+        fill(hx, n, -1, 1);
+        float *dx = dev_upload(hx, (size_t)n * sizeof(float));
+        float *dy = dev_upload(NULL, (size_t)(N * m) * sizeof(float)); /* call i's output at dy + i * m */
+        for (int i = 0; i < N; i++) {
+            const ex_tensor *w = i % 2 ? &down.dev : &up.dev;
+            const float *in = i == 0 ? dx : dy + (int64_t)(i - 1) * m;
+            CHECK(ex_cuda_matmul(g_gpu, w, in, 1, dy + (int64_t)i * m, g_s) == EX_GPU_OK);
+        }
+        dev_download(hy, dy, (size_t)(N * m) * sizeof(float)); /* the only wait */
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            const ex_tensor *w = i % 2 ? &down.host : &up.host;
+            const float *in = i == 0 ? hx : hy + (int64_t)(i - 1) * m;
+            const int64_t rows = w->ne[1];
+            CHECK(ex_cpu_matmul_ref(w, in, 1, yr) == ATS_OK);
+            double e = max_err(hy + (int64_t)i * m, yr, rows, row_scale(w, in, 1));
+            CHECK_MSG(e <= err_bound(t, 1), "gemv %s %s %lldx%lld, call %d of %d back to back: error %.3g > %.3g",
+                      ats_qtype_name(t), i % 2 ? "down (wide)" : "up", (long long)rows, (long long)w->ne[0], i, N,
+                      e, err_bound(t, 1));
+            if (!(e <= worst)) worst = e;
+        }
+        fprintf(stderr, "  gemv %-5s up %lldx%lld / down %lldx%lld alternating, %d calls back to back: worst %.2e\n",
+                ats_qtype_name(t), (long long)m, (long long)n, (long long)n, (long long)m, N, worst);
+        ex_gpu_free(g_gpu, dx);
+        ex_gpu_free(g_gpu, dy);
+        free(hx); free(hy); free(yr);
+        free_weight(&up);
+        free_weight(&down);
+    }
+}
+
 int main(void)
 {
     ex_gpu_status st = ex_gpu_open(0, &g_gpu);
@@ -639,6 +692,7 @@ int main(void)
     g_s = ex_gpu_stream(g_gpu, EX_GPU_STREAM_COMPUTE);
     test_matmul();
     test_gemv_chain();
+    test_gemv_wide_chain();
     test_norm_rope();
     test_attention();
     test_attention_f16();

@@ -774,6 +774,30 @@ static void test_closed_real(void)
     free(txt);
     fprintf(stderr, "test_load_stress: baseline 50 x too fast: cpu 0.6 read %.3f from the file, %.3f re-measured "
                     "(own idle %.3g ms)\n", m_file, m_own, 1e3 * rep.base_own_s[ATSC_RES_CPU]);
+    /* the probe-duty limit again with the re-measured times: a file 1e-5 s fast passes it (100 sets x 0.01 ms
+     * every 0.05 s: 2%), the probe's own idle time (> 0.1 ms) does not */
+    ex_stress_opts busy = so;
+    busy.rebaseline_s = 0.3;
+    busy.probes = 100;
+    busy.interval_s = 0.05;
+    ex_baseline tiny = base;
+    tiny.t_s[ATSC_RES_CPU] = 1e-5;
+    CHECK_MSG(ex_stress_run_closed(target, &busy, &tiny, &rep, &err) == ATS_EINVAL && strstr(err.msg, "re-measured") &&
+                  strstr(err.msg, "busy") && !(rep.wall_s > 0),
+              "re-measured probe duty: %s", err.msg);
+    /* a duration that ends before the target loads anything: no probe to re-measure, no report line */
+    atsc_trace *late = atsc_trace_new(2);
+    late->t_s[0] = 0;
+    late->t_s[1] = 5;
+    late->cpu_avail[0] = 1.0;
+    late->cpu_avail[1] = 0.5;
+    late->gpu_avail[0] = late->gpu_avail[1] = late->pcie_avail[0] = late->pcie_avail[1] = 1.0;
+    busy = so;
+    busy.rebaseline_s = 0.3;
+    busy.duration_s = 0.3;
+    CHECK_MSG(ex_stress_run_closed(late, &busy, &base, &rep, &err) == ATS_OK && rep.rebased == 0 && rep.k[0] == 0,
+              "rebaseline with nothing under load: %s (rebased %d, k %d)", err.msg, rep.rebased, rep.k[0]);
+    atsc_trace_free(late);
     ex_stress_opts neg = so;
     neg.rebaseline_s = -1;
     CHECK(ex_stress_run_closed(target, &neg, &base, NULL, &err) == ATS_EINVAL && strstr(err.msg, "rebaseline"));

@@ -87,8 +87,8 @@ typedef struct ex_probe_opts {
                                shared object cannot be used, ex_probe_describe says why). Private copies
                                ran at 0.243-0.314 ms a GEMV at idle in 17 processes on the H200 (fifth
                                session), and two recorders sharing one baseline read one stressed CPU up to
-                               21% apart; the shared matrix is meant to remove that per-process factor
-                               (hypothesis, not yet measured on the H200) */
+                               21% apart; the shared matrix was meant to remove that per-process factor
+                               and did not (sixth session: idle 0.295-0.366 ms shared, 0.299-0.428 private) */
 } ex_probe_opts;
 
 ex_probe_opts ex_probe_opts_default(void);
