@@ -1,7 +1,7 @@
 /* CPU matmul y = W x: activations quantized to 8 bits (ex_block_q8_1 per 32, ex_block_q8_K per 256)
  * and integer dot products with the weight blocks, as llama.cpp does; OpenMP over output rows.
  * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (256-bit vpdpbusd; Q4_K and
- * Q6_K: 512-bit vpmaddubsw + vpdpwssd, 8 tokens per weight row in prefill). */
+ * Q6_K: 512-bit vpdpbusd + vpackssdw + vpdpwssd, 8 tokens per weight row in prefill). */
 #include "ex/ops.h"
 
 #include <math.h>
@@ -470,13 +470,13 @@ static AVX2_FN void dot4_q6_K_avx2(const void *wv, const void *av, size_t astrid
 
 /* ---- AVX-512 VNNI kernels for Q4_K / Q6_K: NT tokens (1, 4 or 8) per weight row -------------
  * 512-bit vectors hold two 32-byte halves at once (Q4_K: a chunk's low and high nibbles against its
- * 64 activations; Q6_K: two of the AVX2 path's 32-byte groups); the int16 pair sums of vpmaddubsw
- * are weighted by the sub-block scales and accumulated by one vpdpwssd (AVX2: vpmaddwd + vpaddd);
- * the two 256-bit halves are added once per block. Integer sums are exact (|pair| <= 2*63*127) and
- * equal the AVX2 path's lane by lane; the corrections (Σ m·bsums, Σ scales·bsums) are vector madds
- * kept in 8 lanes and the float work per block and token is 8-lane (a different float summation order
- * than AVX2, within float rounding of it). NT = 1 is the decode dot, so a prefill row equals its decode
- * call bit for bit. */
+ * 64 activations; Q6_K: four 16-element sub-blocks). vpdpbusd sums 4 products into int32 (|sum| <=
+ * 4*63*127 < 2^15, so vpackssdw packs two such vectors to int16 exactly) and one vpdpwssd weights the
+ * packed sums by their sub-block scales and accumulates: 3 multiplies per 128 products, against 8
+ * (vpmaddubsw + vpmaddwd, 256-bit) on the AVX2 path. The corrections (Σ m·bsums, Σ scales·bsums) are
+ * vector madds kept in 8 lanes, and the float work per block and token is 8-lane: integer sums exact,
+ * float summation order not the AVX2 path's (within float rounding of it). NT = 1 is the decode dot,
+ * so a prefill row equals its decode call bit for bit. */
 
 static inline __attribute__((always_inline)) VNNI_FN void dotn_q4_K_vnni(const void *wv, const void *av, size_t astride,
                                                                         int64_t nb, float *out, const int NT)
@@ -490,9 +490,10 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q4_K_vnni(const v
         acc[j] = _mm256_setzero_ps();
     }
     const __m512i m4 = _mm512_set1_epi8(0x0F), shr = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-    /* int16 lane l -> l / 16 (the scale of each 32-byte half); lane s of 16 -> 8 + s / 2 (min of bsums[s]) */
-    const __m512i half = _mm512_set_epi64(0x0001000100010001, 0x0001000100010001, 0x0001000100010001,
-                                          0x0001000100010001, 0, 0, 0, 0);
+    /* vpackssdw(P_2p, P_2p+1) puts, in each 128-bit lane L, 4 sums of chunk 2p then 4 of chunk 2p+1; chunk
+       c's lanes L < 2 are sub-block 2c, L >= 2 sub-block 2c+1: int16 lane l takes scale
+       2 (2p + (l % 8) / 4) + l / 16. Lane s of 16 -> 8 + s / 2 (the min of bsums[s]). */
+    const __m512i pk = _mm512_set_epi16(7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4);
     const __m256i midx = _mm256_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
     for (int64_t i = 0; i < nb; i++) {
         uint8_t sm[16];
@@ -501,20 +502,24 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q4_K_vnni(const v
         const __m256i mdup = _mm256_permutexvar_epi16(midx, sm16);
         const __m512i s16 = _mm512_castsi256_si512(sm16);
         const __m256 d = _mm256_set1_ps(H2F(w[i].d)), dmin = _mm256_set1_ps(H2F(w[i].dmin));
-        __m512i q[4], sc[4];
+        __m512i q[4], sc[2];
         _Pragma("GCC unroll 8")
         for (int c = 0; c < 4; c++) {
             /* low nibbles of chunk c in bytes 0..31, high nibbles in 32..63: elements 64c..64c+63 */
             __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
             q[c] = _mm512_and_si512(_mm512_srlv_epi64(b, shr), m4);
-            sc[c] = _mm512_permutexvar_epi16(_mm512_add_epi16(half, _mm512_set1_epi16((short)(2 * c))), s16);
         }
+        sc[0] = _mm512_permutexvar_epi16(_mm512_sub_epi16(pk, _mm512_set1_epi16(4)), s16);
+        sc[1] = _mm512_permutexvar_epi16(pk, s16);
         _Pragma("GCC unroll 8")
         for (int j = 0; j < NT; j++) {
-            __m512i s = _mm512_setzero_si512();
+            /* vpdpbusd sums of 4 products (|sum| <= 4*15*127), packed to int16 exactly, weighted by vpdpwssd */
+            __m512i p[4], s = _mm512_setzero_si512();
             _Pragma("GCC unroll 8")
             for (int c = 0; c < 4; c++)
-                s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q[c], _mm512_loadu_si512(a[j][i].qs + 64 * c)), sc[c]);
+                p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[c], _mm512_loadu_si512(a[j][i].qs + 64 * c));
+            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(p[0], p[1]), sc[0]);
+            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(p[2], p[3]), sc[1]);
             __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
             /* lane k: m[k/2] (bsums[2k] + bsums[2k+1])... summed over lanes: Σ_k m[k] (bsums[2k] + bsums[2k+1]) */
             __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[j][i].bsums), mdup);
@@ -538,16 +543,16 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const v
         acc[j] = _mm256_setzero_ps();
     }
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
-    /* int16 lane l -> l / 8: the 16-element sub-block of each 8 lanes (4 per 512-bit vector) */
-    const __m512i lane8 = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002, 0x0002000200020002,
-                                           0x0001000100010001, 0x0001000100010001, 0, 0);
+    /* vpackssdw(P_a, P_b): in 128-bit lane L, 4 sums of sub-block L of qa then 4 of sub-block 4 + L of qb:
+       int16 lane l takes scale 8h + l / 8 + 4 ((l % 8) / 4) */
+    const __m512i pk6 = _mm512_set_epi16(7, 7, 7, 7, 3, 3, 3, 3, 6, 6, 6, 6, 2, 2, 2, 2, 5, 5, 5, 5, 1, 1, 1, 1, 4, 4, 4, 4, 0, 0, 0, 0);
     for (int64_t i = 0; i < nb; i++) {
         const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
         const __m512i s16z = _mm512_castsi256_si512(s16);
         const float dw = H2F(w[i].d);
         /* per half h: qa = groups 0|1 (elements 128h + 0..63), qb = groups 2|3 (128h + 64..127);
            sc: 16-element sub-blocks 8h+0..3 and 8h+4..7, 8 int16 lanes each */
-        __m512i qa[2], qb[2], sca[2], scb[2];
+        __m512i qa[2], qb[2], sc[2];
         _Pragma("GCC unroll 8")
         for (int h = 0; h < 2; h++) {
             __m512i L = _mm512_loadu_si512(w[i].ql + 64 * h);
@@ -556,18 +561,18 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const v
             qa[h] = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H, m2), 4));
             qb[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
                                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4), m2), 4));
-            const __m512i ia = _mm512_add_epi16(lane8, _mm512_set1_epi16((short)(8 * h)));
-            sca[h] = _mm512_permutexvar_epi16(ia, s16z);
-            scb[h] = _mm512_permutexvar_epi16(_mm512_add_epi16(ia, _mm512_set1_epi16(4)), s16z);
+            sc[h] = _mm512_permutexvar_epi16(_mm512_add_epi16(pk6, _mm512_set1_epi16((short)(8 * h))), s16z);
         }
         _Pragma("GCC unroll 8")
         for (int j = 0; j < NT; j++) {
             const int8_t *x = a[j][i].qs;
+            /* vpdpbusd sums of 4 products (|sum| <= 4*63*127 = 32004 < 2^15), packed to int16 exactly */
             __m512i s = _mm512_setzero_si512();
             _Pragma("GCC unroll 8")
             for (int h = 0; h < 2; h++) {
-                s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(qa[h], _mm512_loadu_si512(x + 128 * h)), sca[h]);
-                s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(qb[h], _mm512_loadu_si512(x + 128 * h + 64)), scb[h]);
+                __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa[h], _mm512_loadu_si512(x + 128 * h));
+                __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qb[h], _mm512_loadu_si512(x + 128 * h + 64));
+                s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(pa, pb), sc[h]);
             }
             /* q - 32: Σ_k scales[k] bsums[k] over the lanes, taken 32 times from the exact int32 sums */
             __m256i corr = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)a[j][i].bsums));
