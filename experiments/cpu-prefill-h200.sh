@@ -1,7 +1,7 @@
 #!/bin/bash
 # experiments/cpu-prefill-h200.sh — one GPU-machine call (~3-7 minutes, CPU only), issue 5, task AC: CPU
 # prefill of Qwen3-14B Q4_K_M after the AVX-512 VNNI Q4_K/Q6_K kernels (exec/src/cpu_matmul.c: 512-bit
-# vpmaddubsw + vpdpwssd, corrections as vector madds, 8 tokens per weight row in prefill; the 1-token
+# vpdpbusd + vpackssdw + vpdpwssd, corrections as vector madds, 8 tokens per weight row in prefill; the 1-token
 # kernel is the VNNI decode dot). A/B in one binary: ATS_CPU_FEATURES=3 lowers the features to AVX2 +
 # AVX-512 F/BW without VNNI, which runs the previous AVX2 Q4_K/Q6_K kernels (dot4_*_avx2, dot_*_avx2);
 # 7 runs the new ones. Last measured (sixth session, AVX2 kernels): prefill 20.2 tok/s (128-token prompt,
