@@ -521,7 +521,7 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q4_K_vnni(const v
             s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(p[0], p[1]), sc[0]);
             s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(p[2], p[3]), sc[1]);
             __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-            /* lane k: m[k/2] (bsums[2k] + bsums[2k+1])... summed over lanes: Σ_k m[k] (bsums[2k] + bsums[2k+1]) */
+            /* lane k: m[k] (bsums[2k] + bsums[2k+1]); the lanes sum to the min correction of the block */
             __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[j][i].bsums), mdup);
             __m256 t = _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins)));
             acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a[j][i].d), t, acc[j]);
