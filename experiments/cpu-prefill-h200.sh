@@ -7,7 +7,7 @@
 # 7 runs the new ones. Last measured (sixth session, AVX2 kernels): prefill 20.2 tok/s (128-token prompt,
 # 16 threads), decode 6.34 tok/s. Prediction (AC, from 2-core Zen 4 measurements, see
 # experiments/bench/bench-kernels.md "CPU prefill kernels (AC)"): prefill x1.7-2.5 (35-50 tok/s), decode
-# unchanged to +10 % (it is DRAM-bound at 16 threads).
+# unchanged to +20 % (72 % of its DRAM floor at 16 threads; x1.32 on the 2-core VM, compute-bound there).
 #   run(command="bash experiments/cpu-prefill-h200.sh", carry=[".deps"], timeout_s=600)
 # What to read in summary.txt: the "median prefill" lines (features 3 = before, 7 = after) and the
 # bench's "cpu" whole-model row (prefill_tok/s, decode_tok/s) and its Q4_K / Q6_K GEMV rows (decode).
