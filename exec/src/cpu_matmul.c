@@ -1,6 +1,7 @@
 /* CPU matmul y = W x: activations quantized to 8 bits (ex_block_q8_1 per 32, ex_block_q8_K per 256)
  * and integer dot products with the weight blocks, as llama.cpp does; OpenMP over output rows.
- * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (256-bit vpdpbusd). */
+ * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (256-bit vpdpbusd; Q4_K and
+ * Q6_K: 512-bit vpdpbusd + vpackssdw + vpdpwssd, 8 tokens per weight row in prefill). */
 #include "ex/ops.h"
 
 #include <math.h>
@@ -343,6 +344,7 @@ static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
 /* ---- 4 tokens per weight row (prefill): each weight block is loaded and unpacked once ------- */
 
 typedef void (*vec_dot4_fn)(const void *w, const void *a, size_t astride, int64_t nb, float out[4]);
+typedef void (*vec_dot8_fn)(const void *w, const void *a, size_t astride, int64_t nb, float out[8]);
 
 #define DEF_Q4_0_X4(NAME, ATTR, DOT)                                                              \
     static ATTR void NAME(const void *wv, const void *av, size_t astride, int64_t nb, float out[4]) \
@@ -465,6 +467,140 @@ static AVX2_FN void dot4_q6_K_avx2(const void *wv, const void *av, size_t astrid
     }
     for (int j = 0; j < 4; j++) out[j] = hsum_ps(acc[j]);
 }
+
+/* ---- AVX-512 VNNI kernels for Q4_K / Q6_K: NT tokens (1, 4 or 8) per weight row -------------
+ * 512-bit vectors hold two 32-byte halves at once (Q4_K: a chunk's low and high nibbles against its
+ * 64 activations; Q6_K: four 16-element sub-blocks). vpdpbusd sums 4 products into int32 (|sum| <=
+ * 4*63*127 < 2^15, so vpackssdw packs two such vectors to int16 exactly) and one vpdpwssd weights the
+ * packed sums by their sub-block scales and accumulates: 3 multiplies per 128 products, against 8
+ * (vpmaddubsw + vpmaddwd, 256-bit) on the AVX2 path. The corrections (Σ m·bsums, Σ scales·bsums) are
+ * vector madds kept in 8 lanes, and the float work per block and token is 8-lane: integer sums exact,
+ * float summation order not the AVX2 path's (within float rounding of it). NT = 1 is the decode dot,
+ * so a prefill row equals its decode call bit for bit. */
+
+static inline __attribute__((always_inline)) VNNI_FN void dotn_q4_K_vnni(const void *wv, const void *av, size_t astride,
+                                                                        int64_t nb, float *out, const int NT)
+{
+    const ex_block_q4_K *w = wv;
+    const ex_block_q8_K *a[8];
+    __m256 acc[8];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) {
+        a[j] = (const ex_block_q8_K *)((const uint8_t *)av + j * astride);
+        acc[j] = _mm256_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F), shr = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+    /* vpackssdw(P_2p, P_2p+1) puts, in each 128-bit lane L, 4 sums of chunk 2p then 4 of chunk 2p+1; chunk
+       c's lanes L < 2 are sub-block 2c, L >= 2 sub-block 2c+1: int16 lane l takes scale
+       2 (2p + (l % 8) / 4) + l / 16. Lane s of 16 -> 8 + s / 2 (the min of bsums[s]). */
+    const __m512i pk = _mm512_set_epi16(7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4);
+    const __m256i midx = _mm256_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t sm[16];
+        q4k_unpack(w[i].scales, sm);
+        const __m256i sm16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sm)); /* sc 0..7, m 0..7 */
+        const __m256i mdup = _mm256_permutexvar_epi16(midx, sm16);
+        const __m512i s16 = _mm512_castsi256_si512(sm16);
+        const __m256 d = _mm256_set1_ps(H2F(w[i].d)), dmin = _mm256_set1_ps(H2F(w[i].dmin));
+        __m512i q[4], sc[2];
+        _Pragma("GCC unroll 8")
+        for (int c = 0; c < 4; c++) {
+            /* low nibbles of chunk c in bytes 0..31, high nibbles in 32..63: elements 64c..64c+63 */
+            __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[i].qs + 32 * c)));
+            q[c] = _mm512_and_si512(_mm512_srlv_epi64(b, shr), m4);
+        }
+        sc[0] = _mm512_permutexvar_epi16(_mm512_sub_epi16(pk, _mm512_set1_epi16(4)), s16);
+        sc[1] = _mm512_permutexvar_epi16(pk, s16);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < NT; j++) {
+            /* vpdpbusd sums of 4 products (|sum| <= 4*15*127), packed to int16 exactly, weighted by vpdpwssd */
+            __m512i p[4], s = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8")
+            for (int c = 0; c < 4; c++)
+                p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[c], _mm512_loadu_si512(a[j][i].qs + 64 * c));
+            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(p[0], p[1]), sc[0]);
+            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(p[2], p[3]), sc[1]);
+            __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+            /* lane k: m[k] (bsums[2k] + bsums[2k+1]); the lanes sum to the min correction of the block */
+            __m256i mins = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[j][i].bsums), mdup);
+            __m256 t = _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins)));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a[j][i].d), t, acc[j]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) out[j] = hsum_ps(acc[j]);
+}
+
+static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const void *wv, const void *av, size_t astride,
+                                                                        int64_t nb, float *out, const int NT)
+{
+    const ex_block_q6_K *w = wv;
+    const ex_block_q8_K *a[8];
+    __m256 acc[8];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) {
+        a[j] = (const ex_block_q8_K *)((const uint8_t *)av + j * astride);
+        acc[j] = _mm256_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    /* vpackssdw(P_a, P_b): in 128-bit lane L, 4 sums of sub-block L of qa then 4 of sub-block 4 + L of qb:
+       int16 lane l takes scale 8h + l / 8 + 4 ((l % 8) / 4) */
+    const __m512i pk6 = _mm512_set_epi16(7, 7, 7, 7, 3, 3, 3, 3, 6, 6, 6, 6, 2, 2, 2, 2, 5, 5, 5, 5, 1, 1, 1, 1, 4, 4, 4, 4, 0, 0, 0, 0);
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[i].scales));
+        const __m512i s16z = _mm512_castsi256_si512(s16);
+        const float dw = H2F(w[i].d);
+        /* per half h: qa = groups 0|1 (elements 128h + 0..63), qb = groups 2|3 (128h + 64..127);
+           sc: 16-element sub-blocks 8h+0..3 and 8h+4..7, 8 int16 lanes each */
+        __m512i qa[2], qb[2], sc[2];
+        _Pragma("GCC unroll 8")
+        for (int h = 0; h < 2; h++) {
+            __m512i L = _mm512_loadu_si512(w[i].ql + 64 * h);
+            __m256i H0 = _mm256_loadu_si256((const __m256i *)(w[i].qh + 32 * h));
+            __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(H0), _mm256_srli_epi16(H0, 2), 1);
+            qa[h] = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H, m2), 4));
+            qb[h] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4), m2), 4));
+            sc[h] = _mm512_permutexvar_epi16(_mm512_add_epi16(pk6, _mm512_set1_epi16((short)(8 * h))), s16z);
+        }
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < NT; j++) {
+            const int8_t *x = a[j][i].qs;
+            /* vpdpbusd sums of 4 products (|sum| <= 4*63*127 = 32004 < 2^15), packed to int16 exactly */
+            __m512i s = _mm512_setzero_si512();
+            _Pragma("GCC unroll 8")
+            for (int h = 0; h < 2; h++) {
+                __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa[h], _mm512_loadu_si512(x + 128 * h));
+                __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qb[h], _mm512_loadu_si512(x + 128 * h + 64));
+                s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(pa, pb), sc[h]);
+            }
+            /* q - 32: Σ_k scales[k] bsums[k] over the lanes, taken 32 times from the exact int32 sums */
+            __m256i corr = _mm256_madd_epi16(s16, _mm256_loadu_si256((const __m256i *)a[j][i].bsums));
+            __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(a[j][i].d * dw), _mm256_cvtepi32_ps(sumi), acc[j]);
+        }
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) out[j] = hsum_ps(acc[j]);
+}
+
+static VNNI_FN float dot_q4_K_vnni(const void *w, const void *a, int64_t nb)
+{
+    float o;
+    dotn_q4_K_vnni(w, a, 0, nb, &o, 1);
+    return o;
+}
+static VNNI_FN void dot4_q4_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q4_K_vnni(w, a, as, nb, out, 4); }
+static VNNI_FN void dot8_q4_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q4_K_vnni(w, a, as, nb, out, 8); }
+static VNNI_FN float dot_q6_K_vnni(const void *w, const void *a, int64_t nb)
+{
+    float o;
+    dotn_q6_K_vnni(w, a, 0, nb, &o, 1);
+    return o;
+}
+static VNNI_FN void dot4_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q6_K_vnni(w, a, as, nb, out, 4); }
+static VNNI_FN void dot8_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q6_K_vnni(w, a, as, nb, out, 8); }
 
 DEF_Q4_0_X4(dot4_q4_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q4_0_X4(dot4_q4_0_vnni, VNNI_FN, dot_us_vnni)
@@ -784,8 +920,8 @@ static vec_dot_fn pick_dot(ats_qtype t, unsigned f)
 #ifdef EX_X86
     case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dot_q4_0_vnni : (f & EX_CPU_AVX2) ? dot_q4_0_avx2 : dot_q4_0_scalar;
     case ATS_Q_Q8_0: return (f & EX_CPU_AVX512VNNI) ? dot_q8_0_vnni : (f & EX_CPU_AVX2) ? dot_q8_0_avx2 : dot_q8_0_scalar;
-    case ATS_Q_Q4_K: return (f & EX_CPU_AVX2) ? dot_q4_K_avx2 : dot_q4_K_scalar;
-    case ATS_Q_Q6_K: return (f & EX_CPU_AVX2) ? dot_q6_K_avx2 : dot_q6_K_scalar;
+    case ATS_Q_Q4_K: return (f & EX_CPU_AVX512VNNI) ? dot_q4_K_vnni : (f & EX_CPU_AVX2) ? dot_q4_K_avx2 : dot_q4_K_scalar;
+    case ATS_Q_Q6_K: return (f & EX_CPU_AVX512VNNI) ? dot_q6_K_vnni : (f & EX_CPU_AVX2) ? dot_q6_K_avx2 : dot_q6_K_scalar;
 #else
     case ATS_Q_Q4_0: return dot_q4_0_scalar;
     case ATS_Q_Q8_0: return dot_q8_0_scalar;
@@ -809,8 +945,23 @@ static vec_dot4_fn pick_dot4(ats_qtype t, unsigned f)
     switch (t) {
     case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dot4_q4_0_vnni : (f & EX_CPU_AVX2) ? dot4_q4_0_avx2 : NULL;
     case ATS_Q_Q8_0: return (f & EX_CPU_AVX512VNNI) ? dot4_q8_0_vnni : (f & EX_CPU_AVX2) ? dot4_q8_0_avx2 : NULL;
-    case ATS_Q_Q4_K: return (f & EX_CPU_AVX2) ? dot4_q4_K_avx2 : NULL;
-    case ATS_Q_Q6_K: return (f & EX_CPU_AVX2) ? dot4_q6_K_avx2 : NULL;
+    case ATS_Q_Q4_K: return (f & EX_CPU_AVX512VNNI) ? dot4_q4_K_vnni : (f & EX_CPU_AVX2) ? dot4_q4_K_avx2 : NULL;
+    case ATS_Q_Q6_K: return (f & EX_CPU_AVX512VNNI) ? dot4_q6_K_vnni : (f & EX_CPU_AVX2) ? dot4_q6_K_avx2 : NULL;
+    default: break;
+    }
+#endif
+    return NULL;
+}
+
+/* 8 tokens per weight row: only where 32 vector registers hold the unpacked block and 8 sums */
+static vec_dot8_fn pick_dot8(ats_qtype t, unsigned f)
+{
+    (void)t;
+    (void)f;
+#ifdef EX_X86
+    switch (t) {
+    case ATS_Q_Q4_K: return (f & EX_CPU_AVX512VNNI) ? dot8_q4_K_vnni : NULL;
+    case ATS_Q_Q6_K: return (f & EX_CPU_AVX512VNNI) ? dot8_q6_K_vnni : NULL;
     default: break;
     }
 #endif
@@ -889,6 +1040,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     }
     vec_dot_fn dot = pick_dot(w->type, f);
     vec_dot4_fn dot4 = n_tokens >= 4 ? pick_dot4(w->type, f) : NULL;
+    vec_dot8_fn dot8 = n_tokens >= 8 ? pick_dot8(w->type, f) : NULL;
     /* Tiles of EX_ROW_TILE weight rows x EX_TOK_TILE tokens: a prefill chunk reads each weight row
        from DRAM once, while the tile's activations stay in L2. Decode is one token per tile. */
     enum { EX_ROW_TILE = 16, EX_TOK_TILE = 32 };
@@ -901,6 +1053,12 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *wr = W + (size_t)r * w->row_bytes;
                 int64_t t = t0;
+                if (dot8)
+                    for (; t + 8 <= t1; t += 8) {
+                        float o[8];
+                        dot8(wr, xq + abytes * (size_t)t, abytes, nb, o);
+                        for (int j = 0; j < 8; j++) y[(t + j) * n_out + r] = o[j];
+                    }
                 if (dot4)
                     for (; t + 4 <= t1; t += 4) {
                         float o[4];

@@ -7,7 +7,8 @@
  * |Δx_j| <= amax/254 → 1e-2 on uniform x; per 256 (Q4_K, Q6_K) 1.5e-2. The SIMD paths (AVX2,
  * AVX-512 VNNI, forced with ATS_CPU_FEATURES) compute the same integer sums as the scalar path, so
  * they must agree with it to float rounding (1e-5). A prefill chunk of N rows must equal N decode
- * calls bit for bit (rows are independent). The F16 KV cache (ex_cpu_kv_store_f16 /
+ * calls bit for bit (rows are independent). Q4_K/Q6_K prefill (test_matmul_prefill_kq): token counts
+ * around the 8-, 4- and 1-token kernels and the 32-token tile, uniform and extreme inputs. The F16 KV cache (ex_cpu_kv_store_f16 /
  * ex_cpu_attention_f16): the store is checked value by value (nearest even, within half an F16 ulp),
  * attention against a double reference over the same F16 values and, more loosely, over the
  * unrounded F32 K/V.
@@ -126,6 +127,89 @@ static void test_matmul(void)
         CHECK(ex_cpu_matmul(&bad, x, 1, y) == ATS_EINVAL);
         free((void *)w.data); free(dense); free(x); free(yref); free(sc); free(y); free(y0); free(y1);
     }
+}
+
+/* Q4_K / Q6_K prefill: the matmul driver runs 8-token (AVX-512 VNNI), 4-token and 1-token kernels
+ * over tiles of 32 tokens, so token counts that are not multiples of 4 or 8, and chunks that cross a
+ * tile, exercise every kernel. Each path present on this CPU (0 scalar, 1 AVX2, 3 AVX2 with AVX-512
+ * F/BW, 7 with VNNI) against ex_cpu_matmul_ref and the scalar path, and each prefill row against its
+ * decode call bit for bit. Inputs: uniform, and extreme (every activation ±amax, every weight ±1) so
+ * the 8-bit values sit at ±127 and the weight codes at their ends (a saturating int16 sum would show). */
+static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
+{
+    const char *paths[] = {"0", "1", "3", "7"};
+    const unsigned have = ex_cpu_features();
+    const int64_t n_in = 256 * (1 + (int64_t)(tu_rand(&rng) % 8)), n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
+    float *dense;
+    ex_tensor w;
+    if (!extreme) w = make_weight(t, n_in, n_out, 1, &dense);
+    else {
+        w = (ex_tensor){t, {n_in, n_out, 1}, 0, NULL};
+        ats_qtype_bytes(t, n_in, &w.row_bytes);
+        uint8_t *buf = malloc((size_t)(w.row_bytes * (uint64_t)n_out));
+        float *row = malloc((size_t)n_in * sizeof *row);
+        dense = malloc((size_t)(n_in * n_out) * sizeof *dense);
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t j = 0; j < n_in; j++) row[j] = tu_rand(&rng) & 1 ? 1.0f : -1.0f;
+            ex_quantize_row(t, row, buf + (size_t)(r * (int64_t)w.row_bytes), n_in);
+            ex_dequantize_row(t, buf + (size_t)(r * (int64_t)w.row_bytes), dense + r * n_in, n_in);
+        }
+        free(row);
+        w.data = buf;
+    }
+    float *x = malloc((size_t)(n_in * n_tok) * sizeof *x);
+    if (!extreme) fill(x, n_in * n_tok, -2, 2);
+    else
+        for (int64_t j = 0; j < n_in * n_tok; j++) x[j] = tu_rand(&rng) & 1 ? 2.0f : -2.0f;
+    const int64_t n = n_out * n_tok;
+    double *yref = malloc((size_t)n * sizeof *yref), *sc = malloc((size_t)n * sizeof *sc);
+    naive_matmul(dense, x, n_in, n_out, n_tok, yref, sc);
+    float *yo = malloc((size_t)n * sizeof *yo), *y = malloc((size_t)n * sizeof *y), *y0 = malloc((size_t)n * sizeof *y0);
+    float *y1 = malloc((size_t)n_out * sizeof *y1);
+    CHECK(ex_cpu_matmul_ref(&w, x, n_tok, yo) == ATS_OK);
+    double so = 0;
+    for (int64_t i = 0; i < n; i++) so = fmax(so, sc[i]);
+    int ran = 0;
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        unsigned mask = (unsigned)strtoul(paths[p], NULL, 0);
+        if ((mask & have) != mask) continue;
+        setenv("ATS_CPU_FEATURES", paths[p], 1);
+        CHECK(ex_cpu_matmul(&w, x, n_tok, y) == ATS_OK);
+        double e = 0, d = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double di = fabs((double)y[i] - yo[i]);
+            e = di == di ? fmax(e, di) : INFINITY;
+            if (p > 0) d = fmax(d, fabs((double)y[i] - y0[i]));
+        }
+        CHECK_MSG(e / so <= 1.5e-2, "%s prefill (features %s, %lldx%lld, %lld tok%s): err vs matmul_ref %.3g",
+                  ats_qtype_name(t), paths[p], (long long)n_out, (long long)n_in, (long long)n_tok,
+                  extreme ? ", extreme" : "", e / so);
+        if (p == 0) memcpy(y0, y, (size_t)n * sizeof *y);
+        else
+            CHECK_MSG(d / so <= 1e-5, "%s prefill (features %s, %lld tok%s): differs from scalar by %.3g",
+                      ats_qtype_name(t), paths[p], (long long)n_tok, extreme ? ", extreme" : "", d / so);
+        for (int64_t tk = 0; tk < n_tok; tk++) {
+            CHECK(ex_cpu_matmul(&w, x + tk * n_in, 1, y1) == ATS_OK);
+            CHECK_MSG(memcmp(y1, y + tk * n_out, (size_t)n_out * sizeof *y1) == 0,
+                      "%s features %s: prefill token %lld of %lld differs from its decode call", ats_qtype_name(t),
+                      paths[p], (long long)tk, (long long)n_tok);
+        }
+        ran++;
+    }
+    unsetenv("ATS_CPU_FEATURES");
+    CHECK(ran >= 1);
+    fprintf(stderr, "  prefill %s %3lldx%-4lld %2lld tok%s: %d paths\n", ats_qtype_name(t), (long long)n_out,
+            (long long)n_in, (long long)n_tok, extreme ? " (extreme)" : "", ran);
+    free((void *)w.data); free(dense); free(x); free(yref); free(sc); free(yo); free(y); free(y0); free(y1);
+}
+
+static void test_matmul_prefill_kq(void)
+{
+    const ats_qtype kt[] = {ATS_Q_Q4_K, ATS_Q_Q6_K};
+    const int64_t toks[] = {1, 3, 4, 7, 8, 9, 13, 31, 33, 45};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t nt = 0; nt < sizeof toks / sizeof toks[0]; nt++)
+            for (int extreme = 0; extreme < 2; extreme++) prefill_case(kt[k], toks[nt], extreme);
 }
 
 static void test_embedding_norm(void)
@@ -536,6 +620,7 @@ int main(void)
     rng = tu_seed("test_exec_ops");
     fprintf(stderr, "test_exec_ops: CPU features %u (1 AVX2, 2 AVX-512, 4 VNNI)\n", ex_cpu_features());
     test_matmul();
+    test_matmul_prefill_kq();
     test_embedding_norm();
     test_rope();
     test_attention();
