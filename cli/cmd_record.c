@@ -248,13 +248,16 @@ int ats_cmd_record(int argc, char **argv)
     }
     snprintf(tr->source, sizeof tr->source, "%s", cmdline);
     snprintf(tr->machine, sizeof tr->machine, "%s", machine);
-    snprintf(tr->description, sizeof tr->description,
+    /* a --description near the attribute's size cuts the probe description's tail (said on stderr) */
+    if (snprintf(tr->description, sizeof tr->description,
              "%s%srecorded %zu samples every %g s over %.1f s%s; probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, "
              "pcie %.2f%%); baseline probe times [ms] cpu %.4g gpu %.4g pcie %.4g%s%s; %s",
              descr ? descr : "", descr ? "; " : "", stats.samples, ro.interval_s, stats.wall_s,
              ats_cli_stop ? " (stopped early by a signal)" : "", 100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s,
              100 * stats.probe_s[1] / stats.wall_s, 100 * stats.probe_s[2] / stats.wall_s, 1e3 * base.t_s[0],
-             1e3 * base.t_s[1], 1e3 * base.t_s[2], rebased[0] ? " " : "", rebased, pdesc);
+             1e3 * base.t_s[1], 1e3 * base.t_s[2], rebased[0] ? " " : "", rebased, pdesc) >= (int)sizeof tr->description)
+        fprintf(stderr, "ats record: note: the trace's description attribute is cut at %zu bytes\n",
+                sizeof tr->description - 1);
     if (atsc_trace_save(tr, out, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
         rc = ATS_EXIT_FAIL;

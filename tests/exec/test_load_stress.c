@@ -1177,8 +1177,9 @@ static void test_cli(void)
         /* the stressor re-measuring: its probe process's first answer (the description; on a GPU machine
          * whether its GPU probes started) is kept past the re-measuring answers (H200: "the GPU probes
          * could not start" once they overwrote it) */
-        snprintf(args, sizeof args, "stress --trace %s --baseline %s --baseline-s 0.3 --duration 0.6 --verbose", cpu,
-                 rb);
+        snprintf(args, sizeof args, /* one probe set a 2 s interval: the probe-duty limit holds under ASan too */
+                 "stress --trace %s --baseline %s --baseline-s 0.3 --duration 0.6 --probes 1 --interval 2 --verbose",
+                 cpu, rb);
         o = tu_run_ats(args, &rrc, 1);
         CHECK_MSG(rrc == 0 && o && strstr(o, "CPU probe: ") && strstr(o, "(in a probe process of its own)") &&
                       strstr(o, "re-measured in the probe process"),
