@@ -1354,16 +1354,16 @@ static void test_cpu_only_trace(void)
     free(tu_run_ats(args, &rc, 1));
     CHECK_MSG(rc == 0, "trace synth: rc %d", rc);
     save_baseline(base, "");
-    /* --interval 1 in these closed loops: under ASan on the 2-core CI machine 3 probe sets of ~35 ms every 0.5 s
-     * cross the stressor's 20% probe-time limit and it refuses to start */
-    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --cpu-only --interval 1", tgt,
+    /* --probes 3 --interval 1 in these closed loops: under ASan on the 2-core CI machine 3 probe sets of ~35 ms
+     * every 0.5 s (or the default 5 every 1 s) cross the stressor's 20% probe-time limit and it refuses to start */
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --cpu-only --probes 3 --interval 1", tgt,
              base);
     char *o = tu_run_ats(args, &rc, 1);
     CHECK_MSG(rc == 0 && o && strstr(o, "GPU and PCIe columns ignored"), "stress --cpu-only: rc %d: %s", rc, o ? o : "");
     free(o);
     /* the closed loop's probes run in a process of their own (the sensor), which probes and is reaped:
      * the report counts its probe time, and the verbose line says where the probes ran */
-    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --cpu-only --verbose --interval 1",
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --cpu-only --verbose --probes 3 --interval 1",
              tgt, base);
     o = tu_run_ats(args, &rc, 1);
     double pd = -1;
@@ -1373,14 +1373,14 @@ static void test_cpu_only_trace(void)
               rc, pd, o ? o : "");
     free(o);
     /* --hogs-gpu with --cpu-only: said to be unused, not silently dropped */
-    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1 --cpu-only --hogs-gpu 2 --interval 1",
+    snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1 --cpu-only --hogs-gpu 2 --probes 3 --interval 1",
              tgt, base);
     o = tu_run_ats(args, &rc, 1);
     CHECK_MSG(rc == 0 && o && strstr(o, "--hogs-gpu 2: the trace puts no gpu load"), "stress --hogs-gpu unused: rc %d: %s",
               rc, o ? o : "");
     free(o);
     if (!ex_gpu_present(0)) {
-        snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --interval 1", tgt, base);
+        snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --probes 3 --interval 1", tgt, base);
         o = tu_run_ats(args, &rc, 1);
         CHECK_MSG(rc == 2 && o && strstr(o, "--cpu-only"), "stress without --cpu-only, no GPU: rc %d: %s", rc, o ? o : "");
         free(o);
@@ -1525,10 +1525,11 @@ static void test_sensor_trouble(int kill_child)
     if (pid == 0) {
         int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd >= 0) dup2(fd, 2), dup2(fd, 1);
-        /* --interval 1: under ASan on a loaded 2-core machine a probe set takes ~35 ms, and 3 of them every
-         * 0.5 s (the default) crossed the stressor's 20% probe-time limit, so it refused to start (CI) */
-        execl(bin, bin, "stress", "--trace", tgt, "--baseline", base, "--threads", "1", "--interval", "1", "--log", log,
-              (char *)NULL);
+        /* --probes 3 --interval 1: under ASan on a loaded 2-core machine a probe set takes ~35-42 ms, and 3 of
+         * them every 0.5 s (or the default 5 every 1 s) crossed the stressor's 20% probe-time limit, so it
+         * refused to start (CI) */
+        execl(bin, bin, "stress", "--trace", tgt, "--baseline", base, "--threads", "1", "--probes", "3", "--interval",
+              "1", "--log", log, (char *)NULL);
         _exit(127);
     }
     CHECK(pid > 0);
