@@ -4,6 +4,7 @@
  *   bandwidth (ex_cuda_read_probe over 4 GiB); bytes counted = weight bytes (activations are < 0.2%).
  * - GPU prefill GEMM (dequantize + cublasGemmEx, n_tok tokens) in TFLOP/s next to cuBLAS's own F16
  *   GEMM on the same shape and on 8192³ (the ceiling).
+ * - CPU prefill GEMM (ex_cpu_matmul over --tokens rows at the ffn_up shape) in GMAC/s (compute-bound)
  * - CPU decode GEMV (ex_cpu_matmul, --threads threads) as a fraction of the measured DRAM read
  *   bandwidth (an OpenMP read loop over 2 GiB with the same thread count).
  * Timing: GPU with CUDA events around each call after warm-up, CPU with CLOCK_MONOTONIC; the median
@@ -195,6 +196,62 @@ static double cpu_read_bw(int threads, int reps)
     return bw;
 }
 
+/* CPU prefill GEMM: ex_cpu_matmul over --tokens activation rows at the ffn_up shape, per CPU type. A chunk
+ * reuses each weight row for all its tokens, so this is compute-bound (no DRAM ceiling applies); GMAC/s
+ * = rows·cols·tokens / median time, and the matrix's own tok/s. 3 timed calls after one warm-up. Returns
+ * the JSON rows (an empty array where a type could not be built: said on stderr). */
+static json_t *bench_cpu_prefill(const bench_opts *o)
+{
+    json_t *arr = json_array();
+    const shape *sh = &SHAPES[0];
+    const int64_t n = o->n_tok;
+    const unsigned f = ex_cpu_features();
+    const char *path = (f & EX_CPU_AVX512VNNI) ? "AVX-512 VNNI" : (f & EX_CPU_AVX2) ? "AVX2" : "scalar";
+    printf("\nCPU prefill GEMM, %lld tokens, %s: ex_cpu_matmul, %s kernels (ATS_CPU_FEATURES lowers them)\n",
+           (long long)n, sh->name, path);
+    printf("%-6s %10s %10s %10s\n", "type", "median_ms", "GMAC/s", "tok/s");
+    float *x = malloc((size_t)(n * sh->cols) * sizeof(float)), *y = malloc((size_t)(n * sh->rows) * sizeof(float));
+    uint64_t sd = 7;
+    for (int64_t j = 0; x && j < n * sh->cols; j++) x[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
+    for (size_t ti = 0; x && y && ti < sizeof CPU_TYPES / sizeof CPU_TYPES[0]; ti++) {
+        ats_qtype t = CPU_TYPES[ti];
+        uint64_t bytes = 0;
+        void *w = make_weights(t, sh->rows, sh->cols, 4321 + ti, &bytes);
+        if (!w) {
+            fprintf(stderr, "ats bench kernels: cannot build %s weights for the CPU prefill GEMM\n", ats_qtype_name(t));
+            continue;
+        }
+        ex_tensor wt = {t, {sh->cols, sh->rows, 1}, bytes / (uint64_t)sh->rows, w};
+        double tm[3] = {NAN, NAN, NAN};
+        enum ats_status mst = ATS_OK;
+        for (int r = -1; r < 3 && mst == ATS_OK; r++) {
+            int64_t t0 = now_ns();
+            mst = ex_cpu_matmul(&wt, x, n, y);
+            if (r >= 0) tm[r] = (double)(now_ns() - t0) * 1e-9;
+        }
+        free(w);
+        if (mst != ATS_OK) {
+            fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s, %lld tokens): %s\n", ats_qtype_name(t), (long long)n,
+                    ats_status_str(mst));
+            continue;
+        }
+        double med = median(tm, 3), gmac = (double)sh->rows * (double)sh->cols * (double)n / med * 1e-9;
+        printf("%-6s %10.2f %10.1f %10.1f\n", ats_qtype_name(t), med * 1e3, gmac, (double)n / med);
+        json_t *e = json_object();
+        json_object_set_new(e, "type", json_string(ats_qtype_name(t)));
+        json_object_set_new(e, "shape", json_string(sh->name));
+        json_object_set_new(e, "tokens", json_integer((json_int_t)n));
+        json_object_set_new(e, "median_s", json_real(med));
+        json_object_set_new(e, "GMACps", json_real(gmac));
+        json_object_set_new(e, "kernels", json_string(path));
+        json_array_append_new(arr, e);
+    }
+    if (!x || !y) fprintf(stderr, "ats bench kernels: out of memory for the CPU prefill GEMM\n");
+    free(x);
+    free(y);
+    return arr;
+}
+
 static int bench_cpu(const bench_opts *o, json_t *root, ceilings *cl)
 {
     json_t *cpu = json_object(), *arr = json_array();
@@ -265,6 +322,7 @@ static int bench_cpu(const bench_opts *o, json_t *root, ceilings *cl)
         }
     }
     json_object_set_new(cpu, "gemv", arr);
+    json_object_set_new(cpu, "prefill_gemm", bench_cpu_prefill(o));
     json_object_set_new(root, "cpu", cpu);
     return 0;
 }
@@ -771,9 +829,11 @@ static void usage(FILE *f)
     fprintf(f, "usage: ats bench kernels [--threads N] [--reps N] [--tokens N] [--skip-cpu] [--skip-gpu]\n"
                "                         [--skip-model] [--model NAME] [--prompt N] [--decode N] [--out FILE]\n"
                "  decode GEMV per weight type at Qwen3-14B shapes vs measured HBM / DRAM read bandwidth,\n"
-               "  prefill GEMM TFLOP/s vs cuBLAS, whole-model (dummy Q4_K_M weights) prefill/decode tok/s\n"
-               "  on each backend vs bytes/bandwidth floors. Defaults: --threads 16 --reps 50 --tokens 512\n"
-               "  --model qwen3-14b --prompt 256 --decode 16 --out ./bench-kernels.json\n"
+               "  prefill GEMM TFLOP/s vs cuBLAS (GPU) and GMAC/s (CPU: compute-bound, no ceiling measured),\n"
+               "  whole-model (dummy Q4_K_M weights) prefill/decode tok/s on each backend vs bytes/bandwidth\n"
+               "  floors (a CPU prefill chunk is compute-bound: far below its bandwidth floor).\n"
+               "  Defaults: --threads 16 --reps 50 --tokens 512 --model qwen3-14b --prompt 256 --decode 16\n"
+               "  --out ./bench-kernels.json\n"
                "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
                "  with its folder of JSON and text results)\n");
 }

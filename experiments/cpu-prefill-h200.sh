@@ -28,5 +28,8 @@ for f in 3 7; do
   say "median prefill tok/s, features $f ($( [ $f = 3 ] && echo 'AVX2 K-quant kernels, before' || echo 'VNNI kernels, after')): $med"
 done
 timeout 360 $A bench kernels --skip-gpu --threads 16 --reps 30 --prompt 128 --decode 8 --out "$OUT/bench-kernels-cpu.json" > "$W/bk.txt" 2>&1
-say "bench kernels (CPU, VNNI kernels) rc=$?"; grep -E "^(Q4_0|Q4_K|Q6_K|Q8_0) |^cpu |DRAM" "$W/bk.txt" | tee -a "$S"
+say "bench kernels (CPU, VNNI kernels) rc=$?"; grep -E "^(Q4_0|Q4_K|Q6_K|Q8_0) |^cpu |DRAM|prefill GEMM" "$W/bk.txt" | tee -a "$S"
+# the in-tree CPU prefill GEMM table (ffn_up, 512 tokens) with the AVX2 kernels, for the A/B per type
+ATS_CPU_FEATURES=3 timeout 120 $A bench kernels --skip-gpu --skip-model --threads 16 --reps 5 --out "$W/bk-f3.json" > "$W/bk-f3.txt" 2>&1
+say "bench kernels (CPU, ATS_CPU_FEATURES=3: AVX2 kernels) rc=$?"; grep -A5 "prefill GEMM" "$W/bk-f3.txt" | tee -a "$S"
 cp "$W/bk.txt" "$OUT/bench-kernels-cpu.txt"
