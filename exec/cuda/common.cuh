@@ -86,6 +86,59 @@ __device__ __forceinline__ void exc_q4k_scale_min(uint32_t s0, uint32_t s1, uint
     *m = (int)(k < 4 ? m_a : m_b);
 }
 
+/* Σ of 32 products: nibbles (>> shift) of 32 weight bytes with 32 int8 activations. */
+__device__ __forceinline__ int exc_dot8_nib(int4 wa, int4 wb, int4 xa, int4 xb, int shift)
+{
+    int s = 0;
+    s = __dp4a((wa.x >> shift) & 0x0F0F0F0F, xa.x, s);
+    s = __dp4a((wa.y >> shift) & 0x0F0F0F0F, xa.y, s);
+    s = __dp4a((wa.z >> shift) & 0x0F0F0F0F, xa.z, s);
+    s = __dp4a((wa.w >> shift) & 0x0F0F0F0F, xa.w, s);
+    s = __dp4a((wb.x >> shift) & 0x0F0F0F0F, xb.x, s);
+    s = __dp4a((wb.y >> shift) & 0x0F0F0F0F, xb.y, s);
+    s = __dp4a((wb.z >> shift) & 0x0F0F0F0F, xb.z, s);
+    s = __dp4a((wb.w >> shift) & 0x0F0F0F0F, xb.w, s);
+    return s;
+}
+
+/* One Q4_K task of one row (GEMV v3 and v4): super-block header h (d, dmin, 12 scale bytes), its qs bytes [16 + 32c,
+ * 48 + 32c) as qa, qb, against x's two blocks (x0 = sub-block 2c, x1 = 2c + 1; sc = {d0, s0, d1, s1}). */
+__device__ __forceinline__ float exc_q4k_task(int4 h, int4 qa, int4 qb, int4 x0a, int4 x0b, int4 x1a, int4 x1b,
+                                                   float4 sc, int c)
+{
+    int s_lo = exc_dot8_nib(qa, qb, x0a, x0b, 0);
+    int s_hi = exc_dot8_nib(qa, qb, x1a, x1b, 4);
+    int sc0, m0, sc1, m1;
+    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c, &sc0, &m0);
+    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c + 1, &sc1, &m1);
+    float d = exc_h2f((uint16_t)((uint32_t)h.x & 0xFFFFu));
+    float dmin = exc_h2f((uint16_t)((uint32_t)h.x >> 16));
+    return d * (sc.x * (float)(sc0 * s_lo) + sc.z * (float)(sc1 * s_hi)) - dmin * ((float)m0 * sc.y + (float)m1 * sc.w);
+}
+
+/* One Q4_0 block (18 bytes at the 2-byte aligned address `blk`, shared or global: d fp16, qs[16])
+ * against the int8 activation block xl (values 0..15), xh (16..31) with ds = (dx, sx = dx·Σxq):
+ * d·(dx·Σ q·xq − 8·sx), q the nibbles. Read as five aligned words from blk & ~3 (2 bytes before or
+ * past the block: the caller's buffer has them) and shifted. Shared by GEMV v3 and v4. */
+__device__ __forceinline__ float exc_q4_0_dot(const uint8_t *blk, int4 xl, int4 xh, float2 ds)
+{
+    const int off = (int)((uintptr_t)blk & 2);
+    const uint32_t *w = (const uint32_t *)(blk - off);
+    uint32_t ww[5];
+#pragma unroll
+    for (int k = 0; k < 5; k++) ww[k] = w[k];
+    const int xls[4] = {xl.x, xl.y, xl.z, xl.w}, xhs[4] = {xh.x, xh.y, xh.z, xh.w};
+    int sumi = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        int v = (int)(off ? ww[k + 1] : __funnelshift_r(ww[k], ww[k + 1], 16));
+        sumi = __dp4a(v & 0x0F0F0F0F, xls[k], sumi);
+        sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xhs[k], sumi);
+    }
+    float d = exc_h2f((uint16_t)(off ? ww[0] >> 16 : ww[0] & 0xFFFFu));
+    return d * (ds.x * (float)sumi - 8.0f * ds.y);
+}
+
 /* Little-endian 32-bit word from a 2-byte aligned address (global or shared). */
 __device__ __forceinline__ int exc_ld_u16x2(const uint8_t *p)
 {
@@ -109,6 +162,23 @@ __device__ __forceinline__ float exc_warp_max(float v)
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
+}
+
+/* One block of 32 activations quantized by a whole warp, lane l holding v = x[32b + l]: returns the
+ * lane's int8 q = round(v/d) with d = amax/127, and *d, *s = d·Σq for every lane. fmaxf drops NaN, so
+ * non-finite inputs are caught by a vote: d becomes NaN and the NaN reaches every output that reads
+ * this block (NaN never turns into a number). Shared by quantize_x.cu and GEMV v4. */
+__device__ __forceinline__ int exc_q8_block(float v, float *d, float *s)
+{
+    int bad = __any_sync(0xffffffffu, !(fabsf(v) <= 3.4e38f));
+    float amax = exc_warp_max(bad ? 0.0f : fabsf(v));
+    float db = amax / 127.0f;
+    int q = amax > 0.0f && !bad ? __float2int_rn(v / db) : 0;
+    if (bad) db = __int_as_float(0x7fc00000);
+    int sum = __reduce_add_sync(0xffffffffu, q);
+    *d = db;
+    *s = db * (float)sum;
+    return q;
 }
 
 /* Block-wide sum for blockDim.x a multiple of 32 (≤ 1024); `sh` holds 32 floats. All threads get it. */

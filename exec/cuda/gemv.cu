@@ -19,6 +19,10 @@
  * apply or ATS_GEMV_KERNEL=v1; then the kernels below run). */
 ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
                           cudaStream_t s, int *used);
+/* gemv_v4.cu: one kernel, TMA weight ring, x quantized per block, for Q4_0/Q4_K (n_z = 1) on sm_90;
+ * *used = 0 where it does not apply or ATS_GEMV_KERNEL=v1|v2|v3. */
+ex_gpu_status exc_gemv_v4(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
+                          cudaStream_t s, int *used);
 /* gemv_v3.cu: quantize kernel + one-warp-per-row GEMV with direct 16-byte loads for Q4_0/Q4_K
  * (n_z = 1); *used = 0 where it does not apply or ATS_GEMV_KERNEL=v1|v2. */
 ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
@@ -368,9 +372,11 @@ ex_gpu_status exc_gemv_batched(ex_gpu *g, int type, const void *W, int64_t rows,
     if (!g || !W || !x || !y || rows < 1 || cols < 1 || n_z < 1 || n_z > 65535) return EX_GPU_EINVAL;
     if ((uintptr_t)W % 16 != 0 || (uintptr_t)x % 16 != 0) return EX_GPU_EINVAL; /* 16-byte loads */
     gemv_batch bt = {ids, mat_z, x_div, mat_bytes};
-    if (n_z == 1 && !ids) { /* one matrix, one activation row: v3, else v2, where they apply */
+    if (n_z == 1 && !ids) { /* one matrix, one activation row: v4, else v3, else v2, where they apply */
         int used = 0;
-        ex_gpu_status st = exc_gemv_v3(g, type, W, rows, cols, x, y, s, &used);
+        ex_gpu_status st = exc_gemv_v4(g, type, W, rows, cols, x, y, s, &used);
+        if (st || used) return st;
+        st = exc_gemv_v3(g, type, W, rows, cols, x, y, s, &used);
         if (st || used) return st;
         st = exc_gemv_v2(g, type, W, rows, cols, x, y, s, &used);
         if (st || used) return st;

@@ -93,21 +93,6 @@ static __device__ __forceinline__ void v3_pdl_wait(void)
 /* ---- Q4_K ---------------------------------------------------------------------------------- */
 
 
-/* Σ of 32 products: nibbles (>> shift) of 32 weight bytes with 32 int8 activations. */
-static __device__ __forceinline__ int v3_dot8(int4 wa, int4 wb, int4 xa, int4 xb, int shift)
-{
-    int s = 0;
-    s = __dp4a((wa.x >> shift) & 0x0F0F0F0F, xa.x, s);
-    s = __dp4a((wa.y >> shift) & 0x0F0F0F0F, xa.y, s);
-    s = __dp4a((wa.z >> shift) & 0x0F0F0F0F, xa.z, s);
-    s = __dp4a((wa.w >> shift) & 0x0F0F0F0F, xa.w, s);
-    s = __dp4a((wb.x >> shift) & 0x0F0F0F0F, xb.x, s);
-    s = __dp4a((wb.y >> shift) & 0x0F0F0F0F, xb.y, s);
-    s = __dp4a((wb.z >> shift) & 0x0F0F0F0F, xb.z, s);
-    s = __dp4a((wb.w >> shift) & 0x0F0F0F0F, xb.w, s);
-    return s;
-}
-
 /* x of task t (sub-blocks 2t and 2t+1 of the row: blocks 2t, 2t+1 of x): 64 int8 in four 16-byte
  * chunks and sc = {d0, s0, d1, s1}. Plain layout (exc_q8x): the task's bytes at 64t; lanes 64 bytes apart. */
 static __device__ __forceinline__ void v3_x_q4k(const exc_q8x &x, int t, int4 &a0, int4 &b0, int4 &a1, int4 &b1,
@@ -151,21 +136,6 @@ static __device__ __forceinline__ void v3_x_q4_0(const exc_q8xi &x, int b, int4 
     ds = __ldg((const float2 *)x.ds + b);
 }
 
-/* One Q4_K task of one row: super-block header h (d, dmin, 12 scale bytes), its qs bytes [16 + 32c,
- * 48 + 32c) as qa, qb, against x's two blocks (x0 = sub-block 2c, x1 = 2c + 1; sc = {d0, s0, d1, s1}). */
-static __device__ __forceinline__ float v3_q4k_task(int4 h, int4 qa, int4 qb, int4 x0a, int4 x0b, int4 x1a, int4 x1b,
-                                                   float4 sc, int c)
-{
-    int s_lo = v3_dot8(qa, qb, x0a, x0b, 0);
-    int s_hi = v3_dot8(qa, qb, x1a, x1b, 4);
-    int sc0, m0, sc1, m1;
-    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c, &sc0, &m0);
-    exc_q4k_scale_min((uint32_t)h.y, (uint32_t)h.z, (uint32_t)h.w, 2 * c + 1, &sc1, &m1);
-    float d = exc_h2f((uint16_t)((uint32_t)h.x & 0xFFFFu));
-    float dmin = exc_h2f((uint16_t)((uint32_t)h.x >> 16));
-    return d * (sc.x * (float)(sc0 * s_lo) + sc.z * (float)(sc1 * s_hi)) - dmin * ((float)m0 * sc.y + (float)m1 * sc.w);
-}
-
 /* Q4_K, R rows per warp; lane l takes tasks t = t0 + 32u + l, U of them per trip (all their weight loads
  * issued before the first use); X = exc_q8x or exc_q8xi. */
 template <int R, int NA, int U, typename X>
@@ -207,7 +177,7 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
             v3_x_q4k(x, t, x0a, x0b, x1a, x1b, sc);
 #pragma unroll
             for (int i = 0; i < R; i++)
-                if (i < nr) acc[i] += v3_q4k_task(hd[u][i], qa[u][i], qb[u][i], x0a, x0b, x1a, x1b, sc, c);
+                if (i < nr) acc[i] += exc_q4k_task(hd[u][i], qa[u][i], qb[u][i], x0a, x0b, x1a, x1b, sc, c);
         }
     }
 #pragma unroll
@@ -271,7 +241,7 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
             for (int i = 0; i < R; i++) {
                 if (i < nr) {
                     const int4 *sb = st + i * V3S_STEP_U4 + sbl * 9;
-                    acc[i] += v3_q4k_task(sb[0], sb[1 + 2 * c], sb[2 + 2 * c], x0a, x0b, x1a, x1b, sc, c);
+                    acc[i] += exc_q4k_task(sb[0], sb[1 + 2 * c], sb[2 + 2 * c], x0a, x0b, x1a, x1b, sc, c);
                 }
             }
         }
@@ -327,28 +297,9 @@ static __global__ void __launch_bounds__(32 * V3_WARPS)
         }
         __syncwarp();
         if (blk < nb) {
-            const int xls[4] = {xl.x, xl.y, xl.z, xl.w}, xhs[4] = {xh.x, xh.y, xh.z, xh.w};
-            const int off = (18 * lane) & 2;
 #pragma unroll
-            for (int i = 0; i < R; i++) {
-                if (i < nr) {
-                    /* block at byte 18·lane of row i's step: d at [a, a+2), qs words at a+2+4k; read
-                     * as aligned words from a & ~3 (off = a & 3 ∈ {0, 2}) and shifted */
-                    const uint32_t *w = (const uint32_t *)((const uint8_t *)(st + i * V3_STEP_U4) + 18 * lane - off);
-                    uint32_t ww[5];
-#pragma unroll
-                    for (int k = 0; k < 5; k++) ww[k] = w[k];
-                    int sumi = 0;
-#pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        int v = (int)(off ? ww[k + 1] : __funnelshift_r(ww[k], ww[k + 1], 16));
-                        sumi = __dp4a(v & 0x0F0F0F0F, xls[k], sumi);
-                        sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xhs[k], sumi);
-                    }
-                    float d = exc_h2f((uint16_t)(off ? ww[0] >> 16 : ww[0] & 0xFFFFu));
-                    acc[i] += d * (ds.x * (float)sumi - 8.0f * ds.y);
-                }
-            }
+            for (int i = 0; i < R; i++)
+                if (i < nr) acc[i] += exc_q4_0_dot((const uint8_t *)(st + i * V3_STEP_U4) + 18 * lane, xl, xh, ds);
         }
     }
 #pragma unroll
@@ -614,11 +565,15 @@ ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int6
     return st;
 }
 
+/* gemv_v4.cu: 1 when ex_cuda_gemv runs v4 for this case on the current device. */
+int exc_gemv_v4_used(int type, int64_t rows, int64_t cols);
+
 /* The kernel family ex_cuda_gemv runs for one matrix and one activation row of this type and shape
- * (gemv.cu's order: v3 where it covers the case, then v2 for Q4_0/Q8_0/Q4_K/Q6_K unless
- * ATS_GEMV_KERNEL=v1, else v1): "v3", "v2" or "v1". For the bench's table. */
+ * (gemv.cu's order: v4 where it covers the case, then v3, then v2 for Q4_0/Q8_0/Q4_K/Q6_K unless
+ * ATS_GEMV_KERNEL=v1, else v1): "v4", "v3", "v2" or "v1". For the bench's table. */
 extern "C" const char *ex_cuda_gemv_kernel(int type, int64_t rows, int64_t cols)
 {
+    if (exc_gemv_v4_used(type, rows, cols)) return "v4";
     if (v3_covers(type, rows, cols)) return "v3";
     const char *e = getenv("ATS_GEMV_KERNEL");
     const int v2_type = type == ATS_Q_Q4_0 || type == ATS_Q_Q8_0 || type == ATS_Q_Q4_K || type == ATS_Q_Q6_K;

@@ -16,20 +16,13 @@ static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t 
     int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     int lane = threadIdx.x & 31;
     if (b >= n_blocks) return;
-    float v = x[b * 32 + lane];
-    /* fmaxf drops NaN, so non-finite inputs are caught by a vote: the block's scale becomes NaN and
-     * the NaN reaches every output that reads this block (NaN never turns into a number) */
-    int bad = __any_sync(0xffffffffu, !(fabsf(v) <= 3.4e38f));
-    float amax = exc_warp_max(bad ? 0.0f : fabsf(v));
-    float db = amax / 127.0f;
-    int q = amax > 0.0f && !bad ? __float2int_rn(v / db) : 0;
-    if (bad) db = __int_as_float(0x7fc00000);
-    int sum = __reduce_add_sync(0xffffffffu, q);
+    float db, sb;
+    int q = exc_q8_block(x[b * 32 + lane], &db, &sb);
     if (CH == 0) {
         qs[b * 32 + lane] = (int8_t)q;
         if (lane == 0) {
             d[b] = db;
-            s[b] = db * (float)sum;
+            s[b] = sb;
         }
         return;
     }
@@ -39,7 +32,7 @@ static __global__ void quantize_q8x_kernel(const float *__restrict__ x, int64_t 
     qs[(((t >> 5) * C + (off >> 4)) * 32 + (t & 31)) * 16 + (off & 15)] = (int8_t)q;
     if (lane == 0) {
         d[2 * b] = db;
-        d[2 * b + 1] = db * (float)sum;
+        d[2 * b + 1] = sb;
     }
 }
 

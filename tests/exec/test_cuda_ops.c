@@ -630,6 +630,49 @@ static void test_gemv_chain(void)
     }
 }
 
+/* GEMV v4 (gemv_v4.cu: one kernel, TMA weight ring, x quantized per block; sm_90) on the shapes that
+ * stress its bookkeeping: fewer rows than SMs (grid = rows, one row a block), a single row, rows of
+ * one stage each (cols 17408: g = 1), many stages a block so the ring wraps and each slot's mbarrier
+ * flips phase several times (cols 1024: g = 8, S = 8, ~20 stages a block), ragged last stages (row
+ * counts not a multiple of g·blocks), and the widest x (cols 34816). Every output against the exact
+ * reference; on a device with cc ≥ 9 the case must also have run v4 (ex_cuda_gemv_kernel), so this
+ * test fails if the dispatch silently falls back. */
+static void test_gemv_v4_shapes(void)
+{
+    const ats_qtype types[2] = {ATS_Q_Q4_0, ATS_Q_Q4_K};
+    const int64_t shapes[][2] = {{5, 256}, {1, 4096}, {131, 512}, {603, 17408}, {21121, 1024}, {1100 + 7, 5120},
+                                 {270, 34816}};
+    const int want_v4 = ex_gpu_info(g_gpu)->cc_major >= 9;
+    for (size_t ti = 0; ti < 2; ti++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const ats_qtype t = types[ti];
+            const int64_t rows = shapes[si][0], cols = shapes[si][1];
+            const char *kern = ex_cuda_gemv_kernel((int)t, rows, cols);
+            CHECK_MSG(!want_v4 || getenv("ATS_GEMV_KERNEL") || strcmp(kern, "v4") == 0,
+                      "gemv %s %lldx%lld on cc >= 9: ran %s, not v4", ats_qtype_name(t), (long long)rows,
+                      (long long)cols, kern);
+            wt w = make_weight(t, cols, rows, 1, 1.0);
+            float *x = malloc((size_t)cols * sizeof(float)), *yr = malloc((size_t)rows * sizeof(float));
+            float *yg = malloc((size_t)rows * sizeof(float));
+            fill(x, cols, -1, 1);
+            CHECK(ex_cpu_matmul_ref(&w.host, x, 1, yr) == ATS_OK);
+            float *dx = dev_upload(x, (size_t)cols * sizeof(float));
+            float *dy = dev_upload(NULL, (size_t)rows * sizeof(float));
+            CHECK(ex_cuda_matmul(g_gpu, &w.dev, dx, 1, dy, g_s) == EX_GPU_OK);
+            dev_download(yg, dy, (size_t)rows * sizeof(float));
+            const double e = max_err(yg, yr, rows, row_scale(&w.host, x, 1)), b = err_bound(t, 1);
+            CHECK_MSG(e <= b, "gemv %s %lldx%lld (%s): error vs exact %.3g > %.3g", ats_qtype_name(t), (long long)rows,
+                      (long long)cols, kern, e, b);
+            fprintf(stderr, "  gemv %-5s %5lldx%-5lld (%s): err vs exact %.2e (bound %.1e)\n", ats_qtype_name(t),
+                    (long long)rows, (long long)cols, kern, e, b);
+            ex_gpu_free(g_gpu, dx);
+            ex_gpu_free(g_gpu, dy);
+            free(x); free(yr); free(yg);
+            free_weight(&w);
+        }
+    }
+}
+
 /* Decode GEMVs of an FFN-like pair queued back to back: up (rows 3n, cols n: not wide) then down (rows n,
  * cols 3n: gemv_v3's wide rule for Q4_0, lin activations and R = 1), y_i = W_i y_i-1 alternating, 16 calls
  * with one wait at the end. test_gemv_chain's square shapes never take the wide rule, so this is the only
@@ -691,6 +734,7 @@ int main(void)
     g_rng = tu_seed("test_cuda_ops");
     g_s = ex_gpu_stream(g_gpu, EX_GPU_STREAM_COMPUTE);
     test_matmul();
+    test_gemv_v4_shapes();
     test_gemv_chain();
     test_gemv_wide_chain();
     test_norm_rope();

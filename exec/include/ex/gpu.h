@@ -139,7 +139,8 @@ ex_gpu_status ex_cuda_gemv(ex_gpu *g, int type, const void *W, int64_t rows, int
                            float *y, ex_stream s);
 
 /** The GEMV kernel family ex_cuda_gemv runs for this type (ats_qtype id) and shape (rows, cols):
- *  "v3", "v2" or "v1" (exec/cuda/gemv_v3.cu; follows ATS_GEMV_KERNEL and ATS_GEMV_V3_Q6K). For reports. */
+ *  "v4", "v3", "v2" or "v1" on the current device (exec/cuda/gemv_v3.cu; follows ATS_GEMV_KERNEL and
+ *  ATS_GEMV_V3_Q6K). For reports. */
 const char *ex_cuda_gemv_kernel(int type, int64_t rows, int64_t cols);
 
 /**
