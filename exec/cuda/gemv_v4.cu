@@ -84,6 +84,53 @@ static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity)
 }
 #endif
 
+/* x (cols floats, cols % 256 == 0) → the block's int8 blocks of 32 in shared memory (xq) and their
+ * (d, s) pairs (xds), with exc_q8_block's formula (d = amax/127, q = round(v/d), s = d·Σq; any
+ * non-finite value of a block makes its d NaN), so the result equals the quantize kernel's. Lane group
+ * of 8 per block of 32, a float4 a lane, read through L2 (ld.global.cg: x may have been written by the
+ * kernel this one was a programmatic dependent of; nothing of it is ever cached in L1); up to 8 float4
+ * loads of a thread in flight before the first use (a loop of one block at a time per warp, waiting for
+ * L2 each time, took ~8 µs at 5120 columns and ~27 µs at 17408 on the H200). */
+static __device__ __forceinline__ void v4_quantize_x(const float *__restrict__ x, int cols, int8_t *xq, float2 *xds)
+{
+    const int n4 = cols / 4, lane = threadIdx.x & 31;
+    for (int i0 = threadIdx.x; i0 < n4; i0 += 8 * V4_THREADS) {
+        float4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (i0 + u * V4_THREADS < n4) v[u] = __ldcg((const float4 *)x + i0 + u * V4_THREADS);
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int i = i0 + u * V4_THREADS;
+            if (i0 + u * V4_THREADS >= n4) break; /* warp-uniform: n4 % 64 == 0 */
+            const float a = fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w)));
+            int bad = !(fabsf(v[u].x) <= 3.4e38f && fabsf(v[u].y) <= 3.4e38f && fabsf(v[u].z) <= 3.4e38f &&
+                        fabsf(v[u].w) <= 3.4e38f);
+            float amax = bad ? 0.0f : a;
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) { /* the 8 lanes of this block of 32 */
+                amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+                bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+            }
+            float d = amax / 127.0f;
+            int q0 = 0, q1 = 0, q2 = 0, q3 = 0;
+            if (amax > 0.0f && !bad) {
+                q0 = __float2int_rn(v[u].x / d);
+                q1 = __float2int_rn(v[u].y / d);
+                q2 = __float2int_rn(v[u].z / d);
+                q3 = __float2int_rn(v[u].w / d);
+            }
+            if (bad) d = __int_as_float(0x7fc00000);
+            int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+            for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            ((int *)xq)[i] = (int)((uint32_t)(q0 & 255) | ((uint32_t)(q1 & 255) << 8) | ((uint32_t)(q2 & 255) << 16) |
+                                   ((uint32_t)q3 << 24));
+            if ((lane & 7) == 0) xds[i / 8] = make_float2(d, d * (float)sum);
+        }
+    }
+}
+
 template <int TYPE>
 static __global__ void __launch_bounds__(V4_THREADS, 1)
     gemv_v4_kernel(const uint8_t *__restrict__ W, int rows, int cols, const float *__restrict__ x,
@@ -113,12 +160,7 @@ static __global__ void __launch_bounds__(V4_THREADS, 1)
     __syncthreads(); /* the barriers are initialised before anyone waits on them */
     asm volatile("griddepcontrol.wait;" ::: "memory"); /* x is complete from here on */
     const int nb = cols / 32;
-    for (int j = warp; j < nb; j += V4_WARPS) {
-        float d, s;
-        const int q = exc_q8_block(__ldcg(x + (int64_t)j * 32 + lane), &d, &s);
-        xq[j * 32 + lane] = (int8_t)q;
-        if (lane == 0) xds[j] = make_float2(d, s);
-    }
+    v4_quantize_x(x, cols, xq, xds);
     __syncthreads();
     const int grp = warp / geo.P, p = warp % geo.P;
     const int U = TYPE == ATS_Q_Q4_K ? cols / 64 : nb;
