@@ -43,18 +43,16 @@
 
 #define V4_WARPS 8
 #define V4_THREADS (32 * V4_WARPS)
-#define V4_MAX_ROWS 8                  /* rows per stage (g) */
-#define V4_MAX_STAGES 8                /* ring slots (S) */
-#define V4_STAGE_KB 16                 /* default stage bytes: g = floor(16 KB / rb), 1..8 */
-#define V4_RING_KB 96                  /* default ring bytes: S = floor(96 KB / slot), 2..8 */
-#define V4_BAR_OFF 0                   /* uint64 mbarriers [V4_MAX_STAGES] */
-#define V4_RED_OFF 64                  /* float partial sums [2][V4_MAX_ROWS][V4_WARPS] */
-#define V4_X_OFF 640                   /* int8 x [cols], then float2 (d, s) [cols / 32] */
+#define V4_MAX_SLOTS 8    /* ring slots per warp */
+#define V4_CHUNK_KB 4     /* default chunk: a row is cut into ceil(rb / 4 KB) chunks of whole 144-byte units */
+#define V4_RING_KB 96     /* default ring of a block (all warps): slots per warp = 96 KB / 8 / slot, 2..8 */
+#define V4_BAR_OFF 0      /* uint64 mbarriers [V4_WARPS][V4_MAX_SLOTS] */
+#define V4_X_OFF 512      /* x: int8 planes (cols bytes), then (d, s) pairs (cols / 4 bytes) */
 
-/* What the host decided for one (type, cols): rows per stage, ring slots, slot stride, warps per row
- * group and row groups, the ring's offset in shared memory. */
+/* What the host decided for one (type, rows, cols, grid): chunks per row, ring slots per warp, slot
+ * stride, and the offsets of the partial sums and of the ring in shared memory. */
 typedef struct v4_geom {
-    int g, S, slot, P, GR, ring_off;
+    int nch, S, slot, red_off, ring_off;
 } v4_geom;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -91,9 +89,10 @@ static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity)
  * kernel this one was a programmatic dependent of; nothing of it is ever cached in L1); up to 8 float4
  * loads of a thread in flight before the first use (a loop of one block at a time per warp, waiting for
  * L2 each time, took ~8 µs at 5120 columns and ~27 µs at 17408 on the H200). */
+template <int CH>
 static __device__ __forceinline__ void v4_quantize_x(const float *__restrict__ x, int cols, int8_t *xq, float2 *xds)
 {
-    const int n4 = cols / 4, lane = threadIdx.x & 31;
+    const int n4 = cols / 4, lane = threadIdx.x & 31, plane = cols / CH;
     for (int i0 = threadIdx.x; i0 < n4; i0 += 8 * V4_THREADS) {
         float4 v[8];
 #pragma unroll
@@ -124,8 +123,9 @@ static __device__ __forceinline__ void v4_quantize_x(const float *__restrict__ x
             int sum = q0 + q1 + q2 + q3;
 #pragma unroll
             for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-            ((int *)xq)[i] = (int)((uint32_t)(q0 & 255) | ((uint32_t)(q1 & 255) << 8) | ((uint32_t)(q2 & 255) << 16) |
-                                   ((uint32_t)q3 << 24));
+            const int e = 4 * i, o = e % (16 * CH); /* unit e / (16·CH), its 16-byte chunk o / 16 */
+            *(int *)(xq + (o >> 4) * plane + e / (16 * CH) * 16 + (o & 15)) =
+                (int)((uint32_t)(q0 & 255) | ((uint32_t)(q1 & 255) << 8) | ((uint32_t)(q2 & 255) << 16) | ((uint32_t)q3 << 24));
             if ((lane & 7) == 0) xds[i / 8] = make_float2(d, d * (float)sum);
         }
     }
@@ -137,84 +137,77 @@ static __global__ void __launch_bounds__(V4_THREADS, 1)
                    float *__restrict__ y, v4_geom geo)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int CH = TYPE == ATS_Q_Q4_K ? 4 : 2; /* 16-byte x chunks per unit (Q4_K task / Q4_0 block) */
     extern __shared__ __align__(128) uint8_t sm[];
-    uint64_t *bar = (uint64_t *)(sm + V4_BAR_OFF);
-    float *red = (float *)(sm + V4_RED_OFF);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    uint64_t *bar = (uint64_t *)(sm + V4_BAR_OFF) + warp * V4_MAX_SLOTS;
     int8_t *xq = (int8_t *)(sm + V4_X_OFF);
     float2 *xds = (float2 *)(sm + V4_X_OFF + cols);
-    uint8_t *ring = sm + geo.ring_off;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int64_t rb = TYPE == ATS_Q_Q4_K ? (int64_t)(cols / 256) * EXC_Q4_K_BYTES : (int64_t)(cols / 32) * EXC_Q4_0_BYTES;
+    float *red = (float *)(sm + geo.red_off);
+    uint8_t *ring = sm + geo.ring_off + (size_t)warp * geo.S * geo.slot;
+    const int su_row = cols / 256; /* 144-byte units a row: 8 Q4_0 blocks or one Q4_K super-block */
+    const int64_t rb = (int64_t)su_row * 144;
+    const int plane = cols / CH;
     const int r0 = (int)((int64_t)blockIdx.x * rows / gridDim.x), r1 = (int)((int64_t)(blockIdx.x + 1) * rows / gridDim.x);
-    const int nst = (r1 - r0 + geo.g - 1) / geo.g; /* ≥ 1: the grid has at most `rows` blocks */
-    if (tid == 0) {
+    const int items = (r1 - r0) * geo.nch; /* (row, chunk) pairs of the block; warp w takes w, w + 8, ... */
+    /* item q: row r0 + q / nch, units [su0, su1) of it */
+#define V4_ITEM(q, su0, su1)                                                  \
+    const int su0 = (q) % geo.nch * su_row / geo.nch, su1 = ((q) % geo.nch + 1) * su_row / geo.nch
+    if (lane == 0) {
         for (int k = 0; k < geo.S; k++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(v4_sa(&bar[k])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int k = 0; k < geo.S && k < nst; k++) { /* weights only: safe before the wait */
-            const int r = r0 + k * geo.g, nr = min(geo.g, r1 - r);
-            v4_copy(ring + (size_t)k * geo.slot, W + r * rb, (uint32_t)(nr * rb), &bar[k]);
+        for (int k = 0; k < geo.S && warp + V4_WARPS * k < items; k++) { /* weights only: safe before the wait */
+            const int q = warp + V4_WARPS * k;
+            V4_ITEM(q, su0, su1);
+            v4_copy(ring + (size_t)k * geo.slot, W + (int64_t)(r0 + q / geo.nch) * rb + su0 * 144,
+                    (uint32_t)((su1 - su0) * 144), &bar[k]);
         }
     }
     asm volatile("griddepcontrol.launch_dependents;");
-    __syncthreads(); /* the barriers are initialised before anyone waits on them */
     asm volatile("griddepcontrol.wait;" ::: "memory"); /* x is complete from here on */
-    const int nb = cols / 32;
-    v4_quantize_x(x, cols, xq, xds);
-    __syncthreads();
-    const int grp = warp / geo.P, p = warp % geo.P;
-    const int U = TYPE == ATS_Q_Q4_K ? cols / 64 : nb;
-    for (int k = 0; k < nst; k++) {
-        const int slot = k % geo.S, r = r0 + k * geo.g, nr = min(geo.g, r1 - r);
+    v4_quantize_x<CH>(x, cols, xq, xds);
+    __syncthreads(); /* x quantized; every warp's barriers initialised */
+    for (int j = 0, q = warp; q < items; j++, q += V4_WARPS) {
+        const int slot = j % geo.S;
         const uint8_t *st = ring + (size_t)slot * geo.slot;
-        float acc[V4_MAX_ROWS];
-#pragma unroll
-        for (int m = 0; m < V4_MAX_ROWS; m++) acc[m] = 0.0f;
-        v4_wait(&bar[slot], (uint32_t)(k / geo.S) & 1u);
-        for (int u = p * 32 + lane; u < U; u += 32 * geo.P) {
-            if (TYPE == ATS_Q_Q4_K) {
-                const int4 *xp = (const int4 *)(xq + 64 * u);
-                const int4 x0a = xp[0], x0b = xp[1], x1a = xp[2], x1b = xp[3];
-                const float4 sc = *(const float4 *)(xds + 2 * u);
-                const int c = u & 3;
-#pragma unroll
-                for (int m = 0; m < V4_MAX_ROWS; m++) {
-                    const int i = grp + m * geo.GR;
-                    if (i < nr) {
-                        const int4 *bp = (const int4 *)(st + i * rb + (int64_t)(u >> 2) * EXC_Q4_K_BYTES);
-                        acc[m] += exc_q4k_task(bp[0], bp[1 + 2 * c], bp[2 + 2 * c], x0a, x0b, x1a, x1b, sc, c);
-                    }
-                }
-            } else {
-                const int4 *xp = (const int4 *)(xq + 32 * u);
-                const int4 xl = xp[0], xh = xp[1];
-                const float2 ds = xds[u];
-#pragma unroll
-                for (int m = 0; m < V4_MAX_ROWS; m++) {
-                    const int i = grp + m * geo.GR;
-                    if (i < nr) acc[m] += exc_q4_0_dot(st + i * rb + (int64_t)u * EXC_Q4_0_BYTES, xl, xh, ds);
-                }
+        V4_ITEM(q, su0, su1);
+        float acc = 0.0f;
+        v4_wait(&bar[slot], (uint32_t)(j / geo.S) & 1u);
+        if (TYPE == ATS_Q_Q4_K) {
+            const int nt = 4 * (su1 - su0), t0 = 4 * su0; /* tasks of the chunk, the first one's index in x */
+            for (int u = lane; u < nt; u += 32) {
+                const int t = t0 + u, c = u & 3;
+                const int4 x0a = *(const int4 *)(xq + t * 16), x0b = *(const int4 *)(xq + plane + t * 16);
+                const int4 x1a = *(const int4 *)(xq + 2 * plane + t * 16), x1b = *(const int4 *)(xq + 3 * plane + t * 16);
+                const float4 sc = *(const float4 *)(xds + 2 * t);
+                const int4 *bp = (const int4 *)(st + (u >> 2) * EXC_Q4_K_BYTES);
+                acc += exc_q4k_task(bp[0], bp[1 + 2 * c], bp[2 + 2 * c], x0a, x0b, x1a, x1b, sc, c);
+            }
+        } else {
+            const int nbk = 8 * (su1 - su0), b0 = 8 * su0; /* blocks of the chunk, the first one's index in x */
+            for (int u = lane; u < nbk; u += 32) {
+                const int b = b0 + u;
+                const int4 xl = *(const int4 *)(xq + b * 16), xh = *(const int4 *)(xq + plane + b * 16);
+                acc += exc_q4_0_dot(st + u * EXC_Q4_0_BYTES, xl, xh, xds[b]);
             }
         }
-        float *rd = red + (k & 1) * V4_MAX_ROWS * V4_WARPS;
-#pragma unroll
-        for (int m = 0; m < V4_MAX_ROWS; m++) {
-            const int i = grp + m * geo.GR; /* warp-uniform */
-            if (i < nr) {
-                const float v = exc_warp_sum(acc[m]);
-                if (lane == 0) rd[i * V4_WARPS + p] = v;
-            }
+        __syncwarp(); /* every lane is done with the slot */
+        if (lane == 0 && q + V4_WARPS * geo.S < items) {
+            const int qn = q + V4_WARPS * geo.S;
+            V4_ITEM(qn, sn0, sn1);
+            v4_copy((void *)st, W + (int64_t)(r0 + qn / geo.nch) * rb + sn0 * 144, (uint32_t)((sn1 - sn0) * 144),
+                    &bar[slot]);
         }
-        __syncthreads(); /* slot k % S is read, the partial sums of stage k are written */
-        if (tid == 0 && k + geo.S < nst) {
-            const int rn = r0 + (k + geo.S) * geo.g, nn = min(geo.g, r1 - rn);
-            v4_copy(ring + (size_t)slot * geo.slot, W + rn * rb, (uint32_t)(nn * rb), &bar[slot]);
-        }
-        if (tid < nr) { /* row tid of the stage: its group's P partial sums in warp order */
-            float v = 0.0f;
-            for (int q = 0; q < geo.P; q++) v += rd[tid * V4_WARPS + q];
-            y[r + tid] = v;
-        }
+        acc = exc_warp_sum(acc);
+        if (lane == 0) red[q] = acc;
+    }
+#undef V4_ITEM
+    __syncthreads();
+    for (int t = tid; t < r1 - r0; t += V4_THREADS) { /* a row's chunks in order: deterministic */
+        float v = 0.0f;
+        for (int c = 0; c < geo.nch; c++) v += red[t * geo.nch + c];
+        y[r0 + t] = v;
     }
 #else
     __trap(); /* never launched: v4_covers asks for sm_90 code (ptxVersion ≥ 90) */
@@ -225,24 +218,24 @@ static __global__ void __launch_bounds__(V4_THREADS, 1)
 
 typedef struct v4_cfg {
     int off;             /* ATS_GEMV_KERNEL = v1 | v2 | v3 */
-    int stage_kb, ring_kb;
+    int chunk_kb, ring_kb;
     int smem_max;        /* opt-in shared memory of one block on the device (227 KB on sm_90, 99 KB on sm_120) */
     int sm90[2];         /* the Q4_0 / Q4_K kernels have sm_90 code (ptxVersion ≥ 90) and their shared
                           * memory limit is raised to smem_max */
 } v4_cfg;
 
-/* Read once: ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off; ATS_GEMV_V4_STAGE_KB (2..64) and
- * ATS_GEMV_V4_RING_KB (8..200) size the stages and the ring (bench experiments). */
+/* Read once: ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off; ATS_GEMV_V4_CHUNK_KB (1..64) and
+ * ATS_GEMV_V4_RING_KB (16..220) size the chunks and a block's ring (bench experiments). */
 static const v4_cfg *v4_config(void)
 {
     static std::once_flag once;
-    static v4_cfg c = {0, V4_STAGE_KB, V4_RING_KB, 0, {0, 0}};
+    static v4_cfg c = {0, V4_CHUNK_KB, V4_RING_KB, 0, {0, 0}};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_KERNEL");
         c.off = e && (strcmp(e, "v1") == 0 || strcmp(e, "v2") == 0 || strcmp(e, "v3") == 0);
         int v;
-        if ((e = getenv("ATS_GEMV_V4_STAGE_KB")) && (v = atoi(e)) >= 2 && v <= 64) c.stage_kb = v;
-        if ((e = getenv("ATS_GEMV_V4_RING_KB")) && (v = atoi(e)) >= 8 && v <= 200) c.ring_kb = v;
+        if ((e = getenv("ATS_GEMV_V4_CHUNK_KB")) && (v = atoi(e)) >= 1 && v <= 64) c.chunk_kb = v;
+        if ((e = getenv("ATS_GEMV_V4_RING_KB")) && (v = atoi(e)) >= 16 && v <= 220) c.ring_kb = v;
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&c.smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
@@ -261,38 +254,41 @@ static const v4_cfg *v4_config(void)
     return &c;
 }
 
-/* The stage / ring geometry for (type, cols) and the shared memory it takes; 0 when it does not fit. */
-static size_t v4_geometry(int type, int64_t cols, const v4_cfg *c, v4_geom *geo)
+/* The geometry for (rows, cols) on a grid of `grid` blocks: a row of rb = cols/256 · 144 bytes is cut into
+ * nch = ceil(rb / chunk) chunks of whole 144-byte units; each warp has S slots of `slot` bytes (a chunk and
+ * 4 bytes for the Q4_0 word reads, rounded to 128), S = ring / (8 · slot) in 2..8; then the partial sums
+ * (a float per chunk of the block's rows). Returns the shared memory it takes, 0 when it does not fit. */
+static size_t v4_geometry(int64_t rows, int64_t cols, int64_t grid, const v4_cfg *c, v4_geom *geo)
 {
-    const int64_t rb = type == ATS_Q_Q4_K ? cols / 256 * EXC_Q4_K_BYTES : cols / 32 * EXC_Q4_0_BYTES;
-    const int64_t units = type == ATS_Q_Q4_K ? cols / 64 : cols / 32;
-    int64_t g = (int64_t)c->stage_kb * 1024 / rb;
-    geo->g = (int)(g < 1 ? 1 : g > V4_MAX_ROWS ? V4_MAX_ROWS : g);
-    geo->slot = (int)((geo->g * rb + 127) / 128 * 128);
-    int64_t S = (int64_t)c->ring_kb * 1024 / geo->slot;
-    geo->S = (int)(S < 2 ? 2 : S > V4_MAX_STAGES ? V4_MAX_STAGES : S);
-    int P = 1;
-    while (P < V4_WARPS && (int64_t)32 * P < units) P *= 2;
-    int GR = V4_WARPS / P;
-    while (GR > geo->g) GR /= 2;
-    geo->GR = GR;
-    geo->P = V4_WARPS / GR;
-    geo->ring_off = (int)((V4_X_OFF + cols + cols / 4 + 127) / 128 * 128);
-    size_t bytes = (size_t)geo->ring_off + (size_t)geo->S * geo->slot + 16;
-    while (bytes > (size_t)c->smem_max && geo->S > 2) bytes -= geo->slot, geo->S--;
-    return bytes > (size_t)c->smem_max ? 0 : bytes;
+    const int64_t su_row = cols / 256, rb = su_row * 144, chunk = (int64_t)c->chunk_kb * 1024;
+    int64_t nch = (rb + chunk - 1) / chunk;
+    if (nch > su_row) nch = su_row;
+    geo->nch = (int)nch;
+    geo->slot = (int)(((su_row + nch - 1) / nch * 144 + 4 + 127) / 128 * 128);
+    int64_t S = (int64_t)c->ring_kb * 1024 / ((int64_t)V4_WARPS * geo->slot);
+    geo->S = (int)(S < 2 ? 2 : S > V4_MAX_SLOTS ? V4_MAX_SLOTS : S);
+    const int64_t red = (rows + grid - 1) / grid * nch * (int64_t)sizeof(float);
+    geo->red_off = (int)((V4_X_OFF + cols + cols / 4 + 127) / 128 * 128);
+    const int64_t ring_off = (geo->red_off + red + 127) / 128 * 128;
+    if (ring_off > (int64_t)c->smem_max) return 0;
+    geo->ring_off = (int)ring_off;
+    int64_t bytes = ring_off + (int64_t)V4_WARPS * geo->S * geo->slot;
+    while (bytes > (int64_t)c->smem_max && geo->S > 2) bytes -= (int64_t)V4_WARPS * geo->slot, geo->S--;
+    return bytes > (int64_t)c->smem_max ? 0 : (size_t)bytes;
 }
+
+static int64_t v4_grid(int64_t rows, int nsm) { return rows < nsm ? rows : nsm; }
 
 /* 1 when v4 takes this single GEMV: Q4_0 / Q4_K, cols % 256 == 0, sm_90 code on a cc ≥ 9 device, the
  * ring fits, and ATS_GEMV_KERNEL does not ask for an older kernel. */
-static int v4_covers(int cc_major, int type, int64_t rows, int64_t cols)
+static int v4_covers(int cc_major, int nsm, int type, int64_t rows, int64_t cols)
 {
     if (!(type == ATS_Q_Q4_0 || type == ATS_Q_Q4_K) || cols % 256 != 0 || rows < 1 || rows > (1 << 30) ||
         cols > (1 << 20) || cc_major < 9)
         return 0;
     const v4_cfg *c = v4_config();
     v4_geom geo;
-    return !c->off && c->sm90[type == ATS_Q_Q4_K] && v4_geometry(type, cols, c, &geo) > 0;
+    return !c->off && c->sm90[type == ATS_Q_Q4_K] && v4_geometry(rows, cols, v4_grid(rows, nsm), c, &geo) > 0;
 }
 
 /* Runs v4 when it covers the case: *used = 1; otherwise *used = 0 and nothing is launched. W 16-byte
@@ -301,13 +297,13 @@ ex_gpu_status exc_gemv_v4(ex_gpu *g, int type, const void *W, int64_t rows, int6
                           cudaStream_t s, int *used)
 {
     *used = 0;
-    if (!v4_covers(exc_cc_major(g), type, rows, cols)) return EX_GPU_OK;
-    v4_geom geo;
-    const size_t smem = v4_geometry(type, cols, v4_config(), &geo);
     const int nsm = exc_sm_count(g);
+    if (!v4_covers(exc_cc_major(g), nsm, type, rows, cols)) return EX_GPU_OK;
+    v4_geom geo;
+    const size_t smem = v4_geometry(rows, cols, v4_grid(rows, nsm), v4_config(), &geo);
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
-    cfg.gridDim = dim3((unsigned)(rows < nsm ? rows : nsm));
+    cfg.gridDim = dim3((unsigned)v4_grid(rows, nsm));
     cfg.blockDim = dim3(V4_THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
@@ -327,10 +323,11 @@ ex_gpu_status exc_gemv_v4(ex_gpu *g, int type, const void *W, int64_t rows, int6
 /* 1 when ex_cuda_gemv runs v4 for this single GEMV on the current device (the bench's `kern` column). */
 int exc_gemv_v4_used(int type, int64_t rows, int64_t cols)
 {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    int dev = 0, major = 0, nsm = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return 0;
     }
-    return v4_covers(major, type, rows, cols);
+    return v4_covers(major, nsm, type, rows, cols);
 }
