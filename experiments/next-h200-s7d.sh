@@ -8,7 +8,7 @@
 T0=$SECONDS
 h200_setup nexts7d ats
 for k in 2 12; do   # template argument: ATS_Q_Q4_0 = 2, ATS_Q_Q4_K = 12; launch 4 of each is ffn_up 5120->17408
-timeout 120 ncu --kernel-name-base demangled --kernel-name "regex:gemv_v4_kernel<$k>" --launch-skip 3 --launch-count 1 \
+timeout 120 ncu --kernel-name-base demangled --kernel-name "regex:gemv_v4_kernel<.int.$k>" --launch-skip 3 --launch-count 1 \
   --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
   --section MemoryWorkloadAnalysis --section LaunchStats --section SourceCounters \
   $A bench kernels --skip-cpu --skip-model --reps 2 > $W/ncu-$k.txt 2>&1
