@@ -1,5 +1,5 @@
 #!/bin/bash
-# experiments/next-h200-s7c.sh — seventh session, third call (~5 minutes), issue 5: GEMV v4 rebuilt with a
+# experiments/next-h200-s7c.sh — seventh session, third and fifth calls (~5 minutes), issue 5: GEMV v4 rebuilt with a
 # pipeline per warp. Call 2 (s7b) showed the bulk-copy ring itself streams at 4.6 TB/s (tma_stream: 16 KB x 6
 # slots, one block a SM) but v4 cost ~1 us per ring stage: the whole block waited for each stage, computed it
 # with few warps and met at a __syncthreads, so the stage's latency chain was paid in full every time. Now
@@ -18,7 +18,7 @@ timeout 120 $A bench kernels --skip-cpu --skip-model --reps 30 > $W/bk.txt 2>&1
 say "[$((SECONDS - T0)) s] bench kernels GEMV (v4 default) rc=$?"
 grep -E "^(Q4_0|Q4_K) |^type |HBM read" $W/bk.txt | tee -a "$S"
 cp $W/bk.txt $OUT/bench-kernels-gpu-gemv-v4.txt
-for cr in 2,96 8,96 4,64 4,160 4,200; do
+for cr in 2,96 4,96 3,150 3,200 8,96; do
   [ $((SECONDS - T0)) -lt 330 ] || continue
   ATS_GEMV_V4_CHUNK_KB=${cr%,*} ATS_GEMV_V4_RING_KB=${cr#*,} timeout 60 $A bench kernels --skip-cpu --skip-model --reps 20 > $W/bk-$cr.txt 2>&1
   say "chunk,ring KB = $cr:"; grep -E "^(Q4_0|Q4_K) +(ffn|attn_kv)" $W/bk-$cr.txt | tee -a "$S"
@@ -29,3 +29,6 @@ for k in "" v3; do
     2>&1 > /dev/null | grep -E "tok/s" | sed "s/^/ATS_GEMV_KERNEL=${k:-default}: /" | tee -a "$S"
 done
 say "[$((SECONDS - T0)) s] done"
+# Fifth call (after ncu, s7d: 8 warps a SM, 2 eligible per scheduler, 4.5 cycles between a warp's
+# instructions: latency-bound): 16 warps a block (2 slots each by default, 3 KB chunks), launch bounds
+# (512, 2), the item walk without divisions. Prediction: ffn_up 21 -> 14-16 us.

@@ -41,13 +41,13 @@
 
 #include "ats/quant.h"
 
-#define V4_WARPS 8
+#define V4_WARPS 16
 #define V4_THREADS (32 * V4_WARPS)
 #define V4_MAX_SLOTS 8    /* ring slots per warp */
-#define V4_CHUNK_KB 4     /* default chunk: a row is cut into ceil(rb / 4 KB) chunks of whole 144-byte units */
-#define V4_RING_KB 96     /* default ring of a block (all warps): slots per warp = 96 KB / 8 / slot, 2..8 */
+#define V4_CHUNK_KB 3     /* default chunk: a row is cut into ceil(rb / 3 KB) chunks of whole 144-byte units */
+#define V4_RING_KB 96     /* default ring of a block (all warps): slots per warp = 96 KB / 16 / slot, 2..8 */
 #define V4_BAR_OFF 0      /* uint64 mbarriers [V4_WARPS][V4_MAX_SLOTS] */
-#define V4_X_OFF 512      /* x: int8 planes (cols bytes), then (d, s) pairs (cols / 4 bytes) */
+#define V4_X_OFF 1024     /* x: int8 planes (cols bytes), then (d, s) pairs (cols / 4 bytes) */
 
 /* What the host decided for one (type, rows, cols, grid): chunks per row, ring slots per warp, slot
  * stride, and the offsets of the partial sums and of the ring in shared memory. */
@@ -132,7 +132,7 @@ static __device__ __forceinline__ void v4_quantize_x(const float *__restrict__ x
 }
 
 template <int TYPE>
-static __global__ void __launch_bounds__(V4_THREADS, 1)
+static __global__ void __launch_bounds__(V4_THREADS, 2)
     gemv_v4_kernel(const uint8_t *__restrict__ W, int rows, int cols, const float *__restrict__ x,
                    float *__restrict__ y, v4_geom geo)
 {
@@ -150,30 +150,32 @@ static __global__ void __launch_bounds__(V4_THREADS, 1)
     const int plane = cols / CH;
     const int r0 = (int)((int64_t)blockIdx.x * rows / gridDim.x), r1 = (int)((int64_t)(blockIdx.x + 1) * rows / gridDim.x);
     const int items = (r1 - r0) * geo.nch; /* (row, chunk) pairs of the block; warp w takes w, w + 8, ... */
-    /* item q: row r0 + q / nch, units [su0, su1) of it */
-#define V4_ITEM(q, su0, su1)                                                  \
-    const int su0 = (q) % geo.nch * su_row / geo.nch, su1 = ((q) % geo.nch + 1) * su_row / geo.nch
+    /* item q = (row r0 + q / nch, chunk q % nch); chunk c holds the units [c·su_row/nch, (c+1)·su_row/nch) */
+#define V4_SU(c) ((c) * su_row / geo.nch)
     if (lane == 0) {
         for (int k = 0; k < geo.S; k++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(v4_sa(&bar[k])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         for (int k = 0; k < geo.S && warp + V4_WARPS * k < items; k++) { /* weights only: safe before the wait */
-            const int q = warp + V4_WARPS * k;
-            V4_ITEM(q, su0, su1);
+            const int q = warp + V4_WARPS * k, c = q % geo.nch, su0 = V4_SU(c);
             v4_copy(ring + (size_t)k * geo.slot, W + (int64_t)(r0 + q / geo.nch) * rb + su0 * 144,
-                    (uint32_t)((su1 - su0) * 144), &bar[k]);
+                    (uint32_t)((V4_SU(c + 1) - su0) * 144), &bar[k]);
         }
     }
     asm volatile("griddepcontrol.launch_dependents;");
     asm volatile("griddepcontrol.wait;" ::: "memory"); /* x is complete from here on */
     v4_quantize_x<CH>(x, cols, xq, xds);
     __syncthreads(); /* x quantized; every warp's barriers initialised */
-    for (int j = 0, q = warp; q < items; j++, q += V4_WARPS) {
-        const int slot = j % geo.S;
+    /* this warp's items q = warp + 16j walked without divisions: the chunk, and the refill's (row, chunk) S
+     * items ahead */
+    const int st_row = V4_WARPS / geo.nch, st_c = V4_WARPS % geo.nch;
+    int c = warp % geo.nch;
+    int rrow = (warp + V4_WARPS * geo.S) / geo.nch, rc = (warp + V4_WARPS * geo.S) % geo.nch;
+    for (int j = 0, q = warp, slot = 0; q < items; j++, q += V4_WARPS) {
         const uint8_t *st = ring + (size_t)slot * geo.slot;
-        V4_ITEM(q, su0, su1);
+        const int su0 = V4_SU(c), su1 = V4_SU(c + 1);
         float acc = 0.0f;
-        v4_wait(&bar[slot], (uint32_t)(j / geo.S) & 1u);
+        v4_wait(&bar[slot], (uint32_t)(j / geo.S) & 1u); /* j / S: one division an item, S ≤ 8 */
         if (TYPE == ATS_Q_Q4_K) {
             const int nt = 4 * (su1 - su0), t0 = 4 * su0; /* tasks of the chunk, the first one's index in x */
             for (int u = lane; u < nt; u += 32) {
@@ -194,15 +196,18 @@ static __global__ void __launch_bounds__(V4_THREADS, 1)
         }
         __syncwarp(); /* every lane is done with the slot */
         if (lane == 0 && q + V4_WARPS * geo.S < items) {
-            const int qn = q + V4_WARPS * geo.S;
-            V4_ITEM(qn, sn0, sn1);
-            v4_copy((void *)st, W + (int64_t)(r0 + qn / geo.nch) * rb + sn0 * 144, (uint32_t)((sn1 - sn0) * 144),
+            const int sn0 = V4_SU(rc);
+            v4_copy((void *)st, W + (int64_t)(r0 + rrow) * rb + sn0 * 144, (uint32_t)((V4_SU(rc + 1) - sn0) * 144),
                     &bar[slot]);
         }
+        c += st_c, rrow += st_row, rc += st_c;
+        if (c >= geo.nch) c -= geo.nch;
+        if (rc >= geo.nch) rc -= geo.nch, rrow++;
+        if (++slot == geo.S) slot = 0;
         acc = exc_warp_sum(acc);
         if (lane == 0) red[q] = acc;
     }
-#undef V4_ITEM
+#undef V4_SU
     __syncthreads();
     for (int t = tid; t < r1 - r0; t += V4_THREADS) { /* a row's chunks in order: deterministic */
         float v = 0.0f;
