@@ -52,7 +52,7 @@
 /* What the host decided for one (type, rows, cols, grid): chunks per row, ring slots per warp, slot
  * stride, and the offsets of the partial sums and of the ring in shared memory. */
 typedef struct v4_geom {
-    int nch, S, slot, red_off, ring_off;
+    int nch, S, slot, red_off, ring_off, spin;
 } v4_geom;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -69,9 +69,21 @@ static __device__ __forceinline__ void v4_copy(void *dst, const void *src, uint3
                  : "memory");
 }
 
-static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity)
+/* Waits for the phase of `bar` with this parity: spin = 1 polls with mbarrier.test_wait (never suspends),
+ * 0 uses mbarrier.try_wait (the hardware may suspend the warp until the phase completes). */
+static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity, int spin)
 {
     uint32_t done;
+    if (spin) {
+        do {
+            asm volatile("{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                         "selp.u32 %0, 1, 0, p;\n\t}"
+                         : "=r"(done)
+                         : "r"(v4_sa(bar)), "r"(parity)
+                         : "memory");
+        } while (!done);
+        return;
+    }
     do {
         asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
                      "selp.u32 %0, 1, 0, p;\n\t}"
@@ -113,11 +125,12 @@ static __device__ __forceinline__ void v4_quantize_x(const float *__restrict__ x
             }
             float d = amax / 127.0f;
             int q0 = 0, q1 = 0, q2 = 0, q3 = 0;
-            if (amax > 0.0f && !bad) {
-                q0 = __float2int_rn(v[u].x / d);
-                q1 = __float2int_rn(v[u].y / d);
-                q2 = __float2int_rn(v[u].z / d);
-                q3 = __float2int_rn(v[u].w / d);
+            if (amax > 0.0f && !bad) { /* v · (1/d), as ggml's quantize_row_q8_0: 4 multiplies, not 4 divisions */
+                const float id = 1.0f / d;
+                q0 = __float2int_rn(v[u].x * id);
+                q1 = __float2int_rn(v[u].y * id);
+                q2 = __float2int_rn(v[u].z * id);
+                q3 = __float2int_rn(v[u].w * id);
             }
             if (bad) d = __int_as_float(0x7fc00000);
             int sum = q0 + q1 + q2 + q3;
@@ -175,7 +188,7 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
         const uint8_t *st = ring + (size_t)slot * geo.slot;
         const int su0 = V4_SU(c), su1 = V4_SU(c + 1);
         float acc = 0.0f;
-        v4_wait(&bar[slot], (uint32_t)(j / geo.S) & 1u); /* j / S: one division an item, S ≤ 8 */
+        v4_wait(&bar[slot], (uint32_t)(j / geo.S) & 1u, geo.spin); /* j / S: one division an item, S ≤ 8 */
         if (TYPE == ATS_Q_Q4_K) {
             const int nt = 4 * (su1 - su0), t0 = 4 * su0; /* tasks of the chunk, the first one's index in x */
             for (int u = lane; u < nt; u += 32) {
@@ -223,24 +236,27 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
 
 typedef struct v4_cfg {
     int off;             /* ATS_GEMV_KERNEL = v1 | v2 | v3 */
-    int chunk_kb, ring_kb;
+    int chunk_kb, ring_kb, spin, bps;
     int smem_max;        /* opt-in shared memory of one block on the device (227 KB on sm_90, 99 KB on sm_120) */
     int sm90[2];         /* the Q4_0 / Q4_K kernels have sm_90 code (ptxVersion ≥ 90) and their shared
                           * memory limit is raised to smem_max */
 } v4_cfg;
 
 /* Read once: ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off; ATS_GEMV_V4_CHUNK_KB (1..64) and
- * ATS_GEMV_V4_RING_KB (16..220) size the chunks and a block's ring (bench experiments). */
+ * ATS_GEMV_V4_RING_KB (16..220) size the chunks and a block's ring, ATS_GEMV_V4_WAIT = spin | try the
+ * mbarrier wait, ATS_GEMV_V4_BPS = 1 | 2 blocks per SM (bench experiments). */
 static const v4_cfg *v4_config(void)
 {
     static std::once_flag once;
-    static v4_cfg c = {0, V4_CHUNK_KB, V4_RING_KB, 0, {0, 0}};
+    static v4_cfg c = {0, V4_CHUNK_KB, V4_RING_KB, 0, 1, 0, {0, 0}};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_KERNEL");
         c.off = e && (strcmp(e, "v1") == 0 || strcmp(e, "v2") == 0 || strcmp(e, "v3") == 0);
         int v;
         if ((e = getenv("ATS_GEMV_V4_CHUNK_KB")) && (v = atoi(e)) >= 1 && v <= 64) c.chunk_kb = v;
         if ((e = getenv("ATS_GEMV_V4_RING_KB")) && (v = atoi(e)) >= 16 && v <= 220) c.ring_kb = v;
+        if ((e = getenv("ATS_GEMV_V4_WAIT"))) c.spin = strcmp(e, "try") != 0;
+        if ((e = getenv("ATS_GEMV_V4_BPS")) && (v = atoi(e)) >= 1 && v <= 2) c.bps = v;
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&c.smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
@@ -282,7 +298,11 @@ static size_t v4_geometry(int64_t rows, int64_t cols, int64_t grid, const v4_cfg
     return bytes > (int64_t)c->smem_max ? 0 : (size_t)bytes;
 }
 
-static int64_t v4_grid(int64_t rows, int nsm) { return rows < nsm ? rows : nsm; }
+static int64_t v4_grid(int64_t rows, int nsm)
+{
+    const int64_t n = (int64_t)nsm * v4_config()->bps;
+    return rows < n ? rows : n;
+}
 
 /* 1 when v4 takes this single GEMV: Q4_0 / Q4_K, cols % 256 == 0, sm_90 code on a cc ≥ 9 device, the
  * ring fits, and ATS_GEMV_KERNEL does not ask for an older kernel. */
@@ -306,6 +326,7 @@ ex_gpu_status exc_gemv_v4(ex_gpu *g, int type, const void *W, int64_t rows, int6
     if (!v4_covers(exc_cc_major(g), nsm, type, rows, cols)) return EX_GPU_OK;
     v4_geom geo;
     const size_t smem = v4_geometry(rows, cols, v4_grid(rows, nsm), v4_config(), &geo);
+    geo.spin = v4_config()->spin;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cfg.gridDim = dim3((unsigned)v4_grid(rows, nsm));
