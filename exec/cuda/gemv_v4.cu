@@ -47,6 +47,7 @@
 #define V4_CHUNK_KB 3     /* default chunk: a row is cut into ceil(rb / 3 KB) chunks of whole 144-byte units */
 #define V4_RING_KB 96     /* default ring of a block (all warps): slots per warp = 96 KB / 16 / slot, 2..8 */
 #define V4_BAR_OFF 0      /* uint64 mbarriers [V4_WARPS][V4_MAX_SLOTS] */
+#define V4_MAX_CHUNKS 256 /* chunks per row (the chunk grows for longer rows) */
 #define V4_X_OFF 1024     /* x: int8 planes (cols bytes), then (d, s) pairs (cols / 4 bytes) */
 
 /* What the host decided for one (type, rows, cols, grid): chunks per row, ring slots per warp, slot
@@ -164,15 +165,17 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
     const int r0 = (int)((int64_t)blockIdx.x * rows / gridDim.x), r1 = (int)((int64_t)(blockIdx.x + 1) * rows / gridDim.x);
     const int items = (r1 - r0) * geo.nch; /* (row, chunk) pairs of the block; warp w takes w, w + 8, ... */
     /* item q = (row r0 + q / nch, chunk q % nch); chunk c holds the units [c·su_row/nch, (c+1)·su_row/nch) */
-#define V4_SU(c) ((c) * su_row / geo.nch)
+    int *su_tab = (int *)(sm + geo.red_off) - (V4_MAX_CHUNKS + 1); /* chunk c's first unit, c = 0..nch */
+#define V4_SU(c) su_tab[c]
+    for (int i = tid; i <= geo.nch; i += V4_THREADS) su_tab[i] = i * su_row / geo.nch; /* read after the next __syncthreads */
     if (lane == 0) {
         for (int k = 0; k < geo.S; k++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(v4_sa(&bar[k])) : "memory");
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         for (int k = 0; k < geo.S && warp + V4_WARPS * k < items; k++) { /* weights only: safe before the wait */
-            const int q = warp + V4_WARPS * k, c = q % geo.nch, su0 = V4_SU(c);
+            const int q = warp + V4_WARPS * k, c = q % geo.nch, su0 = c * su_row / geo.nch;
             v4_copy(ring + (size_t)k * geo.slot, W + (int64_t)(r0 + q / geo.nch) * rb + su0 * 144,
-                    (uint32_t)((V4_SU(c + 1) - su0) * 144), &bar[k]);
+                    (uint32_t)(((c + 1) * su_row / geo.nch - su0) * 144), &bar[k]);
         }
     }
     asm volatile("griddepcontrol.launch_dependents;");
@@ -184,11 +187,12 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
     const int st_row = V4_WARPS / geo.nch, st_c = V4_WARPS % geo.nch;
     int c = warp % geo.nch;
     int rrow = (warp + V4_WARPS * geo.S) / geo.nch, rc = (warp + V4_WARPS * geo.S) % geo.nch;
-    for (int j = 0, q = warp, slot = 0; q < items; j++, q += V4_WARPS) {
+    uint32_t par = 0; /* the phase parity of this round of the ring */
+    for (int q = warp, slot = 0; q < items; q += V4_WARPS) {
         const uint8_t *st = ring + (size_t)slot * geo.slot;
         const int su0 = V4_SU(c), su1 = V4_SU(c + 1);
         float acc = 0.0f;
-        v4_wait(&bar[slot], (uint32_t)(j / geo.S) & 1u, geo.spin); /* j / S: one division an item, S ≤ 8 */
+        v4_wait(&bar[slot], par, geo.spin);
         if (TYPE == ATS_Q_Q4_K) {
             const int nt = 4 * (su1 - su0), t0 = 4 * su0; /* tasks of the chunk, the first one's index in x */
             for (int u = lane; u < nt; u += 32) {
@@ -216,7 +220,7 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
         c += st_c, rrow += st_row, rc += st_c;
         if (c >= geo.nch) c -= geo.nch;
         if (rc >= geo.nch) rc -= geo.nch, rrow++;
-        if (++slot == geo.S) slot = 0;
+        if (++slot == geo.S) slot = 0, par ^= 1u;
         acc = exc_warp_sum(acc);
         if (lane == 0) red[q] = acc;
     }
@@ -284,12 +288,13 @@ static size_t v4_geometry(int64_t rows, int64_t cols, int64_t grid, const v4_cfg
     const int64_t su_row = cols / 256, rb = su_row * 144, chunk = (int64_t)c->chunk_kb * 1024;
     int64_t nch = (rb + chunk - 1) / chunk;
     if (nch > su_row) nch = su_row;
+    if (nch > V4_MAX_CHUNKS) nch = V4_MAX_CHUNKS;
     geo->nch = (int)nch;
     geo->slot = (int)(((su_row + nch - 1) / nch * 144 + 4 + 127) / 128 * 128);
     int64_t S = (int64_t)c->ring_kb * 1024 / ((int64_t)V4_WARPS * geo->slot);
     geo->S = (int)(S < 2 ? 2 : S > V4_MAX_SLOTS ? V4_MAX_SLOTS : S);
     const int64_t red = (rows + grid - 1) / grid * nch * (int64_t)sizeof(float);
-    geo->red_off = (int)((V4_X_OFF + cols + cols / 4 + 127) / 128 * 128);
+    geo->red_off = (int)((V4_X_OFF + cols + cols / 4 + (V4_MAX_CHUNKS + 1) * 4 + 127) / 128 * 128); /* after x, su_tab */
     const int64_t ring_off = (geo->red_off + red + 127) / 128 * 128;
     if (ring_off > (int64_t)c->smem_max) return 0;
     geo->ring_off = (int)ring_off;
