@@ -1,37 +1,38 @@
 /*
  * Decode GEMV, fourth kernel (v4) for Q4_0 and Q4_K with one activation row, Hopper (sm_90) and later:
- * y (rows) = W · x in ONE kernel per call, weights streamed by the copy hardware (TMA bulk copies into a
- * ring of shared-memory slots), activations quantized by every block itself.
+ * y (rows) = W · x in ONE kernel per call, weights streamed by the copy hardware (1-D TMA bulk copies,
+ * cp.async.bulk, into shared-memory slots), activations quantized by every block itself.
  *
- * Why (experiments/bench/bench-kernels.md, sixth and seventh sessions): v3 reaches 84% of a same-size
- * read on Q4_0 and 73% on Q4_K, but every call pays a fixed 3-5 µs — the quantize kernel before it, the
- * ramp while its warps issue their first loads, the tail of the last wave — so a 50 MB matrix ran at 65%
- * (Q4_0) and 56% (Q4_K) of the 4 GiB read probe, where the issue asks ≥ 75%. Chaining GEMVs by
- * programmatic launches hid the fixed part (+4-5 points) but read stale activations from L1 now and
- * then, because v3 reads x through the non-coherent path. v4 removes each cause:
- *  - no quantize kernel: each block reads x (F32) through L2 (`ld.global.cg`, coherent) after
- *    griddepcontrol.wait and quantizes it into its own shared memory with the quantize kernel's rounding
- *    (exc_q8_block), so nothing of x ever sits in L1 and the kernel is safe as a programmatic dependent of
- *    ANY kernel, another v4 included;
- *  - weights come by cp.async.bulk (TMA, through L2 into shared memory, completion on an mbarrier), so a
- *    few threads keep ~S·16 KB per SM in flight from the first microsecond, before griddepcontrol.wait
- *    (weights never change, so that is safe), while the previous kernel is still finishing;
- *  - one block per SM with a static, even share of the rows (no last wave), at most ~113 KB of shared
- *    memory so the next GEMV's block fits beside it and starts its own weight copies in this one's tail
- *    (the kernel triggers griddepcontrol.launch_dependents at its start).
+ * Why (experiments/bench/bench-kernels.md, "Seventh session"): v3 streams 84% of a same-size read on
+ * Q4_0 and 73% on Q4_K, but each call also pays a quantize kernel, the ramp while its warps issue their
+ * first loads and the tail of its last wave; programmatic chaining hid part of that but read stale x
+ * from L1 (v3 reads x through the non-coherent path). v4:
+ *  - reads x (F32) through L2 only (`ld.global.cg`) after griddepcontrol.wait and quantizes it into its
+ *    own shared memory (d = amax/127, q = round(v·(1/d)), s = d·Σq; a non-finite value makes the block's
+ *    d NaN), so nothing of x is ever cached in L1 and the kernel is safe as a programmatic dependent of
+ *    any kernel, another v4 included (test_cuda_ops' back-to-back chains);
+ *  - streams the weights with bulk copies completing on mbarriers, issued before griddepcontrol.wait
+ *    (weights never change), so the first ~90 KB per SM are in flight while the previous kernel ends;
+ *  - runs one block per SM (static, even share of the rows) at ~100 KB of shared memory, so the next
+ *    call's block fits beside it and starts its own copies in this one's tail (launch_dependents at start).
  *
- * Layout: the block's rows [r0, r1) are contiguous in W (rows of rb bytes, rb % 16 == 0 because
- * cols % 256 == 0), cut into stages of g ≤ 8 whole rows (g·rb ≤ ATS_GEMV_V4_STAGE_KB, default 16 KB); the
- * ring has S slots (S·slot ≤ ATS_GEMV_V4_RING_KB, default 96 KB, 2 ≤ S ≤ 8). Thread 0 issues a stage's one
- * bulk copy into slot k % S with the byte count on that slot's mbarrier; every thread waits on the
- * slot's phase, computes, and after a __syncthreads thread 0 refills the slot with stage k + S. The 8 warps
- * form GR row groups of P warps (P = the power of two ≥ units/32, ≤ 8): a group's lanes take the row's
- * units (Q4_0: blocks of 32; Q4_K: sub-block pairs, 64 values) in turn and, for each unit, load x once
- * and use it for all the group's rows of the stage; per-warp partial sums go through shared memory and
- * are added in warp order (deterministic). The math per unit is v3's (exc_q4_0_dot, exc_q4k_task).
+ * Work split: the block's rows [r0, r1) are cut into (row, chunk) items, a row into nch = ceil(rb / 3 KB)
+ * chunks of whole 144-byte units (8 Q4_0 blocks or one Q4_K super-block; rb % 144 == 0 as cols % 256 ==
+ * 0). Each of the 16 warps takes items warp, warp + 16, ... through its own ring of S slots (S = 96 KB /
+ * 16 / slot, 2..8) and mbarriers: lane 0 issues an item's copy, all lanes wait on the slot's phase, take
+ * the item's units in turn (Q4_0: blocks of 32; Q4_K: sub-block pairs, 64 values; the math is v3's,
+ * exc_q4_0_dot / exc_q4k_task), and after __syncwarp lane 0 refills the slot with the item S rounds
+ * ahead; the warp's sum of the item goes to shared memory and a row's chunks are added in order at the
+ * end (deterministic). x sits in shared memory as 16-byte planes (plane c holds chunk c of every unit),
+ * so a warp's x loads are contiguous.
  *
- * Shared memory: mbarriers (64 B), partial sums (512 B), x as int8 (cols B) and (d, s) pairs (cols/4 B),
- * the ring, 16 B of slack for the Q4_0 word reads. ATS_GEMV_KERNEL=v3|v2|v1 turns v4 off (bench A/B).
+ * How it got here (H200, Q4_0 ffn_up 5120 -> 17408, 50 MB; v3: 16.7 us): a block-wide ring (a
+ * __syncthreads a stage) 52.8 us; x quantized with 8 loads in flight 46 us; a ring per warp, 8 warps
+ * 21.2 us (ncu: 2 warps a scheduler, 56% of cycles with none eligible); 16 warps 17.5 us; no integer
+ * division in the item loop 16.8 us. Spin-polling the mbarrier, two blocks a SM, larger rings: no gain.
+ * Faster than v3 on every Qwen3-14B shape but ffn_down (17408 columns: each block quantizes 68 KB of x),
+ * so exc_gemv_batched takes v3 there: v4 covers cols <= V4_MAX_COLS unless ATS_GEMV_KERNEL=v4.
+ * ATS_GEMV_KERNEL=v3|v2|v1 turns v4 off; ATS_GEMV_V4_{CHUNK_KB,RING_KB,WAIT,BPS} are experiment knobs.
  */
 #include "common.cuh"
 
@@ -47,6 +48,7 @@
 #define V4_CHUNK_KB 3     /* default chunk: a row is cut into ceil(rb / 3 KB) chunks of whole 144-byte units */
 #define V4_RING_KB 96     /* default ring of a block (all warps): slots per warp = 96 KB / 16 / slot, 2..8 */
 #define V4_BAR_OFF 0      /* uint64 mbarriers [V4_WARPS][V4_MAX_SLOTS] */
+#define V4_MAX_COLS 8192  /* widest x v4 takes by default (H200: 17408 columns ran 5-7% slower than v3) */
 #define V4_MAX_CHUNKS 256 /* chunks per row (the chunk grows for longer rows) */
 #define V4_X_OFF 1024     /* x: int8 planes (cols bytes), then (d, s) pairs (cols / 4 bytes) */
 
@@ -240,22 +242,24 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
 
 typedef struct v4_cfg {
     int off;             /* ATS_GEMV_KERNEL = v1 | v2 | v3 */
+    int force;           /* ATS_GEMV_KERNEL = v4: every shape v4 can take, wide rows too */
     int chunk_kb, ring_kb, spin, bps;
     int smem_max;        /* opt-in shared memory of one block on the device (227 KB on sm_90, 99 KB on sm_120) */
     int sm90[2];         /* the Q4_0 / Q4_K kernels have sm_90 code (ptxVersion ≥ 90) and their shared
                           * memory limit is raised to smem_max */
 } v4_cfg;
 
-/* Read once: ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off; ATS_GEMV_V4_CHUNK_KB (1..64) and
+/* Read once: ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off, v4 lifts the V4_MAX_COLS rule; ATS_GEMV_V4_CHUNK_KB (1..64) and
  * ATS_GEMV_V4_RING_KB (16..220) size the chunks and a block's ring, ATS_GEMV_V4_WAIT = spin | try the
  * mbarrier wait, ATS_GEMV_V4_BPS = 1 | 2 blocks per SM (bench experiments). */
 static const v4_cfg *v4_config(void)
 {
     static std::once_flag once;
-    static v4_cfg c = {0, V4_CHUNK_KB, V4_RING_KB, 0, 1, 0, {0, 0}};
+    static v4_cfg c = {0, 0, V4_CHUNK_KB, V4_RING_KB, 0, 1, 0, {0, 0}};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_KERNEL");
         c.off = e && (strcmp(e, "v1") == 0 || strcmp(e, "v2") == 0 || strcmp(e, "v3") == 0);
+        c.force = e && strcmp(e, "v4") == 0;
         int v;
         if ((e = getenv("ATS_GEMV_V4_CHUNK_KB")) && (v = atoi(e)) >= 1 && v <= 64) c.chunk_kb = v;
         if ((e = getenv("ATS_GEMV_V4_RING_KB")) && (v = atoi(e)) >= 16 && v <= 220) c.ring_kb = v;
@@ -309,8 +313,9 @@ static int64_t v4_grid(int64_t rows, int nsm)
     return rows < n ? rows : n;
 }
 
-/* 1 when v4 takes this single GEMV: Q4_0 / Q4_K, cols % 256 == 0, sm_90 code on a cc ≥ 9 device, the
- * ring fits, and ATS_GEMV_KERNEL does not ask for an older kernel. */
+/* 1 when v4 takes this single GEMV: Q4_0 / Q4_K, cols % 256 == 0 and ≤ V4_MAX_COLS (any width with
+ * ATS_GEMV_KERNEL=v4), sm_90 code on a cc ≥ 9 device, the ring fits, and ATS_GEMV_KERNEL does not ask for
+ * an older kernel. */
 static int v4_covers(int cc_major, int nsm, int type, int64_t rows, int64_t cols)
 {
     if (!(type == ATS_Q_Q4_0 || type == ATS_Q_Q4_K) || cols % 256 != 0 || rows < 1 || rows > (1 << 30) ||
@@ -318,6 +323,7 @@ static int v4_covers(int cc_major, int nsm, int type, int64_t rows, int64_t cols
         return 0;
     const v4_cfg *c = v4_config();
     v4_geom geo;
+    if (cols > V4_MAX_COLS && !c->force) return 0;
     return !c->off && c->sm90[type == ATS_Q_Q4_K] && v4_geometry(rows, cols, v4_grid(rows, nsm), c, &geo) > 0;
 }
 

@@ -630,27 +630,30 @@ static void test_gemv_chain(void)
     }
 }
 
-/* GEMV v4 (gemv_v4.cu: one kernel, TMA weight ring, x quantized per block; sm_90) on the shapes that
- * stress its bookkeeping: fewer rows than SMs (grid = rows, one row a block), a single row, rows of
- * one stage each (cols 17408: g = 1), many stages a block so the ring wraps and each slot's mbarrier
- * flips phase several times (cols 1024: g = 8, S = 8, ~20 stages a block), ragged last stages (row
- * counts not a multiple of g·blocks), and the widest x (cols 34816). Every output against the exact
- * reference; on a device with cc ≥ 9 the case must also have run v4 (ex_cuda_gemv_kernel), so this
+/* GEMV v4 (gemv_v4.cu: one kernel, bulk-copied weights in a ring per warp, x quantized per block;
+ * sm_90) on the shapes that stress its bookkeeping: fewer rows than SMs (grid = rows, one row a block),
+ * a single row, rows cut into several chunks (cols 17408: 4, 34816: 8; v4 only with ATS_GEMV_KERNEL=v4,
+ * which the test_cuda_ops_gemv_v4 run sets), many items a warp so every ring slot's mbarrier flips phase
+ * several times (21121 x 1024: ~160 items a block, 10 a warp, 8 slots), ragged last rounds (row counts
+ * not a multiple of 16 · blocks). Every output against the exact reference; on a device with cc ≥ 9 the
+ * case must also have run the kernel the dispatch rule names (v4 up to 8192 columns, else v3), so this
  * test fails if the dispatch silently falls back. */
 static void test_gemv_v4_shapes(void)
 {
     const ats_qtype types[2] = {ATS_Q_Q4_0, ATS_Q_Q4_K};
     const int64_t shapes[][2] = {{5, 256}, {1, 4096}, {131, 512}, {603, 17408}, {21121, 1024}, {1100 + 7, 5120},
                                  {270, 34816}};
-    const int want_v4 = ex_gpu_info(g_gpu)->cc_major >= 9;
+    const char *forced = getenv("ATS_GEMV_KERNEL");
+    const int sm90 = ex_gpu_info(g_gpu)->cc_major >= 9, force_v4 = forced && strcmp(forced, "v4") == 0;
     for (size_t ti = 0; ti < 2; ti++) {
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const ats_qtype t = types[ti];
             const int64_t rows = shapes[si][0], cols = shapes[si][1];
             const char *kern = ex_cuda_gemv_kernel((int)t, rows, cols);
-            CHECK_MSG(!want_v4 || getenv("ATS_GEMV_KERNEL") || strcmp(kern, "v4") == 0,
-                      "gemv %s %lldx%lld on cc >= 9: ran %s, not v4", ats_qtype_name(t), (long long)rows,
-                      (long long)cols, kern);
+            const char *want = cols <= 8192 || force_v4 ? "v4" : "v3";
+            CHECK_MSG(!sm90 || (forced && !force_v4) || strcmp(kern, want) == 0,
+                      "gemv %s %lldx%lld on cc >= 9: ran %s, not %s", ats_qtype_name(t), (long long)rows,
+                      (long long)cols, kern, want);
             wt w = make_weight(t, cols, rows, 1, 1.0);
             float *x = malloc((size_t)cols * sizeof(float)), *yr = malloc((size_t)rows * sizeof(float));
             float *yg = malloc((size_t)rows * sizeof(float));
