@@ -1,7 +1,8 @@
 /* CPU matmul y = W x: activations quantized to 8 bits (ex_block_q8_1 per 32, ex_block_q8_K per 256)
  * and integer dot products with the weight blocks, as llama.cpp does; OpenMP over output rows.
- * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (256-bit vpdpbusd; Q4_K and
- * Q6_K: 512-bit vpdpbusd + vpackssdw + vpdpwssd, 8 tokens per weight row in prefill). */
+ * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (MXFP4: 256-bit vpdpbusd; Q4_0
+ * and Q8_0: 512-bit vpdpbusd on two blocks at once; Q4_K and Q6_K: 512-bit vpdpbusd + vpackssdw +
+ * vpdpwssd; the four with 8 tokens per weight row in prefill). */
 #include "ex/ops.h"
 
 #include <math.h>
@@ -602,10 +603,110 @@ static VNNI_FN float dot_q6_K_vnni(const void *w, const void *a, int64_t nb)
 static VNNI_FN void dot4_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q6_K_vnni(w, a, as, nb, out, 4); }
 static VNNI_FN void dot8_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q6_K_vnni(w, a, as, nb, out, 8); }
 
+/* ---- AVX-512 VNNI kernels for Q4_0 / Q8_0: NT tokens (1, 4 or 8) per weight row --------------
+ * One 512-bit vector holds two 32-element blocks. Both types become signed 8-bit codes (Q4_0: nibble
+ * - 8, Q8_0: the bytes), so one inner loop serves both: vpdpbusd takes |w| (u8) against x negated where
+ * w < 0 (a masked subtract: AVX-512 has no vpsignb; x is in [-127, 127], so -x never wraps), exact int32
+ * sums of 4 products in 8 lanes per block. The scales are vectors too (dw of the two blocks once per
+ * row, the token's da per block), so no scalar work per token and block, and no Q4_0 offset
+ * correction (the -8 is in the codes). The float work is 16-lane: integer sums exact, the float
+ * summation order not the AVX2 path's (within float rounding of it). NT = 1 is the decode dot, so a
+ * prefill row equals its decode call bit for bit. An odd last block runs with a zero upper half. */
+
+/* lanes 0..7 = a, 8..15 = b (vinsertf64x4: AVX-512F; vinsertf32x8 would need DQ) */
+static inline __attribute__((always_inline)) VNNI_FN __m512 set2_ps(float a, float b)
+{
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(a)), _mm256_castps_pd(_mm256_set1_ps(b)), 1));
+}
+
+static inline __attribute__((always_inline)) VNNI_FN void q80_step_vnni(const __m512i uw, const __mmask64 neg,
+                                                                       const __m512 dw, const ex_block_q8_1 *x,
+                                                                       __m512 *acc, const int two)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[0].qs);
+    const __m256i x1 = two ? _mm256_loadu_si256((const __m256i *)x[1].qs) : _mm256_setzero_si256();
+    __m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
+    xv = _mm512_mask_sub_epi8(xv, neg, zero, xv);
+    const __m512i p = _mm512_dpbusd_epi32(zero, uw, xv);
+    const __m512 da = set2_ps(x[0].d, two ? x[1].d : 0.0f);
+    *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(p), *acc);
+}
+
+/* signed codes and scales of blocks i and i + 1 (two = 0: block i only, upper half zero) */
+static inline __attribute__((always_inline)) VNNI_FN __m512i q80_codes_vnni(const void *wv, int64_t i, const int q4,
+                                                                           const int two, __m512 *dw)
+{
+    __m256i lo, hi = _mm256_setzero_si256();
+    float d0, d1 = 0.0f;
+    if (q4) {
+        const ex_block_q4_0 *b = (const ex_block_q4_0 *)wv + i;
+        const __m256i eight = _mm256_set1_epi8(8);
+        lo = _mm256_sub_epi8(load_q4(b[0].qs), eight);
+        if (two) hi = _mm256_sub_epi8(load_q4(b[1].qs), eight);
+        d0 = H2F(b[0].d);
+        if (two) d1 = H2F(b[1].d);
+    } else {
+        const ex_block_q8_0 *b = (const ex_block_q8_0 *)wv + i;
+        lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
+        if (two) hi = _mm256_loadu_si256((const __m256i *)b[1].qs);
+        d0 = H2F(b[0].d);
+        if (two) d1 = H2F(b[1].d);
+    }
+    *dw = set2_ps(d0, d1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const void *wv, const void *av, size_t astride,
+                                                                       int64_t nb, float *out, const int NT, const int q4)
+{
+    const ex_block_q8_1 *a[8];
+    __m512 acc[8];
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) {
+        a[j] = (const ex_block_q8_1 *)((const uint8_t *)av + j * astride);
+        acc[j] = _mm512_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        __m512 dw;
+        const __m512i w = q80_codes_vnni(wv, i, q4, 1, &dw);
+        const __m512i uw = _mm512_abs_epi8(w);
+        const __mmask64 neg = _mm512_movepi8_mask(w);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < NT; j++) q80_step_vnni(uw, neg, dw, a[j] + i, &acc[j], 1);
+    }
+    if (i < nb) {
+        __m512 dw;
+        const __m512i w = q80_codes_vnni(wv, i, q4, 0, &dw);
+        const __m512i uw = _mm512_abs_epi8(w);
+        const __mmask64 neg = _mm512_movepi8_mask(w);
+        _Pragma("GCC unroll 8")
+        for (int j = 0; j < NT; j++) q80_step_vnni(uw, neg, dw, a[j] + i, &acc[j], 0);
+    }
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+}
+
+static VNNI_FN float dot_q4_0_vnni(const void *w, const void *a, int64_t nb)
+{
+    float o;
+    dotn_q80_vnni(w, a, 0, nb, &o, 1, 1);
+    return o;
+}
+static VNNI_FN void dot4_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q80_vnni(w, a, as, nb, out, 4, 1); }
+static VNNI_FN void dot8_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q80_vnni(w, a, as, nb, out, 8, 1); }
+static VNNI_FN float dot_q8_0_vnni(const void *w, const void *a, int64_t nb)
+{
+    float o;
+    dotn_q80_vnni(w, a, 0, nb, &o, 1, 0);
+    return o;
+}
+static VNNI_FN void dot4_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q80_vnni(w, a, as, nb, out, 4, 0); }
+static VNNI_FN void dot8_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q80_vnni(w, a, as, nb, out, 8, 0); }
+
 DEF_Q4_0_X4(dot4_q4_0_avx2, AVX2_FN, dot_us_avx2)
-DEF_Q4_0_X4(dot4_q4_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0_X4(dot4_q8_0_avx2, AVX2_FN, dot_us_avx2)
-DEF_Q8_0_X4(dot4_q8_0_vnni, VNNI_FN, dot_us_vnni)
 
 static AVX2_FN float dot_f32_avx2(const float *w, const float *x, int64_t n)
 {
@@ -670,9 +771,7 @@ static AVX2_FN float fdot_bf16_avx2(const void *wv, const float *x, int64_t n)
 DEF_MXFP4(dot_mxfp4_avx2, AVX2_FN, dot_us_avx2)
 DEF_MXFP4(dot_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_0(dot_q4_0_avx2, AVX2_FN, dot_us_avx2)
-DEF_Q4_0(dot_q4_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0(dot_q8_0_avx2, AVX2_FN, dot_us_avx2)
-DEF_Q8_0(dot_q8_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_K(dot_q4_K_avx2, AVX2_FN)
 DEF_Q6_K(dot_q6_K_avx2, AVX2_FN)
 #endif
@@ -960,6 +1059,8 @@ static vec_dot8_fn pick_dot8(ats_qtype t, unsigned f)
     (void)f;
 #ifdef EX_X86
     switch (t) {
+    case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dot8_q4_0_vnni : NULL;
+    case ATS_Q_Q8_0: return (f & EX_CPU_AVX512VNNI) ? dot8_q8_0_vnni : NULL;
     case ATS_Q_Q4_K: return (f & EX_CPU_AVX512VNNI) ? dot8_q4_K_vnni : NULL;
     case ATS_Q_Q6_K: return (f & EX_CPU_AVX512VNNI) ? dot8_q6_K_vnni : NULL;
     default: break;
