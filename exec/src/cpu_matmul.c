@@ -73,6 +73,32 @@ static void quant_q8_1(const float *x, ex_block_q8_1 *b, int64_t nb)
     }
 }
 
+/* The Q4_0 / Q8_0 AVX-512 VNNI kernels' activations: per pair of 32-blocks, 64 bytes x + 128 (u8), then
+ * the scales of all blocks (d[i] = amax / 127 as quant_q8_1); an odd last block padded with x = 0, d = 0.
+ * Bytes of one token (a multiple of 64, so each token starts on a 64-byte boundary): */
+static size_t q8_x2_bytes(int64_t nb)
+{
+    const size_t np = (size_t)(nb + 1) / 2;
+    return np * 64 + ((np * 2 * sizeof(float) + 63) & ~(size_t)63);
+}
+
+static void quant_q8_x2(const float *x, uint8_t *out, int64_t nb)
+{
+    const size_t np = (size_t)(nb + 1) / 2;
+    float *d = (float *)(out + np * 64);
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float di = amax / 127.0f, id = di > 0 ? 1.0f / di : 0.0f;
+        for (int j = 0; j < 32; j++) out[32 * i + j] = (uint8_t)((int)lrintf(x[j] * id) + 128);
+        d[i] = di;
+    }
+    if (nb & 1) {
+        memset(out + 32 * nb, 128, 32);
+        d[nb] = 0.0f;
+    }
+}
+
 static void quant_q8_K(const float *x, ex_block_q8_K *b, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += 256) {
@@ -604,33 +630,20 @@ static VNNI_FN void dot4_q6_K_vnni(const void *w, const void *a, size_t as, int6
 static VNNI_FN void dot8_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q6_K_vnni(w, a, as, nb, out, 8); }
 
 /* ---- AVX-512 VNNI kernels for Q4_0 / Q8_0: NT tokens (1, 4 or 8) per weight row --------------
- * One 512-bit vector holds two 32-element blocks. Both types become signed 8-bit codes (Q4_0: nibble
- * - 8, Q8_0: the bytes), so one inner loop serves both: vpdpbusd takes |w| (u8) against x negated where
- * w < 0 (a masked subtract: AVX-512 has no vpsignb; x is in [-127, 127], so -x never wraps), exact int32
- * sums of 4 products in 8 lanes per block. The scales are vectors too (dw of the two blocks once per
- * row, the token's da per block), so no scalar work per token and block, and no Q4_0 offset
- * correction (the -8 is in the codes). The float work is 16-lane: integer sums exact, the float
- * summation order not the AVX2 path's (within float rounding of it). NT = 1 is the decode dot, so a
- * prefill row equals its decode call bit for bit. An odd last block runs with a zero upper half. */
+ * The activations come in their own layout (quant_q8_x2): per pair of 32-blocks, 64 bytes x + 128 (u8)
+ * on a 64-byte boundary, then the pairs' scales. Both weight types become signed 8-bit codes (Q4_0:
+ * nibble - 8, Q8_0: the bytes), two blocks per 512-bit vector, and vpdpbusd takes (x + 128) u8 against
+ * the codes s8, starting from -128 Σw over each lane's 4 codes (computed once per weight pair, not per
+ * token): exact int32 sums Σ x w, 8 lanes per block, one load and one multiply per token and pair.
+ * Scales are vectors (dw of the two blocks once per pair, the token's da per block), so no scalar work
+ * per token and block. The float work is 16-lane: integer sums exact, the float summation order not
+ * the AVX2 path's (within float rounding of it). NT = 1 is the decode dot, so a prefill row equals its
+ * decode call bit for bit. An odd last block is padded (x = 0, da = 0, codes 0). */
 
 /* lanes 0..7 = a, 8..15 = b (vinsertf64x4: AVX-512F; vinsertf32x8 would need DQ) */
 static inline __attribute__((always_inline)) VNNI_FN __m512 set2_ps(float a, float b)
 {
     return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(a)), _mm256_castps_pd(_mm256_set1_ps(b)), 1));
-}
-
-static inline __attribute__((always_inline)) VNNI_FN void q80_step_vnni(const __m512i uw, const __mmask64 neg,
-                                                                       const __m512 dw, const ex_block_q8_1 *x,
-                                                                       __m512 *acc, const int two)
-{
-    const __m512i zero = _mm512_setzero_si512();
-    const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[0].qs);
-    const __m256i x1 = two ? _mm256_loadu_si256((const __m256i *)x[1].qs) : _mm256_setzero_si256();
-    __m512i xv = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);
-    xv = _mm512_mask_sub_epi8(xv, neg, zero, xv);
-    const __m512i p = _mm512_dpbusd_epi32(zero, uw, xv);
-    const __m512 da = set2_ps(x[0].d, two ? x[1].d : 0.0f);
-    *acc = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(p), *acc);
 }
 
 /* signed codes and scales of blocks i and i + 1 (two = 0: block i only, upper half zero) */
@@ -660,29 +673,29 @@ static inline __attribute__((always_inline)) VNNI_FN __m512i q80_codes_vnni(cons
 static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const void *wv, const void *av, size_t astride,
                                                                        int64_t nb, float *out, const int NT, const int q4)
 {
-    const ex_block_q8_1 *a[8];
+    const size_t np = (size_t)(nb + 1) / 2;
+    const uint8_t *xa[8];
+    const float *da[8];
     __m512 acc[8];
     _Pragma("GCC unroll 8")
     for (int j = 0; j < NT; j++) {
-        a[j] = (const ex_block_q8_1 *)((const uint8_t *)av + j * astride);
+        xa[j] = (const uint8_t *)av + j * astride;
+        da[j] = (const float *)(xa[j] + np * 64);
         acc[j] = _mm512_setzero_ps();
     }
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
+    const __m512i zero = _mm512_setzero_si512(), b128 = _mm512_set1_epi8((char)0x80);
+    for (size_t k = 0; k < np; k++) {
+        const int64_t i = 2 * (int64_t)k;
         __m512 dw;
-        const __m512i w = q80_codes_vnni(wv, i, q4, 1, &dw);
-        const __m512i uw = _mm512_abs_epi8(w);
-        const __mmask64 neg = _mm512_movepi8_mask(w);
+        const __m512i w = i + 1 < nb ? q80_codes_vnni(wv, i, q4, 1, &dw) : q80_codes_vnni(wv, i, q4, 0, &dw);
+        /* -128 Σ w per lane: (x + 128) w summed from here is x w */
+        const __m512i c = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, b128, w));
         _Pragma("GCC unroll 8")
-        for (int j = 0; j < NT; j++) q80_step_vnni(uw, neg, dw, a[j] + i, &acc[j], 1);
-    }
-    if (i < nb) {
-        __m512 dw;
-        const __m512i w = q80_codes_vnni(wv, i, q4, 0, &dw);
-        const __m512i uw = _mm512_abs_epi8(w);
-        const __mmask64 neg = _mm512_movepi8_mask(w);
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NT; j++) q80_step_vnni(uw, neg, dw, a[j] + i, &acc[j], 0);
+        for (int j = 0; j < NT; j++) {
+            const __m512i p = _mm512_dpbusd_epi32(c, _mm512_load_si512(xa[j] + 64 * k), w);
+            const __m512 s = _mm512_mul_ps(dw, set2_ps(da[j][2 * k], da[j][2 * k + 1]));
+            acc[j] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(p), acc[j]);
+        }
     }
     _Pragma("GCC unroll 8")
     for (int j = 0; j < NT; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
@@ -1131,11 +1144,22 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     }
     const int kq = w->type == ATS_Q_Q4_K || w->type == ATS_Q_Q6_K;
     const int64_t nb = n_in / (kq ? 256 : 32);
-    const size_t abytes = (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
-    uint8_t *xq = malloc(abytes * (size_t)n_tokens);
+    /* the Q4_0 / Q8_0 VNNI kernels read their own activation layout (quant_q8_x2), 64-byte aligned */
+    int x2 = 0;
+#ifdef EX_X86
+    x2 = (f & EX_CPU_AVX512VNNI) && (w->type == ATS_Q_Q4_0 || w->type == ATS_Q_Q8_0);
+#endif
+    const size_t abytes = x2 ? q8_x2_bytes(nb) : (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
+    uint8_t *xq = x2 ? aligned_alloc(64, abytes * (size_t)n_tokens) : malloc(abytes * (size_t)n_tokens);
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
+#ifdef EX_X86
+        if (x2) {
+            quant_q8_x2(x + t * n_in, xq + abytes * (size_t)t, nb);
+            continue;
+        }
+#endif
         if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
