@@ -73,7 +73,8 @@ static void quant_q8_1(const float *x, ex_block_q8_1 *b, int64_t nb)
     }
 }
 
-/* The Q4_0 / Q8_0 AVX-512 VNNI kernels' activations: per pair of 32-blocks, 64 bytes x + 128 (u8), then
+/* The Q4_0 / Q8_0 AVX-512 VNNI kernels' activations: per pair of 32-blocks, 64 bytes x + 128 (u8, the
+ * two blocks' 4-byte groups interleaved), then
  * the scales of all blocks (d[i] = amax / 127 as quant_q8_1); an odd last block padded with x = 0, d = 0.
  * Bytes of one token (a multiple of 64, so each token starts on a 64-byte boundary): */
 static size_t q8_x2_bytes(int64_t nb)
@@ -90,11 +91,13 @@ static void quant_q8_x2(const float *x, uint8_t *out, int64_t nb)
         float amax = 0;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float di = amax / 127.0f, id = di > 0 ? 1.0f / di : 0.0f;
-        for (int j = 0; j < 32; j++) out[32 * i + j] = (uint8_t)((int)lrintf(x[j] * id) + 128);
+        /* 4-byte groups of the pair's two blocks interleaved: int32 lane m of vpdpbusd is block m % 2 */
+        uint8_t *o = out + 64 * (i / 2) + 4 * (i & 1);
+        for (int j = 0; j < 32; j++) o[8 * (j / 4) + j % 4] = (uint8_t)((int)lrintf(x[j] * id) + 128);
         d[i] = di;
     }
     if (nb & 1) {
-        memset(out + 32 * nb, 128, 32);
+        for (int j = 0; j < 32; j++) out[64 * (nb / 2) + 8 * (j / 4) + 4 + j % 4] = 128;
         d[nb] = 0.0f;
     }
 }
@@ -634,17 +637,11 @@ static VNNI_FN void dot8_q6_K_vnni(const void *w, const void *a, size_t as, int6
  * on a 64-byte boundary, then the pairs' scales. Both weight types become signed 8-bit codes (Q4_0:
  * nibble - 8, Q8_0: the bytes), two blocks per 512-bit vector, and vpdpbusd takes (x + 128) u8 against
  * the codes s8, starting from -128 Σw over each lane's 4 codes (computed once per weight pair, not per
- * token): exact int32 sums Σ x w, 8 lanes per block, one load and one multiply per token and pair.
- * Scales are vectors (dw of the two blocks once per pair, the token's da per block), so no scalar work
- * per token and block. The float work is 16-lane: integer sums exact, the float summation order not
- * the AVX2 path's (within float rounding of it). NT = 1 is the decode dot, so a prefill row equals its
+ * token): exact int32 sums Σ x w, the lanes alternating between the two blocks (4-byte groups
+ * interleaved), so a token's two scales are one vbroadcastsd: per token and pair one aligned load, one
+ * vpdpbusd, a broadcast and three float ops (scale, convert, fma), no scalar work. The float work is
+ * 16-lane: integer sums exact, the float summation order not the AVX2 path's (within float rounding). NT = 1 is the decode dot, so a prefill row equals its
  * decode call bit for bit. An odd last block is padded (x = 0, da = 0, codes 0). */
-
-/* lanes 0..7 = a, 8..15 = b (vinsertf64x4: AVX-512F; vinsertf32x8 would need DQ) */
-static inline __attribute__((always_inline)) VNNI_FN __m512 set2_ps(float a, float b)
-{
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(a)), _mm256_castps_pd(_mm256_set1_ps(b)), 1));
-}
 
 /* signed codes and scales of blocks i and i + 1 (two = 0: block i only, upper half zero) */
 static inline __attribute__((always_inline)) VNNI_FN __m512i q80_codes_vnni(const void *wv, int64_t i, const int q4,
@@ -666,8 +663,10 @@ static inline __attribute__((always_inline)) VNNI_FN __m512i q80_codes_vnni(cons
         d0 = H2F(b[0].d);
         if (two) d1 = H2F(b[1].d);
     }
-    *dw = set2_ps(d0, d1);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    /* int32 lanes alternate between the blocks, as the activations (quant_q8_x2) */
+    const __m512i il = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    *dw = _mm512_mask_blend_ps(0xAAAA, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
+    return _mm512_permutexvar_epi32(il, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
 }
 
 static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const void *wv, const void *av, size_t astride,
@@ -693,7 +692,9 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const vo
         _Pragma("GCC unroll 8")
         for (int j = 0; j < NT; j++) {
             const __m512i p = _mm512_dpbusd_epi32(c, _mm512_load_si512(xa[j] + 64 * k), w);
-            const __m512 s = _mm512_mul_ps(dw, set2_ps(da[j][2 * k], da[j][2 * k + 1]));
+            /* the token's two scales, alternating like the lanes: one vbroadcastsd */
+            const __m512 s = _mm512_mul_ps(dw, _mm512_castpd_ps(_mm512_broadcastsd_pd(
+                                                   _mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)(da[j] + 2 * k))))));
             acc[j] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(p), acc[j]);
         }
     }
