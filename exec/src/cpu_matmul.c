@@ -73,32 +73,36 @@ static void quant_q8_1(const float *x, ex_block_q8_1 *b, int64_t nb)
     }
 }
 
-/* The Q4_0 / Q8_0 AVX-512 VNNI kernels' activations: per pair of 32-blocks, 64 bytes x + 128 (u8, the
- * two blocks' 4-byte groups interleaved), then
- * the scales of all blocks (d[i] = amax / 127 as quant_q8_1); an odd last block padded with x = 0, d = 0.
- * Bytes of one token (a multiple of 64, so each token starts on a 64-byte boundary): */
-static size_t q8_x2_bytes(int64_t nb)
+/* The Q4_0 / Q8_0 AVX-512 VNNI kernels' activations: per quad of 32-blocks, 128 bytes x + 128 (u8) as
+ * two 64-byte vectors A, B: int32 lane m of A holds elements 4g..4g+3 of block m % 4 for g = m / 4, B
+ * the same for g = m / 4 + 4; then the scales of all blocks (d[i] = amax / 127 as quant_q8_1). Blocks
+ * past the last up to the quad are padded with x = 0, d = 0. Bytes of one token (a multiple of 64, so
+ * each token starts on a 64-byte boundary): */
+static size_t q8_x4_bytes(int64_t nb)
 {
-    const size_t np = (size_t)(nb + 1) / 2;
-    return np * 64 + ((np * 2 * sizeof(float) + 63) & ~(size_t)63);
+    const size_t nq = (size_t)(nb + 3) / 4;
+    return nq * 128 + ((nq * 4 * sizeof(float) + 63) & ~(size_t)63);
 }
 
-static void quant_q8_x2(const float *x, uint8_t *out, int64_t nb)
+static void quant_q8_x4(const float *x, uint8_t *out, int64_t nb)
 {
-    const size_t np = (size_t)(nb + 1) / 2;
-    float *d = (float *)(out + np * 64);
-    for (int64_t i = 0; i < nb; i++, x += 32) {
+    const int64_t nq = (nb + 3) / 4;
+    float *d = (float *)(out + nq * 128);
+    for (int64_t i = 0; i < 4 * nq; i++, x += 32) {
+        uint8_t *o = out + 128 * (i / 4) + 4 * (i % 4);
+        if (i >= nb) {
+            for (int g = 0; g < 8; g++) memset(o + 64 * (g / 4) + 16 * (g % 4), 128, 4);
+            d[i] = 0.0f;
+            continue;
+        }
         float amax = 0;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
         const float di = amax / 127.0f, id = di > 0 ? 1.0f / di : 0.0f;
-        /* 4-byte groups of the pair's two blocks interleaved: int32 lane m of vpdpbusd is block m % 2 */
-        uint8_t *o = out + 64 * (i / 2) + 4 * (i & 1);
-        for (int j = 0; j < 32; j++) o[8 * (j / 4) + j % 4] = (uint8_t)((int)lrintf(x[j] * id) + 128);
+        for (int j = 0; j < 32; j++) {
+            const int g = j / 4;
+            o[64 * (g / 4) + 16 * (g % 4) + j % 4] = (uint8_t)((int)lrintf(x[j] * id) + 128);
+        }
         d[i] = di;
-    }
-    if (nb & 1) {
-        for (int j = 0; j < 32; j++) out[64 * (nb / 2) + 8 * (j / 4) + 4 + j % 4] = 128;
-        d[nb] = 0.0f;
     }
 }
 
@@ -633,68 +637,74 @@ static VNNI_FN void dot4_q6_K_vnni(const void *w, const void *a, size_t as, int6
 static VNNI_FN void dot8_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q6_K_vnni(w, a, as, nb, out, 8); }
 
 /* ---- AVX-512 VNNI kernels for Q4_0 / Q8_0: NT tokens (1, 4 or 8) per weight row --------------
- * The activations come in their own layout (quant_q8_x2): per pair of 32-blocks, 64 bytes x + 128 (u8)
- * on a 64-byte boundary, then the pairs' scales. Both weight types become signed 8-bit codes (Q4_0:
- * nibble - 8, Q8_0: the bytes), two blocks per 512-bit vector, and vpdpbusd takes (x + 128) u8 against
- * the codes s8, starting from -128 Σw over each lane's 4 codes (computed once per weight pair, not per
- * token): exact int32 sums Σ x w, the lanes alternating between the two blocks (4-byte groups
- * interleaved), so a token's two scales are one vbroadcastsd: per token and pair one aligned load, one
- * vpdpbusd, a broadcast and three float ops (scale, convert, fma), no scalar work. The float work is
- * 16-lane: integer sums exact, the float summation order not the AVX2 path's (within float rounding). NT = 1 is the decode dot, so a prefill row equals its
- * decode call bit for bit. An odd last block is padded (x = 0, da = 0, codes 0). */
+ * The activations come in their own layout (quant_q8_x4: x + 128 as u8, four 32-blocks per 128 bytes,
+ * int32 lane m of a vector belonging to block m % 4). Both weight types become signed 8-bit codes
+ * (Q4_0: nibble - 8, Q8_0: the bytes), arranged the same way (two vpermt2d per quad), and vpdpbusd
+ * takes (x + 128) u8 against the codes s8 twice per quad, starting from -128 Σw over each lane's 8
+ * codes (once per weight quad, not per token): exact int32 sums Σ x w, 4 lanes per block. The
+ * token's four block scales are one vbroadcastf32x4, so per token and 128 codes: two aligned loads,
+ * two vpdpbusd, a broadcast and three float ops (scale, convert, fma), no scalar work. Integer sums
+ * exact, the float summation order not the AVX2 path's (within float rounding of it). NT = 1 is the
+ * decode dot, so a prefill row equals its decode call bit for bit. The last quad's missing blocks get
+ * codes 0 (and x = 0, d = 0). */
 
-/* signed codes and scales of blocks i and i + 1 (two = 0: block i only, upper half zero) */
-static inline __attribute__((always_inline)) VNNI_FN __m512i q80_codes_vnni(const void *wv, int64_t i, const int q4,
-                                                                           const int two, __m512 *dw)
+static inline __attribute__((always_inline)) VNNI_FN __m256i q80_block_codes(const void *wv, int64_t i, const int q4,
+                                                                             float *d)
 {
-    __m256i lo, hi = _mm256_setzero_si256();
-    float d0, d1 = 0.0f;
     if (q4) {
         const ex_block_q4_0 *b = (const ex_block_q4_0 *)wv + i;
-        const __m256i eight = _mm256_set1_epi8(8);
-        lo = _mm256_sub_epi8(load_q4(b[0].qs), eight);
-        if (two) hi = _mm256_sub_epi8(load_q4(b[1].qs), eight);
-        d0 = H2F(b[0].d);
-        if (two) d1 = H2F(b[1].d);
-    } else {
-        const ex_block_q8_0 *b = (const ex_block_q8_0 *)wv + i;
-        lo = _mm256_loadu_si256((const __m256i *)b[0].qs);
-        if (two) hi = _mm256_loadu_si256((const __m256i *)b[1].qs);
-        d0 = H2F(b[0].d);
-        if (two) d1 = H2F(b[1].d);
+        *d = H2F(b->d);
+        return _mm256_sub_epi8(load_q4(b->qs), _mm256_set1_epi8(8));
     }
-    /* int32 lanes alternate between the blocks, as the activations (quant_q8_x2) */
-    const __m512i il = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
-    *dw = _mm512_mask_blend_ps(0xAAAA, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
-    return _mm512_permutexvar_epi32(il, _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+    const ex_block_q8_0 *b = (const ex_block_q8_0 *)wv + i;
+    *d = H2F(b->d);
+    return _mm256_loadu_si256((const __m256i *)b->qs);
 }
 
 static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const void *wv, const void *av, size_t astride,
                                                                        int64_t nb, float *out, const int NT, const int q4)
 {
-    const size_t np = (size_t)(nb + 1) / 2;
+    const size_t nq = (size_t)(nb + 3) / 4;
     const uint8_t *xa[8];
     const float *da[8];
     __m512 acc[8];
     _Pragma("GCC unroll 8")
     for (int j = 0; j < NT; j++) {
         xa[j] = (const uint8_t *)av + j * astride;
-        da[j] = (const float *)(xa[j] + np * 64);
+        da[j] = (const float *)(xa[j] + nq * 128);
         acc[j] = _mm512_setzero_ps();
     }
     const __m512i zero = _mm512_setzero_si512(), b128 = _mm512_set1_epi8((char)0x80);
-    for (size_t k = 0; k < np; k++) {
-        const int64_t i = 2 * (int64_t)k;
-        __m512 dw;
-        const __m512i w = i + 1 < nb ? q80_codes_vnni(wv, i, q4, 1, &dw) : q80_codes_vnni(wv, i, q4, 0, &dw);
-        /* -128 Σ w per lane: (x + 128) w summed from here is x w */
-        const __m512i c = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, b128, w));
+    /* lane m <- dword m / 4 (+ 4 for B) of block m % 4, from [block 0 | block 1] and [block 2 | block 3] */
+    const __m512i ia = _mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0);
+    const __m512i ib = _mm512_add_epi32(ia, _mm512_set1_epi32(4));
+    for (size_t k = 0; k < nq; k++) {
+        const int64_t i = 4 * (int64_t)k, n = nb - i;
+        __m256i c[4];
+        float d[4];
+        if (n >= 4) {
+            _Pragma("GCC unroll 4")
+            for (int e = 0; e < 4; e++) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
+        } else
+            for (int e = 0; e < 4; e++) {
+                if (e < n) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
+                else {
+                    c[e] = _mm256_setzero_si256();
+                    d[e] = 0.0f;
+                }
+            }
+        const __m512i v01 = _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1);
+        const __m512i v23 = _mm512_inserti64x4(_mm512_castsi256_si512(c[2]), c[3], 1);
+        const __m512i wa = _mm512_permutex2var_epi32(v01, ia, v23), wb = _mm512_permutex2var_epi32(v01, ib, v23);
+        const __m512 dw = _mm512_broadcast_f32x4(_mm_loadu_ps(d));
+        /* -128 Σ w over each lane's 8 codes: (x + 128) w summed from here is x w */
+        const __m512i c0 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, b128, wa), b128, wb));
         _Pragma("GCC unroll 8")
         for (int j = 0; j < NT; j++) {
-            const __m512i p = _mm512_dpbusd_epi32(c, _mm512_load_si512(xa[j] + 64 * k), w);
-            /* the token's two scales, alternating like the lanes: one vbroadcastsd */
-            const __m512 s = _mm512_mul_ps(dw, _mm512_castpd_ps(_mm512_broadcastsd_pd(
-                                                   _mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)(da[j] + 2 * k))))));
+            const uint8_t *x = xa[j] + 128 * k;
+            __m512i p = _mm512_dpbusd_epi32(c0, _mm512_load_si512(x), wa);
+            p = _mm512_dpbusd_epi32(p, _mm512_load_si512(x + 64), wb);
+            const __m512 s = _mm512_mul_ps(dw, _mm512_broadcast_f32x4(_mm_loadu_ps(da[j] + 4 * k)));
             acc[j] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(p), acc[j]);
         }
     }
@@ -1145,19 +1155,19 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     }
     const int kq = w->type == ATS_Q_Q4_K || w->type == ATS_Q_Q6_K;
     const int64_t nb = n_in / (kq ? 256 : 32);
-    /* the Q4_0 / Q8_0 VNNI kernels read their own activation layout (quant_q8_x2), 64-byte aligned */
-    int x2 = 0;
+    /* the Q4_0 / Q8_0 VNNI kernels read their own activation layout (quant_q8_x4), 64-byte aligned */
+    int x4 = 0;
 #ifdef EX_X86
-    x2 = (f & EX_CPU_AVX512VNNI) && (w->type == ATS_Q_Q4_0 || w->type == ATS_Q_Q8_0);
+    x4 = (f & EX_CPU_AVX512VNNI) && (w->type == ATS_Q_Q4_0 || w->type == ATS_Q_Q8_0);
 #endif
-    const size_t abytes = x2 ? q8_x2_bytes(nb) : (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
-    uint8_t *xq = x2 ? aligned_alloc(64, abytes * (size_t)n_tokens) : malloc(abytes * (size_t)n_tokens);
+    const size_t abytes = x4 ? q8_x4_bytes(nb) : (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
+    uint8_t *xq = x4 ? aligned_alloc(64, abytes * (size_t)n_tokens) : malloc(abytes * (size_t)n_tokens);
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
 #ifdef EX_X86
-        if (x2) {
-            quant_q8_x2(x + t * n_in, xq + abytes * (size_t)t, nb);
+        if (x4) {
+            quant_q8_x4(x + t * n_in, xq + abytes * (size_t)t, nb);
             continue;
         }
 #endif
