@@ -1165,12 +1165,10 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
-#ifdef EX_X86
         if (x4) {
             quant_q8_x4(x + t * n_in, xq + abytes * (size_t)t, nb);
             continue;
         }
-#endif
         if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
