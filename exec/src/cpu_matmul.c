@@ -682,20 +682,38 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const vo
         const int64_t i = 4 * (int64_t)k, n = nb - i;
         __m256i c[4];
         float d[4];
-        if (n >= 4) {
+        __m512i wa, wb;
+        if (q4 && n >= 4) {
+            /* Q4_0: the four blocks' 16 bytes in one vector; low nibbles are elements 0..15 (A's dwords),
+               high 16..31 (B's); one vpermd moves dword g of block e from lane 4e + g to 4g + e */
+            const ex_block_q4_0 *b = (const ex_block_q4_0 *)wv + i;
+            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[0].qs));
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b[1].qs), 1);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b[2].qs), 2);
+            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b[3].qs), 3);
+            const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+            const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+            wa = _mm512_permutexvar_epi32(tr, _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
+            wb = _mm512_permutexvar_epi32(tr, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
             _Pragma("GCC unroll 4")
-            for (int e = 0; e < 4; e++) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
-        } else
-            for (int e = 0; e < 4; e++) {
-                if (e < n) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
-                else {
-                    c[e] = _mm256_setzero_si256();
-                    d[e] = 0.0f;
+            for (int e = 0; e < 4; e++) d[e] = H2F(b[e].d);
+        } else {
+            if (n >= 4) {
+                _Pragma("GCC unroll 4")
+                for (int e = 0; e < 4; e++) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
+            } else
+                for (int e = 0; e < 4; e++) {
+                    if (e < n) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
+                    else {
+                        c[e] = _mm256_setzero_si256();
+                        d[e] = 0.0f;
+                    }
                 }
-            }
-        const __m512i v01 = _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1);
-        const __m512i v23 = _mm512_inserti64x4(_mm512_castsi256_si512(c[2]), c[3], 1);
-        const __m512i wa = _mm512_permutex2var_epi32(v01, ia, v23), wb = _mm512_permutex2var_epi32(v01, ib, v23);
+            const __m512i v01 = _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1);
+            const __m512i v23 = _mm512_inserti64x4(_mm512_castsi256_si512(c[2]), c[3], 1);
+            wa = _mm512_permutex2var_epi32(v01, ia, v23);
+            wb = _mm512_permutex2var_epi32(v01, ib, v23);
+        }
         const __m512 dw = _mm512_broadcast_f32x4(_mm_loadu_ps(d));
         /* -128 Σ w over each lane's 8 codes: (x + 128) w summed from here is x w */
         const __m512i c0 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, b128, wa), b128, wb));
