@@ -640,7 +640,7 @@ static VNNI_FN void dot8_q6_K_vnni(const void *w, const void *a, size_t as, int6
  * The activations come in their own layout (quant_q8_x4: x + 128 as u8, four 32-blocks per 128 bytes,
  * int32 lane m of a vector belonging to block m % 4). Both weight types become signed 8-bit codes
  * (Q4_0: nibble - 8, Q8_0: the bytes), arranged the same way (two vpermt2d per quad; a full Q4_0
- * quad: one 512-bit load of its four blocks' nibbles and a vpermd per vector), and vpdpbusd
+ * quad: its four blocks' 16 nibble bytes in one vector, and one vpermd per half), and vpdpbusd
  * takes (x + 128) u8 against the codes s8 twice per quad, starting from -128 Σw over each lane's 8
  * codes (once per weight quad, not per token): exact int32 sums Σ x w, 4 lanes per block. The
  * token's four block scales are one vbroadcastf32x4, so per token and 128 codes: two aligned loads,
