@@ -512,17 +512,25 @@ static AVX2_FN void dot4_q6_K_avx2(const void *wv, const void *av, size_t astrid
  * float summation order not the AVX2 path's (within float rounding of it). NT = 1 is the decode dot,
  * so a prefill row equals its decode call bit for bit. */
 
+/* The NT token rows of the K-quant VNNI kernels below: row j's activation blocks at av + j·astride, its
+ * accumulator zeroed. */
+static inline __attribute__((always_inline)) VNNI_FN void kq_rows_start(const void *av, size_t astride, const int NT,
+                                                                       const ex_block_q8_K **a, __m256 *acc)
+{
+    _Pragma("GCC unroll 8")
+    for (int j = 0; j < NT; j++) {
+        a[j] = (const ex_block_q8_K *)((const uint8_t *)av + j * astride);
+        acc[j] = _mm256_setzero_ps();
+    }
+}
+
 static inline __attribute__((always_inline)) VNNI_FN void dotn_q4_K_vnni(const void *wv, const void *av, size_t astride,
                                                                         int64_t nb, float *out, const int NT)
 {
     const ex_block_q4_K *w = wv;
     const ex_block_q8_K *a[8];
     __m256 acc[8];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) {
-        a[j] = (const ex_block_q8_K *)((const uint8_t *)av + j * astride);
-        acc[j] = _mm256_setzero_ps();
-    }
+    kq_rows_start(av, astride, NT, a, acc);
     const __m512i m4 = _mm512_set1_epi8(0x0F), shr = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
     /* vpackssdw(P_2p, P_2p+1) puts, in each 128-bit lane L, 4 sums of chunk 2p then 4 of chunk 2p+1; chunk
        c's lanes L < 2 are sub-block 2c, L >= 2 sub-block 2c+1: int16 lane l takes scale
@@ -571,11 +579,7 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const v
     const ex_block_q6_K *w = wv;
     const ex_block_q8_K *a[8];
     __m256 acc[8];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) {
-        a[j] = (const ex_block_q8_K *)((const uint8_t *)av + j * astride);
-        acc[j] = _mm256_setzero_ps();
-    }
+    kq_rows_start(av, astride, NT, a, acc);
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
     /* vpackssdw(P_a, P_b): in 128-bit lane L, 4 sums of sub-block L of qa then 4 of sub-block 4 + L of qb:
        int16 lane l takes scale 8h + l / 8 + 4 ((l % 8) / 4) */
@@ -619,22 +623,24 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const v
     for (int j = 0; j < NT; j++) out[j] = hsum_ps(acc[j]);
 }
 
-static VNNI_FN float dot_q4_K_vnni(const void *w, const void *a, int64_t nb)
-{
-    float o;
-    dotn_q4_K_vnni(w, a, 0, nb, &o, 1);
-    return o;
-}
-static VNNI_FN void dot4_q4_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q4_K_vnni(w, a, as, nb, out, 4); }
-static VNNI_FN void dot8_q4_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q4_K_vnni(w, a, as, nb, out, 8); }
-static VNNI_FN float dot_q6_K_vnni(const void *w, const void *a, int64_t nb)
-{
-    float o;
-    dotn_q6_K_vnni(w, a, 0, nb, &o, 1);
-    return o;
-}
-static VNNI_FN void dot4_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q6_K_vnni(w, a, as, nb, out, 4); }
-static VNNI_FN void dot8_q6_K_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q6_K_vnni(w, a, as, nb, out, 8); }
+/* The 1-, 4- and 8-token entry points (vec_dot_fn, vec_dot4_fn, pick_dot8's) of a dotn_*_vnni kernel. */
+#define DEF_DOTN_VNNI(T)                                                                                      \
+    static VNNI_FN float dot_##T##_vnni(const void *w, const void *a, int64_t nb)                             \
+    {                                                                                                         \
+        float o;                                                                                              \
+        dotn_##T##_vnni(w, a, 0, nb, &o, 1);                                                                  \
+        return o;                                                                                             \
+    }                                                                                                         \
+    static VNNI_FN void dot4_##T##_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4])    \
+    {                                                                                                         \
+        dotn_##T##_vnni(w, a, as, nb, out, 4);                                                                \
+    }                                                                                                         \
+    static VNNI_FN void dot8_##T##_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8])    \
+    {                                                                                                         \
+        dotn_##T##_vnni(w, a, as, nb, out, 8);                                                                \
+    }
+DEF_DOTN_VNNI(q4_K)
+DEF_DOTN_VNNI(q6_K)
 
 /* ---- AVX-512 VNNI kernels for Q4_0 / Q8_0: NT tokens (1, 4 or 8) per weight row --------------
  * The activations come in their own layout (quant_q8_x4: x + 128 as u8, four 32-blocks per 128 bytes,
