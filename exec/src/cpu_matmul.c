@@ -1,8 +1,8 @@
 /* CPU matmul y = W x: activations quantized to 8 bits (ex_block_q8_1 per 32, ex_block_q8_K per 256)
  * and integer dot products with the weight blocks, as llama.cpp does; OpenMP over output rows.
- * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (MXFP4: 256-bit vpdpbusd; Q4_0
- * and Q8_0: 512-bit vpdpbusd on two blocks at once; Q4_K and Q6_K: 512-bit vpdpbusd + vpackssdw +
- * vpdpwssd; the four with 8 tokens per weight row in prefill). */
+ * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (MXFP4, and Q4_0 / Q8_0 decode:
+ * 256-bit vpdpbusd; Q4_0 / Q8_0 prefill: 512-bit vpdpbusd on two tokens at once, 4 or 8 tokens per
+ * weight row; Q4_K and Q6_K: 512-bit vpdpbusd + vpackssdw + vpdpwssd, 8 tokens per weight row in prefill). */
 #include "ex/ops.h"
 
 #include <math.h>
@@ -73,38 +73,28 @@ static void quant_q8_1(const float *x, ex_block_q8_1 *b, int64_t nb)
     }
 }
 
-/* The Q4_0 / Q8_0 AVX-512 VNNI kernels' activations: per quad of 32-blocks, 128 bytes x + 128 (u8) as
- * two 64-byte vectors A, B: int32 lane m of A holds elements 4g..4g+3 of block m % 4 for g = m / 4, B
- * the same for g = m / 4 + 4; then the scales of all blocks (d[i] = amax / 127 as quant_q8_1). Blocks
- * past the last up to the quad are padded with x = 0, d = 0. Bytes of one token (a multiple of 64, so
- * each token starts on a 64-byte boundary): */
-static size_t q8_x4_bytes(int64_t nb)
-{
-    const size_t nq = (size_t)(nb + 3) / 4;
-    return nq * 128 + ((nq * 4 * sizeof(float) + 63) & ~(size_t)63);
-}
+/* The Q4_0 / Q8_0 AVX-512 VNNI prefill kernels read a group of 8 tokens (8g .. 8g + 7) at once: the
+ * tokens' ex_block_q8_1 values (copied, so every value equals the decode call's) regrouped per 32-block
+ * i into Q8G_BLOCK_BYTES at 64-byte boundaries: 4 token pairs of 64 bytes (pair p: token 2p's 32 codes,
+ * then token 2p + 1's; Q8_0: x + 128 as u8, Q4_0: x as s8), then the 8 tokens' d, then their s. Tokens
+ * past n_tokens are zeros. Bytes of one group: nb * Q8G_BLOCK_BYTES. */
+enum { Q8G_BLOCK_BYTES = 4 * 64 + 2 * 8 * 4 };
 
-static void quant_q8_x4(const float *x, uint8_t *out, int64_t nb)
+#ifdef EX_X86
+static void q8_group(const ex_block_q8_1 *a, size_t astride, int n_tok, int64_t nb, int u8, uint8_t *out)
 {
-    const int64_t nq = (nb + 3) / 4;
-    float *d = (float *)(out + nq * 128);
-    for (int64_t i = 0; i < 4 * nq; i++, x += 32) {
-        uint8_t *o = out + 128 * (i / 4) + 4 * (i % 4);
-        if (i >= nb) {
-            for (int g = 0; g < 8; g++) memset(o + 64 * (g / 4) + 16 * (g % 4), 128, 4);
-            d[i] = 0.0f;
-            continue;
+    memset(out, 0, (size_t)nb * Q8G_BLOCK_BYTES);
+    for (int j = 0; j < n_tok; j++) {
+        const ex_block_q8_1 *aj = (const ex_block_q8_1 *)((const uint8_t *)a + (size_t)j * astride);
+        for (int64_t i = 0; i < nb; i++) {
+            uint8_t *o = out + (size_t)i * Q8G_BLOCK_BYTES;
+            for (int k = 0; k < 32; k++) o[32 * j + k] = (uint8_t)(aj[i].qs[k] + (u8 ? 128 : 0));
+            memcpy(o + 256 + 4 * j, &aj[i].d, sizeof(float));
+            memcpy(o + 288 + 4 * j, &aj[i].s, sizeof(float));
         }
-        float amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float di = amax / 127.0f, id = di > 0 ? 1.0f / di : 0.0f;
-        for (int j = 0; j < 32; j++) {
-            const int g = j / 4;
-            o[64 * (g / 4) + 16 * (g % 4) + j % 4] = (uint8_t)((int)lrintf(x[j] * id) + 128);
-        }
-        d[i] = di;
     }
 }
+#endif
 
 static void quant_q8_K(const float *x, ex_block_q8_K *b, int64_t nb)
 {
@@ -642,117 +632,86 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const v
 DEF_DOTN_VNNI(q4_K)
 DEF_DOTN_VNNI(q6_K)
 
-/* ---- AVX-512 VNNI kernels for Q4_0 / Q8_0: NT tokens (1, 4 or 8) per weight row --------------
- * The activations come in their own layout (quant_q8_x4: x + 128 as u8, four 32-blocks per 128 bytes,
- * int32 lane m of a vector belonging to block m % 4). Both weight types become signed 8-bit codes
- * (Q4_0: nibble - 8, Q8_0: the bytes), arranged the same way (two vpermt2d per quad; a full Q4_0
- * quad: its four blocks' 16 nibble bytes in one vector, and one vpermd per half), and vpdpbusd
- * takes (x + 128) u8 against the codes s8 twice per quad, starting from -128 Σw over each lane's 8
- * codes (once per weight quad, not per token): exact int32 sums Σ x w, 4 lanes per block. The
- * token's four block scales are one vbroadcastf32x4, so per token and 128 codes: two aligned loads,
- * two vpdpbusd, a broadcast and three float ops (scale, convert, fma), no scalar work. Integer sums
- * exact, the float summation order not the AVX2 path's (within float rounding of it). NT = 1 is the
- * decode dot, so a prefill row equals its decode call bit for bit. The last quad's missing blocks get
- * codes 0 (and x = 0, d = 0). */
-
-static inline __attribute__((always_inline)) VNNI_FN __m256i q80_block_codes(const void *wv, int64_t i, const int q4,
-                                                                             float *d)
+/* ---- AVX-512 VNNI prefill kernels for Q4_0 / Q8_0: NT tokens (4 or 8) per weight row -------
+ * Bit for bit the float work of the 1-token decode dot (DEF_Q4_0 / DEF_Q8_0 with dot_us_vnni), done
+ * for two tokens per 512-bit vector: per block i and token, 8 int32 lanes of exact sums over 4
+ * elements (Q4_0: nibble (u8) x x, minus 8 Σ dw s in float at the end; Q8_0: Σ w x, from vpdpbusd of
+ * x + 128 against w starting at -128 Σ w), converted and fused-multiply-added by dw d_t in the same
+ * order, summed by hsum_ps. The weight block is unpacked once for NT tokens, the tokens' dw d (and
+ * Q4_0's dw s) are one 8-lane multiply per block, and a token pair costs one aligned load, vpdpbusd,
+ * convert, vpermps and fma per 64 codes. Activations: q8_group (t a multiple of 8). */
+static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const void *wv, const void *ag, int64_t nb,
+                                                                       float *out, const int NT, const int q4)
 {
-    if (q4) {
-        const ex_block_q4_0 *b = (const ex_block_q4_0 *)wv + i;
-        *d = H2F(b->d);
-        return _mm256_sub_epi8(load_q4(b->qs), _mm256_set1_epi8(8));
-    }
-    const ex_block_q8_0 *b = (const ex_block_q8_0 *)wv + i;
-    *d = H2F(b->d);
-    return _mm256_loadu_si256((const __m256i *)b->qs);
-}
-
-static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const void *wv, const void *av, size_t astride,
-                                                                       int64_t nb, float *out, const int NT, const int q4)
-{
-    const size_t nq = (size_t)(nb + 3) / 4;
-    const uint8_t *xa[8];
-    const float *da[8];
-    __m512 acc[8];
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) {
-        xa[j] = (const uint8_t *)av + j * astride;
-        da[j] = (const float *)(xa[j] + nq * 128);
-        acc[j] = _mm512_setzero_ps();
-    }
-    const __m512i zero = _mm512_setzero_si512(), b128 = _mm512_set1_epi8((char)0x80);
-    /* lane m <- dword m / 4 (+ 4 for B) of block m % 4, from [block 0 | block 1] and [block 2 | block 3] */
-    const __m512i ia = _mm512_set_epi32(27, 19, 11, 3, 26, 18, 10, 2, 25, 17, 9, 1, 24, 16, 8, 0);
-    const __m512i ib = _mm512_add_epi32(ia, _mm512_set1_epi32(4));
-    for (size_t k = 0; k < nq; k++) {
-        const int64_t i = 4 * (int64_t)k, n = nb - i;
-        __m256i c[4];
-        float d[4];
-        __m512i wa, wb;
-        if (q4 && n >= 4) {
-            /* Q4_0: the four blocks' 16 bytes in one vector; low nibbles are elements 0..15 (A's dwords),
-               high 16..31 (B's); one vpermd moves dword g of block e from lane 4e + g to 4g + e */
+    __m512 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NT / 2; p++) acc[p] = _mm512_setzero_ps();
+    __m256 corr = _mm256_setzero_ps();
+    /* vpermps index of pair p: lanes 0..7 take token 2p's dw d, lanes 8..15 token 2p + 1's */
+    __m512i pidx[4];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NT / 2; p++)
+        pidx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+    const __m512i b128 = _mm512_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *g = (const uint8_t *)ag + (size_t)i * Q8G_BLOCK_BYTES;
+        float dw;
+        __m512i q, c0 = _mm512_setzero_si512();
+        if (q4) {
             const ex_block_q4_0 *b = (const ex_block_q4_0 *)wv + i;
-            __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b[0].qs));
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b[1].qs), 1);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b[2].qs), 2);
-            v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b[3].qs), 3);
-            const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
-            const __m512i tr = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
-            wa = _mm512_permutexvar_epi32(tr, _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
-            wb = _mm512_permutexvar_epi32(tr, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
-            _Pragma("GCC unroll 4")
-            for (int e = 0; e < 4; e++) d[e] = H2F(b[e].d);
+            dw = H2F(b->d);
+            q = _mm512_broadcast_i64x4(load_q4(b->qs));
         } else {
-            if (n >= 4) {
-                _Pragma("GCC unroll 4")
-                for (int e = 0; e < 4; e++) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
-            } else
-                for (int e = 0; e < 4; e++) {
-                    if (e < n) c[e] = q80_block_codes(wv, i + e, q4, &d[e]);
-                    else {
-                        c[e] = _mm256_setzero_si256();
-                        d[e] = 0.0f;
-                    }
-                }
-            const __m512i v01 = _mm512_inserti64x4(_mm512_castsi256_si512(c[0]), c[1], 1);
-            const __m512i v23 = _mm512_inserti64x4(_mm512_castsi256_si512(c[2]), c[3], 1);
-            wa = _mm512_permutex2var_epi32(v01, ia, v23);
-            wb = _mm512_permutex2var_epi32(v01, ib, v23);
+            const ex_block_q8_0 *b = (const ex_block_q8_0 *)wv + i;
+            dw = H2F(b->d);
+            q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qs));
+            /* -128 Σ w over each lane's 4 codes: (x + 128) w summed from here is x w */
+            c0 = _mm512_sub_epi32(c0, _mm512_dpbusd_epi32(c0, b128, q));
         }
-        const __m512 dw = _mm512_broadcast_f32x4(_mm_loadu_ps(d));
-        /* -128 Σ w over each lane's 8 codes: (x + 128) w summed from here is x w */
-        const __m512i c0 = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, b128, wa), b128, wb));
-        _Pragma("GCC unroll 8")
-        for (int j = 0; j < NT; j++) {
-            const uint8_t *x = xa[j] + 128 * k;
-            __m512i p = _mm512_dpbusd_epi32(c0, _mm512_load_si512(x), wa);
-            p = _mm512_dpbusd_epi32(p, _mm512_load_si512(x + 64), wb);
-            const __m512 s = _mm512_mul_ps(dw, _mm512_broadcast_f32x4(_mm_loadu_ps(da[j] + 4 * k)));
-            acc[j] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(p), acc[j]);
+        const __m256 vdw = _mm256_set1_ps(dw);
+        const __m256 dd = _mm256_mul_ps(vdw, _mm256_load_ps((const float *)(g + 256)));
+        if (q4) corr = _mm256_add_ps(corr, _mm256_mul_ps(vdw, _mm256_load_ps((const float *)(g + 288))));
+        const __m512 dd2 = _mm512_castps256_ps512(dd);
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < NT / 2; p++) {
+            const __m512i x = _mm512_load_si512(g + 64 * p);
+            const __m512i s = q4 ? _mm512_dpbusd_epi32(c0, q, x) : _mm512_dpbusd_epi32(c0, x, q);
+            acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pidx[p], dd2), _mm512_cvtepi32_ps(s), acc[p]);
         }
     }
-    _Pragma("GCC unroll 8")
-    for (int j = 0; j < NT; j++) out[j] = _mm512_reduce_add_ps(acc[j]);
+    float cr[8];
+    _mm256_storeu_ps(cr, corr);
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NT / 2; p++) {
+        out[2 * p] = hsum_ps(_mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+        if (q4) {
+            out[2 * p] = out[2 * p] - 8.0f * cr[2 * p];
+            out[2 * p + 1] = out[2 * p + 1] - 8.0f * cr[2 * p + 1];
+        }
+    }
 }
 
-static VNNI_FN float dot_q4_0_vnni(const void *w, const void *a, int64_t nb)
+static VNNI_FN void dot4_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4])
 {
-    float o;
-    dotn_q80_vnni(w, a, 0, nb, &o, 1, 1);
-    return o;
+    (void)as;
+    dotn_q80_vnni(w, a, nb, out, 4, 1);
 }
-static VNNI_FN void dot4_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q80_vnni(w, a, as, nb, out, 4, 1); }
-static VNNI_FN void dot8_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q80_vnni(w, a, as, nb, out, 8, 1); }
-static VNNI_FN float dot_q8_0_vnni(const void *w, const void *a, int64_t nb)
+static VNNI_FN void dot8_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8])
 {
-    float o;
-    dotn_q80_vnni(w, a, 0, nb, &o, 1, 0);
-    return o;
+    (void)as;
+    dotn_q80_vnni(w, a, nb, out, 8, 1);
 }
-static VNNI_FN void dot4_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4]) { dotn_q80_vnni(w, a, as, nb, out, 4, 0); }
-static VNNI_FN void dot8_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8]) { dotn_q80_vnni(w, a, as, nb, out, 8, 0); }
+static VNNI_FN void dot4_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4])
+{
+    (void)as;
+    dotn_q80_vnni(w, a, nb, out, 4, 0);
+}
+static VNNI_FN void dot8_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8])
+{
+    (void)as;
+    dotn_q80_vnni(w, a, nb, out, 8, 0);
+}
 
 DEF_Q4_0_X4(dot4_q4_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q8_0_X4(dot4_q8_0_avx2, AVX2_FN, dot_us_avx2)
@@ -820,7 +779,9 @@ static AVX2_FN float fdot_bf16_avx2(const void *wv, const float *x, int64_t n)
 DEF_MXFP4(dot_mxfp4_avx2, AVX2_FN, dot_us_avx2)
 DEF_MXFP4(dot_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_0(dot_q4_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_Q4_0(dot_q4_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0(dot_q8_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_Q8_0(dot_q8_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_K(dot_q4_K_avx2, AVX2_FN)
 DEF_Q6_K(dot_q6_K_avx2, AVX2_FN)
 #endif
@@ -1180,23 +1141,32 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     }
     const int kq = w->type == ATS_Q_Q4_K || w->type == ATS_Q_Q6_K;
     const int64_t nb = n_in / (kq ? 256 : 32);
-    /* the Q4_0 / Q8_0 VNNI kernels read their own activation layout (quant_q8_x4), 64-byte aligned */
-    int x4 = 0;
-#ifdef EX_X86
-    x4 = (f & EX_CPU_AVX512VNNI) && (w->type == ATS_Q_Q4_0 || w->type == ATS_Q_Q8_0);
-#endif
-    const size_t abytes = x4 ? q8_x4_bytes(nb) : (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
-    uint8_t *xq = x4 ? aligned_alloc(64, abytes * (size_t)n_tokens) : malloc(abytes * (size_t)n_tokens);
+    const size_t abytes = (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
+    uint8_t *xq = malloc(abytes * (size_t)n_tokens);
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
-        if (x4) {
-            quant_q8_x4(x + t * n_in, xq + abytes * (size_t)t, nb);
-            continue;
-        }
         if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
+    /* Q4_0 / Q8_0 with AVX-512 VNNI: the 4- and 8-token kernels read the tokens regrouped by 8 (q8_group);
+       decode and the 1-token rest read xq as on every other path */
+    uint8_t *xg = NULL;
+    const size_t gbytes = (size_t)nb * Q8G_BLOCK_BYTES;
+#ifdef EX_X86
+    if ((f & EX_CPU_AVX512VNNI) && (w->type == ATS_Q_Q4_0 || w->type == ATS_Q_Q8_0) && n_tokens >= 4) {
+        const int64_t ng = (n_tokens + 7) / 8;
+        xg = aligned_alloc(64, gbytes * (size_t)ng);
+        if (!xg) {
+            free(xq);
+            return ATS_ENOMEM;
+        }
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t g = 0; g < ng; g++)
+            q8_group((const ex_block_q8_1 *)(xq + abytes * (size_t)(8 * g)), abytes,
+                     n_tokens - 8 * g < 8 ? (int)(n_tokens - 8 * g) : 8, nb, w->type == ATS_Q_Q8_0, xg + gbytes * (size_t)g);
+    }
+#endif
     vec_dot_fn dot = pick_dot(w->type, f);
     vec_dot4_fn dot4 = n_tokens >= 4 ? pick_dot4(w->type, f) : NULL;
     vec_dot8_fn dot8 = n_tokens >= 8 ? pick_dot8(w->type, f) : NULL;
@@ -1215,19 +1185,22 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
                 if (dot8)
                     for (; t + 8 <= t1; t += 8) {
                         float o[8];
-                        dot8(wr, xq + abytes * (size_t)t, abytes, nb, o);
+                        dot8(wr, xg ? xg + gbytes * (size_t)(t / 8) : xq + abytes * (size_t)t, abytes, nb, o);
                         for (int j = 0; j < 8; j++) y[(t + j) * n_out + r] = o[j];
                     }
                 if (dot4)
                     for (; t + 4 <= t1; t += 4) {
                         float o[4];
-                        dot4(wr, xq + abytes * (size_t)t, abytes, nb, o);
+                        /* t is a multiple of 8 here: tiles start at multiples of 32, dot8 is present
+                           from 8 tokens on, and a second 4-token call would have been an 8-token one */
+                        dot4(wr, xg ? xg + gbytes * (size_t)(t / 8) : xq + abytes * (size_t)t, abytes, nb, o);
                         for (int j = 0; j < 4; j++) y[(t + j) * n_out + r] = o[j];
                     }
                 for (; t < t1; t++) y[t * n_out + r] = dot(wr, xq + abytes * (size_t)t, nb);
             }
         }
     }
+    free(xg);
     free(xq);
     return ATS_OK;
 }
