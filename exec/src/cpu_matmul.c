@@ -652,7 +652,8 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const vo
     _Pragma("GCC unroll 4")
     for (int p = 0; p < NT / 2; p++)
         pidx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
-    const __m512i b128 = _mm512_set1_epi8((char)0x80);
+    const __m512i b128 = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i q4sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = (const uint8_t *)ag + (size_t)i * Q8G_BLOCK_BYTES;
         float dw;
@@ -660,7 +661,9 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const vo
         if (q4) {
             const ex_block_q4_0 *b = (const ex_block_q4_0 *)wv + i;
             dw = H2F(b->d);
-            q = _mm512_broadcast_i64x4(load_q4(b->qs));
+            /* load_q4's 32 codes in both halves: the 16 bytes in every 128-bit lane, odd lanes shifted by 4 */
+            q = _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b->qs)), q4sh),
+                                 m4);
         } else {
             const ex_block_q8_0 *b = (const ex_block_q8_0 *)wv + i;
             dw = H2F(b->d);
