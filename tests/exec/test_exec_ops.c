@@ -139,7 +139,8 @@ static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
 {
     const char *paths[] = {"0", "1", "3", "7"};
     const unsigned have = ex_cpu_features();
-    /* Q4_0 / Q8_0: any count of 32-blocks, odd ones too (the VNNI kernel takes blocks in pairs) */
+    /* Q4_0 / Q8_0: any count of 32-blocks (their VNNI 4-/8-token kernels read tokens regrouped by 8, and
+       must equal the 1-token decode kernel bit for bit) */
     const int kq = t == ATS_Q_Q4_K || t == ATS_Q_Q6_K;
     const int64_t n_in = kq ? 256 * (1 + (int64_t)(tu_rand(&rng) % 8)) : 32 * (1 + (int64_t)(tu_rand(&rng) % 64));
     const int64_t n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
