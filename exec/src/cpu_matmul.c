@@ -695,26 +695,21 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const vo
     }
 }
 
-static VNNI_FN void dot4_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4])
-{
-    (void)as;
-    dotn_q80_vnni(w, a, nb, out, 4, 1);
-}
-static VNNI_FN void dot8_q4_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8])
-{
-    (void)as;
-    dotn_q80_vnni(w, a, nb, out, 8, 1);
-}
-static VNNI_FN void dot4_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4])
-{
-    (void)as;
-    dotn_q80_vnni(w, a, nb, out, 4, 0);
-}
-static VNNI_FN void dot8_q8_0_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8])
-{
-    (void)as;
-    dotn_q80_vnni(w, a, nb, out, 8, 0);
-}
+/* The 4- and 8-token entry points (vec_dot4_fn, pick_dot8's) of dotn_q80_vnni; a points at a q8_group
+   group, so the token stride is not used. */
+#define DEF_DOTN_Q80(T, Q4)                                                                                   \
+    static VNNI_FN void dot4_##T##_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4])    \
+    {                                                                                                         \
+        (void)as;                                                                                             \
+        dotn_q80_vnni(w, a, nb, out, 4, Q4);                                                                  \
+    }                                                                                                         \
+    static VNNI_FN void dot8_##T##_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8])    \
+    {                                                                                                         \
+        (void)as;                                                                                             \
+        dotn_q80_vnni(w, a, nb, out, 8, Q4);                                                                  \
+    }
+DEF_DOTN_Q80(q4_0, 1)
+DEF_DOTN_Q80(q8_0, 0)
 
 DEF_Q4_0_X4(dot4_q4_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q8_0_X4(dot4_q8_0_avx2, AVX2_FN, dot_us_avx2)
@@ -1194,8 +1189,10 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
                 if (dot4)
                     for (; t + 4 <= t1; t += 4) {
                         float o[4];
-                        /* t is a multiple of 8 here: tiles start at multiples of 32, dot8 is present
-                           from 8 tokens on, and a second 4-token call would have been an 8-token one */
+                        /* with xg, t is a multiple of 8 (a group's start): tiles start at multiples of
+                           32, dot8 is present from 8 tokens on, and a second 4-token call in a row would
+                           have been an 8-token one */
+                        if (xg) ATS_ASSERT(t % 8 == 0);
                         dot4(wr, xg ? xg + gbytes * (size_t)(t / 8) : xq + abytes * (size_t)t, abytes, nb, o);
                         for (int j = 0; j < 4; j++) y[(t + j) * n_out + r] = o[j];
                     }
