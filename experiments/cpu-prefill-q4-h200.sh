@@ -1,5 +1,5 @@
 #!/bin/bash
-# experiments/cpu-prefill-q4-h200.sh — one GPU-machine call (~3-5 minutes, CPU only), issue 5, task AE: main
+# experiments/cpu-prefill-q4-h200.sh — one GPU-machine call (~3-5 minutes; 168 s on the 2-core dev VM; CPU only), issue 5, task AE: main
 # against branch `cpu-prefill-q4` (Q4_0 / Q8_0 AVX-512 VNNI prefill kernels, exec/src/cpu_matmul.c
 # `dotn_q80_vnni`: 4 and 8 tokens per weight row, two tokens per 512-bit vector, the decode kernel's float
 # work bit for bit; decode itself runs main's 1-token kernel unchanged).
@@ -12,7 +12,7 @@
 # and prints, per type, the median over the 3 runs of the CPU decode GEMV (µs, ffn_up and ffn_down rows)
 # and of the CPU prefill GEMM (GMAC/s, ffn_up 5120->17408 at 128 tokens) for main and the branch.
 # What to read in summary.txt: the "median" table at the end (and the per-run lines above it).
-# Prediction (AE, from the 2-core Zen 4 dev VM, where 2 threads gave Q4_0 51 -> 122, Q8_0 60 -> 120 GMAC/s and
+# Prediction (AE, from the 2-core Zen 4 dev VM, where 2 threads gave Q4_0 51 -> 122, Q8_0 60 -> 123 GMAC/s and
 # 1 thread 26 -> 61 / 30 -> 61; the H200 host is 16 Xeon cores with AVX-512 VNNI): prefill GEMM Q4_0 and
 # Q8_0 x1.8-2.5 over main (the 512-bit multiplies run on fewer ports on a Xeon than the dev VM's double-pumped
 # 256-bit units, so nearer x1.8); Q4_K / Q6_K unchanged (same code); decode GEMV µs of every type within
