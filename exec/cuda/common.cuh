@@ -75,7 +75,7 @@ __device__ __forceinline__ float exc_bf2f(uint16_t h) { return __uint_as_float((
 
 /* Q4_K: 6-bit scale and min of sub-block k (0..7) from the 12 packed scale bytes read as three
  * little-endian words s0, s1, s2, without branches (QUANT_FORMATS.md §Q4_K; the formula of
- * ex_q4k_scale_min). Shared by the GEMV kernels v1, v2 and v3. */
+ * ex_q4k_scale_min). Shared by the GEMV kernels v1 to v4. */
 __device__ __forceinline__ void exc_q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, int *sc, int *m)
 {
     int sh = 8 * (k & 3);
@@ -167,7 +167,8 @@ __device__ __forceinline__ float exc_warp_max(float v)
 /* One block of 32 activations quantized by a whole warp, lane l holding v = x[32b + l]: returns the
  * lane's int8 q = round(v/d) with d = amax/127, and *d, *s = d·Σq for every lane. fmaxf drops NaN, so
  * non-finite inputs are caught by a vote: d becomes NaN and the NaN reaches every output that reads
- * this block (NaN never turns into a number). Shared by quantize_x.cu and GEMV v4. */
+ * this block (NaN never turns into a number). The quantize kernel's (quantize_x.cu); GEMV v4 quantizes
+ * four values a lane with the same vote and scale (gemv_v4.cu, v4_quantize_x). */
 __device__ __forceinline__ int exc_q8_block(float v, float *d, float *s)
 {
     int bad = __any_sync(0xffffffffu, !(fabsf(v) <= 3.4e38f));

@@ -32,7 +32,7 @@
  * division in the item loop 16.8 us. Spin-polling the mbarrier, two blocks a SM, larger rings: no gain.
  * Faster than v3 on every Qwen3-14B shape but ffn_down (17408 columns: each block quantizes 68 KB of x),
  * so exc_gemv_batched takes v3 there: v4 covers cols <= V4_MAX_COLS unless ATS_GEMV_KERNEL=v4.
- * ATS_GEMV_KERNEL=v3|v2|v1 turns v4 off; ATS_GEMV_V4_{CHUNK_KB,RING_KB,WAIT,BPS} are experiment knobs.
+ * ATS_GEMV_KERNEL=v3|v2|v1 turns v4 off; ATS_GEMV_V4_{CHUNK_KB,RING_KB} are experiment knobs.
  */
 #include "common.cuh"
 
@@ -55,7 +55,7 @@
 /* What the host decided for one (type, rows, cols, grid): chunks per row, ring slots per warp, slot
  * stride, and the offsets of the partial sums and of the ring in shared memory. */
 typedef struct v4_geom {
-    int nch, S, slot, red_off, ring_off, spin;
+    int nch, S, slot, red_off, ring_off;
 } v4_geom;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -72,21 +72,11 @@ static __device__ __forceinline__ void v4_copy(void *dst, const void *src, uint3
                  : "memory");
 }
 
-/* Waits for the phase of `bar` with this parity: spin = 1 polls with mbarrier.test_wait (never suspends),
- * 0 uses mbarrier.try_wait (the hardware may suspend the warp until the phase completes). */
-static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity, int spin)
+/* Waits for the phase of `bar` with this parity (mbarrier.try_wait: the hardware may suspend the warp
+ * until the phase completes; polling with test_wait instead was no faster on the H200, s7e). */
+static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity)
 {
     uint32_t done;
-    if (spin) {
-        do {
-            asm volatile("{\n\t.reg .pred p;\n\tmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                         "selp.u32 %0, 1, 0, p;\n\t}"
-                         : "=r"(done)
-                         : "r"(v4_sa(bar)), "r"(parity)
-                         : "memory");
-        } while (!done);
-        return;
-    }
     do {
         asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
                      "selp.u32 %0, 1, 0, p;\n\t}"
@@ -97,9 +87,11 @@ static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity, i
 }
 #endif
 
-/* x (cols floats, cols % 256 == 0) → the block's int8 blocks of 32 in shared memory (xq) and their
- * (d, s) pairs (xds), with exc_q8_block's formula (d = amax/127, q = round(v/d), s = d·Σq; any
- * non-finite value of a block makes its d NaN), so the result equals the quantize kernel's. Lane group
+/* x (cols floats, cols % 256 == 0) → the block's int8 blocks of 32 in shared memory and their (d, s)
+ * pairs (xds[b]): d = amax/127, q = round(v·(1/d)) (ggml's quantize_row_q8_0; the quantize kernel divides,
+ * which may differ by one step in rare ties), s = d·Σq; any non-finite value of a block makes its d NaN.
+ * The int8 values go to CH planes of 16-byte chunks: chunk k of unit n (a unit = 16·CH values: a Q4_0
+ * block for CH = 2, a Q4_K sub-block pair for CH = 4) at xq + k·(cols/CH) + 16n. Lane group
  * of 8 per block of 32, a float4 a lane, read through L2 (ld.global.cg: x may have been written by the
  * kernel this one was a programmatic dependent of; nothing of it is ever cached in L1); up to 8 float4
  * loads of a thread in flight before the first use (a loop of one block at a time per warp, waiting for
@@ -165,7 +157,7 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
     const int64_t rb = (int64_t)su_row * 144;
     const int plane = cols / CH;
     const int r0 = (int)((int64_t)blockIdx.x * rows / gridDim.x), r1 = (int)((int64_t)(blockIdx.x + 1) * rows / gridDim.x);
-    const int items = (r1 - r0) * geo.nch; /* (row, chunk) pairs of the block; warp w takes w, w + 8, ... */
+    const int items = (r1 - r0) * geo.nch; /* (row, chunk) pairs of the block; warp w takes w, w + 16, ... */
     /* item q = (row r0 + q / nch, chunk q % nch); chunk c holds the units [c·su_row/nch, (c+1)·su_row/nch) */
     int *su_tab = (int *)(sm + geo.red_off) - (V4_MAX_CHUNKS + 1); /* chunk c's first unit, c = 0..nch */
 #define V4_SU(c) su_tab[c]
@@ -194,16 +186,16 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
         const uint8_t *st = ring + (size_t)slot * geo.slot;
         const int su0 = V4_SU(c), su1 = V4_SU(c + 1);
         float acc = 0.0f;
-        v4_wait(&bar[slot], par, geo.spin);
+        v4_wait(&bar[slot], par);
         if (TYPE == ATS_Q_Q4_K) {
             const int nt = 4 * (su1 - su0), t0 = 4 * su0; /* tasks of the chunk, the first one's index in x */
             for (int u = lane; u < nt; u += 32) {
-                const int t = t0 + u, c = u & 3;
+                const int t = t0 + u, pair = u & 3; /* sub-blocks 2·pair, 2·pair + 1 of super-block u / 4 */
                 const int4 x0a = *(const int4 *)(xq + t * 16), x0b = *(const int4 *)(xq + plane + t * 16);
                 const int4 x1a = *(const int4 *)(xq + 2 * plane + t * 16), x1b = *(const int4 *)(xq + 3 * plane + t * 16);
                 const float4 sc = *(const float4 *)(xds + 2 * t);
                 const int4 *bp = (const int4 *)(st + (u >> 2) * EXC_Q4_K_BYTES);
-                acc += exc_q4k_task(bp[0], bp[1 + 2 * c], bp[2 + 2 * c], x0a, x0b, x1a, x1b, sc, c);
+                acc += exc_q4k_task(bp[0], bp[1 + 2 * pair], bp[2 + 2 * pair], x0a, x0b, x1a, x1b, sc, pair);
             }
         } else {
             const int nbk = 8 * (su1 - su0), b0 = 8 * su0; /* blocks of the chunk, the first one's index in x */
@@ -230,7 +222,7 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
     __syncthreads();
     for (int t = tid; t < r1 - r0; t += V4_THREADS) { /* a row's chunks in order: deterministic */
         float v = 0.0f;
-        for (int c = 0; c < geo.nch; c++) v += red[t * geo.nch + c];
+        for (int k = 0; k < geo.nch; k++) v += red[t * geo.nch + k];
         y[r0 + t] = v;
     }
 #else
@@ -243,19 +235,18 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
 typedef struct v4_cfg {
     int off;             /* ATS_GEMV_KERNEL = v1 | v2 | v3 */
     int force;           /* ATS_GEMV_KERNEL = v4: every shape v4 can take, wide rows too */
-    int chunk_kb, ring_kb, spin, bps;
+    int chunk_kb, ring_kb;
     int smem_max;        /* opt-in shared memory of one block on the device (227 KB on sm_90, 99 KB on sm_120) */
     int sm90[2];         /* the Q4_0 / Q4_K kernels have sm_90 code (ptxVersion ≥ 90) and their shared
                           * memory limit is raised to smem_max */
 } v4_cfg;
 
 /* Read once: ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off, v4 lifts the V4_MAX_COLS rule; ATS_GEMV_V4_CHUNK_KB (1..64) and
- * ATS_GEMV_V4_RING_KB (16..220) size the chunks and a block's ring, ATS_GEMV_V4_WAIT = spin | try the
- * mbarrier wait, ATS_GEMV_V4_BPS = 1 | 2 blocks per SM (bench experiments). */
+ * ATS_GEMV_V4_RING_KB (16..220) size the chunks and a block's ring (bench experiments). */
 static const v4_cfg *v4_config(void)
 {
     static std::once_flag once;
-    static v4_cfg c = {0, 0, V4_CHUNK_KB, V4_RING_KB, 0, 1, 0, {0, 0}};
+    static v4_cfg c = {0, 0, V4_CHUNK_KB, V4_RING_KB, 0, {0, 0}};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_KERNEL");
         c.off = e && (strcmp(e, "v1") == 0 || strcmp(e, "v2") == 0 || strcmp(e, "v3") == 0);
@@ -263,8 +254,6 @@ static const v4_cfg *v4_config(void)
         int v;
         if ((e = getenv("ATS_GEMV_V4_CHUNK_KB")) && (v = atoi(e)) >= 1 && v <= 64) c.chunk_kb = v;
         if ((e = getenv("ATS_GEMV_V4_RING_KB")) && (v = atoi(e)) >= 16 && v <= 220) c.ring_kb = v;
-        if ((e = getenv("ATS_GEMV_V4_WAIT"))) c.spin = strcmp(e, "try") != 0;
-        if ((e = getenv("ATS_GEMV_V4_BPS")) && (v = atoi(e)) >= 1 && v <= 2) c.bps = v;
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&c.smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
@@ -307,11 +296,8 @@ static size_t v4_geometry(int64_t rows, int64_t cols, int64_t grid, const v4_cfg
     return bytes > (int64_t)c->smem_max ? 0 : (size_t)bytes;
 }
 
-static int64_t v4_grid(int64_t rows, int nsm)
-{
-    const int64_t n = (int64_t)nsm * v4_config()->bps;
-    return rows < n ? rows : n;
-}
+/* One block per SM (two blocks a SM, each with half the rows, were slower: s7e), at most one a row. */
+static int64_t v4_grid(int64_t rows, int nsm) { return rows < nsm ? rows : nsm; }
 
 /* 1 when v4 takes this single GEMV: Q4_0 / Q4_K, cols % 256 == 0 and ≤ V4_MAX_COLS (any width with
  * ATS_GEMV_KERNEL=v4), sm_90 code on a cc ≥ 9 device, the ring fits, and ATS_GEMV_KERNEL does not ask for
@@ -337,7 +323,6 @@ ex_gpu_status exc_gemv_v4(ex_gpu *g, int type, const void *W, int64_t rows, int6
     if (!v4_covers(exc_cc_major(g), nsm, type, rows, cols)) return EX_GPU_OK;
     v4_geom geo;
     const size_t smem = v4_geometry(rows, cols, v4_grid(rows, nsm), v4_config(), &geo);
-    geo.spin = v4_config()->spin;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cfg.gridDim = dim3((unsigned)v4_grid(rows, nsm));
