@@ -20,7 +20,7 @@ for k in "" v3; do
     --metrics gpu__time_duration.sum --csv --print-units base \
     $A run --model qwen3-14b --dummy-weights --backend cuda -n 1 --prompt-tokens 1 > $W/ncu-${k:-v4}.csv 2> $W/ncu-${k:-v4}.err
   say "[$((SECONDS - T0)) s] ncu ATS_GEMV_KERNEL=${k:-default} rc=$? (per kernel name: total us over 2 forwards, calls)"
-  awk -F'","' 'NR > 1 && $0 ~ /gpu__time_duration/ { n = $5; sub(/\(.*/, "", n); v = $NF; gsub(/"/, "", v); t[n] += v; c[n]++; all += v }
+  awk -F'","' 'NR > 1 && $0 ~ /gpu__time_duration/ { n = $5; sub(/\(.*/, "", n); v = $NF; gsub(/[",]/, "", v); t[n] += v; c[n]++; all += v }
     END { for (k in t) printf "%10.1f us %5d  %s\n", t[k] / 1e3, c[k], k; printf "%10.1f us total\n", all / 1e3 }' \
     $W/ncu-${k:-v4}.csv | sort -rn | head -12 | tee -a "$S"
 done
