@@ -17,8 +17,8 @@ if command -v ncu > /dev/null; then
   timeout 240 ncu --metrics gpu__time_duration.sum --csv --print-units base \
     $A run --model qwen3-14b --dummy-weights --backend cuda -n 2 --prompt-tokens 1 > $W/ncu.csv 2> $W/ncu.err
   say "ncu rc=$? (per kernel name: total ms over the 3 steps, calls)"
-  awk -F'","' 'NR > 1 && $0 ~ /gpu__time_duration/ { n = $5; sub(/[<(].*/, "", n); t[n] += $NF; c[n]++ }
-    END { for (k in t) { v = t[k]; gsub(/"/, "", v); printf "%10.3f ms %6d  %s\n", v / 1e6, c[k], k } }' \
+  awk -F'","' 'NR > 1 && $0 ~ /gpu__time_duration/ { n = $5; sub(/[<(].*/, "", n); v = $NF; gsub(/[",]/, "", v); t[n] += v; c[n]++ }
+    END { for (k in t) printf "%10.3f ms %6d  %s\n", t[k] / 1e6, c[k], k }' \
     $W/ncu.csv | sort -rn | head -25 | tee -a "$S"
 else say "no ncu"; fi
 for sh in "" 4,1 16,1 16,8; do
