@@ -261,5 +261,22 @@ struct cublasContext;
 struct cublasContext *exc_cublas(ex_gpu *g);
 int exc_sm_count(const ex_gpu *g);
 int exc_cc_major(const ex_gpu *g);
+/** 1 when ATS_PDL_EARLY=1 (read once): RMSNorm and the decode attention let a programmatic dependent
+ *  launch of the next kernel start at their beginning (exc_pdl_trigger). Experiment, off by default:
+ *  measured by experiments/next-h200-s8.sh. */
+int exc_pdl_early(void);
+
+/* With `early` set, lets the next kernel, when it was launched as a programmatic dependent of this one,
+ * start now: every such kernel here (the decode GEMVs v1-v4) waits with griddepcontrol.wait before it
+ * reads anything a kernel before it wrote, and only streams weights before that (gemv_v4.cu). A no-op
+ * below sm_90 and when the next kernel is a plain launch. */
+__device__ __forceinline__ void exc_pdl_trigger(int early)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (early) asm volatile("griddepcontrol.launch_dependents;");
+#else
+    (void)early;
+#endif
+}
 
 #endif

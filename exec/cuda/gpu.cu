@@ -2,6 +2,7 @@
 #include "common.cuh"
 
 #include <cublas_v2.h>
+#include <mutex>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +126,19 @@ extern "C" ex_gpu_status ex_gpu_stream_sync(ex_stream s)
 struct cublasContext *exc_cublas(ex_gpu *g) { return g->cublas; }
 int exc_sm_count(const ex_gpu *g) { return g->props.sm_count; }
 int exc_cc_major(const ex_gpu *g) { return g->props.cc_major; }
+
+/* Read once, like the GEMV kernels' ATS_GEMV_* variables: the launchers that ask (RMSNorm, attention) take
+ * no ex_gpu handle to keep it in. */
+int exc_pdl_early(void)
+{
+    static std::once_flag once;
+    static int early = 0;
+    std::call_once(once, [] {
+        const char *e = getenv("ATS_PDL_EARLY");
+        early = e && strcmp(e, "1") == 0;
+    });
+    return early;
+}
 
 ex_gpu_status exc_workspace(ex_gpu *g, int slot, size_t bytes, void **out)
 {
