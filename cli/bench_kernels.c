@@ -62,7 +62,10 @@ static const shape GPU_FUSED_SHAPES[] = {
 #define N_FUSED (int)(sizeof GPU_FUSED_SHAPES / sizeof GPU_FUSED_SHAPES[0])
 #endif
 
-static const ats_qtype CPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
+/* decode GEMV: every weight type the executor runs; prefill GEMM: the quantized types with prefill kernels */
+static const ats_qtype CPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K,
+                                      ATS_Q_MXFP4, ATS_Q_F16, ATS_Q_BF16, ATS_Q_F32};
+static const ats_qtype CPU_PREFILL_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
 
 typedef struct bench_opts {
     int threads, reps, n_tok, skip_cpu, skip_gpu, skip_model, prompt, decode;
@@ -214,8 +217,8 @@ static json_t *bench_cpu_prefill(const bench_opts *o)
     float *x = malloc((size_t)(n * sh->cols) * sizeof(float)), *y = malloc((size_t)(n * sh->rows) * sizeof(float));
     uint64_t sd = 7;
     for (int64_t j = 0; x && j < n * sh->cols; j++) x[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
-    for (size_t ti = 0; x && y && ti < sizeof CPU_TYPES / sizeof CPU_TYPES[0]; ti++) {
-        ats_qtype t = CPU_TYPES[ti];
+    for (size_t ti = 0; x && y && ti < sizeof CPU_PREFILL_TYPES / sizeof CPU_PREFILL_TYPES[0]; ti++) {
+        ats_qtype t = CPU_PREFILL_TYPES[ti];
         uint64_t bytes = 0;
         void *w = make_weights(t, sh->rows, sh->cols, 4321 + ti, &bytes);
         if (!w) {

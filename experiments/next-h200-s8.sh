@@ -6,7 +6,7 @@
 # 16.9 us back to back for ffn_up). With ATS_PDL_EARLY=1, RMSNorm and the decode attention execute
 # griddepcontrol.launch_dependents at their start, so the next GEMV (launched as a programmatic dependent;
 # every GEMV kernel waits with griddepcontrol.wait before reading) streams weights while they run.
-# Written without a GPU (compile-checked only).
+# Written without a GPU (compile-checked only). Step 3 is the CPU GEMV table with every weight type.
 #   1. test_cuda_model and test_cuda_ops with ATS_PDL_EARLY=1 (correctness first), test_cuda_model default;
 #   2. Qwen3-14B Q4_K_M decode tok/s on cuda, 3 interleaved pairs ATS_PDL_EARLY unset / 1, 128-token and
 #      2048-token prompts. Prediction: +3.5-5% at 128 tokens (attn_q, ffn_gate after RMSNorm and attn_output
@@ -30,4 +30,9 @@ for p in 128 2048; do
     done
   done
 done
+# 3. the CPU GEMV table now has MXFP4, F16, BF16 and F32 rows too (seventh session; dev VM, 2 threads,
+#    compute-bound: MXFP4 49-54% of DRAM, F16 46-69%, BF16 61-67%, F32 91-105%); first 16-thread figures.
+[ $((SECONDS - T0)) -lt 380 ] && timeout 90 $A bench kernels --skip-gpu --skip-model --threads 16 --reps 20 --tokens 128 \
+  --out "$OUT/bench-kernels-cpu.json" > $W/bkc.txt 2>&1
+say "[$((SECONDS - T0)) s] bench kernels (CPU, all types) rc=$?"; grep -E "DRAM|^(Q4_0|Q4_K|Q8_0|Q6_K|MXFP4|F16|BF16|F32) " $W/bkc.txt | tee -a "$S"
 say "[$((SECONDS - T0)) s] done"
