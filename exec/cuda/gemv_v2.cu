@@ -49,30 +49,17 @@ static __device__ __forceinline__ void v2_ld_x32(const int8_t *p, int swap, int 
     hi[0] = h.x; hi[1] = h.y; hi[2] = h.z; hi[3] = h.w;
 }
 
-/* Q4_0: task = one block of 32 (18 bytes at a 2-byte aligned shared address). Read as 5 aligned
- * words from a & ~3: off = a & 3 ∈ {0, 2}; d = bytes [a, a+2), qs word i = bytes a+2+4i .. a+5+4i.
- * Reads up to 2 bytes past the block (inside the stage). (nibble - 8)·d·x = d·(dx·Σ q·xq - 8·s). */
+/* Q4_0: task = one block of 32 (18 bytes at a 2-byte aligned shared address): exc_q4_0_dot (common.cuh,
+ * the block math of v3 and v4: 5 aligned words from a & ~3, up to 2 bytes past the block, inside the
+ * stage; (nibble - 8)·d·x = d·(dx·Σ q·xq - 8·s)), with this kernel's bank-conflict-free x order. */
 struct v2_q4_0 {
     static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1, NB = 64;
     static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const v2_x &x)
     {
-        uintptr_t a = (uintptr_t)bp;
-        int off = (int)(a & 2u);
-        const uint32_t *w = (const uint32_t *)(a - (uintptr_t)off);
-        uint32_t ww[5];
-#pragma unroll
-        for (int i = 0; i < 5; i++) ww[i] = w[i];
         int xl[4], xh[4];
         v2_ld_x32(x.qs + b * 32, (t >> 2) & 1, xl, xh);
-        int sumi = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            int v = (int)(off ? ww[i + 1] : __funnelshift_r(ww[i], ww[i + 1], 16));
-            sumi = __dp4a(v & 0x0F0F0F0F, xl[i], sumi);
-            sumi = __dp4a((v >> 4) & 0x0F0F0F0F, xh[i], sumi);
-        }
-        float d = exc_h2f((uint16_t)(off ? ww[0] >> 16 : ww[0] & 0xFFFFu));
-        return d * (x.d[b] * (float)sumi - 8.0f * x.s[b]);
+        return exc_q4_0_dot(bp, make_int4(xl[0], xl[1], xl[2], xl[3]), make_int4(xh[0], xh[1], xh[2], xh[3]),
+                            make_float2(x.d[b], x.s[b]));
     }
 };
 
