@@ -11,6 +11,7 @@
 #include "ats_version.h"
 #include "atsc/outfile.h"
 #include "cli.h"
+#include "ex/ops.h"
 
 static const ats_cmd commands[] = {
     {"inspect", ats_cmd_inspect, "print a model's op graph, placement and plan for one round"},
@@ -60,7 +61,16 @@ int main(int argc, char **argv)
         return ATS_EXIT_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (strcmp(cmd, commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+        if (strcmp(cmd, commands[i].name) == 0) {
+            /* the executor's ATS_* knobs, which its readers would silently ignore when misspelt (help and
+             * --version above still work with a bad one, to find out what is valid) */
+            char why[512];
+            if (ex_env_check(why, sizeof why) != ATS_OK) {
+                fprintf(stderr, "ats %s: environment: %s\n", cmd, why);
+                return ATS_EXIT_USAGE;
+            }
+            return commands[i].fn(argc - 1, argv + 1);
+        }
     fprintf(stderr, "ats: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return ATS_EXIT_USAGE;

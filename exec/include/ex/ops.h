@@ -28,6 +28,7 @@
 #ifndef EX_OPS_H
 #define EX_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ats/arch.h"
@@ -188,6 +189,18 @@ enum {
  *  environment variable ATS_CPU_FEATURES=<mask> lowers it (e.g. 1 forces the AVX2 path, 0 scalar),
  *  for tests. Thread-safe. */
 unsigned ex_cpu_features(void);
+
+/* ---- environment knobs -------------------------------------------------------------------- */
+
+/** Checks every ATS_* environment variable the executor reads (ATS_GEMV_KERNEL, ATS_GEMV_V4_*,
+ *  ATS_GEMV_V3_*, ATS_GEMV_MAX_BLOCKS, ATS_PDL_EARLY, ATS_ATTN_SHAPE, ATS_CPU_FEATURES,
+ *  ATS_PROBE_PRIVATE; the table in exec/cuda/README.md) that is set and non-empty against the values
+ *  its reader accepts; the readers ignore a value they do not know, this refuses it. Returns ATS_OK,
+ *  or ATS_EINVAL for the first bad one with one line in msg (len bytes, caller-owned, may be NULL)
+ *  naming the variable, its value and what is valid, e.g. "ATS_GEMV_KERNEL='v5': not one of v1, v2,
+ *  v3, v4 (unset it for the default)". `ats` calls it before any command and exits 2 on a failure.
+ *  Reads the environment only; thread-safe as long as no thread changes the environment. */
+enum ats_status ex_env_check(char *msg, size_t len);
 
 #ifdef __cplusplus
 }

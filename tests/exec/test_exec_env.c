@@ -1,0 +1,170 @@
+/*
+ * test_exec_env — the executor's ATS_* environment knobs are checked, not silently ignored:
+ * ex_env_check (exec/src/env_check.c) on every knob with values its reader accepts (ATS_OK) and values
+ * it would ignore (ATS_EINVAL, one line naming the variable, the value and what is valid); unset and
+ * empty mean the default. Then `ats` ($ATS_BIN) with a bad ATS_GEMV_KERNEL (a word knob), an
+ * out-of-range ATS_GEMV_V4_RING_KB (a range knob) and a bad ATS_ATTN_SHAPE: exit 2 with that line
+ * before the command runs; help still works. And `ats bench kernels --threads` with 0, a negative
+ * number, a non-number and 99999 (which crashed libgomp before the rule of `ats run`, 1..1024): exit 2
+ * with one line naming the flag and the value.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ex/ops.h"
+#include "testutil.h"
+
+/* Every knob the check knows, with values that must pass and values that must not. */
+typedef struct knob_case {
+    const char *name;
+    const char *good[6];
+    const char *bad[8];
+} knob_case;
+
+static const knob_case CASES[] = {
+    {"ATS_GEMV_KERNEL", {"v1", "v2", "v3", "v4"}, {"v5", "V4", "v4 ", "4", "v", "v1,v2"}},
+    {"ATS_GEMV_V4_CHUNK_KB", {"1", "3", "64"}, {"0", "65", "-1", "3k", "abc", "1.5"}},
+    {"ATS_GEMV_V4_RING_KB", {"16", "96", "220"}, {"8", "15", "221", "1024", "96KB", "-96"}},
+    {"ATS_GEMV_V3_R", {"1", "2", "4", "8"}, {"0", "3", "16", "two"}},
+    {"ATS_GEMV_V3_LOAD", {"ldg", "na"}, {"nc", "LDG", "1"}},
+    {"ATS_GEMV_V3_X", {"lin", "ilv"}, {"interleaved", "0"}},
+    {"ATS_GEMV_V3_U", {"1", "2"}, {"0", "3", "4"}},
+    {"ATS_GEMV_V3_Q4K", {"smem"}, {"1", "shared", "SMEM"}},
+    {"ATS_GEMV_V3_Q6K", {"0", "1"}, {"2", "yes", "on"}},
+    {"ATS_GEMV_MAX_BLOCKS", {"1", "132", "100000"}, {"0", "-5", "0x10", "many"}},
+    {"ATS_PDL_EARLY", {"0", "1"}, {"2", "yes", "true"}},
+    {"ATS_ATTN_SHAPE", {"4,1", "16,8", "0,0", "32,0", "0,3"}, {"3,0", "0,9", "16", "16,", ",8", "4,1x", "64,1", "a,b"}},
+    {"ATS_CPU_FEATURES", {"0", "1", "3", "7", "0x7"}, {"8", "-1", "abc", "08", "3 ", "0xff"}},
+    {"ATS_PROBE_PRIVATE", {"0", "1"}, {"yes", "2"}},
+};
+#define N_CASES (sizeof CASES / sizeof CASES[0])
+
+static void unset_all(void)
+{
+    for (size_t i = 0; i < N_CASES; i++) unsetenv(CASES[i].name);
+}
+
+static void test_check_function(void)
+{
+    char msg[512];
+    unset_all();
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_OK && msg[0] == '\0');
+    CHECK(ex_env_check(NULL, 0) == ATS_OK);
+    int n_good = 0, n_bad = 0;
+    for (size_t i = 0; i < N_CASES; i++) {
+        const knob_case *k = &CASES[i];
+        setenv(k->name, "", 1); /* empty: the default, as every reader takes it */
+        CHECK_MSG(ex_env_check(msg, sizeof msg) == ATS_OK, "%s='' refused: %s", k->name, msg);
+        for (int j = 0; j < 6 && k->good[j]; j++, n_good++) {
+            setenv(k->name, k->good[j], 1);
+            enum ats_status st = ex_env_check(msg, sizeof msg);
+            CHECK_MSG(st == ATS_OK, "%s='%s' refused: %s", k->name, k->good[j], msg);
+        }
+        for (int j = 0; j < 8 && k->bad[j]; j++, n_bad++) {
+            setenv(k->name, k->bad[j], 1);
+            msg[0] = '\0';
+            enum ats_status st = ex_env_check(msg, sizeof msg);
+            char want[128];
+            snprintf(want, sizeof want, "%s='%s'", k->name, k->bad[j]);
+            CHECK_MSG(st == ATS_EINVAL, "%s='%s' accepted", k->name, k->bad[j]);
+            CHECK_MSG(strstr(msg, want) && strstr(msg, "not ") && !strchr(msg, '\n'),
+                      "%s='%s': message '%s' does not name the variable, the value and what is valid", k->name,
+                      k->bad[j], msg);
+            CHECK(ex_env_check(NULL, 0) == ATS_EINVAL); /* no message buffer: still refused */
+        }
+        unsetenv(k->name);
+    }
+    /* the message says what is valid */
+    setenv("ATS_GEMV_KERNEL", "v5", 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "v1, v2, v3, v4"));
+    unsetenv("ATS_GEMV_KERNEL");
+    setenv("ATS_GEMV_V4_RING_KB", "8", 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "16..220"));
+    /* a short buffer is truncated, never overrun */
+    char tiny[8];
+    memset(tiny, 'x', sizeof tiny);
+    CHECK(ex_env_check(tiny, sizeof tiny) == ATS_EINVAL && memchr(tiny, '\0', sizeof tiny));
+    unsetenv("ATS_GEMV_V4_RING_KB");
+    fprintf(stderr, "  ex_env_check: %zu knobs, %d good values accepted, %d bad refused\n", N_CASES, n_good, n_bad);
+}
+
+static char tmpdir[] = "/tmp/test_exec_env.XXXXXX";
+static char out[1 << 16], err[1 << 16];
+
+static int run(const char *args)
+{
+    return tu_run_ats_split(NULL, args, 120, tmpdir, out, sizeof out, err, sizeof err);
+}
+
+/* `ats` refuses a bad knob before any command; the line names the command, the variable and the value */
+static void test_cli_env(void)
+{
+    unset_all();
+    CHECK_MSG(run("inspect --model qwen3-14b") == 0, "ats inspect with no knob set: %s", err);
+    const struct { const char *var, *val, *must; } bad[] = {
+        {"ATS_GEMV_KERNEL", "v5", "v1, v2, v3, v4"},
+        {"ATS_GEMV_V4_RING_KB", "300", "16..220"},
+        {"ATS_ATTN_SHAPE", "3,0", "NW,S"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i].var, bad[i].val, 1);
+        char want[128], args[512];
+        snprintf(want, sizeof want, "%s='%s'", bad[i].var, bad[i].val);
+        int rc = run("inspect --model qwen3-14b");
+        CHECK_MSG(rc == 2 && strstr(err, "ats inspect: environment: ") && strstr(err, want) && strstr(err, bad[i].must) &&
+                      tu_count_lines(err) == 1 && out[0] == '\0',
+                  "%s=%s ats inspect: rc %d, stdout '%.80s', stderr '%s'", bad[i].var, bad[i].val, rc, out, err);
+        rc = run("run --model /nonexistent.gguf");
+        CHECK_MSG(rc == 2 && strstr(err, "ats run: environment: ") && strstr(err, want) && tu_count_lines(err) == 1,
+                  "%s=%s ats run: rc %d, stderr '%s'", bad[i].var, bad[i].val, rc, err);
+        snprintf(args, sizeof args, "bench kernels --skip-cpu --skip-gpu --skip-model --out %s/bk.json", tmpdir);
+        rc = run(args);
+        CHECK_MSG(rc == 2 && strstr(err, want), "%s=%s ats bench kernels: rc %d, stderr '%s'", bad[i].var, bad[i].val,
+                  rc, err);
+        /* help and --version still answer (to find out what is valid) */
+        CHECK(run("--version") == 0 && strstr(out, "ats "));
+        CHECK(run("help run") == 0 && strstr(out, "usage: ats run"));
+        unsetenv(bad[i].var);
+    }
+    /* good and empty values pass */
+    setenv("ATS_GEMV_KERNEL", "v4", 1);
+    setenv("ATS_GEMV_V4_RING_KB", "16", 1);
+    setenv("ATS_ATTN_SHAPE", "", 1);
+    CHECK_MSG(run("inspect --model qwen3-14b") == 0, "good knobs refused: %s", err);
+    unset_all();
+}
+
+/* --threads: the rule of `ats run` (1..1024), one line, exit 2, before any work */
+static void test_bench_threads(void)
+{
+    unset_all();
+    const char *bad[] = {"0", "-3", "abc", "99999", "1025", "4x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[256], want[64];
+        snprintf(args, sizeof args, "bench kernels --threads %s --skip-gpu --skip-model --out %s/bk.json", bad[i], tmpdir);
+        snprintf(want, sizeof want, "'%s'", bad[i]);
+        int rc = run(args);
+        CHECK_MSG(rc == 2 && strstr(err, "--threads") && strstr(err, want) && strstr(err, "1..1024") &&
+                      tu_count_lines(err) == 1,
+                  "ats %s: rc %d, stderr '%s'", args, rc, err);
+    }
+    /* the same values through `ats run`, whose rule this is */
+    CHECK(run("run --model /nonexistent.gguf --threads 99999") == 2 && strstr(err, "--threads"));
+}
+
+int main(void)
+{
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_check_function();
+    test_cli_env();
+    test_bench_threads();
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return tu_finish("test_exec_env");
+}
