@@ -25,12 +25,14 @@ typedef struct knob {
 } knob;
 
 /* Readers: gemv_v2.cu v2_disabled + v2_max_blocks, gemv_v3.cu v3_disabled + v3_config +
- * ex_cuda_gemv_kernel, gemv_v4.cu v4_config, gpu.cu exc_pdl_early, attention.cu att_env,
+ * ex_cuda_gemv_kernel, gemv_v4.cu v4_config (ATS_GEMV_V4_TRIGGER: start | last, where the kernel lets the
+ * next one launch), gpu.cu exc_pdl_early, attention.cu att_env,
  * cpu_matmul.c ex_cpu_features, load_record.c ex_probe_opts_default. */
 static const knob KNOBS[] = {
     {"ATS_GEMV_KERNEL", KNOB_WORDS, "v1|v2|v3|v4", 0, 0, 0, "one of v1, v2, v3, v4"},
     {"ATS_GEMV_V4_CHUNK_KB", KNOB_INT, NULL, 1, 64, 10, "an integer 1..64"},
     {"ATS_GEMV_V4_RING_KB", KNOB_INT, NULL, 16, 220, 10, "an integer 16..220"},
+    {"ATS_GEMV_V4_TRIGGER", KNOB_WORDS, "start|last", 0, 0, 0, "one of start, last"},
     {"ATS_GEMV_V3_R", KNOB_WORDS, "1|2|4|8", 0, 0, 0, "one of 1, 2, 4, 8"},
     {"ATS_GEMV_V3_LOAD", KNOB_WORDS, "ldg|na", 0, 0, 0, "one of ldg, na"},
     {"ATS_GEMV_V3_X", KNOB_WORDS, "lin|ilv", 0, 0, 0, "one of lin, ilv"},

@@ -27,6 +27,7 @@ static const knob_case CASES[] = {
     {"ATS_GEMV_KERNEL", {"v1", "v2", "v3", "v4"}, {"v5", "V4", "v4 ", "4", "v", "v1,v2"}},
     {"ATS_GEMV_V4_CHUNK_KB", {"1", "3", "64"}, {"0", "65", "-1", "3k", "abc", "1.5"}},
     {"ATS_GEMV_V4_RING_KB", {"16", "96", "220"}, {"8", "15", "221", "1024", "96KB", "-96"}},
+    {"ATS_GEMV_V4_TRIGGER", {"start", "last"}, {"first", "end", "1"}},
     {"ATS_GEMV_V3_R", {"1", "2", "4", "8"}, {"0", "3", "16", "two"}},
     {"ATS_GEMV_V3_LOAD", {"ldg", "na"}, {"nc", "LDG", "1"}},
     {"ATS_GEMV_V3_X", {"lin", "ilv"}, {"interleaved", "0"}},
