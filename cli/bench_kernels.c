@@ -168,9 +168,13 @@ static void machine_json(json_t *root, const bench_opts *o)
  * thread that is slowed down does not hold the rep back); the ceiling is the fastest rep of either
  * (STREAM's convention: the best the machine did), the median and slowest show the spread.
  * The loop: 8 independent 16-byte XOR accumulators (128 bytes a trip), plain SSE2 as the build has no
- * -march: 2 accumulators of 64 bytes (8 xmm registers, one dependency chain a 64-byte half) read 52 GB/s
- * where this reads 56-58 on the 2-core dev VM (2 threads, best of 7; 1 thread: 26 -> 29-30 GB/s; AVX-512
- * 8 x 64 bytes: 50; 2026-11-30, a stand-alone copy of each loop at -O2). */
+ * -march. The former 2 accumulators of 64 bytes (8 xmm registers; 8 x 64 bytes would spill) on the
+ * 2-core dev VM, best of 7-11 reps, a stand-alone copy of each loop at -O2, 2026-11-30: 2 threads 52 ->
+ * 56-58 GB/s while the host was quiet, 34 -> 33 (no difference) while it was busy; 1 thread 26 -> 28-30;
+ * AVX-512 8 x 64 bytes (target attribute) 50 / 32 / 25, no better. On the H200 host the old probe read
+ * 65 GB/s (median of 7) where the F32 GEMV streamed 107; the best rep and the dynamic split (a slow
+ * thread cannot hold a rep back, as in the GEMV's dynamic row tiles) are the suspects, not yet measured
+ * there. */
 typedef uint64_t v2u64 __attribute__((vector_size(16)));
 typedef struct dram_probe {
     double best_Bps, median_Bps, slowest_Bps; /* over all reps [B/s] */
