@@ -52,10 +52,20 @@
 #define V4_MAX_CHUNKS 256 /* chunks per row (the chunk grows for longer rows) */
 #define V4_X_OFF 1024     /* x: int8 planes (cols bytes), then (d, s) pairs (cols / 4 bytes) */
 
+/* Timeline marks for experiments/v4trace/v4_timeline.cu, which defines V4_MARK before including this
+ * file; no code in the library build. k: 0 start, 1 copies issued, 2 after griddepcontrol.wait, 3 x
+ * quantized, 4 warp 0's first slot landed, 5 every warp's items done, 6 end. */
+#ifndef V4_MARK
+#define V4_MARK(k)
+#define V4_WAIT_BEGIN
+#define V4_WAIT_END
+#endif
+
 /* What the host decided for one (type, rows, cols, grid): chunks per row, ring slots per warp, slot
  * stride, and the offsets of the partial sums and of the ring in shared memory. */
 typedef struct v4_geom {
     int nch, S, slot, red_off, ring_off;
+    int late; /* 1: launch_dependents when the warp has issued its last copy (ATS_GEMV_V4_TRIGGER=last); 0: at the start */
 } v4_geom;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -77,6 +87,7 @@ static __device__ __forceinline__ void v4_copy(void *dst, const void *src, uint3
 static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity)
 {
     uint32_t done;
+    V4_WAIT_BEGIN
     do {
         asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
                      "selp.u32 %0, 1, 0, p;\n\t}"
@@ -84,6 +95,7 @@ static __device__ __forceinline__ void v4_wait(uint64_t *bar, uint32_t parity)
                      : "r"(v4_sa(bar)), "r"(parity)
                      : "memory");
     } while (!done);
+    V4_WAIT_END
 }
 #endif
 
@@ -139,6 +151,35 @@ static __device__ __forceinline__ void v4_quantize_x(const float *__restrict__ x
     }
 }
 
+/* One lane's share of a chunk in shared memory (`st`, units [su0, su1) of the row): Q4_K tasks (sub-block
+ * pairs, 64 values) or Q4_0 blocks u = lane, lane + 32, ... (the math is v3's). Loading two of them before
+ * using the first (ATS_GEMV_V4_UNROLL, eighth session) changed nothing: the loop is issue-bound. */
+template <int TYPE>
+static __device__ __forceinline__ float v4_chunk(const uint8_t *st, int su0, int su1, int lane, const int8_t *xq,
+                                                 const float2 *xds, int plane)
+{
+    float acc = 0.0f;
+    if (TYPE == ATS_Q_Q4_K) {
+        const int nt = 4 * (su1 - su0), t0 = 4 * su0; /* tasks of the chunk, the first one's index in x */
+        for (int u = lane; u < nt; u += 32) {
+            const int t = t0 + u, pair = u & 3; /* sub-blocks 2·pair, 2·pair + 1 of super-block u / 4 */
+            const int4 x0a = *(const int4 *)(xq + t * 16), x0b = *(const int4 *)(xq + plane + t * 16);
+            const int4 x1a = *(const int4 *)(xq + 2 * plane + t * 16), x1b = *(const int4 *)(xq + 3 * plane + t * 16);
+            const float4 sc = *(const float4 *)(xds + 2 * t);
+            const int4 *bp = (const int4 *)(st + (u >> 2) * EXC_Q4_K_BYTES);
+            acc += exc_q4k_task(bp[0], bp[1 + 2 * pair], bp[2 + 2 * pair], x0a, x0b, x1a, x1b, sc, pair);
+        }
+    } else {
+        const int nbk = 8 * (su1 - su0), b0 = 8 * su0; /* blocks of the chunk, the first one's index in x */
+        for (int u = lane; u < nbk; u += 32) {
+            const int b = b0 + u;
+            const int4 xl = *(const int4 *)(xq + b * 16), xh = *(const int4 *)(xq + plane + b * 16);
+            acc += exc_q4_0_dot(st + u * EXC_Q4_0_BYTES, xl, xh, xds[b]);
+        }
+    }
+    return acc;
+}
+
 template <int TYPE>
 static __global__ void __launch_bounds__(V4_THREADS, 2)
     gemv_v4_kernel(const uint8_t *__restrict__ W, int rows, int cols, const float *__restrict__ x,
@@ -162,6 +203,7 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
     int *su_tab = (int *)(sm + geo.red_off) - (V4_MAX_CHUNKS + 1); /* chunk c's first unit, c = 0..nch */
 #define V4_SU(c) su_tab[c]
     for (int i = tid; i <= geo.nch; i += V4_THREADS) su_tab[i] = i * su_row / geo.nch; /* read after the next __syncthreads */
+    V4_MARK(0);
     if (lane == 0) {
         for (int k = 0; k < geo.S; k++)
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(v4_sa(&bar[k])) : "memory");
@@ -172,39 +214,31 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
                     (uint32_t)(((c + 1) * su_row / geo.nch - su0) * 144), &bar[k]);
         }
     }
-    asm volatile("griddepcontrol.launch_dependents;");
+    V4_MARK(1);
+    if (!geo.late) asm volatile("griddepcontrol.launch_dependents;");
     asm volatile("griddepcontrol.wait;" ::: "memory"); /* x is complete from here on */
+    V4_MARK(2);
     v4_quantize_x<CH>(x, cols, xq, xds);
     __syncthreads(); /* x quantized; every warp's barriers initialised */
+    V4_MARK(3);
     /* this warp's items q = warp + 16j walked without divisions: the chunk, and the refill's (row, chunk) S
      * items ahead */
     const int st_row = V4_WARPS / geo.nch, st_c = V4_WARPS % geo.nch;
     int c = warp % geo.nch;
     int rrow = (warp + V4_WARPS * geo.S) / geo.nch, rc = (warp + V4_WARPS * geo.S) % geo.nch;
     uint32_t par = 0; /* the phase parity of this round of the ring */
+    int trig = !geo.late;
     for (int q = warp, slot = 0; q < items; q += V4_WARPS) {
+        if (!trig && q + V4_WARPS * geo.S >= items) { /* this warp's copies are all issued (warp-uniform) */
+            asm volatile("griddepcontrol.launch_dependents;");
+            trig = 1;
+        }
         const uint8_t *st = ring + (size_t)slot * geo.slot;
         const int su0 = V4_SU(c), su1 = V4_SU(c + 1);
         float acc = 0.0f;
         v4_wait(&bar[slot], par);
-        if (TYPE == ATS_Q_Q4_K) {
-            const int nt = 4 * (su1 - su0), t0 = 4 * su0; /* tasks of the chunk, the first one's index in x */
-            for (int u = lane; u < nt; u += 32) {
-                const int t = t0 + u, pair = u & 3; /* sub-blocks 2·pair, 2·pair + 1 of super-block u / 4 */
-                const int4 x0a = *(const int4 *)(xq + t * 16), x0b = *(const int4 *)(xq + plane + t * 16);
-                const int4 x1a = *(const int4 *)(xq + 2 * plane + t * 16), x1b = *(const int4 *)(xq + 3 * plane + t * 16);
-                const float4 sc = *(const float4 *)(xds + 2 * t);
-                const int4 *bp = (const int4 *)(st + (u >> 2) * EXC_Q4_K_BYTES);
-                acc += exc_q4k_task(bp[0], bp[1 + 2 * pair], bp[2 + 2 * pair], x0a, x0b, x1a, x1b, sc, pair);
-            }
-        } else {
-            const int nbk = 8 * (su1 - su0), b0 = 8 * su0; /* blocks of the chunk, the first one's index in x */
-            for (int u = lane; u < nbk; u += 32) {
-                const int b = b0 + u;
-                const int4 xl = *(const int4 *)(xq + b * 16), xh = *(const int4 *)(xq + plane + b * 16);
-                acc += exc_q4_0_dot(st + u * EXC_Q4_0_BYTES, xl, xh, xds[b]);
-            }
-        }
+        if (q == 0) V4_MARK(4);
+        acc = v4_chunk<TYPE>(st, su0, su1, lane, xq, xds, plane);
         __syncwarp(); /* every lane is done with the slot */
         if (lane == 0 && q + V4_WARPS * geo.S < items) {
             const int sn0 = V4_SU(rc);
@@ -219,12 +253,15 @@ static __global__ void __launch_bounds__(V4_THREADS, 2)
         if (lane == 0) red[q] = acc;
     }
 #undef V4_SU
+    if (!trig) asm volatile("griddepcontrol.launch_dependents;"); /* a warp without items */
     __syncthreads();
+    V4_MARK(5);
     for (int t = tid; t < r1 - r0; t += V4_THREADS) { /* a row's chunks in order: deterministic */
         float v = 0.0f;
         for (int k = 0; k < geo.nch; k++) v += red[t * geo.nch + k];
         y[r0 + t] = v;
     }
+    V4_MARK(6);
 #else
     __trap(); /* never launched: v4_covers asks for sm_90 code (ptxVersion ≥ 90) */
 #endif
@@ -236,7 +273,9 @@ typedef struct v4_cfg {
     int off;             /* ATS_GEMV_KERNEL = v1 | v2 | v3 */
     int force;           /* ATS_GEMV_KERNEL = v4: every shape v4 can take, wide rows too */
     int chunk_kb, ring_kb;
-    int smem_max;        /* opt-in shared memory of one block on the device (227 KB on sm_90, 99 KB on sm_120) */
+    int late;            /* ATS_GEMV_V4_TRIGGER = start (default) | last */
+    int smem_max;        /* dynamic shared memory a block may take: the device's opt-in limit (227 KB on sm_90,
+                          * 99 KB on sm_120) less the kernels' static shared memory */
     int sm90[2];         /* the Q4_0 / Q4_K kernels have sm_90 code (ptxVersion ≥ 90) and their shared
                           * memory limit is raised to smem_max */
 } v4_cfg;
@@ -246,7 +285,7 @@ typedef struct v4_cfg {
 static const v4_cfg *v4_config(void)
 {
     static std::once_flag once;
-    static v4_cfg c = {0, 0, V4_CHUNK_KB, V4_RING_KB, 0, {0, 0}};
+    static v4_cfg c = {0, 0, V4_CHUNK_KB, V4_RING_KB, 0, 0, {0, 0}};
     std::call_once(once, [] {
         const char *e = getenv("ATS_GEMV_KERNEL");
         c.off = e && (strcmp(e, "v1") == 0 || strcmp(e, "v2") == 0 || strcmp(e, "v3") == 0);
@@ -254,20 +293,26 @@ static const v4_cfg *v4_config(void)
         int v;
         if ((e = getenv("ATS_GEMV_V4_CHUNK_KB")) && (v = atoi(e)) >= 1 && v <= 64) c.chunk_kb = v;
         if ((e = getenv("ATS_GEMV_V4_RING_KB")) && (v = atoi(e)) >= 16 && v <= 220) c.ring_kb = v;
+        if ((e = getenv("ATS_GEMV_V4_TRIGGER"))) c.late = strcmp(e, "last") == 0;
         int dev = 0;
         if (cudaGetDevice(&dev) != cudaSuccess ||
             cudaDeviceGetAttribute(&c.smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
             c.smem_max = 0;
         const void *k[2] = {(const void *)gemv_v4_kernel<ATS_Q_Q4_0>, (const void *)gemv_v4_kernel<ATS_Q_Q4_K>};
+        int dyn_max = c.smem_max;
         for (int i = 0; i < 2; i++) {
             cudaFuncAttributes fa;
             /* ptxVersion, not binaryVersion: the kernel body follows the virtual architecture (as for the
-             * attention's cluster path) */
+             * attention's cluster path); the dynamic limit leaves room for static shared memory (none in
+             * the library, some in experiments/v4trace's instrumented build) */
             c.sm90[i] = cudaFuncGetAttributes(&fa, k[i]) == cudaSuccess && fa.ptxVersion >= 90 &&
-                        c.smem_max > 0 && cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize, c.smem_max) ==
-                            cudaSuccess;
+                        c.smem_max > (int)fa.sharedSizeBytes &&
+                        cudaFuncSetAttribute(k[i], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             c.smem_max - (int)fa.sharedSizeBytes) == cudaSuccess;
+            if (c.sm90[i] && c.smem_max - (int)fa.sharedSizeBytes < dyn_max) dyn_max = c.smem_max - (int)fa.sharedSizeBytes;
             (void)cudaGetLastError();
         }
+        c.smem_max = dyn_max;
     });
     return &c;
 }
@@ -283,6 +328,7 @@ static size_t v4_geometry(int64_t rows, int64_t cols, int64_t grid, const v4_cfg
     if (nch > su_row) nch = su_row;
     if (nch > V4_MAX_CHUNKS) nch = V4_MAX_CHUNKS;
     geo->nch = (int)nch;
+    geo->late = c->late;
     geo->slot = (int)(((su_row + nch - 1) / nch * 144 + 4 + 127) / 128 * 128);
     int64_t S = (int64_t)c->ring_kb * 1024 / ((int64_t)V4_WARPS * geo->slot);
     geo->S = (int)(S < 2 ? 2 : S > V4_MAX_SLOTS ? V4_MAX_SLOTS : S);
