@@ -637,7 +637,7 @@ static void test_gemv_chain(void)
  * a single row, rows cut into several chunks (cols 17408: 4, 34816: 8; v4 only with ATS_GEMV_KERNEL=v4,
  * which the test_cuda_ops_gemv_v4 run sets), many items a warp (21121 x 1024: ~160 items a block, 10 a
  * warp), ragged last rounds (row counts not a multiple of 16 · blocks), and a ring slot used a third time:
- * warp w of a block takes items w, w + 16, ... and item i lands in slot i mod S, S <= 8 slots (V4_MAX_SLOTS),
+ * warp w of a block takes items w, w + 16, ...; its k-th lands in slot k mod S, S <= 8 slots (V4_MAX_SLOTS),
  * so a warp with more than 2·S items waits on a slot's mbarrier a third time, when its phase parity is
  * back at 0 (the 21121 x 1024 case has 10 items a warp and S = 8: two uses at most). The last shape has
  * 24 one-chunk rows (256 columns: one 144-byte unit, nch = 1) a warp on every block (rows = SMs · 16 · 24
