@@ -10,7 +10,8 @@
  *  - reads x (F32) through L2 only (`ld.global.cg`) after griddepcontrol.wait and quantizes it into its
  *    own shared memory (d = amax/127, q = round(v·(1/d)), s = d·Σq; a non-finite value makes the block's
  *    d NaN), so nothing of x is ever cached in L1 and the kernel is safe as a programmatic dependent of
- *    any kernel, another v4 included (test_cuda_ops' back-to-back chains);
+ *    any kernel that does not write W (weights are copied before the wait), another v4 included
+ *    (test_cuda_ops' back-to-back chains);
  *  - streams the weights with bulk copies completing on mbarriers, issued before griddepcontrol.wait
  *    (weights never change), so the first ~90 KB per SM are in flight while the previous kernel ends;
  *  - runs one block per SM (static, even share of the rows) at ~100 KB of shared memory, so the next
@@ -32,10 +33,19 @@
  * division in the item loop 16.8 us. Spin-polling the mbarrier, two blocks a SM, larger rings: no gain.
  * Faster than v3 on every Qwen3-14B shape but ffn_down (17408 columns: each block quantizes 68 KB of x),
  * so exc_gemv_batched takes v3 there: v4 covers cols <= V4_MAX_COLS unless ATS_GEMV_KERNEL=v4.
- * ATS_GEMV_KERNEL=v3|v2|v1 turns v4 off; ATS_GEMV_V4_{CHUNK_KB,RING_KB} are experiment knobs.
+ * Where a call's time goes (eighth session, experiments/v4trace, Q4_0 ffn_up back to back, 17.0 us): the
+ * previous call's end to griddepcontrol.wait returning 2.6 us, x quantized 1.5 us, first slot 0.5 us, item
+ * loop 11.4 us (issue-bound: Nsight Compute issue slots 46% busy over a lone 24 us call, i.e. nearly full
+ * in the loop; ~50 SASS instructions a Q4_0 block), last block 1.3 us after the first. Tried then and
+ * measured no better: 2-4 blocks a lane loaded ahead, an L2 prefetch of the items after the ring, a
+ * row-agnostic per-warp stream of 1.1 KB chunks, launch_dependents after the last copy (kept as
+ * ATS_GEMV_V4_TRIGGER=last: the wait returns 0.8 us after the previous call instead of 2.6, but the loop
+ * grows by as much). The high nibbles as masked bytes ×16 (common.cuh) took 0.7 us off the Q4_K loop.
+ * ATS_GEMV_KERNEL=v3|v2|v1 turns v4 off; ATS_GEMV_V4_{CHUNK_KB,RING_KB,TRIGGER} are experiment knobs.
  */
 #include "common.cuh"
 
+#include <float.h>
 #include <mutex>
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +132,8 @@ static __device__ __forceinline__ void v4_quantize_x(const float *__restrict__ x
             const int i = i0 + u * V4_THREADS;
             if (i0 + u * V4_THREADS >= n4) break; /* warp-uniform: n4 % 64 == 0 */
             const float a = fmaxf(fmaxf(fabsf(v[u].x), fabsf(v[u].y)), fmaxf(fabsf(v[u].z), fabsf(v[u].w)));
-            int bad = !(fabsf(v[u].x) <= 3.4e38f && fabsf(v[u].y) <= 3.4e38f && fabsf(v[u].z) <= 3.4e38f &&
-                        fabsf(v[u].w) <= 3.4e38f);
+            int bad = !(fabsf(v[u].x) <= FLT_MAX && fabsf(v[u].y) <= FLT_MAX && fabsf(v[u].z) <= FLT_MAX &&
+                        fabsf(v[u].w) <= FLT_MAX); /* NaN or ±inf (every finite float passes) */
             float amax = bad ? 0.0f : a;
 #pragma unroll
             for (int o = 1; o < 8; o <<= 1) { /* the 8 lanes of this block of 32 */
@@ -280,7 +290,8 @@ typedef struct v4_cfg {
                           * memory limit is raised to smem_max */
 } v4_cfg;
 
-/* Read once: ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off, v4 lifts the V4_MAX_COLS rule; ATS_GEMV_V4_CHUNK_KB (1..64) and
+/* Read once, for the device current at the first call (the opt-in shared memory limit; a process mixing
+ * GPUs with different limits would need this per device): ATS_GEMV_KERNEL = v1 | v2 | v3 turn v4 off, v4 lifts the V4_MAX_COLS rule; ATS_GEMV_V4_CHUNK_KB (1..64) and
  * ATS_GEMV_V4_RING_KB (16..220) size the chunks and a block's ring (bench experiments). */
 static const v4_cfg *v4_config(void)
 {
@@ -319,7 +330,7 @@ static const v4_cfg *v4_config(void)
 
 /* The geometry for (rows, cols) on a grid of `grid` blocks: a row of rb = cols/256 · 144 bytes is cut into
  * nch = ceil(rb / chunk) chunks of whole 144-byte units; each warp has S slots of `slot` bytes (a chunk and
- * 4 bytes for the Q4_0 word reads, rounded to 128), S = ring / (8 · slot) in 2..8; then the partial sums
+ * 4 bytes for the Q4_0 word reads, rounded to 128), S = ring / (16 · slot) in 2..8; then the partial sums
  * (a float per chunk of the block's rows). Returns the shared memory it takes, 0 when it does not fit. */
 static size_t v4_geometry(int64_t rows, int64_t cols, int64_t grid, const v4_cfg *c, v4_geom *geo)
 {
