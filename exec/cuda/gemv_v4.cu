@@ -40,7 +40,9 @@
  * measured no better: 2-4 blocks a lane loaded ahead, an L2 prefetch of the items after the ring, a
  * row-agnostic per-warp stream of 1.1 KB chunks, launch_dependents after the last copy (kept as
  * ATS_GEMV_V4_TRIGGER=last: the wait returns 0.8 us after the previous call instead of 2.6, but the loop
- * grows by as much). The high nibbles as masked bytes ×16 (common.cuh) took 0.7 us off the Q4_K loop.
+ * grows by as much; after the wait: the same 17.4 us). Fitting period = F + bytes / R over ffn_up (50 MB)
+ * and gate+up (100 MB): R = 4.37 TB/s (94% of the read probe) in the loop and F = 5.6 us a call in which
+ * the copy engines idle (wait, quantize, tail); 75% of the probe for one 50 MB matrix needs F <= 2.9 us. The high nibbles as masked bytes ×16 (common.cuh) took 0.7 us off the Q4_K loop.
  * ATS_GEMV_KERNEL=v3|v2|v1 turns v4 off; ATS_GEMV_V4_{CHUNK_KB,RING_KB,TRIGGER} are experiment knobs.
  */
 #include "common.cuh"
