@@ -7,7 +7,7 @@
  * |Δx_j| <= amax/254 → 1e-2 on uniform x; per 256 (Q4_K, Q6_K) 1.5e-2. The SIMD paths (AVX2,
  * AVX-512 VNNI, forced with ATS_CPU_FEATURES) compute the same integer sums as the scalar path, so
  * they must agree with it to float rounding (1e-5). A prefill chunk of N rows must equal N decode
- * calls bit for bit (rows are independent). Q4_K/Q6_K prefill (test_matmul_prefill_kq): token counts
+ * calls bit for bit (rows are independent). Q4_K/Q6_K/Q4_0/Q8_0 prefill (test_matmul_prefill_kq): token counts
  * around the 8-, 4- and 1-token kernels and the 32-token tile, uniform and extreme inputs. The F16 KV cache (ex_cpu_kv_store_f16 /
  * ex_cpu_attention_f16): the store is checked value by value (nearest even, within half an F16 ulp),
  * attention against a double reference over the same F16 values and, more loosely, over the
@@ -129,7 +129,7 @@ static void test_matmul(void)
     }
 }
 
-/* Q4_K / Q6_K prefill: the matmul driver runs 8-token (AVX-512 VNNI), 4-token and 1-token kernels
+/* Q4_K / Q6_K / Q4_0 / Q8_0 prefill: the matmul driver runs 8-token (AVX-512 VNNI), 4-token and 1-token kernels
  * over tiles of 32 tokens, so token counts that are not multiples of 4 or 8, and chunks that cross a
  * tile, exercise every kernel. Each path present on this CPU (0 scalar, 1 AVX2, 3 AVX2 with AVX-512
  * F/BW, 7 with VNNI) against ex_cpu_matmul_ref and the scalar path, and each prefill row against its
@@ -139,7 +139,11 @@ static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
 {
     const char *paths[] = {"0", "1", "3", "7"};
     const unsigned have = ex_cpu_features();
-    const int64_t n_in = 256 * (1 + (int64_t)(tu_rand(&rng) % 8)), n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
+    /* Q4_0 / Q8_0: any count of 32-blocks (their VNNI 4-/8-token kernels read tokens regrouped by 8, and
+       must equal the 1-token decode kernel bit for bit) */
+    const int kq = t == ATS_Q_Q4_K || t == ATS_Q_Q6_K;
+    const int64_t n_in = kq ? 256 * (1 + (int64_t)(tu_rand(&rng) % 8)) : 32 * (1 + (int64_t)(tu_rand(&rng) % 64));
+    const int64_t n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
     float *dense;
     ex_tensor w;
     if (!extreme) w = make_weight(t, n_in, n_out, 1, &dense);
@@ -205,9 +209,9 @@ static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
 
 static void test_matmul_prefill_kq(void)
 {
-    const ats_qtype kt[] = {ATS_Q_Q4_K, ATS_Q_Q6_K};
+    const ats_qtype kt[] = {ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_Q4_0, ATS_Q_Q8_0};
     const int64_t toks[] = {1, 3, 4, 7, 8, 9, 13, 31, 33, 45};
-    for (size_t k = 0; k < 2; k++)
+    for (size_t k = 0; k < sizeof kt / sizeof kt[0]; k++)
         for (size_t nt = 0; nt < sizeof toks / sizeof toks[0]; nt++)
             for (int extreme = 0; extreme < 2; extreme++) prefill_case(kt[k], toks[nt], extreme);
 }
