@@ -1,7 +1,8 @@
 /* CPU matmul y = W x: activations quantized to 8 bits (ex_block_q8_1 per 32, ex_block_q8_K per 256)
  * and integer dot products with the weight blocks, as llama.cpp does; OpenMP over output rows.
- * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (256-bit vpdpbusd; Q4_K and
- * Q6_K: 512-bit vpdpbusd + vpackssdw + vpdpwssd, 8 tokens per weight row in prefill). */
+ * Three paths per type, chosen at run time: scalar, AVX2, AVX-512 VNNI (MXFP4, and Q4_0 / Q8_0 decode:
+ * 256-bit vpdpbusd; Q4_0 / Q8_0 prefill: 512-bit vpdpbusd on two tokens at once, 4 or 8 tokens per
+ * weight row; Q4_K and Q6_K: 512-bit vpdpbusd + vpackssdw + vpdpwssd, 8 tokens per weight row in prefill). */
 #include "ex/ops.h"
 
 #include <math.h>
@@ -71,6 +72,29 @@ static void quant_q8_1(const float *x, ex_block_q8_1 *b, int64_t nb)
         b[i].s = d * (float)sum;
     }
 }
+
+/* The Q4_0 / Q8_0 AVX-512 VNNI prefill kernels read a group of 8 tokens (8g .. 8g + 7) at once: the
+ * tokens' ex_block_q8_1 values (copied, so every value equals the decode call's) regrouped per 32-block
+ * i into Q8G_BLOCK_BYTES at 64-byte boundaries: 4 token pairs of 64 bytes (pair p: token 2p's 32 codes,
+ * then token 2p + 1's; Q8_0: x + 128 as u8, Q4_0: x as s8), then the 8 tokens' d, then their s. Tokens
+ * past n_tokens are zeros. Bytes of one group: nb * Q8G_BLOCK_BYTES. */
+enum { Q8G_BLOCK_BYTES = 4 * 64 + 2 * 8 * 4 };
+
+#ifdef EX_X86
+static void q8_group(const ex_block_q8_1 *a, size_t astride, int n_tok, int64_t nb, int u8, uint8_t *out)
+{
+    memset(out, 0, (size_t)nb * Q8G_BLOCK_BYTES);
+    for (int j = 0; j < n_tok; j++) {
+        const ex_block_q8_1 *aj = (const ex_block_q8_1 *)((const uint8_t *)a + (size_t)j * astride);
+        for (int64_t i = 0; i < nb; i++) {
+            uint8_t *o = out + (size_t)i * Q8G_BLOCK_BYTES;
+            for (int k = 0; k < 32; k++) o[32 * j + k] = (uint8_t)(aj[i].qs[k] + (u8 ? 128 : 0));
+            memcpy(o + 256 + 4 * j, &aj[i].d, sizeof(float));
+            memcpy(o + 288 + 4 * j, &aj[i].s, sizeof(float));
+        }
+    }
+}
+#endif
 
 static void quant_q8_K(const float *x, ex_block_q8_K *b, int64_t nb)
 {
@@ -608,10 +632,87 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const v
 DEF_DOTN_VNNI(q4_K)
 DEF_DOTN_VNNI(q6_K)
 
+/* ---- AVX-512 VNNI prefill kernels for Q4_0 / Q8_0: NT tokens (4 or 8) per weight row -------
+ * Bit for bit the float work of the 1-token decode dot (DEF_Q4_0 / DEF_Q8_0 with dot_us_vnni), done
+ * for two tokens per 512-bit vector: per block i and token, 8 int32 lanes of exact sums over 4
+ * elements (Q4_0: nibble (u8) x x, minus 8 Σ dw s in float at the end; Q8_0: Σ w x, from vpdpbusd of
+ * x + 128 against w starting at -128 Σ w), converted and fused-multiply-added by dw d_t in the same
+ * order, summed by hsum_ps. The weight block is unpacked once for NT tokens, the tokens' dw d (and
+ * Q4_0's dw s) are one 8-lane multiply per block, and a token pair costs one aligned load, vpdpbusd,
+ * convert, vpermps and fma per 64 codes. Activations: q8_group (t a multiple of 8). */
+static inline __attribute__((always_inline)) VNNI_FN void dotn_q80_vnni(const void *wv, const void *ag, int64_t nb,
+                                                                       float *out, const int NT, const int q4)
+{
+    __m512 acc[4];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NT / 2; p++) acc[p] = _mm512_setzero_ps();
+    __m256 corr = _mm256_setzero_ps();
+    /* vpermps index of pair p: lanes 0..7 take token 2p's dw d, lanes 8..15 token 2p + 1's */
+    __m512i pidx[4];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NT / 2; p++)
+        pidx[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+    const __m512i b128 = _mm512_set1_epi8((char)0x80), m4 = _mm512_set1_epi8(0x0F);
+    const __m512i q4sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *g = (const uint8_t *)ag + (size_t)i * Q8G_BLOCK_BYTES;
+        float dw;
+        __m512i q, c0 = _mm512_setzero_si512();
+        if (q4) {
+            const ex_block_q4_0 *b = (const ex_block_q4_0 *)wv + i;
+            dw = H2F(b->d);
+            /* load_q4's 32 codes in both halves: the 16 bytes in every 128-bit lane, odd lanes shifted by 4 */
+            q = _mm512_and_si512(_mm512_srlv_epi64(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)b->qs)), q4sh),
+                                 m4);
+        } else {
+            const ex_block_q8_0 *b = (const ex_block_q8_0 *)wv + i;
+            dw = H2F(b->d);
+            q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qs));
+            /* -128 Σ w over each lane's 4 codes: (x + 128) w summed from here is x w */
+            c0 = _mm512_sub_epi32(c0, _mm512_dpbusd_epi32(c0, b128, q));
+        }
+        const __m256 vdw = _mm256_set1_ps(dw);
+        const __m256 dd = _mm256_mul_ps(vdw, _mm256_load_ps((const float *)(g + 256)));
+        if (q4) corr = _mm256_add_ps(corr, _mm256_mul_ps(vdw, _mm256_load_ps((const float *)(g + 288))));
+        const __m512 dd2 = _mm512_castps256_ps512(dd);
+        _Pragma("GCC unroll 4")
+        for (int p = 0; p < NT / 2; p++) {
+            const __m512i x = _mm512_load_si512(g + 64 * p);
+            const __m512i s = q4 ? _mm512_dpbusd_epi32(c0, q, x) : _mm512_dpbusd_epi32(c0, x, q);
+            acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pidx[p], dd2), _mm512_cvtepi32_ps(s), acc[p]);
+        }
+    }
+    float cr[8];
+    _mm256_storeu_ps(cr, corr);
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < NT / 2; p++) {
+        out[2 * p] = hsum_ps(_mm512_castps512_ps256(acc[p]));
+        out[2 * p + 1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p]), 1)));
+        if (q4) {
+            out[2 * p] = out[2 * p] - 8.0f * cr[2 * p];
+            out[2 * p + 1] = out[2 * p + 1] - 8.0f * cr[2 * p + 1];
+        }
+    }
+}
+
+/* The 4- and 8-token entry points (vec_dot4_fn, pick_dot8's) of dotn_q80_vnni; a points at a q8_group
+   group, so the token stride is not used. */
+#define DEF_DOTN_Q80(T, Q4)                                                                                   \
+    static VNNI_FN void dot4_##T##_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[4])    \
+    {                                                                                                         \
+        (void)as;                                                                                             \
+        dotn_q80_vnni(w, a, nb, out, 4, Q4);                                                                  \
+    }                                                                                                         \
+    static VNNI_FN void dot8_##T##_vnni(const void *w, const void *a, size_t as, int64_t nb, float out[8])    \
+    {                                                                                                         \
+        (void)as;                                                                                             \
+        dotn_q80_vnni(w, a, nb, out, 8, Q4);                                                                  \
+    }
+DEF_DOTN_Q80(q4_0, 1)
+DEF_DOTN_Q80(q8_0, 0)
+
 DEF_Q4_0_X4(dot4_q4_0_avx2, AVX2_FN, dot_us_avx2)
-DEF_Q4_0_X4(dot4_q4_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0_X4(dot4_q8_0_avx2, AVX2_FN, dot_us_avx2)
-DEF_Q8_0_X4(dot4_q8_0_vnni, VNNI_FN, dot_us_vnni)
 
 static AVX2_FN float dot_f32_avx2(const float *w, const float *x, int64_t n)
 {
@@ -966,6 +1067,8 @@ static vec_dot8_fn pick_dot8(ats_qtype t, unsigned f)
     (void)f;
 #ifdef EX_X86
     switch (t) {
+    case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dot8_q4_0_vnni : NULL;
+    case ATS_Q_Q8_0: return (f & EX_CPU_AVX512VNNI) ? dot8_q8_0_vnni : NULL;
     case ATS_Q_Q4_K: return (f & EX_CPU_AVX512VNNI) ? dot8_q4_K_vnni : NULL;
     case ATS_Q_Q6_K: return (f & EX_CPU_AVX512VNNI) ? dot8_q6_K_vnni : NULL;
     default: break;
@@ -1044,6 +1147,24 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
+    /* Q4_0 / Q8_0 with AVX-512 VNNI: the 4- and 8-token kernels read the tokens regrouped by 8 (q8_group);
+       decode and the 1-token rest read xq as on every other path */
+    uint8_t *xg = NULL;
+    const size_t gbytes = (size_t)nb * Q8G_BLOCK_BYTES;
+#ifdef EX_X86
+    if ((f & EX_CPU_AVX512VNNI) && (w->type == ATS_Q_Q4_0 || w->type == ATS_Q_Q8_0) && n_tokens >= 4) {
+        const int64_t ng = (n_tokens + 7) / 8;
+        xg = aligned_alloc(64, gbytes * (size_t)ng);
+        if (!xg) {
+            free(xq);
+            return ATS_ENOMEM;
+        }
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t g = 0; g < ng; g++)
+            q8_group((const ex_block_q8_1 *)(xq + abytes * (size_t)(8 * g)), abytes,
+                     n_tokens - 8 * g < 8 ? (int)(n_tokens - 8 * g) : 8, nb, w->type == ATS_Q_Q8_0, xg + gbytes * (size_t)g);
+    }
+#endif
     vec_dot_fn dot = pick_dot(w->type, f);
     vec_dot4_fn dot4 = n_tokens >= 4 ? pick_dot4(w->type, f) : NULL;
     vec_dot8_fn dot8 = n_tokens >= 8 ? pick_dot8(w->type, f) : NULL;
@@ -1062,19 +1183,24 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
                 if (dot8)
                     for (; t + 8 <= t1; t += 8) {
                         float o[8];
-                        dot8(wr, xq + abytes * (size_t)t, abytes, nb, o);
+                        dot8(wr, xg ? xg + gbytes * (size_t)(t / 8) : xq + abytes * (size_t)t, abytes, nb, o);
                         for (int j = 0; j < 8; j++) y[(t + j) * n_out + r] = o[j];
                     }
                 if (dot4)
                     for (; t + 4 <= t1; t += 4) {
                         float o[4];
-                        dot4(wr, xq + abytes * (size_t)t, abytes, nb, o);
+                        /* with xg, t is a multiple of 8 (a group's start): tiles start at multiples of
+                           32, dot8 is present from 8 tokens on, and a second 4-token call in a row would
+                           have been an 8-token one */
+                        if (xg) ATS_ASSERT(t % 8 == 0);
+                        dot4(wr, xg ? xg + gbytes * (size_t)(t / 8) : xq + abytes * (size_t)t, abytes, nb, o);
                         for (int j = 0; j < 4; j++) y[(t + j) * n_out + r] = o[j];
                     }
                 for (; t < t1; t++) y[t * n_out + r] = dot(wr, xq + abytes * (size_t)t, nb);
             }
         }
     }
+    free(xg);
     free(xq);
     return ATS_OK;
 }

@@ -7,7 +7,8 @@
  * |Δx_j| <= amax/254 → 1e-2 on uniform x; per 256 (Q4_K, Q6_K) 1.5e-2. The SIMD paths (AVX2,
  * AVX-512 VNNI, forced with ATS_CPU_FEATURES) compute the same integer sums as the scalar path, so
  * they must agree with it to float rounding (1e-5). A prefill chunk of N rows must equal N decode
- * calls bit for bit (rows are independent). Q4_K/Q6_K prefill (test_matmul_prefill_kq): token counts
+ * calls bit for bit (rows are independent), and so must a MoE over Q4_0/Q8_0 experts (ragged expert
+ * batches, test_moe_prefill_decode). Q4_K/Q6_K/Q4_0/Q8_0 prefill (test_matmul_prefill_kq): token counts
  * around the 8-, 4- and 1-token kernels and the 32-token tile, uniform and extreme inputs. The F16 KV cache (ex_cpu_kv_store_f16 /
  * ex_cpu_attention_f16): the store is checked value by value (nearest even, within half an F16 ulp),
  * attention against a double reference over the same F16 values and, more loosely, over the
@@ -129,7 +130,7 @@ static void test_matmul(void)
     }
 }
 
-/* Q4_K / Q6_K prefill: the matmul driver runs 8-token (AVX-512 VNNI), 4-token and 1-token kernels
+/* Q4_K / Q6_K / Q4_0 / Q8_0 prefill: the matmul driver runs 8-token (AVX-512 VNNI), 4-token and 1-token kernels
  * over tiles of 32 tokens, so token counts that are not multiples of 4 or 8, and chunks that cross a
  * tile, exercise every kernel. Each path present on this CPU (0 scalar, 1 AVX2, 3 AVX2 with AVX-512
  * F/BW, 7 with VNNI) against ex_cpu_matmul_ref and the scalar path, and each prefill row against its
@@ -139,7 +140,11 @@ static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
 {
     const char *paths[] = {"0", "1", "3", "7"};
     const unsigned have = ex_cpu_features();
-    const int64_t n_in = 256 * (1 + (int64_t)(tu_rand(&rng) % 8)), n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
+    /* Q4_0 / Q8_0: any count of 32-blocks (their VNNI 4-/8-token kernels read tokens regrouped by 8, and
+       must equal the 1-token decode kernel bit for bit) */
+    const int kq = t == ATS_Q_Q4_K || t == ATS_Q_Q6_K;
+    const int64_t n_in = kq ? 256 * (1 + (int64_t)(tu_rand(&rng) % 8)) : 32 * (1 + (int64_t)(tu_rand(&rng) % 64));
+    const int64_t n_out = 1 + (int64_t)(tu_rand(&rng) % 40);
     float *dense;
     ex_tensor w;
     if (!extreme) w = make_weight(t, n_in, n_out, 1, &dense);
@@ -205,9 +210,9 @@ static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
 
 static void test_matmul_prefill_kq(void)
 {
-    const ats_qtype kt[] = {ATS_Q_Q4_K, ATS_Q_Q6_K};
+    const ats_qtype kt[] = {ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_Q4_0, ATS_Q_Q8_0};
     const int64_t toks[] = {1, 3, 4, 7, 8, 9, 13, 31, 33, 45};
-    for (size_t k = 0; k < 2; k++)
+    for (size_t k = 0; k < sizeof kt / sizeof kt[0]; k++)
         for (size_t nt = 0; nt < sizeof toks / sizeof toks[0]; nt++)
             for (int extreme = 0; extreme < 2; extreme++) prefill_case(kt[k], toks[nt], extreme);
 }
@@ -567,6 +572,61 @@ static void test_ffn_router_moe(void)
     free(x); free(o); free(lg); free(wts); free(ids);
 }
 
+/* MoE with Q4_0 / Q8_0 experts, prefill against decode: ex_cpu_moe over T tokens must equal T calls of
+ * one token bit for bit on every CPU path (each expert's ragged batch of 1..T tokens goes through the
+ * 8-, 4- and 1-token kernels, the VNNI ones reading tokens regrouped by 8; a token's output sums the
+ * experts in the same order either way). Shapes: the residency test's tiny qwen3moe (64 x 32, 8 experts,
+ * top 2) and random multiples of 32, few experts so batches reach 8 and more. */
+static void test_moe_prefill_decode(void)
+{
+    const char *paths[] = {"0", "1", "3", "7"};
+    const unsigned have = ex_cpu_features();
+    const ats_qtype types[] = {ATS_Q_Q4_0, ATS_Q_Q8_0};
+    int cases = 0;
+    for (int c = 0; c < 4; c++) {
+        const ats_qtype t = types[c % 2];
+        const int64_t E = c < 2 ? 64 : 32 * (1 + (int64_t)(tu_rand(&rng) % 8));
+        const int64_t F = c < 2 ? 32 : 32 * (1 + (int64_t)(tu_rand(&rng) % 6));
+        const int64_t X = c < 2 ? 8 : 2 + (int64_t)(tu_rand(&rng) % 3), K = c < 2 ? 2 : 1 + (int64_t)(tu_rand(&rng) % 2);
+        const int64_t T = 5 + (int64_t)(tu_rand(&rng) % 36);
+        float *dg, *du, *dd;
+        ex_tensor ge = make_weight(t, E, F, X, &dg), ue = make_weight(t, E, F, X, &du), de = make_weight(t, F, E, X, &dd);
+        float *x = malloc((size_t)(T * E) * sizeof *x), *lg = malloc((size_t)(T * X) * sizeof *lg);
+        float *wts = malloc((size_t)(T * K) * sizeof *wts), *o = malloc((size_t)(T * E) * sizeof *o);
+        float *o1 = malloc((size_t)(T * E) * sizeof *o1);
+        int32_t *ids = malloc((size_t)(T * K) * sizeof *ids);
+        fill(x, T * E, -1, 1);
+        fill(lg, T * X, -3, 3);
+        CHECK(ex_cpu_router_topk(lg, T, X, K, 1, ids, wts) == ATS_OK);
+        int64_t most = 0;
+        for (int64_t e = 0; e < X; e++) {
+            int64_t m = 0;
+            for (int64_t i = 0; i < T * K; i++) m += ids[i] == e;
+            if (m > most) most = m;
+        }
+        for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+            unsigned mask = (unsigned)strtoul(paths[p], NULL, 0);
+            if ((mask & have) != mask) continue;
+            setenv("ATS_CPU_FEATURES", paths[p], 1);
+            CHECK(ex_cpu_moe(&ge, &ue, &de, x, T, ids, wts, K, o) == ATS_OK);
+            for (int64_t i = 0; i < T; i++)
+                CHECK(ex_cpu_moe(&ge, &ue, &de, x + i * E, 1, ids + i * K, wts + i * K, K, o1 + i * E) == ATS_OK);
+            int64_t bad = -1;
+            for (int64_t i = 0; i < T * E && bad < 0; i++)
+                if (memcmp(&o[i], &o1[i], sizeof(float)) != 0) bad = i;
+            CHECK_MSG(bad < 0, "moe %s %lld x %lld, %lld experts top %lld, %lld tokens (largest batch %lld), path %s: "
+                      "token %lld col %lld prefill %a != decode %a", ats_qtype_name(t), (long long)E, (long long)F,
+                      (long long)X, (long long)K, (long long)T, (long long)most, paths[p], (long long)(bad / E),
+                      (long long)(bad % E), bad < 0 ? 0.0 : (double)o[bad], bad < 0 ? 0.0 : (double)o1[bad]);
+            cases++;
+        }
+        unsetenv("ATS_CPU_FEATURES");
+        free((void *)ge.data); free((void *)ue.data); free((void *)de.data); free(dg); free(du); free(dd);
+        free(x); free(lg); free(wts); free(o); free(o1); free(ids);
+    }
+    fprintf(stderr, "  moe prefill = decode (Q4_0/Q8_0 experts, ragged batches): %d cases\n", cases);
+}
+
 static void test_sample(void)
 {
     float lg[6] = {0.1f, 2.0f, 1.5f, 2.0f, -1.0f, 0.0f};
@@ -627,6 +687,7 @@ int main(void)
     test_kv_store_f16();
     test_attention_f16();
     test_ffn_router_moe();
+    test_moe_prefill_decode();
     test_sample();
     return tu_finish("test_exec_ops");
 }

@@ -80,6 +80,10 @@ static void lz_write_back(lazy *z, lrange *r)
     r->d0 = r->d1 = 0;
 }
 
+/* The range holding [hp, hp + bytes), created (poisoned, nothing usable) when none does. The pointer
+ * is valid until the next lz_find, as in backend.cu's find_range: dropping a range moves the last
+ * one into its slot and a new range takes the last slot, so a caller keeps r->dev, not r, across
+ * lookups. */
 static lrange *lz_find(lazy *z, const void *hp, size_t bytes, int kv)
 {
     const char *p = hp;
@@ -232,16 +236,18 @@ static enum ats_status z_attn(void *c, const float *q, int64_t n, int64_t p0, co
                               int64_t hk, int64_t hd, float s, float *o)
 {
     size_t rows = (size_t)(p0 + n);
+    /* the slabs' shadow pointers are taken before the lookups of q and o, which may move ranges */
     lrange *rk = lz_kv(Z, kc, rows, F4(hk * hd), rows);
     NEED(rk);
     const float *dkc = (const float *)rk->dev;
     lrange *rv = lz_kv(Z, vc, rows, F4(hk * hd), rows);
     NEED(rv);
+    const float *dvc = (const float *)rv->dev;
     const float *dq = lz_in(Z, q, F4(n * h * hd));
     NEED(dq);
     float *dout = lz_out(Z, o, F4(n * h * hd));
     NEED(dout);
-    return ex_cpu_attention(dq, n, p0, dkc, (const float *)rv->dev, h, hk, hd, s, dout);
+    return ex_cpu_attention(dq, n, p0, dkc, dvc, h, hk, hd, s, dout);
 }
 static enum ats_status z_add(void *c, float *y, const float *x, int64_t n)
 {
@@ -603,6 +609,50 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
             ni < 0 ? N_ROUNDS : ni);
     free(in.ref);
     ex_model_free(m);
+}
+
+/* The lazy attention when its output's lookup drops a stale range (host memory freed without forget
+ * and reused, as run_rounds' logits buffer is by the next session) while the V slab's range sits in
+ * the last slot: the drop moves the V range, the output's new range takes the last slot, and a V
+ * pointer kept as an lrange * would then read the output's fresh poisoned shadow. The session runs hit
+ * this only for some heap layouts (seen with the Q4_0 / Q8_0 VNNI prefill kernels' extra allocation
+ * on 2 threads, ATS_TEST_SEED=1796069203710312); here the slots are laid out so it always happens.
+ * The output must equal ex_cpu_attention on the host buffers bit for bit. */
+static float urand(void) { return (float)(tu_rand(&rng) >> 40) / 16777216.0f * 2.0f - 1.0f; } /* [-1, 1) */
+
+static void check_lazy_moved_range(void)
+{
+    enum { N = 5, H = 4, HK = 2, HD = 16, NC = 16 };
+    const int64_t qn = N * H * HD, kvd = HK * HD;
+    float *q = malloc(F4(qn)), *k = malloc(F4(N * kvd)), *v = malloc(F4(N * kvd));
+    float *kc = malloc(F4(NC * kvd)), *vc = malloc(F4(NC * kvd)), *o = malloc(F4(qn)), *ref = malloc(F4(qn));
+    float *kc_ref = malloc(F4(NC * kvd)), *vc_ref = malloc(F4(NC * kvd));
+    for (int64_t i = 0; i < qn; i++) q[i] = urand();
+    for (int64_t i = 0; i < N * kvd; i++) {
+        k[i] = urand();
+        v[i] = urand();
+    }
+    const float scale = 0.25f;
+    CHECK(ex_cpu_kv_store(k, v, N, 0, kvd, NC, kc_ref, vc_ref) == ATS_OK);
+    CHECK(ex_cpu_attention(q, N, 0, kc_ref, vc_ref, H, HK, HD, scale, ref) == ATS_OK);
+
+    lazy z;
+    memset(&z, 0, sizeof z);
+    ex_backend L = lazy_table(&z, "lazy");
+    /* slot 0: a stale clean range inside o's bytes (a freed 80-float logits buffer); slot 1: q, on
+       the device (an earlier op's input); then kv_store's inputs k, v and the K and V slabs */
+    CHECK(lz_find(&z, (const char *)o + 64, F4(80), 0) != NULL);
+    CHECK(lz_in(&z, q, F4(qn)) != NULL);
+    CHECK(L.kv_store(L.ctx, k, v, N, 0, kvd, NC, kc, vc) == ATS_OK);
+    CHECK(z.n > 0 && z.r[z.n - 1].kv && z.r[z.n - 1].host == (char *)vc); /* the V slab is last */
+    poison((char *)o, F4(qn));
+    CHECK(L.attention(L.ctx, q, N, 0, kc, vc, H, HK, HD, scale, o) == ATS_OK);
+    CHECK(L.flush(L.ctx, 0) == ATS_OK);
+    CHECK_MSG(memcmp(o, ref, F4(qn)) == 0, "lazy attention after a stale range's drop: output differs from the CPU "
+                                           "(o[0] %g, want %g)", (double)o[0], (double)ref[0]);
+    lazy_free(&z);
+    free(q), free(k), free(v), free(kc), free(vc), free(o), free(ref), free(kc_ref), free(vc_ref);
+    fprintf(stderr, "test_exec_residency: lazy attention with a stale range dropped by its output's lookup: compared with the CPU\n");
 }
 
 /* ---- the real CUDA table (exec/cuda/backend.cu) over an emulated CUDA runtime ---------------------
@@ -975,5 +1025,6 @@ int main(void)
     check_cuda_table("qwen3_moe", 1, 1, ATS_RECIPE_Q8_0);
     check_cuda_table("llama", 0, 0, ATS_RECIPE_Q4_0);
     check_cuda_table_direct();
+    check_lazy_moved_range(); /* last: the models above draw the same seeds as before it existed */
     return tu_finish("test_exec_residency");
 }
