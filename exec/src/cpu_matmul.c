@@ -220,6 +220,42 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
+/* quant_q8_1 with 8 lanes, bit for bit the scalar one: max is exact in any order, the products and
+ * the divisions are the same F32 operations, vcvtps2dq rounds as lrintf (MXCSR, nearest-even by
+ * default) and its out-of-range 0x80000000 (NaN, from an Inf input) becomes 0 as (int)lrintf's does;
+ * the integer sum is exact. A decode call quantizes its one token serially: 17408 floats took ~90 us
+ * on the dev VM with the scalar loop (lrintf is a libm call), ~10% of a 16-thread ffn_down GEMV. */
+static AVX2_FN void quant_q8_1_avx2(const float *x, ex_block_q8_1 *b, int64_t nb)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i ooo = _mm256_set1_epi32((int)0x80000000u), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(_mm256_and_ps(v[k], absmask), m); /* a NaN lane keeps m, as fmaxf */
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        float amax = _mm_cvtss_f32(h);
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        __m256i q[4], sum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
+            q[k] = _mm256_andnot_si256(_mm256_cmpeq_epi32(q[k], ooo), q[k]);
+            sum = _mm256_add_epi32(sum, q[k]);
+        }
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256((__m256i *)b[i].qs, _mm256_permutevar8x32_epi32(p, perm));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        b[i].d = d;
+        b[i].s = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
 #define DEF_Q4_0(NAME, ATTR, DOT)                                                                 \
     static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
     {                                                                                             \
@@ -339,6 +375,55 @@ static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
             acc = _mm256_add_ps(acc, _mm256_set_ps(0, 0, 0, 0, 0, 0, 0, -32.0f * dd * (float)corr)); \
         }                                                                                         \
         return hsum_ps(acc);                                                                      \
+    }
+
+/* ---- decode: 4 weight rows per call (one token) ------------------------------------------------
+ * A one-row dot is bound by its loop-carried FMA chain (one 4-cycle fmadd a block); four rows give four
+ * independent chains and share the activation loads. Each row takes exactly the operations of its
+ * one-row kernel in the same order (the same integer dot a block, the same F32 products, the same
+ * lane-wise FMA sequence, the same horizontal sum), so a row's result is bit for bit the one-row
+ * kernel's, and so the prefill (X4) kernels' too: test_exec_ops and test_exec_decode check this. */
+typedef void (*vec_dotr4_fn)(const void *w, size_t wstride, const void *a, int64_t nb, float out[4]);
+
+#define DEF_Q4_0_R4(NAME, ATTR, DOT)                                                              \
+    static ATTR void NAME(const void *wv, size_t ws, const void *av, int64_t nb, float out[4])   \
+    {                                                                                             \
+        const ex_block_q4_0 *w[4];                                                                \
+        for (int r = 0; r < 4; r++) w[r] = (const ex_block_q4_0 *)((const uint8_t *)wv + r * ws); \
+        const ex_block_q8_1 *a = av;                                                              \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        float corr[4] = {0, 0, 0, 0};                                                             \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
+            _Pragma("GCC unroll 4")                                                               \
+            for (int r = 0; r < 4; r++) {                                                         \
+                float dw = H2F(w[r][i].d);                                                        \
+                __m256 p = _mm256_cvtepi32_ps(DOT(load_q4(w[r][i].qs), x));                       \
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[i].d), p, acc[r]);                 \
+                corr[r] += dw * a[i].s;                                                           \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < 4; r++) out[r] = hsum_ps(acc[r]) - 8.0f * corr[r];                    \
+    }
+
+#define DEF_MXFP4_R4(NAME, ATTR, DOT)                                                             \
+    static ATTR void NAME(const void *wv, size_t ws, const void *av, int64_t nb, float out[4])   \
+    {                                                                                             \
+        const ex_block_mxfp4 *w[4];                                                               \
+        for (int r = 0; r < 4; r++) w[r] = (const ex_block_mxfp4 *)((const uint8_t *)wv + r * ws); \
+        const ex_block_q8_1 *a = av;                                                              \
+        const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)E2M1X2)); \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
+            _Pragma("GCC unroll 4")                                                               \
+            for (int r = 0; r < 4; r++) {                                                         \
+                __m256i v = _mm256_shuffle_epi8(tab, load_q4(w[r][i].qs));                        \
+                __m256 p = _mm256_cvtepi32_ps(DOT(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v))); \
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(0.5f * ex_e8m0_to_f32(w[r][i].e) * a[i].d), p, acc[r]); \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < 4; r++) out[r] = hsum_ps(acc[r]);                                     \
     }
 
 /* ---- 4 tokens per weight row (prefill): each weight block is loaded and unpacked once ------- */
@@ -677,6 +762,10 @@ DEF_MXFP4(dot_mxfp4_avx2, AVX2_FN, dot_us_avx2)
 DEF_MXFP4(dot_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_0(dot_q4_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q4_0(dot_q4_0_vnni, VNNI_FN, dot_us_vnni)
+DEF_Q4_0_R4(dotr4_q4_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_Q4_0_R4(dotr4_q4_0_vnni, VNNI_FN, dot_us_vnni)
+DEF_MXFP4_R4(dotr4_mxfp4_avx2, AVX2_FN, dot_us_avx2)
+DEF_MXFP4_R4(dotr4_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0(dot_q8_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q8_0(dot_q8_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_K(dot_q4_K_avx2, AVX2_FN)
@@ -959,6 +1048,21 @@ static vec_dot4_fn pick_dot4(ats_qtype t, unsigned f)
     return NULL;
 }
 
+/* decode (one token): 4 weight rows per call, bit for bit the one-row kernels (pick_dot) */
+static vec_dotr4_fn pick_dotr4(ats_qtype t, unsigned f)
+{
+    (void)t;
+    (void)f;
+#ifdef EX_X86
+    switch (t) {
+    case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dotr4_q4_0_vnni : (f & EX_CPU_AVX2) ? dotr4_q4_0_avx2 : NULL;
+    case ATS_Q_MXFP4: return (f & EX_CPU_AVX512VNNI) ? dotr4_mxfp4_vnni : (f & EX_CPU_AVX2) ? dotr4_mxfp4_avx2 : NULL;
+    default: break;
+    }
+#endif
+    return NULL;
+}
+
 /* 8 tokens per weight row: only where 32 vector registers hold the unpacked block and 8 sums */
 static vec_dot8_fn pick_dot8(ats_qtype t, unsigned f)
 {
@@ -1038,15 +1142,20 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     const int64_t nb = n_in / (kq ? 256 : 32);
     const size_t abytes = (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
     uint8_t *xq = malloc(abytes * (size_t)n_tokens);
+    void (*q81)(const float *, ex_block_q8_1 *, int64_t) = quant_q8_1;
+#ifdef EX_X86
+    if (f & EX_CPU_AVX2) q81 = quant_q8_1_avx2;
+#endif
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
         if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
-        else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
+        else q81(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
     vec_dot_fn dot = pick_dot(w->type, f);
     vec_dot4_fn dot4 = n_tokens >= 4 ? pick_dot4(w->type, f) : NULL;
     vec_dot8_fn dot8 = n_tokens >= 8 ? pick_dot8(w->type, f) : NULL;
+    vec_dotr4_fn dotr4 = n_tokens == 1 ? pick_dotr4(w->type, f) : NULL;
     /* Tiles of EX_ROW_TILE weight rows x EX_TOK_TILE tokens: a prefill chunk reads each weight row
        from DRAM once, while the tile's activations stay in L2. Decode is one token per tile. */
     enum { EX_ROW_TILE = 16, EX_TOK_TILE = 32 };
@@ -1056,7 +1165,10 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         const int64_t r0 = rt * EX_ROW_TILE, r1 = r0 + EX_ROW_TILE < n_out ? r0 + EX_ROW_TILE : n_out;
         for (int64_t t0 = 0; t0 < n_tokens; t0 += EX_TOK_TILE) {
             const int64_t t1 = t0 + EX_TOK_TILE < n_tokens ? t0 + EX_TOK_TILE : n_tokens;
-            for (int64_t r = r0; r < r1; r++) {
+            int64_t r = r0;
+            if (dotr4)
+                for (; r + 4 <= r1; r += 4) dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb, y + r);
+            for (; r < r1; r++) {
                 const uint8_t *wr = W + (size_t)r * w->row_bytes;
                 int64_t t = t0;
                 if (dot8)
