@@ -441,6 +441,55 @@ static inline void prefetch_next(const void *next, size_t bytes, int64_t i)
         for (int r = 0; r < 4; r++) out[r] = hsum_ps(acc[r]);                                     \
     }
 
+/* AVX-512 VNNI: two rows a zmm (rows 0|1, 2|3; a row's 8 lanes in one 256-bit half), so one
+ * vpdpbusd, cvt and fmadd serve two rows: each 128-bit lane holds a row's 16 nibble bytes (broadcast
+ * loads), shifted by 0 | 4 per lane (vpsrlvw) to the low | high nibbles that meet the block's
+ * activations broadcast to both halves. Each half's operations are the 256-bit kernel's, lane for
+ * lane: the four fp16 scales are converted and multiplied by a.d (and a.s) in one xmm, the same F32
+ * products as the scalar code. */
+static VNNI_FN void dotr4_q4_0_vnni(const void *wv, size_t ws, const void *av, int64_t nb, const void *next,
+                                    float out[4])
+{
+    const ex_block_q4_0 *w0 = wv, *w1 = (const ex_block_q4_0 *)((const uint8_t *)wv + ws);
+    const ex_block_q4_0 *w2 = (const ex_block_q4_0 *)((const uint8_t *)wv + 2 * ws);
+    const ex_block_q4_0 *w3 = (const ex_block_q4_0 *)((const uint8_t *)wv + 3 * ws);
+    const ex_block_q8_1 *a = av;
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                        0x0004000400040004, 0, 0); /* 128-bit lanes 0..3: >> 0, 4, 0, 4 */
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i i01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i i23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    __m128 corr = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_next(next, 4 * ws, i);
+        const __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a[i].qs));
+        __m512i q01 = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)w0[i].qs)),
+                                                  0xFF00, _mm_loadu_si128((const __m128i *)w1[i].qs));
+        __m512i q23 = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)w2[i].qs)),
+                                                  0xFF00, _mm_loadu_si128((const __m128i *)w3[i].qs));
+        q01 = _mm512_and_si512(_mm512_srlv_epi16(q01, sh), m4);
+        q23 = _mm512_and_si512(_mm512_srlv_epi16(q23, sh), m4);
+        const __m512 p01 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q01, x));
+        const __m512 p23 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q23, x));
+        __m128i h = _mm_cvtsi32_si128(w0[i].d);
+        h = _mm_insert_epi16(h, w1[i].d, 1);
+        h = _mm_insert_epi16(h, w2[i].d, 2);
+        h = _mm_insert_epi16(h, w3[i].d, 3);
+        const __m128 dw = _mm_cvtph_ps(h);
+        const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_set1_ps(a[i].d)));
+        corr = _mm_add_ps(corr, _mm_mul_ps(dw, _mm_set1_ps(a[i].s)));
+        acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i01, sc), p01, acc01);
+        acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i23, sc), p23, acc23);
+    }
+    float c[4];
+    _mm_storeu_ps(c, corr);
+    out[0] = hsum_ps(_mm512_castps512_ps256(acc01)) - 8.0f * c[0];
+    out[1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc01), 1))) - 8.0f * c[1];
+    out[2] = hsum_ps(_mm512_castps512_ps256(acc23)) - 8.0f * c[2];
+    out[3] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc23), 1))) - 8.0f * c[3];
+}
+
 /* ---- 4 tokens per weight row (prefill): each weight block is loaded and unpacked once ------- */
 
 typedef void (*vec_dot4_fn)(const void *w, const void *a, size_t astride, int64_t nb, float out[4]);
@@ -778,7 +827,6 @@ DEF_MXFP4(dot_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_0(dot_q4_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q4_0(dot_q4_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_0_R4(dotr4_q4_0_avx2, AVX2_FN, dot_us_avx2)
-DEF_Q4_0_R4(dotr4_q4_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_MXFP4_R4(dotr4_mxfp4_avx2, AVX2_FN, dot_us_avx2)
 DEF_MXFP4_R4(dotr4_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0(dot_q8_0_avx2, AVX2_FN, dot_us_avx2)
@@ -1069,6 +1117,9 @@ static vec_dotr4_fn pick_dotr4(ats_qtype t, unsigned f)
     (void)t;
     (void)f;
 #ifdef EX_X86
+#ifdef EX_DECODE_ONE_ROW /* an A/B build (experiments/cpu-q4-decode-h200.sh): the one-row kernels only */
+    f = 0;
+#endif
     switch (t) {
     case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dotr4_q4_0_vnni : (f & EX_CPU_AVX2) ? dotr4_q4_0_avx2 : NULL;
     case ATS_Q_MXFP4: return (f & EX_CPU_AVX512VNNI) ? dotr4_mxfp4_vnni : (f & EX_CPU_AVX2) ? dotr4_mxfp4_avx2 : NULL;
@@ -1159,7 +1210,12 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     uint8_t *xq = malloc(abytes * (size_t)n_tokens);
     void (*q81)(const float *, ex_block_q8_1 *, int64_t) = quant_q8_1;
 #ifdef EX_X86
-    if (f & EX_CPU_AVX2) q81 = quant_q8_1_avx2;
+#ifdef EX_QUANT_SCALAR /* an A/B build (experiments/cpu-q4-decode-h200.sh): the scalar quantizer only */
+    const int simd_quant = 0;
+#else
+    const int simd_quant = 1;
+#endif
+    if (simd_quant && (f & EX_CPU_AVX2)) q81 = quant_q8_1_avx2;
 #endif
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
@@ -1184,7 +1240,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
             if (dotr4)
                 for (; r + 4 <= r1; r += 4)
                     dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb,
-                          r + 8 <= r1 ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
+                          r + 8 <= n_out ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
             for (; r < r1; r++) {
                 const uint8_t *wr = W + (size_t)r * w->row_bytes;
                 int64_t t = t0;
