@@ -220,39 +220,69 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
-/* quant_q8_1 with 8 lanes, bit for bit the scalar one: max is exact in any order, the products and
- * the divisions are the same F32 operations, vcvtps2dq rounds as lrintf (MXCSR, nearest-even by
- * default) and its out-of-range 0x80000000 (NaN, from an Inf input) becomes 0 as (int)lrintf's does;
- * the integer sum is exact. A decode call quantizes its one token serially: 17408 floats took ~90 us
- * on the dev VM with the scalar loop (lrintf is a libm call), ~10% of a 16-thread ffn_down GEMV. */
-static AVX2_FN void quant_q8_1_avx2(const float *x, ex_block_q8_1 *b, int64_t nb)
+/* The activation quantizers with 8 lanes (quant_q8_1_avx2, quant_q8_K_avx2), bit for bit the scalar
+ * ones: max is exact in any order, the products and the divisions are the same F32 operations,
+ * vcvtps2dq rounds as lrintf (MXCSR, nearest-even by default) and its out-of-range 0x80000000 (NaN,
+ * from an Inf input) becomes 0 as (int)lrintf's does; the integer sums are exact. A decode call
+ * quantizes its one token serially: 17408 floats took ~90 us on the dev VM with the scalar loop
+ * (lrintf is a libm call), ~7 us with these (a 16-thread ffn_down GEMV: ~840 us on the H200 host). */
+
+/* 32 floats (4 x 8) times id to int8 at out (round as lrintf; 0x80000000 -> 0); returns the int32 lanes */
+static inline AVX2_FN void quant32_avx2(const float *x, __m256 id, int8_t *out, __m256i q[4])
+{
+    const __m256i ooo = _mm256_set1_epi32((int)0x80000000u), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int k = 0; k < 4; k++) {
+        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
+        q[k] = _mm256_andnot_si256(_mm256_cmpeq_epi32(q[k], ooo), q[k]);
+    }
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(p, perm));
+}
+
+/* max |x| over n floats (n a multiple of 8); a NaN is skipped, as fmaxf does */
+static inline AVX2_FN float amax_avx2(const float *x, int n)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    const __m256i ooo = _mm256_set1_epi32((int)0x80000000u), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < n; k += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), absmask), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static AVX2_FN void quant_q8_1_avx2(const float *x, ex_block_q8_1 *b, int64_t nb)
+{
     for (int64_t i = 0; i < nb; i++, x += 32) {
-        __m256 v[4], m = _mm256_setzero_ps();
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            m = _mm256_max_ps(_mm256_and_ps(v[k], absmask), m); /* a NaN lane keeps m, as fmaxf */
-        }
-        __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_max_ss(h, _mm_movehdup_ps(h));
-        float amax = _mm_cvtss_f32(h);
+        float amax = amax_avx2(x, 32);
         float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-        __m256i q[4], sum = _mm256_setzero_si256();
-        for (int k = 0; k < 4; k++) {
-            q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], _mm256_set1_ps(id)));
-            q[k] = _mm256_andnot_si256(_mm256_cmpeq_epi32(q[k], ooo), q[k]);
-            sum = _mm256_add_epi32(sum, q[k]);
-        }
-        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        _mm256_storeu_si256((__m256i *)b[i].qs, _mm256_permutevar8x32_epi32(p, perm));
+        __m256i q[4];
+        quant32_avx2(x, _mm256_set1_ps(id), b[i].qs, q);
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
         __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
         b[i].d = d;
         b[i].s = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+/* quant_q8_K the same way (bsums: exact integer sums of 16) */
+static AVX2_FN void quant_q8_K_avx2(const float *x, ex_block_q8_K *b, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        float amax = amax_avx2(x, 256);
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int c = 0; c < 8; c++) {
+            __m256i q[4];
+            quant32_avx2(x + 32 * c, _mm256_set1_ps(id), b[i].qs + 32 * c, q);
+            __m256i u = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            u = _mm256_hadd_epi32(u, u);
+            __m128i v = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+            b[i].bsums[2 * c] = (int16_t)_mm_cvtsi128_si32(v);
+            b[i].bsums[2 * c + 1] = (int16_t)_mm_extract_epi32(v, 1);
+        }
+        b[i].d = d;
     }
 }
 
@@ -1209,18 +1239,22 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     const size_t abytes = (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
     uint8_t *xq = malloc(abytes * (size_t)n_tokens);
     void (*q81)(const float *, ex_block_q8_1 *, int64_t) = quant_q8_1;
+    void (*q8k)(const float *, ex_block_q8_K *, int64_t) = quant_q8_K;
 #ifdef EX_X86
 #ifdef EX_QUANT_SCALAR /* an A/B build (experiments/cpu-q4-decode-h200.sh): the scalar quantizer only */
     const int simd_quant = 0;
 #else
     const int simd_quant = 1;
 #endif
-    if (simd_quant && (f & EX_CPU_AVX2)) q81 = quant_q8_1_avx2;
+    if (simd_quant && (f & EX_CPU_AVX2)) {
+        q81 = quant_q8_1_avx2;
+        q8k = quant_q8_K_avx2;
+    }
 #endif
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
-        if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
+        if (kq) q8k(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else q81(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
     vec_dot_fn dot = pick_dot(w->type, f);

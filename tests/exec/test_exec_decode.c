@@ -12,9 +12,9 @@
  *   correction, summed apart), and against ex_cpu_matmul_ref (double) 1e-2 on the same scale.
  * - Each row of a 4-row call equals the row computed alone (a one-row view: the one-row kernel, the
  *   one the prefill kernels match) bit for bit.
- * - The activation quantizer (AVX2) bit for bit the scalar one: a Q8_0 identity matrix returns
+ * - The activation quantizers (AVX2) bit for bit the scalar ones: a Q8_0 identity matrix returns
  *   y[j] = d_block * q_j exactly on every path, with ties at .5, a NaN (dropped from amax, coded 0)
- *   and a zero block among the inputs.
+ *   and a zero block among the inputs; a Q4_K identity does the same for the 256-element blocks.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -125,6 +125,47 @@ static void test_kernels(ats_qtype t, int64_t nb, int64_t n_out)
     free(buf); free(x); free(sc); free(row); free(y0); free(y); free(yr); free(y1);
 }
 
+/* the K-quant activation quantizer (256 a block) the same way: a Q4_K identity (d = 1, dmin = 0, every
+ * sub-block scale 1 and min 0, one nibble 1 a row) returns y[j] = d_block(j) * q_j on every path; compared
+ * with == (a zero's sign may differ between paths), NaN never passes */
+static void test_quantizer_k(const float *x, int64_t nbk)
+{
+    const unsigned have = ex_cpu_features();
+    const int64_t n = 256 * nbk;
+    ex_tensor w = {ATS_Q_Q4_K, {n, n, 1}, 0, NULL};
+    CHECK(ats_qtype_bytes(ATS_Q_Q4_K, n, &w.row_bytes) == ATS_OK);
+    uint8_t *buf = calloc((size_t)(w.row_bytes * (uint64_t)n), 1);
+    for (int64_t r = 0; r < n; r++) {
+        ex_block_q4_K *blk = (ex_block_q4_K *)(buf + r * (int64_t)w.row_bytes);
+        for (int64_t b = 0; b < nbk; b++) {
+            blk[b].d = 0x3C00;
+            blk[b].dmin = 0;
+            for (int k = 0; k < 4; k++) blk[b].scales[k] = 1;  /* sc 0..3 = 1, m 0..3 = 0 */
+            for (int k = 8; k < 12; k++) blk[b].scales[k] = 1; /* sc 4..7 = 1, m 4..7 = 0 */
+        }
+        int64_t j = r % 256, c = j / 64, l = j % 64;
+        blk[r / 256].qs[32 * c + l % 32] = l < 32 ? 0x01 : 0x10;
+    }
+    w.data = buf;
+    float *y0 = malloc((size_t)n * sizeof *y0), *y = malloc((size_t)n * sizeof *y);
+    int ran = 0;
+    for (size_t p = 0; p < sizeof PATHS / sizeof PATHS[0]; p++) {
+        unsigned mask = (unsigned)strtoul(PATHS[p], NULL, 0);
+        if ((mask & have) != mask) continue;
+        setenv("ATS_CPU_FEATURES", PATHS[p], 1);
+        CHECK(ex_cpu_matmul(&w, x, 1, p == 0 ? y0 : y) == ATS_OK);
+        if (p > 0)
+            for (int64_t j = 0; j < n; j++)
+                CHECK_MSG(y[j] == y0[j], "K quantizer path %s, element %lld (x %g): %.9g vs scalar %.9g", PATHS[p],
+                          (long long)j, x[j], y[j], y0[j]);
+        ran++;
+    }
+    unsetenv("ATS_CPU_FEATURES");
+    for (int64_t j = 0; j < n; j++) CHECK(y0[j] == y0[j]); /* the NaN input is coded 0 here too */
+    fprintf(stderr, "  K quantizer nb %lld: %d paths bit for bit\n", (long long)nbk, ran);
+    free(buf); free(y0); free(y);
+}
+
 /* Q8_0 identity (d = 1, qs one-hot): y[j] = d_block(j) * q_j, exact, so every path shows its quantizer */
 static void test_quantizer(int64_t nb)
 {
@@ -175,7 +216,9 @@ static void test_quantizer(int64_t nb)
     for (int64_t b = 3; b < nb; b += 4)
         for (int j = 0; j < 32; j++) CHECK(y0[32 * b + j] == 0.0f);
     fprintf(stderr, "  quantizer nb %lld: %d paths bit for bit\n", (long long)nb, ran);
-    free(buf); free(x); free(y0); free(y);
+    free(buf); free(y0); free(y);
+    test_quantizer_k(x, nb / 8);
+    free(x);
 }
 
 int main(void)
@@ -191,6 +234,6 @@ int main(void)
         }
     }
     test_quantizer(8);
-    test_quantizer(4 * (1 + (int64_t)(tu_rand(&rng) % 16)) + 1);
+    test_quantizer(8 * (1 + (int64_t)(tu_rand(&rng) % 6)) + 1);
     return tu_finish("test_exec_decode");
 }
