@@ -244,6 +244,72 @@ static inline VNNI_FN __m256i dot_us_vnni(__m256i u, __m256i s)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
 
+/* The activation quantizers with 8 lanes (quant_q8_1_avx2, quant_q8_K_avx2), bit for bit the scalar
+ * ones: max is exact in any order, the products and the divisions are the same F32 operations,
+ * vcvtps2dq rounds as lrintf (MXCSR, nearest-even by default) and its out-of-range 0x80000000 (NaN,
+ * from an Inf input) becomes 0 as (int)lrintf's does; the integer sums are exact. A decode call
+ * quantizes its one token serially: 17408 floats took ~90 us on the dev VM with the scalar loop
+ * (lrintf is a libm call), ~7 us with these (a 16-thread ffn_down GEMV: ~840 us on the H200 host). */
+
+/* 32 floats (4 x 8) times id to int8 at out (round as lrintf; 0x80000000 -> 0); returns the int32 lanes */
+static inline AVX2_FN void quant32_avx2(const float *x, __m256 id, int8_t *out, __m256i q[4])
+{
+    const __m256i ooo = _mm256_set1_epi32((int)0x80000000u), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int k = 0; k < 4; k++) {
+        q[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
+        q[k] = _mm256_andnot_si256(_mm256_cmpeq_epi32(q[k], ooo), q[k]);
+    }
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(p, perm));
+}
+
+/* max |x| over n floats (n a multiple of 8); a NaN is skipped, as fmaxf does */
+static inline AVX2_FN float amax_avx2(const float *x, int n)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < n; k += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), absmask), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static AVX2_FN void quant_q8_1_avx2(const float *x, ex_block_q8_1 *b, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 32) {
+        float amax = amax_avx2(x, 32);
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        __m256i q[4];
+        quant32_avx2(x, _mm256_set1_ps(id), b[i].qs, q);
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        b[i].d = d;
+        b[i].s = d * (float)_mm_cvtsi128_si32(s4);
+    }
+}
+
+/* quant_q8_K the same way (bsums: exact integer sums of 16) */
+static AVX2_FN void quant_q8_K_avx2(const float *x, ex_block_q8_K *b, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++, x += 256) {
+        float amax = amax_avx2(x, 256);
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int c = 0; c < 8; c++) {
+            __m256i q[4];
+            quant32_avx2(x + 32 * c, _mm256_set1_ps(id), b[i].qs + 32 * c, q);
+            __m256i u = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            u = _mm256_hadd_epi32(u, u);
+            __m128i v = _mm_add_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+            b[i].bsums[2 * c] = (int16_t)_mm_cvtsi128_si32(v);
+            b[i].bsums[2 * c + 1] = (int16_t)_mm_extract_epi32(v, 1);
+        }
+        b[i].d = d;
+    }
+}
+
 #define DEF_Q4_0(NAME, ATTR, DOT)                                                                 \
     static ATTR float NAME(const void *wv, const void *av, int64_t nb)                            \
     {                                                                                             \
@@ -364,6 +430,119 @@ static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
         }                                                                                         \
         return hsum_ps(acc);                                                                      \
     }
+
+/* ---- decode: 4 weight rows per call (one token) ------------------------------------------------
+ * A one-row dot is bound by its loop-carried FMA chain (one 4-cycle fmadd a block); four rows give four
+ * independent chains and share the activation loads. Each row takes exactly the operations of its
+ * one-row kernel in the same order (the same integer dot a block, the same F32 products, the same
+ * lane-wise FMA sequence, the same horizontal sum), so a row's result is bit for bit the one-row
+ * kernel's, and so the prefill (X4) kernels' too: test_exec_ops and test_exec_decode check this. */
+typedef void (*vec_dotr4_fn)(const void *w, size_t wstride, const void *a, int64_t nb, const void *next, float out[4]);
+
+/* Four rows are four streams at wstride apart, several in one 4 KiB page when rows are short (ffn_up:
+ * 2880 bytes), where the hardware stream prefetchers lose them: on the dev VM (Zen 4, 1 thread) the
+ * 4-row kernel read ffn_up at 5-10 GB/s against the one-row kernel's 15. So each call prefetches the
+ * next call's rows (`next`, 4 * wstride contiguous bytes, or NULL) into L2 as one linear stream, two
+ * lines a block: 15-16 GB/s on ffn_up and ffn_down (one-row kernel: 15 and 10). */
+static inline void prefetch_next(const void *next, size_t bytes, int64_t i)
+{
+    if (next && 128 * (size_t)i < bytes) {
+        _mm_prefetch((const char *)next + 128 * i, _MM_HINT_T1);
+        _mm_prefetch((const char *)next + 128 * i + 64, _MM_HINT_T1);
+    }
+}
+
+#define DEF_Q4_0_R4(NAME, ATTR, DOT)                                                              \
+    static ATTR void NAME(const void *wv, size_t ws, const void *av, int64_t nb, const void *next, float out[4]) \
+    {                                                                                             \
+        const ex_block_q4_0 *w[4];                                                                \
+        for (int r = 0; r < 4; r++) w[r] = (const ex_block_q4_0 *)((const uint8_t *)wv + r * ws); \
+        const ex_block_q8_1 *a = av;                                                              \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        float corr[4] = {0, 0, 0, 0};                                                             \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
+            prefetch_next(next, 4 * ws, i);                                                       \
+            _Pragma("GCC unroll 4")                                                               \
+            for (int r = 0; r < 4; r++) {                                                         \
+                float dw = H2F(w[r][i].d);                                                        \
+                __m256 p = _mm256_cvtepi32_ps(DOT(load_q4(w[r][i].qs), x));                       \
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a[i].d), p, acc[r]);                 \
+                corr[r] += dw * a[i].s;                                                           \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < 4; r++) out[r] = hsum_ps(acc[r]) - 8.0f * corr[r];                    \
+    }
+
+#define DEF_MXFP4_R4(NAME, ATTR, DOT)                                                             \
+    static ATTR void NAME(const void *wv, size_t ws, const void *av, int64_t nb, const void *next, float out[4]) \
+    {                                                                                             \
+        const ex_block_mxfp4 *w[4];                                                               \
+        for (int r = 0; r < 4; r++) w[r] = (const ex_block_mxfp4 *)((const uint8_t *)wv + r * ws); \
+        const ex_block_q8_1 *a = av;                                                              \
+        const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)E2M1X2)); \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}; \
+        for (int64_t i = 0; i < nb; i++) {                                                        \
+            __m256i x = _mm256_loadu_si256((const __m256i *)a[i].qs);                             \
+            prefetch_next(next, 4 * ws, i);                                                       \
+            _Pragma("GCC unroll 4")                                                               \
+            for (int r = 0; r < 4; r++) {                                                         \
+                __m256i v = _mm256_shuffle_epi8(tab, load_q4(w[r][i].qs));                        \
+                __m256 p = _mm256_cvtepi32_ps(DOT(_mm256_sign_epi8(v, v), _mm256_sign_epi8(x, v))); \
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(0.5f * ex_e8m0_to_f32(w[r][i].e) * a[i].d), p, acc[r]); \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < 4; r++) out[r] = hsum_ps(acc[r]);                                     \
+    }
+
+/* AVX-512 VNNI: two rows a zmm (rows 0|1, 2|3; a row's 8 lanes in one 256-bit half), so one
+ * vpdpbusd, cvt and fmadd serve two rows: each 128-bit lane holds a row's 16 nibble bytes (broadcast
+ * loads), shifted by 0 | 4 per lane (vpsrlvw) to the low | high nibbles that meet the block's
+ * activations broadcast to both halves. Each half's operations are the 256-bit kernel's, lane for
+ * lane: the four fp16 scales are converted and multiplied by a.d (and a.s) in one xmm, the same F32
+ * products as the scalar code. */
+static VNNI_FN void dotr4_q4_0_vnni(const void *wv, size_t ws, const void *av, int64_t nb, const void *next,
+                                    float out[4])
+{
+    const ex_block_q4_0 *w0 = wv, *w1 = (const ex_block_q4_0 *)((const uint8_t *)wv + ws);
+    const ex_block_q4_0 *w2 = (const ex_block_q4_0 *)((const uint8_t *)wv + 2 * ws);
+    const ex_block_q4_0 *w3 = (const ex_block_q4_0 *)((const uint8_t *)wv + 3 * ws);
+    const ex_block_q8_1 *a = av;
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004,
+                                        0x0004000400040004, 0, 0); /* 128-bit lanes 0..3: >> 0, 4, 0, 4 */
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i i01 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i i23 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    __m128 corr = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_next(next, 4 * ws, i);
+        const __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a[i].qs));
+        __m512i q01 = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)w0[i].qs)),
+                                                  0xFF00, _mm_loadu_si128((const __m128i *)w1[i].qs));
+        __m512i q23 = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)w2[i].qs)),
+                                                  0xFF00, _mm_loadu_si128((const __m128i *)w3[i].qs));
+        q01 = _mm512_and_si512(_mm512_srlv_epi16(q01, sh), m4);
+        q23 = _mm512_and_si512(_mm512_srlv_epi16(q23, sh), m4);
+        const __m512 p01 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q01, x));
+        const __m512 p23 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q23, x));
+        __m128i h = _mm_cvtsi32_si128(w0[i].d);
+        h = _mm_insert_epi16(h, w1[i].d, 1);
+        h = _mm_insert_epi16(h, w2[i].d, 2);
+        h = _mm_insert_epi16(h, w3[i].d, 3);
+        const __m128 dw = _mm_cvtph_ps(h);
+        const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(dw, _mm_set1_ps(a[i].d)));
+        corr = _mm_add_ps(corr, _mm_mul_ps(dw, _mm_set1_ps(a[i].s)));
+        acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i01, sc), p01, acc01);
+        acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(i23, sc), p23, acc23);
+    }
+    float c[4];
+    _mm_storeu_ps(c, corr);
+    out[0] = hsum_ps(_mm512_castps512_ps256(acc01)) - 8.0f * c[0];
+    out[1] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc01), 1))) - 8.0f * c[1];
+    out[2] = hsum_ps(_mm512_castps512_ps256(acc23)) - 8.0f * c[2];
+    out[3] = hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc23), 1))) - 8.0f * c[3];
+}
 
 /* ---- 4 tokens per weight row (prefill): each weight block is loaded and unpacked once ------- */
 
@@ -778,6 +957,9 @@ DEF_MXFP4(dot_mxfp4_avx2, AVX2_FN, dot_us_avx2)
 DEF_MXFP4(dot_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_0(dot_q4_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q4_0(dot_q4_0_vnni, VNNI_FN, dot_us_vnni)
+DEF_Q4_0_R4(dotr4_q4_0_avx2, AVX2_FN, dot_us_avx2)
+DEF_MXFP4_R4(dotr4_mxfp4_avx2, AVX2_FN, dot_us_avx2)
+DEF_MXFP4_R4(dotr4_mxfp4_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q8_0(dot_q8_0_avx2, AVX2_FN, dot_us_avx2)
 DEF_Q8_0(dot_q8_0_vnni, VNNI_FN, dot_us_vnni)
 DEF_Q4_K(dot_q4_K_avx2, AVX2_FN)
@@ -1060,6 +1242,24 @@ static vec_dot4_fn pick_dot4(ats_qtype t, unsigned f)
     return NULL;
 }
 
+/* decode (one token): 4 weight rows per call, bit for bit the one-row kernels (pick_dot) */
+static vec_dotr4_fn pick_dotr4(ats_qtype t, unsigned f)
+{
+    (void)t;
+    (void)f;
+#ifdef EX_X86
+#ifdef EX_DECODE_ONE_ROW /* an A/B build (experiments/cpu-q4-decode-h200.sh): the one-row kernels only */
+    f = 0;
+#endif
+    switch (t) {
+    case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dotr4_q4_0_vnni : (f & EX_CPU_AVX2) ? dotr4_q4_0_avx2 : NULL;
+    case ATS_Q_MXFP4: return (f & EX_CPU_AVX512VNNI) ? dotr4_mxfp4_vnni : (f & EX_CPU_AVX2) ? dotr4_mxfp4_avx2 : NULL;
+    default: break;
+    }
+#endif
+    return NULL;
+}
+
 /* 8 tokens per weight row: only where 32 vector registers hold the unpacked block and 8 sums */
 static vec_dot8_fn pick_dot8(ats_qtype t, unsigned f)
 {
@@ -1141,11 +1341,24 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     const int64_t nb = n_in / (kq ? 256 : 32);
     const size_t abytes = (size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1));
     uint8_t *xq = malloc(abytes * (size_t)n_tokens);
+    void (*q81)(const float *, ex_block_q8_1 *, int64_t) = quant_q8_1;
+    void (*q8k)(const float *, ex_block_q8_K *, int64_t) = quant_q8_K;
+#ifdef EX_X86
+#ifdef EX_QUANT_SCALAR /* an A/B build (experiments/cpu-q4-decode-h200.sh): the scalar quantizer only */
+    const int simd_quant = 0;
+#else
+    const int simd_quant = 1;
+#endif
+    if (simd_quant && (f & EX_CPU_AVX2)) {
+        q81 = quant_q8_1_avx2;
+        q8k = quant_q8_K_avx2;
+    }
+#endif
     if (!xq) return ATS_ENOMEM;
 #pragma omp parallel for schedule(static) if (par && n_tokens > 1)
     for (int64_t t = 0; t < n_tokens; t++) {
-        if (kq) quant_q8_K(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
-        else quant_q8_1(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
+        if (kq) q8k(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
+        else q81(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
     /* Q4_0 / Q8_0 with AVX-512 VNNI: the 4- and 8-token kernels read the tokens regrouped by 8 (q8_group);
        decode and the 1-token rest read xq as on every other path */
@@ -1168,6 +1381,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     vec_dot_fn dot = pick_dot(w->type, f);
     vec_dot4_fn dot4 = n_tokens >= 4 ? pick_dot4(w->type, f) : NULL;
     vec_dot8_fn dot8 = n_tokens >= 8 ? pick_dot8(w->type, f) : NULL;
+    vec_dotr4_fn dotr4 = n_tokens == 1 ? pick_dotr4(w->type, f) : NULL;
     /* Tiles of EX_ROW_TILE weight rows x EX_TOK_TILE tokens: a prefill chunk reads each weight row
        from DRAM once, while the tile's activations stay in L2. Decode is one token per tile. */
     enum { EX_ROW_TILE = 16, EX_TOK_TILE = 32 };
@@ -1177,7 +1391,12 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         const int64_t r0 = rt * EX_ROW_TILE, r1 = r0 + EX_ROW_TILE < n_out ? r0 + EX_ROW_TILE : n_out;
         for (int64_t t0 = 0; t0 < n_tokens; t0 += EX_TOK_TILE) {
             const int64_t t1 = t0 + EX_TOK_TILE < n_tokens ? t0 + EX_TOK_TILE : n_tokens;
-            for (int64_t r = r0; r < r1; r++) {
+            int64_t r = r0;
+            if (dotr4)
+                for (; r + 4 <= r1; r += 4)
+                    dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb,
+                          r + 8 <= n_out ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
+            for (; r < r1; r++) {
                 const uint8_t *wr = W + (size_t)r * w->row_bytes;
                 int64_t t = t0;
                 if (dot8)
