@@ -169,6 +169,56 @@ static char *target_of(const char *path)
     return strdup(path);
 }
 
+/* 1 if `dir` (canonical) is /dev or /proc or lies under one. */
+static int pseudo_dir(const char *dir)
+{
+    static const char *const roots[2] = {"/dev", "/proc"};
+    for (int k = 0; k < 2; k++) {
+        size_t n = strlen(roots[k]);
+        if (strncmp(dir, roots[k], n) == 0 && (dir[n] == '\0' || dir[n] == '/')) return 1;
+    }
+    return 0;
+}
+
+/* Whether writing `path` would go through /dev or /proc: the path itself or any hop of the symbolic
+ * links it leads through (/dev/stdout -> /proc/self/fd/1 -> the shell's redirected file). Such a path
+ * names a stream, not a file: temporary + rename would replace the file that a redirection or another
+ * process has open (a tester's `--out /dev/stdout > log.json` replaced log.json and lost stderr lines
+ * written to it). Returns the first hop found there (malloc'd) or NULL. */
+static char *pseudo_hop(const char *path)
+{
+    char cur[PATH_MAX];
+    if (strlen(path) >= sizeof cur) return NULL;
+    strcpy(cur, path);
+    for (int hop = 0; hop < 40; hop++) {
+        char *dir = dir_of(cur);
+        char *real = dir ? realpath(dir, NULL) : NULL;
+        int bad = real && pseudo_dir(real);
+        free(dir);
+        free(real);
+        if (bad) return strdup(cur);
+        struct stat lst;
+        if (lstat(cur, &lst) != 0 || !S_ISLNK(lst.st_mode)) return NULL;
+        char link[PATH_MAX];
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n < 0) return NULL;
+        link[n] = '\0';
+        if (link[0] == '/') {
+            strcpy(cur, link);
+        } else {
+            /* relative link: resolved against the directory of the link itself */
+            char *d = dir_of(cur);
+            if (!d) return NULL;
+            char next[PATH_MAX];
+            int w = snprintf(next, sizeof next, "%s/%s", d, link);
+            free(d);
+            if (w < 0 || (size_t)w >= sizeof next) return NULL;
+            strcpy(cur, next);
+        }
+    }
+    return NULL;
+}
+
 /* ------------------------------------------------------------ inputs of this run */
 
 /* Files this process has read as inputs (device + inode), so that no output replaces one of them:
@@ -235,6 +285,19 @@ enum ats_status atsc_out_check(const char *path, ats_err *err)
     if (!path || !*path) return ats_err_set(err, ATS_EINVAL, "output path: empty");
     int exists = check_target(path, err);
     if (exists < 0) return ATS_EINVAL;
+    /* a regular file (or none) reached through /dev or /proc */
+    char *hop = pseudo_hop(path);
+    if (hop) {
+        const char *why = "a stream rather than a file that can be replaced whole (give a regular file "
+                          "path, then cat it)";
+        enum ats_status s =
+            strcmp(hop, path) == 0
+                ? ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it is in /dev or /proc, %s", path, why)
+                : ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it leads through %s, in /dev or /proc, %s",
+                              path, hop, why);
+        free(hop);
+        return s;
+    }
     if (exists && is_input(path))
         return ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it is an input of this run (give another output path)",
                            path);

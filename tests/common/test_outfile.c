@@ -84,6 +84,20 @@ static void test_check(uint64_t *rng)
     expect_refused(tpath("fifo"), "a FIFO");
     expect_refused("/dev/null", "character device");
     if (exists("/dev/full")) expect_refused("/dev/full", "character device");
+    /* streams: /dev/stdout is a link to /proc/self/fd/1, which leads to whatever file the shell
+     * redirected stdout to; renaming over that file would lose it (and stderr lines in it) */
+    FILE *redir = fopen(tpath("redirected"), "w");
+    CHECK(redir != NULL);
+    char fdpath[64];
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fileno(redir));
+    expect_refused(fdpath, "/dev or /proc");
+    if (exists("/dev/stdout")) expect_refused("/dev/stdout", "refusing to write"); /* file, pipe or tty */
+    CHECK(symlink(fdpath, tpath("to-fd")) == 0);
+    expect_refused(tpath("to-fd"), "leads through /proc/self/fd/");
+    CHECK(symlink("to-fd", tpath("to-to-fd")) == 0); /* relative hop first */
+    expect_refused(tpath("to-to-fd"), "leads through /proc/self/fd/");
+    CHECK(fclose(redir) == 0);
+    CHECK(exists(tpath("redirected")));
     ats_err e = {{0}};
     CHECK(atsc_out_check("", &e) == ATS_EINVAL);
     /* fine: absent file in an existing directory, an existing regular file, a bare name (cwd) */
