@@ -4,7 +4,8 @@
  * it would ignore (ATS_EINVAL, one line naming the variable, the value and what is valid); unset and
  * empty mean the default. Then `ats` ($ATS_BIN) with a bad ATS_GEMV_KERNEL (a word knob), an
  * out-of-range ATS_GEMV_V4_RING_KB (a range knob) and a bad ATS_ATTN_SHAPE: exit 2 with that line
- * before the command runs; help still works. And `ats bench kernels --threads` with 0, a negative
+ * before the command runs; help (`ats help run`, `ats run --help`, `ats bench kernels -h`) still works,
+ * with the line as a warning. And `ats bench kernels --threads` with 0, a negative
  * number, a non-number and 99999 (which crashed libgomp before the rule of `ats run`, 1..1024): exit 2
  * with one line naming the flag and the value.
  */
@@ -127,6 +128,17 @@ static void test_cli_env(void)
         /* help and --version still answer (to find out what is valid) */
         CHECK(run("--version") == 0 && strstr(out, "ats "));
         CHECK(run("help run") == 0 && strstr(out, "usage: ats run"));
+        /* and `ats <cmd> --help` (-h, after other flags, a subcommand's): the usage, a warning line, exit 0 */
+        const char *helps[] = {"run --help", "run -n 3 -h", "bench kernels --help", "inspect --model x --help"};
+        for (size_t j = 0; j < sizeof helps / sizeof helps[0]; j++) {
+            rc = run(helps[j]);
+            CHECK_MSG(rc == 0 && strstr(out, "usage: ats ") && strstr(err, "warning: environment: ") &&
+                          strstr(err, want) && tu_count_lines(err) == 1,
+                      "%s=%s ats %s: rc %d, stdout '%.80s', stderr '%s'", bad[i].var, bad[i].val, helps[j], rc, out,
+                      err);
+        }
+        /* "--help" after "--" is no request for help */
+        CHECK(run("run --model /nonexistent.gguf -- --help") == 2 && strstr(err, "ats run: environment: "));
         unsetenv(bad[i].var);
     }
     /* good and empty values pass */
