@@ -798,16 +798,30 @@ out:
     return rc;
 }
 
-static int bench_model(const bench_opts *o, json_t *root, const ceilings *cl)
+/* The --model's architecture, loaded before any work, and --prompt + --decode against its context: one
+ * line and -1 when either is bad (exit 2), so a typo is not found after minutes of kernel timing. */
+static int model_check(const bench_opts *o, ats_arch *a)
 {
     char path[1024];
-    ats_arch a;
-    ats_err err;
+    ats_err err = {{0}};
     ats_cli_model_path(o->model, path, sizeof path);
-    if (atsc_model_load(path, &a, &err) != ATS_OK) {
-        fprintf(stderr, "ats bench kernels: %s\n", err.msg);
+    if (atsc_model_load(path, a, &err) != ATS_OK) {
+        ats_cli_error("bench kernels", "--model %s: %s", o->model, err.msg);
         return -1;
     }
+    long long ctx = a->n_ctx_max > 0 ? (long long)a->n_ctx_max : ATS_ARCH_MAX_CTX;
+    if ((long long)o->prompt + o->decode > ctx) {
+        ats_cli_error("bench kernels", "--prompt %d + --decode %d: %d tokens, longer than %s's context (%lld tokens)",
+                      o->prompt, o->decode, o->prompt + o->decode, a->name, ctx);
+        return -1;
+    }
+    return 0;
+}
+
+static int bench_model(const bench_opts *o, const ats_arch *arch, json_t *root, const ceilings *cl)
+{
+    ats_arch a = *arch;
+    ats_err err;
     ex_model *m = NULL;
     int64_t t0 = now_ns();
     if (ex_model_new_dummy(&a, ATS_RECIPE_Q4_K_M, 42, &m, &err) != ATS_OK) {
@@ -895,7 +909,8 @@ static void usage(FILE *f)
                "  whole-model (dummy Q4_K_M weights) prefill/decode tok/s on each backend vs bytes/bandwidth\n"
                "  floors (a CPU prefill chunk is compute-bound: far below its bandwidth floor).\n"
                "  Defaults: --threads 16 (1..1024) --reps 50 --tokens 512 --model qwen3-14b --prompt 256 --decode 16\n"
-               "  --out ./bench-kernels.json\n"
+               "  --out ./bench-kernels.json; --prompt + --decode at most the model's context\n"
+               "  (--out, --model and that are checked before any work)\n"
                "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
                "  with its folder of JSON and text results)\n");
 }
@@ -957,6 +972,8 @@ int ats_bench_kernels(int argc, char **argv)
         ats_cli_error("bench kernels", "--out: %s", oerr.msg);
         return ATS_EXIT_USAGE;
     }
+    ats_arch arch;
+    if (!o.skip_model && model_check(&o, &arch)) return ATS_EXIT_USAGE; /* before the work too */
     json_t *root = json_object();
     json_object_set_new(root, "bench", json_string("kernels"));
     json_object_set_new(root, "version", json_string(ATS_VERSION_STRING));
@@ -973,7 +990,7 @@ int ats_bench_kernels(int argc, char **argv)
     }
 #endif
     if (!o.skip_cpu) rc |= bench_cpu(&o, root, &cl);
-    if (!o.skip_model) rc |= bench_model(&o, root, &cl);
+    if (!o.skip_model) rc |= bench_model(&o, &arch, root, &cl);
     if (atsc_out_write_json(o.out, root, JSON_INDENT(1) | JSON_REAL_PRECISION(6), &oerr) != ATS_OK) {
         ats_cli_error("bench kernels", "cannot write the result file: %s", oerr.msg);
         json_decref(root);

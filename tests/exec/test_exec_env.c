@@ -7,7 +7,8 @@
  * before the command runs; help (`ats help run`, `ats run --help`, `ats bench kernels -h`) still works,
  * with the line as a warning. And `ats bench kernels --threads` with 0, a negative
  * number, a non-number and 99999 (which crashed libgomp before the rule of `ats run`, 1..1024): exit 2
- * with one line naming the flag and the value.
+ * with one line naming the flag and the value; a missing --model and a --prompt + --decode longer than
+ * the model's context: exit 2 before any kernel is timed.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,28 @@ static void test_bench_threads(void)
     CHECK(run("run --model /nonexistent.gguf --threads 99999") == 2 && strstr(err, "--threads"));
 }
 
+/* --model and --prompt / --decode are checked before the kernel timing (which takes minutes): exit 2, one
+ * line naming the flag and the value, no result file, within seconds */
+static void test_bench_upfront(void)
+{
+    unset_all();
+    const struct { const char *flags, *must; } bad[] = {
+        {"--model no-such-model-xyz", "--model no-such-model-xyz"},
+        {"--model /no/such/dir/m.json", "/no/such/dir/m.json"},
+        {"--prompt 100000", "--prompt 100000"},
+        {"--prompt 40000 --decode 961", "40961 tokens"}, /* qwen3-14b: 40960 */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char args[512], res[400];
+        snprintf(res, sizeof res, "%s/bk-upfront.json", tmpdir);
+        snprintf(args, sizeof args, "bench kernels %s --out %s", bad[i].flags, res);
+        int rc = tu_run_ats_split(NULL, args, 10, tmpdir, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && strstr(err, bad[i].must) && tu_count_lines(err) == 1 && out[0] == '\0' &&
+                      access(res, F_OK) != 0,
+                  "ats %s: rc %d, stdout '%.200s', stderr '%s'", args, rc, out, err);
+    }
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -176,6 +199,7 @@ int main(void)
     test_check_function();
     test_cli_env();
     test_bench_threads();
+    test_bench_upfront();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
