@@ -927,8 +927,9 @@ int ats_bench_kernels(int argc, char **argv)
     int c;
     long long v;
     optind = 1;
+    opterr = 0; /* one line of our own per bad option */
     ats_cli_seen seen = {0};
-    while ((c = getopt_long(argc, argv, "t:r:n:o:m:p:d:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":t:r:n:o:m:p:d:h", lo, NULL)) != -1) {
         if (ats_cli_once_opt("bench kernels", &seen, lo, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
         case 't':
@@ -960,7 +961,8 @@ int ats_bench_kernels(int argc, char **argv)
         case 'G': o.skip_gpu = 1; break;
         case 'o': o.out = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default: usage(stderr); return ATS_EXIT_USAGE;
+        case ':': ats_cli_missing_value("bench kernels", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option("bench kernels", argv[optind - 1], optopt, lo); return ATS_EXIT_USAGE;
         }
     }
     if (optind < argc) {
