@@ -75,6 +75,9 @@ int main(int argc, char **argv)
              * --version above, and `ats <cmd> ... --help`, still work with a bad one, to find out what is
              * valid: there it is a warning) */
             char why[512];
+            size_t cursor = 0; /* a misspelt name (ATS_GEMV_V4_TRIGER) is ignored by every reader: say so */
+            while (ex_env_unknown_next(&cursor, why, sizeof why))
+                fprintf(stderr, "ats %s: warning: environment: %s\n", cmd, why);
             if (ex_env_check(why, sizeof why) != ATS_OK) {
                 int help = asks_help(argc - 2, argv + 2);
                 fprintf(stderr, "ats %s: %senvironment: %s\n", cmd, help ? "warning: " : "", why);

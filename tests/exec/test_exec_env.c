@@ -9,7 +9,13 @@
  * number, a non-number and 99999 (which crashed libgomp before the rule of `ats run`, 1..1024): exit 2
  * with one line naming the flag and the value; a missing --model and a --prompt + --decode longer than
  * the model's context: exit 2 before any kernel is timed.
+ * Unknown names: ex_env_unknown_next names each ATS_* variable no reader knows (ATS_GEMV_V4_TRIGER: did
+ * you mean ATS_GEMV_V4_TRIGGER?) and `ats` warns with it (exit 0); every getenv("ATS_...") in the sources,
+ * every $ATS_... of the scripts in traces/ and tools/ and every ATS_...= CTest sets is known
+ * (ex_env_known), so no test run and no script warns.
  */
+#include <ctype.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +105,109 @@ static char out[1 << 16], err[1 << 16];
 static int run(const char *args)
 {
     return tu_run_ats_split(NULL, args, 120, tmpdir, out, sizeof out, err, sizeof err);
+}
+
+/* ---- unknown names -------------------------------------------------------------------------- */
+
+/* the known names found in the sources, and how many reads were scanned */
+static int n_scanned, n_files;
+
+/* Every name matching `prefix`ATS_[A-Z0-9_]+ in text is known to ex_env_known */
+static void scan_text(const char *path, const char *text, const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    for (const char *p = strstr(text, prefix); p; p = strstr(p + 1, prefix)) {
+        const char *name = p + pl;
+        if (strncmp(name, "ATS_", 4) != 0) continue;
+        char buf[96];
+        size_t n = 0;
+        while (n + 1 < sizeof buf && (isupper((unsigned char)name[n]) || isdigit((unsigned char)name[n]) || name[n] == '_'))
+            buf[n] = name[n], n++;
+        buf[n] = '\0';
+        if (n <= 4) continue; /* "ATS_..." in a comment */
+        n_scanned++;
+        CHECK_MSG(ex_env_known(buf), "%s reads %s, which exec/src/env_check.c does not know ('%.40s')", path, buf, p);
+    }
+}
+
+static int scan_file(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb, (void)ftw;
+    if (type != FTW_F) return 0;
+    const char *dot = strrchr(path, '.'), *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    int src = dot && (!strcmp(dot, ".c") || !strcmp(dot, ".h") || !strcmp(dot, ".cu") || !strcmp(dot, ".cuh"));
+    int sh = dot && !strcmp(dot, ".sh") && (strstr(path, "/traces/") || strstr(path, "/tools/"));
+    int cm = !strcmp(base, "CMakeLists.txt") || (dot && !strcmp(dot, ".cmake"));
+    if (!src && !sh && !cm) return 0;
+    char *text = tu_slurp(path, NULL);
+    if (!text) return 0;
+    n_files++;
+    if (src) {
+        scan_text(path, text, "getenv(\"");
+        scan_text(path, text, "resolve(name, \""); /* cli_util.c: the directory variables */
+    }
+    if (sh) scan_text(path, text, "${");
+    if (cm) { /* ENVIRONMENT "ATS_A=...;ATS_B=..." */
+        scan_text(path, text, "ENVIRONMENT \"");
+        scan_text(path, text, ";");
+    }
+    free(text);
+    return 0;
+}
+
+static void test_unknown_names(void)
+{
+    unset_all();
+    char msg[512];
+    /* the test run's own environment (CTest sets ATS_SHARED_DIR, ATS_SOURCE_DIR, ATS_BIN) is clean */
+    size_t cur = 0;
+    while (ex_env_unknown_next(&cur, msg, sizeof msg)) CHECK_MSG(0, "unknown in the test environment: %s", msg);
+    const char *known[] = {"ATS_GEMV_KERNEL", "ATS_TEST_SEED", "ATS_SHARED_DIR", "ATS_SOURCE_DIR", "ATS_BIN",
+                           "ATS_UPDATE_GOLDEN", "ATS_MODELS_DIR", "ATS_HW_DIR", "ATS_TRACES_DIR", "ATS_BENCH_SCHED"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) CHECK_MSG(ex_env_known(known[i]), "%s", known[i]);
+    for (size_t i = 0; i < N_CASES; i++) CHECK_MSG(ex_env_known(CASES[i].name), "%s", CASES[i].name);
+    CHECK(!ex_env_known("ATS_GEMV_V4_TRIGER") && !ex_env_known("ATS_") && !ex_env_known("GEMV_KERNEL"));
+    setenv("ATS_TEST_SEED", "7", 1);
+    setenv("ATS_GEMV_V4_TRIGER", "last", 1);
+    setenv("ATS_ZZZZZZZZZZZZZZZZ", "1", 1);
+    setenv("XATS_GEMV_KERNEL", "v9", 1); /* not ATS_*: not ours */
+    int n = 0, typo = 0, far = 0;
+    for (cur = 0; ex_env_unknown_next(&cur, msg, sizeof msg); n++) {
+        CHECK_MSG(!strchr(msg, '\n'), "two lines: %s", msg);
+        if (strstr(msg, "ATS_GEMV_V4_TRIGER is not a variable") && strstr(msg, "did you mean ATS_GEMV_V4_TRIGGER?"))
+            typo++;
+        else if (strstr(msg, "ATS_ZZZZZZZZZZZZZZZZ is not a variable") && strstr(msg, "the closest known one is ATS_"))
+            far++;
+        else
+            CHECK_MSG(0, "unexpected: %s", msg);
+    }
+    CHECK_MSG(n == 2 && typo == 1 && far == 1, "%d unknown (typo %d, far %d)", n, typo, far);
+    cur = 0;
+    CHECK(ex_env_unknown_next(&cur, NULL, 0) == 1); /* no message buffer: still found */
+    /* `ats`: a warning line each, the command runs */
+    int rc = run("inspect --model qwen3-14b");
+    CHECK_MSG(rc == 0 && out[0] && tu_count_lines(err) == 2 &&
+                  strstr(err, "ats inspect: warning: environment: ATS_GEMV_V4_TRIGER is not a variable ats reads "
+                              "(ignored): did you mean ATS_GEMV_V4_TRIGGER?\n") &&
+                  strstr(err, "ats inspect: warning: environment: ATS_ZZZZZZZZZZZZZZZZ "),
+              "rc %d, stderr '%s'", rc, err);
+    unsetenv("ATS_GEMV_V4_TRIGER");
+    unsetenv("ATS_ZZZZZZZZZZZZZZZZ");
+    unsetenv("XATS_GEMV_KERNEL");
+    rc = run("inspect --model qwen3-14b");
+    CHECK_MSG(rc == 0 && err[0] == '\0', "known names only: rc %d, stderr '%s'", rc, err);
+    unsetenv("ATS_TEST_SEED");
+    /* every name the sources, scripts and CTest read is known */
+    const char *dirs[] = {"exec", "cli", "common", "sim", "sched", "tests", "cmake", "traces", "tools"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        char d[1024];
+        tu_source_path(d, sizeof d, dirs[i]);
+        nftw(d, scan_file, 16, FTW_PHYS);
+    }
+    CHECK_MSG(n_files > 50 && n_scanned >= 30, "scanned %d files, %d reads: is ATS_SOURCE_DIR right?", n_files,
+              n_scanned);
+    fprintf(stderr, "  unknown names: %d reads of ATS_* variables in %d files, all known\n", n_scanned, n_files);
 }
 
 /* `ats` refuses a bad knob before any command; the line names the command, the variable and the value */
@@ -200,6 +309,7 @@ int main(void)
     test_cli_env();
     test_bench_threads();
     test_bench_upfront();
+    test_unknown_names();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
