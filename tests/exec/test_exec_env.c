@@ -12,7 +12,8 @@
  * Unknown names: ex_env_unknown_next names each ATS_* variable no reader knows (ATS_GEMV_V4_TRIGER: did
  * you mean ATS_GEMV_V4_TRIGGER?) and `ats` warns with it (exit 0); every getenv("ATS_...") in the sources,
  * every $ATS_... of the scripts in traces/ and tools/ and every ATS_...= CTest sets is known
- * (ex_env_known), so no test run and no script warns.
+ * (ex_env_known), so no test run and no script warns. A value (or an unknown name) with control
+ * characters or of any length stays one line: escaped (\n, \t, \xNN) and cut after 64 bytes ("...").
  */
 #include <ctype.h>
 #include <ftw.h>
@@ -53,6 +54,14 @@ static const knob_case CASES[] = {
 static void unset_all(void)
 {
     for (size_t i = 0; i < N_CASES; i++) unsetenv(CASES[i].name);
+}
+
+static char tmpdir[] = "/tmp/test_exec_env.XXXXXX";
+static char out[1 << 16], err[1 << 16];
+
+static int run(const char *args)
+{
+    return tu_run_ats_split(NULL, args, 120, tmpdir, out, sizeof out, err, sizeof err);
 }
 
 static void test_check_function(void)
@@ -99,12 +108,49 @@ static void test_check_function(void)
     fprintf(stderr, "  ex_env_check: %zu knobs, %d good values accepted, %d bad refused\n", N_CASES, n_good, n_bad);
 }
 
-static char tmpdir[] = "/tmp/test_exec_env.XXXXXX";
-static char out[1 << 16], err[1 << 16];
-
-static int run(const char *args)
+/* A value with control characters or of any length stays one short line: escaped, cut after 64 bytes */
+static void test_value_escaped(void)
 {
-    return tu_run_ats_split(NULL, args, 120, tmpdir, out, sizeof out, err, sizeof err);
+    char msg[512];
+    unset_all();
+    setenv("ATS_GEMV_KERNEL", "v4\nrm -rf /\t\x1b[31mred\r", 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL);
+    CHECK_MSG(strstr(msg, "ATS_GEMV_KERNEL='v4\\nrm -rf /\\t\\x1b[31mred\\r': not one of v1") && !strchr(msg, '\n') &&
+                  !strchr(msg, '\t') && !strchr(msg, '\x1b') && !strchr(msg, '\r'),
+              "control characters not escaped: '%s'", msg);
+    char big[4096];
+    memset(big, 'A', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    memcpy(big + 100, "\n", 1);
+    unsetenv("ATS_GEMV_KERNEL");
+    setenv("ATS_GEMV_V4_RING_KB", big, 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL);
+    char want[128];
+    snprintf(want, sizeof want, "ATS_GEMV_V4_RING_KB='%.64s...': not an integer 16..220", big);
+    CHECK_MSG(strstr(msg, want) && strlen(msg) < 200 && !strchr(msg, '\n'), "long value not cut: '%.300s'", msg);
+    unsetenv("ATS_GEMV_V4_RING_KB");
+    /* a cut never splits a UTF-8 character: 63 ASCII bytes then 'é' (2 bytes) keeps 63 */
+    char utf[80];
+    memset(utf, 'b', 63);
+    strcpy(utf + 63, "\xc3\xa9\xc3\xa9");
+    setenv("ATS_GEMV_KERNEL", utf, 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL);
+    snprintf(want, sizeof want, "='%.63s...'", utf);
+    CHECK_MSG(strstr(msg, want), "UTF-8 cut: '%s'", msg);
+    unsetenv("ATS_GEMV_KERNEL");
+    /* `ats`: one line */
+    setenv("ATS_ATTN_SHAPE", "4,1\n\nsecond line", 1);
+    int rc = run("inspect --model qwen3-14b");
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "ATS_ATTN_SHAPE='4,1\\n\\nsecond line'"),
+              "rc %d, stderr '%s'", rc, err);
+    unsetenv("ATS_ATTN_SHAPE");
+    /* an unknown name with a newline in it (env(1) can make one; the shell that tu_run_ats starts drops
+     * it, so the function): escaped too */
+    setenv("ATS_X\nY", "1", 1);
+    size_t cur = 0;
+    CHECK(ex_env_unknown_next(&cur, msg, sizeof msg) == 1);
+    CHECK_MSG(strstr(msg, "ATS_X\\nY is not a variable") && !strchr(msg, '\n'), "'%s'", msg);
+    unsetenv("ATS_X\nY");
 }
 
 /* ---- unknown names -------------------------------------------------------------------------- */
@@ -306,6 +352,7 @@ int main(void)
         return 1;
     }
     test_check_function();
+    test_value_escaped();
     test_cli_env();
     test_bench_threads();
     test_bench_upfront();

@@ -198,7 +198,8 @@ unsigned ex_cpu_features(void);
  *  its reader accepts; the readers ignore a value they do not know, this refuses it. Returns ATS_OK,
  *  or ATS_EINVAL for the first bad one with one line in msg (len bytes, caller-owned, may be NULL)
  *  naming the variable, its value and what is valid, e.g. "ATS_GEMV_KERNEL='v5': not one of v1, v2,
- *  v3, v4 (unset it for the default)". `ats` calls it before any command and exits 2 on a failure.
+ *  v3, v4 (unset it for the default)"; the value with control characters escaped (\n, \t, \xNN) and cut
+ *  after 64 bytes ("..."), so the message is one line. `ats` calls it before any command and exits 2 on a failure.
  *  Reads the environment only; thread-safe as long as no thread changes the environment. */
 enum ats_status ex_env_check(char *msg, size_t len);
 /** 1 when name is an ATS_* variable that something in ATS reads: a knob ex_env_check checks, or one it
