@@ -248,8 +248,8 @@ static int cpu_read_bw(int threads, int reps, dram_probe *out)
 /* CPU prefill GEMM: ex_cpu_matmul over --tokens activation rows at the ffn_up shape, per CPU type. A chunk
  * reuses each weight row for all its tokens, so this is compute-bound (no DRAM ceiling applies); GMAC/s
  * = rows·cols·tokens / median time, and the matrix's own tok/s. 3 timed calls after one warm-up. Returns
- * the JSON rows (an empty array where a type could not be built: said on stderr). */
-static json_t *bench_cpu_prefill(const bench_opts *o)
+ * the JSON rows; *bad = 1 where a type could not be built or run or memory ran out (said on stderr). */
+static json_t *bench_cpu_prefill(const bench_opts *o, int *bad)
 {
     json_t *arr = json_array();
     const shape *sh = &SHAPES[0];
@@ -268,7 +268,9 @@ static json_t *bench_cpu_prefill(const bench_opts *o)
         uint64_t bytes = 0;
         void *w = make_weights(t, sh->rows, sh->cols, 4321 + ti, &bytes);
         if (!w) {
-            fprintf(stderr, "ats bench kernels: cannot build %s weights for the CPU prefill GEMM\n", ats_qtype_name(t));
+            fprintf(stderr, "ats bench kernels: cannot build %s weights for the CPU prefill GEMM: out of memory\n",
+                    ats_qtype_name(t));
+            *bad = 1;
             continue;
         }
         ex_tensor wt = {t, {sh->cols, sh->rows, 1}, bytes / (uint64_t)sh->rows, w};
@@ -283,6 +285,7 @@ static json_t *bench_cpu_prefill(const bench_opts *o)
         if (mst != ATS_OK) {
             fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s, %lld tokens): %s\n", ats_qtype_name(t), (long long)n,
                     ats_status_str(mst));
+            *bad = 1;
             continue;
         }
         double med = median(tm, CPU_PREFILL_REPS), gmac = (double)sh->rows * (double)sh->cols * (double)n / med * 1e-9;
@@ -296,10 +299,93 @@ static json_t *bench_cpu_prefill(const bench_opts *o)
         json_object_set_new(e, "kernels", json_string(path));
         json_array_append_new(arr, e);
     }
-    if (!x || !y) fprintf(stderr, "ats bench kernels: out of memory for the CPU prefill GEMM\n");
+    if (!x || !y) {
+        fprintf(stderr, "ats bench kernels: out of memory for the CPU prefill GEMM's activations\n");
+        *bad = 1;
+    }
     free(x);
     free(y);
     return arr;
+}
+
+/* One CPU GEMV row: `reps` timed calls of ex_cpu_matmul (after 3 warm-ups) over copies of the weights
+ * cycled so that the set (>= 1 GiB, at most 64 copies) exceeds the last-level cache; bw is the DRAM
+ * probe's rate [B/s] (NAN when the probe failed: no fraction then). Appends the row to arr and prints it;
+ * -1 with one line on stderr when weights, copies' table or buffers cannot be allocated or the matmul
+ * fails. */
+static int cpu_gemv_row(ats_qtype t, const shape *sh, uint64_t seed, int reps, double bw, json_t *arr)
+{
+    uint64_t bytes = 0;
+    int rc = -1, nc = 0;
+    void **w = NULL;
+    float *x = NULL, *y = NULL;
+    double *tm = NULL;
+    void *w0 = make_weights(t, sh->rows, sh->cols, seed, &bytes);
+    if (!w0) {
+        fprintf(stderr, "ats bench kernels: cannot build %s weights (%s): out of memory\n", ats_qtype_name(t), sh->name);
+        return -1;
+    }
+    nc = (int)(((uint64_t)1 << 30) / bytes) + 1;
+    if (nc > 64) nc = 64;
+    w = calloc((size_t)nc, sizeof *w);
+    x = malloc((size_t)sh->cols * 4);
+    y = malloc((size_t)sh->rows * 4);
+    tm = malloc((size_t)reps * sizeof *tm);
+    if (!w || !x || !y || !tm) {
+        fprintf(stderr, "ats bench kernels: out of memory for the %s %s GEMV's buffers\n", ats_qtype_name(t), sh->name);
+        free(w0);
+        nc = 0;
+        goto out;
+    }
+    w[0] = w0;
+    for (int c = 1; c < nc; c++) { /* fewer copies where memory is short: still timed, maybe cached */
+        w[c] = malloc(bytes);
+        if (w[c]) memcpy(w[c], w0, bytes);
+        else { nc = c; break; }
+    }
+    uint64_t s = 99;
+    for (int64_t j = 0; j < sh->cols; j++) x[j] = (float)((double)(splitmix(&s) >> 11) * 0x1.0p-52 - 1.0);
+    uint64_t rb = bytes / (uint64_t)sh->rows;
+    for (int r = -3; r < reps; r++) {
+        ex_tensor wt = {t, {sh->cols, sh->rows, 1}, rb, w[(r + 3) % nc]};
+        int64_t t0 = now_ns();
+        enum ats_status mst = ex_cpu_matmul(&wt, x, 1, y);
+        if (r >= 0) tm[r] = (double)(now_ns() - t0) * 1e-9;
+        if (mst != ATS_OK) {
+            fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s, %s): %s\n", ats_qtype_name(t), sh->name,
+                    ats_status_str(mst));
+            goto out;
+        }
+    }
+    double med = median(tm, reps), gbs = (double)bytes / med;
+    /* faster than the probe: the probe under-reads this machine (or the copies were cached) */
+    const int probed = bw > 0, over = probed && gbs > bw;
+    char frac[16] = "       -";
+    if (probed) snprintf(frac, sizeof frac, "%7.1f%%", 100.0 * gbs / bw);
+    printf("%-6s %-22s %10.1f %10.1f %9.1f %s%s\n", ats_qtype_name(t), sh->name, bytes / 1e6, med * 1e6, gbs * 1e-9,
+           frac, over ? "  over the probe: it under-reads" : "");
+    json_t *e = json_object();
+    json_object_set_new(e, "type", json_string(ats_qtype_name(t)));
+    json_object_set_new(e, "shape", json_string(sh->name));
+    json_object_set_new(e, "rows", json_integer(sh->rows));
+    json_object_set_new(e, "cols", json_integer(sh->cols));
+    json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(e, "reps", json_integer(reps));
+    json_object_set_new(e, "median_s", json_real(med));
+    json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
+    if (probed) { /* without the probe: no ceiling to be a fraction of (cpu.dram_read_error says why) */
+        json_object_set_new(e, "fraction_of_dram_read", json_real(gbs / bw));
+        json_object_set_new(e, "over_dram_probe", json_boolean(over));
+    }
+    json_array_append_new(arr, e);
+    rc = 0;
+out:
+    for (int c = 0; c < nc; c++) free(w[c]);
+    free(w);
+    free(x);
+    free(y);
+    free(tm);
+    return rc;
 }
 
 static int bench_cpu(const bench_opts *o, json_t *root, ceilings *cl)
@@ -308,90 +394,46 @@ static int bench_cpu(const bench_opts *o, json_t *root, ceilings *cl)
     omp_set_num_threads(o->threads);
     const int reps = o->reps; /* as asked and as params.reps says (it was raised to 5 here, unsaid) */
     dram_probe dp;
-    double bw = cpu_read_bw(o->threads, 7, &dp) == 0 ? dp.best_Bps : NAN;
-    cl->cpu_read_Bps = bw;
-    printf("\nCPU (%d threads): measured DRAM read bandwidth %.1f GB/s (the fastest of %d reps of a 2 GiB read;\n"
-           "median %.1f, slowest %.1f; best with a static split %.1f, with 1 MiB dynamic chunks %.1f)\n",
-           o->threads, bw * 1e-9, 2 * dp.reps, dp.median_Bps * 1e-9, dp.slowest_Bps * 1e-9, dp.best_static_Bps * 1e-9,
-           dp.best_dynamic_Bps * 1e-9);
-    printf("%-6s %-22s %10s %10s %9s %8s  %s\n", "type", "shape", "MB", "median_us", "GB/s", "of_DRAM", "note");
     json_object_set_new(cpu, "threads", json_integer(o->threads));
-    /* the ceiling (files written before this field's siblings: the median of 7 static reps, 2 x 64-byte loop) */
-    json_object_set_new(cpu, "dram_read_GBps", json_real(bw * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_median", json_real(dp.median_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_slowest", json_real(dp.slowest_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_best_static", json_real(dp.best_static_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_best_dynamic", json_real(dp.best_dynamic_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_reps", json_integer(2 * dp.reps));
-    json_object_set_new(cpu, "dram_read_ceiling",
-                        json_string("fastest rep (STREAM convention) of a 2 GiB read, static and 1 MiB dynamic splits "
-                                    "alternating, 8 x 16-byte XOR accumulators"));
-    for (size_t ti = 0; ti < sizeof CPU_TYPES / sizeof CPU_TYPES[0]; ti++) {
-        for (int si = 0; si < 2; si++) { /* the two FFN shapes carry 2/3 of the weights */
-            const shape *sh = &SHAPES[si];
-            ats_qtype t = CPU_TYPES[ti];
-            uint64_t bytes = 0;
-            void *w0 = make_weights(t, sh->rows, sh->cols, 1234 + ti, &bytes);
-            if (!w0) {
-                fprintf(stderr, "ats bench kernels: cannot build %s weights\n", ats_qtype_name(t));
-                json_decref(cpu);
-                json_decref(arr);
-                return -1;
-            }
-            /* copies so that the cycled set (≥ 1 GiB) exceeds the last-level cache */
-            int nc = (int)(((uint64_t)1 << 30) / bytes) + 1;
-            if (nc > 64) nc = 64;
-            void **w = calloc((size_t)nc, sizeof *w);
-            w[0] = w0;
-            for (int c = 1; c < nc; c++) {
-                w[c] = malloc(bytes);
-                if (w[c]) memcpy(w[c], w0, bytes);
-                else { nc = c; break; }
-            }
-            float *x = malloc((size_t)sh->cols * 4), *y = malloc((size_t)sh->rows * 4);
-            uint64_t s = 99;
-            for (int64_t j = 0; j < sh->cols; j++) x[j] = (float)((double)(splitmix(&s) >> 11) * 0x1.0p-52 - 1.0);
-            double *tm = malloc((size_t)reps * sizeof *tm);
-            uint64_t rb = bytes / (uint64_t)sh->rows;
-            for (int r = -3; r < reps; r++) {
-                ex_tensor wt = {t, {sh->cols, sh->rows, 1}, rb, w[(r + 3) % nc]};
-                int64_t t0 = now_ns();
-                enum ats_status mst = ex_cpu_matmul(&wt, x, 1, y);
-                if (r >= 0) tm[r] = (double)(now_ns() - t0) * 1e-9;
-                if (mst != ATS_OK) {
-                    fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s): %s\n", ats_qtype_name(t), ats_status_str(mst));
-                    tm[r < 0 ? 0 : r] = NAN;
-                    break;
-                }
-            }
-            double med = median(tm, reps), gbs = (double)bytes / med;
-            /* faster than the probe: the probe under-reads this machine (or the copies were cached) */
-            const int over = gbs > bw;
-            printf("%-6s %-22s %10.1f %10.1f %9.1f %7.1f%%%s\n", ats_qtype_name(t), sh->name, bytes / 1e6, med * 1e6,
-                   gbs * 1e-9, 100.0 * gbs / bw, over ? "  over the probe: it under-reads" : "");
-            json_t *e = json_object();
-            json_object_set_new(e, "type", json_string(ats_qtype_name(t)));
-            json_object_set_new(e, "shape", json_string(sh->name));
-            json_object_set_new(e, "rows", json_integer(sh->rows));
-            json_object_set_new(e, "cols", json_integer(sh->cols));
-            json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
-            json_object_set_new(e, "reps", json_integer(reps));
-            json_object_set_new(e, "median_s", json_real(med));
-            json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
-            json_object_set_new(e, "fraction_of_dram_read", json_real(gbs / bw));
-            json_object_set_new(e, "over_dram_probe", json_boolean(over));
-            json_array_append_new(arr, e);
-            for (int c = 0; c < nc; c++) free(w[c]);
-            free(w);
-            free(x);
-            free(y);
-            free(tm);
-        }
+    double bw = NAN;
+    if (cpu_read_bw(o->threads, 7, &dp) == 0) {
+        bw = dp.best_Bps;
+        printf("\nCPU (%d threads): measured DRAM read bandwidth %.1f GB/s (the fastest of %d reps of a 2 GiB read;\n"
+               "median %.1f, slowest %.1f; best with a static split %.1f, with 1 MiB dynamic chunks %.1f)\n",
+               o->threads, bw * 1e-9, 2 * dp.reps, dp.median_Bps * 1e-9, dp.slowest_Bps * 1e-9,
+               dp.best_static_Bps * 1e-9, dp.best_dynamic_Bps * 1e-9);
+        /* the ceiling (files written before this field's siblings: the median of 7 static reps, 2 x 64-byte loop) */
+        json_object_set_new(cpu, "dram_read_GBps", json_real(bw * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_median", json_real(dp.median_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_slowest", json_real(dp.slowest_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_best_static", json_real(dp.best_static_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_best_dynamic", json_real(dp.best_dynamic_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_reps", json_integer(2 * dp.reps));
+        json_object_set_new(cpu, "dram_read_ceiling",
+                            json_string("fastest rep (STREAM convention) of a 2 GiB read, static and 1 MiB dynamic "
+                                        "splits alternating, 8 x 16-byte XOR accumulators"));
+    } else {
+        /* no ceiling: the rows below have no of_DRAM fraction and the whole model no CPU floor (the JSON
+         * says why instead of NaN figures, which JSON cannot hold) */
+        const char *why = "probe failed: cannot allocate its 2 GiB buffer (out of memory)";
+        printf("\nCPU (%d threads): DRAM read bandwidth %s; GEMV rows without of_DRAM\n", o->threads, why);
+        fprintf(stderr, "ats bench kernels: DRAM read bandwidth %s\n", why);
+        json_object_set_new(cpu, "dram_read_error", json_string(why));
     }
+    cl->cpu_read_Bps = bw;
+    printf("%-6s %-22s %10s %10s %9s %8s  %s\n", "type", "shape", "MB", "median_us", "GB/s", "of_DRAM", "note");
+    int rc = 0;
+    for (size_t ti = 0; ti < sizeof CPU_TYPES / sizeof CPU_TYPES[0] && rc == 0; ti++)
+        for (int si = 0; si < 2 && rc == 0; si++) /* the two FFN shapes carry 2/3 of the weights */
+            rc = cpu_gemv_row(CPU_TYPES[ti], &SHAPES[si], 1234 + ti, reps, bw, arr);
     json_object_set_new(cpu, "gemv", arr);
-    json_object_set_new(cpu, "prefill_gemm", bench_cpu_prefill(o));
+    if (rc == 0) {
+        int bad = 0;
+        json_object_set_new(cpu, "prefill_gemm", bench_cpu_prefill(o, &bad));
+        rc = bad ? -1 : 0;
+    }
     json_object_set_new(root, "cpu", cpu);
-    return 0;
+    return rc;
 }
 
 /* ---- GPU ---------------------------------------------------------------------------------------- */
@@ -432,6 +474,10 @@ static double gpu_time_batch(ex_stream s, int reps, int batch, gpu_fn fn, void *
 {
     ex_event *ev = calloc((size_t)(2 * reps), sizeof *ev);
     double *t = malloc((size_t)reps * sizeof *t), med = NAN;
+    if (!ev || !t) {
+        fprintf(stderr, "ats bench kernels: out of memory for %d CUDA events\n", 2 * reps);
+        goto out;
+    }
     for (int i = 0; i < 2 * reps; i++)
         if (ex_gpu_event_new(&ev[i])) goto out;
     for (int r = 0; r < 3; r++)
@@ -450,7 +496,7 @@ static double gpu_time_batch(ex_stream s, int reps, int batch, gpu_fn fn, void *
     }
     med = median(t, reps);
 out:
-    for (int i = 0; i < 2 * reps; i++) ex_gpu_event_free(ev[i]);
+    for (int i = 0; ev && i < 2 * reps; i++) ex_gpu_event_free(ev[i]);
     free(ev);
     free(t);
     return med;
@@ -649,8 +695,9 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             gemv_arg a = {g, s, (int)t, w, nc, sh->rows, sh->cols, 1, NULL, NULL, NULL};
             float *hx = malloc((size_t)sh->cols * 4);
             uint64_t sd = 5;
-            for (int64_t j = 0; j < sh->cols; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
-            int ok = upload_copies(g, s, h, bytes, w, nc) == 0 && ex_gpu_malloc(g, (size_t)sh->cols * 4, (void **)&a.x) == 0 &&
+            for (int64_t j = 0; hx && j < sh->cols; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
+            if (!hx) fprintf(stderr, "ats bench kernels: out of memory for a GEMV's activations\n");
+            int ok = hx && upload_copies(g, s, h, bytes, w, nc) == 0 && ex_gpu_malloc(g, (size_t)sh->cols * 4, (void **)&a.x) == 0 &&
                      ex_gpu_malloc(g, (size_t)sh->rows * 4, (void **)&a.y) == 0 &&
                      ex_gpu_memcpy_h2d(a.x, hx, (size_t)sh->cols * 4, s) == 0;
             double med = ok ? gpu_time_batch(s, o->reps, 10, run_gemv, &a) : NAN;
@@ -706,6 +753,10 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
         goto done;
     {
         float *hx = malloc(xb);
+        if (!hx) {
+            fprintf(stderr, "ats bench kernels: out of memory for the prefill GEMM's %zu-byte activations\n", xb);
+            goto done;
+        }
         uint64_t sd = 11;
         for (size_t j = 0; j < xb / 4; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
         ex_gpu_memcpy_h2d(X, hx, xb, s);
@@ -780,6 +831,13 @@ static int run_model_once(ex_model *m, const ex_backend *be, int prompt, int dec
     }
     int32_t *toks = malloc((size_t)prompt * sizeof *toks);
     float *logits = malloc((size_t)m->arch.n_vocab * sizeof *logits);
+    if (!toks || !logits) {
+        fprintf(stderr, "ats bench kernels: out of memory for %d prompt tokens and the logits\n", prompt);
+        ex_session_free(s);
+        free(toks);
+        free(logits);
+        return -1;
+    }
     uint64_t sd = 3;
     for (int i = 0; i < prompt; i++) toks[i] = (int32_t)(splitmix(&sd) % (uint64_t)m->arch.n_vocab);
     int rc = -1;
@@ -854,7 +912,10 @@ static int bench_model(const bench_opts *o, const ats_arch *arch, json_t *root, 
     for (int b = 0; b < 2; b++) {
         const ex_backend *be = NULL;
         double bw = b == 0 ? cl->gpu_read_Bps : cl->cpu_read_Bps;
-        if (!(bw > 0)) continue; /* that side was skipped */
+        if (!(bw > 0)) { /* that side was skipped, or its bandwidth probe failed (said there) */
+            if (b == 1 && !o->skip_cpu) printf("cpu      skipped: no DRAM read bandwidth (its probe failed), no floor\n");
+            continue;
+        }
 #ifdef ATS_HAVE_CUDA
         ex_gpu *g = NULL;
         ex_backend *gb = NULL;
