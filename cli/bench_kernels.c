@@ -966,6 +966,16 @@ static int bench_model(const bench_opts *o, const ats_arch *arch, json_t *root, 
     return rc;
 }
 
+/* Why the GPU part cannot run in this process (NULL: it can) */
+static const char *gpu_missing(void)
+{
+#ifdef ATS_HAVE_CUDA
+    return ex_gpu_device_count() > 0 ? NULL : "there is no CUDA device (or no driver)";
+#else
+    return "ats was built without the CUDA backend";
+#endif
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ats bench kernels [--threads N] [--reps N] [--tokens N] [--skip-cpu] [--skip-gpu]\n"
@@ -978,7 +988,8 @@ static void usage(FILE *f)
                "  --reps N: timed calls of each GEMV, CPU and GPU, the median reported (GPU prefill GEMM: N/2 + 3;\n"
                "  CPU prefill GEMM: 3); params in the JSON file say the counts used\n"
                "  --out ./bench-kernels.json; --prompt + --decode at most the model's context\n"
-               "  (--out, --model and that are checked before any work)\n"
+               "  (--out, --model and that are checked before any work; --skip-cpu where the GPU part cannot run\n"
+               "  is refused: nothing to run)\n"
                "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
                "  with its folder of JSON and text results)\n");
 }
@@ -1040,6 +1051,17 @@ int ats_bench_kernels(int argc, char **argv)
     ats_err oerr = {{0}};
     if (atsc_out_check(o.out, &oerr) != ATS_OK) { /* before the work */
         ats_cli_error("bench kernels", "--out: %s", oerr.msg);
+        return ATS_EXIT_USAGE;
+    }
+    /* the whole-model part runs on the backends measured above it: with neither, nothing would run (it
+     * built the dummy model's weights, ~25 s, for no row) */
+    const char *no_gpu = o.skip_gpu ? NULL : gpu_missing();
+    if (o.skip_cpu && (o.skip_gpu || no_gpu)) {
+        if (o.skip_gpu)
+            ats_cli_error("bench kernels", "nothing to run: --skip-cpu and --skip-gpu (the whole model runs only on "
+                                           "the backends measured)");
+        else
+            ats_cli_error("bench kernels", "nothing to run: --skip-cpu, and the GPU part cannot run: %s", no_gpu);
         return ATS_EXIT_USAGE;
     }
     ats_arch arch;

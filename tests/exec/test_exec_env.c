@@ -8,7 +8,8 @@
  * with the line as a warning. And `ats bench kernels --threads` with 0, a negative
  * number, a non-number and 99999 (which crashed libgomp before the rule of `ats run`, 1..1024): exit 2
  * with one line naming the flag and the value; a missing --model and a --prompt + --decode longer than
- * the model's context: exit 2 before any kernel is timed.
+ * the model's context: exit 2 before any kernel is timed; --skip-cpu where no GPU part can run: nothing
+ * to run, exit 2 at once.
  * Unknown names: ex_env_unknown_next names each ATS_* variable no reader knows (ATS_GEMV_V4_TRIGER: did
  * you mean ATS_GEMV_V4_TRIGGER?) and `ats` warns with it (exit 0); every getenv("ATS_...") in the sources,
  * every $ATS_... of the scripts in traces/ and tools/ and every ATS_...= CTest sets is known
@@ -23,6 +24,9 @@
 #include <unistd.h>
 
 #include "ex/ops.h"
+#ifdef ATS_HAVE_CUDA
+#include "ex/gpu.h"
+#endif
 #include "testutil.h"
 
 /* Every knob the check knows, with values that must pass and values that must not. */
@@ -345,6 +349,32 @@ static void test_bench_upfront(void)
     }
 }
 
+/* --skip-cpu where the GPU part cannot run (this build has no CUDA backend, or no device), or with
+ * --skip-gpu: nothing to run, exit 2 at once with one line (it built the dummy model for ~25 s, then
+ * measured nothing, exit 0) */
+static void test_bench_nothing_to_run(void)
+{
+    unset_all();
+    int gpu = 0;
+#ifdef ATS_HAVE_CUDA
+    gpu = ex_gpu_device_count() > 0;
+#endif
+    const char *cases[] = {"--skip-cpu --skip-gpu", "--skip-cpu --skip-gpu --skip-model", "--skip-cpu",
+                           "--skip-cpu --skip-model"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int no_gpu_case = !strstr(cases[i], "--skip-gpu");
+        if (no_gpu_case && gpu) continue; /* the GPU part runs there */
+        char args[512], res[400];
+        snprintf(res, sizeof res, "%s/bk-nothing.json", tmpdir);
+        snprintf(args, sizeof args, "bench kernels %s --out %s", cases[i], res);
+        int rc = tu_run_ats_split(NULL, args, 10, tmpdir, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && strstr(err, "ats bench kernels: nothing to run: --skip-cpu") &&
+                      strstr(err, no_gpu_case ? "the GPU part cannot run: " : "--skip-gpu") && tu_count_lines(err) == 1 &&
+                      out[0] == '\0' && access(res, F_OK) != 0,
+                  "ats %s: rc %d, stdout '%.200s', stderr '%s'", args, rc, out, err);
+    }
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -356,6 +386,7 @@ int main(void)
     test_cli_env();
     test_bench_threads();
     test_bench_upfront();
+    test_bench_nothing_to_run();
     test_unknown_names();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
