@@ -35,10 +35,11 @@ static void usage(FILE *f)
     fprintf(f, "\n  help       this message\n  --version  print the version and the commit\n");
 }
 
-/* 1 when the arguments after the command name hold --help or -h (before a "--"): the command prints its
- * usage and does nothing else */
+/* 1 when the arguments after the command name hold --help or -h (before a "--"), or start with "help"
+ * (`ats bench help`, `ats trace help`): the command prints its usage and does nothing else */
 static int asks_help(int n, char **args)
 {
+    if (n > 0 && strcmp(args[0], "help") == 0) return 1;
     for (int i = 0; i < n && strcmp(args[i], "--") != 0; i++)
         if (strcmp(args[i], "--help") == 0 || strcmp(args[i], "-h") == 0) return 1;
     return 0;

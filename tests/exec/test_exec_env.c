@@ -289,7 +289,8 @@ static void test_cli_env(void)
         CHECK(run("--version") == 0 && strstr(out, "ats "));
         CHECK(run("help run") == 0 && strstr(out, "usage: ats run"));
         /* and `ats <cmd> --help` (-h, after other flags, a subcommand's): the usage, a warning line, exit 0 */
-        const char *helps[] = {"run --help", "run -n 3 -h", "bench kernels --help", "inspect --model x --help"};
+        const char *helps[] = {"run --help", "run -n 3 -h", "bench kernels --help", "inspect --model x --help",
+                               "bench help"};
         for (size_t j = 0; j < sizeof helps / sizeof helps[0]; j++) {
             rc = run(helps[j]);
             CHECK_MSG(rc == 0 && strstr(out, "usage: ats ") && strstr(err, "warning: environment: ") &&
