@@ -66,6 +66,7 @@ static const shape GPU_FUSED_SHAPES[] = {
 static const ats_qtype CPU_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K,
                                       ATS_Q_MXFP4, ATS_Q_F16, ATS_Q_BF16, ATS_Q_F32};
 static const ats_qtype CPU_PREFILL_TYPES[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K};
+#define CPU_PREFILL_REPS 3 /* timed calls of each CPU prefill GEMM (a call is long) */
 
 typedef struct bench_opts {
     int threads, reps, n_tok, skip_cpu, skip_gpu, skip_model, prompt, decode;
@@ -155,7 +156,10 @@ static void machine_json(json_t *root, const bench_opts *o)
     json_object_set_new(root, "machine", m);
     json_t *p = json_object();
     json_object_set_new(p, "threads", json_integer(o->threads));
+    /* the timed calls each figure is the median of, as used (--reps: every GEMV, CPU and GPU) */
     json_object_set_new(p, "reps", json_integer(o->reps));
+    json_object_set_new(p, "gpu_prefill_gemm_reps", json_integer(o->reps / 2 + 3));
+    json_object_set_new(p, "cpu_prefill_gemm_reps", json_integer(CPU_PREFILL_REPS));
     json_object_set_new(p, "prefill_tokens", json_integer(o->n_tok));
     json_object_set_new(p, "model_shapes", json_string("Qwen3-14B (hidden 5120, ffn 17408, 40/8 heads x 128)"));
     json_object_set_new(root, "params", p);
@@ -244,8 +248,8 @@ static int cpu_read_bw(int threads, int reps, dram_probe *out)
 /* CPU prefill GEMM: ex_cpu_matmul over --tokens activation rows at the ffn_up shape, per CPU type. A chunk
  * reuses each weight row for all its tokens, so this is compute-bound (no DRAM ceiling applies); GMAC/s
  * = rows·cols·tokens / median time, and the matrix's own tok/s. 3 timed calls after one warm-up. Returns
- * the JSON rows (an empty array where a type could not be built: said on stderr). */
-static json_t *bench_cpu_prefill(const bench_opts *o)
+ * the JSON rows; *bad = 1 where a type could not be built or run or memory ran out (said on stderr). */
+static json_t *bench_cpu_prefill(const bench_opts *o, int *bad)
 {
     json_t *arr = json_array();
     const shape *sh = &SHAPES[0];
@@ -264,13 +268,15 @@ static json_t *bench_cpu_prefill(const bench_opts *o)
         uint64_t bytes = 0;
         void *w = make_weights(t, sh->rows, sh->cols, 4321 + ti, &bytes);
         if (!w) {
-            fprintf(stderr, "ats bench kernels: cannot build %s weights for the CPU prefill GEMM\n", ats_qtype_name(t));
+            fprintf(stderr, "ats bench kernels: cannot build %s weights for the CPU prefill GEMM: out of memory\n",
+                    ats_qtype_name(t));
+            *bad = 1;
             continue;
         }
         ex_tensor wt = {t, {sh->cols, sh->rows, 1}, bytes / (uint64_t)sh->rows, w};
-        double tm[3] = {NAN, NAN, NAN};
+        double tm[CPU_PREFILL_REPS] = {0};
         enum ats_status mst = ATS_OK;
-        for (int r = -1; r < 3 && mst == ATS_OK; r++) {
+        for (int r = -1; r < CPU_PREFILL_REPS && mst == ATS_OK; r++) {
             int64_t t0 = now_ns();
             mst = ex_cpu_matmul(&wt, x, n, y);
             if (r >= 0) tm[r] = (double)(now_ns() - t0) * 1e-9;
@@ -279,9 +285,10 @@ static json_t *bench_cpu_prefill(const bench_opts *o)
         if (mst != ATS_OK) {
             fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s, %lld tokens): %s\n", ats_qtype_name(t), (long long)n,
                     ats_status_str(mst));
+            *bad = 1;
             continue;
         }
-        double med = median(tm, 3), gmac = (double)sh->rows * (double)sh->cols * (double)n / med * 1e-9;
+        double med = median(tm, CPU_PREFILL_REPS), gmac = (double)sh->rows * (double)sh->cols * (double)n / med * 1e-9;
         printf("%-6s %10.2f %10.1f %10.1f\n", ats_qtype_name(t), med * 1e3, gmac, (double)n / med);
         json_t *e = json_object();
         json_object_set_new(e, "type", json_string(ats_qtype_name(t)));
@@ -292,101 +299,141 @@ static json_t *bench_cpu_prefill(const bench_opts *o)
         json_object_set_new(e, "kernels", json_string(path));
         json_array_append_new(arr, e);
     }
-    if (!x || !y) fprintf(stderr, "ats bench kernels: out of memory for the CPU prefill GEMM\n");
+    if (!x || !y) {
+        fprintf(stderr, "ats bench kernels: out of memory for the CPU prefill GEMM's activations\n");
+        *bad = 1;
+    }
     free(x);
     free(y);
     return arr;
+}
+
+/* One CPU GEMV row: `reps` timed calls of ex_cpu_matmul (after 3 warm-ups) over copies of the weights
+ * cycled so that the set (>= 1 GiB, at most 64 copies) exceeds the last-level cache; bw is the DRAM
+ * probe's rate [B/s] (NAN when the probe failed: no fraction then). Appends the row to arr and prints it;
+ * -1 with one line on stderr when weights, copies' table or buffers cannot be allocated or the matmul
+ * fails. */
+static int cpu_gemv_row(ats_qtype t, const shape *sh, uint64_t seed, int reps, double bw, json_t *arr)
+{
+    uint64_t bytes = 0;
+    int rc = -1, nc = 0;
+    void **w = NULL;
+    float *x = NULL, *y = NULL;
+    double *tm = NULL;
+    void *w0 = make_weights(t, sh->rows, sh->cols, seed, &bytes);
+    if (!w0) {
+        fprintf(stderr, "ats bench kernels: cannot build %s weights (%s): out of memory\n", ats_qtype_name(t), sh->name);
+        return -1;
+    }
+    nc = (int)(((uint64_t)1 << 30) / bytes) + 1;
+    if (nc > 64) nc = 64;
+    w = calloc((size_t)nc, sizeof *w);
+    x = malloc((size_t)sh->cols * 4);
+    y = malloc((size_t)sh->rows * 4);
+    tm = malloc((size_t)reps * sizeof *tm);
+    if (!w || !x || !y || !tm) {
+        fprintf(stderr, "ats bench kernels: out of memory for the %s %s GEMV's buffers\n", ats_qtype_name(t), sh->name);
+        free(w0);
+        nc = 0;
+        goto out;
+    }
+    w[0] = w0;
+    for (int c = 1; c < nc; c++) { /* fewer copies where memory is short: still timed, maybe cached */
+        w[c] = malloc(bytes);
+        if (w[c]) memcpy(w[c], w0, bytes);
+        else { nc = c; break; }
+    }
+    uint64_t s = 99;
+    for (int64_t j = 0; j < sh->cols; j++) x[j] = (float)((double)(splitmix(&s) >> 11) * 0x1.0p-52 - 1.0);
+    uint64_t rb = bytes / (uint64_t)sh->rows;
+    for (int r = -3; r < reps; r++) {
+        ex_tensor wt = {t, {sh->cols, sh->rows, 1}, rb, w[(r + 3) % nc]};
+        int64_t t0 = now_ns();
+        enum ats_status mst = ex_cpu_matmul(&wt, x, 1, y);
+        if (r >= 0) tm[r] = (double)(now_ns() - t0) * 1e-9;
+        if (mst != ATS_OK) {
+            fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s, %s): %s\n", ats_qtype_name(t), sh->name,
+                    ats_status_str(mst));
+            goto out;
+        }
+    }
+    double med = median(tm, reps), gbs = (double)bytes / med;
+    /* faster than the probe: the probe under-reads this machine (or the copies were cached) */
+    const int probed = bw > 0, over = probed && gbs > bw;
+    char frac[16] = "       -";
+    if (probed) snprintf(frac, sizeof frac, "%7.1f%%", 100.0 * gbs / bw);
+    printf("%-6s %-22s %10.1f %10.1f %9.1f %s%s\n", ats_qtype_name(t), sh->name, bytes / 1e6, med * 1e6, gbs * 1e-9,
+           frac, over ? "  over the probe: it under-reads" : "");
+    json_t *e = json_object();
+    json_object_set_new(e, "type", json_string(ats_qtype_name(t)));
+    json_object_set_new(e, "shape", json_string(sh->name));
+    json_object_set_new(e, "rows", json_integer(sh->rows));
+    json_object_set_new(e, "cols", json_integer(sh->cols));
+    json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(e, "reps", json_integer(reps));
+    json_object_set_new(e, "median_s", json_real(med));
+    json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
+    if (probed) { /* without the probe: no ceiling to be a fraction of (cpu.dram_read_error says why) */
+        json_object_set_new(e, "fraction_of_dram_read", json_real(gbs / bw));
+        json_object_set_new(e, "over_dram_probe", json_boolean(over));
+    }
+    json_array_append_new(arr, e);
+    rc = 0;
+out:
+    for (int c = 0; c < nc; c++) free(w[c]);
+    free(w);
+    free(x);
+    free(y);
+    free(tm);
+    return rc;
 }
 
 static int bench_cpu(const bench_opts *o, json_t *root, ceilings *cl)
 {
     json_t *cpu = json_object(), *arr = json_array();
     omp_set_num_threads(o->threads);
-    int reps = o->reps < 5 ? 5 : o->reps;
+    const int reps = o->reps; /* as asked and as params.reps says (it was raised to 5 here, unsaid) */
     dram_probe dp;
-    double bw = cpu_read_bw(o->threads, 7, &dp) == 0 ? dp.best_Bps : NAN;
-    cl->cpu_read_Bps = bw;
-    printf("\nCPU (%d threads): measured DRAM read bandwidth %.1f GB/s (the fastest of %d reps of a 2 GiB read;\n"
-           "median %.1f, slowest %.1f; best with a static split %.1f, with 1 MiB dynamic chunks %.1f)\n",
-           o->threads, bw * 1e-9, 2 * dp.reps, dp.median_Bps * 1e-9, dp.slowest_Bps * 1e-9, dp.best_static_Bps * 1e-9,
-           dp.best_dynamic_Bps * 1e-9);
-    printf("%-6s %-22s %10s %10s %9s %8s  %s\n", "type", "shape", "MB", "median_us", "GB/s", "of_DRAM", "note");
     json_object_set_new(cpu, "threads", json_integer(o->threads));
-    /* the ceiling (files written before this field's siblings: the median of 7 static reps, 2 x 64-byte loop) */
-    json_object_set_new(cpu, "dram_read_GBps", json_real(bw * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_median", json_real(dp.median_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_slowest", json_real(dp.slowest_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_best_static", json_real(dp.best_static_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_GBps_best_dynamic", json_real(dp.best_dynamic_Bps * 1e-9));
-    json_object_set_new(cpu, "dram_read_reps", json_integer(2 * dp.reps));
-    json_object_set_new(cpu, "dram_read_ceiling",
-                        json_string("fastest rep (STREAM convention) of a 2 GiB read, static and 1 MiB dynamic splits "
-                                    "alternating, 8 x 16-byte XOR accumulators"));
-    for (size_t ti = 0; ti < sizeof CPU_TYPES / sizeof CPU_TYPES[0]; ti++) {
-        for (int si = 0; si < 2; si++) { /* the two FFN shapes carry 2/3 of the weights */
-            const shape *sh = &SHAPES[si];
-            ats_qtype t = CPU_TYPES[ti];
-            uint64_t bytes = 0;
-            void *w0 = make_weights(t, sh->rows, sh->cols, 1234 + ti, &bytes);
-            if (!w0) {
-                fprintf(stderr, "ats bench kernels: cannot build %s weights\n", ats_qtype_name(t));
-                json_decref(cpu);
-                json_decref(arr);
-                return -1;
-            }
-            /* copies so that the cycled set (≥ 1 GiB) exceeds the last-level cache */
-            int nc = (int)(((uint64_t)1 << 30) / bytes) + 1;
-            if (nc > 64) nc = 64;
-            void **w = calloc((size_t)nc, sizeof *w);
-            w[0] = w0;
-            for (int c = 1; c < nc; c++) {
-                w[c] = malloc(bytes);
-                if (w[c]) memcpy(w[c], w0, bytes);
-                else { nc = c; break; }
-            }
-            float *x = malloc((size_t)sh->cols * 4), *y = malloc((size_t)sh->rows * 4);
-            uint64_t s = 99;
-            for (int64_t j = 0; j < sh->cols; j++) x[j] = (float)((double)(splitmix(&s) >> 11) * 0x1.0p-52 - 1.0);
-            double *tm = malloc((size_t)reps * sizeof *tm);
-            uint64_t rb = bytes / (uint64_t)sh->rows;
-            for (int r = -3; r < reps; r++) {
-                ex_tensor wt = {t, {sh->cols, sh->rows, 1}, rb, w[(r + 3) % nc]};
-                int64_t t0 = now_ns();
-                enum ats_status mst = ex_cpu_matmul(&wt, x, 1, y);
-                if (r >= 0) tm[r] = (double)(now_ns() - t0) * 1e-9;
-                if (mst != ATS_OK) {
-                    fprintf(stderr, "ats bench kernels: ex_cpu_matmul(%s): %s\n", ats_qtype_name(t), ats_status_str(mst));
-                    tm[r < 0 ? 0 : r] = NAN;
-                    break;
-                }
-            }
-            double med = median(tm, reps), gbs = (double)bytes / med;
-            /* faster than the probe: the probe under-reads this machine (or the copies were cached) */
-            const int over = gbs > bw;
-            printf("%-6s %-22s %10.1f %10.1f %9.1f %7.1f%%%s\n", ats_qtype_name(t), sh->name, bytes / 1e6, med * 1e6,
-                   gbs * 1e-9, 100.0 * gbs / bw, over ? "  over the probe: it under-reads" : "");
-            json_t *e = json_object();
-            json_object_set_new(e, "type", json_string(ats_qtype_name(t)));
-            json_object_set_new(e, "shape", json_string(sh->name));
-            json_object_set_new(e, "rows", json_integer(sh->rows));
-            json_object_set_new(e, "cols", json_integer(sh->cols));
-            json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
-            json_object_set_new(e, "median_s", json_real(med));
-            json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
-            json_object_set_new(e, "fraction_of_dram_read", json_real(gbs / bw));
-            json_object_set_new(e, "over_dram_probe", json_boolean(over));
-            json_array_append_new(arr, e);
-            for (int c = 0; c < nc; c++) free(w[c]);
-            free(w);
-            free(x);
-            free(y);
-            free(tm);
-        }
+    double bw = NAN;
+    if (cpu_read_bw(o->threads, 7, &dp) == 0) {
+        bw = dp.best_Bps;
+        printf("\nCPU (%d threads): measured DRAM read bandwidth %.1f GB/s (the fastest of %d reps of a 2 GiB read;\n"
+               "median %.1f, slowest %.1f; best with a static split %.1f, with 1 MiB dynamic chunks %.1f)\n",
+               o->threads, bw * 1e-9, 2 * dp.reps, dp.median_Bps * 1e-9, dp.slowest_Bps * 1e-9,
+               dp.best_static_Bps * 1e-9, dp.best_dynamic_Bps * 1e-9);
+        /* the ceiling (files written before this field's siblings: the median of 7 static reps, 2 x 64-byte loop) */
+        json_object_set_new(cpu, "dram_read_GBps", json_real(bw * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_median", json_real(dp.median_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_slowest", json_real(dp.slowest_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_best_static", json_real(dp.best_static_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_GBps_best_dynamic", json_real(dp.best_dynamic_Bps * 1e-9));
+        json_object_set_new(cpu, "dram_read_reps", json_integer(2 * dp.reps));
+        json_object_set_new(cpu, "dram_read_ceiling",
+                            json_string("fastest rep (STREAM convention) of a 2 GiB read, static and 1 MiB dynamic "
+                                        "splits alternating, 8 x 16-byte XOR accumulators"));
+    } else {
+        /* no ceiling: the rows below have no of_DRAM fraction and the whole model no CPU floor (the JSON
+         * says why instead of NaN figures, which JSON cannot hold) */
+        const char *why = "probe failed: cannot allocate its 2 GiB buffer (out of memory)";
+        printf("\nCPU (%d threads): DRAM read bandwidth %s; GEMV rows without of_DRAM\n", o->threads, why);
+        fprintf(stderr, "ats bench kernels: DRAM read bandwidth %s\n", why);
+        json_object_set_new(cpu, "dram_read_error", json_string(why));
     }
+    cl->cpu_read_Bps = bw;
+    printf("%-6s %-22s %10s %10s %9s %8s  %s\n", "type", "shape", "MB", "median_us", "GB/s", "of_DRAM", "note");
+    int rc = 0;
+    for (size_t ti = 0; ti < sizeof CPU_TYPES / sizeof CPU_TYPES[0] && rc == 0; ti++)
+        for (int si = 0; si < 2 && rc == 0; si++) /* the two FFN shapes carry 2/3 of the weights */
+            rc = cpu_gemv_row(CPU_TYPES[ti], &SHAPES[si], 1234 + ti, reps, bw, arr);
     json_object_set_new(cpu, "gemv", arr);
-    json_object_set_new(cpu, "prefill_gemm", bench_cpu_prefill(o));
+    if (rc == 0) {
+        int bad = 0;
+        json_object_set_new(cpu, "prefill_gemm", bench_cpu_prefill(o, &bad));
+        rc = bad ? -1 : 0;
+    }
     json_object_set_new(root, "cpu", cpu);
-    return 0;
+    return rc;
 }
 
 /* ---- GPU ---------------------------------------------------------------------------------------- */
@@ -427,6 +474,10 @@ static double gpu_time_batch(ex_stream s, int reps, int batch, gpu_fn fn, void *
 {
     ex_event *ev = calloc((size_t)(2 * reps), sizeof *ev);
     double *t = malloc((size_t)reps * sizeof *t), med = NAN;
+    if (!ev || !t) {
+        fprintf(stderr, "ats bench kernels: out of memory for %d CUDA events\n", 2 * reps);
+        goto out;
+    }
     for (int i = 0; i < 2 * reps; i++)
         if (ex_gpu_event_new(&ev[i])) goto out;
     for (int r = 0; r < 3; r++)
@@ -445,7 +496,7 @@ static double gpu_time_batch(ex_stream s, int reps, int batch, gpu_fn fn, void *
     }
     med = median(t, reps);
 out:
-    for (int i = 0; i < 2 * reps; i++) ex_gpu_event_free(ev[i]);
+    for (int i = 0; ev && i < 2 * reps; i++) ex_gpu_event_free(ev[i]);
     free(ev);
     free(t);
     return med;
@@ -644,8 +695,9 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             gemv_arg a = {g, s, (int)t, w, nc, sh->rows, sh->cols, 1, NULL, NULL, NULL};
             float *hx = malloc((size_t)sh->cols * 4);
             uint64_t sd = 5;
-            for (int64_t j = 0; j < sh->cols; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
-            int ok = upload_copies(g, s, h, bytes, w, nc) == 0 && ex_gpu_malloc(g, (size_t)sh->cols * 4, (void **)&a.x) == 0 &&
+            for (int64_t j = 0; hx && j < sh->cols; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
+            if (!hx) fprintf(stderr, "ats bench kernels: out of memory for a GEMV's activations\n");
+            int ok = hx && upload_copies(g, s, h, bytes, w, nc) == 0 && ex_gpu_malloc(g, (size_t)sh->cols * 4, (void **)&a.x) == 0 &&
                      ex_gpu_malloc(g, (size_t)sh->rows * 4, (void **)&a.y) == 0 &&
                      ex_gpu_memcpy_h2d(a.x, hx, (size_t)sh->cols * 4, s) == 0;
             double med = ok ? gpu_time_batch(s, o->reps, 10, run_gemv, &a) : NAN;
@@ -701,6 +753,10 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
         goto done;
     {
         float *hx = malloc(xb);
+        if (!hx) {
+            fprintf(stderr, "ats bench kernels: out of memory for the prefill GEMM's %zu-byte activations\n", xb);
+            goto done;
+        }
         uint64_t sd = 11;
         for (size_t j = 0; j < xb / 4; j++) hx[j] = (float)((double)(splitmix(&sd) >> 11) * 0x1.0p-52 - 1.0);
         ex_gpu_memcpy_h2d(X, hx, xb, s);
@@ -775,6 +831,13 @@ static int run_model_once(ex_model *m, const ex_backend *be, int prompt, int dec
     }
     int32_t *toks = malloc((size_t)prompt * sizeof *toks);
     float *logits = malloc((size_t)m->arch.n_vocab * sizeof *logits);
+    if (!toks || !logits) {
+        fprintf(stderr, "ats bench kernels: out of memory for %d prompt tokens and the logits\n", prompt);
+        ex_session_free(s);
+        free(toks);
+        free(logits);
+        return -1;
+    }
     uint64_t sd = 3;
     for (int i = 0; i < prompt; i++) toks[i] = (int32_t)(splitmix(&sd) % (uint64_t)m->arch.n_vocab);
     int rc = -1;
@@ -798,16 +861,30 @@ out:
     return rc;
 }
 
-static int bench_model(const bench_opts *o, json_t *root, const ceilings *cl)
+/* The --model's architecture, loaded before any work, and --prompt + --decode against its context: one
+ * line and -1 when either is bad (exit 2), so a typo is not found after minutes of kernel timing. */
+static int model_check(const bench_opts *o, ats_arch *a)
 {
     char path[1024];
-    ats_arch a;
-    ats_err err;
+    ats_err err = {{0}};
     ats_cli_model_path(o->model, path, sizeof path);
-    if (atsc_model_load(path, &a, &err) != ATS_OK) {
-        fprintf(stderr, "ats bench kernels: %s\n", err.msg);
+    if (atsc_model_load(path, a, &err) != ATS_OK) {
+        ats_cli_error("bench kernels", "--model %s: %s", o->model, err.msg);
         return -1;
     }
+    long long ctx = a->n_ctx_max > 0 ? (long long)a->n_ctx_max : ATS_ARCH_MAX_CTX;
+    if ((long long)o->prompt + o->decode > ctx) {
+        ats_cli_error("bench kernels", "--prompt %d + --decode %d: %d tokens, longer than %s's context (%lld tokens)",
+                      o->prompt, o->decode, o->prompt + o->decode, a->name, ctx);
+        return -1;
+    }
+    return 0;
+}
+
+static int bench_model(const bench_opts *o, const ats_arch *arch, json_t *root, const ceilings *cl)
+{
+    ats_arch a = *arch;
+    ats_err err;
     ex_model *m = NULL;
     int64_t t0 = now_ns();
     if (ex_model_new_dummy(&a, ATS_RECIPE_Q4_K_M, 42, &m, &err) != ATS_OK) {
@@ -835,7 +912,10 @@ static int bench_model(const bench_opts *o, json_t *root, const ceilings *cl)
     for (int b = 0; b < 2; b++) {
         const ex_backend *be = NULL;
         double bw = b == 0 ? cl->gpu_read_Bps : cl->cpu_read_Bps;
-        if (!(bw > 0)) continue; /* that side was skipped */
+        if (!(bw > 0)) { /* that side was skipped, or its bandwidth probe failed (said there) */
+            if (b == 1 && !o->skip_cpu) printf("cpu      skipped: no DRAM read bandwidth (its probe failed), no floor\n");
+            continue;
+        }
 #ifdef ATS_HAVE_CUDA
         ex_gpu *g = NULL;
         ex_backend *gb = NULL;
@@ -886,6 +966,16 @@ static int bench_model(const bench_opts *o, json_t *root, const ceilings *cl)
     return rc;
 }
 
+/* Why the GPU part cannot run in this process (NULL: it can) */
+static const char *gpu_missing(void)
+{
+#ifdef ATS_HAVE_CUDA
+    return ex_gpu_device_count() > 0 ? NULL : "there is no CUDA device (or no driver)";
+#else
+    return "ats was built without the CUDA backend";
+#endif
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ats bench kernels [--threads N] [--reps N] [--tokens N] [--skip-cpu] [--skip-gpu]\n"
@@ -895,7 +985,11 @@ static void usage(FILE *f)
                "  whole-model (dummy Q4_K_M weights) prefill/decode tok/s on each backend vs bytes/bandwidth\n"
                "  floors (a CPU prefill chunk is compute-bound: far below its bandwidth floor).\n"
                "  Defaults: --threads 16 (1..1024) --reps 50 --tokens 512 --model qwen3-14b --prompt 256 --decode 16\n"
-               "  --out ./bench-kernels.json\n"
+               "  --reps N: timed calls of each GEMV, CPU and GPU, the median reported (GPU prefill GEMM: N/2 + 3;\n"
+               "  CPU prefill GEMM: 3); params in the JSON file say the counts used\n"
+               "  --out ./bench-kernels.json; --prompt + --decode at most the model's context\n"
+               "  (--out, --model and that are checked before any work; --skip-cpu where the GPU part cannot run\n"
+               "  is refused: nothing to run)\n"
                "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
                "  with its folder of JSON and text results)\n");
 }
@@ -912,8 +1006,9 @@ int ats_bench_kernels(int argc, char **argv)
     int c;
     long long v;
     optind = 1;
+    opterr = 0; /* one line of our own per bad option */
     ats_cli_seen seen = {0};
-    while ((c = getopt_long(argc, argv, "t:r:n:o:m:p:d:h", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":t:r:n:o:m:p:d:h", lo, NULL)) != -1) {
         if (ats_cli_once_opt("bench kernels", &seen, lo, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
         case 't':
@@ -945,7 +1040,8 @@ int ats_bench_kernels(int argc, char **argv)
         case 'G': o.skip_gpu = 1; break;
         case 'o': o.out = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default: usage(stderr); return ATS_EXIT_USAGE;
+        case ':': ats_cli_missing_value("bench kernels", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option("bench kernels", argv[optind - 1], optopt, lo); return ATS_EXIT_USAGE;
         }
     }
     if (optind < argc) {
@@ -957,6 +1053,19 @@ int ats_bench_kernels(int argc, char **argv)
         ats_cli_error("bench kernels", "--out: %s", oerr.msg);
         return ATS_EXIT_USAGE;
     }
+    /* the whole-model part runs on the backends measured above it: with neither, nothing would run (it
+     * built the dummy model's weights, ~25 s, for no row) */
+    const char *no_gpu = o.skip_gpu ? NULL : gpu_missing();
+    if (o.skip_cpu && (o.skip_gpu || no_gpu)) {
+        if (o.skip_gpu)
+            ats_cli_error("bench kernels", "nothing to run: --skip-cpu and --skip-gpu (the whole model runs only on "
+                                           "the backends measured)");
+        else
+            ats_cli_error("bench kernels", "nothing to run: --skip-cpu, and the GPU part cannot run: %s", no_gpu);
+        return ATS_EXIT_USAGE;
+    }
+    ats_arch arch;
+    if (!o.skip_model && model_check(&o, &arch)) return ATS_EXIT_USAGE; /* before the work too */
     json_t *root = json_object();
     json_object_set_new(root, "bench", json_string("kernels"));
     json_object_set_new(root, "version", json_string(ATS_VERSION_STRING));
@@ -973,7 +1082,7 @@ int ats_bench_kernels(int argc, char **argv)
     }
 #endif
     if (!o.skip_cpu) rc |= bench_cpu(&o, root, &cl);
-    if (!o.skip_model) rc |= bench_model(&o, root, &cl);
+    if (!o.skip_model) rc |= bench_model(&o, &arch, root, &cl);
     if (atsc_out_write_json(o.out, root, JSON_INDENT(1) | JSON_REAL_PRECISION(6), &oerr) != ATS_OK) {
         ats_cli_error("bench kernels", "cannot write the result file: %s", oerr.msg);
         json_decref(root);

@@ -42,6 +42,11 @@ int ats_cli_parse_slice_us(const char *cmd, const char *s, long *ns);
  *  option (its text as given), or an unknown letter. `arg` = argv[optind - 1]. */
 struct option;
 void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_, const struct option *opts);
+/** The one line for getopt_long's ':' (an optstring that starts with ':', opterr = 0): a value-taking
+ *  option given last without its value, e.g. "ats run: option -n needs a value (ats run --help)", or for
+ *  a long option "ats run: --model: needs a value (ats run --help)". `arg` = argv[optind - 1]. Without
+ *  the leading ':' getopt reports a short option's missing value as an unknown option ('?'). */
+void ats_cli_missing_value(const char *cmd, const char *arg, int optopt_);
 struct ex_baseline;
 /** Loads `ats record --save-baseline`'s file for `ats record` / `ats stress` (`cmd`) and checks it
  *  against the options: threads_asked > 0 must equal the baseline's; a baseline that records its slice

@@ -63,6 +63,16 @@ void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_, const str
     }
 }
 
+void ats_cli_missing_value(const char *cmd, const char *arg, int optopt_)
+{
+    if (arg && strncmp(arg, "--", 2) == 0)
+        ats_cli_error(cmd, "%s: needs a value (ats %s --help)", arg, cmd);
+    else if (optopt_ > 32 && optopt_ < 127)
+        ats_cli_error(cmd, "option -%c needs a value (ats %s --help)", optopt_, cmd);
+    else
+        ats_cli_error(cmd, "option '%s' needs a value (ats %s --help)", arg ? arg : "", cmd);
+}
+
 int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, int slice_given, long *slice_ns,
                           const char *users, ex_baseline *out)
 {

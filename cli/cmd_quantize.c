@@ -44,11 +44,12 @@ int ats_cmd_quantize(int argc, char **argv)
     opterr = 0; /* one line of our own per bad option */
     int c;
     ats_cli_seen seen = {0};
-    while ((c = getopt_long(argc, argv, "t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":t:h", opts, NULL)) != -1) {
         if (ats_cli_once_opt("quantize", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         if (c == 't') type_name = optarg;
         else if (c == 'P') pure = 1;
         else if (c == 'h') { usage(stdout); return ATS_EXIT_OK; }
+        else if (c == ':') { ats_cli_missing_value("quantize", argv[optind - 1], optopt); return ATS_EXIT_USAGE; }
         else { ats_cli_bad_option("quantize", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE; }
     }
     if (argc - optind != 2 || !type_name) {

@@ -121,7 +121,7 @@ int ats_cmd_record(int argc, char **argv)
             break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':':
-            ats_cli_error("record", "%s: needs a value (ats record --help)", argv[optind - 1]);
+            ats_cli_missing_value("record", argv[optind - 1], optopt);
             return ATS_EXIT_USAGE;
         default:
             ats_cli_bad_option("record", argv[optind - 1], optopt, lo);

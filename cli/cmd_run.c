@@ -118,7 +118,7 @@ int ats_cmd_run(int argc, char **argv)
     opterr = 0; /* one line of our own per bad option */
     int c, li = -1;
     ats_cli_seen seen = {0};
-    while ((li = -1, c = getopt_long(argc, argv, "m:p:n:h", opts, &li)) != -1) {
+    while ((li = -1, c = getopt_long(argc, argv, ":m:p:n:h", opts, &li)) != -1) {
         int bad = 0;
         if (ats_cli_once_opt("run", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         switch (c) {
@@ -149,6 +149,7 @@ int ats_cmd_run(int argc, char **argv)
             }
             break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
+        case ':': ats_cli_missing_value("run", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
         default: ats_cli_bad_option("run", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
         if (bad) {

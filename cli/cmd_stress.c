@@ -245,7 +245,7 @@ int ats_cmd_stress(int argc, char **argv)
         }
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':':
-            ats_cli_error("stress", "%s: needs a value (ats stress --help)", argv[optind - 1]);
+            ats_cli_missing_value("stress", argv[optind - 1], optopt);
             return ATS_EXIT_USAGE;
         default:
             ats_cli_bad_option("stress", argv[optind - 1], optopt, lo);

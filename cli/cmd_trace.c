@@ -151,7 +151,7 @@ static int cmp_d(const void *a, const void *b)
 static int opt_error(const char *cmd, int c, char **argv, const struct option *lo)
 {
     if (c == ':')
-        ats_cli_error(cmd, "%s: missing value (see ats %s --help)", argv[optind - 1], cmd);
+        ats_cli_missing_value(cmd, argv[optind - 1], optopt);
     else
         ats_cli_bad_option(cmd, argv[optind - 1], optopt, lo);
     return ATS_EXIT_USAGE;

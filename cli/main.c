@@ -35,6 +35,16 @@ static void usage(FILE *f)
     fprintf(f, "\n  help       this message\n  --version  print the version and the commit\n");
 }
 
+/* 1 when the arguments after the command name hold --help or -h (before a "--"), or start with "help"
+ * (`ats bench help`, `ats trace help`): the command prints its usage and does nothing else */
+static int asks_help(int n, char **args)
+{
+    if (n > 0 && strcmp(args[0], "help") == 0) return 1;
+    for (int i = 0; i < n && strcmp(args[i], "--") != 0; i++)
+        if (strcmp(args[i], "--help") == 0 || strcmp(args[i], "-h") == 0) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     gsl_set_error_handler_off(); /* GSL reports through return codes, never aborts (STYLE.md) */
@@ -63,11 +73,16 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(cmd, commands[i].name) == 0) {
             /* the executor's ATS_* knobs, which its readers would silently ignore when misspelt (help and
-             * --version above still work with a bad one, to find out what is valid) */
+             * --version above, and `ats <cmd> ... --help`, still work with a bad one, to find out what is
+             * valid: there it is a warning) */
             char why[512];
+            size_t cursor = 0; /* a misspelt name (ATS_GEMV_V4_TRIGER) is ignored by every reader: say so */
+            while (ex_env_unknown_next(&cursor, why, sizeof why))
+                fprintf(stderr, "ats %s: warning: environment: %s\n", cmd, why);
             if (ex_env_check(why, sizeof why) != ATS_OK) {
-                fprintf(stderr, "ats %s: environment: %s\n", cmd, why);
-                return ATS_EXIT_USAGE;
+                int help = asks_help(argc - 2, argv + 2);
+                fprintf(stderr, "ats %s: %senvironment: %s\n", cmd, help ? "warning: " : "", why);
+                if (!help) return ATS_EXIT_USAGE;
             }
             return commands[i].fn(argc - 1, argv + 1);
         }

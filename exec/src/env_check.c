@@ -4,6 +4,10 @@
  * ATS_GEMV_KERNEL=v5 or ATS_GEMV_V4_RING_KB=8 is refused with one line (`ats` exits 2) instead of being
  * silently ignored. The readers stay where they are (each reads its variable once, or at every call);
  * this table has to follow them: exec/cuda/README.md, "Environment knobs", lists the same set.
+ * The table is also the one list of every ATS_* variable anything here reads (the CLI's paths, the tests'
+ * and the scripts' variables, not checked), so that ex_env_unknown_next can name a misspelt one
+ * (ATS_GEMV_V4_TRIGER) with the closest known name; test_exec_env scans the sources' getenv("ATS_...")
+ * calls against it.
  */
 #include <errno.h>
 #include <limits.h>
@@ -13,7 +17,9 @@
 
 #include "ex/ops.h"
 
-typedef enum { KNOB_WORDS, KNOB_INT, KNOB_ATTN_SHAPE } knob_kind;
+extern char **environ;
+
+typedef enum { KNOB_WORDS, KNOB_INT, KNOB_ATTN_SHAPE, KNOB_ANY } knob_kind;
 
 typedef struct knob {
     const char *name;
@@ -46,8 +52,47 @@ static const knob KNOBS[] = {
     {"ATS_CPU_FEATURES", KNOB_INT, NULL, 0, EX_CPU_AVX2 | EX_CPU_AVX512 | EX_CPU_AVX512VNNI, 0,
      "a bit mask 0..7 (1 AVX2, 2 AVX-512, 4 AVX-512 VNNI)"},
     {"ATS_PROBE_PRIVATE", KNOB_WORDS, "0|1", 0, 0, 0, "one of 0, 1"},
+    /* not checked: read by the CLI (cli_util.c resolve, sim_cli.c), set by CTest or read by the tests
+     * (cmake/AtsTest.cmake, tests/testutil.c, tests/sim/test_sim_golden.c), read by scripts that run `ats`
+     * (traces/record-h200.sh: ATS_LOAD; traces/build-loadtool.sh: ATS_CUDA) */
+    {"ATS_MODELS_DIR", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_HW_DIR", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_TRACES_DIR", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_BENCH_SCHED", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_SHARED_DIR", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_SOURCE_DIR", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_BIN", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_TEST_SEED", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_UPDATE_GOLDEN", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_LOAD", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    {"ATS_CUDA", KNOB_ANY, NULL, 0, 0, 0, NULL},
 };
 #define N_KNOBS (sizeof KNOBS / sizeof KNOBS[0])
+
+/* s[0..n) for a one-line message: control characters as \n, \t, \r or \xNN, at most ESC_MAX bytes of s (cut
+ * at a UTF-8 character boundary) and then "..."; out holds ESC_OUT bytes */
+#define ESC_MAX 64
+#define ESC_OUT (4 * ESC_MAX + 8)
+static const char *esc(const char *s, size_t n, char out[ESC_OUT])
+{
+    size_t cut = n;
+    if (cut > ESC_MAX) {
+        cut = ESC_MAX;
+        while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
+    }
+    char *o = out;
+    for (size_t i = 0; i < cut; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n') o += sprintf(o, "\\n");
+        else if (c == '\t') o += sprintf(o, "\\t");
+        else if (c == '\r') o += sprintf(o, "\\r");
+        else if (c < 0x20 || c == 0x7f) o += sprintf(o, "\\x%02x", c);
+        else *o++ = (char)c;
+    }
+    if (cut < n) o += sprintf(o, "...");
+    *o = '\0';
+    return out;
+}
 
 /* 1 when s is one of the '|'-separated words */
 static int in_words(const char *s, const char *words)
@@ -95,14 +140,75 @@ enum ats_status ex_env_check(char *msg, size_t len)
     for (size_t i = 0; i < N_KNOBS; i++) {
         const knob *k = &KNOBS[i];
         const char *v = getenv(k->name);
-        if (!v || !*v) continue; /* unset or empty: the default (every reader treats "" as unset) */
+        if (!v || !*v || k->kind == KNOB_ANY) continue; /* unset or empty: the default (every reader treats "" as unset) */
         int ok = k->kind == KNOB_WORDS ? in_words(v, k->words)
                  : k->kind == KNOB_INT ? int_ok(v, k->lo, k->hi, k->base)
                                        : attn_shape_ok(v);
         if (!ok) {
-            if (msg && len) snprintf(msg, len, "%s='%s': not %s (unset it for the default)", k->name, v, k->valid);
+            char ev[ESC_OUT];
+            if (msg && len)
+                snprintf(msg, len, "%s='%s': not %s (unset it for the default)", k->name, esc(v, strlen(v), ev),
+                         k->valid);
             return ATS_EINVAL;
         }
     }
     return ATS_OK;
+}
+
+int ex_env_known(const char *name)
+{
+    for (size_t i = 0; name && i < N_KNOBS; i++)
+        if (strcmp(name, KNOBS[i].name) == 0) return 1;
+    return 0;
+}
+
+/* Levenshtein distance of a[0..na) and b (at most 64 bytes of each are compared) */
+static size_t edit_distance(const char *a, size_t na, const char *b)
+{
+    size_t nb = strlen(b);
+    if (na > 64) na = 64;
+    if (nb > 64) nb = 64;
+    size_t row[65];
+    for (size_t j = 0; j <= nb; j++) row[j] = j;
+    for (size_t i = 1; i <= na; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= nb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[nb];
+}
+
+int ex_env_unknown_next(size_t *cursor, char *msg, size_t len)
+{
+    if (msg && len) msg[0] = '\0';
+    for (; environ && environ[*cursor]; (*cursor)++) {
+        const char *e = environ[*cursor];
+        if (strncmp(e, "ATS_", 4) != 0) continue;
+        const char *eq = strchr(e, '=');
+        size_t n = eq ? (size_t)(eq - e) : strlen(e);
+        int known = 0;
+        size_t best = (size_t)-1, bi = 0;
+        for (size_t i = 0; i < N_KNOBS && !known; i++) {
+            known = strlen(KNOBS[i].name) == n && strncmp(e, KNOBS[i].name, n) == 0;
+            size_t d = edit_distance(e, n, KNOBS[i].name);
+            if (d < best) best = d, bi = i;
+        }
+        if (known) continue;
+        (*cursor)++;
+        char en[ESC_OUT];
+        esc(e, n, en);
+        if (msg && len && (best <= 2 || 3 * best <= n)) /* a typo */
+            snprintf(msg, len, "%s is not a variable ats reads (ignored): did you mean %s?", en, KNOBS[bi].name);
+        else if (msg && len)
+            snprintf(msg, len, "%s is not a variable ats reads (ignored; the list: exec/cuda/README.md, \"Environment "
+                               "knobs\"); the closest known one is %s", en, KNOBS[bi].name);
+        return 1;
+    }
+    return 0;
 }

@@ -8,7 +8,7 @@
  * A value option given twice: refused by every command (one line naming it and both values, exit 2),
  * lists (sweep --trace, synth --cpu) still repeat; sweep --trace '' is an empty entry, not a missing
  * --trace; compare with a one-sample (0 s) target says so and exits 1; record --device N that it
- * cannot use says so.
+ * cannot use says so; a short option given last without its value says it needs one.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +281,31 @@ static void test_option_twice(void)
     CHECK_MSG(rc != 2 && strstr(out, "\nfig13-synth ") && strstr(out, "\ntwice "), "%s: rc %d: %s%s", args, rc, out, err);
 }
 
+/* A value option given last without its value: "option -n needs a value", not "unknown option '-n'"
+ * (short letters; long options say "--model: needs a value"); an unknown letter is still unknown */
+static void test_missing_value(void)
+{
+    struct { const char *cmd, *line; } cases[] = {
+        {"run -n", "ats run: option -n needs a value (ats run --help)"},
+        {"run --model a.gguf -m", "ats run: option -m needs a value"},
+        {"run --model a.gguf -p", "ats run: option -p needs a value"},
+        {"run --model", "ats run: --model: needs a value"},
+        {"run -x", "ats run: unknown option '-x'"},
+        {"quantize a.gguf b.gguf -t", "ats quantize: option -t needs a value"},
+        {"bench kernels -r", "ats bench kernels: option -r needs a value"},
+        {"bench kernels --skip-gpu -t", "ats bench kernels: option -t needs a value"},
+        {"bench kernels --reps", "ats bench kernels: --reps: needs a value"},
+        {"bench kernels -z", "ats bench kernels: unknown option '-z'"},
+        {"trace synth --duration 10 -o", "ats trace synth: option -o needs a value"},
+        {"record -o", "ats record: option -o needs a value"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int rc = run_in(tmpdir, cases[k].cmd);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, cases[k].line) && !out[0],
+                  "ats %s: rc %d: stdout '%.200s' stderr '%s'", cases[k].cmd, rc, out, err);
+    }
+}
+
 /* sweep --trace '': an empty entry, as "a,,b" (it said --trace was required); alone or next to a trace */
 static void test_sweep_empty_trace(void)
 {
@@ -446,6 +471,7 @@ int main(void)
     test_last_sample();
     test_local_trace_name();
     test_option_twice();
+    test_missing_value();
     test_sweep_empty_trace();
     test_compare_one_sample();
     test_record_device_unused();

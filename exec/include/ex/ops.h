@@ -198,9 +198,22 @@ unsigned ex_cpu_features(void);
  *  its reader accepts; the readers ignore a value they do not know, this refuses it. Returns ATS_OK,
  *  or ATS_EINVAL for the first bad one with one line in msg (len bytes, caller-owned, may be NULL)
  *  naming the variable, its value and what is valid, e.g. "ATS_GEMV_KERNEL='v5': not one of v1, v2,
- *  v3, v4 (unset it for the default)". `ats` calls it before any command and exits 2 on a failure.
+ *  v3, v4 (unset it for the default)"; the value with control characters escaped (\n, \t, \xNN) and cut
+ *  after 64 bytes ("..."), so the message is one line. `ats` calls it before any command and exits 2 on a failure.
  *  Reads the environment only; thread-safe as long as no thread changes the environment. */
 enum ats_status ex_env_check(char *msg, size_t len);
+/** 1 when name is an ATS_* variable that something in ATS reads: a knob ex_env_check checks, or one it
+ *  does not (the CLI's ATS_MODELS_DIR, ATS_HW_DIR, ATS_TRACES_DIR, ATS_BENCH_SCHED; the tests'
+ *  ATS_SHARED_DIR, ATS_SOURCE_DIR, ATS_BIN, ATS_TEST_SEED, ATS_UPDATE_GOLDEN; the scripts' ATS_LOAD,
+ *  ATS_CUDA). One list, in exec/src/env_check.c. Thread-safe. */
+int ex_env_known(const char *name);
+/** The next ATS_* variable of the environment, from index *cursor (start at 0) of environ, whose name no
+ *  reader knows (a misspelt knob such as ATS_GEMV_V4_TRIGER is silently ignored by its reader): returns 1
+ *  with one line in msg (len bytes, caller-owned, may be NULL) naming it and the closest known name,
+ *  e.g. "ATS_GEMV_V4_TRIGER is not a variable ats reads (ignored): did you mean ATS_GEMV_V4_TRIGGER?"
+ *  (a name further from any known one: "...; the closest known one is ..."), and *cursor past it; 0 when there is none left. `ats` warns with each line
+ *  before any command. Reads the environment only; not thread-safe against setenv. */
+int ex_env_unknown_next(size_t *cursor, char *msg, size_t len);
 
 #ifdef __cplusplus
 }
