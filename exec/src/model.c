@@ -186,6 +186,27 @@ static enum ats_status get_dbl_key(const ex_gguf *g, const char *arch, const cha
     return st;
 }
 
+/* Refuses tensors "blk.N.*" with N >= n_layer: block_count smaller than the file's layers would
+ * otherwise run a truncated model silently. Names the lowest such layer's first tensor in file order. */
+static enum ats_status check_layer_tensors(const ex_gguf *g, const char *arch, int64_t n_layer, ats_err *err)
+{
+    const char *first = NULL;
+    long long lo = 0, hi = 0;
+    for (int64_t i = 0; i < ex_gguf_n_tensors(g); i++) {
+        const char *nm = ex_gguf_tensor_at(g, i)->name;
+        if (strncmp(nm, "blk.", 4) != 0 || nm[4] < '0' || nm[4] > '9') continue;
+        char *end;
+        long long layer = strtoll(nm + 4, &end, 10); /* saturates: a huge N is still outside */
+        if (*end != '.' || layer < n_layer) continue;
+        if (!first || layer < lo) { first = nm; lo = layer; }
+        if (layer > hi) hi = layer;
+    }
+    if (!first) return ATS_OK;
+    return ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' is in layer %lld, outside metadata '%s.block_count' = %lld "
+                       "(the file has tensors up to layer %lld; refusing to ignore them)",
+                       ex_gguf_path(g), first, lo, arch, (long long)n_layer, hi);
+}
+
 #define TRY(x) do { st = (x); if (st != ATS_OK) goto fail; } while (0)
 
 enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err)
@@ -257,6 +278,7 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
                          path, arch, (long long)m->n_rot, (long long)a->head_dim);
         goto fail;
     }
+    TRY(check_layer_tensors(g, arch, a->n_layer, err));
     m->layers = calloc((size_t)a->n_layer, sizeof *m->layers);
     if (!m->layers || build_specs(m, &l)) { st = ATS_ENOMEM; goto fail; }
     for (int i = 0; i < l.n; i++) {
@@ -264,7 +286,11 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
         const ex_gguf_tensor *t = ex_gguf_find_tensor(g, sp->name);
         if (!t) {
             if (sp->optional) continue;
-            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' missing (architecture %s needs it)", path, sp->name, arch);
+            if (sp->layer >= 0)
+                st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' missing (metadata '%s.block_count' = %lld needs layers 0..%lld)",
+                                 path, sp->name, arch, (long long)a->n_layer, (long long)a->n_layer - 1);
+            else
+                st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' missing (architecture %s needs it)", path, sp->name, arch);
             goto fail;
         }
         int ok = 1;
