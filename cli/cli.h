@@ -27,8 +27,8 @@ typedef struct ats_cmd {
 } ats_cmd;
 
 /** Parses a byte size with a unit: "6GiB", "512MiB", "6G" (=GiB), "1.5GB" (10^9), "4096B". A bare
- *  number ("6") and hexadecimal are refused. Returns 0 on success, -1 on a malformed, unitless or
- *  non-positive value. */
+ *  number ("6") and hexadecimal are refused. Returns 0 on success, -1 on a malformed, unitless,
+ *  non-positive or out-of-range (over 16 EiB) value. */
 int ats_cli_parse_bytes(const char *s, uint64_t *out);
 /** ats_cli_parse_bytes with the reason of a refusal in why (may be NULL), e.g. "6: add a unit, e.g. 6GiB". */
 int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len);
@@ -62,6 +62,8 @@ extern const char ats_cli_pin_help[];
 /** Help text of the shared probe matrix (ats record, ats stress). */
 extern const char ats_cli_matrix_help[];
 extern const char ats_cli_rebase_help[]; /* --baseline FILE --baseline-s S (record, stress) */
+/** Parses a whole decimal integer. Returns 0, -1 when s is not one, -2 when it is out of the range
+ *  of long long (e.g. "99999999999999999999"), so a caller can say "out of range". */
 int ats_cli_parse_int(const char *s, long long *out);
 
 /** Resolves a model name ("qwen3-14b") or a path to a JSON file: a value containing '/' or ending

@@ -150,7 +150,9 @@ int ats_cli_parse_int(const char *s, long long *out)
     char *end = NULL;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end != '\0') return -1;
+    if (end == s || *end != '\0') return -1;
+    if (errno == ERANGE) return -2;
+    if (errno) return -1;
     *out = v;
     return 0;
 }
@@ -172,6 +174,10 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
+    if (end != s && ((errno == ERANGE && v > 1) || (isfinite(v) && v > 1.8e19))) { /* too large in any unit */
+        snprintf(why, len, "%.60s: out of range (1 B .. 16 EiB)", s);
+        return -1;
+    }
     if (errno || end == s || !isfinite(v) || v <= 0) {
         snprintf(why, len, "%.60s: not a positive size (e.g. 6GiB, 512MiB, 4GB)", s);
         return -1;

@@ -29,8 +29,9 @@ static void usage(FILE *f)
             "  --format F       table or csv [table]\n"
             "  --policy P       also print P's placement (per layer and role), GPU bytes, predicted round\n"
             "                   latency and the plan (layer layer-opoffload expert gpu-stream static ats-paper ats)\n"
-            "  --vram-budget B  VRAM budget for --policy, e.g. 6GiB (required with --policy)\n"
-            "  --hw H           hardware description for the cost model (sim/hw/H.json) [rtx3060-laptop]\n"
+            "  --vram-budget B  VRAM budget for --policy, e.g. 6GiB (required with --policy, refused without)\n"
+            "  --hw H           hardware description for --policy's cost model (sim/hw/H.json)\n"
+            "                   [rtx3060-laptop] (refused without --policy)\n"
             "example: ats inspect --model qwen3-14b --quant q4_k_m --phase decode --ctx 2048\n");
 }
 
@@ -63,6 +64,7 @@ int ats_cmd_inspect(int argc, char **argv)
         {"hw", required_argument, 0, 'W'}, {0, 0, 0, 0}};
     const char *policy = NULL, *hw = "rtx3060-laptop";
     uint64_t vram_budget = 0;
+    int hw_given = 0;
     optind = 1;
     opterr = 0;
     int c;
@@ -75,20 +77,27 @@ int ats_cmd_inspect(int argc, char **argv)
         case 'p': phase = optarg; break;
         case 'f': format = optarg; break;
         case 'P': policy = optarg; break;
-        case 'W': hw = optarg; break;
-        case 'B':
-            if (ats_cli_parse_bytes(optarg, &vram_budget)) {
-                ats_cli_error("inspect", "--vram-budget: '%s' is not a positive size (e.g. 6GiB)", optarg);
+        case 'W': hw = optarg; hw_given = 1; break;
+        case 'B': {
+            char why[200];
+            if (ats_cli_parse_bytes_why(optarg, &vram_budget, why, sizeof why)) {
+                ats_cli_error("inspect", "--vram-budget: %s", why);
                 return ATS_EXIT_USAGE;
             }
             break;
+        }
         case 'c':
         case 't':
         case 'n': {
             long long v;
-            if (ats_cli_parse_int(optarg, &v) || v < 0) {
-                ats_cli_error("inspect", "--%s: '%s' is not a non-negative integer",
-                              c == 'c' ? "ctx" : c == 't' ? "tokens" : "n-ctx", optarg);
+            const char *name = c == 'c' ? "ctx" : c == 't' ? "tokens" : "n-ctx";
+            int r = ats_cli_parse_int(optarg, &v);
+            if (r == -1 || (r == 0 && v < 0)) {
+                ats_cli_error("inspect", "--%s: '%s' is not a non-negative integer", name, optarg);
+                return ATS_EXIT_USAGE;
+            }
+            if (r == -2 || v > ATS_ARCH_MAX_CTX) {
+                ats_cli_error("inspect", "--%s: '%s' is out of range (0..%d tokens)", name, optarg, ATS_ARCH_MAX_CTX);
                 return ATS_EXIT_USAGE;
             }
             if (c == 'c') ctx = v; else if (c == 't') tokens = v; else n_ctx = v;
@@ -104,6 +113,13 @@ int ats_cmd_inspect(int argc, char **argv)
     if (optind < argc) {
         ats_cli_error("inspect", "unexpected argument '%s'", argv[optind]);
         usage(stderr);
+        return ATS_EXIT_USAGE;
+    }
+    if (!policy && (hw_given || vram_budget)) { /* the op graph does not depend on them */
+        int both = hw_given && vram_budget;
+        ats_cli_error("inspect", "%s only appl%s with --policy (the op graph alone does not use %s)",
+                      both ? "--hw and --vram-budget" : hw_given ? "--hw" : "--vram-budget", both ? "y" : "ies",
+                      both ? "them" : "it");
         return ATS_EXIT_USAGE;
     }
     if (policy && strchr(policy, ',')) {
@@ -148,8 +164,19 @@ int ats_cmd_inspect(int argc, char **argv)
         go.phase.kind = ATS_PHASE_PREFILL;
         go.phase.n_tokens = tokens;
         go.phase.ctx_pos = ctx < 0 ? 0 : ctx;
+        if (go.phase.ctx_pos + tokens > ATS_ARCH_MAX_CTX) { /* each is <= ATS_ARCH_MAX_CTX: no overflow */
+            ats_cli_error("inspect", "--ctx %lld + --tokens %lld: more than %d tokens", (long long)go.phase.ctx_pos,
+                          tokens, ATS_ARCH_MAX_CTX);
+            return ATS_EXIT_USAGE;
+        }
     } else {
         ats_cli_error("inspect", "--phase: '%s' (must be decode or prefill)", phase);
+        return ATS_EXIT_USAGE;
+    }
+    if (n_ctx > 0 && n_ctx < go.phase.ctx_pos + go.phase.n_tokens) {
+        ats_cli_error("inspect", "--n-ctx %lld: smaller than the %lld tokens of this round (--ctx%s%s)", n_ctx,
+                      (long long)(go.phase.ctx_pos + go.phase.n_tokens), go.phase.kind == ATS_PHASE_PREFILL ? " + --tokens" : "",
+                      ctx < 0 && go.phase.kind == ATS_PHASE_DECODE ? ", 2048 by default" : "");
         return ATS_EXIT_USAGE;
     }
     go.n_ctx = n_ctx;

@@ -18,6 +18,7 @@ typedef struct spec {
     int layer;
     uint32_t n_dims;
     int64_t ne[3];
+    char dims[4];   /* where each ne[d] comes from, for messages: dim_source() */
     int is_norm;    /* F32 vector */
     int optional;   /* e.g. output.weight when tied */
     ex_tensor *dst;
@@ -29,7 +30,7 @@ typedef struct spec_list {
 } spec_list;
 
 static int add_spec(spec_list *l, const char *name, ats_role role, int layer, uint32_t nd, int64_t ne0,
-                    int64_t ne1, int64_t ne2, int is_norm, ex_tensor *dst)
+                    int64_t ne1, int64_t ne2, const char *dims, int is_norm, ex_tensor *dst)
 {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
@@ -47,6 +48,7 @@ static int add_spec(spec_list *l, const char *name, ats_role role, int layer, ui
     s->ne[0] = ne0;
     s->ne[1] = ne1;
     s->ne[2] = ne2;
+    snprintf(s->dims, sizeof s->dims, "%s", dims);
     s->is_norm = is_norm;
     s->dst = dst;
     return 0;
@@ -66,47 +68,47 @@ static int build_specs(ex_model *m, spec_list *l)
     const ats_arch *a = &m->arch;
     int64_t E = a->n_embd, hd = a->head_dim, q = a->n_head * hd, kv = a->n_head_kv * hd;
     char nm[64];
-    int rc = add_spec(l, "token_embd.weight", ATS_ROLE_TOKEN_EMBD, -1, 2, E, a->n_vocab, 1, 0, &m->tok_embd);
-    rc |= add_spec(l, "output_norm.weight", ATS_ROLE_OUTPUT_NORM, -1, 1, E, 1, 1, 1, &m->output_norm);
-    rc |= add_spec(l, "output.weight", ATS_ROLE_OUTPUT, -1, 2, E, a->n_vocab, 1, 0, &m->output);
+    int rc = add_spec(l, "token_embd.weight", ATS_ROLE_TOKEN_EMBD, -1, 2, E, a->n_vocab, 1, "EV1", 0, &m->tok_embd);
+    rc |= add_spec(l, "output_norm.weight", ATS_ROLE_OUTPUT_NORM, -1, 1, E, 1, 1, "E11", 1, &m->output_norm);
+    rc |= add_spec(l, "output.weight", ATS_ROLE_OUTPUT, -1, 2, E, a->n_vocab, 1, "EV1", 0, &m->output);
     if (rc) return -1;
     l->v[l->n - 1].optional = a->tied_embd;
     for (int i = 0; i < a->n_layer; i++) {
         ex_layer *L = &m->layers[i];
         L->moe = ats_arch_layer_is_moe(a, i);
         L->has_shexp = L->moe && a->n_expert_shared > 0;
-#define S(role_, nd, n0, n1, n2, norm, dst)                                                  \
+#define S(role_, nd, n0, n1, n2, dims, norm, dst)                                            \
         do {                                                                                 \
             snprintf(nm, sizeof nm, "blk.%d.%s.weight", i, ats_role_name(role_));            \
-            if (add_spec(l, nm, role_, i, nd, n0, n1, n2, norm, dst)) return -1;             \
+            if (add_spec(l, nm, role_, i, nd, n0, n1, n2, dims, norm, dst)) return -1;       \
         } while (0)
-        S(ATS_ROLE_ATTN_NORM, 1, E, 1, 1, 1, &L->attn_norm);
-        S(ATS_ROLE_ATTN_Q, 2, E, q, 1, 0, &L->wq);
-        S(ATS_ROLE_ATTN_K, 2, E, kv, 1, 0, &L->wk);
-        S(ATS_ROLE_ATTN_V, 2, E, kv, 1, 0, &L->wv);
-        S(ATS_ROLE_ATTN_OUTPUT, 2, q, E, 1, 0, &L->wo);
+        S(ATS_ROLE_ATTN_NORM, 1, E, 1, 1, "E11", 1, &L->attn_norm);
+        S(ATS_ROLE_ATTN_Q, 2, E, q, 1, "EQ1", 0, &L->wq);
+        S(ATS_ROLE_ATTN_K, 2, E, kv, 1, "EK1", 0, &L->wk);
+        S(ATS_ROLE_ATTN_V, 2, E, kv, 1, "EK1", 0, &L->wv);
+        S(ATS_ROLE_ATTN_OUTPUT, 2, q, E, 1, "QE1", 0, &L->wo);
         if (a->qk_norm) {
             snprintf(nm, sizeof nm, "blk.%d.attn_q_norm.weight", i);
-            if (add_spec(l, nm, ATS_ROLE_ATTN, i, 1, hd, 1, 1, 1, &L->q_norm)) return -1;
+            if (add_spec(l, nm, ATS_ROLE_ATTN, i, 1, hd, 1, 1, "D11", 1, &L->q_norm)) return -1;
             snprintf(nm, sizeof nm, "blk.%d.attn_k_norm.weight", i);
-            if (add_spec(l, nm, ATS_ROLE_ATTN, i, 1, hd, 1, 1, 1, &L->k_norm)) return -1;
+            if (add_spec(l, nm, ATS_ROLE_ATTN, i, 1, hd, 1, 1, "D11", 1, &L->k_norm)) return -1;
         }
-        S(ATS_ROLE_FFN_NORM, 1, E, 1, 1, 1, &L->ffn_norm);
+        S(ATS_ROLE_FFN_NORM, 1, E, 1, 1, "E11", 1, &L->ffn_norm);
         if (!L->moe) {
-            S(ATS_ROLE_FFN_GATE, 2, E, a->n_ff, 1, 0, &L->ffn_gate);
-            S(ATS_ROLE_FFN_UP, 2, E, a->n_ff, 1, 0, &L->ffn_up);
-            S(ATS_ROLE_FFN_DOWN, 2, a->n_ff, E, 1, 0, &L->ffn_down);
+            S(ATS_ROLE_FFN_GATE, 2, E, a->n_ff, 1, "EF1", 0, &L->ffn_gate);
+            S(ATS_ROLE_FFN_UP, 2, E, a->n_ff, 1, "EF1", 0, &L->ffn_up);
+            S(ATS_ROLE_FFN_DOWN, 2, a->n_ff, E, 1, "FE1", 0, &L->ffn_down);
         } else {
             int64_t X = a->n_expert, F = a->n_ff_exp;
-            S(ATS_ROLE_FFN_GATE_INP, 2, E, X, 1, 0, &L->gate_inp);
-            S(ATS_ROLE_FFN_GATE_EXPS, 3, E, F, X, 0, &L->gate_exps);
-            S(ATS_ROLE_FFN_UP_EXPS, 3, E, F, X, 0, &L->up_exps);
-            S(ATS_ROLE_FFN_DOWN_EXPS, 3, F, E, X, 0, &L->down_exps);
+            S(ATS_ROLE_FFN_GATE_INP, 2, E, X, 1, "EX1", 0, &L->gate_inp);
+            S(ATS_ROLE_FFN_GATE_EXPS, 3, E, F, X, "EfX", 0, &L->gate_exps);
+            S(ATS_ROLE_FFN_UP_EXPS, 3, E, F, X, "EfX", 0, &L->up_exps);
+            S(ATS_ROLE_FFN_DOWN_EXPS, 3, F, E, X, "fEX", 0, &L->down_exps);
             if (L->has_shexp) {
                 int64_t Fs = a->n_ff_shexp * a->n_expert_shared;
-                S(ATS_ROLE_FFN_GATE_SHEXP, 2, E, Fs, 1, 0, &L->gate_shexp);
-                S(ATS_ROLE_FFN_UP_SHEXP, 2, E, Fs, 1, 0, &L->up_shexp);
-                S(ATS_ROLE_FFN_DOWN_SHEXP, 2, Fs, E, 1, 0, &L->down_shexp);
+                S(ATS_ROLE_FFN_GATE_SHEXP, 2, E, Fs, 1, "ES1", 0, &L->gate_shexp);
+                S(ATS_ROLE_FFN_UP_SHEXP, 2, E, Fs, 1, "ES1", 0, &L->up_shexp);
+                S(ATS_ROLE_FFN_DOWN_SHEXP, 2, Fs, E, 1, "SE1", 0, &L->down_shexp);
             }
         }
 #undef S
@@ -186,6 +188,97 @@ static enum ats_status get_dbl_key(const ex_gguf *g, const char *arch, const cha
     return st;
 }
 
+/* The head dimension's source, in GGUF keys: attention.key_length, else embedding_length / head_count. */
+static void head_dim_source(const ex_gguf *g, const char *arch, char *buf, size_t len)
+{
+    char key[160];
+    int64_t i;
+    snprintf(key, sizeof key, "%s.attention.key_length", arch);
+    if (ex_gguf_find_kv(g, key, &i) == ATS_OK) snprintf(buf, len, "%s", key);
+    else snprintf(buf, len, "%s.embedding_length / %s.attention.head_count", arch, arch);
+}
+
+/* Where a spec dimension code (spec.dims) comes from, in GGUF keys. */
+static void dim_source(char code, const char *arch, const char *hd, char *buf, size_t len)
+{
+    switch (code) {
+    case 'E': snprintf(buf, len, "%s.embedding_length", arch); break;
+    case 'V': snprintf(buf, len, "the rows of token_embd.weight"); break;
+    case 'Q': snprintf(buf, len, "%s.attention.head_count x head dim (%s)", arch, hd); break;
+    case 'K': snprintf(buf, len, "%s.attention.head_count_kv x head dim (%s)", arch, hd); break;
+    case 'D': snprintf(buf, len, "head dim (%s)", hd); break;
+    case 'F': snprintf(buf, len, "%s.feed_forward_length", arch); break;
+    case 'X': snprintf(buf, len, "%s.expert_count", arch); break;
+    case 'f': snprintf(buf, len, "%s.expert_feed_forward_length", arch); break;
+    case 'S': snprintf(buf, len, "%s.expert_shared_feed_forward_length x %s.expert_shared_count", arch, arch); break;
+    default: snprintf(buf, len, "1"); break;
+    }
+}
+
+/* ats_arch_validate names each field by its Hugging Face config key (the field of models/NAME.json); a
+ * GGUF's user knows the metadata keys. Copies msg to out with each such key replaced by the GGUF
+ * key the loader read it from (vocab_size: token_embd.weight's rows; head_dim: hd). */
+static void config_to_gguf_keys(const char *msg, const char *arch, const char *hd, char *out, size_t len)
+{
+    static const struct { const char *config, *gguf; } map[] = {
+        {"hidden_size", "embedding_length"}, {"num_hidden_layers", "block_count"},
+        {"num_attention_heads", "attention.head_count"}, {"num_key_value_heads", "attention.head_count_kv"},
+        {"intermediate_size", "feed_forward_length"}, {"num_experts", "expert_count"},
+        {"num_experts_per_tok", "expert_used_count"}, {"moe_intermediate_size", "expert_feed_forward_length"},
+        {"shared_experts", "expert_shared_count"},
+        {"shared_expert_intermediate_size", "expert_shared_feed_forward_length"},
+        {"max_position_embeddings", "context_length"}, {"rope_theta", "rope.freq_base"},
+        {"rms_norm_eps", "attention.layer_norm_rms_epsilon"}};
+    static const char word[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_";
+    size_t o = 0;
+    out[0] = '\0';
+    for (const char *p = msg; *p && o + 1 < len;) {
+        size_t n = strspn(p, word);
+        if (n == 0) { out[o++] = *p++; out[o] = '\0'; continue; }
+        char rep[256];
+        snprintf(rep, sizeof rep, "%.*s", (int)n, p);
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+            if (strlen(map[i].config) == n && strncmp(p, map[i].config, n) == 0)
+                snprintf(rep, sizeof rep, "%s.%s", arch, map[i].gguf);
+        if (n == 8 && strncmp(p, "head_dim", 8) == 0) snprintf(rep, sizeof rep, "head dim (%s)", hd);
+        if (n == 10 && strncmp(p, "vocab_size", 10) == 0) snprintf(rep, sizeof rep, "the rows of token_embd.weight");
+        int w = snprintf(out + o, len - o, "%s", rep);
+        o = w < 0 || (size_t)w >= len - o ? len - 1 : o + (size_t)w;
+        p += n;
+    }
+}
+
+/* 1 when the file has a tensor "blk.<layer>.*". */
+static int layer_in_file(const ex_gguf *g, int layer)
+{
+    char prefix[32];
+    int n = snprintf(prefix, sizeof prefix, "blk.%d.", layer);
+    for (int64_t i = 0; i < ex_gguf_n_tensors(g); i++)
+        if (strncmp(ex_gguf_tensor_at(g, i)->name, prefix, (size_t)n) == 0) return 1;
+    return 0;
+}
+
+/* Refuses tensors "blk.N.*" with N >= n_layer: block_count smaller than the file's layers would
+ * otherwise run a truncated model silently. Names the lowest such layer's first tensor in file order. */
+static enum ats_status check_layer_tensors(const ex_gguf *g, const char *arch, int64_t n_layer, ats_err *err)
+{
+    const char *first = NULL;
+    long long lo = 0, hi = 0;
+    for (int64_t i = 0; i < ex_gguf_n_tensors(g); i++) {
+        const char *nm = ex_gguf_tensor_at(g, i)->name;
+        if (strncmp(nm, "blk.", 4) != 0 || nm[4] < '0' || nm[4] > '9') continue;
+        char *end;
+        long long layer = strtoll(nm + 4, &end, 10); /* saturates: a huge N is still outside */
+        if (*end != '.' || layer < n_layer) continue;
+        if (!first || layer < lo) { first = nm; lo = layer; }
+        if (layer > hi) hi = layer;
+    }
+    if (!first) return ATS_OK;
+    return ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' is in layer %lld, outside metadata '%s.block_count' = %lld "
+                       "(the file has tensors up to layer %lld; refusing to ignore them)",
+                       ex_gguf_path(g), first, lo, arch, (long long)n_layer, hi);
+}
+
 #define TRY(x) do { st = (x); if (st != ATS_OK) goto fail; } while (0)
 
 enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err)
@@ -223,12 +316,10 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
     TRY(get_int_key(g, arch, "attention.head_count_kv", &a->n_head_kv, 0, a->n_head, err));
     TRY(get_int_key(g, arch, "feed_forward_length", &a->n_ff, kind != 2, 0, err));
     TRY(get_int_key(g, arch, "context_length", &a->n_ctx_max, 0, 2048, err));
-    if (a->n_head <= 0 || a->n_embd <= 0 || a->n_layer <= 0 || a->n_layer > 100000) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: metadata: embedding_length %lld, block_count %lld, head_count %lld (must be positive)",
-                         path, (long long)a->n_embd, (long long)a->n_layer, (long long)a->n_head);
-        goto fail;
-    }
-    TRY(get_int_key(g, arch, "attention.key_length", &a->head_dim, 0, a->n_embd / a->n_head, err));
+    /* ranges: ats_arch_validate below (the default head dim only needs a positive head count) */
+    TRY(get_int_key(g, arch, "attention.key_length", &a->head_dim, 0, a->n_head > 0 ? a->n_embd / a->n_head : 0, err));
+    char hd[200];
+    head_dim_source(g, arch, hd, sizeof hd);
     TRY(get_int_key(g, arch, "rope.dimension_count", &m->n_rot, 0, a->head_dim, err));
     TRY(get_dbl_key(g, arch, "attention.layer_norm_rms_epsilon", &a->rms_norm_eps, 1e-5, err));
     TRY(get_dbl_key(g, arch, "rope.freq_base", &a->rope_theta, 10000.0, err));
@@ -246,17 +337,20 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
     if (!te) { st = ats_err_set(err, ATS_EINVAL, "%s: tensor 'token_embd.weight' missing (architecture %s needs it)", path, arch); goto fail; }
     a->n_vocab = te->ne[1];
     a->tied_embd = ex_gguf_find_tensor(g, "output.weight") == NULL;
-    a->partial_rotary = a->head_dim > 0 ? (double)m->n_rot / (double)a->head_dim : 1.0;
     ats_err aerr;
-    if (ats_arch_validate(a, &aerr) != ATS_OK) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: hyper-parameters from metadata: %s", path, aerr.msg);
+    if (ats_arch_validate(a, &aerr) != ATS_OK) { /* partial_rotary still 1: rope.dimension_count is checked below */
+        char msg[sizeof aerr.msg];
+        config_to_gguf_keys(aerr.msg, arch, hd, msg, sizeof msg);
+        st = ats_err_set(err, ATS_EINVAL, "%s: hyper-parameters from metadata: %s", path, msg);
         goto fail;
     }
     if (m->n_rot <= 0 || m->n_rot > a->head_dim || m->n_rot % 2) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: metadata '%s.rope.dimension_count' = %lld (must be even, 1..head_dim %lld)",
-                         path, arch, (long long)m->n_rot, (long long)a->head_dim);
+        st = ats_err_set(err, ATS_EINVAL, "%s: metadata '%s.rope.dimension_count' = %lld (must be even, 2..%lld = head dim (%s))",
+                         path, arch, (long long)m->n_rot, (long long)a->head_dim, hd);
         goto fail;
     }
+    a->partial_rotary = (double)m->n_rot / (double)a->head_dim;
+    TRY(check_layer_tensors(g, arch, a->n_layer, err));
     m->layers = calloc((size_t)a->n_layer, sizeof *m->layers);
     if (!m->layers || build_specs(m, &l)) { st = ATS_ENOMEM; goto fail; }
     for (int i = 0; i < l.n; i++) {
@@ -264,18 +358,23 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
         const ex_gguf_tensor *t = ex_gguf_find_tensor(g, sp->name);
         if (!t) {
             if (sp->optional) continue;
-            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' missing (architecture %s needs it)", path, sp->name, arch);
+            if (sp->layer >= 0 && !layer_in_file(g, sp->layer))
+                st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' missing: the file has no tensor of layer %d but metadata "
+                                 "'%s.block_count' = %lld asks for layers 0..%lld", path, sp->name, sp->layer, arch,
+                                 (long long)a->n_layer, (long long)a->n_layer - 1);
+            else
+                st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s' missing (architecture %s needs it)", path, sp->name, arch);
             goto fail;
         }
-        int ok = 1;
-        for (int d = 0; d < 4; d++) {
-            int64_t want = d < 3 ? sp->ne[d] : 1;
-            if (t->ne[d] != want) ok = 0;
-        }
-        if (!ok) {
-            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s': shape [%lld, %lld, %lld] but the hyper-parameters need [%lld, %lld, %lld]",
+        int bad = -1; /* the first dimension that differs */
+        for (int d = 3; d >= 0; d--)
+            if (t->ne[d] != (d < 3 ? sp->ne[d] : 1)) bad = d;
+        if (bad >= 0) {
+            char src[400];
+            dim_source(bad < 3 ? sp->dims[bad] : '1', arch, hd, src, sizeof src);
+            st = ats_err_set(err, ATS_EINVAL, "%s: tensor '%s': shape [%lld, %lld, %lld] but the metadata needs [%lld, %lld, %lld] (ne[%d] = %s)",
                              path, sp->name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                             (long long)sp->ne[0], (long long)sp->ne[1], (long long)sp->ne[2]);
+                             (long long)sp->ne[0], (long long)sp->ne[1], (long long)sp->ne[2], bad, src);
             goto fail;
         }
         if (sp->is_norm && t->type != ATS_Q_F32) {
@@ -405,7 +504,7 @@ enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint
 {
     int kind = family_kind(arch->family);
     if (kind < 0)
-        return ats_err_set(err, ATS_EINVAL, "model '%s': family '%s' not supported by the executor (llama, qwen3, qwen3_moe)",
+        return ats_err_set(err, ATS_EINVAL, "model '%s': model_type '%s' not supported by the executor (llama, qwen3, qwen3_moe)",
                            arch->name, arch->family);
     enum ats_status st = ats_arch_validate(arch, err);
     if (st != ATS_OK) return st;

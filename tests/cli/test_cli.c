@@ -1,6 +1,6 @@
 /*
  * test_cli — the `ats` program as a user meets it: help, --version, unknown subcommands and flags
- * (usage + exit 2), `ats inspect` on every listed model, and bad model JSON (missing field, negative
+ * (usage + exit 2), `ats inspect` on every listed model and its option checks, and bad model JSON (missing field, negative
  * size, unknown quant type, unreadable file, syntax error, unknown key): exactly one line on stderr
  * naming the file, the field and the value, exit 2. Output files: special files (/dev/null, /dev/full),
  * missing directories, paths under a regular file and directories refused by every writer before its
@@ -41,6 +41,34 @@ static void test_basics(void)
     CHECK(run("inspect --ctx abc", out, sizeof out, err, sizeof err) == 2 && strstr(err, "abc"));
     CHECK(run("inspect --quant q3_x", out, sizeof out, err, sizeof err) == 2 && strstr(err, "q3_x"));
     CHECK(run("inspect --model no-such-model", out, sizeof out, err, sizeof err) == 2 && strstr(err, "no-such-model.json"));
+}
+
+/* inspect: --hw and --vram-budget without --policy are refused (they were silently ignored);
+ * numbers too large for any type, or for a context, say "out of range" and name the option;
+ * option combinations are named by their options, not the graph's fields (ctx_pos, n_ctx). */
+static void test_inspect_options(void)
+{
+    static const struct { const char *args, *want; } bad[] = {
+        {"inspect --vram-budget 6GiB", "ats inspect: --vram-budget only applies with --policy"},
+        {"inspect --hw rtx3060-laptop", "ats inspect: --hw only applies with --policy"},
+        {"inspect --hw rtx3060-laptop --vram-budget 6GiB", "ats inspect: --hw and --vram-budget only apply with --policy"},
+        {"inspect --policy layer --vram-budget 99999999999999999999", "--vram-budget: 99999999999999999999: out of range"},
+        {"inspect --policy layer --vram-budget 99999999999999999999GiB", "--vram-budget: 99999999999999999999GiB: out of range"},
+        {"inspect --ctx 99999999999999999999", "--ctx: '99999999999999999999' is out of range (0..16777216 tokens)"},
+        {"inspect --phase prefill --tokens 99999999999999999999", "--tokens: '99999999999999999999' is out of range"},
+        {"inspect --n-ctx 16777217", "--n-ctx: '16777217' is out of range"},
+        {"inspect --ctx abc", "--ctx: 'abc' is not a non-negative integer"},
+        {"inspect --phase prefill --ctx 16777216 --tokens 1", "--ctx 16777216 + --tokens 1: more than 16777216 tokens"},
+        {"inspect --n-ctx 100", "--n-ctx 100: smaller than the 2048 tokens of this round (--ctx, 2048 by default)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = run(bad[i].args, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, bad[i].want) && out[0] == '\0',
+                  "ats %s: rc %d, stderr '%s' (want '%s')", bad[i].args, rc, err, bad[i].want);
+    }
+    /* with --policy they are used */
+    int rc = run("inspect --policy layer --vram-budget 6GiB --hw rtx3060-laptop", out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0, "inspect --policy layer --vram-budget 6GiB --hw rtx3060-laptop: rc %d: %s", rc, err);
 }
 
 /* Every subcommand: --help prints its usage (exit 0); an unknown flag names itself (exit 2). */
@@ -168,7 +196,7 @@ static void test_bad_json(void)
     CHECK_MSG(rcd == 2 && tu_count_lines(err) == 1 && strstr(err, "not a regular file"), "directory: rc %d: %s", rcd, err);
     /* a context beyond any model */
     rcd = run("inspect --model qwen3-14b --ctx 100000000000", out, sizeof out, err, sizeof err);
-    CHECK_MSG(rcd == 2 && strstr(err, "ctx_pos"), "huge ctx: rc %d: %s", rcd, err);
+    CHECK_MSG(rcd == 2 && strstr(err, "--ctx: '100000000000' is out of range (0..16777216 tokens)"), "huge ctx: rc %d: %s", rcd, err);
     /* ats quantize onto its own input (through ../) must refuse and leave the input as it was */
     {
         char src[512], cp[1200], q[1400];
@@ -406,6 +434,7 @@ int main(void)
     test_basics();
     test_every_command();
     test_inspect_models();
+    test_inspect_options();
     test_bad_json();
     test_outputs();
     test_bench_default_out();

@@ -254,6 +254,8 @@ int main(void)
     snprintf(args, sizeof args, "run --model %s --split 9", model);
     expect_code(args, 2, "--split 9");
     expect_code("run --model no-such-model --dummy-weights", 2, "no-such-model");
+    /* the models/NAME.json field, not the struct's */
+    expect_code("run --model gpt-oss-20b --dummy-weights -n 1", 2, "model 'gpt-oss-20b': model_type 'gpt_oss' not supported");
     expect_code("quantize --help", 0, NULL);
     expect_code("quantize a.gguf", 2, "needs IN.gguf and OUT.gguf, got 1 file argument");
     expect_code("quantize --type q8_0 a.gguf b.gguf c.gguf", 2, "got 3 file arguments");

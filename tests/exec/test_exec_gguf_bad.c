@@ -2,7 +2,9 @@
  * test_exec_gguf_bad — bad inputs give one clear message and exit code 2, never a crash.
  * A tiny valid llama GGUF is written with ex_gguf_write (fresh random weights, seed printed), then
  * broken one way at a time: truncated (several cut points), bad magic, unknown version, tensor offset
- * outside the file, unknown quant type, a missing tensor, a shape mismatch, bad metadata; plus a
+ * outside the file, unknown quant type, a missing tensor, a shape mismatch, bad metadata, block_count
+ * smaller than the file's blk.N layers (refused, naming the first tensor outside) or larger; messages
+ * name the GGUF keys behind a number (llama.attention.head_count_kv, not n_head_kv); plus a
  * prompt longer than the context on the real stories260K. Each case is checked in-process
  * (ex_gguf_open / ex_model_load_gguf status and message) and through the `ats` binary ($ATS_BIN):
  * exit code 2 and one stderr line naming the file and the offending field.
@@ -44,23 +46,31 @@ static size_t kv_f32(uint8_t *p, const char *key, float v)
     return 16 + n;
 }
 
-enum { DROP_NONE = 0, DROP_ATTN_K = 1, BAD_SHAPE = 2, BAD_HEADS = 3 };
+enum { DROP_NONE = 0, DROP_ATTN_K = 1, BAD_SHAPE = 2, BAD_HEADS = 3, EXTRA_LAYERS = 4, MISSING_LAYER = 5, BAD_KV_HEADS = 6,
+       BAD_ROT = 7 };
 
-/* Writes a 1-layer llama (n_embd 32, 2 heads, 1 KV head, n_ff 64, vocab 40) to path. */
+/* Writes a 1-layer llama (n_embd 32, 2 heads, 1 KV head, n_ff 64, vocab 40) to path. EXTRA_LAYERS:
+ * block_count 1 but the tensors of layers 0, 2 and 1 (in that order); MISSING_LAYER: block_count 2,
+ * the tensors of layer 0 only. BAD_KV_HEADS: 3 KV heads for 2 heads; BAD_ROT: key_length 16 and an odd
+ * rope.dimension_count 7. */
 static void write_model(const char *path, int variant)
 {
-    static uint8_t kvbuf[8][256];
-    const void *kv[8];
-    size_t kl[8];
+    static uint8_t kvbuf[12][256];
+    const void *kv[12];
+    size_t kl[12];
     int nk = 0;
     kl[nk] = kv_str(kvbuf[nk], "general.architecture", "llama"); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.embedding_length", 32); nk++;
-    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.block_count", 1); nk++;
+    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.block_count", variant == MISSING_LAYER ? 2 : 1); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.head_count", variant == BAD_HEADS ? 3 : 2); nk++;
-    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.head_count_kv", 1); nk++;
+    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.head_count_kv", variant == BAD_KV_HEADS ? 3 : 1); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.feed_forward_length", 64); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.context_length", 64); nk++;
     kl[nk] = kv_f32(kvbuf[nk], "llama.attention.layer_norm_rms_epsilon", 1e-5f); nk++;
+    if (variant == BAD_ROT) {
+        kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.key_length", 16); nk++;
+        kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.rope.dimension_count", 7); nk++;
+    }
     for (int i = 0; i < nk; i++) kv[i] = kvbuf[i];
     struct { const char *name; int nd; int64_t ne0, ne1; ats_qtype t; } T[] = {
         {"token_embd.weight", 2, 32, 40, ATS_Q_Q8_0}, {"output_norm.weight", 1, 32, 1, ATS_Q_F32},
@@ -71,10 +81,16 @@ static void write_model(const char *path, int variant)
         {"blk.0.ffn_up.weight", 2, 32, 64, ATS_Q_Q4_0}, {"blk.0.ffn_down.weight", 2, 64, 32, ATS_Q_BF16},
     };
     int nt = (int)(sizeof T / sizeof T[0]);
-    ex_gguf_out_tensor ot[16];
+    ex_gguf_out_tensor ot[48];
+    static char names[48][64];
     int n = 0;
-    for (int i = 0; i < nt; i++) {
+    const int layers[] = {0, 2, 1};
+    for (int j = 0; j < (variant == EXTRA_LAYERS ? 3 : 1) * nt; j++) {
+        int i = j % nt, in_blk = strncmp(T[i].name, "blk.0.", 6) == 0;
         if (variant == DROP_ATTN_K && strcmp(T[i].name, "blk.0.attn_k.weight") == 0) continue;
+        if (j >= nt && !in_blk) continue; /* the layers again, not the global tensors */
+        if (in_blk) snprintf(names[n], sizeof names[n], "blk.%d.%s", layers[j / nt], T[i].name + 6);
+        else snprintf(names[n], sizeof names[n], "%s", T[i].name);
         int64_t cnt = T[i].ne0 * T[i].ne1;
         float *f = malloc((size_t)cnt * sizeof *f);
         for (int64_t j = 0; j < cnt; j++) f[j] = (float)tu_uniform(&rng, -0.5, 0.5) + (T[i].nd == 1 ? 1.0f : 0.0f);
@@ -83,7 +99,7 @@ static void write_model(const char *path, int variant)
         uint8_t *q = malloc((size_t)(rb * (uint64_t)T[i].ne1));
         for (int64_t r = 0; r < T[i].ne1; r++) ex_quantize_row(T[i].t, f + r * T[i].ne0, q + r * rb, T[i].ne0);
         free(f);
-        ot[n] = (ex_gguf_out_tensor){T[i].name, (uint32_t)T[i].nd, {T[i].ne0, T[i].ne1, 1, 1}, T[i].t, q, rb * (uint64_t)T[i].ne1};
+        ot[n] = (ex_gguf_out_tensor){names[n], (uint32_t)T[i].nd, {T[i].ne0, T[i].ne1, 1, 1}, T[i].t, q, rb * (uint64_t)T[i].ne1};
         n++;
     }
     ats_err err;
@@ -244,17 +260,32 @@ int main(void)
     snprintf(p, sizeof p, "%s/count.gguf", dir);
     save(p, c, len);
     expect_open_fail(p, "tensor_count");
-    /* missing tensor, shape mismatch, inconsistent hyper-parameters: parse fine, model load fails */
+    /* missing tensor, shape mismatch, inconsistent hyper-parameters, layers: parse fine, model load fails */
     struct { int variant; const char *want; } mv[] = {
-        {DROP_ATTN_K, "tensor 'blk.0.attn_k.weight' missing"},
-        {BAD_SHAPE, "tensor 'blk.0.attn_k.weight': shape [32, 32, 1] but the hyper-parameters need [32, 16, 1]"},
-        {BAD_HEADS, "hyper-parameters"},
+        {DROP_ATTN_K, "tensor 'blk.0.attn_k.weight' missing (architecture llama needs it)"},
+        /* messages name the GGUF keys the numbers came from (not struct fields or config.json keys) */
+        {BAD_SHAPE, "tensor 'blk.0.attn_k.weight': shape [32, 32, 1] but the metadata needs [32, 16, 1] (ne[1] = "
+                    "llama.attention.head_count_kv x head dim (llama.embedding_length / llama.attention.head_count))"},
+        {BAD_HEADS, "tensor 'blk.0.attn_q.weight': shape [32, 32, 1] but the metadata needs [32, 30, 1] (ne[1] = "
+                    "llama.attention.head_count x head dim (llama.embedding_length / llama.attention.head_count))"},
+        {BAD_KV_HEADS, "hyper-parameters from metadata: 'llama.attention.head_count_kv': 3 (must divide "
+                       "llama.attention.head_count 2)"},
+        {BAD_ROT, "metadata 'llama.rope.dimension_count' = 7 (must be even, 2..16 = head dim (llama.attention.key_length))"},
+        /* more blk.N groups than block_count: refused (the extra layers were silently ignored), naming
+         * the lowest layer outside it even when a higher one comes first in the file */
+        {EXTRA_LAYERS, "tensor 'blk.1.attn_norm.weight' is in layer 1, outside metadata 'llama.block_count' = 1 "
+                       "(the file has tensors up to layer 2"},
+        /* fewer: the first missing tensor, and the key that asks for it */
+        {MISSING_LAYER, "tensor 'blk.1.attn_norm.weight' missing: the file has no tensor of layer 1 but metadata "
+                        "'llama.block_count' = 2 asks for layers 0..1"},
     };
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < (int)(sizeof mv / sizeof mv[0]); i++) {
         snprintf(p, sizeof p, "%s/model%d.gguf", dir, i);
         write_model(p, mv[i].variant);
         m = NULL;
-        CHECK(ex_model_load_gguf(p, &m, &err) == ATS_EINVAL && m == NULL);
+        enum ats_status st = ex_model_load_gguf(p, &m, &err);
+        CHECK_MSG(st == ATS_EINVAL && m == NULL, "variant %d: status %d (want EINVAL)", mv[i].variant, (int)st);
+        if (m) ex_model_free(m);
         CHECK_MSG(strstr(err.msg, mv[i].want) != NULL, "message '%s' lacks '%s'", err.msg, mv[i].want);
         expect_cli(p, "", mv[i].want);
     }

@@ -149,6 +149,8 @@ static void test_cli(void)
     expect_usage("sim --trace fig13-synth --trace-offset 1e6", "--trace-offset", "past the end");
     expect_usage("sim --vram-budget 100GiB", "--vram-budget", "rtx3060-laptop");
     expect_usage("sim --vram-budget 6", "--vram-budget", "6: add a unit, e.g. 6GiB");
+    /* too large in any unit: out of range, not "add a unit" */
+    expect_usage("sim --vram-budget 99999999999999999999", "--vram-budget", "99999999999999999999: out of range");
     expect_usage("sim --vram-budget 0x10GiB", "--vram-budget", "hexadecimal");
     expect_usage("sim --vram-budget 5parsecs", "--vram-budget", "unknown unit");
     expect_usage("sim --temp-bytes 512", "--temp-bytes", "add a unit");

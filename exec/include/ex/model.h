@@ -68,7 +68,8 @@ typedef struct ex_model {
 } ex_model;
 
 /** Loads a GGUF file. Checks: architecture known, every tensor present with the expected shape
- *  and a supported type, hyper-parameters consistent (ats_arch_validate). *out is new (free with
+ *  and a supported type, no blk.N tensor with N >= block_count, hyper-parameters consistent
+ *  (ats_arch_validate). *out is new (free with
  *  ex_model_free). ATS_EINVAL/ATS_ENOTFOUND with one line in err naming file, tensor/key, values. */
 enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err);
 
