@@ -1586,7 +1586,7 @@ static void test_calibrate_run(void)
 {
     char cal[400], args[1024];
     snprintf(cal, sizeof cal, "%s/cal.txt", tmpdir);
-    snprintf(args, sizeof args, "stress --calibrate %s --cpu-only --settle 0.1 --measure 0.3 --threads 1", cal);
+    snprintf(args, sizeof args, "stress --calibrate %s --cpu-only --settle 0.1 --measure 0.6 --threads 1", cal);
     int rc;
     char *o = tu_run_ats(args, &rc, 1);
     CHECK_MSG(rc == 0, "calibrate: rc %d: %s", rc, o ? o : "");
