@@ -329,6 +329,12 @@ static int load_checked(sim_cli *o, const char *cmd)
     }
     /* a duration without --requests means "as many requests as fit" */
     if (o->cfg.duration_s > 0 && !o->requests_given) o->cfg.n_requests = 0;
+    /* the session's own checks (prompt + gen within the context, ...), once for every policy, before any
+       output: one error, not one "policy P skipped" line per policy after the table's header */
+    if (sim_session_check(&o->arch, &o->cfg, &err) != ATS_OK) {
+        ats_cli_error(cmd, "%s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
     /* bound the work before doing any */
     if (o->cfg.max_rounds > 0) {
         char why[160];

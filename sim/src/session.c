@@ -266,9 +266,8 @@ static void session_free(session *s)
     ats_costs_free(&s->truth);
 }
 
-static enum ats_status check_cfg(const ats_arch *arch, const sim_session_cfg *c, ats_err *err)
+enum ats_status sim_session_check(const ats_arch *arch, const sim_session_cfg *c, ats_err *err)
 {
-    if (!c->policy) return ats_err_set(err, ATS_EINVAL, "policy: none given");
     if (c->vram_budget_bytes == 0) return ats_err_set(err, ATS_EINVAL, "vram budget: 0 bytes");
     if (c->prompt_tok < 1) return ats_err_set(err, ATS_EINVAL, "prompt: %lld tokens (must be >= 1)", (long long)c->prompt_tok);
     if (c->gen_tok < 1) return ats_err_set(err, ATS_EINVAL, "gen: %lld tokens (must be >= 1)", (long long)c->gen_tok);
@@ -522,7 +521,8 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
                                 const sim_session_cfg *cfg, sim_session_result *out, ats_err *err)
 {
     memset(out, 0, sizeof *out);
-    enum ats_status st = check_cfg(arch, cfg, err);
+    enum ats_status st = cfg->policy ? sim_session_check(arch, cfg, err)
+                                     : ats_err_set(err, ATS_EINVAL, "policy: none given");
     if (st) return st;
     if (cfg->max_rounds > 0) {
         char why[160];

@@ -155,6 +155,10 @@ static void test_cli(void)
     expect_usage("sim --vram-budget 5parsecs", "--vram-budget", "unknown unit");
     expect_usage("sim --temp-bytes 512", "--temp-bytes", "add a unit");
     expect_usage("sim --policy ats,ats", "--policy", "'ats' given twice");
+    /* the session's checks once, before the table's header (were one 'policy P skipped' line per policy) */
+    expect_usage("sim --prompt 100000", "100128 tokens", "context of 40960");
+    expect_usage("sim --prompt 40000 --gen 961 --format csv", "40961 tokens", "context of 40960");
+    expect_usage("sweep --prompt 40960 --gen 1 --eps 0.1 --interval 1 --trace fig13-synth", "40961 tokens", NULL);
     expect_usage("sweep --policy ats,static,ats --eps 0.1 --interval 1 --trace fig13-synth", "'ats' given twice", NULL);
     expect_usage("sim --policy", "--policy: missing value", "ats sim --help");
     expect_usage("sweep --eps", "--eps: missing value", "ats sweep --help");

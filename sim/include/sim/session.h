@@ -150,6 +150,15 @@ typedef struct sim_session_result {
 void sim_session_result_free(sim_session_result *r);
 
 /**
+ * Checks cfg's policy-independent fields against `arch` (what sim_session_run checks before it runs):
+ * prompt, gen and chunk >= 1 token, a request count or a duration, jitter in [0, 5), finite non-negative
+ * costs, gap and duration, prompt + gen within arch->n_ctx_max (when > 0). cfg->policy is not looked at.
+ * ATS_EINVAL with a message naming the field and its value; ATS_OK otherwise. A CLI calls it once before
+ * any output, so a bad configuration is one error, not one per policy.
+ */
+enum ats_status sim_session_check(const ats_arch *arch, const sim_session_cfg *cfg, ats_err *err);
+
+/**
  * Runs one session of `arch` (borrowed) on `hw` under `trace` (NULL = idle machine) with cfg.
  * ATS_ENOTFOUND (unknown policy), ATS_EINFEASIBLE (the policy cannot place the model in the
  * budget), ATS_EINVAL (bad configuration; message names the field and value), ATS_ENOMEM.
