@@ -410,3 +410,19 @@ enum ats_status atsc_out_write_json(const char *path, const json_t *root, size_t
     }
     return atsc_out_commit(o, err);
 }
+
+/* ------------------------------------------------------------------ inputs: readable? ------------ */
+
+enum ats_status atsc_in_readable(const char *path, const char *what, ats_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return ats_err_set(err, errno == ENOENT ? ATS_ENOTFOUND : ATS_EINVAL, "%s: cannot open %s: %s", path, what,
+                           strerror(errno));
+    struct stat sb;
+    const int st = fstat(fd, &sb);
+    close(fd);
+    if (st != 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot open %s: %s", path, what, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return ats_err_set(err, ATS_EINVAL, "%s: is a directory, not a %s", path, what);
+    return ATS_OK;
+}

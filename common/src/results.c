@@ -756,9 +756,8 @@ enum ats_status atsc_results_read(const char *path, atsc_results_file **out, ats
 {
     if (!path || !out) return ats_err_set(err, ATS_EINVAL, "atsc_results_read: NULL argument");
     *out = NULL;
-    if (access(path, R_OK) != 0)
-        return ats_err_set(err, errno == ENOENT ? ATS_ENOTFOUND : ATS_EINVAL, "%s: cannot read: %s",
-                           path, strerror(errno));
+    enum ats_status rst = atsc_in_readable(path, "results file", err);
+    if (rst != ATS_OK) return rst;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (H5Fis_hdf5(path) <= 0) return ats_err_set(err, ATS_EINVAL, "%s: not an HDF5 file", path);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);

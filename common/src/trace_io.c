@@ -306,11 +306,13 @@ static void lookup_suffix(const char *path, char *buf, size_t len)
 enum ats_status atsc_trace_load(const char *path, atsc_trace **out, ats_err *err)
 {
     *out = NULL;
-    struct stat sb;
     char also[520];
     lookup_suffix(path, also, sizeof also);
-    if (stat(path, &sb) != 0)
-        return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open load trace: %s%s", path, strerror(errno), also);
+    enum ats_status rst = atsc_in_readable(path, "load trace", err);
+    if (rst != ATS_OK) {
+        if (also[0] && err) snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), "%s", also);
+        return rst;
+    }
     h5_quiet();
     if (H5Fis_hdf5(path) <= 0)
         return ats_err_set(err, ATS_EINVAL, "%s: not an HDF5 file%s", path, also);

@@ -100,9 +100,7 @@ enum ats_status sim_routing_load(const char *path, const ats_arch *arch, sim_rou
     if (st) return st;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     atsc_in_note(path); /* never to be replaced by an output of this run */
-    FILE *probe = fopen(path, "rb");
-    if (!probe) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open routing file", path);
-    fclose(probe);
+    if ((st = atsc_in_readable(path, "routing file", err)) != ATS_OK) return st;
     hid_t f = -1, d = -1, sp = -1, ty = -1;
     sim_routing *r = NULL;
     st = ATS_OK;

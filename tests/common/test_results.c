@@ -13,6 +13,7 @@
 
 #include "ats_version.h"
 #include "atsc/results.h"
+#include "atsc/trace_io.h"
 #include "testutil.h"
 
 static char tmpdir[256];
@@ -462,6 +463,14 @@ static void test_bad_files(uint64_t *rng)
     fputs("not hdf5\n", fp);
     fclose(fp);
     expect_msg(atsc_results_read(txt, &f, &e), &e, "text.h5", "not an HDF5 file");
+    /* a directory is said to be one (H5Fis_hdf5 said "not an HDF5 file"); so for traces and routing files */
+    const char *dir = tpath("dir.h5");
+    CHECK(mkdir(dir, 0700) == 0);
+    expect_msg(atsc_results_read(dir, &f, &e), &e, "dir.h5", "is a directory, not a results file");
+    atsc_trace *tr = NULL;
+    expect_msg(atsc_trace_load(dir, &tr, &e), &e, "dir.h5", "is a directory, not a load trace");
+    CHECK(tr == NULL);
+    CHECK(rmdir(dir) == 0);
 
     /* a valid file, then damaged in place */
     const char *path = tpath("damaged.h5");

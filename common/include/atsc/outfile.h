@@ -72,6 +72,13 @@ void atsc_out_abort(atsc_out *o);
  * a library user may well rewrite a file it read earlier). Thread-safe.
  */
 void atsc_in_note(const char *path);
+/**
+ * Checks that input `path` can be opened for reading and is not a directory, before a format check
+ * (H5Fis_hdf5 says "not HDF5" for a file it cannot read). `what` names the input ("load trace").
+ * ATS_ENOTFOUND "PATH: cannot open WHAT: No such file or directory"; ATS_EINVAL for any other open
+ * error (errno's text: permission denied, ...) and "PATH: is a directory, not a WHAT"; ATS_OK otherwise.
+ */
+enum ats_status atsc_in_readable(const char *path, const char *what, ats_err *err);
 /** Turns the input guard on for this process (once, in main()). */
 void atsc_in_guard_enable(void);
 
