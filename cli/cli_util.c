@@ -196,11 +196,12 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(end, units[i].suffix) == 0) {
             double b = v * units[i].mult;
-            if (b < 1.0 || b > 1.8e19) {
+            if (b < 1.0 || !(b < 0x1p64)) { /* 2^64 B and up do not fit (1e19B came out as 2^63) */
                 snprintf(why, len, "%.60s: out of range (1 B .. 16 EiB)", s);
                 return -1;
             }
-            *out = (uint64_t)llround(b);
+            /* llround is a long long: past 2^63 (where every double is whole) convert directly */
+            *out = b < 0x1p62 ? (uint64_t)llround(b) : (uint64_t)b;
             return 0;
         }
     }

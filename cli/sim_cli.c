@@ -87,6 +87,11 @@ int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *
         return -1;
     }
     strcpy(buf, s);
+    /* strtok_r skips empty fields: '1:' or '0::2' would pass as '1' or '0:2' */
+    if (buf[0] == ':' || (buf[0] && buf[strlen(buf) - 1] == ':') || strstr(buf, "::")) {
+        snprintf(why, len, "an empty field (A, A:B or A:B:S)");
+        return -1;
+    }
     int n_ms = 0;
     double v[3];
     int nv = 0;

@@ -151,6 +151,12 @@ static void test_cli(void)
     expect_usage("sim --vram-budget 6", "--vram-budget", "6: add a unit, e.g. 6GiB");
     /* too large in any unit: out of range, not "add a unit" */
     expect_usage("sim --vram-budget 99999999999999999999", "--vram-budget", "99999999999999999999: out of range");
+    /* 1e19 B fits 64 bits: taken as it is (llround saturated it to 2^63 B), then refused by the hw */
+    expect_usage("sim --vram-budget 1e19B", "--vram-budget", "(10000000000000000000 bytes) exceeds");
+    expect_usage("sim --vram-budget 20000000TB", "--vram-budget", "out of range");
+    expect_usage("sweep --eps 0.1: --interval 1 --trace fig13-synth", "--eps", "an empty field");
+    expect_usage("sweep --eps 0::0.2 --interval 1 --trace fig13-synth", "--eps", "an empty field");
+    expect_usage("sweep --eps 0.1 --interval :2 --trace fig13-synth", "--interval", "an empty field");
     expect_usage("sim --vram-budget 0x10GiB", "--vram-budget", "hexadecimal");
     expect_usage("sim --vram-budget 5parsecs", "--vram-budget", "unknown unit");
     expect_usage("sim --temp-bytes 512", "--temp-bytes", "add a unit");
