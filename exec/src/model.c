@@ -344,6 +344,11 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
         st = ats_err_set(err, ATS_EINVAL, "%s: hyper-parameters from metadata: %s", path, msg);
         goto fail;
     }
+    if (a->head_dim < 2) { /* "must be even, 2..1" said nothing */
+        st = ats_err_set(err, ATS_EINVAL, "%s: metadata: head dim %lld (%s) is below 2, the least RoPE rotates",
+                         path, (long long)a->head_dim, hd);
+        goto fail;
+    }
     if (m->n_rot <= 0 || m->n_rot > a->head_dim || m->n_rot % 2) {
         st = ats_err_set(err, ATS_EINVAL, "%s: metadata '%s.rope.dimension_count' = %lld (must be even, 2..%lld = head dim (%s))",
                          path, arch, (long long)m->n_rot, (long long)a->head_dim, hd);
@@ -412,9 +417,24 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
             goto fail;
         }
     }
+    /* BOS and EOS are used (generation from BOS, stop at EOS): an id outside the vocabulary is a damaged
+       file, said as such (it read as "the vocabulary has no BOS token"); absent keys mean none */
     m->bos_id = m->eos_id = -1;
-    if (ex_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &v, NULL) == ATS_OK && v >= 0 && v < a->n_vocab) m->bos_id = (int32_t)v;
-    if (ex_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &v, NULL) == ATS_OK && v >= 0 && v < a->n_vocab) m->eos_id = (int32_t)v;
+    static const char *const special[2] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+    for (int k = 0; k < 2; k++) {
+        if (ex_gguf_find_kv(g, special[k], &v) != ATS_OK) continue;
+        int64_t id = -1;
+        if (ex_gguf_get_int(g, special[k], &id, NULL) != ATS_OK) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: metadata '%s' is not an integer", path, special[k]);
+            goto fail;
+        }
+        if (id < 0 || id >= a->n_vocab) {
+            st = ats_err_set(err, ATS_EINVAL, "%s: metadata '%s' = %lld is outside the vocabulary (0..%lld)", path,
+                             special[k], (long long)id, (long long)a->n_vocab - 1);
+            goto fail;
+        }
+        *(k == 0 ? &m->bos_id : &m->eos_id) = (int32_t)id;
+    }
     free(l.v);
     *out = m;
     return ATS_OK;

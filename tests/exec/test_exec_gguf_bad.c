@@ -47,12 +47,12 @@ static size_t kv_f32(uint8_t *p, const char *key, float v)
 }
 
 enum { DROP_NONE = 0, DROP_ATTN_K = 1, BAD_SHAPE = 2, BAD_HEADS = 3, EXTRA_LAYERS = 4, MISSING_LAYER = 5, BAD_KV_HEADS = 6,
-       BAD_ROT = 7 };
+       BAD_ROT = 7, BAD_BOS = 8, BAD_EOS = 9, HEAD_DIM_1 = 10 };
 
 /* Writes a 1-layer llama (n_embd 32, 2 heads, 1 KV head, n_ff 64, vocab 40) to path. EXTRA_LAYERS:
  * block_count 1 but the tensors of layers 0, 2 and 1 (in that order); MISSING_LAYER: block_count 2,
  * the tensors of layer 0 only. BAD_KV_HEADS: 3 KV heads for 2 heads; BAD_ROT: key_length 16 and an odd
- * rope.dimension_count 7. */
+ * rope.dimension_count 7; BAD_BOS: bos_token_id 40 (vocab 40); BAD_EOS: an F32 eos_token_id; HEAD_DIM_1: 32 heads, 16 KV heads. */
 static void write_model(const char *path, int variant)
 {
     static uint8_t kvbuf[12][256];
@@ -62,11 +62,13 @@ static void write_model(const char *path, int variant)
     kl[nk] = kv_str(kvbuf[nk], "general.architecture", "llama"); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.embedding_length", 32); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.block_count", variant == MISSING_LAYER ? 2 : 1); nk++;
-    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.head_count", variant == BAD_HEADS ? 3 : 2); nk++;
-    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.head_count_kv", variant == BAD_KV_HEADS ? 3 : 1); nk++;
+    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.head_count", variant == BAD_HEADS ? 3 : variant == HEAD_DIM_1 ? 32 : 2); nk++;
+    kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.head_count_kv", variant == BAD_KV_HEADS ? 3 : variant == HEAD_DIM_1 ? 16 : 1); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.feed_forward_length", 64); nk++;
     kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.context_length", 64); nk++;
     kl[nk] = kv_f32(kvbuf[nk], "llama.attention.layer_norm_rms_epsilon", 1e-5f); nk++;
+    if (variant == BAD_BOS) { kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "tokenizer.ggml.bos_token_id", 40); nk++; }
+    if (variant == BAD_EOS) { kl[nk] = kv_f32(kvbuf[nk], "tokenizer.ggml.eos_token_id", 2.0f); nk++; }
     if (variant == BAD_ROT) {
         kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.attention.key_length", 16); nk++;
         kl[nk] = ex_gguf_kv_u32(kvbuf[nk], "llama.rope.dimension_count", 7); nk++;
@@ -271,6 +273,11 @@ int main(void)
         {BAD_KV_HEADS, "hyper-parameters from metadata: 'llama.attention.head_count_kv': 3 (must divide "
                        "llama.attention.head_count 2)"},
         {BAD_ROT, "metadata 'llama.rope.dimension_count' = 7 (must be even, 2..16 = head dim (llama.attention.key_length))"},
+        /* a BOS id outside the vocabulary of 40 read as "the vocabulary has no BOS token" */
+        {BAD_BOS, "metadata 'tokenizer.ggml.bos_token_id' = 40 is outside the vocabulary (0..39)"},
+        {BAD_EOS, "metadata 'tokenizer.ggml.eos_token_id' is not an integer"},
+        /* 32 heads of 32 values: head dim 1 (the message said "must be even, 2..1") */
+        {HEAD_DIM_1, "head dim 1 (llama.embedding_length / llama.attention.head_count) is below 2"},
         /* more blk.N groups than block_count: refused (the extra layers were silently ignored), naming
          * the lowest layer outside it even when a higher one comes first in the file */
         {EXTRA_LAYERS, "tensor 'blk.1.attn_norm.weight' is in layer 1, outside metadata 'llama.block_count' = 1 "
