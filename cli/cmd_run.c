@@ -3,6 +3,7 @@
  * on stderr (as llama.cpp's tools do). Weights from a GGUF file, or seeded random weights of a
  * models/<name>.json architecture with --dummy-weights (for timing at full size).
  */
+#include <ctype.h>
 #include <getopt.h>
 #include <math.h>
 #include <omp.h>
@@ -201,7 +202,16 @@ int ats_cmd_run(int argc, char **argv)
         st = ex_model_load_gguf(model, &m, &err);
     }
     if (st != ATS_OK) {
-        ats_cli_error("run", "%s", err.msg);
+        /* a JSON model description given as a GGUF file: say what would run it */
+        FILE *mf = dummy ? NULL : fopen(model, "rb");
+        int c = ' ';
+        while (mf && (c = fgetc(mf)) != EOF && isspace(c)) {}
+        if (mf) fclose(mf);
+        if (mf && c == '{')
+            ats_cli_error("run", "%s (a JSON model description? --dummy-weights runs its shapes with random weights)",
+                          err.msg);
+        else
+            ats_cli_error("run", "%s", err.msg);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
     t_load = now_ns() - t_load;

@@ -90,6 +90,13 @@ enum ats_status atsc_model_load(const char *path, ats_arch *out, ats_err *err)
     atsc_in_note(path); /* never to be replaced by an output of this run */
     FILE *f = fopen(path, "rb");
     if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open model description: %s", path, strerror(errno));
+    char magic[4] = {0};
+    if (fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0) {
+        fclose(f);
+        return ats_err_set(err, ATS_EINVAL, "%s: a GGUF file, not a model description (JSON, as models/*.json); the "
+                           "simulator takes descriptions, `ats run` takes GGUF", path);
+    }
+    rewind(f);
     json_error_t je;
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
     fclose(f);

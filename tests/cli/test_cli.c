@@ -120,6 +120,30 @@ typedef struct {
     const char *what, *json, *must1, *must2;
 } badcase;
 
+/* a file of the other kind: a GGUF given to the simulator, a JSON description given to `ats run`; each
+ * message says what the file is and what takes it (were a JSON syntax error / a bare 'bad magic') */
+static void test_wrong_kind(void)
+{
+    char g[400], j[400], args[1200];
+    snprintf(g, sizeof g, "%s/tiny.gguf", tmpdir);
+    tu_write_text(g, "GGUF\003\0\0\0 not really a model");
+    snprintf(args, sizeof args, "inspect --model %s", g);
+    int rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "a GGUF file, not a model description"),
+              "inspect --model GGUF: rc %d: %s", rc, err);
+    snprintf(args, sizeof args, "sim --model %s", g);
+    rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && strstr(err, "a GGUF file, not a model description"), "sim --model GGUF: rc %d: %s", rc, err);
+    snprintf(j, sizeof j, "%s/desc.json", tmpdir);
+    tu_write_text(j, "\n  {\"model_type\": \"llama\"}\n");
+    snprintf(args, sizeof args, "run --model %s -n 1", j);
+    rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && strstr(err, "bad magic") && strstr(err, "--dummy-weights"), "run --model JSON: rc %d: %s",
+              rc, err);
+    unlink(g);
+    unlink(j);
+}
+
 static void test_bad_json(void)
 {
     const char *good_head = "{\"model_type\":\"llama\",\"source\":\"test\",\"hidden_size\":64,\"intermediate_size\":172,"
@@ -436,6 +460,7 @@ int main(void)
     test_inspect_models();
     test_inspect_options();
     test_bad_json();
+    test_wrong_kind();
     test_outputs();
     test_bench_default_out();
     test_signal_cleanup();
