@@ -123,11 +123,15 @@ static int split_csv(char *line, char **fields, int max)
 }
 
 /* Column by header name or 0-based index: the index, -1 when absent, -3 when a number past the
- * header's columns. */
+ * header's columns, -4 when the name is in the header more than once. */
 static int find_col(char **hdr, int nh, const char *want)
 {
     for (int i = 0; i < nh; i++)
-        if (strcmp(hdr[i], want) == 0) return i;
+        if (strcmp(hdr[i], want) == 0) {
+            for (int j = i + 1; j < nh; j++)
+                if (strcmp(hdr[j], want) == 0) return -4;
+            return i;
+        }
     char *end = NULL;
     long k = strtol(want, &end, 10);
     if (end != want && *end == '\0' && k >= 0) return k < nh ? (int)k : -3;
@@ -210,12 +214,22 @@ enum ats_status atsc_trace_import_csv(const char *path, const atsc_import_opts *
                                  flag[k], CUT(want[k]), nh, nh == 1 ? "" : "s");
                 goto done;
             }
+            if (got[k] == -4) {
+                st = ats_err_set(err, ATS_EINVAL, "%s: line 1: %s: column '%.*s%s' is in the header more than once "
+                                 "(give its 0-based index)", path, flag[k], CUT(want[k]));
+                goto done;
+            }
             if (got[k] == -1) {
                 st = ats_err_set(err, ATS_ENOTFOUND, "%s: line 1: %s: no column '%.*s%s' in the header", path,
                                  flag[k], CUT(want[k]));
                 goto done;
             }
         }
+    }
+    if (ct == cv) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: line 1: --time-col %.*s%s and --value-col %.*s%s are the same column (%d)",
+                         path, CUT(o->time_col), CUT(o->value_col), ct);
+        goto done;
     }
     size_t lineno = 1;
     while (getline(&line, &cap, f) >= 0) {

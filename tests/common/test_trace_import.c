@@ -365,6 +365,13 @@ static void test_refusals(void)
     }
     o.time_col = "9";
     expect_fail("a,b,c,d\n0,1,2,3\n", o, ATS_EINVAL, "--time-col 9: the header has only 4 columns");
+    /* a name twice in the header (the first was taken), time and value from one column: refused */
+    o = atsc_import_opts_default();
+    o.time_col = "t";
+    o.value_col = "v";
+    expect_fail("t,t,v\n0,0,1\n1,1,2\n", o, ATS_EINVAL, "--time-col: column 't' is in the header more than once");
+    o.value_col = "0";
+    expect_fail("t,v\n0,1\n1,2\n", o, ATS_EINVAL, "--time-col t and --value-col 0 are the same column (0)");
     o = atsc_import_opts_default();
     atsc_trace *tr = NULL;
     ats_err err = {{0}};
