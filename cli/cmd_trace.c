@@ -30,6 +30,7 @@ typedef struct shape {
     double t[MAX_STEPS], a[MAX_STEPS];
     double p[4];                  /* ramp t0 a0 t1 a1; thermal t0 tau amin; bursts period len a jitter */
     double *burst_start;          /* bursts: start times (drawn from the RNG) */
+    const char *spec;             /* the SPEC as given (argv), for messages */
 } shape;
 
 static int parse_list(const char *s, double *v, int max)
@@ -55,6 +56,7 @@ static int parse_shape(const char *spec, int res, shape *sh)
 {
     memset(sh, 0, sizeof *sh);
     sh->res = res;
+    sh->spec = spec;
     const char *colon = strchr(spec, ':');
     const char *args = colon ? colon + 1 : "";
     size_t kl = colon ? (size_t)(colon - spec) : strlen(spec);
@@ -255,6 +257,22 @@ static int cmd_synth(int argc, char **argv)
     if (duration / dt > 5e7) {
         ats_cli_error("trace synth", "--duration %g / --dt %g gives too many samples", duration, dt);
         goto out;
+    }
+    /* a shape whose change comes after the last sample would never show in the trace */
+    for (int k = 0; k < nsh; k++) {
+        const shape *sh = &shapes[k];
+        double t0 = sh->kind == SH_STEP ? sh->t[sh->n - 1]
+                    : sh->kind == SH_RAMP || sh->kind == SH_THERMAL ? sh->p[0]
+                    : sh->kind == SH_BURSTS ? (1.0 - sh->p[3]) * (sh->p[0] - sh->p[1]) /* first burst's earliest start */
+                    : 0.0;
+        if (t0 > duration) {
+            ats_cli_error("trace synth", "--%s '%s': %s at %g s, after --duration %g s (the trace ends before it)",
+                          atsc_resource_name((enum atsc_resource)sh->res), sh->spec,
+                          sh->kind == SH_STEP ? (sh->n > 1 ? "its last step" : "its step")
+                          : sh->kind == SH_BURSTS ? "its first burst starts at the earliest" : "it starts",
+                          t0, duration);
+            goto out;
+        }
     }
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (!rng) {

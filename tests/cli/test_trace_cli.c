@@ -263,6 +263,11 @@ static void test_option_twice(void)
         {"trace synth --out x.h5 --out y.h5", "ats trace synth: --out given twice ('x.h5', then 'y.h5')"},
         {"trace import a.csv --resource cpu --resource gpu --out x.h5",
          "ats trace import: --resource given twice ('cpu', then 'gpu')"},
+        /* a shape whose change comes after the last sample never shows: refused (was a flat trace, exit 0) */
+        {"trace synth --out x.h5 --duration 10 --cpu step:5=0.5,20=1",
+         "--cpu 'step:5=0.5,20=1': its last step at 20 s, after --duration 10 s"},
+        {"trace synth --out x.h5 --gpu thermal:20,5,0.5 --duration 10", "--gpu 'thermal:20,5,0.5': it starts at 20 s"},
+        {"trace synth --out x.h5 --duration 10 --pcie bursts:30,2,0.5", "first burst starts at the earliest at 28 s"},
     };
     for (size_t k = 0; k < sizeof twice / sizeof twice[0]; k++) {
         int rc = run_in(tmpdir, twice[k].cmd); /* where a binary that takes the last value writes x.h5, y.h5 */
