@@ -8,8 +8,13 @@ Used by the plotting scripts of this folder; importable on its own:
 Bad files raise ar.ResultsError with a message naming the file and the dataset or attribute.
 """
 import json
+import signal
+import sys
 
 import numpy as np
+
+# a closed stdout (`... | head -1`) ends the script quietly, as it does the C tools (no BrokenPipeError trace)
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 SCHEMA = "ats-results"
 SCHEMA_VERSION = 1
@@ -115,13 +120,46 @@ def load(path):
     return Results(path, attrs, runs, sweep)
 
 
+def output_error(out):
+    """None when image path `out` can be written, else why not (one line naming it): its type must be
+    one matplotlib writes (by extension: png, svg, pdf, ...), and its folder must exist and be
+    writable. Scripts check before loading anything, and exit 2 with the message."""
+    import os
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    if os.path.isdir(out):
+        return f"{out}: is a directory (give an image file name, e.g. {os.path.join(out, 'plot.png')})"
+    ext = os.path.splitext(out)[1][1:].lower()
+    kinds = Figure().canvas.get_supported_filetypes()
+    if ext not in kinds:
+        return (f"{out}: image type '{ext or '(none)'}' unknown by its extension "
+                f"(matplotlib writes: {', '.join(sorted(kinds))})")
+    folder = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(folder):
+        return f"{out}: folder {folder} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"{out}: folder {folder} is not writable"
+    return None
+
+
 def save_figure(fig, out):
     """Saves a matplotlib figure to `out` through a temporary name and a rename, so an interrupted
-    run never leaves a half-written image where a good one was; prints the path."""
+    run never leaves a half-written image where a good one was; prints the path. A write that fails
+    (disk full, permissions) removes the temporary and exits 2 naming `out`."""
     import os
     tmp = out + f".tmp.{os.getpid()}" + os.path.splitext(out)[1]
-    fig.savefig(tmp, dpi=120)
-    os.replace(tmp, out)
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, out)
+    except (OSError, ValueError) as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        prog = os.path.splitext(os.path.basename(sys.argv[0]))[0] or "analysis"
+        print(f"{prog}: {out}: cannot write the image: {e}", file=sys.stderr)
+        raise SystemExit(2)
     print(f"wrote {out}")
 
 

@@ -31,8 +31,12 @@ def main(argv=None):
     ap.add_argument("--format", choices=("table", "csv", "json"), default="table", help="stdout format")
     ap.add_argument("--no-plot", action="store_true", help="print the comparison only")
     a = ap.parse_args(argv)
-
     import atsresults as ar
+    why = ar.output_error(a.out) if not a.no_plot else None
+    if why:
+        print(f"compare_sim_real: {why}", file=sys.stderr)
+        return 2
+
     try:
         sim, real = ar.load(a.sim), ar.load(a.real)
     except ar.ResultsError as e:

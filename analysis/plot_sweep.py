@@ -32,9 +32,13 @@ def main(argv=None):
     ap.add_argument("--policy", help="policy to show (default: the first in the table)")
     ap.add_argument("--trace", action="append", help="trace(s) to show (repeatable; default: all)")
     a = ap.parse_args(argv)
+    import atsresults as ar
+    why = ar.output_error(a.out)
+    if why:
+        print(f"plot_sweep: {why}", file=sys.stderr)
+        return 2
 
     import numpy as np
-    import atsresults as ar
     try:
         res = ar.load(a.sweep)
     except ar.ResultsError as e:

@@ -39,10 +39,14 @@ def main(argv=None):
     ap.add_argument("--loads", action="store_true", help="add a panel with the load factors seen")
     ap.add_argument("--title", help="figure title (default: model / hw / trace from the file)")
     a = ap.parse_args(argv)
+    import atsresults as ar
+    why = ar.output_error(a.out)
+    if why:
+        print(f"plot_tpot: {why}", file=sys.stderr)
+        return 2
     if a.window < 1:
         ap.error(f"--window: {a.window} (must be >= 1)")
 
-    import atsresults as ar
     res, runs = ar.load_runs("plot_tpot", a.results, a.runs)
     if runs is None:
         return 2

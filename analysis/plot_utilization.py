@@ -41,9 +41,13 @@ def main(argv=None):
     ap.add_argument("-o", "--out", default="utilization.png", help="output image (default utilization.png)")
     ap.add_argument("--runs", help="comma-separated run names (default: all)")
     a = ap.parse_args(argv)
+    import atsresults as ar
+    why = ar.output_error(a.out)
+    if why:
+        print(f"plot_utilization: {why}", file=sys.stderr)
+        return 2
 
     import numpy as np
-    import atsresults as ar
     res, runs = ar.load_runs("plot_utilization", a.results, a.runs)
     if runs is None:
         return 2

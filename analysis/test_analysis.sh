@@ -50,4 +50,14 @@ check "no /sweep: message names the dataset" grep -q "'/sweep'" "$out/bad2.err"
 $py "$here/plot_tpot.py" "$out/results.h5" --runs nope -o "$out/bad.png" 2>"$out/bad3.err"; rc=$?
 check "unknown run: exit 2" test $rc -eq 2
 check "no bad.png left" test ! -e "$out/bad.png"
+# bad output paths: refused before any work, exit 2, message names the path (were tracebacks)
+for o in "$out/no-such-dir/x.png" "$out/tpot.txt" "$out"; do
+    $py "$here/plot_tpot.py" "$out/results.h5" -o "$o" 2>"$out/bad4.err"; rc=$?
+    check "plot_tpot -o $o: exit 2" test $rc -eq 2
+    check "plot_tpot -o $o: one line naming it" sh -c "test \$(wc -l <'$out/bad4.err') -eq 1 && grep -qF '$o' '$out/bad4.err'"
+done
+check "no tpot.txt left" test ! -e "$out/tpot.txt"
+# a closed stdout: no traceback
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/real.h5" --no-plot 2>"$out/pipe.err" | head -c1 >/dev/null
+check "closed stdout: no traceback" test ! -s "$out/pipe.err"
 exit $fail
