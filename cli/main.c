@@ -1,5 +1,5 @@
 /*
- * ats — one program, git-style subcommands. `ats help`, `ats <cmd> --help`, `ats --version`.
+ * ats — one program, git-style subcommands. `ats help`, `ats <cmd> --help` (or `ats <cmd> help`), `ats --version`.
  * Unknown subcommands give the usage and exit 2. The table below is the whole command list; each
  * entry lives in cli/cmd_<name>.c.
  */
@@ -83,6 +83,10 @@ int main(int argc, char **argv)
                 int help = asks_help(argc - 2, argv + 2);
                 fprintf(stderr, "ats %s: %senvironment: %s\n", cmd, help ? "warning: " : "", why);
                 if (!help) return ATS_EXIT_USAGE;
+            }
+            if (argc == 3 && strcmp(argv[2], "help") == 0) { /* `ats sim help` as `ats help sim` (git's way) */
+                char *sub[] = {argv[1], "--help", NULL};
+                return commands[i].fn(2, sub);
             }
             return commands[i].fn(argc - 1, argv + 1);
         }

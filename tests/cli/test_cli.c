@@ -90,6 +90,13 @@ static void test_every_command(void)
         snprintf(args, sizeof args, "%s --help", name);
         int rc = run(args, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 0 && strstr(out, "usage"), "ats %s --help: rc %d", name, rc);
+        /* `ats <cmd> help` as `ats help <cmd>`: the same usage (sim, run, ... said "unexpected argument") */
+        static char usage_text[1 << 16];
+        snprintf(usage_text, sizeof usage_text, "%s", out);
+        snprintf(args, sizeof args, "%s help", name);
+        rc = run(args, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 0 && strcmp(out, usage_text) == 0, "ats %s help: rc %d, stdout '%.100s', stderr '%s'", name, rc,
+                  out, err);
         snprintf(args, sizeof args, "%s --no-such-flag-xyz", name);
         rc = run(args, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 2 && strstr(err, "no-such-flag-xyz"), "ats %s --no-such-flag-xyz: rc %d, stderr '%s'", name, rc, err);
