@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define ATS_EXIT_OK 0
 #define ATS_EXIT_FAIL 1
@@ -126,9 +127,10 @@ int ats_bench_sched(int argc, char **argv); /* `ats bench sched` (cli/cmd_bench.
 struct ats_arch;
 struct ats_graph_opts;
 struct ats_graph;
-/* `ats inspect --policy P --vram-budget B`: placement, GPU bytes, predicted latency, plan (cli/inspect_plan.c) */
+/* `ats inspect --policy P --vram-budget B`: placement, GPU bytes, predicted latency, plan (cli/inspect_plan.c),
+ * printed to `out`; errors to stderr (the exit code returned) */
 int ats_inspect_plan(const struct ats_arch *arch, const struct ats_graph_opts *go, const struct ats_graph *g,
-                     const char *policy, uint64_t budget, const char *hw_name, int show_plan);
+                     const char *policy, uint64_t budget, const char *hw_name, FILE *out);
 int ats_cmd_trace(int argc, char **argv);
 int ats_cmd_record(int argc, char **argv);
 int ats_cmd_stress(int argc, char **argv);

@@ -185,15 +185,25 @@ int ats_cmd_inspect(int argc, char **argv)
         fprintf(stderr, "ats inspect: %s: %s\n", path, err.msg);
         return ATS_EXIT_USAGE;
     }
+    /* the graph table, then the plan: both held back until the plan is made, so a policy or --hw that
+       fails prints its error alone (the table came first, then the error) */
+    char *gbuf = NULL, *pbuf = NULL;
+    size_t glen = 0, plen = 0;
+    FILE *gf = open_memstream(&gbuf, &glen);
+    if (!gf) {
+        ats_cli_error("inspect", "out of memory");
+        ats_graph_free(g);
+        return ATS_EXIT_FAIL;
+    }
     const int csv = strcmp(format, "csv") == 0;
     double tot_flop = 0, tot_read = 0, tot_act = 0, tot_kv_read = 0, params = 0;
     if (csv)
-        printf("index,name,kind,type,n_out,n_in,weight_bytes,flop,act_in_bytes,act_out_bytes,kv_read_bytes,kv_cache_bytes,n_expert,n_expert_active,expert_bytes\n");
+        fprintf(gf, "index,name,kind,type,n_out,n_in,weight_bytes,flop,act_in_bytes,act_out_bytes,kv_read_bytes,kv_cache_bytes,n_expert,n_expert_active,expert_bytes\n");
     else {
-        printf("# %s (%s), quant %s, %s: %lld token(s) at context position %lld, KV cache %lld tokens\n", arch.name,
+        fprintf(gf, "# %s (%s), quant %s, %s: %lld token(s) at context position %lld, KV cache %lld tokens\n", arch.name,
                arch.family, ats_recipe_name(go.recipe), phase, (long long)go.phase.n_tokens,
                (long long)go.phase.ctx_pos, (long long)g->n_ctx);
-        printf("%5s  %-26s %-7s %-5s %13s %12s %12s %10s %10s %12s  %s\n", "op", "name", "kind", "type", "shape",
+        fprintf(gf, "%5s  %-26s %-7s %-5s %13s %12s %12s %10s %10s %12s  %s\n", "op", "name", "kind", "type", "shape",
                "weights", "FLOP", "act in", "act out", "KV read", "experts");
     }
     for (int32_t i = 0; i < g->n_ops; i++) {
@@ -205,7 +215,7 @@ int ats_cmd_inspect(int argc, char **argv)
         tot_act += (double)(op->act_in_bytes + op->act_out_bytes);
         params += op->n_params;
         if (csv) {
-            printf("%d,%s,%s,%s,%lld,%lld,%" PRIu64 ",%.6g,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%.4g,%" PRIu64 "\n",
+            fprintf(gf, "%d,%s,%s,%s,%lld,%lld,%" PRIu64 ",%.6g,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%.4g,%" PRIu64 "\n",
                    i, op->name, ats_op_kind_name(op->kind), ats_qtype_name(op->qtype), (long long)op->n_out,
                    (long long)op->n_in, op->weight_bytes, op->flop, op->act_in_bytes, op->act_out_bytes,
                    op->kv_read_bytes, op->kv_cache_bytes, op->n_expert, op->n_expert_active, op->expert_bytes);
@@ -221,7 +231,7 @@ int ats_cmd_inspect(int argc, char **argv)
         else snprintf(kr, sizeof kr, "-");
         if (op->n_expert) snprintf(ex, sizeof ex, "%d x %.2f MiB, %.2f active", op->n_expert,
                                    (double)op->expert_bytes / 1048576.0, op->n_expert_active);
-        printf("%5d  %-26s %-7s %-5s %13s %12s %12.4g %10s %10s %12s  %s\n", i, op->name, ats_op_kind_name(op->kind),
+        fprintf(gf, "%5d  %-26s %-7s %-5s %13s %12s %12.4g %10s %10s %12s  %s\n", i, op->name, ats_op_kind_name(op->kind),
                ats_qtype_name(op->qtype), shape, wb, op->flop, ai, ao, kr, ex);
     }
     if (!csv) {
@@ -231,16 +241,28 @@ int ats_cmd_inspect(int argc, char **argv)
         human_bytes(tot_read, rd, sizeof rd);
         human_bytes(tot_act, act, sizeof act);
         human_bytes(tot_kv_read, kvr, sizeof kvr);
-        printf("\ntotals: %d ops (%d per layer in layer 0), %.3f B parameters\n", g->n_ops,
+        fprintf(gf, "\ntotals: %d ops (%d per layer in layer 0), %.3f B parameters\n", g->n_ops,
                ats_graph_ops_in_layer(g, 0), params / 1e9);
-        printf("  weights          %s (%" PRIu64 " bytes)\n", w, g->weight_bytes);
-        printf("  KV cache         %s at %lld tokens (%" PRIu64 " bytes)\n", kv, (long long)g->n_ctx, g->kv_cache_bytes);
-        printf("  bytes read/round %s (weights touched + KV %s)\n", rd, kvr);
-        printf("  activations      %s in+out\n", act);
-        printf("  FLOP/round       %.4g\n", tot_flop);
+        fprintf(gf, "  weights          %s (%" PRIu64 " bytes)\n", w, g->weight_bytes);
+        fprintf(gf, "  KV cache         %s at %lld tokens (%" PRIu64 " bytes)\n", kv, (long long)g->n_ctx, g->kv_cache_bytes);
+        fprintf(gf, "  bytes read/round %s (weights touched + KV %s)\n", rd, kvr);
+        fprintf(gf, "  activations      %s in+out\n", act);
+        fprintf(gf, "  FLOP/round       %.4g\n", tot_flop);
     }
     int rc = ATS_EXIT_OK;
-    if (policy) rc = ats_inspect_plan(&arch, &go, g, policy, vram_budget, hw, 1);
+    fclose(gf);
+    if (policy) {
+        FILE *pf = open_memstream(&pbuf, &plen);
+        rc = pf ? ats_inspect_plan(&arch, &go, g, policy, vram_budget, hw, pf) : ATS_EXIT_FAIL;
+        if (pf) fclose(pf);
+        else ats_cli_error("inspect", "out of memory");
+    }
+    if (rc == ATS_EXIT_OK) {
+        fwrite(gbuf, 1, glen, stdout);
+        if (pbuf) fwrite(pbuf, 1, plen, stdout);
+    }
+    free(gbuf);
+    free(pbuf);
     ats_graph_free(g);
     return rc;
 }

@@ -20,7 +20,7 @@ static char mark(const ats_placement *p, const ats_assignment *a, int32_t i)
 }
 
 int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_graph *g, const char *policy,
-                     uint64_t budget, const char *hw_name, int show_plan)
+                     uint64_t budget, const char *hw_name, FILE *out)
 {
     char path[4096];
     ats_hw hw;
@@ -89,9 +89,9 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
     if (ats_policy_plan(pol, g, &pl, &a0, &c, &ctx, &plan0, &err) == ATS_OK) ats_plan_predict(&plan0, &c, &po, &lat0, NULL, NULL);
     ats_plan_free(&plan0);
 
-    printf("\n# policy %s, VRAM budget %.2f GiB, hw %s (%s)\n", policy, (double)budget / (1 << 30), hw.name,
+    fprintf(out, "\n# policy %s, VRAM budget %.2f GiB, hw %s (%s)\n", policy, (double)budget / (1 << 30), hw.name,
            ats_policy_get_ops(pol)->summary);
-    printf("placement per layer and tensor role: G = GPU-resident, c = CPU, P = CPU-resident promoted this round\n");
+    fprintf(out, "placement per layer and tensor role: G = GPU-resident, c = CPU, P = CPU-resident promoted this round\n");
     /* columns: the roles of layer 0 in op order (later layers may add MoE roles: printed as found) */
     ats_role cols[ATS_ROLE_COUNT];
     int ncol = 0;
@@ -101,23 +101,23 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
         for (int k = 0; k < ncol; k++) have |= cols[k] == g->ops[i].role;
         if (!have && ncol < ATS_ROLE_COUNT) cols[ncol++] = g->ops[i].role;
     }
-    printf("%5s", "layer");
-    for (int k = 0; k < ncol; k++) printf(" %s", ats_role_name(cols[k]));
-    printf("\n");
+    fprintf(out, "%5s", "layer");
+    for (int k = 0; k < ncol; k++) fprintf(out, " %s", ats_role_name(cols[k]));
+    fprintf(out, "\n");
     for (int64_t l = 0; l < g->arch.n_layer; l++) {
-        printf("%5lld", (long long)l);
+        fprintf(out, "%5lld", (long long)l);
         for (int k = 0; k < ncol; k++) {
             char m = '-';
             for (int32_t i = 0; i < n; i++)
                 if (g->ops[i].layer == l && g->ops[i].role == cols[k]) m = mark(&pl, &a, i);
-            printf(" %*c", (int)strlen(ats_role_name(cols[k])), m);
+            fprintf(out, " %*c", (int)strlen(ats_role_name(cols[k])), m);
         }
-        printf("\n");
+        fprintf(out, "\n");
     }
-    printf("global:");
+    fprintf(out, "global:");
     for (int32_t i = 0; i < n; i++)
-        if (g->ops[i].layer < 0) printf(" %s=%c", ats_role_name(g->ops[i].role), mark(&pl, &a, i));
-    printf("\n");
+        if (g->ops[i].layer < 0) fprintf(out, " %s=%c", ats_role_name(g->ops[i].role), mark(&pl, &a, i));
+    fprintf(out, "\n");
     uint64_t kv_gpu = 0, w_gpu = 0;
     for (int32_t i = 0; i < n; i++)
         if (pl.backend[i] == ATS_GPU) {
@@ -125,26 +125,26 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
             w_gpu += gd->ops[i].weight_bytes;
         }
     uint64_t temp = ats_policy_temp_bytes(pol);
-    printf("GPU bytes: resident %.3f GiB (weights %.3f GiB + KV cache %.3f GiB) + temp ring %.3f GiB "
+    fprintf(out, "GPU bytes: resident %.3f GiB (weights %.3f GiB + KV cache %.3f GiB) + temp ring %.3f GiB "
            "(peak %.3f GiB this round) = %.3f GiB of %.3f GiB budget\n",
            (double)pl.gpu_bytes / (1 << 30), (double)w_gpu / (1 << 30), (double)kv_gpu / (1 << 30),
            (double)temp / (1 << 30), (double)plan.peak_temp_bytes / (1 << 30), (double)(pl.gpu_bytes + temp) / (1 << 30),
            (double)budget / (1 << 30));
-    printf("predicted round latency: %.3f ms (same placement, nothing promoted: %.3f ms); %d ops promoted, "
+    fprintf(out, "predicted round latency: %.3f ms (same placement, nothing promoted: %.3f ms); %d ops promoted, "
            "%.1f MiB host-to-device weights, %d splits%s\n",
            lat * 1e3, lat0 * 1e3, (int)a.n_promoted, (double)plan.h2d_weight_bytes / 1048576.0, (int)plan.n_splits,
            plan.serialized ? ", serialized" : "");
-    printf("  (sched latency model: plan rules R1-R7 of ats/plan.h, host-memory factor %.2f, no bandwidth sharing)\n",
+    fprintf(out, "  (sched latency model: plan rules R1-R7 of ats/plan.h, host-memory factor %.2f, no bandwidth sharing)\n",
            po.hostmem_cpu_factor);
-    if (show_plan) {
-        size_t need = ats_plan_dump(&plan, g, NULL, 0);
-        char *buf = malloc(need + 1);
-        if (buf) {
-            ats_plan_dump(&plan, g, buf, need + 1);
-            printf("\n%s", buf);
-            free(buf);
-        }
+    size_t need = ats_plan_dump(&plan, g, NULL, 0);
+    char *buf = malloc(need + 1);
+    if (!buf) {
+        fprintf(stderr, "ats inspect: out of memory\n");
+        goto done;
     }
+    ats_plan_dump(&plan, g, buf, need + 1);
+    fprintf(out, "\n%s", buf);
+    free(buf);
     rc = ATS_EXIT_OK;
 done:
     ats_plan_free(&plan);
