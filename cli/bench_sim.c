@@ -88,7 +88,7 @@ int ats_bench_sim(int argc, char **argv)
     opterr = 0;
     int c;
     ats_cli_seen seen = {0};
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (ats_cli_once_opt("bench sim", &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
         case 't':
@@ -102,7 +102,8 @@ int ats_bench_sim(int argc, char **argv)
         case 'm': o.model = optarg; break;
         case 'w': o.hw = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default: usage(stderr); return ATS_EXIT_USAGE;
+        case ':': ats_cli_missing_value("bench sim", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option("bench sim", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
     }
     ats_err err = {{0}};

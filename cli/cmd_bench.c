@@ -68,8 +68,10 @@ int ats_cmd_bench(int argc, char **argv)
     }
     for (size_t i = 0; i < N_BENCHES; i++)
         if (strcmp(argv[1], BENCHES[i].name) == 0) return BENCHES[i].fn(argc - 1, argv + 1);
-    ats_cli_error("bench", "unknown benchmark '%s'", argv[1]);
-    bench_usage(stderr);
+    char names[128] = "";
+    for (size_t i = 0; i < N_BENCHES; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", BENCHES[i].name);
+    ats_cli_error("bench", "unknown benchmark '%s' (%s; ats bench --help)", argv[1], names);
     return ATS_EXIT_USAGE;
 }
 

@@ -69,7 +69,7 @@ int ats_cmd_inspect(int argc, char **argv)
     opterr = 0;
     int c;
     ats_cli_seen seen = {0};
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (ats_cli_once_opt("inspect", &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
         case 'm': model = optarg; break;
@@ -104,15 +104,12 @@ int ats_cmd_inspect(int argc, char **argv)
             break;
         }
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default:
-            ats_cli_error("inspect", "unknown or incomplete option '%s'", argv[optind - 1]);
-            usage(stderr);
-            return ATS_EXIT_USAGE;
+        case ':': ats_cli_missing_value("inspect", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option("inspect", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
     }
     if (optind < argc) {
-        ats_cli_error("inspect", "unexpected argument '%s'", argv[optind]);
-        usage(stderr);
+        ats_cli_error("inspect", "unexpected argument '%s' (ats inspect --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
     if (!policy && (hw_given || vram_budget)) { /* the op graph does not depend on them */

@@ -160,9 +160,8 @@ int ats_cmd_run(int argc, char **argv)
         }
     }
     if (!model || optind < argc) {
-        if (optind < argc) ats_cli_error("run", "unexpected argument '%s'", argv[optind]);
-        else ats_cli_error("run", "--model is required");
-        usage(stderr);
+        if (optind < argc) ats_cli_error("run", "unexpected argument '%s' (ats run --help)", argv[optind]);
+        else ats_cli_error("run", "--model is required: a GGUF file, or a model name with --dummy-weights (ats run --help)");
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("run", "--out", out_path)) return ATS_EXIT_USAGE; /* before loading the model */

@@ -248,9 +248,9 @@ static int cmd_synth(int argc, char **argv)
         }
     }
     if (!out || optind != argc) {
-        ats_cli_error("trace synth", optind != argc ? "unexpected argument '%s'" : "--out FILE is required%s",
+        ats_cli_error("trace synth", optind != argc ? "unexpected argument '%s' (ats trace synth --help)"
+                                                    : "--out FILE is required%s (ats trace synth --help)",
                       optind != argc ? argv[optind] : "");
-        synth_usage(stderr);
         goto out;
     }
     if (ats_cli_check_out("trace synth", "--out", out)) goto out; /* before any work */
@@ -578,8 +578,7 @@ static int cmd_import(int argc, char **argv)
         }
     }
     if (optind != argc - 1 || !out || !have_res) {
-        ats_cli_error("trace import", "need one CSV file, --out and --resource");
-        import_usage(stderr);
+        ats_cli_error("trace import", "need one CSV file, --out and --resource (ats trace import --help)");
         free(filter);
         return ATS_EXIT_USAGE;
     }

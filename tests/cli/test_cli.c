@@ -102,10 +102,20 @@ static void test_every_command(void)
                   out, err);
         snprintf(args, sizeof args, "%s --no-such-flag-xyz", name);
         rc = run(args, out, sizeof out, err, sizeof err);
-        CHECK_MSG(rc == 2 && strstr(err, "no-such-flag-xyz"), "ats %s --no-such-flag-xyz: rc %d, stderr '%s'", name, rc, err);
+        CHECK_MSG(rc == 2 && strstr(err, "no-such-flag-xyz") && tu_count_lines(err) == 1,
+                  "ats %s --no-such-flag-xyz: rc %d, stderr '%s' (one line)", name, rc, err);
         CHECK_MSG(strstr(err, name) != NULL, "ats %s: the error does not name the command: '%s'", name, err);
     }
     CHECK_MSG(n >= 9, "only %d commands listed by ats help", n);
+    /* errors are one line with a pointer to --help (inspect, run, trace, bench sim dumped their usage) */
+    static const char *const one[] = {"bench sim --no-such-flag-xyz", "bench sim --threads", "inspect extra",
+                                      "inspect --model", "run", "run --model x.gguf extra", "trace synth",
+                                      "trace import a.csv", "bench nope"};
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        int rc = run(one[i], out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--help") && !out[0],
+                  "ats %s: rc %d, stderr '%s' (one line naming --help)", one[i], rc, err);
+    }
 }
 
 static void test_inspect_models(void)
