@@ -23,7 +23,9 @@ int ats_cli_parse_double(const char *s, double *out)
     char *end = NULL;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end != '\0' || !isfinite(v)) return -1;
+    /* an underflow (1e-320: ERANGE with a subnormal or 0) is that tiny number, not "not a number";
+       an overflow (1e999) is refused */
+    if ((errno && !(errno == ERANGE && fabs(v) < 1.0)) || end == s || *end != '\0' || !isfinite(v)) return -1;
     *out = v;
     return 0;
 }

@@ -160,6 +160,13 @@ static void test_cli(void)
     expect_usage("sim --vram-budget 0x10GiB", "--vram-budget", "hexadecimal");
     expect_usage("sim --vram-budget 5parsecs", "--vram-budget", "unknown unit");
     expect_usage("sim --temp-bytes 512", "--temp-bytes", "add a unit");
+    {   /* an underflowing number is that tiny number (1e-320 was "bad value"), an overflowing one is refused */
+        int rc;
+        char *o = tu_run_ats("sim --eps 1e-320 --requests 1 --prompt 64 --gen 2 --policy ats --trace none", &rc, 1);
+        CHECK_MSG(rc == 0, "sim --eps 1e-320: rc %d: %s", rc, o ? o : "");
+        free(o);
+        expect_usage("sim --eps 1e999", "--eps", "1e999");
+    }
     expect_usage("sim --policy ats,ats", "--policy", "'ats' given twice");
     /* the session's checks once, before the table's header (were one 'policy P skipped' line per policy) */
     expect_usage("sim --prompt 100000", "100128 tokens", "context of 40960");
