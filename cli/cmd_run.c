@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "  --print-ids        print generated token ids (one line, space-separated) instead of text\n"
             "                     (always so without a vocabulary, e.g. --dummy-weights)\n"
             "  --no-eos           do not stop at end-of-sequence\n"
+            "  --check-tensors    scan every weight for NaN/Inf after loading (llama.cpp's flag); exit 2 naming the\n"
+            "                     first bad tensor, row and element. Without it, non-finite logits stop the run\n"
+            "                     (exit 1) at the step they appear\n"
             "  --out FILE         write the results file (HDF5, DESIGN.md schema): /rounds and per-op /ops\n"
             "                     (ops then wait for the device one by one, so GPU runs are slower)\n");
 }
@@ -99,9 +102,9 @@ int ats_cmd_run(int argc, char **argv)
     long long n_gen = 256, threads = 0, n_ctx = 0, chunk = 512, split = -1, prompt_tokens = 0;
     long long seed = 42, top_k = 0;
     double temp = 0.0, top_p = 1.0;
-    int dummy = 0, print_ids = 0, no_eos = 0;
+    int dummy = 0, print_ids = 0, no_eos = 0, check_tensors = 0;
     enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
-           O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND, O_KVTYPE };
+           O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND, O_KVTYPE, O_CHECK };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
@@ -112,7 +115,7 @@ int ats_cmd_run(int argc, char **argv)
         {"print-ids", no_argument, 0, O_IDS}, {"no-eos", no_argument, 0, O_NOEOS},
         {"prompt-tokens", required_argument, 0, O_PTOK}, {"out", required_argument, 0, O_OUT},
         {"backend", required_argument, 0, O_BACKEND}, {"kv-type", required_argument, 0, O_KVTYPE},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"check-tensors", no_argument, 0, O_CHECK}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *backend = "cpu";
     ats_qtype kv_type = ATS_Q_F32;
     optind = 1;
@@ -127,6 +130,7 @@ int ats_cmd_run(int argc, char **argv)
         case 'p': prompt = optarg; break;
         case 'n': bad = ats_cli_parse_int(optarg, &n_gen) || n_gen < 0; break;
         case O_DUMMY: dummy = 1; break;
+        case O_CHECK: check_tensors = 1; break;
         case O_QUANT: quant = optarg; break;
         case O_TEMP: bad = ats_cli_parse_double(optarg, &temp) || temp < 0; break;
         case O_TOPK: bad = ats_cli_parse_int(optarg, &top_k) || top_k < 0; break;
@@ -212,6 +216,15 @@ int ats_cmd_run(int argc, char **argv)
         else
             ats_cli_error("run", "%s", err.msg);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+    }
+    if (check_tensors) {
+        int64_t tc = now_ns();
+        if ((st = ex_model_check_tensors(m, omp_get_max_threads(), &err)) != ATS_OK) {
+            ats_cli_error("run", "%s: %s (--check-tensors)", model, err.msg);
+            ex_model_free(m);
+            return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+        }
+        fprintf(stderr, "ats run: --check-tensors: every weight finite (%.2f s)\n", (double)(now_ns() - tc) * 1e-9);
     }
     t_load = now_ns() - t_load;
     const ats_arch *a = &m->arch;
@@ -373,6 +386,15 @@ int ats_cmd_run(int argc, char **argv)
     int64_t generated = 0;
     for (int64_t i = 0; i < n_gen && rc == ATS_EXIT_OK; i++) {
         int32_t next;
+        int64_t n_bad = 0;
+        for (int64_t v = 0; v < a->n_vocab; v++) n_bad += !isfinite(logits[v]);
+        if (n_bad) { /* greedy would pick token 0 for ever, sampling garbage: stop and say where */
+            if (print_ids || m->tok) printf("\n");
+            ats_cli_error("run", "step %lld: %lld of %lld logits are NaN or Inf (weights or activations not finite; "
+                          "--check-tensors scans the weights)", (long long)i, (long long)n_bad, (long long)a->n_vocab);
+            rc = ATS_EXIT_FAIL;
+            break;
+        }
         if (ex_cpu_sample(logits, a->n_vocab, &sp, &rng, &next) != ATS_OK) { rc = ATS_EXIT_FAIL; break; }
         if (!no_eos && m->tok && next == m->eos_id) break;
         generated++;

@@ -56,11 +56,22 @@ unsigned ex_cpu_features(void)
 
 /* ---- activation quantization ---------------------------------------------------------------- */
 
+/* max |x| so far with x: a NaN sticks (fmaxf skipped it, so a NaN activation was quantized as 0 and
+ * the matmul's output came out finite: NaN weights or activations ran silently). A block with a NaN
+ * gets d = NaN (id 0, codes 0), so its dot products are NaN, as the CUDA kernels' (v4: "a non-finite
+ * value makes the block's d NaN") and ggml's quantize_row_q8_1 (MAX keeps a NaN); an Inf gives d = Inf,
+ * codes 0 and d x 0 = NaN the same way. */
+static inline float amax_step(float amax, float x)
+{
+    const float a = fabsf(x);
+    return (a > amax || a != a) && amax == amax ? a : amax;
+}
+
 static void quant_q8_1(const float *x, ex_block_q8_1 *b, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += 32) {
         float amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < 32; j++) amax = amax_step(amax, x[j]);
         float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < 32; j++) {
@@ -100,7 +111,7 @@ static void quant_q8_K(const float *x, ex_block_q8_K *b, int64_t nb)
 {
     for (int64_t i = 0; i < nb; i++, x += 256) {
         float amax = 0;
-        for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < 256; j++) amax = amax_step(amax, x[j]);
         float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
         for (int j = 0; j < 256; j++) b[i].qs[j] = (int8_t)lrintf(x[j] * id);
         for (int s = 0; s < 16; s++) {
@@ -263,12 +274,17 @@ static inline AVX2_FN void quant32_avx2(const float *x, __m256 id, int8_t *out, 
     _mm256_storeu_si256((__m256i *)out, _mm256_permutevar8x32_epi32(p, perm));
 }
 
-/* max |x| over n floats (n a multiple of 8); a NaN is skipped, as fmaxf does */
+/* max |x| over n floats (n a multiple of 8); NaN when any is NaN (amax_step) */
 static inline AVX2_FN float amax_avx2(const float *x, int n)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    __m256 m = _mm256_setzero_ps();
-    for (int k = 0; k < n; k += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), absmask), m);
+    __m256 m = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    for (int k = 0; k < n; k += 8) {
+        const __m256 v = _mm256_loadu_ps(x + k);
+        m = _mm256_max_ps(_mm256_and_ps(v, absmask), m);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    if (_mm256_movemask_ps(nan)) return NAN;
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));

@@ -149,6 +149,71 @@ uint64_t ex_model_decode_bytes(const ex_model *m)
     return (uint64_t)b;
 }
 
+/* Rows [r0, r1) of t (rows of ne[0] elements over ne[1] x ne[2]) dequantized into buf (ne[0] floats):
+ * the first row holding NaN or Inf, or -1; *col receives its first bad element. */
+static int64_t first_bad_row(const ex_tensor *t, int64_t r0, int64_t r1, float *buf, int64_t *col)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        if (ex_dequantize_row(t->type, (const uint8_t *)t->data + (uint64_t)r * t->row_bytes, buf, t->ne[0]) != ATS_OK)
+            return r;
+        for (int64_t i = 0; i < t->ne[0]; i++)
+            if (!isfinite(buf[i])) {
+                *col = i;
+                return r;
+            }
+    }
+    return -1;
+}
+
+enum ats_status ex_model_check_tensors(const ex_model *m, int n_threads, ats_err *err)
+{
+    spec_list l = {0};
+    if (build_specs((ex_model *)m, &l)) {
+        free(l.v);
+        return ats_err_set(err, ATS_ENOMEM, "check tensors: out of memory");
+    }
+    enum ats_status st = ATS_OK;
+    for (int k = 0; k < l.n && st == ATS_OK; k++) {
+        const ex_tensor *t = l.v[k].dst;
+        if (!t->data || (k > 0 && m->arch.tied_embd && t == &m->output)) continue; /* absent, or tok_embd again */
+        const int64_t rows = t->ne[1] * t->ne[2];
+        int64_t bad = -1, bad_col = 0;
+        int oom = 0;
+#pragma omp parallel num_threads(n_threads > 0 ? n_threads : 1)
+        {
+            float *buf = malloc((size_t)t->ne[0] * sizeof *buf);
+            int64_t my_bad = -1, my_col = 0;
+            if (!buf) {
+#pragma omp atomic write
+                oom = 1;
+            } else {
+#pragma omp for schedule(static)
+                for (int64_t c = 0; c < 64; c++) { /* 64 contiguous chunks: the lowest bad row wins */
+                    if (my_bad >= 0) continue;
+                    int64_t col = 0, r = first_bad_row(t, rows * c / 64, rows * (c + 1) / 64, buf, &col);
+                    if (r >= 0) my_bad = r, my_col = col;
+                }
+            }
+            free(buf);
+#pragma omp critical
+            if (my_bad >= 0 && (bad < 0 || my_bad < bad)) bad = my_bad, bad_col = my_col;
+        }
+        if (oom) st = ats_err_set(err, ATS_ENOMEM, "check tensors: out of memory");
+        else if (bad >= 0) {
+            const int64_t per = t->ne[1];
+            if (t->ne[2] > 1)
+                st = ats_err_set(err, ATS_EINVAL, "tensor '%s' (%s): NaN or Inf in expert %lld, row %lld, element %lld",
+                                 l.v[k].name, ats_qtype_name(t->type), (long long)(bad / per), (long long)(bad % per),
+                                 (long long)bad_col);
+            else
+                st = ats_err_set(err, ATS_EINVAL, "tensor '%s' (%s): NaN or Inf in row %lld, element %lld", l.v[k].name,
+                                 ats_qtype_name(t->type), (long long)bad, (long long)bad_col);
+        }
+    }
+    free(l.v);
+    return st;
+}
+
 static void finish_tied(ex_model *m)
 {
     if (m->arch.tied_embd || !m->output.data) {

@@ -168,7 +168,7 @@ static void test_quantizer_k(const float *x, int64_t nbk)
         ran++;
     }
     unsetenv("ATS_CPU_FEATURES");
-    for (int64_t j = 0; j < n; j++) CHECK(y0[j] == y0[j]); /* the NaN input is coded 0 here too */
+    for (int64_t j = 0; j < n; j++) CHECK(y0[j] == y0[j]); /* NaN never passes (x has none here) */
     fprintf(stderr, "  K quantizer nb %lld: %d paths bit for bit\n", (long long)nbk, ran);
     free(buf); free(y0); free(y);
 }
@@ -194,7 +194,7 @@ static void test_quantizer(int64_t nb)
         for (int j = 0; j < 32; j++) {
             if (kind == 0) xb[j] = (float)tu_uniform(&rng, -3, 3);
             else if (kind == 1) xb[j] = j == 5 ? 127.0f : (float)(j - 16) + 0.5f; /* d = 1: ties at .5 */
-            else if (kind == 2) xb[j] = j == 7 ? NAN : (float)tu_uniform(&rng, -1e-3, 1e-3);
+            else if (kind == 2) xb[j] = j == 7 ? 0.0f : (float)tu_uniform(&rng, -1e-3, 1e-3);
             else xb[j] = 0.0f;
         }
     }
@@ -212,7 +212,7 @@ static void test_quantizer(int64_t nb)
         ran++;
     }
     unsetenv("ATS_CPU_FEATURES");
-    /* the scalar quantizer's values themselves: ties to even, the NaN coded 0, the zero block 0 */
+    /* the scalar quantizer's values themselves: ties to even, the zero block 0 */
     for (int64_t b = 1; b < nb; b += 4)
         for (int j = 0; j < 32; j++) {
             float want = j == 5 ? 127.0f : nearbyintf((float)(j - 16) + 0.5f);
@@ -223,8 +223,41 @@ static void test_quantizer(int64_t nb)
     for (int64_t b = 3; b < nb; b += 4)
         for (int j = 0; j < 32; j++) CHECK(y0[32 * b + j] == 0.0f);
     fprintf(stderr, "  quantizer nb %lld: %d paths bit for bit\n", (long long)nb, ran);
-    free(buf); free(y0); free(y);
     test_quantizer_k(x, nb / 8);
+    /* a NaN in x: its block's d is NaN (NaN x 0 = NaN, as float math), so every output is NaN on every
+     * path, for the 32- and the 256-value quantizer alike (the NaN was coded 0 and the outputs stayed
+     * finite: NaN activations ran silently) */
+    x[(int64_t)(tu_rand(&rng) % (uint64_t)n)] = NAN;
+    for (size_t p = 0; p < sizeof PATHS / sizeof PATHS[0]; p++) {
+        unsigned mask = (unsigned)strtoul(PATHS[p], NULL, 0);
+        if ((mask & have) != mask) continue;
+        setenv("ATS_CPU_FEATURES", PATHS[p], 1);
+        CHECK(ex_cpu_matmul(&w, x, 1, y) == ATS_OK);
+        int64_t fin = 0;
+        for (int64_t j = 0; j < n; j++) fin += !isnan(y[j]);
+        CHECK_MSG(fin == 0, "quantizer path %s with a NaN in x: %lld of %lld outputs not NaN", PATHS[p], (long long)fin,
+                  (long long)n);
+    }
+    unsetenv("ATS_CPU_FEATURES");
+    free(buf); free(y0); free(y);
+    if (nb % 8 == 0) {
+        const int64_t n_k = 256 * (nb / 8);
+        ex_tensor wk = {ATS_Q_Q4_K, {n_k, 1, 1}, 0, NULL};
+        CHECK(ats_qtype_bytes(ATS_Q_Q4_K, n_k, &wk.row_bytes) == ATS_OK);
+        uint8_t *bk = calloc(wk.row_bytes, 1);
+        for (int64_t b = 0; b < nb / 8; b++) ((ex_block_q4_K *)bk)[b].d = 0x3C00; /* zero weights, d 1 */
+        wk.data = bk;
+        float yk = 0;
+        for (size_t p = 0; p < sizeof PATHS / sizeof PATHS[0]; p++) {
+            unsigned mask = (unsigned)strtoul(PATHS[p], NULL, 0);
+            if ((mask & have) != mask) continue;
+            setenv("ATS_CPU_FEATURES", PATHS[p], 1);
+            CHECK(ex_cpu_matmul(&wk, x, 1, &yk) == ATS_OK);
+            CHECK_MSG(isnan(yk), "K quantizer path %s with a NaN in x, zero weights: %g (want NaN)", PATHS[p], yk);
+        }
+        unsetenv("ATS_CPU_FEATURES");
+        free(bk);
+    }
     free(x);
 }
 

@@ -9,6 +9,7 @@
  * (ex_gguf_open / ex_model_load_gguf status and message) and through the `ats` binary ($ATS_BIN):
  * exit code 2 and one stderr line naming the file and the offending field.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,73 @@ static void expect_open_fail(const char *path, const char *want)
     expect_cli(path, "", want);
 }
 
+/* Non-finite weights (a file that parses and loads): --check-tensors (ex_model_check_tensors) names the
+ * first bad tensor, row and element, exit 2; without it the run stops at the first step whose logits
+ * are not finite, exit 1 (greedy picked token 0 for ever). An F32 norm element, then a Q8_0 block scale. */
+static void test_non_finite(const uint8_t *good, size_t len)
+{
+    static const struct { const char *tensor; int64_t row, elem; uint16_t f16; const char *want; } cases[] = {
+        {"blk.0.attn_norm.weight", 0, 5, 0, "tensor 'blk.0.attn_norm.weight' (F32): NaN or Inf in row 0, element 5"},
+        {"blk.0.attn_output.weight", 3, 0, 0x7c00 /* +Inf as F16: the block's d */,
+         "tensor 'blk.0.attn_output.weight' (Q8_0): NaN or Inf in row 3, element 0"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint8_t *buf = malloc(len);
+        memcpy(buf, good, len);
+        ex_gguf *g = NULL;
+        ats_err err = {{0}};
+        CHECK_MSG(ex_gguf_open_mem(buf, len, "good", &g, &err) == ATS_OK, "%s", err.msg);
+        const ex_gguf_tensor *t = g ? ex_gguf_find_tensor(g, cases[k].tensor) : NULL;
+        CHECK(t != NULL);
+        if (!t) { ex_gguf_free(g); free(buf); continue; }
+        uint64_t rb;
+        ats_qtype_bytes(t->type, t->ne[0], &rb);
+        uint8_t *at = (uint8_t *)t->data + cases[k].row * rb;
+        if (t->type == ATS_Q_F32) {
+            const float nan = NAN;
+            memcpy(at + 4 * cases[k].elem, &nan, 4);
+        } else {
+            memcpy(at, &cases[k].f16, 2);
+        }
+        ex_gguf_free(g);
+        char p[300];
+        snprintf(p, sizeof p, "%s/nonfinite%zu.gguf", dir, k);
+        save(p, buf, len);
+        free(buf);
+        ex_model *m = NULL;
+        CHECK_MSG(ex_model_load_gguf(p, &m, &err) == ATS_OK, "%s", err.msg);
+        if (m) {
+            enum ats_status st = ex_model_check_tensors(m, 2, &err);
+            CHECK_MSG(st == ATS_EINVAL && strstr(err.msg, cases[k].want), "check: status %d, '%s' (want '%s')", (int)st,
+                      err.msg, cases[k].want);
+            ex_model_free(m);
+        }
+        expect_cli(p, "--check-tensors", cases[k].want);
+        const char *bin = getenv("ATS_BIN");
+        if (bin && *bin) {
+            char cmd[1024], errf[400];
+            snprintf(errf, sizeof errf, "%s/nf.txt", dir);
+            snprintf(cmd, sizeof cmd, "'%s' run --model '%s' -n 4 >/dev/null 2>'%s'", bin, p, errf);
+            int st = system(cmd);
+            size_t el = 0;
+            uint8_t *e = load(errf, &el);
+            char *msg = calloc(1, el + 1);
+            memcpy(msg, e, el);
+            CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(msg, "step 0: ") &&
+                          strstr(msg, "logits are NaN or Inf"), "run without --check-tensors: status %#x: %s", st, msg);
+            free(msg);
+            free(e);
+        }
+    }
+    /* the good file passes the scan */
+    char p[300];
+    snprintf(p, sizeof p, "%s/good.gguf", dir);
+    ex_model *m = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_model_load_gguf(p, &m, &err) == ATS_OK && ex_model_check_tensors(m, 2, &err) == ATS_OK, "%s", err.msg);
+    ex_model_free(m);
+}
+
 int main(void)
 {
     rng = tu_seed("test_exec_gguf_bad");
@@ -304,6 +372,7 @@ int main(void)
     tu_shared_path(real, sizeof real, "models/stories260K/stories260K.gguf");
     expect_cli(real, "--ctx 8 -p 'Once upon a time there was a little girl named Lily who loved to play'",
                "longer than the context");
+    test_non_finite(b, len);
     free(b);
     free(c);
     char cmd[512];

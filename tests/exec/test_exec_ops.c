@@ -121,6 +121,29 @@ static void test_matmul(void)
                 CHECK(memcmp(y1, y + tk * n_out, (size_t)n_out * sizeof *y1) == 0);
             }
         }
+        /* a NaN or Inf in a token's activations makes every output of that token non-finite, on every
+         * path and for prefill and decode alike (the activation quantizers skipped a NaN: the row came
+         * out finite and NaN weights or activations ran silently); the other tokens stay finite */
+        const int64_t nan_at = 2 * n_in + (int64_t)(tu_rand(&rng) % (uint64_t)n_in);
+        const int64_t inf_at = 4 * n_in + (int64_t)(tu_rand(&rng) % (uint64_t)n_in);
+        x[nan_at] = NAN;
+        x[inf_at] = -INFINITY;
+        for (size_t p = 0; p < 4; p++) {
+            unsigned mask = (unsigned)strtoul(paths[p], NULL, 0);
+            if ((mask & have) != mask) continue;
+            setenv("ATS_CPU_FEATURES", paths[p], 1);
+            CHECK(ex_cpu_matmul(&w, x, n_tok, y) == ATS_OK);
+            int64_t wrong = 0;
+            for (int64_t tk = 0; tk < n_tok; tk++)
+                for (int64_t i = 0; i < n_out; i++) {
+                    const float v = y[tk * n_out + i];
+                    wrong += tk == 2 ? !isnan(v) : tk == 4 ? isfinite(v) : !isfinite(v);
+                }
+            CHECK(ex_cpu_matmul(&w, x + 2 * n_in, 1, y1) == ATS_OK);
+            for (int64_t i = 0; i < n_out; i++) wrong += !isnan(y1[i]);
+            CHECK_MSG(wrong == 0, "%s (features %s): %lld outputs wrong with a NaN in token 2 and -Inf in token 4",
+                      ats_qtype_name(t), paths[p], (long long)wrong);
+        }
         unsetenv("ATS_CPU_FEATURES");
         /* shape error */
         ex_tensor bad = w;

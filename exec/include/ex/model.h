@@ -88,6 +88,15 @@ void ex_model_free(ex_model *m);
  *  bytes-over-bandwidth floor of a decode step is this over the memory bandwidth. */
 uint64_t ex_model_decode_bytes(const ex_model *m);
 
+/**
+ * Scans every weight of m (dequantized row by row, n_threads OpenMP threads) for NaN or Inf, as
+ * llama.cpp's --check-tensors does: a non-finite F32/F16/BF16 value or block scale (Q8_0, Q4_0,
+ * Q4_K, Q6_K d/dmin; MXFP4's E8M0 0xFF) makes its row non-finite. ATS_EINVAL naming the first such
+ * tensor, its row (and expert) and element; ATS_ENOMEM; ATS_OK when all are finite. Reads every byte
+ * of the weights (seconds for a 14B model).
+ */
+enum ats_status ex_model_check_tensors(const ex_model *m, int n_threads, ats_err *err);
+
 /* ---- backends ----------------------------------------------------------------------------- */
 
 /** A backend: a named table of the ops of ex/ops.h with the same arguments, plus its context.
