@@ -33,6 +33,10 @@ typedef struct ats_cmd {
 int ats_cli_parse_bytes(const char *s, uint64_t *out);
 /** ats_cli_parse_bytes with the reason of a refusal in why (may be NULL), e.g. "6: add a unit, e.g. 6GiB". */
 int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len);
+/* --vram-budget SIZE for every command (sim, sweep, bench sim/sched, inspect): a size with a unit
+ * (ats_cli_parse_bytes_why), at least 64 MiB (no GPU runtime fits below; '6' meant GiB). 0 ok, else
+ * one line "ats CMD: --vram-budget: ..." on stderr and -1. */
+int ats_cli_parse_vram(const char *cmd, const char *s, uint64_t *out);
 /** Strict double / integer parsing (whole string, finite). 0 on success, -1 otherwise. */
 int ats_cli_parse_double(const char *s, double *out);
 /** --slice-us: microseconds, 0 (the kernel's default slice) or 100 .. 100000, into *ns; one error line

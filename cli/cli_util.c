@@ -211,6 +211,22 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
     return -1;
 }
 
+int ats_cli_parse_vram(const char *cmd, const char *s, uint64_t *out)
+{
+    char why[200];
+    uint64_t v;
+    if (ats_cli_parse_bytes_why(s, &v, why, sizeof why)) {
+        ats_cli_error(cmd, "--vram-budget: %s", why);
+        return -1;
+    }
+    if (v < (64ull << 20)) {
+        ats_cli_error(cmd, "--vram-budget: '%s' is below 64 MiB (no GPU runtime fits; did you mean GiB?)", s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 int ats_cli_parse_bytes(const char *s, uint64_t *out)
 {
     return ats_cli_parse_bytes_why(s, out, NULL, 0);

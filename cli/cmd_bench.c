@@ -251,10 +251,7 @@ int ats_bench_sched(int argc, char **argv)
         switch (ch) {
         case 'w': hw_name = optarg; break;
         case 'b':
-            if (ats_cli_parse_bytes(optarg, &budget)) {
-                ats_cli_error("bench sched", "--vram-budget: bad size '%s' (e.g. 8GiB)", optarg);
-                return ATS_EXIT_USAGE;
-            }
+            if (ats_cli_parse_vram("bench sched", optarg, &budget)) return ATS_EXIT_USAGE;
             break;
         case 'm': snprintf(models_buf, sizeof models_buf, "%s", optarg); break;
         case 'r':

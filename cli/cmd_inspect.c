@@ -78,14 +78,9 @@ int ats_cmd_inspect(int argc, char **argv)
         case 'f': format = optarg; break;
         case 'P': policy = optarg; break;
         case 'W': hw = optarg; hw_given = 1; break;
-        case 'B': {
-            char why[200];
-            if (ats_cli_parse_bytes_why(optarg, &vram_budget, why, sizeof why)) {
-                ats_cli_error("inspect", "--vram-budget: %s", why);
-                return ATS_EXIT_USAGE;
-            }
+        case 'B':
+            if (ats_cli_parse_vram("inspect", optarg, &vram_budget)) return ATS_EXIT_USAGE;
             break;
-        }
         case 'c':
         case 't':
         case 'n': {

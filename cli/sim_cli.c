@@ -147,15 +147,11 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
     case SIMF_QUANT: o->quant = arg; return 1;
     case SIMF_HW: o->hw = arg; return 1;
     case SIMF_TRACE: o->trace = arg; o->trace_given = 1; return 1;
-    case SIMF_VRAM:
+    case SIMF_VRAM: return ats_cli_parse_vram(cmd, arg, &c->vram_budget_bytes) ? -1 : 1;
     case SIMF_TEMP: {
         char why[200];
-        if (ats_cli_parse_bytes_why(arg, id == SIMF_VRAM ? &c->vram_budget_bytes : &c->temp_bytes, why, sizeof why)) {
-            ats_cli_error(cmd, "--%s: %s", id == SIMF_VRAM ? "vram-budget" : "temp-bytes", why);
-            return -1;
-        }
-        if (id == SIMF_VRAM && c->vram_budget_bytes < (64ull << 20)) {
-            ats_cli_error(cmd, "--vram-budget: '%s' is below 64 MiB (no GPU runtime fits; did you mean GiB?)", arg);
+        if (ats_cli_parse_bytes_why(arg, &c->temp_bytes, why, sizeof why)) {
+            ats_cli_error(cmd, "--temp-bytes: %s", why);
             return -1;
         }
         return 1;

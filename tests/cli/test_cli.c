@@ -60,6 +60,10 @@ static void test_inspect_options(void)
         {"inspect --ctx abc", "--ctx: 'abc' is not a non-negative integer"},
         {"inspect --phase prefill --ctx 16777216 --tokens 1", "--ctx 16777216 + --tokens 1: more than 16777216 tokens"},
         {"inspect --n-ctx 100", "--n-ctx 100: smaller than the 2048 tokens of this round (--ctx, 2048 by default)"},
+        /* one --vram-budget rule for every command (inspect and bench sched took 1B; bench sched wrote a result) */
+        {"inspect --policy layer --vram-budget 1B", "--vram-budget: '1B' is below 64 MiB"},
+        {"bench sched --vram-budget 1MiB --out nothing.json", "--vram-budget: '1MiB' is below 64 MiB"},
+        {"bench sched --vram-budget 6 --out nothing.json", "--vram-budget: 6: add a unit"},
         /* a policy or hw that fails: the error alone (the op table came first, then the error) */
         {"inspect --policy expert --vram-budget 6GiB", "policy expert: model qwen3-14b is dense"},
         {"inspect --policy layer --vram-budget 6GiB --hw no-such-hw-xyz", "no-such-hw-xyz"},
