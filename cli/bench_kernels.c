@@ -1035,10 +1035,16 @@ int ats_bench_kernels(int argc, char **argv)
             else o.decode = (int)v;
             break;
         case 'M': o.skip_model = 1; break;
-        case 'm': o.model = optarg; break;
+        case 'm':
+            if (ats_cli_file_value("bench kernels", "--model", optarg)) return ATS_EXIT_USAGE;
+            o.model = optarg;
+            break;
         case 'C': o.skip_cpu = 1; break;
         case 'G': o.skip_gpu = 1; break;
-        case 'o': o.out = optarg; break;
+        case 'o':
+            if (ats_cli_file_value("bench kernels", "--out", optarg)) return ATS_EXIT_USAGE;
+            o.out = optarg;
+            break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':': ats_cli_missing_value("bench kernels", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
         default: ats_cli_bad_option("bench kernels", argv[optind - 1], optopt, lo); return ATS_EXIT_USAGE;

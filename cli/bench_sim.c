@@ -98,9 +98,18 @@ int ats_bench_sim(int argc, char **argv)
             }
             break;
         case 'q': quick = 1; break;
-        case 'o': out = optarg; break;
-        case 'm': o.model = optarg; break;
-        case 'w': o.hw = optarg; break;
+        case 'o':
+            if (ats_cli_file_value("bench sim", "--out", optarg)) return ATS_EXIT_USAGE;
+            out = optarg;
+            break;
+        case 'm':
+            if (ats_cli_file_value("bench sim", "--model", optarg)) return ATS_EXIT_USAGE;
+            o.model = optarg;
+            break;
+        case 'w':
+            if (ats_cli_file_value("bench sim", "--hw", optarg)) return ATS_EXIT_USAGE;
+            o.hw = optarg;
+            break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':': ats_cli_missing_value("bench sim", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
         default: ats_cli_bad_option("bench sim", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
@@ -336,10 +345,11 @@ int ats_bench_sim(int argc, char **argv)
                 replay_wall * 15000.0 / (double)(rr.n_rounds > 0 ? rr.n_rounds : 1), n_grid, n_grid, tr_names[0],
                 tr_names[1], tr_names[2], n_pts, n_fail, n_rounds, (unsigned long long)events, sweep_wall, 1e3 * best[0],
                 1e3 * best[1], 1e3 * best[2], setup_s, sweep_scaled);
-        int bad = ferror(f);
-        bad |= fclose(f);
+        int bad = ferror(f) ? (errno ? errno : EIO) : 0;
+        errno = 0;
+        if (fclose(f) != 0 && !bad) bad = errno ? errno : EIO;
         if (bad) {
-            ats_cli_error("bench sim", "%s: writing failed (disk full?)", out);
+            ats_cli_error("bench sim", "%s: write failed: %s", out, strerror(bad));
             atsc_out_abort(of);
             rc = ATS_EXIT_FAIL;
         } else if (atsc_out_commit(of, &err) != ATS_OK) {

@@ -249,7 +249,10 @@ int ats_bench_sched(int argc, char **argv)
     while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         if (ats_cli_once_opt("bench sched", &seen, opts, ch, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         switch (ch) {
-        case 'w': hw_name = optarg; break;
+        case 'w':
+            if (ats_cli_file_value("bench sched", "--hw", optarg)) return ATS_EXIT_USAGE;
+            hw_name = optarg;
+            break;
         case 'b':
             if (ats_cli_parse_vram("bench sched", optarg, &budget)) return ATS_EXIT_USAGE;
             break;
@@ -268,7 +271,10 @@ int ats_bench_sched(int argc, char **argv)
                 return ATS_EXIT_USAGE;
             }
             break;
-        case 'o': out = optarg; break;
+        case 'o':
+            if (ats_cli_file_value("bench sched", "--out", optarg)) return ATS_EXIT_USAGE;
+            out = optarg;
+            break;
         case 'h': sched_usage(stdout); return ATS_EXIT_OK;
         default: ats_cli_bad_option("bench sched", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }

@@ -72,12 +72,19 @@ int ats_cmd_inspect(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (ats_cli_once_opt("inspect", &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
-        case 'm': model = optarg; break;
+        case 'm':
+            if (ats_cli_file_value("inspect", "--model", optarg)) return ATS_EXIT_USAGE;
+            model = optarg;
+            break;
         case 'q': quant = optarg; break;
         case 'p': phase = optarg; break;
         case 'f': format = optarg; break;
         case 'P': policy = optarg; break;
-        case 'W': hw = optarg; hw_given = 1; break;
+        case 'W':
+            if (ats_cli_file_value("inspect", "--hw", optarg)) return ATS_EXIT_USAGE;
+            hw = optarg;
+            hw_given = 1;
+            break;
         case 'B':
             if (ats_cli_parse_vram("inspect", optarg, &vram_budget)) return ATS_EXIT_USAGE;
             break;

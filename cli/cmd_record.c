@@ -71,10 +71,10 @@ int ats_cmd_record(int argc, char **argv)
         if (c != ':' && c != '?' && c != 'h' && c != 'C' && c != 'p' && optarg &&
             ats_cli_once("record", seen, c, c == 'o' ? "out" : lo[li].name, optarg))
             return ATS_EXIT_USAGE;
-        if ((c == 'o' || c == 'b' || c == 'S') && optarg[0] == '-' && optarg[1] == '-') {
-            ats_cli_error("record", "--%s '%s': needs a file name, got an option (a value missing?)",
-                          c == 'o' ? "out" : lo[li].name, optarg);
-            return ATS_EXIT_USAGE;
+        if (c == 'o' || c == 'b' || c == 'S') { /* file names (cli.h) */
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", c == 'o' ? "out" : lo[li].name);
+            if (ats_cli_file_value("record", flag, optarg)) return ATS_EXIT_USAGE;
         }
         switch (c) {
         case 'o': out = optarg; break;

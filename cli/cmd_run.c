@@ -126,7 +126,10 @@ int ats_cmd_run(int argc, char **argv)
         int bad = 0;
         if (ats_cli_once_opt("run", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         switch (c) {
-        case 'm': model = optarg; break;
+        case 'm':
+            if (ats_cli_file_value("run", "--model", optarg)) return ATS_EXIT_USAGE;
+            model = optarg;
+            break;
         case 'p': prompt = optarg; break;
         case 'n': bad = ats_cli_parse_int(optarg, &n_gen) || n_gen < 0; break;
         case O_DUMMY: dummy = 1; break;

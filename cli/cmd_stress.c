@@ -16,9 +16,6 @@
 #include "cli.h"
 #include "ex/load.h"
 
-/* A file-name value that is really the next option (`--baseline --duration 2`). */
-static int looks_like_option(const char *v) { return v[0] == '-' && v[1] == '-'; }
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -175,10 +172,10 @@ int ats_cmd_stress(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", lo, &li)) != -1) {
         if (c != ':' && c != '?' && c != 'h' && optarg && ats_cli_once("stress", seen, c, lo[li].name, optarg))
             return ATS_EXIT_USAGE;
-        if ((c == 'T' || c == 'c' || c == 'C' || c == 'b' || c == 'L') && looks_like_option(optarg)) {
-            ats_cli_error("stress", "--%s '%s': needs a file name, got an option (a value missing?)", lo[li].name,
-                          optarg);
-            return ATS_EXIT_USAGE;
+        if (c == 'T' || c == 'c' || c == 'C' || c == 'b' || c == 'L') { /* file names (cli.h) */
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s", lo[li].name);
+            if (ats_cli_file_value("stress", flag, optarg)) return ATS_EXIT_USAGE;
         }
         switch (c) {
         case 'T': trace = optarg; break;
@@ -295,6 +292,10 @@ int ats_cmd_stress(int argc, char **argv)
     if (ats_cli_check_out("stress", "--calibrate", calib_out) || ats_cli_check_out("stress", "--log", log_out))
         return ATS_EXIT_USAGE; /* before the work */
     ats_cli_catch_stop_signals();
+    /* a write to the probe process after it died must fail with EPIPE, not end the stressor: the closed
+     * loop ignores SIGPIPE itself only where it has its default action, and main's cleanup handler
+     * (atsc_out_cleanup_signal_install) is not that */
+    signal(SIGPIPE, SIG_IGN);
     so.stop = &ats_cli_stop;
     ats_err err = {{0}};
     enum ats_status st;

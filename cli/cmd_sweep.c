@@ -100,6 +100,7 @@ int ats_cmd_sweep(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         char why[160];
         if (c == SIMF_TRACE) { /* several traces: a list, may repeat */
+            if (ats_cli_file_value("sweep", "--trace", optarg)) return ATS_EXIT_USAGE;
             if (strlen(tbuf) + strlen(optarg) + 2 >= sizeof tbuf) {
                 ats_cli_error("sweep", "--trace: too many traces");
                 return ATS_EXIT_USAGE;

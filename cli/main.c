@@ -10,6 +10,7 @@
 
 #include "ats_version.h"
 #include "atsc/outfile.h"
+#include "atsc/results.h"
 #include "cli.h"
 #include "ex/ops.h"
 
@@ -47,8 +48,9 @@ static int asks_help(int n, char **args)
 
 int main(int argc, char **argv)
 {
+    atsc_h5_no_atexit();         /* first: a failed HDF5 close must not crash the exit (atsc/results.h) */
     gsl_set_error_handler_off(); /* GSL reports through return codes, never aborts (STYLE.md) */
-    atsc_out_cleanup_signal_install(); /* SIGINT/SIGTERM/SIGHUP remove unfinished OUT.tmp.PID files */
+    atsc_out_cleanup_signal_install(); /* INT/TERM/HUP/QUIT/PIPE/XFSZ remove unfinished OUT.tmp.PID files */
     atsc_in_guard_enable();            /* no output may replace a file this run read */
     if (argc < 2) {
         usage(stderr);

@@ -143,10 +143,14 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
     double d;
     sim_session_cfg *c = &o->cfg;
     switch (id) {
-    case SIMF_MODEL: o->model = arg; return 1;
+    case SIMF_MODEL: if (ats_cli_file_value(cmd, "--model", arg)) return -1; o->model = arg; return 1;
     case SIMF_QUANT: o->quant = arg; return 1;
-    case SIMF_HW: o->hw = arg; return 1;
-    case SIMF_TRACE: o->trace = arg; o->trace_given = 1; return 1;
+    case SIMF_HW: if (ats_cli_file_value(cmd, "--hw", arg)) return -1; o->hw = arg; return 1;
+    case SIMF_TRACE:
+        if (ats_cli_file_value(cmd, "--trace", arg)) return -1;
+        o->trace = arg;
+        o->trace_given = 1;
+        return 1;
     case SIMF_VRAM: return ats_cli_parse_vram(cmd, arg, &c->vram_budget_bytes) ? -1 : 1;
     case SIMF_TEMP: {
         char why[200];
@@ -195,6 +199,7 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
         c->jitter_sigma = d;
         return 1;
     case SIMF_ROUTING:
+        if (ats_cli_file_value(cmd, "--routing", arg)) return -1;
         if (strcmp(arg, "uniform") == 0) {
             c->routing = SIM_ROUTE_UNIFORM;
         } else if (strncmp(arg, "zipf", 4) == 0 && (arg[4] == 0 || arg[4] == ':')) {

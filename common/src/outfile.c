@@ -82,9 +82,18 @@ int atsc_out_cleanup_signal_install(void)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
-    for (int k = 0; k < 3; k++)
+    /* every signal whose default action ends the process while a temporary may be open: Ctrl-C,
+     * kill, a closed terminal, Ctrl-\; a reader that went away (`ats run --out r.h5 | head -c 3`
+     * left r.h5.tmp.PID); a file size limit (ulimit -f) */
+    const int sigs[6] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ};
+    for (int k = 0; k < 6; k++) {
+        struct sigaction old;
+        if (sigaction(sigs[k], NULL, &old) != 0) return -1;
+        /* SIGPIPE and SIGXFSZ ignored by whoever started us stay ignored: the write then fails with
+         * EPIPE or EFBIG, which the writers report (and remove their temporaries) */
+        if ((sigs[k] == SIGPIPE || sigs[k] == SIGXFSZ) && old.sa_handler == SIG_IGN) continue;
         if (sigaction(sigs[k], &sa, NULL) != 0) return -1;
+    }
     return 0;
 }
 
@@ -113,6 +122,19 @@ static int check_target(const char *path, ats_err *err)
 {
     struct stat st;
     if (stat(path, &st) != 0) {
+        int e = errno;
+        struct stat lst;
+        char link[PATH_MAX];
+        ssize_t n;
+        if (e == ENOENT && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) &&
+            (n = readlink(path, link, sizeof link - 1)) >= 0) {
+            /* a dangling link: writing would replace the link itself with a regular file */
+            link[n] = '\0';
+            ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it is a symbolic link to %s, which does not "
+                        "exist (create that file first, or remove the link)", path, link);
+            return -1;
+        }
+        errno = e;
         if (errno == ENOENT) return 0;
         if (errno == ENOTDIR) {
             ats_err_set(err, ATS_EINVAL, "%s: cannot write: a part of the directory path is not a directory",
@@ -169,18 +191,19 @@ static char *target_of(const char *path)
     return strdup(path);
 }
 
-/* 1 if `dir` (canonical) is /dev or /proc or lies under one. */
+/* 1 if `dir` (canonical) is /dev, /proc or /sys or lies under one. */
 static int pseudo_dir(const char *dir)
 {
-    static const char *const roots[2] = {"/dev", "/proc"};
-    for (int k = 0; k < 2; k++) {
+    static const char *const roots[3] = {"/dev", "/proc", "/sys"};
+    for (int k = 0; k < 3; k++) {
         size_t n = strlen(roots[k]);
         if (strncmp(dir, roots[k], n) == 0 && (dir[n] == '\0' || dir[n] == '/')) return 1;
     }
     return 0;
 }
 
-/* Whether writing `path` would go through /dev or /proc: the path itself or any hop of the symbolic
+/* Whether writing `path` would go through /dev, /proc or /sys (kernel files, never ours to replace;
+ * /sys/fs/cgroup may even be a writable tmpfs): the path itself or any hop of the symbolic
  * links it leads through (/dev/stdout -> /proc/self/fd/1 -> the shell's redirected file). Such a path
  * names a stream, not a file: temporary + rename would replace the file that a redirection or another
  * process has open (a tester's `--out /dev/stdout > log.json` replaced log.json and lost stderr lines
@@ -285,15 +308,15 @@ enum ats_status atsc_out_check(const char *path, ats_err *err)
     if (!path || !*path) return ats_err_set(err, ATS_EINVAL, "output path: empty");
     int exists = check_target(path, err);
     if (exists < 0) return ATS_EINVAL;
-    /* a regular file (or none) reached through /dev or /proc */
+    /* a regular file (or none) reached through /dev, /proc or /sys */
     char *hop = pseudo_hop(path);
     if (hop) {
-        const char *why = "a stream rather than a file that can be replaced whole (give a regular file "
-                          "path, then cat it)";
+        const char *why = "a device, stream or kernel file rather than a file that can be replaced whole "
+                          "(give a regular file path, then cat it)";
         enum ats_status s =
             strcmp(hop, path) == 0
-                ? ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it is in /dev or /proc, %s", path, why)
-                : ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it leads through %s, in /dev or /proc, %s",
+                ? ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it is in /dev, /proc or /sys, %s", path, why)
+                : ats_err_set(err, ATS_EINVAL, "%s: refusing to write: it leads through %s, in /dev, /proc or /sys, %s",
                               path, hop, why);
         free(hop);
         return s;
@@ -375,7 +398,7 @@ enum ats_status atsc_out_commit(atsc_out *o, ats_err *err)
                         strerror(errno));
     } else {
         if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
-            s = ats_err_set(err, ATS_EINVAL, "%s: writing failed (disk full?): %s", o->path, strerror(errno));
+            s = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s", o->path, strerror(errno));
         close(fd);
     }
     if (!s && check_target(o->target, err) < 0) {
@@ -404,9 +427,11 @@ enum ats_status atsc_out_write_json(const char *path, const json_t *root, size_t
     atsc_out *o = NULL;
     enum ats_status s = atsc_out_open(path, &o, err);
     if (s) return s;
+    errno = 0;
     if (!root || json_dump_file(root, atsc_out_tmp(o), flags) != 0) {
+        int e = errno;
         atsc_out_abort(o);
-        return ats_err_set(err, ATS_EINVAL, "%s: writing the JSON failed (disk full?)", path);
+        return ats_err_set(err, ATS_EINVAL, "%s: write failed: %s", path, e ? strerror(e) : "cannot write the JSON");
     }
     return atsc_out_commit(o, err);
 }

@@ -12,6 +12,7 @@
 
 #include "ats_version.h"
 #include "atsc/outfile.h"
+#include "h5write.h"
 
 #define ROUND_BUF 4096
 #define OP_BUF 16384
@@ -209,6 +210,8 @@ struct atsc_results {
     run_info *runs;
     size_t n_runs, cap_runs;
     int sweep_written;
+    int io_errno; /* errno of the first failed write (EIO when HDF5 did not say), 0 while none: the
+                     file is then discarded (h5write.h) and atsc_results_close fails */
 };
 
 static enum ats_status write_str_attr(hid_t obj, const char *name, const char *val)
@@ -246,20 +249,22 @@ static hid_t create_table(hid_t loc, const char *name, hid_t type, hsize_t chunk
     return d;
 }
 
-/* Appends n rows of `type` to the extensible dataset d that holds *written rows. */
-static herr_t append_rows(hid_t d, hid_t type, const void *rows, size_t n, hsize_t *written)
+/* Appends n rows of `type` to the extensible dataset d that holds *written rows. 0, or the errno of
+ * the failed write (EIO when HDF5 does not say). */
+static int append_rows(hid_t d, hid_t type, const void *rows, size_t n, hsize_t *written)
 {
     if (n == 0) return 0;
     hsize_t newsize = *written + n, start = *written, count = n;
-    if (H5Dset_extent(d, &newsize) < 0) return -1;
+    if (H5Dset_extent(d, &newsize) < 0) return atsc_h5_errno() ? atsc_h5_errno() : EIO;
     hid_t fs = H5Dget_space(d);
     hid_t ms = H5Screate_simple(1, &count, NULL);
     herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL);
     if (e >= 0) e = H5Dwrite(d, type, ms, fs, H5P_DEFAULT, rows);
+    int why = e < 0 ? atsc_h5_errno() : 0; /* before the next HDF5 call clears the error stack */
     H5Sclose(ms);
     H5Sclose(fs);
     if (e >= 0) *written = newsize;
-    return e;
+    return e >= 0 ? 0 : why ? why : EIO;
 }
 
 static const char *cur_run(const atsc_results *w)
@@ -267,22 +272,49 @@ static const char *cur_run(const atsc_results *w)
     return w->n_runs ? w->runs[w->n_runs - 1].name : "?";
 }
 
+/* A write failed with errno e: the file is discarded (closing it must not fail again, h5write.h) and
+ * the message is "<path>: write failed: <reason> (<where>)". */
+static enum ats_status io_failed(atsc_results *w, int e, const char *where, ats_err *err)
+{
+    if (!w->io_errno) w->io_errno = e ? e : EIO;
+    atsc_h5_discard(w->file);
+    return ats_err_set(err, ATS_EINVAL, "%s: write failed: %s (%s)", w->path, strerror(e ? e : EIO), where);
+}
+
 static enum ats_status flush_rounds(atsc_results *w, ats_err *err)
 {
-    if (append_rows(w->d_rounds, w->t_round, w->rbuf, w->nr, &w->n_rounds_written) < 0)
-        return ats_err_set(err, ATS_EINVAL, "%s: dataset '/runs/%s/rounds': write failed", w->path,
-                           cur_run(w));
+    int e = append_rows(w->d_rounds, w->t_round, w->rbuf, w->nr, &w->n_rounds_written);
+    if (e) {
+        char where[ATSC_RESULTS_NAME_LEN + 32];
+        snprintf(where, sizeof where, "dataset '/runs/%s/rounds'", cur_run(w));
+        return io_failed(w, e, where, err);
+    }
     w->nr = 0;
     return ATS_OK;
 }
 
 static enum ats_status flush_ops(atsc_results *w, ats_err *err)
 {
-    if (append_rows(w->d_ops, w->t_op, w->obuf, w->no, &w->n_ops_written) < 0)
-        return ats_err_set(err, ATS_EINVAL, "%s: dataset '/runs/%s/ops': write failed", w->path,
-                           cur_run(w));
+    int e = append_rows(w->d_ops, w->t_op, w->obuf, w->no, &w->n_ops_written);
+    if (e) {
+        char where[ATSC_RESULTS_NAME_LEN + 32];
+        snprintf(where, sizeof where, "dataset '/runs/%s/ops'", cur_run(w));
+        return io_failed(w, e, where, err);
+    }
     w->no = 0;
     return ATS_OK;
+}
+
+/* Closes dataset d of the current run ("rounds" or "ops"), which writes its cached chunks: a failure
+ * there is a failed write (st set when it is the first error). */
+static void close_table(atsc_results *w, hid_t d, const char *name, enum ats_status *st, ats_err *err)
+{
+    if (H5Dclose(d) >= 0) return;
+    int e = atsc_h5_errno();
+    char where[ATSC_RESULTS_NAME_LEN + 32];
+    snprintf(where, sizeof where, "dataset '/runs/%s/%s'", cur_run(w), name);
+    if (!*st) *st = io_failed(w, e, where, err);
+    else atsc_h5_discard(w->file);
 }
 
 static enum ats_status end_run(atsc_results *w, ats_err *err)
@@ -290,8 +322,8 @@ static enum ats_status end_run(atsc_results *w, ats_err *err)
     if (!w->in_run) return ATS_OK;
     enum ats_status st = flush_rounds(w, err);
     if (!st && w->d_ops >= 0) st = flush_ops(w, err);
-    H5Dclose(w->d_rounds);
-    if (w->d_ops >= 0) H5Dclose(w->d_ops);
+    close_table(w, w->d_rounds, "rounds", &st, err);
+    if (w->d_ops >= 0) close_table(w, w->d_ops, "ops", &st, err);
     H5Gclose(w->grp);
     w->d_rounds = w->d_ops = w->grp = -1;
     w->in_run = 0;
@@ -477,11 +509,13 @@ enum ats_status atsc_results_write_sweep(atsc_results *w, const atsc_sweep_row *
     hid_t sp = H5Screate_simple(1, &dims, NULL);
     hid_t d = H5Dcreate2(w->file, "sweep", ft, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     herr_t e = d < 0 ? -1 : (n ? H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) : 0);
+    int why = e < 0 ? atsc_h5_errno() : 0; /* before the next HDF5 call clears the error stack */
+    if (e < 0) atsc_h5_discard(w->file);
     if (d >= 0) H5Dclose(d);
     H5Sclose(sp);
     H5Tclose(ft);
     H5Tclose(t);
-    if (e < 0) return ats_err_set(err, ATS_EINVAL, "%s: dataset '/sweep': write failed", w->path);
+    if (e < 0) return io_failed(w, why, "dataset '/sweep'", err);
     w->sweep_written = 1;
     return ATS_OK;
 }
@@ -534,9 +568,14 @@ enum ats_status atsc_results_close(atsc_results *w, ats_err *err)
         }
         if (e < 0) st = ats_err_set(err, ATS_EINVAL, "%s: cannot create links '/rounds', '/ops'", w->path);
     }
+    if (!st && w->io_errno) /* reported earlier, and the caller went on */
+        st = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s", w->path, strerror(w->io_errno));
+    if (st) atsc_h5_discard(w->file); /* removed below: its close must not fail (h5write.h) */
     close_handles(w);
-    if (H5Fclose(w->file) < 0 && !st)
-        st = ats_err_set(err, ATS_EINVAL, "%s: closing failed (disk full?)", w->path);
+    if (H5Fclose(w->file) < 0 && !st) {
+        int e = atsc_h5_errno();
+        st = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s (closing)", w->path, e ? strerror(e) : "disk full?");
+    }
     if (!st) {
         st = atsc_out_commit(w->out, err); /* fsync + rename; frees out */
         w->out = NULL;
@@ -548,6 +587,7 @@ enum ats_status atsc_results_close(atsc_results *w, ats_err *err)
 void atsc_results_abort(atsc_results *w)
 {
     if (!w) return;
+    atsc_h5_discard(w->file); /* removed below: its close must not fail (h5write.h) */
     close_handles(w);
     H5Fclose(w->file);
     free_writer(w);

@@ -24,7 +24,7 @@ struct atsc_timeline {
     int n_tid;      /* tracks declared: ids 1..n_tid */
     int *tid_pid;   /* (n_tid + 1) process of each track */
     int tid_cap;
-    int write_failed;
+    int write_failed; /* errno of the first failed write (EIO when unknown), 0 while none */
     /* counter series seen: last value of each (pid, name), to drop repeated samples */
     struct series { int pid; char *name; double last; } *series;
     int n_series, cap_series;
@@ -36,7 +36,9 @@ struct atsc_timeline {
 
 static void flush_buf(atsc_timeline *tl)
 {
-    if (tl->nbuf && fwrite(tl->buf, 1, tl->nbuf, tl->f) != tl->nbuf) tl->write_failed = 1;
+    errno = 0;
+    if (tl->nbuf && fwrite(tl->buf, 1, tl->nbuf, tl->f) != tl->nbuf && !tl->write_failed)
+        tl->write_failed = errno ? errno : EIO;
     tl->nbuf = 0;
 }
 
@@ -45,7 +47,8 @@ static void out_mem(atsc_timeline *tl, const char *s, size_t n)
     if (tl->nbuf + n > sizeof tl->buf) {
         flush_buf(tl);
         if (n > sizeof tl->buf) {
-            if (fwrite(s, 1, n, tl->f) != n) tl->write_failed = 1;
+            errno = 0;
+            if (fwrite(s, 1, n, tl->f) != n && !tl->write_failed) tl->write_failed = errno ? errno : EIO;
             return;
         }
     }
@@ -335,11 +338,13 @@ enum ats_status atsc_timeline_close(atsc_timeline *tl, ats_err *err)
     if (!tl) return ats_err_set(err, ATS_EINVAL, "timeline: NULL handle");
     out_str(tl, "\n]}\n");
     flush_buf(tl);
-    int bad = tl->write_failed || ferror(tl->f);
-    if (fclose(tl->f) != 0) bad = 1;
+    int bad = tl->write_failed;
+    if (!bad && ferror(tl->f)) bad = EIO;
+    errno = 0;
+    if (fclose(tl->f) != 0 && !bad) bad = errno ? errno : EIO;
     enum ats_status st = ATS_OK;
     if (bad) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: write failed (disk full?)", tl->path);
+        st = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s", tl->path, strerror(bad));
     } else {
         st = atsc_out_commit(tl->out, err); /* fsync + rename; frees out */
         tl->out = NULL;

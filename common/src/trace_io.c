@@ -5,6 +5,7 @@
  */
 #include "atsc/trace_io.h"
 #include "atsc/outfile.h"
+#include "h5write.h"
 
 #include <errno.h>
 #include <math.h>
@@ -382,6 +383,7 @@ done:
     return rc;
 }
 
+/* 0, -1 (HDF5 refused), or the errno of a failed write (the file is then discarded: h5write.h). */
 static int write_f64(hid_t file, const char *dset, const double *v, size_t n)
 {
     hsize_t dim = (hsize_t)n;
@@ -390,9 +392,14 @@ static int write_f64(hid_t file, const char *dset, const double *v, size_t n)
     if (sp < 0) goto done;
     d = H5Dcreate2(file, dset, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (d < 0) goto done;
-    if (H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) goto done;
+    if (H5Dwrite(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) {
+        int e = atsc_h5_errno(); /* before the next HDF5 call clears the error stack */
+        if (e) rc = e;
+        goto done;
+    }
     rc = 0;
 done:
+    if (rc) atsc_h5_discard(file); /* before any close (h5write.h) */
     if (d >= 0) H5Dclose(d);
     if (sp >= 0) H5Sclose(sp);
     return rc;
@@ -407,6 +414,7 @@ enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err 
     st = atsc_out_open(path, &out, err);
     if (st) return st;
     st = ATS_EINVAL;
+    int why = 0; /* errno of a failed write */
     hid_t f = H5Fcreate(atsc_out_tmp(out), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), g = -1;
     if (f < 0) {
         ats_err_set(err, ATS_EINVAL, "%s: cannot create file (HDF5 refused it)", path);
@@ -419,7 +427,9 @@ enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err 
     const char *names[4] = {"/load/t_s", res_dsets[0], res_dsets[1], res_dsets[2]};
     for (int k = 0; k < 4; k++) {
         what = names[k];
-        if (write_f64(f, names[k], arrs[k], tr->n) < 0) goto fail;
+        int rc = write_f64(f, names[k], arrs[k], tr->n);
+        if (rc > 0) why = rc;
+        if (rc) goto fail;
     }
     const char *vals[3] = {tr->source, tr->machine, tr->description};
     for (int k = 0; k < 3; k++) {
@@ -428,7 +438,7 @@ enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err 
     }
     H5Gclose(g);
     g = -1;
-    what = "(close)";
+    what = "closing";
     if (H5Fclose(f) < 0) {
         f = -1;
         goto fail;
@@ -438,7 +448,10 @@ enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err 
     out = NULL;
     goto done;
 fail:
-    ats_err_set(err, ATS_EINVAL, "%s: %s: write failed", path, what);
+    if (!why) why = atsc_h5_errno();
+    if (why) ats_err_set(err, ATS_EINVAL, "%s: write failed: %s (%s)", path, strerror(why), what);
+    else ats_err_set(err, ATS_EINVAL, "%s: %s: write failed", path, what);
+    atsc_h5_discard(f); /* removed below: its close must not fail (h5write.h) */
     if (g >= 0) H5Gclose(g);
     g = -1;
     if (f >= 0) H5Fclose(f);

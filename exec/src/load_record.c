@@ -649,7 +649,7 @@ enum ats_status ex_text_save(const char *path, const char *what, int (*write)(FI
         bad |= fclose(f) != 0;
     }
     if (bad) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: cannot write %s: %s", path, what, errno ? strerror(errno) : "write failed");
+        st = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s (%s)", path, errno ? strerror(errno) : "I/O error", what);
         atsc_out_abort(out);
         return st;
     }

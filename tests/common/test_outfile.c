@@ -1,14 +1,17 @@
 /* Output files (atsc/outfile.h): up-front refusals (missing directory, path under a regular file,
  * directory target, devices, FIFO) name the given path; tmp + commit replaces a good file only when
  * finished; abort and failed commits leave it as it was; a link to a file stays a link; a target
- * turned special during the work is not replaced; SIGINT/SIGTERM remove the open temporaries and the
- * process dies of the signal, while a forked child's death leaves its parent's files; JSON writer. */
+ * turned special during the work is not replaced; /sys and dangling links refused; SIGINT, SIGTERM,
+ * SIGHUP, SIGQUIT, SIGPIPE and SIGXFSZ remove the open temporaries and the process dies of the signal
+ * (an ignored SIGPIPE stays ignored), while a forked child's death leaves its parent's files; JSON
+ * writer, also on a full disk (RLIMIT_FSIZE). */
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -90,7 +93,15 @@ static void test_check(uint64_t *rng)
     CHECK(redir != NULL);
     char fdpath[64];
     snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fileno(redir));
-    expect_refused(fdpath, "/dev or /proc");
+    expect_refused(fdpath, "/dev, /proc or /sys");
+    /* kernel files under /sys (its cgroup folder may be a writable tmpfs) */
+    expect_refused("/sys/x.h5", "/dev, /proc or /sys");
+    expect_refused("/sys/kernel/x.h5", "/dev, /proc or /sys");
+    /* a dangling link: replacing it by a regular file would surprise; say where it points */
+    CHECK(symlink("no-such-target.h5", tpath("dangling")) == 0);
+    expect_refused(tpath("dangling"), "a symbolic link to no-such-target.h5, which does not exist");
+    struct stat lsb;
+    CHECK(lstat(tpath("dangling"), &lsb) == 0 && S_ISLNK(lsb.st_mode));
     if (exists("/dev/stdout")) expect_refused("/dev/stdout", "refusing to write"); /* file, pipe or tty */
     CHECK(symlink(fdpath, tpath("to-fd")) == 0);
     expect_refused(tpath("to-fd"), "leads through /proc/self/fd/");
@@ -188,15 +199,19 @@ static void test_signal(int sig, uint64_t *rng)
 {
     int fds[2];
     CHECK(pipe(fds) == 0);
-    char p1[512], p2[512];
-    snprintf(p1, sizeof p1, "%s", tpath(sig == SIGINT ? "sigint-1.h5" : "sigterm-1.h5"));
-    snprintf(p2, sizeof p2, "%s", tpath(sig == SIGINT ? "sigint-2.json" : "sigterm-2.json"));
+    char p1[512], p2[512], n1[64], n2[64];
+    snprintf(n1, sizeof n1, "sig%d-1.h5", sig);
+    snprintf(n2, sizeof n2, "sig%d-2.json", sig);
+    snprintf(p1, sizeof p1, "%s", tpath(n1));
+    snprintf(p2, sizeof p2, "%s", tpath(n2));
     unsigned char good[128];
     write_random(p2, good, sizeof good, rng); /* p2 holds a good file that must survive */
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         close(fds[0]);
+        struct rlimit core = {0, 0};
+        setrlimit(RLIMIT_CORE, &core); /* SIGQUIT and SIGXFSZ dump core by default */
         if (atsc_out_cleanup_signal_install() != 0) _exit(3);
         atsc_out *a = NULL, *b = NULL;
         if (atsc_out_open(p1, &a, NULL) || atsc_out_open(p2, &b, NULL)) _exit(4);
@@ -229,6 +244,53 @@ static void test_signal(int sig, uint64_t *rng)
     CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig, "child status %#x", status);
     CHECK_MSG(!exists(t1) && !exists(t2), "temporaries left: %s %s", t1, t2);
     CHECK(!exists(p1) && same_content(p2, good, sizeof good));
+}
+
+/* SIGPIPE ignored by the parent stays ignored (the write fails with EPIPE instead), and the other
+ * signals are still handled. */
+static void test_sigpipe_ignored(void)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_IGN);
+        if (atsc_out_cleanup_signal_install() != 0) _exit(3);
+        struct sigaction sa;
+        if (sigaction(SIGPIPE, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN) _exit(4);
+        if (sigaction(SIGQUIT, NULL, &sa) != 0 || sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) _exit(5);
+        raise(SIGPIPE);
+        _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+}
+
+/* A write that fails (a full disk, played by RLIMIT_FSIZE with SIGXFSZ ignored) is reported as
+ * "PATH: write failed: File too large" and leaves neither the file nor its temporary. */
+static void test_json_disk_full(void)
+{
+    const char *p = tpath("full.json");
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit fs = {1024, 1024};
+        if (setrlimit(RLIMIT_FSIZE, &fs) != 0) _exit(3);
+        json_t *root = json_array();
+        for (int i = 0; i < 2000; i++) json_array_append_new(root, json_real(i * 0.125));
+        ats_err e = {{0}};
+        enum ats_status st = atsc_out_write_json(p, root, 0, &e);
+        char want[600];
+        snprintf(want, sizeof want, "%s: write failed: File too large", p);
+        _exit(st == ATS_EINVAL && strcmp(e.msg, want) == 0 ? 0 : (fprintf(stderr, "got '%s'\n", e.msg), 4));
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -q '^full.json'", tmpdir);
+    CHECK_MSG(system(cmd) != 0, "full.json or its temporary left in %s", tmpdir);
 }
 
 /* A forked child that dies of SIGTERM through the handler leaves its parent's temporary alone. */
@@ -294,6 +356,12 @@ int main(void)
     test_symlink(&rng);
     test_signal(SIGINT, &rng);
     test_signal(SIGTERM, &rng);
+    test_signal(SIGHUP, &rng);
+    test_signal(SIGQUIT, &rng);
+    test_signal(SIGPIPE, &rng);
+    test_signal(SIGXFSZ, &rng);
+    test_sigpipe_ignored();
+    test_json_disk_full();
     test_fork_child();
     test_json(&rng);
     char cmd[300];

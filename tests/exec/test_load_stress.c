@@ -1145,7 +1145,7 @@ static void test_cli(void)
     }
     snprintf(args, sizeof args, "record --out %s/r.h5 --threads 100000", d);
     cli_expect(args, 2, "1 .. 1024");
-    cli_expect("stress --baseline --duration 2", 2, "--baseline '--duration'");
+    cli_expect("stress --baseline --duration 2", 2, "--baseline: missing value (got the option '--duration')");
     cli_expect("stress --trace x --bogus", 2, "unknown or ambiguous option '--bogus'");
     /* 5. an interval longer than the recording */
     snprintf(args, sizeof args, "record --duration 1 --interval 100 --out %s/r.h5", d);

@@ -12,8 +12,8 @@
  *    points to is replaced and the link stays.
  *  - Every message names the path the caller gave, not the temporary name.
  *  - Open temporaries are kept in a small process-wide registry; atsc_out_cleanup_signal_install()
- *    (called once by the CLI's main) installs a SIGINT/SIGTERM/SIGHUP handler that unlinks them and
- *    then dies of the same signal. This registry is the one mutable global of libats_common, on
+ *    (called once by the CLI's main) installs a SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGPIPE/SIGXFSZ handler
+ *    that unlinks them and then dies of the same signal. This registry is the one mutable global of libats_common, on
  *    purpose: a signal handler has no other way to find the files. A subcommand that installs its own
  *    handler (record, stress) replaces it and finishes or aborts its outputs itself.
  *
@@ -102,9 +102,10 @@ enum ats_status atsc_out_write_json(const char *path, const struct json_t *root,
 void atsc_out_cleanup_all(void);
 
 /**
- * Installs the handler for SIGINT, SIGTERM and SIGHUP: atsc_out_cleanup_all(), then the default
- * action of the signal (the process dies of it, exit status 128+sig). Returns 0, or -1 when
- * sigaction fails. Call once from main().
+ * Installs the handler for SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE and SIGXFSZ: atsc_out_cleanup_all(),
+ * then the default action of the signal (the process dies of it, exit status 128+sig). SIGPIPE and
+ * SIGXFSZ stay ignored where the parent ignored them (writes then fail with EPIPE / EFBIG and are
+ * reported). Returns 0, or -1 when sigaction fails. Call once from main().
  */
 int atsc_out_cleanup_signal_install(void);
 

@@ -146,12 +146,25 @@ enum ats_status atsc_results_write_sweep(atsc_results *w, const atsc_sweep_row *
 
 /**
  * Flushes, writes the run list, closes the file and renames it to its final path. Frees w in all
- * cases. On failure the temporary file is removed and ATS_EINVAL names the file.
+ * cases. On failure the temporary file is removed and ATS_EINVAL names the file: a failed write
+ * (disk full, file size limit) as "<path>: write failed: <strerror> (<where>)", also when an
+ * earlier call already reported it.
  */
 enum ats_status atsc_results_close(atsc_results *w, ats_err *err);
 
 /** Closes and removes the temporary file, frees w. NULL is a no-op. */
 void atsc_results_abort(atsc_results *w);
+
+/**
+ * For a program's main(), before any other HDF5 call (it has no effect after one): HDF5 is not shut
+ * down at process exit. A writer here flushes before it closes and discards a file whose write failed,
+ * so that its close cannot fail; where a close still fails (HDF5 1.10 then keeps the file's id pointing
+ * at freed memory; seen when a failed flush could not truncate the file past RLIMIT_FSIZE), HDF5's own
+ * exit handler would touch that id and the process would die of SIGSEGV after reporting the error.
+ * Every file ATS writes is closed (or aborted and removed) explicitly, so nothing is lost. Not
+ * thread-safe (call once).
+ */
+void atsc_h5_no_atexit(void);
 
 /** Path of the temporary file being written (borrowed; valid until close/abort). */
 const char *atsc_results_tmp_path(const atsc_results *w);
