@@ -10,7 +10,9 @@
  *           --duration / --requests / trace length (rounds over --max-rounds), --trace-offset past
  *           the end, --vram-budget above the GPU's VRAM, unitless or hex byte sizes, duplicate
  *           policies, a flag without its value, hw figures outside the plausible ranges, mixed units
- *           and huge grids in sweep ranges, an explicit `expert` on a dense model.
+ *           and huge grids in sweep ranges, an explicit `expert` on a dense model; an
+ *           $ATS_BENCH_SCHED that names a missing or unparsable file (unset or empty: the default);
+ *           `ats bench sched --models ''` (nothing to measure).
  *  results  a trace too short to finish a request exits 1 with "no request completed" and no NaN
  *           in the table, CSV or JSON; a run cut by --duration after its prefill or in its decode
  *           shows no TTFT or TPOT either ('-', empty, null), and ats sweep picks no best point
@@ -134,6 +136,7 @@ static void test_bound(uint64_t *rng)
 static void test_cli(void)
 {
     char a[2048], p[512];
+    int rc_ign;
     expect_usage("sim --duration 1e7", "--duration", "--max-rounds");
     expect_usage("sim --duration 1e9", "--duration", "1e7");      /* beyond the plausibility limit */
     expect_usage("sim --resched-cost 1e300s", "--resched-cost", "0..10 s");
@@ -194,6 +197,37 @@ static void test_cli(void)
         expect_usage(a, p, hw[i].field);
         unlink(p);
     }
+    /* $ATS_BENCH_SCHED names the re-schedule costs: a path that is not such a file is an error naming
+     * the variable, the path and why (not a silent 16 ms); sim and sweep alike, --resched-cost skips it */
+    const char *base = "--policy ats --requests 1 --prompt 128 --gen 2 --trace none";
+    snprintf(p, sizeof p, "%s/missing.json", tmpdir);
+    setenv("ATS_BENCH_SCHED", p, 1);
+    snprintf(a, sizeof a, "sim %s", base);
+    expect_usage(a, "ats sim: ATS_BENCH_SCHED: '", "missing.json': cannot read it (No such file or directory)");
+    expect_usage("sweep --policy ats --eps 0.1 --interval 1 --trace fig13-synth --duration 1", "ats sweep: ATS_BENCH_SCHED",
+                 "missing.json");
+    snprintf(a, sizeof a, "sim %s --resched-cost 3ms 2>&1", base);
+    char *out = tu_run_ats(a, &rc_ign, 0);
+    CHECK_MSG(rc_ign == 0 && out && !strstr(out, "ATS_BENCH_SCHED"), "ats %s: exit %d: %s", a, rc_ign, out ? out : "");
+    free(out);
+    snprintf(p, sizeof p, "%s/bad.json", tmpdir);
+    tu_write_text(p, "{\"results\": {\"qwen3-14b\": \n");
+    setenv("ATS_BENCH_SCHED", p, 1);
+    snprintf(a, sizeof a, "sim %s", base);
+    expect_usage(a, p, "not JSON (line 2");
+    tu_write_text(p, "[1, 2]\n");
+    expect_usage(a, p, "no object 'results'");
+    unlink(p);
+    /* unset or empty: the committed figures (or the paper's without them), no error */
+    setenv("ATS_BENCH_SCHED", "", 1);
+    out = tu_run_ats(a, &rc_ign, 1);
+    CHECK_MSG(rc_ign == 0 && out && strstr(out, "# re-schedule cost "), "ATS_BENCH_SCHED='': exit %d: %s", rc_ign,
+              out ? out : "");
+    free(out);
+    unsetenv("ATS_BENCH_SCHED");
+    /* bench sched: an empty model list measured nothing and exited 0 */
+    expect_usage("bench sched --models ''", "ats bench sched: --models: empty list", NULL);
+    expect_usage("bench sched --models ,", "ats bench sched: --models: empty list", NULL);
 }
 
 static void test_results(void)
