@@ -1809,11 +1809,7 @@ int main(void)
      * from the ats processes they start (the variable is inherited) */
     setenv("ATS_PROBE_PRIVATE", "1", 1);
     uint64_t rng = tu_seed("test_load_stress");
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats_load_stress_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!tu_tmpdir(tmpdir, sizeof tmpdir, "load_stress")) return 1;
     test_duty_arithmetic(&rng);
     test_window(&rng);
     test_stagger(&rng);
@@ -1839,6 +1835,5 @@ int main(void)
     test_sensor_trouble(0);
     test_sensor_trouble(1);
     test_calibrate_run();
-    rmdir(tmpdir);
-    return tu_finish("test_load_stress");
+    return tu_finish("test_load_stress"); /* removes tmpdir when every check passed */
 }
