@@ -223,6 +223,12 @@ static void test_cli(void)
     out = tu_run_ats(a, &rc_ign, 1);
     CHECK_MSG(rc_ign == 0 && out && strstr(out, "# re-schedule cost "), "ATS_BENCH_SCHED='': exit %d: %s", rc_ign,
               out ? out : "");
+    /* its source in one level of parentheses: "(ats bench sched, PATH)", not "(ats bench sched (PATH))" */
+    for (const char *l = out; l && (l = strstr(l, "# re-schedule cost")); l++) {
+        size_t n = strcspn(l, "\n"), open = 0;
+        for (size_t i = 0; i < n; i++) open += l[i] == '(';
+        CHECK_MSG(open == 1, "nested parentheses: %.*s", (int)n, l);
+    }
     free(out);
     unsetenv("ATS_BENCH_SCHED");
     /* bench sched: an empty model list measured nothing and exited 0 */
