@@ -28,8 +28,9 @@ class ResultsError(Exception):
 
 
 class Run:
-    def __init__(self, name, policy, config, rounds, ops):
+    def __init__(self, name, policy, config, rounds, ops, gen_tok=None):
         self.name, self.policy, self.config, self.rounds, self.ops = name, policy, config, rounds, ops
+        self.gen_tok = gen_tok  # decode steps per request (the file's config "gen_tok"; None: unknown)
 
     def decode(self):
         """Decode rounds only (their latency_s is the TPOT sample)."""
@@ -40,7 +41,10 @@ class Run:
 
     def summary(self):
         """Mean/p50/p99 TPOT [s], decode tok/s, mean TTFT [s] over requests (a request starts with a
-        run of prefill rounds), prefill tok/s, re-schedules, GB host→device."""
+        run of prefill rounds), prefill tok/s, re-schedules, GB host→device. When the file's config
+        says how many tokens a request generates (`ats sim`: gen_tok) and no request got them all
+        (a --duration that ended in a prefill or decode), there is no TPOT and no TTFT: those keys
+        are absent, as `ats sim` shows '-' (README)."""
         d, p = self.decode(), self.prefill()
         out = {"rounds": int(len(self.rounds)), "decode_rounds": int(len(d))}
         if len(d):
@@ -62,6 +66,17 @@ class Run:
             out["ttft_s"] = float(np.mean(ttft[done])) if np.any(done) else float("nan")
             out["requests"] = int(np.sum(done))
             out["prefill_tok_s"] = float(np.sum(p["tokens"]) / np.sum(p["latency_s"]))
+        if self.gen_tok and len(p):
+            r = self.rounds
+            is_p = r["phase"] == PHASE_PREFILL
+            # decode rounds after each run of prefill rounds, up to the next one
+            starts = np.nonzero(is_p & ~np.concatenate(([False], is_p[:-1])))[0]
+            bounds = np.concatenate((starts, [len(r)]))
+            n_dec = [int(np.sum(r["phase"][bounds[k]:bounds[k + 1]] == PHASE_DECODE)) for k in range(len(starts))]
+            out["requests_done"] = sum(1 for d in n_dec if d >= self.gen_tok)
+            if out["requests_done"] == 0:
+                for k in ("tpot_mean_s", "tpot_p50_s", "tpot_p99_s", "ttft_s"):
+                    out.pop(k, None)
         out["resched"] = int(np.sum(self.rounds["rescheduled"]))
         out["gb_h2d"] = float(np.sum(self.rounds["bytes_h2d"]) / 1e9)
         return out
@@ -101,6 +116,11 @@ def load(path):
                                f"(this script reads {SCHEMA_VERSION})")
         attrs = {k: (_str(v) if isinstance(v, (bytes, str)) else v.item() if hasattr(v, "item") else v)
                  for k, v in a.items()}
+        try:
+            gen_tok = json.loads(attrs["config"]).get("gen_tok")
+        except (ValueError, AttributeError):
+            gen_tok = None
+        gen_tok = gen_tok if isinstance(gen_tok, int) and gen_tok > 0 else None
         runs = []
         names = [n for n in _str(a["runs"]).split(",") if n]
         for n in names:
@@ -115,7 +135,7 @@ def load(path):
                 raise ResultsError(f"{path}: dataset '/runs/{n}/rounds': member '{missing[0]}' missing")
             ops = g["ops"][()] if "ops" in g else None
             cfg = json.loads(_str(g.attrs.get("config", "{}")))
-            runs.append(Run(n, _str(g.attrs.get("policy", n)), cfg, rounds, ops))
+            runs.append(Run(n, _str(g.attrs.get("policy", n)), cfg, rounds, ops, gen_tok))
         sweep = f["sweep"][()] if "sweep" in f else None
     return Results(path, attrs, runs, sweep)
 

@@ -4,7 +4,8 @@
 One panel per trace (rows of the table with the same trace name), for one policy: ε (the
 re-scheduling threshold) on the y axis, τ (the minimum interval, in TPOT multiples or seconds)
 on the x axis, colour = the chosen metric. The best cell of each panel (lowest, or highest for
-throughput metrics) is outlined and printed.
+throughput metrics) is outlined and printed. A point that completed no request (NaN TPOT in /sweep)
+is left blank and is never the best; a panel with no such point says so.
 
 Examples:
   analysis/plot_sweep.py sweep.h5 -o sweep.png
@@ -75,7 +76,9 @@ def main(argv=None):
         eps, tau = np.unique(rows["eps"]), np.unique(rows["interval"])
         grid = np.full((len(eps), len(tau)), np.nan)
         for r in rows:
-            grid[np.searchsorted(eps, r["eps"]), np.searchsorted(tau, r["interval"])] = r[a.metric] * scale
+            # a point without a TPOT completed no request (`ats sweep` writes NaN): no figure, never the best
+            if np.isfinite(r["tpot_mean_s"]):
+                grid[np.searchsorted(eps, r["eps"]), np.searchsorted(tau, r["interval"])] = r[a.metric] * scale
         im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r" if best_of is min else "viridis")
         fig.colorbar(im, ax=ax, label=label)
         ax.set_xticks(range(len(tau)))
@@ -85,10 +88,13 @@ def main(argv=None):
         unit = "TPOT" if rows["interval_in_tpot"][0] else "s"
         ax.set_xlabel(f"τ (minimum interval) [{unit}]")
         ax.set_ylabel("ε (threshold)")
+        ax.set_title(f"{tr} ({policy})", fontsize=10)
+        if np.isnan(grid).all():
+            print(f"{tr} {policy}: no point completed a request: no best point")
+            continue
         flat = np.where(np.isnan(grid), np.inf if best_of is min else -np.inf, grid)
         i, j = np.unravel_index(np.argmin(flat) if best_of is min else np.argmax(flat), grid.shape)
         ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
-        ax.set_title(f"{tr} ({policy})", fontsize=10)
         print(f"{tr} {policy}: best eps={eps[i]:g} tau={tau[j]:g} {unit}: {label} {grid[i, j]:.4g}")
     fig.tight_layout()
     ar.save_figure(fig, a.out)

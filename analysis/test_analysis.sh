@@ -31,9 +31,22 @@ check "plot_sweep draws" sh -c "$py '$here/plot_sweep.py' '$out/sweep.h5' -o '$o
 check "sweep.png exists" test -s "$out/sweep.png"
 # the fixture's optimum is at eps=0.2, tau=9 on both traces (test_results.c, write_fixture)
 check "plot_sweep finds the optimum" grep -q "trace-0 ats: best eps=0.2 tau=9" "$out/sweep.txt"
+# points that completed no request (NaN TPOT; eps=0.05 of trace-0 has the highest decode rate and no
+# re-schedule) are never the best, and a policy with no other point says so
+check "plot_sweep --metric decode_tok_s draws" sh -c "$py '$here/plot_sweep.py' '$out/sweep.h5' --metric decode_tok_s -o '$out/sweep-dec.png' >'$out/sweep-dec.txt'"
+check "plot_sweep: decode rate best skips points without a request" grep -q "trace-0 ats: best eps=0.2 tau=9 TPOT: decode" "$out/sweep-dec.txt"
+check "plot_sweep --metric n_resched draws" sh -c "$py '$here/plot_sweep.py' '$out/sweep.h5' --metric n_resched -o '$out/sweep-nr.png' >'$out/sweep-nr.txt'"
+check "plot_sweep: re-schedules best skips them" grep -q "trace-0 ats: best eps=0.5 tau=15 TPOT: re-schedules 4" "$out/sweep-nr.txt"
+check "plot_sweep --policy ats-paper draws" sh -c "$py '$here/plot_sweep.py' '$out/sweep.h5' --policy ats-paper -o '$out/sweep-none.png' >'$out/sweep-none.txt'"
+check "plot_sweep: no point completed a request" grep -q "trace-0 ats-paper: no point completed a request: no best point" "$out/sweep-none.txt"
 check "compare_sim_real draws" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' -o '$out/cmp.png' >'$out/cmp.txt'"
 check "cmp.png exists" test -s "$out/cmp.png"
 check "comparison names both runs" sh -c "grep -q '^ats ' '$out/cmp.txt' && grep -q '^layer ' '$out/cmp.txt'"
+# a run that completed no request (gen_tok 1000, 270 decode rounds) has no TPOT or TTFT; with gen_tok 270 it has
+check "compare_sim_real: done run" sh -c "$py '$here/compare_sim_real.py' '$out/done.h5' '$out/real.h5' --format json --no-plot >'$out/done.json'"
+check "compare_sim_real: TPOT and TTFT of a completed request" $py -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not all(x['sim_tpot_mean_s'] and x['sim_ttft_s'] for x in r))" "$out/done.json"
+check "compare_sim_real: cut run" sh -c "$py '$here/compare_sim_real.py' '$out/cut.h5' '$out/real.h5' --format json --no-plot >'$out/cut.json'"
+check "compare_sim_real: no TPOT or TTFT without a completed request" $py -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not all(x[k] is None for x in r for k in ('sim_tpot_mean_s','sim_tpot_p99_s','sim_ttft_s','err_tpot_mean_s')) or not all(x['sim_decode_tok_s'] for x in r))" "$out/cut.json"
 check "csv output" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --format csv --no-plot | head -1 | grep -q '^run,sim_tpot_mean_s'"
 check "plot_utilization draws" sh -c "$py '$here/plot_utilization.py' '$out/results.h5' -o '$out/util.png' >'$out/util.txt'"
 check "util.png exists" test -s "$out/util.png"

@@ -181,7 +181,7 @@ int ats_bench_sim(int argc, char **argv)
     {
         sim_session_cfg cfg = o.cfg;
         cfg.policy = "ats";
-        cfg.resched_cost_s = sim_cli_resched_cost(&o, "ats", NULL, 0);
+        cfg.resched_cost_s = sim_cli_resched_for(&o, "ats", NULL);
         cfg.duration_s = replay_s;
         cfg.n_requests = 0; /* as many requests as fit */
         int64_t t0 = now_ns();
@@ -228,7 +228,7 @@ int ats_bench_sim(int argc, char **argv)
     double *tpot = calloc((size_t)n_pts, sizeof *tpot);
     uint64_t events = 0;
     long n_rounds = 0, n_fail = 0;
-    const double resched = sim_cli_resched_cost(&o, "ats", NULL, 0);
+    const double resched = sim_cli_resched_for(&o, "ats", NULL);
     int64_t t_sw0 = now_ns();
 #pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads) reduction(+ : events, n_rounds, n_fail)
     for (long p = 0; p < n_pts; p++) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ats_version.h"
+#include "atsc/text.h"
 #include "atsc/trace_io.h"
 #include "ex/load.h"
 
@@ -83,6 +84,8 @@ int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, 
         fprintf(stderr, "ats %s: %s\n", cmd, err.msg);
         return -1;
     }
+    char pe[ATSC_ESC_PATH]; /* the path as ex_baseline_load names it: escaped */
+    path = atsc_esc(path, strlen(path), pe, sizeof pe);
     if (threads_asked > 0 && threads_asked != out->threads) {
         fprintf(stderr, "ats %s: %s: baseline measured with %d probe threads, --threads %d asked\n", cmd, path,
                 out->threads, threads_asked);

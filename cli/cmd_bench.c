@@ -283,6 +283,21 @@ int ats_bench_sched(int argc, char **argv)
         ats_cli_error("bench sched", "unexpected argument '%s'", argv[optind]);
         return ATS_EXIT_USAGE;
     }
+    /* the list first: an empty one would measure nothing and exit 0 */
+    char *model[16];
+    int n_model = 0;
+    for (char *save = NULL, *m = strtok_r(models_buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+        if (n_model == 16) {
+            ats_cli_error("bench sched", "--models: more than 16 models");
+            return ATS_EXIT_USAGE;
+        }
+        model[n_model++] = m;
+    }
+    if (n_model == 0) {
+        ats_cli_error("bench sched", "--models: empty list (give one or more names or paths, comma-separated, "
+                                     "e.g. qwen3-14b)");
+        return ATS_EXIT_USAGE;
+    }
     char path[1024];
     ats_hw hw;
     ats_err err = {{0}};
@@ -296,8 +311,8 @@ int ats_bench_sched(int argc, char **argv)
     }
     sched_fig figs[16];
     int nf = 0;
-    for (char *save = NULL, *m = strtok_r(models_buf, ",", &save); m && nf < 16; m = strtok_r(NULL, ",", &save)) {
-        int rc = bench_one(m, &hw, budget, (int)runs, &figs[nf]);
+    for (int i = 0; i < n_model; i++) {
+        int rc = bench_one(model[i], &hw, budget, (int)runs, &figs[nf]);
         if (rc) return rc;
         nf++;
     }

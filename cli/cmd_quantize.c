@@ -1,7 +1,8 @@
 /*
  * ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure] — re-quantizes the matrices of a GGUF.
  * 2-D and 3-D weight tensors become the requested type (with ats_qtype_fallback when a row does not
- * divide into its blocks: Q4_K → Q4_0 → F16, Q8_0 → F16); 1-D tensors (norms) stay as they are.
+ * divide into its blocks: Q4_K → Q4_0 → F16, Q8_0 → F16; one stderr note at the end counts the
+ * matrices per fallback and says why, as llama.cpp's quantize does); 1-D tensors (norms) stay as they are.
  * As llama.cpp does, the output head (output.weight, or token_embd.weight when the head is tied to
  * it) gets Q6_K (fallback Q8_0) for the 4-bit types; --pure quantizes it like every other matrix
  * (llama.cpp's --pure). All metadata is copied, general.file_type is rewritten. Output goes to
@@ -99,11 +100,17 @@ int ats_cmd_quantize(int argc, char **argv)
     kvl[n_out_kv] = ex_gguf_kv_u32(ftbuf, "general.file_type", file_type_of(qt));
     kv[n_out_kv++] = ftbuf;
     const char *head = ex_gguf_find_tensor(g, "output.weight") ? "output.weight" : "token_embd.weight";
+    /* matrices whose rows do not divide into the asked type's blocks: (asked, got) -> count, for one note
+       at the end, as llama.cpp's quantize reports its fallbacks */
+    struct fallback { ats_qtype asked, got; int64_t n; } fb[8];
+    int n_fb = 0;
+    int64_t n_mat = 0, n_fell = 0;
     for (int64_t i = 0; i < nt; i++) {
         const ex_gguf_tensor *t = ex_gguf_tensor_at(g, i);
         ex_gguf_out_tensor *o = &ot[i];
         ats_qtype want = qt;
         if (!pure && qt != ATS_Q_Q8_0 && strcmp(t->name, head) == 0) want = ATS_Q_Q6_K;
+        const ats_qtype asked = want;
         if (want == ATS_Q_Q6_K && t->ne[0] % 256 != 0) want = ATS_Q_Q8_0; /* llama.cpp's Q6_K fallback */
         o->name = t->name;
         o->n_dims = t->n_dims;
@@ -113,6 +120,16 @@ int ats_cmd_quantize(int argc, char **argv)
         o->bytes = t->bytes;
         bytes_in += t->bytes;
         ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(want, t->ne[0]) : t->type;
+        if (t->n_dims >= 2) {
+            n_mat++;
+            if (target != asked) {
+                int k = 0;
+                while (k < n_fb && !(fb[k].asked == asked && fb[k].got == target)) k++;
+                if (k == n_fb && n_fb < 8) fb[n_fb++] = (struct fallback){asked, target, 0};
+                if (k < n_fb) fb[k].n++;
+                n_fell++;
+            }
+        }
         if (target != t->type && t->n_dims >= 2) {
             int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], n = t->ne[0];
             uint64_t rb_in, rb_out;
@@ -147,6 +164,17 @@ int ats_cmd_quantize(int argc, char **argv)
     } else {
         fprintf(stderr, "ats quantize: %s -> %s: %lld of %lld tensors re-quantized, %.3f MiB -> %.3f MiB\n", in, out,
                 (long long)n_changed, (long long)nt, (double)bytes_in / 1048576.0, (double)bytes_out / 1048576.0);
+        if (n_fell) { /* one line: e.g. "31 Q4_K -> Q4_0 (row length not a multiple of 256)" */
+            fprintf(stderr, "ats quantize: note: %lld of %lld matrices fell back to another type:", (long long)n_fell,
+                    (long long)n_mat);
+            for (int k = 0; k < n_fb; k++) {
+                int b1 = ats_qtype_block_elems(fb[k].asked), b2 = fb[k].got == ATS_Q_F16 ? 32 : 0;
+                fprintf(stderr, "%s %lld %s%s -> %s (row length not a multiple of %d%s)", k ? "," : "",
+                        (long long)fb[k].n, ats_qtype_name(fb[k].asked), fb[k].asked == ATS_Q_Q6_K ? " (output head)" : "",
+                        ats_qtype_name(fb[k].got), b1, b2 && b2 != b1 ? " nor of 32" : "");
+            }
+            fputc('\n', stderr);
+        }
     }
 done:
     if (ot)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "atsc/outfile.h"
+#include "atsc/text.h"
 #include "atsc/trace_io.h"
 #include "cli.h"
 #include "ex/load.h"
@@ -416,7 +417,9 @@ int ats_cmd_stress(int argc, char **argv)
     atsc_trace_free(tr);
     int rc = ATS_EXIT_OK;
     if (st != ATS_OK) {
-        if (strstr(err.msg, "baseline")) fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, base_in);
+        char be[ATSC_ESC_PATH];
+        if (strstr(err.msg, "baseline"))
+            fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, atsc_esc(base_in, strlen(base_in), be, sizeof be));
         else fprintf(stderr, "ats stress: %s\n", err.msg);
         if (!(rep.wall_s > 0)) { /* refused before the hogs ran: bad input (or no device) */
             free(log.s);

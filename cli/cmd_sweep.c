@@ -10,8 +10,8 @@
  * table's writer takes finite values only), so a sweep over several policies keeps its baselines.
  *
  * A point that completes no request (as in `ats sim`) makes the exit code 1 with one stderr line per
- * trace and policy; values it could not measure (no decode round: TPOT, TTFT) show '-' in the table,
- * empty CSV fields and NaN in /sweep (HDF5 doubles have no null).
+ * trace and policy; it has no TPOT or TTFT (even when decode rounds ran): '-' in the table, empty
+ * CSV fields and NaN in /sweep (HDF5 doubles have no null), and it is never the best point.
  */
 #include <getopt.h>
 #include <math.h>
@@ -57,7 +57,8 @@ static void usage(FILE *f)
             "re-scheduling controller (all but %s) ignore eps and the interval: one point per\n"
             "trace, eps/interval 'n/a' in the table, empty in the CSV, 0 in the HDF5 table.\n"
             "A point that completes no request makes the exit code 1 (one stderr line per trace and\n"
-            "policy); a value it could not measure shows '-' in the table, an empty CSV field, NaN in /sweep.\n\n"
+            "policy) and has no TPOT or TTFT: '-' in the table, an empty CSV field, NaN in /sweep; it is\n"
+            "never the best point.\n\n"
             "  --eps A:B:S        threshold grid, fractions (a single value is a one-point grid)\n"
             "  --interval A:B:S   interval grid in multiples of the recent TPOT, or with 'ms' absolute\n"
             "                     (e.g. 50ms:800ms:50ms)\n"
@@ -404,7 +405,8 @@ int ats_cmd_sweep(int argc, char **argv)
         printf("%-20s %-16s %8s %10s %10s %10s %8s\n", "trace", "policy", "best eps", "interval", "TPOT ms",
                "p99 ms", "resched");
     }
-    /* best point per (trace, policy): lowest mean TPOT, ties to the earlier grid point */
+    /* best point per (trace, policy): lowest mean TPOT, ties to the earlier grid point; a point that
+       completed no request has no TPOT (NaN, sim_session_result) and is never picked */
     for (int it = 0; it < n_tr; it++)
         for (int ip = 0; ip < n_pol; ip++) {
             long best = -1, first = -1;
@@ -416,10 +418,11 @@ int ats_cmd_sweep(int argc, char **argv)
                     continue;
                 if (best < 0 || rows[p].tpot_mean_s < rows[best].tpot_mean_s) best = p;
             }
-            if (best < 0) { /* no point measured a TPOT: '-' (points that failed: their stderr line) */
+            if (best < 0) { /* no point completed a request (no TPOT): '-' (points that failed: their
+                               stderr line) */
                 if (first < 0) continue;
                 if (csv)
-                    fprintf(stderr, "%s %s: no TPOT measured at any point\n", tname[it], pol[ip]);
+                    fprintf(stderr, "%s %s: no point completed a request: no best point\n", tname[it], pol[ip]);
                 else
                     printf("%-20s %-16s %8s %7s %-2s %10s %10s %8d\n", tname[it], pol[ip], dyn[ip] ? "-" : "n/a",
                            dyn[ip] ? "-" : "n/a", "", "-", "-", rows[first].n_resched);

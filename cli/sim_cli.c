@@ -7,6 +7,7 @@
 #define SIM_CLI_MAX_GAP_S 86400.0     /* --gap [s] */
 #define SIM_CLI_MAX_RESCHED_S 10.0    /* --resched-cost [s] (the paper's is 16 ms) */
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "ats_version.h"
 #include "atsc/hw_json.h"
 #include "atsc/model_json.h"
+#include "atsc/text.h"
 #include "cli.h"
 
 const char sim_cli_help[] =
@@ -37,7 +39,8 @@ const char sim_cli_help[] =
     "  --jitter SIGMA     lognormal jitter on op times (mean 1) [0]\n"
     "  --routing R        MoE routing: uniform, zipf[:SKEW] or an HDF5 file [uniform]\n"
     "  --resched-cost T   CPU time of one re-schedule, e.g. 16ms [DP + plan build measured by\n"
-    "                     `ats bench sched` (experiments/bench/bench-sched.json), else the paper's 16ms]\n"
+    "                     `ats bench sched` (experiments/bench/bench-sched.json, or the file named by\n"
+    "                     $ATS_BENCH_SCHED: a missing or bad one is an error), else the paper's 16ms]\n"
     "  --tpot-window N    rounds in the controller's recent-TPOT median [8]\n"
     "  --no-prefetch      no decode prefetch into the previous round's idle copy engine\n"
     "  --no-hostmem       no host-memory interference between CPU ops and DMA\n"
@@ -359,10 +362,12 @@ static int load_checked(sim_cli *o, const char *cmd)
             return ATS_EXIT_USAGE;
         }
     }
-    o->resched_s = sim_cli_resched_cost(o, "ats", o->resched_src, sizeof o->resched_src);
-    o->resched_paper_s = sim_cli_resched_cost(o, "ats-paper", o->resched_paper_src, sizeof o->resched_paper_src);
+    int rc = sim_cli_resched_cost(o, cmd, "ats", &o->resched_s, o->resched_src, sizeof o->resched_src);
+    if (!rc)
+        rc = sim_cli_resched_cost(o, cmd, "ats-paper", &o->resched_paper_s, o->resched_paper_src,
+                                  sizeof o->resched_paper_src);
     o->cfg.resched_cost_s = o->resched_s;
-    return 0;
+    return rc;
 }
 
 /* sim_cli_load: load_checked, and on any failure free what it loaded (the trace), so an early
@@ -390,15 +395,18 @@ double sim_cli_resched_for(const sim_cli *o, const char *policy, const char **so
     return paper ? o->resched_paper_s : o->resched_s;
 }
 
-double sim_cli_resched_cost(const sim_cli *o, const char *policy, char *source, size_t len)
+int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, double *cost_s, char *source,
+                         size_t len)
 {
     if (o->resched_given) {
         if (source) snprintf(source, len, "--resched-cost");
-        return o->cfg.resched_cost_s;
+        *cost_s = o->cfg.resched_cost_s;
+        return 0;
     }
     char path[1200];
     const char *env = getenv("ATS_BENCH_SCHED");
-    if (env && *env) {
+    const int from_env = env && *env;
+    if (from_env) {
         snprintf(path, sizeof path, "%s", env);
     } else { /* the source tree: the models directory's parent */
         snprintf(path, sizeof path, "%s", ATS_DEFAULT_MODELS_DIR);
@@ -408,19 +416,41 @@ double sim_cli_resched_cost(const sim_cli *o, const char *policy, char *source, 
     }
     double cost = 0.016;
     if (source) snprintf(source, len, "paper 9 ms + 7 ms");
-    json_t *root = json_load_file(path, 0, NULL);
-    json_t *m = root ? json_object_get(json_object_get(root, "results"), o->arch.name) : NULL;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    json_t *res = root ? json_object_get(root, "results") : NULL;
+    /* a file the user named must be one: a bad path or file is an error, not a silent 16 ms (the
+       committed default is optional: a tree without it uses the paper's figure) */
+    if (from_env && (!root || !json_is_object(res))) {
+        char pe[ATSC_ESC_PATH], we[ATSC_ESC_SIZE(160)];
+        if (!root && access(path, R_OK) != 0)
+            ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': cannot read it (%s); unset it for the committed "
+                          "experiments/bench/bench-sched.json", atsc_esc(path, strlen(path), pe, sizeof pe), strerror(errno));
+        else if (!root)
+            ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': not JSON (line %d: %s); expected the output of `ats bench "
+                          "sched --format json`", atsc_esc(path, strlen(path), pe, sizeof pe), je.line,
+                          atsc_esc(je.text, strlen(je.text), we, sizeof we));
+        else
+            ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': no object 'results' (not the output of `ats bench sched "
+                          "--format json`)", atsc_esc(path, strlen(path), pe, sizeof pe));
+        json_decref(root);
+        return ATS_EXIT_USAGE;
+    }
+    json_t *m = res ? json_object_get(res, o->arch.name) : NULL;
     if (m) {
         int paper = policy && strcmp(policy, "ats-paper") == 0;
         json_t *dp = json_object_get(m, paper ? "dynamic_transfer_paper_us" : "dynamic_transfer_us");
         json_t *pb = json_object_get(m, "plan_build_us");
         if (json_is_number(dp) && json_is_number(pb) && json_number_value(dp) >= 0 && json_number_value(pb) >= 0) {
             cost = (json_number_value(dp) + json_number_value(pb)) * 1e-6;
-            if (source) snprintf(source, len, "ats bench sched (%s)", path);
+            if (source) snprintf(source, len, "ats bench sched, %s", path);
         }
+    } else if (from_env && source) {
+        snprintf(source, len, "paper 9 ms + 7 ms: no %s in ATS_BENCH_SCHED %s", o->arch.name, path);
     }
     json_decref(root);
-    return cost;
+    *cost_s = cost;
+    return 0;
 }
 
 const char *sim_cli_config_json(const sim_cli *o, const char *policies, char *buf, size_t len)

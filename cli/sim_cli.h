@@ -73,11 +73,15 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg);
  *  (resched_s / resched_paper_s with their sources). Returns 0, or 2 (bad input, message
  *  printed). */
 int sim_cli_load(sim_cli *o, const char *cmd);
-/** The re-schedule cost for `policy` [s]: --resched-cost when given; else the DP + plan-build
- *  times that `ats bench sched` measured on this machine for this model
+/** The re-schedule cost for `policy` into *cost_s [s]: --resched-cost when given; else the DP +
+ *  plan-build times that `ats bench sched` measured on this machine for this model
  *  (experiments/bench/bench-sched.json in the source tree, $ATS_BENCH_SCHED overrides); else the
- *  paper's 16 ms (§4.4.3). `source` (may be NULL) receives where the figure came from. */
-double sim_cli_resched_cost(const sim_cli *o, const char *policy, char *source, size_t len);
+ *  paper's 16 ms (§4.4.3). `source` (may be NULL) receives where the figure came from. Returns 0,
+ *  or 2 when $ATS_BENCH_SCHED is set (non-empty) and names a file that cannot be read, is not JSON or
+ *  has no object "results" (one line printed for `cmd`, naming the variable, the path and the reason);
+ *  unset or empty, a missing or unreadable default file means the paper's figure. */
+int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, double *cost_s, char *source,
+                         size_t len);
 /** 0 when `policy` can run `o->arch` at all; else 1 with a short reason in why (the `expert`
  *  policy needs routed experts). Used to skip inapplicable policies of the default 'all'. */
 int sim_cli_policy_applies(const sim_cli *o, const char *policy, char *why, size_t len);

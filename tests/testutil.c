@@ -1,12 +1,15 @@
 #include "testutil.h"
 
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 int tu_failures = 0;
 int tu_checks = 0;
+static char tu_scratch[512]; /* tu_tmpdir's folder ("" = none) */
 
 uint64_t tu_seed(const char *test_name)
 {
@@ -37,9 +40,40 @@ double tu_uniform(uint64_t *s, double lo, double hi)
     return lo + (hi - lo) * ((double)(tu_rand(s) >> 11) * 0x1.0p-53);
 }
 
+const char *tu_tmpdir(char *buf, size_t len, const char *test_name)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tu_scratch, sizeof tu_scratch, "%s/ats_%s_XXXXXX", t && *t ? t : "/tmp", test_name);
+    if (!mkdtemp(tu_scratch)) {
+        fprintf(stderr, "%s: cannot create a scratch folder %s: ", test_name, tu_scratch);
+        perror("mkdtemp");
+        tu_scratch[0] = 0;
+        return NULL;
+    }
+    snprintf(buf, len, "%s", tu_scratch);
+    return buf;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) == 0 ? 0 : -1;
+}
+
 int tu_finish(const char *test_name)
 {
     fprintf(stderr, "%s: %d checks, %d failed\n", test_name, tu_checks, tu_failures);
+    if (tu_scratch[0] && tu_failures) {
+        fprintf(stderr, "%s: kept its scratch folder %s (a check failed)\n", test_name, tu_scratch);
+    } else if (tu_scratch[0]) {
+        if (nftw(tu_scratch, rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0) {
+            fprintf(stderr, "%s: removed its scratch folder %s\n", test_name, tu_scratch);
+        } else {
+            fprintf(stderr, "%s: could not remove its scratch folder %s: ", test_name, tu_scratch);
+            perror(NULL);
+            return 1;
+        }
+    }
     return tu_failures ? 1 : 0;
 }
 

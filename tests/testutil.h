@@ -68,8 +68,13 @@ uint64_t tu_seed(const char *test_name);
 uint64_t tu_rand(uint64_t *state);
 /** Uniform double in [lo, hi). */
 double tu_uniform(uint64_t *state, double lo, double hi);
-/** Prints a summary and returns 0 when no check failed, 1 otherwise. */
+/** Prints a summary and returns 0 when no check failed, 1 otherwise. A scratch folder of tu_tmpdir is
+ *  removed with everything in it when no check failed ("removed its scratch folder DIR" on stderr), and
+ *  kept when one did ("kept its scratch folder DIR (a check failed)"); 1 also when it cannot be removed. */
 int tu_finish(const char *test_name);
+/** Creates this process's scratch folder $TMPDIR/ats_<test_name>_XXXXXX (/tmp when TMPDIR is unset or
+ *  empty) and writes its path into buf; tu_finish removes it. NULL (with a message) when it cannot. */
+const char *tu_tmpdir(char *buf, size_t len, const char *test_name);
 /** Path under ../shared ($ATS_SHARED_DIR); returns buf. */
 const char *tu_shared_path(char *buf, size_t len, const char *rel);
 /** Path under the source tree ($ATS_SOURCE_DIR or "."); returns buf. */

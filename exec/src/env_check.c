@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "atsc/text.h"
 #include "ex/ops.h"
 
 extern char **environ;
@@ -69,31 +70,6 @@ static const knob KNOBS[] = {
 };
 #define N_KNOBS (sizeof KNOBS / sizeof KNOBS[0])
 
-/* s[0..n) for a one-line message: control characters as \n, \t, \r or \xNN, at most ESC_MAX bytes of s (cut
- * at a UTF-8 character boundary) and then "..."; out holds ESC_OUT bytes */
-#define ESC_MAX 64
-#define ESC_OUT (4 * ESC_MAX + 8)
-static const char *esc(const char *s, size_t n, char out[ESC_OUT])
-{
-    size_t cut = n;
-    if (cut > ESC_MAX) {
-        cut = ESC_MAX;
-        while (cut > 0 && ((unsigned char)s[cut] & 0xC0) == 0x80) cut--;
-    }
-    char *o = out;
-    for (size_t i = 0; i < cut; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n') o += sprintf(o, "\\n");
-        else if (c == '\t') o += sprintf(o, "\\t");
-        else if (c == '\r') o += sprintf(o, "\\r");
-        else if (c < 0x20 || c == 0x7f) o += sprintf(o, "\\x%02x", c);
-        else *o++ = (char)c;
-    }
-    if (cut < n) o += sprintf(o, "...");
-    *o = '\0';
-    return out;
-}
-
 /* 1 when s is one of the '|'-separated words */
 static int in_words(const char *s, const char *words)
 {
@@ -145,10 +121,10 @@ enum ats_status ex_env_check(char *msg, size_t len)
                  : k->kind == KNOB_INT ? int_ok(v, k->lo, k->hi, k->base)
                                        : attn_shape_ok(v);
         if (!ok) {
-            char ev[ESC_OUT];
+            char ev[ATSC_ESC_OUT];
             if (msg && len)
-                snprintf(msg, len, "%s='%s': not %s (unset it for the default)", k->name, esc(v, strlen(v), ev),
-                         k->valid);
+                snprintf(msg, len, "%s='%s': not %s (unset it for the default)", k->name,
+                         atsc_esc(v, strlen(v), ev, sizeof ev), k->valid);
             return ATS_EINVAL;
         }
     }
@@ -201,8 +177,8 @@ int ex_env_unknown_next(size_t *cursor, char *msg, size_t len)
         }
         if (known) continue;
         (*cursor)++;
-        char en[ESC_OUT];
-        esc(e, n, en);
+        char en[ATSC_ESC_OUT];
+        atsc_esc(e, n, en, sizeof en);
         if (msg && len && (best <= 2 || 3 * best <= n)) /* a typo */
             snprintf(msg, len, "%s is not a variable ats reads (ignored): did you mean %s?", en, KNOBS[bi].name);
         else if (msg && len)

@@ -7,6 +7,7 @@
 #include "ex/load.h"
 
 #include "atsc/outfile.h"
+#include "atsc/text.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -671,12 +672,15 @@ enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err
 enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
 {
     atsc_in_note(path); /* never to be replaced by an output of this run */
+    /* the path and the file's words escaped (\xNN): a binary file must not put raw bytes in a message */
+    char pe[ATSC_ESC_PATH], we[ATSC_ESC_OUT];
+    atsc_esc(path, strlen(path), pe, sizeof pe);
     FILE *f = fopen(path, "r");
-    if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open baseline: %s", path, strerror(errno));
+    if (!f) return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot open baseline: %s", pe, strerror(errno));
     struct stat sb;
     if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
-        return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot read baseline: %s", path,
+        return ats_err_set(err, ATS_ENOTFOUND, "%s: cannot read baseline: %s", pe,
                            S_ISDIR(sb.st_mode) ? "is a directory" : "not a regular file");
     }
     /* 6 fields (before the slice existed) or 7: cpu_s gpu_s pcie_s cpu_reps gpu_iters threads [slice_ns] */
@@ -688,7 +692,7 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
     if (n != 6)
         return ats_err_set(err, ATS_EINVAL,
                            "%s: line 1: need 6 or 7 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads [slice_ns])",
-                           path);
+                           pe);
     static const char *const names[7] = {"cpu_s", "gpu_s", "pcie_s", "cpu_reps", "gpu_iters", "threads", "slice_ns"};
     double x[7];
     for (int r = 0; r < nf; r++) {
@@ -703,14 +707,14 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
                                         : (x[r] >= lo[r] && x[r] <= hi[r] && x[r] == floor(x[r])));
         if (r == 6 && ok && x[r] != 0 && x[r] < 1e5) ok = 0;
         if (!ok)
-            return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range (%s%g .. %g%s)", path,
-                               r + 1, names[r], w[r], r < 3 ? "> " : r == 6 ? "0, or an integer " : "an integer ",
+            return ats_err_set(err, ATS_EINVAL, "%s: line 1, field %d (%s) = '%s': out of range (%s%g .. %g%s)", pe,
+                               r + 1, names[r], atsc_esc(w[r], strlen(w[r]), we, sizeof we), r < 3 ? "> " : r == 6 ? "0, or an integer " : "an integer ",
                                r == 6 ? 1e5 : lo[r], hi[r], r < 3 ? " s, or nan" : r == 6 ? " ns" : "");
     }
     if (extra) /* after the fields themselves: a second baseline line names its first field */
         return ats_err_set(err, ATS_EINVAL,
                            "%s: '%s' after the 7 fields (cpu_s gpu_s pcie_s cpu_reps gpu_iters threads slice_ns): a "
-                           "baseline is one line of 6 or 7 fields", path, w[7]);
+                           "baseline is one line of 6 or 7 fields", pe, atsc_esc(w[7], strlen(w[7]), we, sizeof we));
     for (int r = 0; r < 3; r++) b->t_s[r] = x[r];
     b->cpu_reps = (int)x[3];
     b->gpu_iters = (long)x[4];

@@ -705,6 +705,10 @@ enum ats_status sim_session_run(const ats_arch *arch, const ats_hw *hw, const si
         out->tpot_p50_s = sim_percentile(tp, nd, 50);
         out->tpot_p99_s = sim_percentile(tp, nd, 99);
         free(tp);
+        /* request metrics need a completed request: a run cut by --duration after its prefill or
+           in its decode has rounds, not a TTFT or TPOT (README: `-`, empty in CSV, null in JSON) */
+        if (out->n_requests_done == 0)
+            out->ttft_mean_s = out->tpot_mean_s = out->tpot_p50_s = out->tpot_p99_s = NAN;
     }
     session_free(s);
     return ATS_OK;

@@ -8,7 +8,8 @@
  * the current directory, not the committed result; SIGINT removes an unfinished temporary.
  * `trace import` of rows out of order, with repeated or negative times: still imported (sorted,
  * averaged, shifted to start at 0), and one stderr line for each of these saying what was done;
- * a clean CSV: nothing on stderr.
+ * a clean CSV: nothing on stderr. The README opens with its two commands, the second is what .ci/run
+ * runs, and its folders table lists .ci/.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -472,6 +473,37 @@ static void test_import_notes(void)
     unlink(h5);
 }
 
+/* The README opens with exactly its two commands (a sh block under the title), CI runs the second one
+ * verbatim, and the folders table lists .ci/ */
+static void test_readme(void)
+{
+    char p[1024];
+    char *rd = tu_slurp(tu_source_path(p, sizeof p, "README.md"), NULL);
+    char *ci = tu_slurp(tu_source_path(p, sizeof p, ".ci/run"), NULL);
+    CHECK_MSG(rd && ci, "README.md or .ci/run unreadable under $ATS_SOURCE_DIR");
+    if (rd && ci) {
+        /* the first lines: title, (blank), ```sh, command 1, command 2, ``` */
+        char *l[5] = {0}, *save = NULL, *cp = strdup(rd);
+        int n = 0;
+        for (char *t = strtok_r(cp, "\n", &save); t && n < 5; t = strtok_r(NULL, "\n", &save)) l[n++] = t;
+        /* strtok_r skips the blank line: the title, then the block must follow one empty line */
+        const char *nl = strchr(rd, '\n');
+        CHECK_MSG(n >= 5 && nl && !strncmp(nl, "\n\n```sh\n", 8) && !strcmp(l[1], "```sh") &&
+                      !strncmp(l[2], "./tools/deps.sh && ", 19) && strstr(l[2], " && ./build/cli/ats sim") &&
+                      !strncmp(l[3], "./tools/deps.sh && ", 19) && strstr(l[3], " && ctest ") && !strcmp(l[4], "```"),
+                  "README does not start with the two commands: %.400s", rd);
+        if (n >= 5) {
+            char second[512];
+            snprintf(second, sizeof second, "\n%s\n", l[3]);
+            CHECK_MSG(strstr(ci, second), ".ci/run lacks the README's second command %s", second);
+        }
+        CHECK_MSG(strstr(rd, "\n| `.ci/` |") != NULL, "README's folders table lacks .ci/");
+        free(cp);
+    }
+    free(rd);
+    free(ci);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-cli-XXXXXX");
@@ -489,6 +521,7 @@ int main(void)
     test_bench_default_out();
     test_signal_cleanup();
     test_import_notes();
+    test_readme();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -548,6 +548,24 @@ static int write_fixture(const char *dir)
         free(o);
     }
     if (atsc_results_close(w, &e)) { w = NULL; goto fail; }
+    /* one request of 30 prefill + 270 decode rounds per run: with gen_tok 270 it completed (done.h5), with
+       1000 a --duration cut it (cut.h5: no TPOT, no TTFT in the analysis either) */
+    for (int c = 0; c < 2; c++) {
+        atsc_results_meta mc = m;
+        mc.config_json = c ? "{\"model\":\"qwen3-14b\",\"gen_tok\":1000}" : "{\"model\":\"qwen3-14b\",\"gen_tok\":270}";
+        snprintf(p, sizeof p, "%s/%s.h5", dir, c ? "cut" : "done");
+        if (atsc_results_open(p, &mc, &w, &e)) goto fail;
+        for (int k = 0; k < 2; k++) {
+            uint64_t r2 = 99;
+            atsc_round_row *r = make_rounds(&r2, 300, 0.05);
+            if (atsc_results_begin_run(w, pol[k], pol[k], NULL, 0, &e) || atsc_results_append_rounds(w, r, 300, &e)) {
+                free(r);
+                goto fail;
+            }
+            free(r);
+        }
+        if (atsc_results_close(w, &e)) { w = NULL; goto fail; }
+    }
     /* the same runs "measured": a second file for the sim-vs-real comparison */
     snprintf(p, sizeof p, "%s/real.h5", dir);
     m.producer = "ats run";
@@ -563,7 +581,7 @@ static int write_fixture(const char *dir)
     if (atsc_results_close(w, &e)) { w = NULL; goto fail; }
     snprintf(p, sizeof p, "%s/sweep.h5", dir);
     if (atsc_results_open(p, &m, &w, &e)) goto fail;
-    atsc_sweep_row rows[2 * 10 * 8];
+    atsc_sweep_row rows[2 * 10 * 8 + 2];
     memset(rows, 0, sizeof rows);
     int n = 0;
     for (int t = 0; t < 2; t++)
@@ -581,7 +599,23 @@ static int write_fixture(const char *dir)
                 s->decode_tok_s = 1 / s->tpot_mean_s;
                 s->n_resched = 20 - i - j;
                 s->ttft_s = 2.0;
+                if (t == 0 && i == 0) { /* completed no request (ats sweep: NaN TPOT and TTFT), yet the
+                                           highest decode rate and fewest re-schedules: never the best */
+                    s->tpot_mean_s = s->tpot_p50_s = s->tpot_p99_s = s->ttft_s = NAN;
+                    s->decode_tok_s = 1000;
+                    s->n_resched = 0;
+                }
             }
+    for (int j = 0; j < 2; j++) { /* a policy none of whose points completed a request */
+        atsc_sweep_row *s = &rows[n++];
+        snprintf(s->trace, sizeof s->trace, "trace-0");
+        snprintf(s->policy, sizeof s->policy, "ats-paper");
+        s->eps = 0.1;
+        s->interval = 1 + j;
+        s->interval_in_tpot = 1;
+        s->tpot_mean_s = s->tpot_p50_s = s->tpot_p99_s = s->ttft_s = NAN;
+        s->decode_tok_s = 5;
+    }
     if (atsc_results_write_sweep(w, rows, (size_t)n, &e) || atsc_results_close(w, &e)) { w = NULL; goto fail; }
     return 0;
 fail:

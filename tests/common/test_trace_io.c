@@ -309,14 +309,9 @@ static void test_refusals(uint64_t *rng)
 int main(void)
 {
     uint64_t rng = tu_seed("test_trace_io");
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats_trace_io_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!tu_tmpdir(tmpdir, sizeof tmpdir, "trace_io")) return 1;
     test_round_trip(&rng);
     test_lookup(&rng);
     test_refusals(&rng);
-    rmdir(tmpdir);
-    return tu_finish("test_trace_io");
+    return tu_finish("test_trace_io"); /* removes tmpdir when every check passed */
 }

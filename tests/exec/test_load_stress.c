@@ -279,6 +279,17 @@ static void test_baseline_file(uint64_t *rng)
         CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, field[i]), "%s -> %s", big[i],
                   err.msg);
     }
+    /* a binary file's bytes come back escaped (\xNN), never raw (a tester saw byte 0211 on the terminal) */
+    static const char *const bin[] = {"0.0019 nan nan \211\001 0 2\n", "0.0019 nan nan 5 0 2 0 \211\033[31m\n"};
+    static const char *const bin_want[] = {"field 4 (cpu_reps) = '\\x89\\x01'", "'\\x89\\x1b[31m' after the 7 fields"};
+    for (int i = 0; i < 2; i++) {
+        f = fopen(path, "w");
+        fputs(bin[i], f);
+        fclose(f);
+        CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, bin_want[i]) &&
+                      !strchr(err.msg, '\211') && !strchr(err.msg, '\033'),
+                  "%s", err.msg);
+    }
     unlink(path);
     /* a directory is named as one (it said "line 1: need 6 fields") */
     snprintf(path, sizeof path, "%s/base-dir", tmpdir);
@@ -1798,11 +1809,7 @@ int main(void)
      * from the ats processes they start (the variable is inherited) */
     setenv("ATS_PROBE_PRIVATE", "1", 1);
     uint64_t rng = tu_seed("test_load_stress");
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats_load_stress_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!tu_tmpdir(tmpdir, sizeof tmpdir, "load_stress")) return 1;
     test_duty_arithmetic(&rng);
     test_window(&rng);
     test_stagger(&rng);
@@ -1828,6 +1835,5 @@ int main(void)
     test_sensor_trouble(0);
     test_sensor_trouble(1);
     test_calibrate_run();
-    rmdir(tmpdir);
-    return tu_finish("test_load_stress");
+    return tu_finish("test_load_stress"); /* removes tmpdir when every check passed */
 }

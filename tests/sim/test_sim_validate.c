@@ -10,9 +10,13 @@
  *           --duration / --requests / trace length (rounds over --max-rounds), --trace-offset past
  *           the end, --vram-budget above the GPU's VRAM, unitless or hex byte sizes, duplicate
  *           policies, a flag without its value, hw figures outside the plausible ranges, mixed units
- *           and huge grids in sweep ranges, an explicit `expert` on a dense model.
+ *           and huge grids in sweep ranges, an explicit `expert` on a dense model; an
+ *           $ATS_BENCH_SCHED that names a missing or unparsable file (unset or empty: the default);
+ *           `ats bench sched --models ''` (nothing to measure).
  *  results  a trace too short to finish a request exits 1 with "no request completed" and no NaN
- *           in the table, CSV or JSON; the default 'all' notes the inapplicable `expert` in the
+ *           in the table, CSV or JSON; a run cut by --duration after its prefill or in its decode
+ *           shows no TTFT or TPOT either ('-', empty, null), and ats sweep picks no best point
+ *           among points that completed no request and says so; the default 'all' notes the inapplicable `expert` in the
  *           table header instead of an error line; the results file's /config records the
  *           re-schedule cost actually used (--resched-cost here) and its source.
  *  sweep    a policy without a re-scheduling controller (ops->dynamic == 0) gets one point per trace
@@ -132,6 +136,7 @@ static void test_bound(uint64_t *rng)
 static void test_cli(void)
 {
     char a[2048], p[512];
+    int rc_ign;
     expect_usage("sim --duration 1e7", "--duration", "--max-rounds");
     expect_usage("sim --duration 1e9", "--duration", "1e7");      /* beyond the plausibility limit */
     expect_usage("sim --resched-cost 1e300s", "--resched-cost", "0..10 s");
@@ -192,6 +197,43 @@ static void test_cli(void)
         expect_usage(a, p, hw[i].field);
         unlink(p);
     }
+    /* $ATS_BENCH_SCHED names the re-schedule costs: a path that is not such a file is an error naming
+     * the variable, the path and why (not a silent 16 ms); sim and sweep alike, --resched-cost skips it */
+    const char *base = "--policy ats --requests 1 --prompt 128 --gen 2 --trace none";
+    snprintf(p, sizeof p, "%s/missing.json", tmpdir);
+    setenv("ATS_BENCH_SCHED", p, 1);
+    snprintf(a, sizeof a, "sim %s", base);
+    expect_usage(a, "ats sim: ATS_BENCH_SCHED: '", "missing.json': cannot read it (No such file or directory)");
+    expect_usage("sweep --policy ats --eps 0.1 --interval 1 --trace fig13-synth --duration 1", "ats sweep: ATS_BENCH_SCHED",
+                 "missing.json");
+    snprintf(a, sizeof a, "sim %s --resched-cost 3ms 2>&1", base);
+    char *out = tu_run_ats(a, &rc_ign, 0);
+    CHECK_MSG(rc_ign == 0 && out && !strstr(out, "ATS_BENCH_SCHED"), "ats %s: exit %d: %s", a, rc_ign, out ? out : "");
+    free(out);
+    snprintf(p, sizeof p, "%s/bad.json", tmpdir);
+    tu_write_text(p, "{\"results\": {\"qwen3-14b\": \n");
+    setenv("ATS_BENCH_SCHED", p, 1);
+    snprintf(a, sizeof a, "sim %s", base);
+    expect_usage(a, p, "not JSON (line 2");
+    tu_write_text(p, "[1, 2]\n");
+    expect_usage(a, p, "no object 'results'");
+    unlink(p);
+    /* unset or empty: the committed figures (or the paper's without them), no error */
+    setenv("ATS_BENCH_SCHED", "", 1);
+    out = tu_run_ats(a, &rc_ign, 1);
+    CHECK_MSG(rc_ign == 0 && out && strstr(out, "# re-schedule cost "), "ATS_BENCH_SCHED='': exit %d: %s", rc_ign,
+              out ? out : "");
+    /* its source in one level of parentheses: "(ats bench sched, PATH)", not "(ats bench sched (PATH))" */
+    for (const char *l = out; l && (l = strstr(l, "# re-schedule cost")); l++) {
+        size_t n = strcspn(l, "\n"), open = 0;
+        for (size_t i = 0; i < n; i++) open += l[i] == '(';
+        CHECK_MSG(open == 1, "nested parentheses: %.*s", (int)n, l);
+    }
+    free(out);
+    unsetenv("ATS_BENCH_SCHED");
+    /* bench sched: an empty model list measured nothing and exited 0 */
+    expect_usage("bench sched --models ''", "ats bench sched: --models: empty list", NULL);
+    expect_usage("bench sched --models ,", "ats bench sched: --models: empty list", NULL);
 }
 
 static void test_results(void)
@@ -222,15 +264,68 @@ static void test_results(void)
         free(out);
     }
     unlink(p);
+    /* cut after the prefill (static) or in the decode (ats): rounds, but no request completed, so no
+     * TTFT or TPOT: '-' in the table, empty in CSV, null in JSON (README) */
+    for (int k = 0; k < 3; k++) {
+        snprintf(a, sizeof a, "sim --policy static,ats --prompt 256 --gen 64 --duration 1 --trace none --format %s",
+                 fmts[k]);
+        char *out = tu_run_ats(a, &rc, 0);
+        CHECK_MSG(rc == 1, "ats %s: exit %d (expected 1)", a, rc);
+        const char *l = out ? strstr(out, "\nats") : NULL;
+        if (k == 0) {
+            char pol[32], v[4][32];
+            double pre, dec;
+            CHECK_MSG(l && sscanf(l, " %31s %lf %lf %31s %31s %31s %31s", pol, &pre, &dec, v[0], v[1], v[2], v[3]) == 7 &&
+                      dec > 0 && !strcmp(v[0], "-") && !strcmp(v[1], "-") && !strcmp(v[2], "-") && !strcmp(v[3], "-"),
+                      "ats %s: %s", a, out ? out : "");
+            CHECK_MSG(l && strstr(l, "(no request completed in "), "ats %s: %s", a, out ? out : "");
+        } else if (k == 1) {
+            CHECK_MSG(l && !strncmp(l + 1, "ats,", 4) && strstr(l, ",,,,,"), "ats %s: %s", a, out ? out : "");
+        } else {
+            json_t *j = out ? json_loads(out, 0, NULL) : NULL;
+            for (size_t i = 0; i < 2; i++) {
+                json_t *o = json_array_get(j, i);
+                CHECK_MSG(o && json_integer_value(json_object_get(o, "rounds")) >= 1 &&
+                          json_is_null(json_object_get(o, "ttft_s")) && json_is_null(json_object_get(o, "tpot_mean_s")) &&
+                          json_is_null(json_object_get(o, "tpot_p50_s")) && json_is_null(json_object_get(o, "tpot_p99_s")),
+                          "ats %s: %s", a, out ? out : "");
+            }
+            json_decref(j);
+        }
+        free(out);
+    }
+    /* ... and ats sweep picks no best point among points that completed no request, and says so */
+    snprintf(a, sizeof a, "sweep --policy ats --prompt 256 --gen 64 --duration 1 --trace fig13-synth --eps 0.1:0.2:0.1 "
+             "--interval 1:2:1");
+    char *sw = tu_run_ats(a, &rc, 0);
+    const char *l = sw ? strstr(sw, "\nfig13-synth") : NULL;
+    char pol[32], e[32], iv[32], tp[32];
+    CHECK_MSG(rc == 1 && l && sscanf(l, " fig13-synth %31s %31s %31s %31s", pol, e, iv, tp) == 4 && !strcmp(e, "-") &&
+              !strcmp(iv, "-") && !strcmp(tp, "-"), "ats %s: exit %d: %s", a, rc, sw ? sw : "");
+    free(sw);
+    snprintf(a, sizeof a, "sweep --policy ats --prompt 256 --gen 64 --duration 1 --trace fig13-synth --eps 0.1:0.2:0.1 "
+             "--interval 1:2:1 --format csv");
+    sw = tu_run_ats(a, &rc, 1);
+    CHECK_MSG(sw && strstr(sw, "fig13-synth ats: no point completed a request: no best point\n") && !strstr(sw, "best fig13"),
+              "ats %s: %s", a, sw ? sw : "");
+    CHECK_MSG(sw && strstr(sw, "4 of 4 points completed no request"), "ats %s: %s", a, sw ? sw : "");
+    free(sw);
     /* default 'all' on a dense model: a note in the header, nothing on stderr */
     char *out = tu_run_ats("sim --requests 1 --prompt 128 --gen 2 --trace none", &rc, 0);
     CHECK_MSG(rc == 0 && out && strstr(out, "# expert: not applicable to a dense model"), "exit %d: %s", rc,
               out ? out : "");
     free(out);
-    snprintf(a, sizeof a, "sim --requests 1 --prompt 128 --gen 2 --trace none 2>&1 >/dev/null");
-    out = tu_run_ats(a, &rc, 0);
-    CHECK_MSG(out && !strstr(out, "skipped"), "stderr: %s", out ? out : "");
-    free(out);
+    { /* stderr alone (tu_run_ats appends its own 2>/dev/null: a '2>&1 >/dev/null' here read nothing) */
+        char se[4096];
+        rc = tu_run_ats_split(NULL, "sim --requests 1 --prompt 128 --gen 2 --trace none", 120, tmpdir, NULL, 0, se,
+                              sizeof se);
+        CHECK_MSG(rc == 0 && se[0] == 0, "exit %d, stderr: %s", rc, se);
+        char f[600];
+        snprintf(f, sizeof f, "%s/out.txt", tmpdir);
+        unlink(f);
+        snprintf(f, sizeof f, "%s/err.txt", tmpdir);
+        unlink(f);
+    }
     /* /config records the re-schedule cost used and its source */
     snprintf(h5, sizeof h5, "%s/r.h5", tmpdir);
     snprintf(a, sizeof a, "sim --policy ats --requests 1 --prompt 128 --gen 2 --trace none --resched-cost 3ms --out %s",
@@ -355,7 +450,7 @@ static void test_sweep_no_controller(void)
     snprintf(a, sizeof a, "sweep %s --eps 0.1:0.3:0.1 --interval 1:2:1 --policy %s --format csv", base, pols);
     out = tu_run_ats(a, &rc, 0);
     snprintf(a, sizeof a, "sim %s --policy %s --format csv 2>/dev/null", base, pols);
-    char *sim = tu_run_ats(a, &rc, 0); /* exit 1 when a policy completes no request: the TPOT is still there */
+    char *sim = tu_run_ats(a, &rc, 0); /* every policy completes a request in 14 s: a TPOT to compare */
     int n_rows = 0;
     for (const char *l = out ? strchr(out, '\n') : NULL; l && l[1]; l = strchr(l + 1, '\n')) {
         n_rows++;

@@ -127,8 +127,10 @@ typedef struct sim_session_result {
     int64_t prefill_tok, decode_tok;
     double prefill_s, decode_s;       /**< time in prefill / decode rounds [s] */
     double prefill_tok_s, decode_tok_s;
-    double ttft_mean_s;               /**< mean time to first token [s] (end of prefill) */
-    double tpot_mean_s, tpot_p50_s, tpot_p99_s; /**< decode round latencies [s] */
+    double ttft_mean_s;               /**< mean time to first token [s] (end of prefill); NaN
+                                           when no request completed */
+    double tpot_mean_s, tpot_p50_s, tpot_p99_s; /**< decode round latencies [s]; NaN when no
+                                           request completed (the rounds stay in `rounds`) */
     int64_t n_resched;
     double bytes_h2d;                 /**< host→device bytes (weights + activations) [bytes] */
     double bytes_prefetched;          /**< of which moved by decode prefetches in the previous
@@ -185,8 +187,8 @@ double sim_session_round_bound(const ats_arch *arch, const ats_hw *hw, const sim
 /** Output formats of the summary. */
 typedef enum sim_format { SIM_FMT_TABLE = 0, SIM_FMT_CSV, SIM_FMT_JSON } sim_format;
 
-/** Prints the summary of n results (one line per policy) in `fmt` to f. A run without decode
- *  rounds (no request got past its prefill) shows "no request completed" in the table, empty
+/** Prints the summary of n results (one line per policy) in `fmt` to f. A run that completed no
+ *  request (its TTFT and TPOT are NaN) shows "-" and "no request completed" in the table, empty
  *  fields in CSV and null in JSON instead of NaN. */
 void sim_summary_print(FILE *f, const sim_session_result *r, int n, sim_format fmt);
 
