@@ -93,7 +93,7 @@ int ats_bench_sim(int argc, char **argv)
         switch (c) {
         case 't':
             if (ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024) {
-                ats_cli_error("bench sim", "--threads: bad value '%s'", optarg);
+                ats_cli_error("bench sim", "--threads: bad value '%s' (an integer 1..1024)", optarg);
                 return ATS_EXIT_USAGE;
             }
             break;

@@ -124,6 +124,7 @@ int ats_cmd_run(int argc, char **argv)
     ats_cli_seen seen = {0};
     while ((li = -1, c = getopt_long(argc, argv, ":m:p:n:h", opts, &li)) != -1) {
         int bad = 0;
+        const char *want = "";
         if (ats_cli_once_opt("run", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         switch (c) {
         case 'm':
@@ -131,21 +132,33 @@ int ats_cmd_run(int argc, char **argv)
             model = optarg;
             break;
         case 'p': prompt = optarg; break;
-        case 'n': bad = ats_cli_parse_int(optarg, &n_gen) || n_gen < 0; break;
+        case 'n': bad = ats_cli_parse_int(optarg, &n_gen) || n_gen < 0, want = "an integer >= 0"; break;
         case O_DUMMY: dummy = 1; break;
         case O_CHECK: check_tensors = 1; break;
         case O_QUANT: quant = optarg; break;
-        case O_TEMP: bad = ats_cli_parse_double(optarg, &temp) || temp < 0; break;
-        case O_TOPK: bad = ats_cli_parse_int(optarg, &top_k) || top_k < 0; break;
-        case O_TOPP: bad = ats_cli_parse_double(optarg, &top_p) || top_p <= 0 || top_p > 1; break;
-        case O_SEED: bad = ats_cli_parse_int(optarg, &seed); break;
-        case O_THREADS: bad = ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024; break;
-        case O_CTX: bad = ats_cli_parse_int(optarg, &n_ctx) || n_ctx < 1 || n_ctx > ATS_ARCH_MAX_CTX; break;
-        case O_CHUNK: bad = ats_cli_parse_int(optarg, &chunk) || chunk < 1; break;
-        case O_SPLIT: bad = ats_cli_parse_int(optarg, &split) || split < 0; break;
+        case O_TEMP: bad = ats_cli_parse_double(optarg, &temp) || temp < 0, want = "a number >= 0"; break;
+        case O_TOPK: bad = ats_cli_parse_int(optarg, &top_k) || top_k < 0, want = "an integer >= 0; 0 = off"; break;
+        case O_TOPP:
+            bad = ats_cli_parse_double(optarg, &top_p) || top_p <= 0 || top_p > 1;
+            want = "a number in (0, 1]";
+            break;
+        case O_SEED: bad = ats_cli_parse_int(optarg, &seed), want = "an integer"; break;
+        case O_THREADS:
+            bad = ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024;
+            want = "an integer 1..1024";
+            break;
+        case O_CTX:
+            bad = ats_cli_parse_int(optarg, &n_ctx) || n_ctx < 1 || n_ctx > ATS_ARCH_MAX_CTX;
+            want = "an integer 1..16777216 tokens";
+            break;
+        case O_CHUNK: bad = ats_cli_parse_int(optarg, &chunk) || chunk < 1, want = "an integer >= 1 tokens"; break;
+        case O_SPLIT: bad = ats_cli_parse_int(optarg, &split) || split < 0, want = "a layer index >= 0"; break;
         case O_IDS: print_ids = 1; break;
         case O_NOEOS: no_eos = 1; break;
-        case O_PTOK: bad = ats_cli_parse_int(optarg, &prompt_tokens) || prompt_tokens < 0; break;
+        case O_PTOK:
+            bad = ats_cli_parse_int(optarg, &prompt_tokens) || prompt_tokens < 0;
+            want = "an integer >= 0";
+            break;
         case O_OUT: out_path = optarg; break;
         case O_BACKEND: backend = optarg; break;
         case O_KVTYPE:
@@ -161,8 +174,8 @@ int ats_cmd_run(int argc, char **argv)
         default: ats_cli_bad_option("run", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
         if (bad) {
-            if (li >= 0) ats_cli_error("run", "--%s: bad value '%s'", opts[li].name, optarg);
-            else ats_cli_error("run", "-%c: bad value '%s'", c, optarg);
+            if (li >= 0) ats_cli_error("run", "--%s: bad value '%s' (%s)", opts[li].name, optarg, want);
+            else ats_cli_error("run", "-%c: bad value '%s' (%s)", c, optarg, want);
             return ATS_EXIT_USAGE;
         }
     }

@@ -134,7 +134,7 @@ int ats_cmd_sweep(int argc, char **argv)
             break;
         case O_THREADS:
             if (ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024) {
-                ats_cli_error("sweep", "--threads: bad value '%s'", optarg);
+                ats_cli_error("sweep", "--threads: bad value '%s' (an integer 1..1024)", optarg);
                 return ATS_EXIT_USAGE;
             }
             break;

@@ -259,7 +259,14 @@ bad:
         const char *name = "?";
         for (const struct option *op = all; op->name; op++)
             if (op->val == id) name = op->name;
-        ats_cli_error(cmd, "--%s: bad value '%.60s%s'", name, arg, strlen(arg) > 60 ? "..." : "");
+        const char *want = id == SIMF_MAX_ROUNDS || id == SIMF_REQUESTS ? "an integer >= 1"
+                           : id == SIMF_JITTER                          ? "a number in [0, 5)"
+                           : id == SIMF_ROUTING                         ? "uniform, zipf[:S] with S > 0, or an HDF5 file"
+                           : id == SIMF_WINDOW                          ? "an integer 1..64"
+                           : id == SIMF_SEED                            ? "an integer >= 0"
+                           : id == SIMF_ACT_PATH                        ? "sm or ce"
+                                                                        : "see --help";
+        ats_cli_error(cmd, "--%s: bad value '%.60s%s' (%s)", name, arg, strlen(arg) > 60 ? "..." : "", want);
     }
     return -1;
 }

@@ -112,6 +112,19 @@ static void test_every_command(void)
         CHECK_MSG(strstr(err, name) != NULL, "ats %s: the error does not name the command: '%s'", name, err);
     }
     CHECK_MSG(n >= 9, "only %d commands listed by ats help", n);
+    /* a bad value says what is accepted (run and sim said only "bad value") */
+    static const struct { const char *args, *want; } range[] = {
+        {"run --model x.gguf --threads 0", "--threads: bad value '0' (an integer 1..1024)"},
+        {"run --model x.gguf --top-p 2", "--top-p: bad value '2' (a number in (0, 1])"},
+        {"sim --jitter 9", "--jitter: bad value '9' (a number in [0, 5))"},
+        {"sim --act-path x", "--act-path: bad value 'x' (sm or ce)"},
+        {"sweep --threads 0 --eps 0.1 --interval 1 --trace fig13-synth", "(an integer 1..1024)"},
+    };
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+        int rc = run(range[i].args, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, range[i].want), "ats %s: rc %d, stderr '%s'",
+                  range[i].args, rc, err);
+    }
     /* errors are one line with a pointer to --help (inspect, run, trace, bench sim dumped their usage) */
     static const char *const one[] = {"bench sim --no-such-flag-xyz", "bench sim --threads", "inspect extra",
                                       "inspect --model", "run", "run --model x.gguf extra", "trace synth",
