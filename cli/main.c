@@ -3,6 +3,7 @@
  * Unknown subcommands give the usage and exit 2. The table below is the whole command list; each
  * entry lives in cli/cmd_<name>.c.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,22 @@ static void usage(FILE *f)
     for (size_t i = 0; i < N_COMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n  help       this message\n  --version  print the version and the commit\n");
+}
+
+/* A command's tables, CSV, JSON and generated text go to stdout: a write that failed there (disk full
+ * under `> file`, /dev/full, a closed pipe with SIGPIPE ignored) is an error, as a failed --out is
+ * (coreutils' close_stdout): "ats CMD: standard output: write failed: <errno>" (the errno of an earlier
+ * failed write is gone by now: then without it), exit 1 (exit 0 with an empty or cut file before). */
+static int stdout_checked(const char *cmd, int rc)
+{
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    int e = errno;
+    if (fclose(stdout) != 0 && !bad) bad = 1, e = errno;
+    if (!bad) return rc;
+    if (e) fprintf(stderr, "ats %s: standard output: write failed: %s\n", cmd, strerror(e));
+    else fprintf(stderr, "ats %s: standard output: write failed (disk full, or its reader went away)\n", cmd);
+    return rc == ATS_EXIT_OK ? ATS_EXIT_FAIL : rc;
 }
 
 /* 1 when the arguments after the command name hold --help or -h (before a "--"), or start with "help"
@@ -90,7 +107,7 @@ int main(int argc, char **argv)
                 char *sub[] = {argv[1], "--help", NULL};
                 return commands[i].fn(2, sub);
             }
-            return commands[i].fn(argc - 1, argv + 1);
+            return stdout_checked(cmd, commands[i].fn(argc - 1, argv + 1));
         }
     fprintf(stderr, "ats: unknown command '%s'\n\n", cmd);
     usage(stderr);

@@ -137,6 +137,33 @@ static void test_disk_full(void)
     CHECK_MSG(others(dir, NULL, left, sizeof left) == 0, "ats sim killed by SIGXFSZ: left %s", left);
 }
 
+/* Standard output on a full disk (`ats sim > res.csv`): exit 1 and "standard output: write failed" (exit 0
+ * with an empty or cut file before); stderr (the same size limit) has room for the one line. */
+static void test_stdout_full(void)
+{
+    static const struct { const char *name, *args; } cases[] = {
+        {"stdout-sim", "sim --policy all --requests 1 --prompt 64 --gen 4 --trace none --format csv"},
+        {"stdout-inspect", "inspect --model ../tiny.json"},
+        {"stdout-show", "trace show fig13-synth"},
+        {"stdout-run", "run --model ../tiny.json --dummy-weights --prompt-tokens 9 -n 200 --print-ids"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[400];
+        fresh_dir(dir, sizeof dir, cases[i].name);
+        int st = spawn(dir, cases[i].args, 300, 1, STDOUT_FILE);
+        /* run's statistics lines fill stderr's 300 bytes first: its exit status says it */
+        CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
+                      (strstr(err, "standard output: write failed") || strncmp(cases[i].args, "run ", 4) == 0),
+                  "ats %s > file under a 300-byte limit: status %#x, stderr '%s'", cases[i].args, st, err);
+    }
+    /* the same commands with room: exit 0, no such line */
+    char dir[400];
+    fresh_dir(dir, sizeof dir, "stdout-room");
+    int st = spawn(dir, cases[1].args, 0, 1, STDOUT_FILE);
+    CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && !strstr(err, "standard output"),
+              "ats %s > file: status %#x, stderr '%s'", cases[1].args, st, err);
+}
+
 /* The reader of stdout went away mid-run (`ats run --out r.h5 | head -c 3`): SIGPIPE, no temporary. */
 static void test_sigpipe(void)
 {
@@ -287,6 +314,7 @@ int main(void)
     snprintf(model, sizeof model, "%s/tiny.json", tmpdir);
     tu_write_text(model, tiny_model);
     test_disk_full();
+    test_stdout_full();
     test_sigpipe();
     test_kill(SIGQUIT, "sigquit");
     test_kill(SIGHUP, "sighup");
