@@ -63,6 +63,7 @@ static void test_inspect_options(void)
         {"inspect --n-ctx 100", "--n-ctx 100: smaller than the 2048 tokens of this round (--ctx, 2048 by default)"},
         /* one --vram-budget rule for every command (inspect and bench sched took 1B; bench sched wrote a result) */
         {"inspect --policy layer --vram-budget 1B", "--vram-budget: '1B' is below 64 MiB"},
+        {"inspect --policy ats --vram-budget 100GiB", "exceeds the 6.00 GiB of VRAM of hw 'rtx3060-laptop'"},
         {"bench sched --vram-budget 1MiB --out nothing.json", "--vram-budget: '1MiB' is below 64 MiB"},
         {"bench sched --vram-budget 6 --out nothing.json", "--vram-budget: 6: add a unit"},
         /* a policy or hw that fails: the error alone (the op table came first, then the error) */
