@@ -36,6 +36,7 @@ typedef struct shape {
 static int parse_list(const char *s, double *v, int max)
 {
     int n = 0;
+    if (s[0] == ',' || (s[0] && s[strlen(s) - 1] == ',') || strstr(s, ",,")) return -1; /* an empty field */
     char *copy = strdup(s), *save = NULL;
     if (!copy) return -1;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -70,6 +71,8 @@ static int parse_shape(const char *spec, int res, shape *sh)
     } else if (kl == 4 && strncmp(spec, "step", 4) == 0) {
         /* step:T=A,T=A,...: parse pairs separated by '=' and ',' */
         sh->kind = SH_STEP;
+        if (args[0] == ',' || (args[0] && args[strlen(args) - 1] == ',') || strstr(args, ",,"))
+            goto bad; /* an empty field ('step:5=0.5,'): strtok_r below would skip it */
         char *copy = strdup(args), *save = NULL;
         if (!copy) return -1;
         int k = 0;
@@ -265,8 +268,8 @@ static int cmd_synth(int argc, char **argv)
                     : sh->kind == SH_RAMP || sh->kind == SH_THERMAL ? sh->p[0]
                     : sh->kind == SH_BURSTS ? (1.0 - sh->p[3]) * (sh->p[0] - sh->p[1]) /* first burst's earliest start */
                     : 0.0;
-        if (t0 > duration) {
-            ats_cli_error("trace synth", "--%s '%s': %s at %g s, after --duration %g s (the trace ends before it)",
+        if (t0 >= duration) { /* at the last sample: the mean over [0, last) and the plot never show it */
+            ats_cli_error("trace synth", "--%s '%s': %s at %g s, at or after --duration %g s (the trace ends before it)",
                           atsc_resource_name((enum atsc_resource)sh->res), sh->spec,
                           sh->kind == SH_STEP ? (sh->n > 1 ? "its last step" : "its step")
                           : sh->kind == SH_BURSTS ? "its first burst starts at the earliest" : "it starts",

@@ -265,9 +265,14 @@ static void test_option_twice(void)
          "ats trace import: --resource given twice ('cpu', then 'gpu')"},
         /* a shape whose change comes after the last sample never shows: refused (was a flat trace, exit 0) */
         {"trace synth --out x.h5 --duration 10 --cpu step:5=0.5,20=1",
-         "--cpu 'step:5=0.5,20=1': its last step at 20 s, after --duration 10 s"},
+         "--cpu 'step:5=0.5,20=1': its last step at 20 s, at or after --duration 10 s"},
         {"trace synth --out x.h5 --gpu thermal:20,5,0.5 --duration 10", "--gpu 'thermal:20,5,0.5': it starts at 20 s"},
         {"trace synth --out x.h5 --duration 10 --pcie bursts:30,2,0.5", "first burst starts at the earliest at 28 s"},
+        /* at the last sample: flat too (the mean over [0, last) never sees it); an empty field refused */
+        {"trace synth --out x.h5 --duration 100 --cpu thermal:100,10,0.5", "it starts at 100 s, at or after --duration"},
+        {"trace synth --out x.h5 --duration 100 --cpu step:100=0.5", "its step at 100 s, at or after --duration"},
+        {"trace synth --out x.h5 --cpu step:5=0.5,", "--cpu 'step:5=0.5,': bad arguments"},
+        {"trace synth --out x.h5 --cpu ramp:1,1,2,0.5,", "--cpu 'ramp:1,1,2,0.5,': bad arguments"},
     };
     for (size_t k = 0; k < sizeof twice / sizeof twice[0]; k++) {
         int rc = run_in(tmpdir, twice[k].cmd); /* where a binary that takes the last value writes x.h5, y.h5 */
