@@ -208,7 +208,10 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg)
         } else if (strncmp(arg, "zipf", 4) == 0 && (arg[4] == 0 || arg[4] == ':')) {
             c->routing = SIM_ROUTE_ZIPF;
             c->zipf_skew = 1.0;
-            if (arg[4] == ':' && (ats_cli_parse_double(arg + 5, &c->zipf_skew) || !(c->zipf_skew > 0))) goto bad;
+            /* the session's range, checked before any output (was refused once per policy) */
+            if (arg[4] == ':' &&
+                (ats_cli_parse_double(arg + 5, &c->zipf_skew) || !(c->zipf_skew > 0 && c->zipf_skew < 100)))
+                goto bad;
         } else {
             c->routing = SIM_ROUTE_FILE;
             snprintf(o->routing_path, sizeof o->routing_path, "%s", arg);
@@ -261,7 +264,7 @@ bad:
             if (op->val == id) name = op->name;
         const char *want = id == SIMF_MAX_ROUNDS || id == SIMF_REQUESTS ? "an integer >= 1"
                            : id == SIMF_JITTER                          ? "a number in [0, 5)"
-                           : id == SIMF_ROUTING                         ? "uniform, zipf[:S] with S > 0, or an HDF5 file"
+                           : id == SIMF_ROUTING                         ? "uniform, zipf[:S] with S in (0, 100), or an HDF5 file"
                            : id == SIMF_WINDOW                          ? "an integer 1..64"
                            : id == SIMF_SEED                            ? "an integer >= 0"
                            : id == SIMF_ACT_PATH                        ? "sm or ce"
