@@ -84,14 +84,16 @@ int atsc_out_cleanup_signal_install(void)
     sigemptyset(&sa.sa_mask);
     /* every signal whose default action ends the process while a temporary may be open: Ctrl-C,
      * kill, a closed terminal, Ctrl-\; a reader that went away (`ats run --out r.h5 | head -c 3`
-     * left r.h5.tmp.PID); a file size limit (ulimit -f) */
-    const int sigs[6] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ};
-    for (int k = 0; k < 6; k++) {
+     * left r.h5.tmp.PID); a file size limit (ulimit -f); the user signals and an alarm (kill -USR1,
+     * `timeout -s ALRM`: they end a process by default too). SIGPROF and SIGVTALRM are left to
+     * profilers. */
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ, SIGUSR1, SIGUSR2, SIGALRM};
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) {
         struct sigaction old;
         if (sigaction(sigs[k], NULL, &old) != 0) return -1;
-        /* SIGPIPE and SIGXFSZ ignored by whoever started us stay ignored: the write then fails with
-         * EPIPE or EFBIG, which the writers report (and remove their temporaries) */
-        if ((sigs[k] == SIGPIPE || sigs[k] == SIGXFSZ) && old.sa_handler == SIG_IGN) continue;
+        /* a signal ignored by whoever started us stays ignored (SIGPIPE, SIGXFSZ: the write then fails
+         * with EPIPE or EFBIG, which the writers report, removing their temporaries) */
+        if (old.sa_handler == SIG_IGN) continue;
         if (sigaction(sigs[k], &sa, NULL) != 0) return -1;
     }
     return 0;

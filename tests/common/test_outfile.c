@@ -360,6 +360,9 @@ int main(void)
     test_signal(SIGQUIT, &rng);
     test_signal(SIGPIPE, &rng);
     test_signal(SIGXFSZ, &rng);
+    test_signal(SIGUSR1, &rng); /* kill -USR1 left the temporary (fresh-user pass) */
+    test_signal(SIGUSR2, &rng);
+    test_signal(SIGALRM, &rng);
     test_sigpipe_ignored();
     test_json_disk_full();
     test_fork_child();

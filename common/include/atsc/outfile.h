@@ -102,10 +102,11 @@ enum ats_status atsc_out_write_json(const char *path, const struct json_t *root,
 void atsc_out_cleanup_all(void);
 
 /**
- * Installs the handler for SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE and SIGXFSZ: atsc_out_cleanup_all(),
- * then the default action of the signal (the process dies of it, exit status 128+sig). SIGPIPE and
- * SIGXFSZ stay ignored where the parent ignored them (writes then fail with EPIPE / EFBIG and are
- * reported). Returns 0, or -1 when sigaction fails. Call once from main().
+ * Installs the handler for SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGXFSZ, SIGUSR1, SIGUSR2 and
+ * SIGALRM: atsc_out_cleanup_all(), then the default action of the signal (the process dies of it, exit
+ * status 128+sig). A signal the parent ignored stays ignored (nohup's SIGHUP; SIGPIPE and SIGXFSZ:
+ * writes then fail with EPIPE / EFBIG and are reported). Returns 0, or -1 when sigaction fails. Call
+ * once from main().
  */
 int atsc_out_cleanup_signal_install(void);
 
