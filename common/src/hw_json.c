@@ -332,6 +332,10 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
         st = fail(&c, "top level must be a JSON object");
         goto done;
     }
+    if (json_object_get(root, "model_type")) { /* was "field 'model_type': unknown field" */
+        st = fail(&c, "a model description (it has 'model_type'), not a hardware description (sim/hw/*.json)");
+        goto done;
+    }
     static const char *const top_keys[] = {"name", "source", "cpu", "gpu", "pcie", "host_memory",
                                            "efficiency", NULL};
     if ((st = check_keys(&c, "", root, NULL, 0, top_keys))) goto done;

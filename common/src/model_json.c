@@ -107,6 +107,11 @@ enum ats_status atsc_model_load(const char *path, ats_arch *out, ats_err *err)
         st = ats_err_set(err, ATS_EINVAL, "%s: top level must be a JSON object", path);
         goto done;
     }
+    if (json_object_get(root, "gpu") && json_object_get(root, "pcie") && !json_object_get(root, "model_type")) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: a hardware description (it has 'gpu' and 'pcie'), not a model "
+                         "description (models/*.json)", path);
+        goto done;
+    }
     const char *k;
     json_t *v;
     json_object_foreach(root, k, v) {

@@ -171,6 +171,13 @@ static void test_wrong_kind(void)
     int rc = run(args, out, sizeof out, err, sizeof err);
     CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "a GGUF file, not a model description"),
               "inspect --model GGUF: rc %d: %s", rc, err);
+    /* a model description as --hw, a hardware description as --model */
+    rc = run("inspect --policy layer --vram-budget 6GiB --hw models/qwen3-14b.json", out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "a model description (it has 'model_type'), not a hardware"),
+              "--hw MODEL.json: rc %d: %s", rc, err);
+    rc = run("sim --model sim/hw/rtx3060-laptop.json", out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "a hardware description (it has 'gpu' and 'pcie')"),
+              "--model HW.json: rc %d: %s", rc, err);
     snprintf(args, sizeof args, "sim --model %s", g);
     rc = run(args, out, sizeof out, err, sizeof err);
     CHECK_MSG(rc == 2 && strstr(err, "a GGUF file, not a model description"), "sim --model GGUF: rc %d: %s", rc, err);
