@@ -277,7 +277,7 @@ int ats_cmd_sim(int argc, char **argv)
             rc = ATS_EXIT_FAIL;
         }
     }
-    if (fmt == SIM_FMT_TABLE) {
+    if (fmt == SIM_FMT_TABLE && n_ok > 0) { /* no policy ran: the errors alone, no empty table */
         printf("# %s (%s) on %s, trace %s, VRAM budget %.2f GiB, prompt %lld + gen %lld, chunk %lld, seed %llu\n"
                "# re-schedule cost %.3g ms (%s)\n",
                o.arch.name, ats_recipe_name(o.cfg.recipe), o.hw_desc.name, o.trace_name,
@@ -288,7 +288,7 @@ int ats_cmd_sim(int argc, char **argv)
                 printf("# re-schedule cost of ats-paper %.3g ms (%s)\n", 1e3 * o.resched_paper_s, o.resched_paper_src);
         fputs(na_note, stdout);
     }
-    sim_summary_print(stdout, ok, n_ok, fmt);
+    if (n_ok > 0) sim_summary_print(stdout, ok, n_ok, fmt);
     for (int i = 0; i < n_ok; i++)
         if (ok[i].n_requests_done == 0) {
             ats_cli_error("sim", "policy %s: no request completed in %.3g s simulated (%zu rounds; a longer "

@@ -146,17 +146,23 @@ static enum ats_status place_gpu_stream(ats_policy *self, const ats_graph *g, co
         st = ats_err_set(err, ATS_ENOMEM, "policy gpu-stream: out of memory");
         goto done;
     }
+    uint64_t fixed_q = 0; /* quanta of the ops fixed on the GPU, for the message */
     for (int32_t i = 0; i < n; i++) {
         uint64_t s = ats_op_resident_bytes(&g->ops[i]);
         su[i] = s / q + (s % q != 0);
         r[i] = nominal->w[i];
-        if (g->ops[i].kind == ATS_OP_ATTN) fix[i] = ATS_FIX_GPU;
+        if (g->ops[i].kind == ATS_OP_ATTN) fix[i] = ATS_FIX_GPU, fixed_q += su[i];
         if (g->ops[i].kind == ATS_OP_EMBED) fix[i] = ATS_FIX_CPU;
     }
     st = ats_place_dp(n, su, r, c, fix, M / q, out->backend, NULL, err);
-    if (st == ATS_EINFEASIBLE)
-        st = ats_err_set(err, ATS_EINFEASIBLE, "policy gpu-stream: KV caches (%llu bytes) do not fit the budget %llu",
-                         (unsigned long long)g->kv_cache_bytes, (unsigned long long)M);
+    if (st == ATS_EINFEASIBLE) { /* the attention ops are fixed on the GPU: their KV caches in whole quanta */
+        st = ats_err_set(err, ATS_EINFEASIBLE,
+                         "policy gpu-stream: the attention ops' KV caches (%llu bytes; %llu in whole %llu-byte quanta) "
+                         "do not fit the %llu bytes of the VRAM budget %llu left beside the %llu-byte temp ring",
+                         (unsigned long long)g->kv_cache_bytes, (unsigned long long)(fixed_q * q), (unsigned long long)q,
+                         (unsigned long long)M, (unsigned long long)self->cfg.vram_budget_bytes,
+                         (unsigned long long)self->temp_bytes);
+    }
     if (st) goto done;
     finish_placement(g, nominal, out);
 done:

@@ -172,6 +172,12 @@ static void test_cli(void)
         free(o);
         expect_usage("sim --eps 1e999", "--eps", "1e999");
     }
+    /* the only policy cannot place the model: its reason alone (the table's header came first), naming the
+       quanta and the temp ring the budget pays for */
+    expect_usage("sim --requests 1 --prompt 64 --gen 4 --vram-budget 64MiB --policy gpu-stream",
+                 "policy gpu-stream skipped", "in whole 1048576-byte quanta) do not fit the 33554432 bytes");
+    expect_usage("sim --requests 1 --prompt 64 --gen 4 --vram-budget 64MiB --policy gpu-stream --format json",
+                 "policy gpu-stream skipped", NULL);
     expect_usage("sim --policy ats,ats", "--policy", "'ats' given twice");
     /* the session's checks once, before the table's header (were one 'policy P skipped' line per policy) */
     expect_usage("sim --prompt 100000", "100128 tokens", "context of 40960");
