@@ -37,6 +37,9 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
  * (ats_cli_parse_bytes_why), at least 64 MiB (no GPU runtime fits below; '6' meant GiB). 0 ok, else
  * one line "ats CMD: --vram-budget: ..." on stderr and -1. */
 int ats_cli_parse_vram(const char *cmd, const char *s, uint64_t *out);
+/* 1 when comma-separated list s has an empty entry ('ats,', ',ats', 'a,,b'; spaces count as empty),
+ * which strtok_r would skip silently; 0 otherwise. */
+int ats_cli_list_has_empty(const char *s);
 /** Strict double / integer parsing (whole string, finite). 0 on success, -1 otherwise. */
 int ats_cli_parse_double(const char *s, double *out);
 /** --slice-us: microseconds, 0 (the kernel's default slice) or 100 .. 100000, into *ns; one error line

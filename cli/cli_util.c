@@ -214,6 +214,20 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
     return -1;
 }
 
+int ats_cli_list_has_empty(const char *s)
+{
+    int filled = 0; /* the current entry has a non-space character */
+    for (const char *p = s;; p++) {
+        if (*p == ',' || *p == '\0') {
+            if (!filled) return 1;
+            if (*p == '\0') return 0;
+            filled = 0;
+        } else if (!isspace((unsigned char)*p)) {
+            filled = 1;
+        }
+    }
+}
+
 int ats_cli_parse_vram(const char *cmd, const char *s, uint64_t *out)
 {
     char why[200];

@@ -286,11 +286,21 @@ int ats_bench_sched(int argc, char **argv)
     /* the list first: an empty one would measure nothing and exit 0 */
     char *model[16];
     int n_model = 0;
+    if (strspn(models_buf, ", \t") < strlen(models_buf) && ats_cli_list_has_empty(models_buf)) { /* ',' alone: empty */
+        ats_cli_error("bench sched", "--models: '%.60s' has an empty entry (names separated by single commas)",
+                      models_buf);
+        return ATS_EXIT_USAGE;
+    }
     for (char *save = NULL, *m = strtok_r(models_buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
         if (n_model == 16) {
             ats_cli_error("bench sched", "--models: more than 16 models");
             return ATS_EXIT_USAGE;
         }
+        for (int k = 0; k < n_model; k++)
+            if (strcmp(model[k], m) == 0) {
+                ats_cli_error("bench sched", "--models: '%s' given twice (entries %d and %d)", m, k + 1, n_model + 1);
+                return ATS_EXIT_USAGE;
+            }
         model[n_model++] = m;
     }
     if (n_model == 0) {

@@ -72,13 +72,6 @@ static void usage(FILE *f)
             controller_policies(ctl, sizeof ctl), sim_cli_help);
 }
 
-/* 1 when a comma-separated list has an empty entry: "", ",a", "a,", "a,,b". */
-static int list_has_empty(const char *s)
-{
-    size_t n = strlen(s);
-    return n == 0 || s[0] == ',' || s[n - 1] == ',' || strstr(s, ",,") != NULL;
-}
-
 int ats_cmd_sweep(int argc, char **argv)
 {
     enum { O_POLICY = 1, O_EPS, O_INTERVAL, O_THREADS, O_FORMAT, O_OUT, O_HELP };
@@ -175,7 +168,7 @@ int ats_cmd_sweep(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     /* lists: no empty entry ("ats,", ",ats", "a,,b", --trace '') and no trace twice */
-    const char *empty_in = list_has_empty(pbuf) ? "--policy" : list_has_empty(tbuf) ? "--trace" : NULL;
+    const char *empty_in = ats_cli_list_has_empty(pbuf) ? "--policy" : ats_cli_list_has_empty(tbuf) ? "--trace" : NULL;
     if (empty_in) {
         ats_cli_error("sweep", "%s '%s': an empty entry (a comma too many, or an empty value)", empty_in,
                       empty_in[2] == 'p' ? pbuf : tbuf);

@@ -127,6 +127,18 @@ static void test_every_command(void)
         CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, range[i].want), "ats %s: rc %d, stderr '%s'",
                   range[i].args, rc, err);
     }
+    /* lists with an empty entry or a name twice (strtok_r skipped 'ats,'; bench sched timed a model twice) */
+    static const struct { const char *args, *want; } lists[] = {
+        {"sim --policy ats,", "--policy: 'ats,' has an empty entry"},
+        {"sim --policy ats,,layer", "has an empty entry"},
+        {"bench sched --models qwen3-14b,qwen3-14b --out nothing.json", "'qwen3-14b' given twice"},
+        {"bench sched --models qwen3-14b, --out nothing.json", "has an empty entry"},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        int rc = run(lists[i].args, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, lists[i].want) && !out[0],
+                  "ats %s: rc %d, stderr '%s'", lists[i].args, rc, err);
+    }
     /* errors are one line with a pointer to --help (inspect, run, trace, bench sim dumped their usage) */
     static const char *const one[] = {"bench sim --no-such-flag-xyz", "bench sim --threads", "inspect extra",
                                       "inspect --model", "run", "run --model x.gguf extra", "trace synth",
