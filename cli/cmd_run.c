@@ -142,7 +142,7 @@ int ats_cmd_run(int argc, char **argv)
             bad = ats_cli_parse_double(optarg, &top_p) || top_p <= 0 || top_p > 1;
             want = "a number in (0, 1]";
             break;
-        case O_SEED: bad = ats_cli_parse_int(optarg, &seed), want = "an integer"; break;
+        case O_SEED: bad = ats_cli_parse_int(optarg, &seed) || seed < 0, want = "an integer >= 0"; break;
         case O_THREADS:
             bad = ats_cli_parse_int(optarg, &threads) || threads < 1 || threads > 1024;
             want = "an integer 1..1024";
