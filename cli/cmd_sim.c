@@ -95,8 +95,8 @@ int ats_cmd_sim(int argc, char **argv)
         switch (c) {
         case O_POLICY: policy_arg = optarg; break;
         case O_EPS:
-            if (ats_cli_parse_double(optarg, &d) || !(d >= 0)) {
-                ats_cli_error("sim", "--eps: bad value '%s' (a fraction >= 0)", optarg);
+            if (ats_cli_parse_double(optarg, &d) || !(d >= 0 && d <= 10.0)) { /* sweep's range */
+                ats_cli_error("sim", "--eps: bad value '%s' (a fraction, 0..10)", optarg);
                 return ATS_EXIT_USAGE;
             }
             o.cfg.ctrl.eps = d;

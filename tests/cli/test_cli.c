@@ -119,6 +119,7 @@ static void test_every_command(void)
         {"run --model x.gguf --top-p 2", "--top-p: bad value '2' (a number in (0, 1])"},
         {"run --model x.gguf --seed -1", "--seed: bad value '-1' (an integer >= 0)"}, /* as sim's --seed */
         {"sim --jitter 9", "--jitter: bad value '9' (a number in [0, 5))"},
+        {"sim --eps 1e308", "--eps: bad value '1e308' (a fraction, 0..10)"}, /* sweep's range */
         {"sim --act-path x", "--act-path: bad value 'x' (sm or ce)"},
         {"sim --model qwen3-30b-a3b --routing zipf:1e308", "(uniform, zipf[:S] with S in (0, 100), or an HDF5 file)"},
         {"sweep --threads 0 --eps 0.1 --interval 1 --trace fig13-synth", "(an integer 1..1024)"},
