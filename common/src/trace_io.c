@@ -417,7 +417,9 @@ enum ats_status atsc_trace_save(const atsc_trace *tr, const char *path, ats_err 
     int why = 0; /* errno of a failed write */
     hid_t f = H5Fcreate(atsc_out_tmp(out), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), g = -1;
     if (f < 0) {
-        ats_err_set(err, ATS_EINVAL, "%s: cannot create file (HDF5 refused it)", path);
+        const int e = atsc_h5_errno(); /* a file size limit of 0, a full disk: EFBIG, ENOSPC */
+        if (e) ats_err_set(err, ATS_EINVAL, "%s: write failed: %s (creating the HDF5 file)", path, strerror(e));
+        else ats_err_set(err, ATS_EINVAL, "%s: cannot create file (HDF5 refused it)", path);
         goto done;
     }
     g = H5Gcreate2(f, "/load", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
