@@ -86,6 +86,16 @@ class Results:
     def __init__(self, path, attrs, runs, sweep):
         self.path, self.attrs, self.runs, self.sweep = path, attrs, runs, sweep
 
+    def model(self):
+        """The model the file's runs ran: root attribute 'model', else the config's "model"; None if neither."""
+        m = self.attrs.get("model")
+        if not m:
+            try:
+                m = json.loads(self.attrs.get("config", "")).get("model")
+            except (ValueError, AttributeError):
+                m = None
+        return str(m) if m else None
+
     def run(self, name):
         for r in self.runs:
             if r.name == name:
@@ -98,11 +108,21 @@ def _str(v):
 
 
 def load(path):
-    """Reads a results file; raises ResultsError (bad schema) or OSError (unreadable)."""
+    """Reads a results file; raises ResultsError naming `path` when it is not one (a directory, a
+    missing or unreadable file, not HDF5, not the schema)."""
+    import os
     import h5py
+    if os.path.isdir(path):
+        raise ResultsError(f"{path}: is a directory (give a results file, as written by `ats sim --out` "
+                           f"or `ats run --out`)")
     try:
         f = h5py.File(path, "r")
     except OSError as e:
+        # h5py's text carries HDF5's internals (read sizes, buffer addresses): say what the system said
+        if e.errno:
+            raise ResultsError(f"{path}: cannot open: {os.strerror(e.errno)}") from None
+        if "signature not found" in str(e):
+            raise ResultsError(f"{path}: not an HDF5 file (no HDF5 signature)") from None
         raise ResultsError(f"{path}: cannot open as HDF5 ({e})") from None
     with f:
         a = f.attrs
@@ -140,21 +160,52 @@ def load(path):
     return Results(path, attrs, runs, sweep)
 
 
+def _pseudo_hop(path):
+    """The first name on the way to `path` (itself, or a hop of the symbolic links it leads through:
+    /dev/stdout -> /proc/self/fd/1 -> ...) whose folder is /dev, /proc or /sys or lies under one, or
+    None. As the C tools (common/src/outfile.c, pseudo_hop): such a path names a stream or a kernel
+    file, never an image to replace through a temporary and a rename."""
+    import os
+    cur = path
+    for _ in range(40):
+        folder = os.path.realpath(os.path.dirname(os.path.abspath(cur)))
+        if any(folder == r or folder.startswith(r + "/") for r in ("/dev", "/proc", "/sys")):
+            return cur
+        if not os.path.islink(cur):
+            return None
+        try:
+            link = os.readlink(cur)
+        except OSError:
+            return None
+        cur = link if os.path.isabs(link) else os.path.join(os.path.dirname(cur), link)
+    return None
+
+
 def output_error(out):
-    """None when image path `out` can be written, else why not (one line naming it): its type must be
-    one matplotlib writes (by extension: png, svg, pdf, ...), and its folder must exist and be
-    writable. Scripts check before loading anything, and exit 2 with the message."""
+    """None when image path `out` can be written, else why not (one line naming it): a file name (not
+    '-', not in /dev, /proc or /sys), of a type matplotlib writes (by extension: png, svg, pdf, ...),
+    in a folder that exists and is writable. Scripts check before loading anything, and exit 2 with the message."""
     import os
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    if not out:
+        return "-o: empty: -o needs an image file name (e.g. plot.png)"
+    if out == "-":
+        return "-o -: an image cannot go to stdout: -o needs an image file name (e.g. plot.png)"
+    hop = _pseudo_hop(out)
+    if hop:
+        where = "it is" if hop == out else f"it leads through {hop},"
+        return (f"{out}: refusing to write: {where} in /dev, /proc or /sys, a device, stream or kernel file: "
+                f"-o needs an image file name (e.g. plot.png)")
     if os.path.isdir(out):
         return f"{out}: is a directory (give an image file name, e.g. {os.path.join(out, 'plot.png')})"
     ext = os.path.splitext(out)[1][1:].lower()
     kinds = Figure().canvas.get_supported_filetypes()
     if ext not in kinds:
-        return (f"{out}: image type '{ext or '(none)'}' unknown by its extension "
-                f"(matplotlib writes: {', '.join(sorted(kinds))})")
+        why = f"type '{ext}' unknown" if ext else "no type extension"
+        return (f"{out}: -o needs an image file name ({why}; matplotlib writes: "
+                f"{', '.join(sorted(kinds))})")
     folder = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(folder):
         return f"{out}: folder {folder} does not exist"

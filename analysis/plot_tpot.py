@@ -9,7 +9,7 @@ The paper's Fig. 13 is this plot for the 'ats' and a static policy under a load 
 Examples:
   analysis/plot_tpot.py out.h5 -o tpot.png
   analysis/plot_tpot.py out.h5 --runs ats,layer --window 9 --loads -o tpot.png
-Exit codes: 0 ok, 2 bad input (message names the file and dataset).
+Exit codes: 0 ok, 2 bad input (message names the file and dataset; no run with a decode round).
 """
 import argparse
 import os
@@ -49,6 +49,10 @@ def main(argv=None):
 
     res, runs = ar.load_runs("plot_tpot", a.results, a.runs)
     if runs is None:
+        return 2
+    if not any(len(run.decode()) for run in runs):
+        print(f"plot_tpot: {a.results}: no run has a decode round, so no TPOT to draw "
+              f"(runs: {', '.join(r.name for r in runs)})", file=sys.stderr)
         return 2
 
     import matplotlib

@@ -47,6 +47,32 @@ check "compare_sim_real: done run" sh -c "$py '$here/compare_sim_real.py' '$out/
 check "compare_sim_real: TPOT and TTFT of a completed request" $py -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not all(x['sim_tpot_mean_s'] and x['sim_ttft_s'] for x in r))" "$out/done.json"
 check "compare_sim_real: cut run" sh -c "$py '$here/compare_sim_real.py' '$out/cut.h5' '$out/real.h5' --format json --no-plot >'$out/cut.json'"
 check "compare_sim_real: no TPOT or TTFT without a completed request" $py -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not all(x[k] is None for x in r for k in ('sim_tpot_mean_s','sim_tpot_p99_s','sim_ttft_s','err_tpot_mean_s')) or not all(x['sim_decode_tok_s'] for x in r))" "$out/cut.json"
+# `ats sim --out` names runs after the policy, `ats run --out` after the backend: pair them
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/real-cpu.h5" --no-plot >/dev/null 2>"$out/pair.err"; rc=$?
+check "compare_sim_real: no name in common, several runs: exit 2" test $rc -eq 2
+check "compare_sim_real: no name in common: suggests --pair" grep -q "pair them with --pair SIMRUN=REALRUN" "$out/pair.err"
+check "compare_sim_real --pair draws" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real-cpu.h5' --pair ats=cpu --pair layer=cpu -o '$out/pair.png' >'$out/pair.txt' 2>'$out/pair.err'"
+check "compare_sim_real --pair: pair.png exists" test -s "$out/pair.png"
+check "compare_sim_real --pair: both pairs in the table" sh -c "grep -q '^ats=cpu ' '$out/pair.txt' && grep -q '^layer=cpu ' '$out/pair.txt'"
+check "compare_sim_real --pair: nothing on stderr (same model)" test ! -s "$out/pair.err"
+check "compare_sim_real --pair --format json" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real-cpu.h5' --pair layer=cpu --format json --no-plot >'$out/pair.json'"
+check "compare_sim_real --pair json: runs named" $py -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(not (len(r) == 1 and r[0]['sim_run'] == 'layer' and r[0]['real_run'] == 'cpu' and r[0]['real_tpot_mean_s'] and r[0]['err_tpot_mean_s'] is not None))" "$out/pair.json"
+check "compare_sim_real: one run each, paired" sh -c "$py '$here/compare_sim_real.py' '$out/one.h5' '$out/real-cpu.h5' --no-plot >'$out/one.txt' 2>'$out/one.err'"
+check "compare_sim_real: one run each: table row" grep -q '^ats=cpu ' "$out/one.txt"
+check "compare_sim_real: one run each: said on stderr" sh -c "test \$(wc -l <'$out/one.err') -eq 1 && grep -q \"pairing the only run of each file, .*one.h5 'ats' with .*real-cpu.h5 'cpu'\" '$out/one.err'"
+check "compare_sim_real: other model" sh -c "$py '$here/compare_sim_real.py' '$out/one.h5' '$out/real-other.h5' --pair ats=cpu --no-plot >/dev/null 2>'$out/model.err'"
+check "compare_sim_real: other model: one warning line naming both" sh -c "test \$(wc -l <'$out/model.err') -eq 1 && grep -q \"warning: the files ran different models: .*one.h5 'qwen3-14b', .*real-other.h5 'stories260K'\" '$out/model.err'"
+for p in ats=gpu nope=cpu; do
+    $py "$here/compare_sim_real.py" "$out/results.h5" "$out/real-cpu.h5" --pair "$p" -o "$out/badpair.png" >/dev/null 2>"$out/badpair.err"; rc=$?
+    check "compare_sim_real --pair $p: exit 2" test $rc -eq 2
+    check "compare_sim_real --pair $p: names the file and its runs" sh -c "grep -q \"no run 'gpu' (runs: cpu)\" '$out/badpair.err' && grep -q real-cpu.h5 '$out/badpair.err' || grep -q \"results.h5: no run 'nope' (runs: ats, layer)\" '$out/badpair.err'"
+done
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/real-cpu.h5" --pair atscpu --no-plot >/dev/null 2>"$out/badpair.err"; rc=$?
+check "compare_sim_real --pair without '=': exit 2 saying the form" sh -c "test $rc -eq 2 && grep -q 'must be SIMRUN=REALRUN' '$out/badpair.err'"
+check "no badpair.png left" test ! -e "$out/badpair.png"
+# no decode round in the sim file: '-' and JSON null for its TPOT and TTFT (the TTFT was NaN: not JSON)
+check "compare_sim_real: runs without decode" sh -c "$py '$here/compare_sim_real.py' '$out/prefill.h5' '$out/real.h5' --format json --no-plot >'$out/nodec.json'"
+check "compare_sim_real: runs without decode: strict JSON, null TTFT" $py -c "import json,sys; r=json.loads(open(sys.argv[1]).read(), parse_constant=lambda c: sys.exit('not JSON: ' + c)); sys.exit(not all(x['sim_ttft_s'] is None and x['sim_tpot_mean_s'] is None and x['real_ttft_s'] for x in r))" "$out/nodec.json"
 check "csv output" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --format csv --no-plot | head -1 | grep -q '^run,sim_tpot_mean_s'"
 check "plot_utilization draws" sh -c "$py '$here/plot_utilization.py' '$out/results.h5' -o '$out/util.png' >'$out/util.txt'"
 check "util.png exists" test -s "$out/util.png"
@@ -70,6 +96,33 @@ for o in "$out/no-such-dir/x.png" "$out/tpot.txt" "$out"; do
     check "plot_tpot -o $o: one line naming it" sh -c "test \$(wc -l <'$out/bad4.err') -eq 1 && grep -qF '$o' '$out/bad4.err'"
 done
 check "no tpot.txt left" test ! -e "$out/tpot.txt"
+# -o that is no image file name: one line saying so, not "image type '(none)' unknown"; /dev, /proc refused
+# (as the C tools: common/src/outfile.c), also through a link
+ln -s /dev/null "$out/null.png"
+for o in /dev/null - /proc/self/x.png /dev/stdout "$out/null.png" "$out/noext"; do
+    $py "$here/plot_tpot.py" "$out/results.h5" -o "$o" 2>"$out/bad5.err"; rc=$?
+    check "plot_tpot -o $o: exit 2" test $rc -eq 2
+    check "plot_tpot -o $o: one line, needs an image file name" sh -c "test \$(wc -l <'$out/bad5.err') -eq 1 && grep -q -- '-o needs an image file name' '$out/bad5.err' && ! grep -q '(none)' '$out/bad5.err'"
+done
+$py "$here/plot_tpot.py" "$out/results.h5" -o /dev/null 2>"$out/bad5.err"
+check "plot_tpot -o /dev/null: refused as in /dev" grep -q "/dev/null: refusing to write: it is in /dev" "$out/bad5.err"
+check "no noext left" test ! -e "$out/noext"
+# a directory as the results file: "is a directory", no HDF5 internals (all scripts load through atsresults)
+for s in plot_tpot.py plot_utilization.py plot_sweep.py; do
+    $py "$here/$s" "$out" -o "$out/dir.png" 2>"$out/dir.err"; rc=$?
+    check "$s DIR: exit 2" test $rc -eq 2
+    check "$s DIR: is a directory, one line" sh -c "test \$(wc -l <'$out/dir.err') -eq 1 && grep -qF '$out: is a directory' '$out/dir.err' && ! grep -q 'errno\\|buf =' '$out/dir.err'"
+done
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out" --no-plot 2>"$out/dir.err"; rc=$?
+check "compare_sim_real REAL=DIR: exit 2, is a directory" sh -c "test $rc -eq 2 && grep -qF '$out: is a directory' '$out/dir.err'"
+$py "$here/plot_tpot.py" "$out/no-such.h5" -o "$out/dir.png" 2>"$out/dir.err"; rc=$?
+check "missing results file: exit 2, says so plainly" sh -c "test $rc -eq 2 && grep -qF 'no-such.h5: cannot open: No such file or directory' '$out/dir.err' && ! grep -q 'errno' '$out/dir.err'"
+check "no dir.png left" test ! -e "$out/dir.png"
+# runs without a decode round: no TPOT to draw, exit 2 with one line, no image (was an empty plot, exit 0)
+$py "$here/plot_tpot.py" "$out/prefill.h5" -o "$out/nodec.png" >/dev/null 2>"$out/nodec.err"; rc=$?
+check "plot_tpot no decode round: exit 2" test $rc -eq 2
+check "plot_tpot no decode round: one line saying so" sh -c "test \$(wc -l <'$out/nodec.err') -eq 1 && grep -q 'prefill.h5: no run has a decode round' '$out/nodec.err'"
+check "plot_tpot no decode round: no image" test ! -e "$out/nodec.png"
 # a closed stdout: no traceback
 $py "$here/compare_sim_real.py" "$out/results.h5" "$out/real.h5" --no-plot 2>"$out/pipe.err" | head -c1 >/dev/null
 check "closed stdout: no traceback" test ! -s "$out/pipe.err"

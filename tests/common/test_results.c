@@ -1,8 +1,8 @@
 /* Results HDF5 schema: random multi-run files round-trip bit for bit (across the writer's buffer
  * boundaries); single-run files get /rounds and /ops links; tmp+rename keeps the old file on abort;
  * bad rows, names and files are refused with a message naming the file, dataset and row.
- *   test_results --write-fixture DIR   writes DIR/results.h5 (two runs) and DIR/sweep.h5 for the
- *                                       analysis/ script test, then exits. */
+ *   test_results --write-fixture DIR   writes DIR/results.h5 (two runs), DIR/sweep.h5 and the other
+ *                                       files of write_fixture for the analysis/ script test, then exits. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -525,6 +525,35 @@ static void test_bad_files(uint64_t *rng)
     free(r);
 }
 
+/* DIR/FILE with one run per name (policy = name) of 300 rounds (all prefill when `prefill_only`),
+ * for write_fixture. */
+static enum ats_status write_runs(const char *dir, const char *file, const atsc_results_meta *m,
+                                  const char *const *names, int n, int prefill_only, ats_err *e)
+{
+    char p[512];
+    atsc_results *w = NULL;
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    enum ats_status s = atsc_results_open(p, m, &w, e);
+    for (int k = 0; k < n && s == ATS_OK; k++) {
+        uint64_t rng = 777 + (uint64_t)k + 1000 * strlen(file); /* sim and real files differ */
+        atsc_round_row *r = make_rounds(&rng, 300, 0.05);
+        if (!r) {
+            s = ats_err_set(e, ATS_ENOMEM, "out of memory");
+            break;
+        }
+        for (int i = 0; i < 300 && prefill_only; i++) {
+            r[i].phase = ATSC_PHASE_PREFILL;
+            r[i].tokens = 512;
+        }
+        s = atsc_results_begin_run(w, names[k], names[k], NULL, 0, e);
+        if (s == ATS_OK) s = atsc_results_append_rounds(w, r, 300, e);
+        free(r);
+    }
+    if (s == ATS_OK) return atsc_results_close(w, e);
+    atsc_results_abort(w);
+    return s;
+}
+
 /* --write-fixture DIR: files for the analysis/ scripts test. Deterministic (fixed seed). */
 static int write_fixture(const char *dir)
 {
@@ -579,6 +608,20 @@ static int write_fixture(const char *dir)
         free(r);
     }
     if (atsc_results_close(w, &e)) { w = NULL; goto fail; }
+    /* as the CLI names runs: `ats sim --out` after the policy, `ats run --out` after the backend, so
+       they share no name (one.h5: a one-policy sim; real-cpu.h5 / real-other.h5: a CPU run of the
+       same / another model); prefill.h5: runs without a decode round */
+    {
+        static const char *const sim1[1] = {"ats"}, *const cpu[1] = {"cpu"};
+        w = NULL; /* closed above */
+        atsc_results_meta ms = m, mr = m, mo = m;
+        ms.producer = "ats sim";
+        mo.model = "stories260K";
+        mo.config_json = "{\"command\": \"run\", \"model\": \"stories260K\"}";
+        if (write_runs(dir, "one.h5", &ms, sim1, 1, 0, &e) || write_runs(dir, "real-cpu.h5", &mr, cpu, 1, 0, &e) ||
+            write_runs(dir, "real-other.h5", &mo, cpu, 1, 0, &e) || write_runs(dir, "prefill.h5", &ms, pol, 2, 1, &e))
+            goto fail;
+    }
     snprintf(p, sizeof p, "%s/sweep.h5", dir);
     if (atsc_results_open(p, &m, &w, &e)) goto fail;
     atsc_sweep_row rows[2 * 10 * 8 + 2];
