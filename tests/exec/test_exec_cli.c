@@ -149,6 +149,43 @@ static void test_quantize_kquants(uint64_t *rng)
     ex_model_free(m0);
 }
 
+/* A NaN or Inf weight (one value of an F32 source written here): quantize refuses it, exit 2, in the words
+ * of `ats run --check-tensors`, and writes nothing (the quantizers dropped a NaN from the block max and
+ * wrote normal-looking numbers; an Inf became an Inf scale; both exit 0). */
+static void test_quantize_non_finite(uint64_t *rng)
+{
+    static const struct { const char *type, *tensor; int64_t row, elem; float v; const char *want; } cases[] = {
+        {"q8_0", "blk.0.ffn_down.weight", 3, 7, NAN, "tensor 'blk.0.ffn_down.weight' (F32): NaN or Inf in row 3, element 7"},
+        {"q4_0", "blk.0.attn_q.weight", 0, 255, INFINITY, "tensor 'blk.0.attn_q.weight' (F32): NaN or Inf in row 0, element 255"},
+        {"q4_k", "output_norm.weight", 0, 1, -INFINITY, "tensor 'output_norm.weight' (F32): NaN or Inf in row 0, element 1"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char src[256], q[256], args[1024];
+        snprintf(src, sizeof src, "%s/nonfinite%zu.gguf", dir, k);
+        snprintf(q, sizeof q, "%s/nonfinite%zu-%s.gguf", dir, k, cases[k].type);
+        write_f32_llama(src, rng);
+        size_t len = 0;
+        char *buf = tu_slurp(src, &len);
+        ex_gguf *g = NULL;
+        ats_err e = {{0}};
+        CHECK_MSG(buf && ex_gguf_open_mem(buf, len, src, &g, &e) == ATS_OK, "%s", e.msg);
+        const ex_gguf_tensor *t = g ? ex_gguf_find_tensor(g, cases[k].tensor) : NULL;
+        CHECK(t != NULL);
+        if (t) memcpy((uint8_t *)t->data + 4 * (cases[k].row * t->ne[0] + cases[k].elem), &cases[k].v, 4);
+        ex_gguf_free(g);
+        FILE *f = fopen(src, "wb");
+        CHECK(f && fwrite(buf, 1, len, f) == len);
+        if (f) fclose(f);
+        free(buf);
+        snprintf(args, sizeof args, "quantize %s %s --type %s", src, q, cases[k].type);
+        expect_code(args, 2, cases[k].want);
+        CHECK_MSG(strstr(err, src) && tu_count_lines(err) == 1, "one line naming the file: %s", err);
+        FILE *o = fopen(q, "rb");
+        CHECK_MSG(o == NULL, "%s written", q);
+        if (o) fclose(o);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_exec_cli");
@@ -249,6 +286,7 @@ int main(void)
     snprintf(args, sizeof args, "run --model %s -n 2 --out /nonexistent-dir/r.h5", model);
     expect_code(args, 2, "--out");
     test_quantize_kquants(&rng);
+    test_quantize_non_finite(&rng);
     /* usage */
     expect_code("run --help", 0, NULL);
     expect_code("run", 2, "--model is required");
