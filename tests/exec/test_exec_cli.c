@@ -304,6 +304,9 @@ int main(void)
     expect_code("quantize --type q8_0 a.gguf b.gguf c.gguf", 2, "got 3 file arguments");
     expect_code("quantize a.gguf b.gguf", 2, "--type is required");
     expect_code("quantize --bogus a.gguf b.gguf", 2, "unknown or ambiguous option '--bogus'");
+    /* OUT is checked as every output flag is: '-' wrote a file named '-'; an option-looking name after "--" */
+    expect_code("quantize a.gguf - --type q8_0", 2, "ats quantize: OUT: '-' (standard input or output) is not accepted");
+    expect_code("quantize --type q8_0 a.gguf -- -o.gguf", 2, "ats quantize: OUT: '-o.gguf' looks like an option");
     expect_code("run --n-predict 3", 2, "unknown or ambiguous option '--n-predict'");
     expect_code("run --model", 2, "--model: needs a value");
     snprintf(args, sizeof args, "quantize %s %s/o.gguf --type q5_1", model, dir);
