@@ -137,7 +137,7 @@ int ats_cmd_quantize(int argc, char **argv)
         ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(want, t->ne[0]) : t->type;
         if (t->n_dims >= 2) {
             n_mat++;
-            if (target != asked) {
+            if (target != asked && target != t->type) { /* only what this run changed: an F16 input stays F16 */
                 int k = 0;
                 while (k < n_fb && !(fb[k].asked == asked && fb[k].got == target)) k++;
                 if (k == n_fb && n_fb < 8) fb[n_fb++] = (struct fallback){asked, target, 0};

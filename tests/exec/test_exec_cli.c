@@ -315,6 +315,10 @@ int main(void)
     expect_code(args, 2, "bad magic");
     snprintf(args, sizeof args, "quantize %s %s/q.gguf --type q8_0", model, dir);
     expect_code(args, 0, "re-quantized");
+    /* again: nothing changes, and the 5 matrices already F16 in the input did not "fall back" */
+    snprintf(args, sizeof args, "quantize %s/q.gguf %s/q2.gguf --type q8_0", dir, dir);
+    expect_code(args, 0, ": 0 of 48 tensors re-quantized");
+    CHECK_MSG(!strstr(err, "note:"), "a fallback note for tensors left as they were: %s", err);
     /* stories260K's rows (64, 172) hold no Q4_K block: one note says how many fell back to what, and why */
     snprintf(args, sizeof args, "quantize %s %s/q.gguf --type q4_k", model, dir);
     expect_code(args, 0, "\nats quantize: note: 37 of 37 matrices fell back to another type: 31 Q4_K -> Q4_0 (row "
