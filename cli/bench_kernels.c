@@ -1051,7 +1051,7 @@ int ats_bench_kernels(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        ats_cli_error("bench kernels", "unexpected argument '%s'", argv[optind]);
+        ats_cli_error("bench kernels", "unexpected argument '%s' (ats bench kernels --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
     ats_err oerr = {{0}};

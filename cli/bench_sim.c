@@ -115,6 +115,10 @@ int ats_bench_sim(int argc, char **argv)
         default: ats_cli_bad_option("bench sim", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
     }
+    if (optind < argc) { /* `ats bench sim foo` ran the whole benchmark */
+        ats_cli_error("bench sim", "unexpected argument '%s' (ats bench sim --help)", argv[optind]);
+        return ATS_EXIT_USAGE;
+    }
     ats_err err = {{0}};
     if (out && *out && atsc_out_check(out, &err) != ATS_OK) { /* before minutes of work */
         ats_cli_error("bench sim", "--out: %s", err.msg);

@@ -95,10 +95,11 @@ void ats_cli_error(const char *cmd, const char *fmt, ...)
 /** A file-name value of option `flag` (NULL = not given: 0) that starts with '-' is refused: getopt took
  *  the next option as the value (`ats sim --out --help` wrote a file named --help), or it is "-", which
  *  means standard input or output nowhere in ats. One line, e.g. "ats sim: --out: missing value (got
- *  the option '--help'); a file named like an option needs ./ before it", and ATS_EXIT_USAGE; else 0. */
+ *  the option '--help'); a file named like an option needs ./ before it", and ATS_EXIT_USAGE; else 0.
+ *  A `flag` without a leading '-' names a positional argument ("OUT"): "OUT: '-x' looks like an option". */
 int ats_cli_file_value(const char *cmd, const char *flag, const char *value);
-/** Up-front check of an output flag's path (ats_cli_file_value for a flag "--...", not for a positional
- *  argument such as quantize's "OUT"; then atsc_out_check; NULL = not given: 0;
+/** Up-front check of an output flag's path (ats_cli_file_value, also for a positional argument such as
+ *  quantize's "OUT": `ats quantize IN - ...` wrote a file named '-'; then atsc_out_check; NULL = not given: 0;
  *  "" refused). Prints "ats <cmd>: <flag>: <path>: <why>" and returns ATS_EXIT_USAGE when it cannot be
  *  written (cli/cli_out.c). */
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path);

@@ -10,6 +10,9 @@ int ats_cli_file_value(const char *cmd, const char *flag, const char *value)
     if (value[1] == '\0') /* no command of ats reads or writes a stream through a file flag */
         ats_cli_error(cmd, "%s: '-' (standard input or output) is not accepted here: give a file name (./- for "
                            "a file named '-')", flag);
+    else if (flag[0] != '-') /* a positional argument (quantize's OUT), given after "--" */
+        ats_cli_error(cmd, "%s: '%s' looks like an option; a file named like an option needs ./ before it", flag,
+                      value);
     else
         ats_cli_error(cmd, "%s: missing value (got the option '%s'); a file named like an option needs ./ before it",
                       flag, value);
@@ -19,7 +22,7 @@ int ats_cli_file_value(const char *cmd, const char *flag, const char *value)
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path)
 {
     if (!path) return ATS_EXIT_OK; /* flag not given; "" is refused below */
-    if (flag[0] == '-' && ats_cli_file_value(cmd, flag, path)) return ATS_EXIT_USAGE; /* not a positional OUT */
+    if (ats_cli_file_value(cmd, flag, path)) return ATS_EXIT_USAGE;
     ats_err err = {{0}};
     if (atsc_out_check(path, &err) == ATS_OK) return ATS_EXIT_OK;
     ats_cli_error(cmd, "%s: %s", flag, err.msg);

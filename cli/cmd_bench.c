@@ -66,6 +66,8 @@ int ats_cmd_bench(int argc, char **argv)
         bench_usage(stdout);
         return ATS_EXIT_OK;
     }
+    char *help_argv[] = {argv[0], argv[1], "--help", NULL};
+    if (argc == 3 && strcmp(argv[2], "help") == 0) argv = help_argv; /* `ats bench sim help`: the usage, as `ats sim help` */
     for (size_t i = 0; i < N_BENCHES; i++)
         if (strcmp(argv[1], BENCHES[i].name) == 0) return BENCHES[i].fn(argc - 1, argv + 1);
     char names[128] = "";
@@ -280,7 +282,7 @@ int ats_bench_sched(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        ats_cli_error("bench sched", "unexpected argument '%s'", argv[optind]);
+        ats_cli_error("bench sched", "unexpected argument '%s' (ats bench sched --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
     /* the list first: an empty one would measure nothing and exit 0 */

@@ -5,10 +5,13 @@
  * matrices per fallback and says why, as llama.cpp's quantize does); 1-D tensors (norms) stay as they are.
  * As llama.cpp does, the output head (output.weight, or token_embd.weight when the head is tied to
  * it) gets Q6_K (fallback Q8_0) for the 4-bit types; --pure quantizes it like every other matrix
- * (llama.cpp's --pure). All metadata is copied, general.file_type is rewritten. Output goes to
+ * (llama.cpp's --pure). A source tensor holding NaN or Inf is refused before any work (exit 2, naming
+ * tensor, row and element as `ats run --check-tensors`: ex_tensor_check_finite), since the quantizers
+ * would hide it. All metadata is copied, general.file_type is rewritten. Output goes to
  * OUT.tmp.PID (checked before the work; fsync, rename; removed on Ctrl-C: common/outfile), then is renamed.
  */
 #include <getopt.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 
 #include "cli.h"
 #include "ex/gguf.h"
+#include "ex/model.h"
 #include "ex/quant.h"
 
 static void usage(FILE *f)
@@ -99,6 +103,17 @@ int ats_cmd_quantize(int argc, char **argv)
     }
     kvl[n_out_kv] = ex_gguf_kv_u32(ftbuf, "general.file_type", file_type_of(qt));
     kv[n_out_kv++] = ftbuf;
+    for (int64_t i = 0; i < nt; i++) { /* before any work: the quantizers would hide a NaN (the block max
+                                          skips it) and write an Inf scale; same words as run --check-tensors */
+        const ex_gguf_tensor *t = ex_gguf_tensor_at(g, i);
+        ex_tensor x = {t->type, {t->ne[0], t->ne[1], t->ne[2] * t->ne[3]}, 0, t->data};
+        ats_qtype_bytes(t->type, t->ne[0], &x.row_bytes);
+        if ((st = ex_tensor_check_finite(t->name, &x, omp_get_max_threads(), &err)) != ATS_OK) {
+            ats_cli_error("quantize", "%s: %s (nothing written)", in, err.msg);
+            rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+            goto done;
+        }
+    }
     const char *head = ex_gguf_find_tensor(g, "output.weight") ? "output.weight" : "token_embd.weight";
     /* matrices whose rows do not divide into the asked type's blocks: (asked, got) -> count, for one note
        at the end, as llama.cpp's quantize reports its fallbacks */
@@ -122,7 +137,7 @@ int ats_cmd_quantize(int argc, char **argv)
         ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(want, t->ne[0]) : t->type;
         if (t->n_dims >= 2) {
             n_mat++;
-            if (target != asked) {
+            if (target != asked && target != t->type) { /* only what this run changed: an F16 input stays F16 */
                 int k = 0;
                 while (k < n_fb && !(fb[k].asked == asked && fb[k].got == target)) k++;
                 if (k == n_fb && n_fb < 8) fb[n_fb++] = (struct fallback){asked, target, 0};

@@ -832,6 +832,9 @@ int ats_cmd_trace(int argc, char **argv)
                    "  compare  compare a recorded trace with a target trace, segment by segment\n");
         return argc < 2 ? ATS_EXIT_USAGE : ATS_EXIT_OK;
     }
+    char *help_argv[] = {argv[0], argv[1], "--help", NULL};
+    if (argc == 3 && strcmp(argv[2], "help") == 0) /* a lone help is the usage, as `ats sim help` (`ats trace show */
+        argv = help_argv;                          /* help` looked for traces/help.h5; ./help is that file) */
     if (strcmp(argv[1], "synth") == 0) return cmd_synth(argc - 1, argv + 1);
     if (strcmp(argv[1], "show") == 0) return cmd_show(argc - 1, argv + 1);
     if (strcmp(argv[1], "import") == 0) return cmd_import(argc - 1, argv + 1);

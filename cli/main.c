@@ -1,6 +1,7 @@
 /*
- * ats — one program, git-style subcommands. `ats help`, `ats <cmd> --help` (or `ats <cmd> help`), `ats --version`.
- * Unknown subcommands give the usage and exit 2. The table below is the whole command list; each
+ * ats — one program, git-style subcommands. `ats help`, `ats <cmd> --help` (or `ats <cmd> help`, `ats help <cmd>
+ * [<sub>]`; `ats bench sim help`, `ats trace show help` likewise), `ats --version`.
+ * Unknown subcommands (also after `ats help`) give the usage and exit 2. The table below is the whole command list; each
  * entry lives in cli/cmd_<name>.c.
  */
 #include <errno.h>
@@ -75,12 +76,18 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-        if (argc >= 3) {
+        if (argc >= 3 && strcmp(argv[2], "help") != 0) { /* `ats help trace synth`: trace synth's usage */
             for (size_t i = 0; i < N_COMMANDS; i++)
                 if (strcmp(argv[2], commands[i].name) == 0) {
-                    char *sub[] = {argv[2], "--help", NULL};
-                    return commands[i].fn(2, sub);
+                    char *sub[16] = {argv[2]};
+                    int n = 1;
+                    for (int k = 3; k < argc && n < 14; k++) sub[n++] = argv[k];
+                    sub[n++] = "--help";
+                    return commands[i].fn(n, sub);
                 }
+            fprintf(stderr, "ats: unknown command '%s'\n\n", argv[2]); /* was the general help, exit 0 */
+            usage(stderr);
+            return ATS_EXIT_USAGE;
         }
         usage(stdout);
         return ATS_EXIT_OK;

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -405,6 +406,12 @@ double sim_cli_resched_for(const sim_cli *o, const char *policy, const char **so
     return paper ? o->resched_paper_s : o->resched_s;
 }
 
+/* a figure of bench-sched.json [us]: a number in --resched-cost's range 0 .. SIM_CLI_MAX_RESCHED_S */
+static int us_in_range(const json_t *v)
+{
+    return json_is_number(v) && json_number_value(v) >= 0 && json_number_value(v) <= SIM_CLI_MAX_RESCHED_S * 1e6;
+}
+
 int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, double *cost_s, char *source,
                          size_t len)
 {
@@ -426,6 +433,13 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
     }
     double cost = 0.016;
     if (source) snprintf(source, len, "paper 9 ms + 7 ms");
+    struct stat sb;
+    if (from_env && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* json_load_file said "not JSON ... end of file" */
+        char pe[ATSC_ESC_PATH];
+        ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': is a directory; expected the result file of `ats bench sched`",
+                      atsc_esc(path, strlen(path), pe, sizeof pe));
+        return ATS_EXIT_USAGE;
+    }
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     json_t *res = root ? json_object_get(root, "results") : NULL;
@@ -451,9 +465,27 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         int paper = policy && strcmp(policy, "ats-paper") == 0;
         json_t *dp = json_object_get(m, paper ? "dynamic_transfer_paper_us" : "dynamic_transfer_us");
         json_t *pb = json_object_get(m, "plan_build_us");
-        if (json_is_number(dp) && json_is_number(pb) && json_number_value(dp) >= 0 && json_number_value(pb) >= 0) {
+        const char *dp_name = paper ? "dynamic_transfer_paper_us" : "dynamic_transfer_us";
+        if (us_in_range(dp) && us_in_range(pb) &&
+            json_number_value(dp) + json_number_value(pb) <= SIM_CLI_MAX_RESCHED_S * 1e6) {
             cost = (json_number_value(dp) + json_number_value(pb)) * 1e-6;
             if (source) snprintf(source, len, "ats bench sched, %s", path);
+        } else if (from_env) { /* a file the user named: a bad figure is an error, not a silent 16 ms */
+            const char *bad_name = !us_in_range(dp) ? dp_name : !us_in_range(pb) ? "plan_build_us" : NULL;
+            json_t *bad = !us_in_range(dp) ? dp : pb;
+            char pe[ATSC_ESC_PATH], ve[ATSC_ESC_SIZE(64)], *v = bad ? json_dumps(bad, JSON_ENCODE_ANY | JSON_REAL_PRECISION(9)) : NULL;
+            atsc_esc(path, strlen(path), pe, sizeof pe);
+            if (bad_name) /* "x", -5, 1e300 or missing */
+                ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': results.%s.%s: %s (expected microseconds, 0 .. 1e+07 = "
+                              "10 s, as --resched-cost)", pe, o->arch.name, bad_name,
+                              bad && v ? atsc_esc(v, strlen(v), ve, sizeof ve) : "missing");
+            else /* each fits, their sum does not */
+                ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': results.%s: %s + plan_build_us = %.9g us, over 10 s "
+                              "(--resched-cost's limit)", pe, o->arch.name, dp_name,
+                              json_number_value(dp) + json_number_value(pb));
+            free(v);
+            json_decref(root);
+            return ATS_EXIT_USAGE;
         }
     } else if (from_env && source) {
         snprintf(source, len, "paper 9 ms + 7 ms: no %s in ATS_BENCH_SCHED %s", o->arch.name, path);

@@ -77,8 +77,11 @@ int sim_cli_load(sim_cli *o, const char *cmd);
  *  plan-build times that `ats bench sched` measured on this machine for this model
  *  (experiments/bench/bench-sched.json in the source tree, $ATS_BENCH_SCHED overrides); else the
  *  paper's 16 ms (§4.4.3). `source` (may be NULL) receives where the figure came from. Returns 0,
- *  or 2 when $ATS_BENCH_SCHED is set (non-empty) and names a file that cannot be read, is not JSON or
- *  has no object "results" (one line printed for `cmd`, naming the variable, the path and the reason);
+ *  or 2 when $ATS_BENCH_SCHED is set (non-empty) and names a file that cannot be read, a directory, not
+ *  JSON, without an object "results", or whose entry for the model has a dynamic_transfer_us,
+ *  dynamic_transfer_paper_us or plan_build_us that is missing, not a number or outside 0 .. 1e7 us (or
+ *  a sum over 10 s), --resched-cost's range (one line printed for `cmd`, naming the variable, the
+ *  path, the field and the value or the reason); a file without the model keeps the paper's figure;
  *  unset or empty, a missing or unreadable default file means the paper's figure. */
 int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, double *cost_s, char *source,
                          size_t len);

@@ -165,6 +165,41 @@ static int64_t first_bad_row(const ex_tensor *t, int64_t r0, int64_t r1, float *
     return -1;
 }
 
+enum ats_status ex_tensor_check_finite(const char *name, const ex_tensor *t, int n_threads, ats_err *err)
+{
+    if (!t->data) return ATS_OK;
+    const int64_t rows = t->ne[1] * t->ne[2];
+    int64_t bad = -1, bad_col = 0;
+    int oom = 0;
+#pragma omp parallel num_threads(n_threads > 0 ? n_threads : 1)
+    {
+        float *buf = malloc((size_t)t->ne[0] * sizeof *buf);
+        int64_t my_bad = -1, my_col = 0;
+        if (!buf) {
+#pragma omp atomic write
+            oom = 1;
+        } else {
+#pragma omp for schedule(static)
+            for (int64_t c = 0; c < 64; c++) { /* 64 contiguous chunks: the lowest bad row wins */
+                if (my_bad >= 0) continue;
+                int64_t col = 0, r = first_bad_row(t, rows * c / 64, rows * (c + 1) / 64, buf, &col);
+                if (r >= 0) my_bad = r, my_col = col;
+            }
+        }
+        free(buf);
+#pragma omp critical
+        if (my_bad >= 0 && (bad < 0 || my_bad < bad)) bad = my_bad, bad_col = my_col;
+    }
+    if (oom) return ats_err_set(err, ATS_ENOMEM, "check tensors: out of memory");
+    if (bad < 0) return ATS_OK;
+    const int64_t per = t->ne[1];
+    if (t->ne[2] > 1)
+        return ats_err_set(err, ATS_EINVAL, "tensor '%s' (%s): NaN or Inf in expert %lld, row %lld, element %lld", name,
+                           ats_qtype_name(t->type), (long long)(bad / per), (long long)(bad % per), (long long)bad_col);
+    return ats_err_set(err, ATS_EINVAL, "tensor '%s' (%s): NaN or Inf in row %lld, element %lld", name,
+                       ats_qtype_name(t->type), (long long)bad, (long long)bad_col);
+}
+
 enum ats_status ex_model_check_tensors(const ex_model *m, int n_threads, ats_err *err)
 {
     spec_list l = {0};
@@ -175,40 +210,8 @@ enum ats_status ex_model_check_tensors(const ex_model *m, int n_threads, ats_err
     enum ats_status st = ATS_OK;
     for (int k = 0; k < l.n && st == ATS_OK; k++) {
         const ex_tensor *t = l.v[k].dst;
-        if (!t->data || (k > 0 && m->arch.tied_embd && t == &m->output)) continue; /* absent, or tok_embd again */
-        const int64_t rows = t->ne[1] * t->ne[2];
-        int64_t bad = -1, bad_col = 0;
-        int oom = 0;
-#pragma omp parallel num_threads(n_threads > 0 ? n_threads : 1)
-        {
-            float *buf = malloc((size_t)t->ne[0] * sizeof *buf);
-            int64_t my_bad = -1, my_col = 0;
-            if (!buf) {
-#pragma omp atomic write
-                oom = 1;
-            } else {
-#pragma omp for schedule(static)
-                for (int64_t c = 0; c < 64; c++) { /* 64 contiguous chunks: the lowest bad row wins */
-                    if (my_bad >= 0) continue;
-                    int64_t col = 0, r = first_bad_row(t, rows * c / 64, rows * (c + 1) / 64, buf, &col);
-                    if (r >= 0) my_bad = r, my_col = col;
-                }
-            }
-            free(buf);
-#pragma omp critical
-            if (my_bad >= 0 && (bad < 0 || my_bad < bad)) bad = my_bad, bad_col = my_col;
-        }
-        if (oom) st = ats_err_set(err, ATS_ENOMEM, "check tensors: out of memory");
-        else if (bad >= 0) {
-            const int64_t per = t->ne[1];
-            if (t->ne[2] > 1)
-                st = ats_err_set(err, ATS_EINVAL, "tensor '%s' (%s): NaN or Inf in expert %lld, row %lld, element %lld",
-                                 l.v[k].name, ats_qtype_name(t->type), (long long)(bad / per), (long long)(bad % per),
-                                 (long long)bad_col);
-            else
-                st = ats_err_set(err, ATS_EINVAL, "tensor '%s' (%s): NaN or Inf in row %lld, element %lld", l.v[k].name,
-                                 ats_qtype_name(t->type), (long long)bad, (long long)bad_col);
-        }
+        if (k > 0 && m->arch.tied_embd && t == &m->output) continue; /* tok_embd again */
+        st = ex_tensor_check_finite(l.v[k].name, t, n_threads, err);
     }
     free(l.v);
     return st;

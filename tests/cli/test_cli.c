@@ -80,6 +80,44 @@ static void test_inspect_options(void)
     CHECK_MSG(rc == 0, "inspect --policy layer --vram-budget 6GiB --hw rtx3060-laptop: rc %d: %s", rc, err);
 }
 
+/* The second level (bench X, trace X): a lone `help` prints X's usage, as `ats X --help` and `ats help
+ * bench X` do (bench sim ran the whole benchmark, trace show looked for traces/help.h5); any other
+ * argument to a benchmark is refused before the work; `ats help nope` is an unknown command. Under a
+ * 60 s timeout: without the fix `bench sim help` ran for minutes. */
+static void test_sub_help(void)
+{
+    static const char *subs[] = {"bench sim", "bench sched", "bench kernels", "trace synth", "trace show",
+                                 "trace import", "trace compare"};
+    static char usage_text[sizeof out];
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s --help", subs[i]);
+        int rc = tu_run_ats_split(tmpdir, args, 60, tmpdir, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 0 && strstr(out, "usage: ats ") && strstr(out, subs[i]), "ats %s: rc %d, '%.100s'", args, rc, out);
+        snprintf(usage_text, sizeof usage_text, "%s", out);
+        for (int form = 0; form < 2; form++) {
+            snprintf(args, sizeof args, form ? "help %s" : "%s help", subs[i]);
+            rc = tu_run_ats_split(tmpdir, args, 60, tmpdir, out, sizeof out, err, sizeof err);
+            CHECK_MSG(rc == 0 && strcmp(out, usage_text) == 0 && !err[0], "ats %s: rc %d, stdout '%.100s', stderr '%s'",
+                      args, rc, out, err);
+        }
+    }
+    static const char *benches[] = {"sim", "sched", "kernels"};
+    for (size_t i = 0; i < sizeof benches / sizeof benches[0]; i++) {
+        char args[256], want[128];
+        /* --hw/--model that do not exist: without the check the run failed on them instead */
+        snprintf(args, sizeof args, "bench %s foo %s", benches[i], i == 2 ? "--model no-such-model-xyz" : "--hw no-such-hw-xyz");
+        snprintf(want, sizeof want, "ats bench %s: unexpected argument 'foo' (ats bench %s --help)", benches[i], benches[i]);
+        int rc = tu_run_ats_split(tmpdir, args, 60, tmpdir, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, want) && !out[0], "ats %s: rc %d, stderr '%s'", args,
+                  rc, err);
+    }
+    int rc = run("help nope", out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && strstr(err, "ats: unknown command 'nope'") && !out[0], "ats help nope: rc %d, stderr '%s'", rc, err);
+    rc = run("help trace nope", out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && strstr(err, "unknown subcommand 'nope'"), "ats help trace nope: rc %d, stderr '%s'", rc, err);
+}
+
 /* Every subcommand: --help prints its usage (exit 0); an unknown flag names itself (exit 2). */
 static void test_every_command(void)
 {
@@ -549,6 +587,7 @@ int main(void)
     }
     test_basics();
     test_every_command();
+    test_sub_help();
     test_inspect_models();
     test_inspect_options();
     test_bad_json();

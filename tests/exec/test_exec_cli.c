@@ -149,6 +149,43 @@ static void test_quantize_kquants(uint64_t *rng)
     ex_model_free(m0);
 }
 
+/* A NaN or Inf weight (one value of an F32 source written here): quantize refuses it, exit 2, in the words
+ * of `ats run --check-tensors`, and writes nothing (the quantizers dropped a NaN from the block max and
+ * wrote normal-looking numbers; an Inf became an Inf scale; both exit 0). */
+static void test_quantize_non_finite(uint64_t *rng)
+{
+    static const struct { const char *type, *tensor; int64_t row, elem; float v; const char *want; } cases[] = {
+        {"q8_0", "blk.0.ffn_down.weight", 3, 7, NAN, "tensor 'blk.0.ffn_down.weight' (F32): NaN or Inf in row 3, element 7"},
+        {"q4_0", "blk.0.attn_q.weight", 0, 255, INFINITY, "tensor 'blk.0.attn_q.weight' (F32): NaN or Inf in row 0, element 255"},
+        {"q4_k", "output_norm.weight", 0, 1, -INFINITY, "tensor 'output_norm.weight' (F32): NaN or Inf in row 0, element 1"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char src[256], q[256], args[1024];
+        snprintf(src, sizeof src, "%s/nonfinite%zu.gguf", dir, k);
+        snprintf(q, sizeof q, "%s/nonfinite%zu-%s.gguf", dir, k, cases[k].type);
+        write_f32_llama(src, rng);
+        size_t len = 0;
+        char *buf = tu_slurp(src, &len);
+        ex_gguf *g = NULL;
+        ats_err e = {{0}};
+        CHECK_MSG(buf && ex_gguf_open_mem(buf, len, src, &g, &e) == ATS_OK, "%s", e.msg);
+        const ex_gguf_tensor *t = g ? ex_gguf_find_tensor(g, cases[k].tensor) : NULL;
+        CHECK(t != NULL);
+        if (t) memcpy((uint8_t *)t->data + 4 * (cases[k].row * t->ne[0] + cases[k].elem), &cases[k].v, 4);
+        ex_gguf_free(g);
+        FILE *f = fopen(src, "wb");
+        CHECK(f && fwrite(buf, 1, len, f) == len);
+        if (f) fclose(f);
+        free(buf);
+        snprintf(args, sizeof args, "quantize %s %s --type %s", src, q, cases[k].type);
+        expect_code(args, 2, cases[k].want);
+        CHECK_MSG(strstr(err, src) && tu_count_lines(err) == 1, "one line naming the file: %s", err);
+        FILE *o = fopen(q, "rb");
+        CHECK_MSG(o == NULL, "%s written", q);
+        if (o) fclose(o);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_exec_cli");
@@ -249,6 +286,7 @@ int main(void)
     snprintf(args, sizeof args, "run --model %s -n 2 --out /nonexistent-dir/r.h5", model);
     expect_code(args, 2, "--out");
     test_quantize_kquants(&rng);
+    test_quantize_non_finite(&rng);
     /* usage */
     expect_code("run --help", 0, NULL);
     expect_code("run", 2, "--model is required");
@@ -266,6 +304,9 @@ int main(void)
     expect_code("quantize --type q8_0 a.gguf b.gguf c.gguf", 2, "got 3 file arguments");
     expect_code("quantize a.gguf b.gguf", 2, "--type is required");
     expect_code("quantize --bogus a.gguf b.gguf", 2, "unknown or ambiguous option '--bogus'");
+    /* OUT is checked as every output flag is: '-' wrote a file named '-'; an option-looking name after "--" */
+    expect_code("quantize a.gguf - --type q8_0", 2, "ats quantize: OUT: '-' (standard input or output) is not accepted");
+    expect_code("quantize --type q8_0 a.gguf -- -o.gguf", 2, "ats quantize: OUT: '-o.gguf' looks like an option");
     expect_code("run --n-predict 3", 2, "unknown or ambiguous option '--n-predict'");
     expect_code("run --model", 2, "--model: needs a value");
     snprintf(args, sizeof args, "quantize %s %s/o.gguf --type q5_1", model, dir);
@@ -274,6 +315,10 @@ int main(void)
     expect_code(args, 2, "bad magic");
     snprintf(args, sizeof args, "quantize %s %s/q.gguf --type q8_0", model, dir);
     expect_code(args, 0, "re-quantized");
+    /* again: nothing changes, and the 5 matrices already F16 in the input did not "fall back" */
+    snprintf(args, sizeof args, "quantize %s/q.gguf %s/q2.gguf --type q8_0", dir, dir);
+    expect_code(args, 0, ": 0 of 48 tensors re-quantized");
+    CHECK_MSG(!strstr(err, "note:"), "a fallback note for tensors left as they were: %s", err);
     /* stories260K's rows (64, 172) hold no Q4_K block: one note says how many fell back to what, and why */
     snprintf(args, sizeof args, "quantize %s %s/q.gguf --type q4_k", model, dir);
     expect_code(args, 0, "\nats quantize: note: 37 of 37 matrices fell back to another type: 31 Q4_K -> Q4_0 (row "

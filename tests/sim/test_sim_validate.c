@@ -11,7 +11,8 @@
  *           the end, --vram-budget above the GPU's VRAM, unitless or hex byte sizes, duplicate
  *           policies, a flag without its value, hw figures outside the plausible ranges, mixed units
  *           and huge grids in sweep ranges, an explicit `expert` on a dense model; an
- *           $ATS_BENCH_SCHED that names a missing or unparsable file (unset or empty: the default);
+ *           $ATS_BENCH_SCHED that names a missing or unparsable file or a directory, or whose figures
+ *           are missing, not numbers or outside --resched-cost's 0 .. 10 s (unset or empty: the default);
  *           `ats bench sched --models ''` (nothing to measure).
  *  results  a trace too short to finish a request exits 1 with "no request completed" and no NaN
  *           in the table, CSV or JSON; a run cut by --duration after its prefill or in its decode
@@ -223,7 +224,36 @@ static void test_cli(void)
     expect_usage(a, p, "not JSON (line 2");
     tu_write_text(p, "[1, 2]\n");
     expect_usage(a, p, "no object 'results'");
+    /* the figures it reads: numbers in --resched-cost's range (0 .. 10 s); -5, "x" or a missing one ran with the
+     * paper's 16 ms, 1e300 with a re-schedule cost of 2e+297 ms */
+    static const struct { const char *dp, *dp_paper, *pb, *want; } figs[] = {
+        {"-5", "20", "2", "results.qwen3-14b.dynamic_transfer_us: -5 (expected microseconds, 0 .. 1e+07 = 10 s"},
+        {"\"x\"", "20", "2", "results.qwen3-14b.dynamic_transfer_us: \"x\" (expected microseconds"},
+        {NULL, "20", "2", "results.qwen3-14b.dynamic_transfer_us: missing (expected microseconds"},
+        {"1e300", "20", "2", "results.qwen3-14b.dynamic_transfer_us: 1e300 (expected microseconds"},
+        {"15", "-1", "2", "results.qwen3-14b.dynamic_transfer_paper_us: -1 (expected"}, /* ats-paper's, read too */
+        {"15", "20", "null", "results.qwen3-14b.plan_build_us: null (expected"},
+        {"6e6", "20", "5e6", "results.qwen3-14b: dynamic_transfer_us + plan_build_us = 11000000 us, over 10 s"},
+    };
+    for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
+        char j[512], dp[64] = "";
+        if (figs[i].dp) snprintf(dp, sizeof dp, "\"dynamic_transfer_us\": %s, ", figs[i].dp);
+        snprintf(j, sizeof j, "{\"results\": {\"qwen3-14b\": {%s\"dynamic_transfer_paper_us\": %s, \"plan_build_us\": %s}}}\n",
+                 dp, figs[i].dp_paper, figs[i].pb);
+        tu_write_text(p, j);
+        expect_usage(a, "ats sim: ATS_BENCH_SCHED: '", figs[i].want);
+    }
+    /* 10 s exactly is --resched-cost's limit: accepted */
+    tu_write_text(p, "{\"results\": {\"qwen3-14b\": {\"dynamic_transfer_us\": 9999998, \"dynamic_transfer_paper_us\": 0, "
+                     "\"plan_build_us\": 2}}}\n");
+    out = tu_run_ats(a, &rc_ign, 1);
+    CHECK_MSG(rc_ign == 0 && out && strstr(out, "# re-schedule cost 1e+04 ms (ats bench sched, "), "10 s: exit %d: %s",
+              rc_ign, out ? out : "");
+    free(out);
     unlink(p);
+    /* a directory said as one (was "not JSON (line 0: ... near end of file)") */
+    setenv("ATS_BENCH_SCHED", tmpdir, 1);
+    expect_usage(a, tmpdir, "': is a directory; expected the result file of `ats bench sched`");
     /* unset or empty: the committed figures (or the paper's without them), no error */
     setenv("ATS_BENCH_SCHED", "", 1);
     out = tu_run_ats(a, &rc_ign, 1);

@@ -96,6 +96,11 @@ uint64_t ex_model_decode_bytes(const ex_model *m);
  * of the weights (seconds for a 14B model).
  */
 enum ats_status ex_model_check_tensors(const ex_model *m, int n_threads, ats_err *err);
+/** The scan of ex_model_check_tensors for one tensor t (rows of ne[0] elements over ne[1] x ne[2];
+ *  borrowed; data NULL = absent: ATS_OK), named `name` in the message: ATS_EINVAL "tensor 'NAME' (TYPE):
+ *  NaN or Inf in [expert X, ]row R, element E" for the first non-finite row, ATS_ENOMEM, ATS_OK. Used
+ *  by `ats quantize` on its source tensors. */
+enum ats_status ex_tensor_check_finite(const char *name, const ex_tensor *t, int n_threads, ats_err *err);
 
 /* ---- backends ----------------------------------------------------------------------------- */
 
