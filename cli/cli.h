@@ -40,6 +40,9 @@ int ats_cli_parse_vram(const char *cmd, const char *s, uint64_t *out);
 /* 1 when comma-separated list s has an empty entry ('ats,', ',ats', 'a,,b'; spaces count as empty),
  * which strtok_r would skip silently; 0 otherwise. */
 int ats_cli_list_has_empty(const char *s);
+/* errno of a failed write to stdout that a command saw itself (a block fwrite, as inspect's): main()'s
+ * stdout check reports it when the later fflush no longer knows why (0: none). */
+extern int ats_cli_stdout_errno;
 /** Strict double / integer parsing (whole string, finite). 0 on success, -1 otherwise. */
 int ats_cli_parse_double(const char *s, double *out);
 /** --slice-us: microseconds, 0 (the kernel's default slice) or 100 .. 100000, into *ns; one error line

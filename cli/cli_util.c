@@ -214,6 +214,8 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
     return -1;
 }
 
+int ats_cli_stdout_errno = 0;
+
 int ats_cli_list_has_empty(const char *s)
 {
     int filled = 0; /* the current entry has a non-space character */

@@ -2,6 +2,7 @@
  * ats inspect — print the op graph of one round of a model: every op with its tensor bytes (exact at
  * its quantization type), FLOPs, activation bytes and KV-cache bytes, and the totals.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -257,8 +258,9 @@ int ats_cmd_inspect(int argc, char **argv)
         else ats_cli_error("inspect", "out of memory");
     }
     if (rc == ATS_EXIT_OK) {
-        fwrite(gbuf, 1, glen, stdout);
-        if (pbuf) fwrite(pbuf, 1, plen, stdout);
+        errno = 0;
+        if (fwrite(gbuf, 1, glen, stdout) != glen || (pbuf && fwrite(pbuf, 1, plen, stdout) != plen))
+            ats_cli_stdout_errno = errno; /* reported by main()'s stdout check */
     }
     free(gbuf);
     free(pbuf);

@@ -29,6 +29,16 @@ static const ats_cmd commands[] = {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
+/* "ats: unknown command 'x' (commands: inspect, sim, ...; ats help)": one line, exit 2 */
+static int unknown_command(const char *name)
+{
+    char list[256] = "";
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", commands[i].name);
+    fprintf(stderr, "ats: unknown command '%s' (commands: %s; ats help)\n", name, list);
+    return ATS_EXIT_USAGE;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ats <command> [options]    (ats <command> --help for its options)\n\n"
@@ -49,6 +59,7 @@ static int stdout_checked(const char *cmd, int rc)
     int e = errno;
     if (fclose(stdout) != 0 && !bad) bad = 1, e = errno;
     if (!bad) return rc;
+    if (!e) e = ats_cli_stdout_errno; /* a command that wrote a block itself recorded its errno */
     if (e) fprintf(stderr, "ats %s: standard output: write failed: %s\n", cmd, strerror(e));
     else fprintf(stderr, "ats %s: standard output: write failed (disk full, or its reader went away)\n", cmd);
     return rc == ATS_EXIT_OK ? ATS_EXIT_FAIL : rc;
@@ -64,7 +75,7 @@ static int asks_help(int n, char **args)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int run_main(int argc, char **argv)
 {
     atsc_h5_no_atexit();         /* first: a failed HDF5 close must not crash the exit (atsc/results.h) */
     gsl_set_error_handler_off(); /* GSL reports through return codes, never aborts (STYLE.md) */
@@ -85,14 +96,16 @@ int main(int argc, char **argv)
                     sub[n++] = "--help";
                     return commands[i].fn(n, sub);
                 }
-            fprintf(stderr, "ats: unknown command '%s'\n\n", argv[2]); /* was the general help, exit 0 */
-            usage(stderr);
-            return ATS_EXIT_USAGE;
+            return unknown_command(argv[2]); /* was the general help, exit 0 */
         }
         usage(stdout);
         return ATS_EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        if (argc > 2) {
+            fprintf(stderr, "ats %s: unexpected argument '%s'\n", cmd, argv[2]);
+            return ATS_EXIT_USAGE;
+        }
         printf("ats %s (commit %s)\n", ATS_VERSION_STRING, ATS_GIT_COMMIT);
         return ATS_EXIT_OK;
     }
@@ -114,9 +127,14 @@ int main(int argc, char **argv)
                 char *sub[] = {argv[1], "--help", NULL};
                 return commands[i].fn(2, sub);
             }
-            return stdout_checked(cmd, commands[i].fn(argc - 1, argv + 1));
+            return commands[i].fn(argc - 1, argv + 1);
         }
-    fprintf(stderr, "ats: unknown command '%s'\n\n", cmd);
-    usage(stderr);
-    return ATS_EXIT_USAGE;
+    return unknown_command(cmd);
+}
+
+int main(int argc, char **argv)
+{
+    /* every way out, help and --version included, through the stdout check (`ats help > /dev/full`) */
+    const int rc = run_main(argc, argv);
+    return stdout_checked(argc > 1 ? argv[1] : "", rc);
 }

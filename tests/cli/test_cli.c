@@ -179,6 +179,12 @@ static void test_every_command(void)
         CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, lists[i].want) && !out[0],
                   "ats %s: rc %d, stderr '%s'", lists[i].args, rc, err);
     }
+    /* an unknown command, also after help, and --version with a word after it: one line, exit 2 */
+    static const char *const unk[] = {"nope", "help nope", "help --version", "--version x"};
+    for (size_t i = 0; i < sizeof unk / sizeof unk[0]; i++) {
+        int rc = run(unk[i], out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && !out[0], "ats %s: rc %d, stderr '%s'", unk[i], rc, err);
+    }
     /* errors are one line with a pointer to --help (inspect, run, trace, bench sim dumped their usage) */
     static const char *const one[] = {"bench sim --no-such-flag-xyz", "bench sim --threads", "inspect extra",
                                       "inspect --model", "run", "run --model x.gguf extra", "trace synth",
