@@ -400,12 +400,15 @@ int ats_cmd_run(int argc, char **argv)
     t0 = now_ns();
     int32_t prev = ptok[n_prompt - 1];
     int64_t generated = 0;
+    int line_ended = 0; /* the non-finite stop ended the text's line already */
     for (int64_t i = 0; i < n_gen && rc == ATS_EXIT_OK; i++) {
         int32_t next;
         int64_t n_bad = 0;
         for (int64_t v = 0; v < a->n_vocab; v++) n_bad += !isfinite(logits[v]);
         if (n_bad) { /* greedy would pick token 0 for ever, sampling garbage: stop and say where */
             if (print_ids || m->tok) printf("\n");
+            line_ended = 1;
+            fflush(stdout); /* the text's line ends before the message (stderr is unbuffered) */
             ats_cli_error("run", "step %lld: %lld of %lld logits are NaN or Inf (weights or activations not finite; "
                           "--check-tensors scans the weights)", (long long)i, (long long)n_bad, (long long)a->n_vocab);
             rc = ATS_EXIT_FAIL;
@@ -430,7 +433,7 @@ int ats_cmd_run(int argc, char **argv)
         }
     }
     int64_t t_decode = now_ns() - t0;
-    if (print_ids || m->tok) printf("\n");
+    if ((print_ids || m->tok) && !line_ended) printf("\n");
     ex_op_times ot = ex_session_times(s);
     double dec_steps = generated > 1 ? (double)(generated - 1) : 0;
     fprintf(stderr,
@@ -455,7 +458,9 @@ int ats_cmd_run(int argc, char **argv)
             ats_cli_error("run", "--out: %s", err.msg);
             rc = ATS_EXIT_FAIL;
         } else if (rc != ATS_EXIT_OK) {
-            atsc_results_abort(rec.w);
+            atsc_results_abort(rec.w); /* a failed run's rounds are no result: said, not left half-written */
+            fprintf(stderr, "ats run: --out %s not written (the run failed after %lld rounds)\n", out_path,
+                    (long long)rec.round);
         } else {
             fprintf(stderr, "ats run: wrote %s (%lld rounds)\n", out_path, (long long)rec.round);
         }

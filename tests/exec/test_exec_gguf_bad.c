@@ -220,9 +220,12 @@ static void test_non_finite(const uint8_t *good, size_t len)
         expect_cli(p, "--check-tensors", cases[k].want);
         const char *bin = getenv("ATS_BIN");
         if (bin && *bin) {
-            char cmd[1024], errf[400];
+            char cmd[3072], errf[400];
             snprintf(errf, sizeof errf, "%s/nf.txt", dir);
-            snprintf(cmd, sizeof cmd, "'%s' run --model '%s' -n 4 >/dev/null 2>'%s'", bin, p, errf);
+            char outf[400], txt[400];
+            snprintf(outf, sizeof outf, "%s/nf.h5", dir);
+            snprintf(txt, sizeof txt, "%s/nf-out.txt", dir);
+            snprintf(cmd, sizeof cmd, "'%s' run --model '%s' -n 4 --out '%s' >'%s' 2>'%s'", bin, p, outf, txt, errf);
             int st = system(cmd);
             size_t el = 0;
             uint8_t *e = load(errf, &el);
@@ -230,6 +233,14 @@ static void test_non_finite(const uint8_t *good, size_t len)
             memcpy(msg, e, el);
             CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(msg, "step 0: ") &&
                           strstr(msg, "logits are NaN or Inf"), "run without --check-tensors: status %#x: %s", st, msg);
+            /* --out is not left half-written, and says so; stdout's line ends once (no blank line after) */
+            CHECK_MSG(strstr(msg, "not written (the run failed") && access(outf, F_OK) != 0, "--out after the stop: %s",
+                      msg);
+            size_t tl = 0;
+            uint8_t *t = load(txt, &tl);
+            CHECK_MSG(tl >= 1 && t[tl - 1] == '\n' && (tl < 2 || t[tl - 2] != '\n'), "stdout after the stop: %zu bytes",
+                      tl);
+            free(t);
             free(msg);
             free(e);
         }
