@@ -6,6 +6,10 @@
 
 int ats_cli_file_value(const char *cmd, const char *flag, const char *value)
 {
+    if (value && value[0] == '\0') { /* --hw "" looked for sim/hw/.json */
+        ats_cli_error(cmd, "%s: empty value (a file name or a name)", flag);
+        return ATS_EXIT_USAGE;
+    }
     if (!value || value[0] != '-') return ATS_EXIT_OK;
     if (value[1] == '\0') /* no command of ats reads or writes a stream through a file flag */
         ats_cli_error(cmd, "%s: '-' (standard input or output) is not accepted here: give a file name (./- for "

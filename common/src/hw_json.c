@@ -314,6 +314,8 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
     ats_hw_init(out);
 
     json_error_t je;
+    /* a directory said as one; any unreadable file is ATS_EINVAL (this function's contract) */
+    if (atsc_in_readable(path, "hardware description", err) != ATS_OK) return ATS_EINVAL;
     atsc_in_note(path); /* never to be replaced by an output of this run */
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {

@@ -179,6 +179,10 @@ static void test_every_command(void)
         CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, lists[i].want) && !out[0],
                   "ats %s: rc %d, stderr '%s'", lists[i].args, rc, err);
     }
+    /* an empty file value (--hw "" looked for sim/hw/.json) */
+    int rce = run("sim --hw ''", out, sizeof out, err, sizeof err);
+    CHECK_MSG(rce == 2 && tu_count_lines(err) == 1 && strstr(err, "--hw: empty value"), "sim --hw '': rc %d, '%s'", rce,
+              err);
     /* an unknown command, also after help, and --version with a word after it: one line, exit 2 */
     static const char *const unk[] = {"nope", "help nope", "help --version", "--version x"};
     for (size_t i = 0; i < sizeof unk / sizeof unk[0]; i++) {

@@ -321,6 +321,8 @@ static void test_bad_files(void)
     CHECK(atsc_hw_load(p, &hw, &e) == ATS_EINVAL);
     CHECK_MSG(strstr(e.msg, p) != NULL, "%s", e.msg);
 
+    CHECK(atsc_hw_load(tmpdir, &hw, &e) == ATS_EINVAL); /* a directory: said so (was a JSON syntax error) */
+    CHECK_MSG(strstr(e.msg, "is a directory, not a hardware description") != NULL, "%s", e.msg);
     const char *path = write_text("{\n  \"name\": \"x\",\n  \"cpu\": { \"threads\": 8,, }\n}\n", "syntax.json");
     CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
     char want[600];
