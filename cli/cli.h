@@ -37,6 +37,9 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
  * (ats_cli_parse_bytes_why), at least 64 MiB (no GPU runtime fits below; '6' meant GiB). 0 ok, else
  * one line "ats CMD: --vram-budget: ..." on stderr and -1. */
 int ats_cli_parse_vram(const char *cmd, const char *s, uint64_t *out);
+/* The default VRAM budget of a GPU with vram_bytes: 85% of it in whole MiB (room for the runtime and
+ * compute buffers); sim, sweep and bench sched use it when --vram-budget is not given. */
+uint64_t ats_cli_vram_default(uint64_t vram_bytes);
 /* 1 when comma-separated list s has an empty entry ('ats,', ',ats', 'a,,b'; spaces count as empty),
  * which strtok_r would skip silently; 0 otherwise. */
 int ats_cli_list_has_empty(const char *s);

@@ -216,6 +216,11 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
 
 int ats_cli_stdout_errno = 0;
 
+uint64_t ats_cli_vram_default(uint64_t vram_bytes)
+{
+    return (uint64_t)((double)vram_bytes * 0.85) & ~((1ull << 20) - 1);
+}
+
 int ats_cli_list_has_empty(const char *s)
 {
     int filled = 0; /* the current entry has a non-space character */

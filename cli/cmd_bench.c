@@ -12,6 +12,7 @@
  * unless asked) holds every parameter, the commit, the machine and all figures; the path is checked
  * before the work and written through common/outfile (temporary, fsync, rename).
  */
+#include <sys/stat.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
@@ -106,6 +107,15 @@ typedef struct sched_fig {
     int runs_place, runs_dyn, runs_plan;
 } sched_fig;
 
+/* 1 when model names or paths a and b resolve to one file (qwen3-14b and models/qwen3-14b.json) */
+static int same_model_file(const char *a, const char *b)
+{
+    char pa[1024], pb[1024];
+    struct stat sa, sb;
+    return stat(ats_cli_model_path(a, pa, sizeof pa), &sa) == 0 &&
+           stat(ats_cli_model_path(b, pb, sizeof pb), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 static void sched_usage(FILE *f)
 {
     fprintf(f,
@@ -114,7 +124,7 @@ static void sched_usage(FILE *f)
             "Times the scheduling code on this machine for decode rounds (context 2048): static placement\n"
             "(Algorithm 1 DP at 1 MiB), the dynamic-transfer DPs (ats = model A, ats-paper = Algorithm 2)\n"
             "and plan building; medians of --runs runs (default 201; placement: runs/10, at least 11).\n"
-            "Defaults: --hw rtx3060-laptop, --vram-budget 8GiB, --models qwen3-14b,qwen3-30b-a3b,llama-3.1-70b,\n"
+            "Defaults: --hw rtx3060-laptop, --vram-budget 85%% of its VRAM (as ats sim), --models qwen3-14b,qwen3-30b-a3b,llama-3.1-70b,\n"
             "--out ./bench-sched.json (the committed figures are experiments/bench/bench-sched.json). Paper (Qwen3-14B, RTX 3060): DP ~9 ms, graph rebuild ~7 ms.\n");
 }
 
@@ -241,7 +251,7 @@ int ats_bench_sched(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *hw_name = "rtx3060-laptop", *out = "bench-sched.json";
     char models_buf[512] = "qwen3-14b,qwen3-30b-a3b,llama-3.1-70b";
-    uint64_t budget = 8ull << 30;
+    uint64_t budget = 0; /* 0: the hw's default (ats_cli_vram_default), as ats sim's */
     long long runs = 201;
     int json = 0;
     optind = 1;
@@ -299,8 +309,9 @@ int ats_bench_sched(int argc, char **argv)
             return ATS_EXIT_USAGE;
         }
         for (int k = 0; k < n_model; k++)
-            if (strcmp(model[k], m) == 0) {
-                ats_cli_error("bench sched", "--models: '%s' given twice (entries %d and %d)", m, k + 1, n_model + 1);
+            if (strcmp(model[k], m) == 0 || same_model_file(model[k], m)) {
+                ats_cli_error("bench sched", "--models: '%s' given twice (entries %d and %d%s)", m, k + 1, n_model + 1,
+                              strcmp(model[k], m) ? ", the same file" : "");
                 return ATS_EXIT_USAGE;
             }
         model[n_model++] = m;
@@ -319,6 +330,14 @@ int ats_bench_sched(int argc, char **argv)
     }
     if (atsc_hw_load(ats_cli_hw_path(hw_name, path, sizeof path), &hw, &err) != ATS_OK) {
         ats_cli_error("bench sched", "%s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    if (budget == 0) {
+        budget = ats_cli_vram_default(hw.gpu_vram_bytes);
+    } else if (budget > hw.gpu_vram_bytes) { /* as sim, sweep and inspect refuse it */
+        ats_cli_error("bench sched", "--vram-budget: %.2f GiB (%llu bytes) exceeds the %.2f GiB of VRAM of hw '%s' (%s)",
+                      (double)budget / (1 << 30), (unsigned long long)budget, (double)hw.gpu_vram_bytes / (1 << 30),
+                      hw.name, path);
         return ATS_EXIT_USAGE;
     }
     sched_fig figs[16];

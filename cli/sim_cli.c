@@ -306,8 +306,7 @@ static int load_checked(sim_cli *o, const char *cmd)
         sim_routing_free(r);
     }
     if (o->cfg.vram_budget_bytes == 0) {
-        /* 85% of the GPU's memory, in whole MiB: leaves room for the runtime and compute buffers */
-        o->cfg.vram_budget_bytes = (uint64_t)((double)o->hw_desc.gpu_vram_bytes * 0.85) & ~((1ull << 20) - 1);
+        o->cfg.vram_budget_bytes = ats_cli_vram_default(o->hw_desc.gpu_vram_bytes);
     } else if (o->cfg.vram_budget_bytes > o->hw_desc.gpu_vram_bytes) {
         ats_cli_error(cmd, "--vram-budget: %.2f GiB (%llu bytes) exceeds the %.2f GiB of VRAM of hw '%s' (%s)",
                       (double)o->cfg.vram_budget_bytes / (1 << 30), (unsigned long long)o->cfg.vram_budget_bytes,

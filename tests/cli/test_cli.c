@@ -172,6 +172,8 @@ static void test_every_command(void)
         {"sim --policy ats,", "--policy: 'ats,' has an empty entry"},
         {"sim --policy ats,,layer", "has an empty entry"},
         {"bench sched --models qwen3-14b,qwen3-14b --out nothing.json", "'qwen3-14b' given twice"},
+        {"bench sched --models qwen3-14b,models/qwen3-14b.json --out nothing.json", "(entries 1 and 2, the same file)"},
+        {"bench sched --vram-budget 100GiB --out nothing.json", "exceeds the 6.00 GiB of VRAM of hw 'rtx3060-laptop'"},
         {"bench sched --models qwen3-14b, --out nothing.json", "has an empty entry"},
     };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
