@@ -440,7 +440,7 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         return ATS_EXIT_USAGE;
     }
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_load_file(path, from_env ? JSON_REJECT_DUPLICATES : 0, &je); /* a key twice: which? */
     json_t *res = root ? json_object_get(root, "results") : NULL;
     /* a file the user named must be one: a bad path or file is an error, not a silent 16 ms (the
        committed default is optional: a tree without it uses the paper's figure) */
@@ -460,6 +460,14 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         return ATS_EXIT_USAGE;
     }
     json_t *m = res ? json_object_get(res, o->arch.name) : NULL;
+    if (m && !json_is_object(m) && from_env) { /* results.qwen3-14b = 5 said "dynamic_transfer_us: missing" */
+        char pe[ATSC_ESC_PATH];
+        atsc_esc(path, strlen(path), pe, sizeof pe);
+        ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': results.%s is not an object (expected the figures of `ats bench "
+                      "sched`)", pe, o->arch.name);
+        json_decref(root);
+        return ATS_EXIT_USAGE;
+    }
     if (m) {
         int paper = policy && strcmp(policy, "ats-paper") == 0;
         json_t *dp = json_object_get(m, paper ? "dynamic_transfer_paper_us" : "dynamic_transfer_us");

@@ -243,6 +243,11 @@ static void test_cli(void)
         tu_write_text(p, j);
         expect_usage(a, "ats sim: ATS_BENCH_SCHED: '", figs[i].want);
     }
+    /* the model's entry not an object (said "dynamic_transfer_us: missing"), a key twice (the last one won) */
+    tu_write_text(p, "{\"results\": {\"qwen3-14b\": 5}}\n");
+    expect_usage(a, "ats sim: ATS_BENCH_SCHED: '", "results.qwen3-14b is not an object");
+    tu_write_text(p, "{\"results\": {\"qwen3-14b\": {\"dynamic_transfer_us\": 1, \"dynamic_transfer_us\": 2}}}\n");
+    expect_usage(a, "ats sim: ATS_BENCH_SCHED: '", "duplicate object key");
     /* 10 s exactly is --resched-cost's limit: accepted */
     tu_write_text(p, "{\"results\": {\"qwen3-14b\": {\"dynamic_transfer_us\": 9999998, \"dynamic_transfer_paper_us\": 0, "
                      "\"plan_build_us\": 2}}}\n");
