@@ -40,6 +40,11 @@ int ats_cli_parse_vram(const char *cmd, const char *s, uint64_t *out);
 /* The default VRAM budget of a GPU with vram_bytes: 85% of it in whole MiB (room for the runtime and
  * compute buffers); sim, sweep and bench sched use it when --vram-budget is not given. */
 uint64_t ats_cli_vram_default(uint64_t vram_bytes);
+/* *budget (bytes; 0 = not given) against a GPU of vram_bytes named hw_name (hw_path for the message):
+ * 0 sets the default (ats_cli_vram_default); more than the VRAM is one line "ats CMD: --vram-budget: X GiB
+ * (N bytes) exceeds the Y GiB (M bytes) of VRAM of hw 'H' (PATH)" and ATS_EXIT_USAGE; else 0. */
+int ats_cli_budget_for_hw(const char *cmd, uint64_t *budget, uint64_t vram_bytes, const char *hw_name,
+                          const char *hw_path);
 /* 1 when comma-separated list s has an empty entry ('ats,', ',ats', 'a,,b'; spaces count as empty),
  * which strtok_r would skip silently; 0 otherwise. */
 int ats_cli_list_has_empty(const char *s);

@@ -221,6 +221,21 @@ uint64_t ats_cli_vram_default(uint64_t vram_bytes)
     return (uint64_t)((double)vram_bytes * 0.85) & ~((1ull << 20) - 1);
 }
 
+int ats_cli_budget_for_hw(const char *cmd, uint64_t *budget, uint64_t vram_bytes, const char *hw_name,
+                          const char *hw_path)
+{
+    if (*budget == 0) {
+        *budget = ats_cli_vram_default(vram_bytes);
+        return 0;
+    }
+    if (*budget <= vram_bytes) return 0;
+    /* bytes too: 6.0001GiB read "6.00 GiB ... exceeds the 6.00 GiB" */
+    ats_cli_error(cmd, "--vram-budget: %.2f GiB (%llu bytes) exceeds the %.2f GiB (%llu bytes) of VRAM of hw '%s' (%s)",
+                  (double)*budget / (1 << 30), (unsigned long long)*budget, (double)vram_bytes / (1 << 30),
+                  (unsigned long long)vram_bytes, hw_name, hw_path);
+    return ATS_EXIT_USAGE;
+}
+
 int ats_cli_list_has_empty(const char *s)
 {
     int filled = 0; /* the current entry has a non-space character */

@@ -332,14 +332,7 @@ int ats_bench_sched(int argc, char **argv)
         ats_cli_error("bench sched", "%s", err.msg);
         return ATS_EXIT_USAGE;
     }
-    if (budget == 0) {
-        budget = ats_cli_vram_default(hw.gpu_vram_bytes);
-    } else if (budget > hw.gpu_vram_bytes) { /* as sim, sweep and inspect refuse it */
-        ats_cli_error("bench sched", "--vram-budget: %.2f GiB (%llu bytes) exceeds the %.2f GiB of VRAM of hw '%s' (%s)",
-                      (double)budget / (1 << 30), (unsigned long long)budget, (double)hw.gpu_vram_bytes / (1 << 30),
-                      hw.name, path);
-        return ATS_EXIT_USAGE;
-    }
+    if (ats_cli_budget_for_hw("bench sched", &budget, hw.gpu_vram_bytes, hw.name, path)) return ATS_EXIT_USAGE;
     sched_fig figs[16];
     int nf = 0;
     for (int i = 0; i < n_model; i++) {

@@ -29,12 +29,7 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
         fprintf(stderr, "ats inspect: %s\n", err.msg);
         return ATS_EXIT_USAGE;
     }
-    if (budget > hw.gpu_vram_bytes) { /* as ats sim / sweep refuse it */
-        fprintf(stderr, "ats inspect: --vram-budget: %.2f GiB (%llu bytes) exceeds the %.2f GiB of VRAM of hw '%s' (%s)\n",
-                (double)budget / (1 << 30), (unsigned long long)budget, (double)hw.gpu_vram_bytes / (1 << 30), hw.name,
-                path);
-        return ATS_EXIT_USAGE;
-    }
+    if (ats_cli_budget_for_hw("inspect", &budget, hw.gpu_vram_bytes, hw.name, path)) return ATS_EXIT_USAGE;
     ats_policy_cfg cfg = ats_policy_cfg_default();
     cfg.vram_budget_bytes = budget;
     cfg.hostmem_cpu_factor = hw.hostmem_cpu_factor;

@@ -305,14 +305,8 @@ static int load_checked(sim_cli *o, const char *cmd)
         }
         sim_routing_free(r);
     }
-    if (o->cfg.vram_budget_bytes == 0) {
-        o->cfg.vram_budget_bytes = ats_cli_vram_default(o->hw_desc.gpu_vram_bytes);
-    } else if (o->cfg.vram_budget_bytes > o->hw_desc.gpu_vram_bytes) {
-        ats_cli_error(cmd, "--vram-budget: %.2f GiB (%llu bytes) exceeds the %.2f GiB of VRAM of hw '%s' (%s)",
-                      (double)o->cfg.vram_budget_bytes / (1 << 30), (unsigned long long)o->cfg.vram_budget_bytes,
-                      (double)o->hw_desc.gpu_vram_bytes / (1 << 30), o->hw_desc.name, o->hw_path);
+    if (ats_cli_budget_for_hw(cmd, &o->cfg.vram_budget_bytes, o->hw_desc.gpu_vram_bytes, o->hw_desc.name, o->hw_path))
         return ATS_EXIT_USAGE;
-    }
     if (o->cfg.temp_bytes > o->cfg.vram_budget_bytes) {
         ats_cli_error(cmd, "--temp-bytes: %llu bytes exceeds the VRAM budget of %llu bytes",
                       (unsigned long long)o->cfg.temp_bytes, (unsigned long long)o->cfg.vram_budget_bytes);

@@ -63,7 +63,7 @@ static void test_inspect_options(void)
         {"inspect --n-ctx 100", "--n-ctx 100: smaller than the 2048 tokens of this round (--ctx, 2048 by default)"},
         /* one --vram-budget rule for every command (inspect and bench sched took 1B; bench sched wrote a result) */
         {"inspect --policy layer --vram-budget 1B", "--vram-budget: '1B' is below 64 MiB"},
-        {"inspect --policy ats --vram-budget 100GiB", "exceeds the 6.00 GiB of VRAM of hw 'rtx3060-laptop'"},
+        {"inspect --policy ats --vram-budget 100GiB", "exceeds the 6.00 GiB (6442450944 bytes) of VRAM of hw 'rtx3060-laptop'"},
         {"bench sched --vram-budget 1MiB --out nothing.json", "--vram-budget: '1MiB' is below 64 MiB"},
         {"bench sched --vram-budget 6 --out nothing.json", "--vram-budget: 6: add a unit"},
         /* a policy or hw that fails: the error alone (the op table came first, then the error) */
@@ -173,7 +173,7 @@ static void test_every_command(void)
         {"sim --policy ats,,layer", "has an empty entry"},
         {"bench sched --models qwen3-14b,qwen3-14b --out nothing.json", "'qwen3-14b' given twice"},
         {"bench sched --models qwen3-14b,models/qwen3-14b.json --out nothing.json", "(entries 1 and 2, the same file)"},
-        {"bench sched --vram-budget 100GiB --out nothing.json", "exceeds the 6.00 GiB of VRAM of hw 'rtx3060-laptop'"},
+        {"bench sched --vram-budget 100GiB --out nothing.json", "exceeds the 6.00 GiB (6442450944 bytes) of VRAM of hw 'rtx3060-laptop'"},
         {"bench sched --models qwen3-14b, --out nothing.json", "has an empty entry"},
     };
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
