@@ -303,7 +303,8 @@ int ats_bench_sched(int argc, char **argv)
                       models_buf);
         return ATS_EXIT_USAGE;
     }
-    for (char *save = NULL, *m = strtok_r(models_buf, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+    /* names separated by commas, spaces around them dropped (as --policy's): "a, b" */
+    for (char *save = NULL, *m = strtok_r(models_buf, ", \t", &save); m; m = strtok_r(NULL, ", \t", &save)) {
         if (n_model == 16) {
             ats_cli_error("bench sched", "--models: more than 16 models");
             return ATS_EXIT_USAGE;

@@ -161,6 +161,10 @@ int ats_cmd_sim(int argc, char **argv)
     for (char *t = strtok_r(pbuf, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
         const ats_policy_ops *ops;
         if (ats_policy_find(t, &ops) != ATS_OK) {
+            if (strcmp(t, "all") == 0) { /* said "unknown policy 'all'" */
+                ats_cli_error("sim", "--policy: 'all' stands alone (every policy), not in a list");
+                return ATS_EXIT_USAGE;
+            }
             ats_cli_error("sim", "--policy: unknown policy '%.60s' (known: %s)", t, ats_policy_names());
             return ATS_EXIT_USAGE;
         }

@@ -171,6 +171,8 @@ static void test_every_command(void)
     static const struct { const char *args, *want; } lists[] = {
         {"sim --policy ats,", "--policy: 'ats,' has an empty entry"},
         {"sim --policy ats,,layer", "has an empty entry"},
+        {"sim --policy all,ats", "'all' stands alone"},
+        {"bench sched --models 'qwen3-14b, qwen3-14b' --out nothing.json", "'qwen3-14b' given twice"}, /* spaces */
         {"bench sched --models qwen3-14b,qwen3-14b --out nothing.json", "'qwen3-14b' given twice"},
         {"bench sched --models qwen3-14b,models/qwen3-14b.json --out nothing.json", "(entries 1 and 2, the same file)"},
         {"bench sched --vram-budget 100GiB --out nothing.json", "exceeds the 6.00 GiB (6442450944 bytes) of VRAM of hw 'rtx3060-laptop'"},
