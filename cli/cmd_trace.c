@@ -64,15 +64,18 @@ static int parse_shape(const char *spec, int res, shape *sh)
     const char *rn = atsc_resource_name((enum atsc_resource)res);
     double v[2 * MAX_STEPS];
     int n = parse_list(args, v, 2 * MAX_STEPS);
+    const char *why = NULL; /* what is wrong, for the message */
+#define BAD(w) do { why = (w); goto bad; } while (0)
     if (kl == 5 && strncmp(spec, "const", 5) == 0) {
         sh->kind = SH_CONST;
-        if (n != 1 || !valid_avail(v[0])) goto bad;
+        if (n != 1) BAD("one number A");
+        if (!valid_avail(v[0])) BAD("A must be in (0, 1]");
         sh->p[0] = v[0];
     } else if (kl == 4 && strncmp(spec, "step", 4) == 0) {
         /* step:T=A,T=A,...: parse pairs separated by '=' and ',' */
         sh->kind = SH_STEP;
         if (args[0] == ',' || (args[0] && args[strlen(args) - 1] == ',') || strstr(args, ",,"))
-            goto bad; /* an empty field ('step:5=0.5,'): strtok_r below would skip it */
+            BAD("an empty field"); /* ('step:5=0.5,'): strtok_r below would skip it */
         char *copy = strdup(args), *save = NULL;
         if (!copy) return -1;
         int k = 0;
@@ -80,41 +83,52 @@ static int parse_shape(const char *spec, int res, shape *sh)
             char *eq = strchr(tok, '=');
             if (!eq || k == MAX_STEPS) {
                 free(copy);
-                goto bad;
+                BAD(k == MAX_STEPS ? "more than 64 steps" : "pairs T=A separated by commas");
             }
             *eq = '\0';
-            if (ats_cli_parse_double(tok, &sh->t[k]) || ats_cli_parse_double(eq + 1, &sh->a[k]) ||
-                !valid_avail(sh->a[k]) || sh->t[k] < 0 || (k > 0 && !(sh->t[k] > sh->t[k - 1]))) {
+            const char *w = ats_cli_parse_double(tok, &sh->t[k]) || ats_cli_parse_double(eq + 1, &sh->a[k])
+                                ? "T and A must be numbers"
+                            : !valid_avail(sh->a[k])                       ? "each A must be in (0, 1]"
+                            : sh->t[k] < 0                                 ? "each T must be >= 0"
+                            : k > 0 && !(sh->t[k] > sh->t[k - 1])          ? "the times T must increase"
+                                                                           : NULL;
+            if (w) {
                 free(copy);
-                goto bad;
+                BAD(w);
             }
             k++;
         }
         free(copy);
-        if (k == 0) goto bad;
+        if (k == 0) BAD("at least one T=A");
         sh->n = k;
     } else if (kl == 4 && strncmp(spec, "ramp", 4) == 0) {
         sh->kind = SH_RAMP;
-        if (n != 4 || v[0] < 0 || !(v[2] > v[0]) || !valid_avail(v[1]) || !valid_avail(v[3])) goto bad;
+        if (n != 4) BAD("four numbers T0,A0,T1,A1");
+        if (v[0] < 0 || !(v[2] > v[0])) BAD("need 0 <= T0 < T1");
+        if (!valid_avail(v[1]) || !valid_avail(v[3])) BAD("A0 and A1 must be in (0, 1]");
         memcpy(sh->p, v, 4 * sizeof(double));
     } else if (kl == 6 && strncmp(spec, "bursts", 6) == 0) {
         sh->kind = SH_BURSTS;
         if (n == 3) v[n++] = 0.0;
-        if (n != 4 || !(v[0] > 0) || !(v[1] > 0) || !(v[1] <= v[0]) || !valid_avail(v[2]) || v[3] < 0 ||
-            v[3] > 1)
-            goto bad;
+        if (n != 4) BAD("three or four numbers P,L,A[,J]");
+        if (!(v[0] > 0) || !(v[1] > 0) || !(v[1] <= v[0])) BAD("need 0 < L <= P");
+        if (!valid_avail(v[2])) BAD("A must be in (0, 1]");
+        if (v[3] < 0 || v[3] > 1) BAD("J must be in [0, 1]");
         memcpy(sh->p, v, 4 * sizeof(double));
     } else if (kl == 7 && strncmp(spec, "thermal", 7) == 0) {
         sh->kind = SH_THERMAL;
-        if (n != 3 || v[0] < 0 || !(v[1] > 0) || !valid_avail(v[2])) goto bad;
+        if (n != 3) BAD("three numbers T0,TAU,AMIN");
+        if (v[0] < 0 || !(v[1] > 0)) BAD("need T0 >= 0 and TAU > 0");
+        if (!valid_avail(v[2])) BAD("AMIN must be in (0, 1]");
         memcpy(sh->p, v, 3 * sizeof(double));
     } else {
         ats_cli_error("trace synth", "--%s '%s': unknown shape (const, step, ramp, bursts, thermal)", rn, spec);
         return -1;
     }
+#undef BAD
     return 0;
 bad:
-    ats_cli_error("trace synth", "--%s '%s': bad arguments for this shape (see ats trace synth --help)", rn, spec);
+    ats_cli_error("trace synth", "--%s '%s': %s (see ats trace synth --help)", rn, spec, why);
     return -1;
 }
 

@@ -271,8 +271,13 @@ static void test_option_twice(void)
         /* at the last sample: flat too (the mean over [0, last) never sees it); an empty field refused */
         {"trace synth --out x.h5 --duration 100 --cpu thermal:100,10,0.5", "it starts at 100 s, at or after --duration"},
         {"trace synth --out x.h5 --duration 100 --cpu step:100=0.5", "its step at 100 s, at or after --duration"},
-        {"trace synth --out x.h5 --cpu step:5=0.5,", "--cpu 'step:5=0.5,': bad arguments"},
-        {"trace synth --out x.h5 --cpu ramp:1,1,2,0.5,", "--cpu 'ramp:1,1,2,0.5,': bad arguments"},
+        {"trace synth --out x.h5 --cpu step:5=0.5,", "--cpu 'step:5=0.5,': an empty field"},
+        {"trace synth --out x.h5 --cpu ramp:1,1,2,0.5,", "--cpu 'ramp:1,1,2,0.5,': four numbers T0,A0,T1,A1"},
+        /* each refusal says what is wrong (all said "bad arguments for this shape") */
+        {"trace synth --out x.h5 --cpu step:5=0.5,3=0.7", "the times T must increase"},
+        {"trace synth --out x.h5 --cpu step:5=1.5", "each A must be in (0, 1]"},
+        {"trace synth --out x.h5 --cpu ramp:2,1,1,0.5", "need 0 <= T0 < T1"},
+        {"trace synth --out x.h5 --cpu bursts:2,3,0.5", "need 0 < L <= P"},
     };
     for (size_t k = 0; k < sizeof twice / sizeof twice[0]; k++) {
         int rc = run_in(tmpdir, twice[k].cmd); /* where a binary that takes the last value writes x.h5, y.h5 */
