@@ -63,6 +63,11 @@ int ats_cmd_bench(int argc, char **argv)
         bench_usage(stderr);
         return ATS_EXIT_USAGE;
     }
+    char *sub_help[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
+    if (argc == 3 && strcmp(argv[1], "help") == 0) { /* `ats bench help sched` = `ats bench sched --help` */
+        argv = sub_help;
+        argc = 3;
+    }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         bench_usage(stdout);
         return ATS_EXIT_OK;

@@ -837,7 +837,12 @@ static int cmd_compare(int argc, char **argv)
 
 int ats_cmd_trace(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    char *sub_help[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
+    if (argc == 3 && strcmp(argv[1], "help") == 0) { /* `ats trace help synth` = `ats trace synth --help` */
+        argv = sub_help;
+        argc = 3;
+    }
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: ats trace synth|show|import|compare ...   (ats trace <sub> --help)\n"
                    "  synth    write a synthetic load trace (constant, step, ramp, bursts, thermal decay)\n"

@@ -116,6 +116,16 @@ static void test_sub_help(void)
     CHECK_MSG(rc == 2 && strstr(err, "ats: unknown command 'nope'") && !out[0], "ats help nope: rc %d, stderr '%s'", rc, err);
     rc = run("help trace nope", out, sizeof out, err, sizeof err);
     CHECK_MSG(rc == 2 && strstr(err, "unknown subcommand 'nope'"), "ats help trace nope: rc %d, stderr '%s'", rc, err);
+    /* help before the subcommand, as git's `git help X`: trace help synth = trace synth --help */
+    static const struct { const char *a, *b; } same[] = {{"trace help synth", "trace synth --help"},
+                                                         {"bench help sched", "bench sched --help"}};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        static char want[1 << 16];
+        CHECK(run(same[i].b, out, sizeof out, err, sizeof err) == 0);
+        snprintf(want, sizeof want, "%s", out);
+        rc = run(same[i].a, out, sizeof out, err, sizeof err);
+        CHECK_MSG(rc == 0 && strcmp(out, want) == 0, "ats %s: rc %d, stdout '%.80s'", same[i].a, rc, out);
+    }
 }
 
 /* Every subcommand: --help prints its usage (exit 0); an unknown flag names itself (exit 2). */
