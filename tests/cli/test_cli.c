@@ -120,9 +120,9 @@ static void test_sub_help(void)
     static const struct { const char *a, *b; } same[] = {{"trace help synth", "trace synth --help"},
                                                          {"bench help sched", "bench sched --help"}};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
-        static char want[1 << 16];
+        static char want[sizeof out];
         CHECK(run(same[i].b, out, sizeof out, err, sizeof err) == 0);
-        snprintf(want, sizeof want, "%s", out);
+        memcpy(want, out, sizeof out);
         rc = run(same[i].a, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 0 && strcmp(out, want) == 0, "ats %s: rc %d, stdout '%.80s'", same[i].a, rc, out);
     }
