@@ -111,7 +111,7 @@ static int parse_shape(const char *spec, int res, shape *sh)
         sh->kind = SH_BURSTS;
         if (n == 3) v[n++] = 0.0;
         if (n != 4) BAD("three or four numbers P,L,A[,J]");
-        if (!(v[0] > 0) || !(v[1] > 0) || !(v[1] <= v[0])) BAD("need 0 < L <= P");
+        if (!(v[0] > 0) || !(v[1] > 0) || !(v[1] < v[0])) BAD("need 0 < L < P (L = P: const:A)");
         if (!valid_avail(v[2])) BAD("A must be in (0, 1]");
         if (v[3] < 0 || v[3] > 1) BAD("J must be in [0, 1]");
         memcpy(sh->p, v, 4 * sizeof(double));

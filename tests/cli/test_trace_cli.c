@@ -277,7 +277,8 @@ static void test_option_twice(void)
         {"trace synth --out x.h5 --cpu step:5=0.5,3=0.7", "the times T must increase"},
         {"trace synth --out x.h5 --cpu step:5=1.5", "each A must be in (0, 1]"},
         {"trace synth --out x.h5 --cpu ramp:2,1,1,0.5", "need 0 <= T0 < T1"},
-        {"trace synth --out x.h5 --cpu bursts:2,3,0.5", "need 0 < L <= P"},
+        {"trace synth --out x.h5 --cpu bursts:2,3,0.5", "need 0 < L < P"},
+        {"trace synth --out x.h5 --cpu bursts:5,5,0.5", "(L = P: const:A)"}, /* read 1 at its end */
     };
     for (size_t k = 0; k < sizeof twice / sizeof twice[0]; k++) {
         int rc = run_in(tmpdir, twice[k].cmd); /* where a binary that takes the last value writes x.h5, y.h5 */
