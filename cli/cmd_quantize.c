@@ -7,10 +7,14 @@
  * it) gets Q6_K (fallback Q8_0) for the 4-bit types; --pure quantizes it like every other matrix
  * (llama.cpp's --pure). A source tensor holding NaN or Inf is refused before any work (exit 2, naming
  * tensor, row and element as `ats run --check-tensors`: ex_tensor_check_finite), since the quantizers
- * would hide it. All metadata is copied, general.file_type is rewritten. Output goes to
+ * would hide it. A finite value the target type cannot hold (a block whose scale overflows F16's 65504,
+ * e.g. 1e30 in Q8_0; a value past 65504 in a matrix written as F16) is refused too (exit 2, nothing
+ * written, naming tensor, row, element, value and type): each quantized row is read back and checked.
+ * All metadata is copied, general.file_type is rewritten. Output goes to
  * OUT.tmp.PID (checked before the work; fsync, rename; removed on Ctrl-C: common/outfile), then is renamed.
  */
 #include <getopt.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,17 +156,51 @@ int ats_cmd_quantize(int argc, char **argv)
             ats_qtype_bytes(target, n, &rb_out);
             uint8_t *buf = malloc((size_t)(rb_out * (uint64_t)rows));
             float *row = malloc((size_t)n * sizeof(float));
-            if (!buf || !row) {
+            float *back = malloc((size_t)n * sizeof(float));
+            int64_t bad_row = -1, bad_col = 0;
+            if (!buf || !row || !back) {
                 free(buf);
                 free(row);
+                free(back);
                 rc = ATS_EXIT_FAIL;
                 goto done;
             }
-            for (int64_t r = 0; r < rows; r++) {
+            for (int64_t r = 0; r < rows && bad_row < 0; r++) {
+                uint8_t *q = buf + (size_t)(rb_out * (uint64_t)r);
                 ex_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)(rb_in * (uint64_t)r), row, n);
-                ex_quantize_row(target, row, buf + (size_t)(rb_out * (uint64_t)r), n);
+                ex_quantize_row(target, row, q, n);
+                /* finite source, yet a block scale (or an F16 value) past F16's 65504 is Inf: read the row
+                   back and name the largest source value of the first block that did not survive */
+                ex_dequantize_row(target, q, back, n);
+                for (int64_t j = 0; j < n && bad_row < 0; j++)
+                    if (!isfinite(back[j])) {
+                        int64_t be = ats_qtype_block_elems(target), j0 = j / be * be;
+                        bad_row = r, bad_col = j0;
+                        for (int64_t k = j0; k < j0 + be; k++)
+                            if (fabsf(row[k]) > fabsf(row[bad_col])) bad_col = k;
+                    }
+            }
+            if (bad_row >= 0) {
+                char where[64] = "";
+                if (t->ne[2] * t->ne[3] > 1)
+                    snprintf(where, sizeof where, "expert %lld, ", (long long)(bad_row / t->ne[1]));
+                if (target == ATS_Q_F16)
+                    ats_cli_error("quantize", "%s: tensor '%s': %srow %lld, element %lld = %g does not fit F16 (max 65504)%s%s%s (nothing written)",
+                                  in, t->name, where, (long long)(bad_row % t->ne[1]), (long long)bad_col, (double)row[bad_col],
+                                  asked != ATS_Q_F16 ? ", the fallback of " : "", asked != ATS_Q_F16 ? ats_qtype_name(asked) : "",
+                                  asked != ATS_Q_F16 ? " for its row length" : "");
+                else
+                    ats_cli_error("quantize", "%s: tensor '%s': %srow %lld, element %lld = %g does not fit %s (its block scale overflows F16, max 65504) (nothing written)",
+                                  in, t->name, where, (long long)(bad_row % t->ne[1]), (long long)bad_col, (double)row[bad_col],
+                                  ats_qtype_name(target));
+                free(buf);
+                free(row);
+                free(back);
+                rc = ATS_EXIT_USAGE;
+                goto done;
             }
             free(row);
+            free(back);
             o->type = target;
             o->data = buf;
             o->bytes = rb_out * (uint64_t)rows;
