@@ -6,7 +6,8 @@
  * per graph op and round, times ordered), `ats quantize` to real K-quants on an F32 llama GGUF
  * written here (n_embd 256: tensor types as requested, tied head at Q6_K, relative RMS error of the
  * logits within a per-type bound of the F32 model's; no fallback note), on stories260K one note on the
- * matrices whose rows do not fit the type's blocks, NaN/Inf sources and finite values the target type
+ * matrices whose rows do not fit the type's blocks (and one saying why when nothing changed), an
+ * already-quantized output head kept as it is, NaN/Inf sources and finite values the target type
  * cannot hold (an F16 block scale or F16 value past 65504) refused with nothing written, and usage errors (exit 2 with one message; --help exit 0).
  */
 #include <math.h>
@@ -350,6 +351,30 @@ int main(void)
                          "256), 5 Q4_K -> F16 (row length not a multiple of 256 nor of 32)\n");
     const char *note = strstr(err, "note:");
     CHECK_MSG(note && !strstr(note + 1, "note:"), "one note expected: %s", err);
+    /* a Q4_0 file (head at Q8_0) asked for q4_k: every matrix already has the type the fallbacks give it;
+       "0 of 48" alone did not say why the output holds no Q4_K */
+    snprintf(args, sizeof args, "quantize %s %s/n4.gguf --type q4_0", model, dir);
+    expect_code(args, 0, "re-quantized");
+    snprintf(args, sizeof args, "quantize %s/n4.gguf %s/n4k.gguf --type q4_k", dir, dir);
+    expect_code(args, 0, ": 0 of 48 tensors re-quantized");
+    CHECK_MSG(strstr(err, "\nats quantize: note: no tensor re-quantized: every matrix already has the type --type q4_k "
+                          "gives it here: 31 Q4_K -> Q4_0 (row length not a multiple of 256), 1 Q6_K (output head) -> "
+                          "Q8_0 (row length not a multiple of 256), 5 Q4_K -> F16 (row length not a multiple of 256 "
+                          "nor of 32)\n"), "no note saying why nothing changed: %s", err);
+    /* a --pure Q4_0 file re-quantized to q4_0: its Q4_0 head stays Q4_0 (it became Q8_0: the file grew) */
+    snprintf(args, sizeof args, "quantize %s %s/p4.gguf --type q4_0 --pure", model, dir);
+    expect_code(args, 0, "re-quantized");
+    snprintf(args, sizeof args, "quantize %s/p4.gguf %s/p4b.gguf --type q4_0", dir, dir);
+    expect_code(args, 0, ": 0 of 48 tensors re-quantized");
+    CHECK_MSG(strstr(err, "\nats quantize: note: 1 output head kept as Q4_0 (already quantized; --pure re-quantizes it)\n"),
+              "no note on the kept head: %s", err);
+    snprintf(args, sizeof args, "%s/p4b.gguf", dir);
+    ex_gguf *g = NULL;
+    ats_err gerr = {{0}};
+    CHECK_MSG(ex_gguf_open(args, &g, &gerr) == ATS_OK, "%s", gerr.msg);
+    const ex_gguf_tensor *ho = g ? ex_gguf_find_tensor(g, "output.weight") : NULL;
+    CHECK_MSG(ho && ho->type == ATS_Q_Q4_0, "output head %s", ho ? ats_qtype_name(ho->type) : "missing");
+    ex_gguf_free(g);
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     CHECK(system(args) == 0);
     return tu_finish("test_exec_cli");
