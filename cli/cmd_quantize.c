@@ -5,12 +5,20 @@
  * matrices per fallback and says why, as llama.cpp's quantize does); 1-D tensors (norms) stay as they are.
  * As llama.cpp does, the output head (output.weight, or token_embd.weight when the head is tied to
  * it) gets Q6_K (fallback Q8_0) for the 4-bit types; --pure quantizes it like every other matrix
- * (llama.cpp's --pure). A source tensor holding NaN or Inf is refused before any work (exit 2, naming
+ * (llama.cpp's --pure). A matrix whose type already is the one this run gives it is copied; another
+ * type, quantized or not, is dequantized and re-quantized (llama.cpp refuses a quantized source unless
+ * --allow-requantize), except that an already-quantized output head keeps its type (its Q6_K/Q8_0
+ * would not win back the precision lost, only grow the file). When nothing is re-quantized and no
+ * matrix has the asked type, one note says why (the fallbacks, the kept head). A source tensor holding NaN or Inf is refused before any work (exit 2, naming
  * tensor, row and element as `ats run --check-tensors`: ex_tensor_check_finite), since the quantizers
- * would hide it. All metadata is copied, general.file_type is rewritten. Output goes to
+ * would hide it. A finite value the target type cannot hold (a block whose scale overflows F16's 65504,
+ * e.g. 1e30 in Q8_0; a value past 65504 in a matrix written as F16) is refused too (exit 2, nothing
+ * written, naming tensor, row, element, value and type): each quantized row is read back and checked.
+ * All metadata is copied, general.file_type is rewritten. Output goes to
  * OUT.tmp.PID (checked before the work; fsync, rename; removed on Ctrl-C: common/outfile), then is renamed.
  */
 #include <getopt.h>
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +33,8 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure]\n"
-               "  --pure   also quantize the output head (default for 4-bit types: Q6_K, as llama.cpp)\n");
+               "  --pure   also quantize the output head (default for 4-bit types: Q6_K, as llama.cpp;\n"
+               "           an output head already quantized keeps its type)\n");
 }
 
 /* llama.cpp's LLAMA_FTYPE values for general.file_type */
@@ -38,6 +47,37 @@ static uint32_t file_type_of(ats_qtype t)
     default: return 0;
     }
 }
+
+/* (asked, got) -> count of matrices, for the notes at the end; kept: an already-quantized output head
+   left as it is (got = its type) */
+struct fallback { ats_qtype asked, got; int kept; int64_t n; };
+
+static void add_fallback(struct fallback *fb, int *n_fb, ats_qtype asked, ats_qtype got, int kept)
+{
+    int k = 0;
+    while (k < *n_fb && !(fb[k].asked == asked && fb[k].got == got && fb[k].kept == kept)) k++;
+    if (k == *n_fb && *n_fb < 8) fb[(*n_fb)++] = (struct fallback){asked, got, kept, 0};
+    if (k < *n_fb) fb[k].n++;
+}
+
+/* ", 31 Q4_K -> Q4_0 (row length not a multiple of 256), 1 output head kept as Q4_0 (...)" and a newline */
+static void print_fallbacks(const struct fallback *fb, int n_fb)
+{
+    for (int k = 0; k < n_fb; k++) {
+        if (fb[k].kept) {
+            fprintf(stderr, "%s %lld output head kept as %s (already quantized; --pure re-quantizes it)", k ? "," : "",
+                    (long long)fb[k].n, ats_qtype_name(fb[k].got));
+            continue;
+        }
+        int b1 = ats_qtype_block_elems(fb[k].asked), b2 = fb[k].got == ATS_Q_F16 ? 32 : 0;
+        fprintf(stderr, "%s %lld %s%s -> %s (row length not a multiple of %d%s)", k ? "," : "", (long long)fb[k].n,
+                ats_qtype_name(fb[k].asked), fb[k].asked == ATS_Q_Q6_K ? " (output head)" : "", ats_qtype_name(fb[k].got),
+                b1, b2 && b2 != b1 ? " nor of 32" : "");
+    }
+    fputc('\n', stderr);
+}
+
+static int is_quantized(ats_qtype t) { return t != ATS_Q_F32 && t != ATS_Q_F16 && t != ATS_Q_BF16; }
 
 int ats_cmd_quantize(int argc, char **argv)
 {
@@ -117,14 +157,15 @@ int ats_cmd_quantize(int argc, char **argv)
     const char *head = ex_gguf_find_tensor(g, "output.weight") ? "output.weight" : "token_embd.weight";
     /* matrices whose rows do not divide into the asked type's blocks: (asked, got) -> count, for one note
        at the end, as llama.cpp's quantize reports its fallbacks */
-    struct fallback { ats_qtype asked, got; int64_t n; } fb[8];
-    int n_fb = 0;
-    int64_t n_mat = 0, n_fell = 0;
+    struct fallback fb[8], same[8]; /* changed by this run; left as they were */
+    int n_fb = 0, n_same = 0;
+    int64_t n_mat = 0, n_fell = 0, n_asked = 0, n_head_kept = 0;
     for (int64_t i = 0; i < nt; i++) {
         const ex_gguf_tensor *t = ex_gguf_tensor_at(g, i);
         ex_gguf_out_tensor *o = &ot[i];
         ats_qtype want = qt;
-        if (!pure && qt != ATS_Q_Q8_0 && strcmp(t->name, head) == 0) want = ATS_Q_Q6_K;
+        const int head_rule = !pure && qt != ATS_Q_Q8_0 && strcmp(t->name, head) == 0;
+        if (head_rule) want = ATS_Q_Q6_K;
         const ats_qtype asked = want;
         if (want == ATS_Q_Q6_K && t->ne[0] % 256 != 0) want = ATS_Q_Q8_0; /* llama.cpp's Q6_K fallback */
         o->name = t->name;
@@ -135,14 +176,21 @@ int ats_cmd_quantize(int argc, char **argv)
         o->bytes = t->bytes;
         bytes_in += t->bytes;
         ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(want, t->ne[0]) : t->type;
+        /* an already-quantized head stays as it is: its Q6_K/Q8_0 would not win back what its quantization
+           lost, only grow the file (a Q4_0 --pure head became Q8_0) */
+        const int head_kept = head_rule && t->n_dims >= 2 && is_quantized(t->type) && target != t->type;
+        if (head_kept) target = t->type;
         if (t->n_dims >= 2) {
             n_mat++;
-            if (target != asked && target != t->type) { /* only what this run changed: an F16 input stays F16 */
-                int k = 0;
-                while (k < n_fb && !(fb[k].asked == asked && fb[k].got == target)) k++;
-                if (k == n_fb && n_fb < 8) fb[n_fb++] = (struct fallback){asked, target, 0};
-                if (k < n_fb) fb[k].n++;
+            n_asked += target == qt;
+            if (head_kept) {
+                add_fallback(same, &n_same, asked, target, 1);
+                n_head_kept++;
+            } else if (target != asked && target != t->type) { /* what this run changed: an F16 input stays F16 */
+                add_fallback(fb, &n_fb, asked, target, 0);
                 n_fell++;
+            } else if (target != asked) {
+                add_fallback(same, &n_same, asked, target, 0);
             }
         }
         if (target != t->type && t->n_dims >= 2) {
@@ -152,17 +200,51 @@ int ats_cmd_quantize(int argc, char **argv)
             ats_qtype_bytes(target, n, &rb_out);
             uint8_t *buf = malloc((size_t)(rb_out * (uint64_t)rows));
             float *row = malloc((size_t)n * sizeof(float));
-            if (!buf || !row) {
+            float *back = malloc((size_t)n * sizeof(float));
+            int64_t bad_row = -1, bad_col = 0;
+            if (!buf || !row || !back) {
                 free(buf);
                 free(row);
+                free(back);
                 rc = ATS_EXIT_FAIL;
                 goto done;
             }
-            for (int64_t r = 0; r < rows; r++) {
+            for (int64_t r = 0; r < rows && bad_row < 0; r++) {
+                uint8_t *q = buf + (size_t)(rb_out * (uint64_t)r);
                 ex_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)(rb_in * (uint64_t)r), row, n);
-                ex_quantize_row(target, row, buf + (size_t)(rb_out * (uint64_t)r), n);
+                ex_quantize_row(target, row, q, n);
+                /* finite source, yet a block scale (or an F16 value) past F16's 65504 is Inf: read the row
+                   back and name the largest source value of the first block that did not survive */
+                ex_dequantize_row(target, q, back, n);
+                for (int64_t j = 0; j < n && bad_row < 0; j++)
+                    if (!isfinite(back[j])) {
+                        int64_t be = ats_qtype_block_elems(target), j0 = j / be * be;
+                        bad_row = r, bad_col = j0;
+                        for (int64_t k = j0; k < j0 + be; k++)
+                            if (fabsf(row[k]) > fabsf(row[bad_col])) bad_col = k;
+                    }
+            }
+            if (bad_row >= 0) {
+                char where[64] = "";
+                if (t->ne[2] * t->ne[3] > 1)
+                    snprintf(where, sizeof where, "expert %lld, ", (long long)(bad_row / t->ne[1]));
+                if (target == ATS_Q_F16)
+                    ats_cli_error("quantize", "%s: tensor '%s': %srow %lld, element %lld = %g does not fit F16 (max 65504)%s%s%s (nothing written)",
+                                  in, t->name, where, (long long)(bad_row % t->ne[1]), (long long)bad_col, (double)row[bad_col],
+                                  asked != ATS_Q_F16 ? ", the fallback of " : "", asked != ATS_Q_F16 ? ats_qtype_name(asked) : "",
+                                  asked != ATS_Q_F16 ? " for its row length" : "");
+                else
+                    ats_cli_error("quantize", "%s: tensor '%s': %srow %lld, element %lld = %g does not fit %s (its block scale overflows F16, max 65504) (nothing written)",
+                                  in, t->name, where, (long long)(bad_row % t->ne[1]), (long long)bad_col, (double)row[bad_col],
+                                  ats_qtype_name(target));
+                free(buf);
+                free(row);
+                free(back);
+                rc = ATS_EXIT_USAGE;
+                goto done;
             }
             free(row);
+            free(back);
             o->type = target;
             o->data = buf;
             o->bytes = rb_out * (uint64_t)rows;
@@ -182,13 +264,17 @@ int ats_cmd_quantize(int argc, char **argv)
         if (n_fell) { /* one line: e.g. "31 Q4_K -> Q4_0 (row length not a multiple of 256)" */
             fprintf(stderr, "ats quantize: note: %lld of %lld matrices fell back to another type:", (long long)n_fell,
                     (long long)n_mat);
-            for (int k = 0; k < n_fb; k++) {
-                int b1 = ats_qtype_block_elems(fb[k].asked), b2 = fb[k].got == ATS_Q_F16 ? 32 : 0;
-                fprintf(stderr, "%s %lld %s%s -> %s (row length not a multiple of %d%s)", k ? "," : "",
-                        (long long)fb[k].n, ats_qtype_name(fb[k].asked), fb[k].asked == ATS_Q_Q6_K ? " (output head)" : "",
-                        ats_qtype_name(fb[k].got), b1, b2 && b2 != b1 ? " nor of 32" : "");
-            }
-            fputc('\n', stderr);
+            print_fallbacks(fb, n_fb);
+        }
+        if (n_changed == 0 && n_mat > 0 && n_asked == 0) { /* say why the output has no matrix of --type */
+            fprintf(stderr, "ats quantize: note: no tensor re-quantized: every matrix already has the type --type %s "
+                            "gives it here:", type_name);
+            print_fallbacks(same, n_same);
+        } else if (n_head_kept) {
+            int k = 0;
+            while (!same[k].kept) k++;
+            fprintf(stderr, "ats quantize: note:");
+            print_fallbacks(&same[k], 1);
         }
     }
 done:

@@ -6,7 +6,9 @@
  * per graph op and round, times ordered), `ats quantize` to real K-quants on an F32 llama GGUF
  * written here (n_embd 256: tensor types as requested, tied head at Q6_K, relative RMS error of the
  * logits within a per-type bound of the F32 model's; no fallback note), on stories260K one note on the
- * matrices whose rows do not fit the type's blocks, and usage errors (exit 2 with one message; --help exit 0).
+ * matrices whose rows do not fit the type's blocks (and one saying why when nothing changed), an
+ * already-quantized output head kept as it is, NaN/Inf sources and finite values the target type
+ * cannot hold (an F16 block scale or F16 value past 65504) refused with nothing written, and usage errors (exit 2 with one message; --help exit 0).
  */
 #include <math.h>
 #include <stdio.h>
@@ -149,37 +151,60 @@ static void test_quantize_kquants(uint64_t *rng)
     ex_model_free(m0);
 }
 
+/* Copies the F32 GGUF `from` to `to` with one value replaced: tensor `name`, row `row`, element `elem`. */
+static void write_patched(const char *from, const char *to, const char *name, int64_t row, int64_t elem, float v)
+{
+    size_t len = 0;
+    char *buf = tu_slurp(from, &len);
+    ex_gguf *g = NULL;
+    ats_err e = {{0}};
+    CHECK_MSG(buf && ex_gguf_open_mem(buf, len, from, &g, &e) == ATS_OK, "%s", e.msg);
+    const ex_gguf_tensor *t = g ? ex_gguf_find_tensor(g, name) : NULL;
+    CHECK(t != NULL && t->type == ATS_Q_F32);
+    if (t) memcpy((uint8_t *)t->data + 4 * (row * t->ne[0] + elem), &v, 4);
+    ex_gguf_free(g);
+    FILE *f = fopen(to, "wb");
+    CHECK(f && fwrite(buf, 1, len, f) == len);
+    if (f) fclose(f);
+    free(buf);
+}
+
 /* A NaN or Inf weight (one value of an F32 source written here): quantize refuses it, exit 2, in the words
  * of `ats run --check-tensors`, and writes nothing (the quantizers dropped a NaN from the block max and
- * wrote normal-looking numbers; an Inf became an Inf scale; both exit 0). */
-static void test_quantize_non_finite(uint64_t *rng)
+ * wrote normal-looking numbers; an Inf became an Inf scale; both exit 0). So does a finite value whose
+ * block scale overflows F16 (max 65504: 1e30 or FLT_MAX gave an Inf scale), or one past 65504 in a matrix
+ * that falls back to F16 (stories260K's rows of 172: 1e6 became Inf), all with exit 0 before. */
+static void test_quantize_non_finite(uint64_t *rng, const char *stories)
 {
-    static const struct { const char *type, *tensor; int64_t row, elem; float v; const char *want; } cases[] = {
-        {"q8_0", "blk.0.ffn_down.weight", 3, 7, NAN, "tensor 'blk.0.ffn_down.weight' (F32): NaN or Inf in row 3, element 7"},
-        {"q4_0", "blk.0.attn_q.weight", 0, 255, INFINITY, "tensor 'blk.0.attn_q.weight' (F32): NaN or Inf in row 0, element 255"},
-        {"q4_k", "output_norm.weight", 0, 1, -INFINITY, "tensor 'output_norm.weight' (F32): NaN or Inf in row 0, element 1"},
+    static const struct { int stories; const char *type, *tensor; int64_t row, elem; float v; const char *want; } cases[] = {
+        {0, "q8_0", "blk.0.ffn_down.weight", 3, 7, NAN, "tensor 'blk.0.ffn_down.weight' (F32): NaN or Inf in row 3, element 7"},
+        {0, "q4_0", "blk.0.attn_q.weight", 0, 255, INFINITY, "tensor 'blk.0.attn_q.weight' (F32): NaN or Inf in row 0, element 255"},
+        {0, "q4_k", "output_norm.weight", 0, 1, -INFINITY, "tensor 'output_norm.weight' (F32): NaN or Inf in row 0, element 1"},
+        {0, "q8_0", "blk.0.attn_q.weight", 0, 5, 1e30f,
+         "tensor 'blk.0.attn_q.weight': row 0, element 5 = 1e+30 does not fit Q8_0 (its block scale overflows F16, max 65504)"},
+        {0, "q4_0", "blk.0.ffn_up.weight", 2, 40, -3.4e38f,
+         "tensor 'blk.0.ffn_up.weight': row 2, element 40 = -3.4e+38 does not fit Q4_0 (its block scale overflows F16"},
+        {0, "q4_k", "blk.0.attn_k.weight", 1, 44, 1e30f,
+         "tensor 'blk.0.attn_k.weight': row 1, element 44 = 1e+30 does not fit Q4_K (its block scale overflows F16"},
+        {0, "q4_k", "token_embd.weight", 4, 9, 1e30f, /* the tied head: Q6_K */
+         "tensor 'token_embd.weight': row 4, element 9 = 1e+30 does not fit Q6_K (its block scale overflows F16"},
+        {1, "q4_k", "blk.1.ffn_down.weight", 6, 171, 1e6f,
+         "tensor 'blk.1.ffn_down.weight': row 6, element 171 = 1e+06 does not fit F16 (max 65504), the fallback of Q4_K "
+         "for its row length"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         char src[256], q[256], args[1024];
         snprintf(src, sizeof src, "%s/nonfinite%zu.gguf", dir, k);
         snprintf(q, sizeof q, "%s/nonfinite%zu-%s.gguf", dir, k, cases[k].type);
-        write_f32_llama(src, rng);
-        size_t len = 0;
-        char *buf = tu_slurp(src, &len);
-        ex_gguf *g = NULL;
-        ats_err e = {{0}};
-        CHECK_MSG(buf && ex_gguf_open_mem(buf, len, src, &g, &e) == ATS_OK, "%s", e.msg);
-        const ex_gguf_tensor *t = g ? ex_gguf_find_tensor(g, cases[k].tensor) : NULL;
-        CHECK(t != NULL);
-        if (t) memcpy((uint8_t *)t->data + 4 * (cases[k].row * t->ne[0] + cases[k].elem), &cases[k].v, 4);
-        ex_gguf_free(g);
-        FILE *f = fopen(src, "wb");
-        CHECK(f && fwrite(buf, 1, len, f) == len);
-        if (f) fclose(f);
-        free(buf);
+        if (!cases[k].stories) write_f32_llama(src, rng);
+        write_patched(cases[k].stories ? stories : src, src, cases[k].tensor, cases[k].row, cases[k].elem, cases[k].v);
         snprintf(args, sizeof args, "quantize %s %s --type %s", src, q, cases[k].type);
         expect_code(args, 2, cases[k].want);
-        CHECK_MSG(strstr(err, src) && tu_count_lines(err) == 1, "one line naming the file: %s", err);
+        char *hit = strstr(err, cases[k].want), *line = hit, head[300];
+        while (line && line > err && line[-1] != '\n') line--;
+        snprintf(head, sizeof head, "ats quantize: %s: ", src);
+        CHECK_MSG(line && strncmp(line, head, strlen(head)) == 0 && strstr(hit, "(nothing written)\n"),
+                  "a line naming the file: %s", err);
         FILE *o = fopen(q, "rb");
         CHECK_MSG(o == NULL, "%s written", q);
         if (o) fclose(o);
@@ -286,7 +311,7 @@ int main(void)
     snprintf(args, sizeof args, "run --model %s -n 2 --out /nonexistent-dir/r.h5", model);
     expect_code(args, 2, "--out");
     test_quantize_kquants(&rng);
-    test_quantize_non_finite(&rng);
+    test_quantize_non_finite(&rng, model);
     /* usage */
     expect_code("run --help", 0, NULL);
     expect_code("run", 2, "--model is required");
@@ -326,6 +351,30 @@ int main(void)
                          "256), 5 Q4_K -> F16 (row length not a multiple of 256 nor of 32)\n");
     const char *note = strstr(err, "note:");
     CHECK_MSG(note && !strstr(note + 1, "note:"), "one note expected: %s", err);
+    /* a Q4_0 file (head at Q8_0) asked for q4_k: every matrix already has the type the fallbacks give it;
+       "0 of 48" alone did not say why the output holds no Q4_K */
+    snprintf(args, sizeof args, "quantize %s %s/n4.gguf --type q4_0", model, dir);
+    expect_code(args, 0, "re-quantized");
+    snprintf(args, sizeof args, "quantize %s/n4.gguf %s/n4k.gguf --type q4_k", dir, dir);
+    expect_code(args, 0, ": 0 of 48 tensors re-quantized");
+    CHECK_MSG(strstr(err, "\nats quantize: note: no tensor re-quantized: every matrix already has the type --type q4_k "
+                          "gives it here: 31 Q4_K -> Q4_0 (row length not a multiple of 256), 1 Q6_K (output head) -> "
+                          "Q8_0 (row length not a multiple of 256), 5 Q4_K -> F16 (row length not a multiple of 256 "
+                          "nor of 32)\n"), "no note saying why nothing changed: %s", err);
+    /* a --pure Q4_0 file re-quantized to q4_0: its Q4_0 head stays Q4_0 (it became Q8_0: the file grew) */
+    snprintf(args, sizeof args, "quantize %s %s/p4.gguf --type q4_0 --pure", model, dir);
+    expect_code(args, 0, "re-quantized");
+    snprintf(args, sizeof args, "quantize %s/p4.gguf %s/p4b.gguf --type q4_0", dir, dir);
+    expect_code(args, 0, ": 0 of 48 tensors re-quantized");
+    CHECK_MSG(strstr(err, "\nats quantize: note: 1 output head kept as Q4_0 (already quantized; --pure re-quantizes it)\n"),
+              "no note on the kept head: %s", err);
+    snprintf(args, sizeof args, "%s/p4b.gguf", dir);
+    ex_gguf *g = NULL;
+    ats_err gerr = {{0}};
+    CHECK_MSG(ex_gguf_open(args, &g, &gerr) == ATS_OK, "%s", gerr.msg);
+    const ex_gguf_tensor *ho = g ? ex_gguf_find_tensor(g, "output.weight") : NULL;
+    CHECK_MSG(ho && ho->type == ATS_Q_Q4_0, "output head %s", ho ? ats_qtype_name(ho->type) : "missing");
+    ex_gguf_free(g);
     snprintf(args, sizeof args, "rm -rf '%s'", dir);
     CHECK(system(args) == 0);
     return tu_finish("test_exec_cli");
