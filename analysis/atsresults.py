@@ -13,8 +13,34 @@ import sys
 
 import numpy as np
 
-# a closed stdout (`... | head -1`) ends the script quietly, as it does the C tools (no BrokenPipeError trace)
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+def _parent_ignores_sigpipe():
+    """Whether whoever started this script ignored SIGPIPE. Python ignores it at start-up, before any
+    script runs, so what the process inherited is lost; the parent's mask (/proc/PPID/status, SigIgn)
+    tells it instead: an ignored signal is inherited through fork and exec. A Python parent ignores
+    SIGPIPE for itself yet gives it back to default in its children (subprocess: restore_signals),
+    so it counts as not ignoring it. Unknown (no /proc, the parent gone): not ignored."""
+    import os
+    ppid = os.getppid()
+    try:
+        with open(f"/proc/{ppid}/status") as f:
+            st = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+        try:  # its program (a script's name when started by a #! line: pytest), else its command name
+            exe = os.path.basename(os.readlink(f"/proc/{ppid}/exe"))
+        except OSError:
+            exe = ""
+        if exe.startswith("python") or st.get("Name", "").startswith("python"):
+            return False
+        return bool(int(st["SigIgn"], 16) >> (signal.SIGPIPE - 1) & 1)
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+# a closed stdout (`... | head -1`) ends the script quietly, as it does the C tools (no BrokenPipeError
+# trace); a SIGPIPE its parent ignored stays ignored, as the C tools keep it (common/src/outfile.c), and
+# the write then fails with EPIPE: "standard output: write failed" (run_main)
+if not _parent_ignores_sigpipe():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 SCHEMA = "ats-results"
 SCHEMA_VERSION = 1
@@ -248,3 +274,60 @@ def load_runs(prog, path, names):
         print(f"{prog}: {path}: the file holds no run", file=sys.stderr)
         return None, None
     return res, runs
+
+
+class _StdoutError(Exception):
+    """A write to standard output failed (errno); not an OSError, so no `except OSError` swallows it."""
+
+    def __init__(self, errno_):
+        super().__init__(errno_)
+        self.errno = errno_
+
+
+class _Stdout:
+    """sys.stdout, with its write failures turned into _StdoutError (run_main)."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, s):
+        try:
+            return self._f.write(s)
+        except OSError as e:
+            raise _StdoutError(e.errno) from None
+
+    def flush(self):
+        try:
+            self._f.flush()
+        except OSError as e:
+            raise _StdoutError(e.errno) from None
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def run_main(main):
+    """Runs a script's main() and exits with its status. Standard output is flushed before the exit;
+    a write to it that fails (`> /dev/full`, a closed pipe with SIGPIPE ignored) is one line on stderr,
+    "<prog>: standard output: write failed: <reason>", and exit 1, as the ats CLI (cli/main.c), not a
+    traceback."""
+    import os
+    prog = os.path.splitext(os.path.basename(sys.argv[0]))[0] or "analysis"
+    sys.stdout = _Stdout(sys.stdout)
+    try:
+        try:
+            rc = main()
+        except SystemExit as e:  # argparse: --help (0), a usage error (2)
+            rc = e.code
+        sys.stdout.flush()
+    except _StdoutError as e:
+        why = os.strerror(e.errno) if e.errno else "disk full, or its reader went away"
+        print(f"{prog}: standard output: write failed: {why}", file=sys.stderr)
+        # what is left in the buffer must not fail again (a second message, exit 120) when Python exits
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, sys.__stdout__.fileno())
+        except (OSError, ValueError):
+            pass
+        sys.exit(1)
+    sys.exit(rc)

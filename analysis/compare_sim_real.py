@@ -144,4 +144,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import atsresults
+    atsresults.run_main(main)

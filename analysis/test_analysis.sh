@@ -126,4 +126,24 @@ check "plot_tpot no decode round: no image" test ! -e "$out/nodec.png"
 # a closed stdout: no traceback
 $py "$here/compare_sim_real.py" "$out/results.h5" "$out/real.h5" --no-plot 2>"$out/pipe.err" | head -c1 >/dev/null
 check "closed stdout: no traceback" test ! -s "$out/pipe.err"
+# standard output that cannot be written: one line as the ats CLI says it, exit 1 (was a traceback)
+for c in "plot_tpot.py '$out/results.h5' -o '$out/full.png'" "plot_sweep.py '$out/sweep.h5' -o '$out/full.png'" \
+         "plot_utilization.py '$out/results.h5' -o '$out/full.png'" "compare_sim_real.py '$out/results.h5' '$out/real.h5' --no-plot" \
+         "plot_tpot.py --help"; do
+    s=${c%%.py*}
+    sh -c "$py '$here/'$c >/dev/full 2>'$out/full.err'"; rc=$?
+    check "$s > /dev/full: exit 1" test $rc -eq 1
+    check "$s > /dev/full: one line, write failed" sh -c "test \$(wc -l <'$out/full.err') -eq 1 && grep -qx '$s: standard output: write failed: No space left on device' '$out/full.err'"
+done
+# a closed pipe: with SIGPIPE ignored by the parent it stays ignored and is a write failure (exit 1); at its
+# default the script ends quietly by the signal (skipped where this shell itself started with it ignored)
+sh -c "trap '' PIPE; $py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --no-plot 2>'$out/epipe.err'; echo \$? >'$out/epipe.rc'" | true
+check "SIGPIPE ignored, closed stdout: exit 1" grep -qx 1 "$out/epipe.rc"
+check "SIGPIPE ignored, closed stdout: one line, Broken pipe" sh -c "test \$(wc -l <'$out/epipe.err') -eq 1 && grep -qx 'compare_sim_real: standard output: write failed: Broken pipe' '$out/epipe.err'"
+if [ $(( 0x$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status 2>/dev/null || echo 0) >> 12 & 1 )) -eq 0 ]; then
+    sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --no-plot 2>'$out/epipe.err'; echo \$? >'$out/epipe.rc'" | true
+    check "SIGPIPE default, closed stdout: ended by the signal, quietly" sh -c "grep -qx 141 '$out/epipe.rc' && test ! -s '$out/epipe.err'"
+else
+    echo "skipped: SIGPIPE default (this shell started with SIGPIPE ignored)"
+fi
 exit $fail
