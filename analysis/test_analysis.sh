@@ -146,4 +146,14 @@ if [ $(( 0x$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status 2>/dev/null || e
 else
     echo "skipped: SIGPIPE default (this shell started with SIGPIPE ignored)"
 fi
+# a paired run without a decode round: no TPOT to draw, refused as plot_tpot refuses it (was an empty plot, exit 0)
+$py "$here/compare_sim_real.py" "$out/prefill.h5" "$out/real.h5" -o "$out/nodec-cmp.png" >"$out/nodec-cmp.txt" 2>"$out/nodec-cmp.err"; rc=$?
+check "compare_sim_real no decode round: exit 2" test $rc -eq 2
+check "compare_sim_real no decode round: one line naming the run and file" sh -c "test \$(wc -l <'$out/nodec-cmp.err') -eq 1 && grep -q \"prefill.h5: run 'ats' has no decode round\" '$out/nodec-cmp.err'"
+check "compare_sim_real no decode round: nothing printed, no image" sh -c "test ! -s '$out/nodec-cmp.txt' && test ! -e '$out/nodec-cmp.png'"
+# a pair given twice (was its row twice); -o with --no-plot (was ignored)
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/real-cpu.h5" --pair ats=cpu --pair ats=cpu --no-plot >"$out/dup.txt" 2>"$out/dup.err"; rc=$?
+check "compare_sim_real --pair twice: exit 2, says so" sh -c "test $rc -eq 2 && grep -q -- '--pair ats=cpu: given twice' '$out/dup.err' && test ! -s '$out/dup.txt'"
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/real.h5" --no-plot -o "$out/unused.png" >"$out/dup.txt" 2>"$out/dup.err"; rc=$?
+check "compare_sim_real --no-plot -o: exit 2, -o unused" sh -c "test $rc -eq 2 && grep -q -- '-o .*unused.png: unused with --no-plot' '$out/dup.err' && test ! -s '$out/dup.txt' && test ! -e '$out/unused.png'"
 exit $fail
