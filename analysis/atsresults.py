@@ -135,7 +135,7 @@ def _str(v):
 
 def load(path):
     """Reads a results file; raises ResultsError naming `path` when it is not one (a directory, a
-    missing or unreadable file, not HDF5, not the schema)."""
+    missing or unreadable file, not HDF5, a load trace, not the schema)."""
     import os
     import h5py
     if os.path.isdir(path):
@@ -152,6 +152,10 @@ def load(path):
         raise ResultsError(f"{path}: cannot open as HDF5 ({e})") from None
     with f:
         a = f.attrs
+        if "schema" not in a and "load" in f:
+            raise ResultsError(f"{path}: a load trace (it holds /load, as `ats trace synth` or `ats trace "
+                               f"record` write it), not a results file (give one written by `ats sim --out` "
+                               f"or `ats run --out`)")
         for k in ("schema", "schema_version", "runs", "config", "seed"):
             if k not in a:
                 raise ResultsError(f"{path}: attribute '/{k}': missing")
@@ -226,6 +230,9 @@ def output_error(out):
                 f"-o needs an image file name (e.g. plot.png)")
     if os.path.isdir(out):
         return f"{out}: is a directory (give an image file name, e.g. {os.path.join(out, 'plot.png')})"
+    if os.path.basename(out) in ("", ".", ".."):
+        return (f"{out}: a folder path, not a file name: -o needs an image file name "
+                f"(e.g. {os.path.join(out, 'plot.png')})")
     ext = os.path.splitext(out)[1][1:].lower()
     kinds = Figure().canvas.get_supported_filetypes()
     if ext not in kinds:
@@ -262,11 +269,22 @@ def save_figure(fig, out):
 
 def load_runs(prog, path, names):
     """(results, runs): the file and the runs named in `names` (comma-separated; None = all), or
-    (None, None) after printing "<prog>: <why>" to stderr (the caller exits 2)."""
+    (None, None) after printing "<prog>: <why>" to stderr (the caller exits 2): an empty name
+    (--runs "", "ats,") or one named twice, before the file is read; a run the file lacks."""
     import sys
+    if names is not None:
+        want = names.split(",")
+        if "" in want:
+            print(f"{prog}: --runs '{names}': an empty run name (give comma-separated run names, "
+                  f"e.g. ats,layer)", file=sys.stderr)
+            return None, None
+        twice = [n for i, n in enumerate(want) if n in want[:i]]
+        if twice:
+            print(f"{prog}: --runs '{names}': run '{twice[0]}' named twice", file=sys.stderr)
+            return None, None
     try:
         res = load(path)
-        runs = [res.run(n) for n in names.split(",")] if names else res.runs
+        runs = [res.run(n) for n in want] if names is not None else res.runs
     except ResultsError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return None, None

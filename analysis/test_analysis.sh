@@ -156,4 +156,21 @@ $py "$here/compare_sim_real.py" "$out/results.h5" "$out/real-cpu.h5" --pair ats=
 check "compare_sim_real --pair twice: exit 2, says so" sh -c "test $rc -eq 2 && grep -q -- '--pair ats=cpu: given twice' '$out/dup.err' && test ! -s '$out/dup.txt'"
 $py "$here/compare_sim_real.py" "$out/results.h5" "$out/real.h5" --no-plot -o "$out/unused.png" >"$out/dup.txt" 2>"$out/dup.err"; rc=$?
 check "compare_sim_real --no-plot -o: exit 2, -o unused" sh -c "test $rc -eq 2 && grep -q -- '-o .*unused.png: unused with --no-plot' '$out/dup.err' && test ! -s '$out/dup.txt' && test ! -e '$out/unused.png'"
+# --runs: an empty list or entry, a run named twice (plot_tpot plotted all for \"\"; ats,ats drew it twice)
+for s in plot_tpot.py plot_utilization.py; do
+    for r in "" "ats," ",ats" "ats,ats"; do
+        $py "$here/$s" "$out/results.h5" --runs "$r" -o "$out/runs.png" >/dev/null 2>"$out/runs.err"; rc=$?
+        check "$s --runs '$r': exit 2" test $rc -eq 2
+        check "$s --runs '$r': one line" sh -c "test \$(wc -l <'$out/runs.err') -eq 1 && grep -q -- \"--runs '$r': \(an empty run name\|run 'ats' named twice\)\" '$out/runs.err'"
+    done
+done
+check "no runs.png left" test ! -e "$out/runs.png"
+# -o ending in '/': a folder path (was "no type extension")
+$py "$here/plot_tpot.py" "$out/results.h5" -o "$out/x.png/" 2>"$out/slash.err"; rc=$?
+check "plot_tpot -o x.png/: exit 2, a folder path" sh -c "test $rc -eq 2 && test \$(wc -l <'$out/slash.err') -eq 1 && grep -q 'x.png/: a folder path' '$out/slash.err'"
+# a load trace given as a results file (was "attribute '/schema': missing")
+$py "$here/plot_tpot.py" "$out/load.h5" -o "$out/lt.png" 2>"$out/lt.err"; rc=$?
+check "plot_tpot LOADTRACE: exit 2, a load trace" sh -c "test $rc -eq 2 && test \$(wc -l <'$out/lt.err') -eq 1 && grep -q 'load.h5: a load trace .*not a results file' '$out/lt.err'"
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/load.h5" --no-plot 2>"$out/lt.err"; rc=$?
+check "compare_sim_real REAL=LOADTRACE: exit 2, a load trace" sh -c "test $rc -eq 2 && grep -q 'load.h5: a load trace' '$out/lt.err'"
 exit $fail
