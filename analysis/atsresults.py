@@ -13,8 +13,34 @@ import sys
 
 import numpy as np
 
-# a closed stdout (`... | head -1`) ends the script quietly, as it does the C tools (no BrokenPipeError trace)
-signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+
+def _parent_ignores_sigpipe():
+    """Whether whoever started this script ignored SIGPIPE. Python ignores it at start-up, before any
+    script runs, so what the process inherited is lost; the parent's mask (/proc/PPID/status, SigIgn)
+    tells it instead: an ignored signal is inherited through fork and exec. A Python parent ignores
+    SIGPIPE for itself yet gives it back to default in its children (subprocess: restore_signals),
+    so it counts as not ignoring it. Unknown (no /proc, the parent gone): not ignored."""
+    import os
+    ppid = os.getppid()
+    try:
+        with open(f"/proc/{ppid}/status") as f:
+            st = dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+        try:  # its program (a script's name when started by a #! line: pytest), else its command name
+            exe = os.path.basename(os.readlink(f"/proc/{ppid}/exe"))
+        except OSError:
+            exe = ""
+        if exe.startswith("python") or st.get("Name", "").startswith("python"):
+            return False
+        return bool(int(st["SigIgn"], 16) >> (signal.SIGPIPE - 1) & 1)
+    except (OSError, KeyError, ValueError):
+        return False
+
+
+# a closed stdout (`... | head -1`) ends the script quietly, as it does the C tools (no BrokenPipeError
+# trace); a SIGPIPE its parent ignored stays ignored, as the C tools keep it (common/src/outfile.c), and
+# the write then fails with EPIPE: "standard output: write failed" (run_main)
+if not _parent_ignores_sigpipe():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
 SCHEMA = "ats-results"
 SCHEMA_VERSION = 1
@@ -109,7 +135,7 @@ def _str(v):
 
 def load(path):
     """Reads a results file; raises ResultsError naming `path` when it is not one (a directory, a
-    missing or unreadable file, not HDF5, not the schema)."""
+    missing or unreadable file, not HDF5, a load trace, not the schema)."""
     import os
     import h5py
     if os.path.isdir(path):
@@ -126,6 +152,10 @@ def load(path):
         raise ResultsError(f"{path}: cannot open as HDF5 ({e})") from None
     with f:
         a = f.attrs
+        if "schema" not in a and "load" in f:
+            raise ResultsError(f"{path}: a load trace (it holds /load, as `ats trace synth` or `ats trace "
+                               f"record` write it), not a results file (give one written by `ats sim --out` "
+                               f"or `ats run --out`)")
         for k in ("schema", "schema_version", "runs", "config", "seed"):
             if k not in a:
                 raise ResultsError(f"{path}: attribute '/{k}': missing")
@@ -200,6 +230,9 @@ def output_error(out):
                 f"-o needs an image file name (e.g. plot.png)")
     if os.path.isdir(out):
         return f"{out}: is a directory (give an image file name, e.g. {os.path.join(out, 'plot.png')})"
+    if os.path.basename(out) in ("", ".", ".."):
+        return (f"{out}: a folder path, not a file name: -o needs an image file name "
+                f"(e.g. {os.path.join(out, 'plot.png')})")
     ext = os.path.splitext(out)[1][1:].lower()
     kinds = Figure().canvas.get_supported_filetypes()
     if ext not in kinds:
@@ -236,11 +269,22 @@ def save_figure(fig, out):
 
 def load_runs(prog, path, names):
     """(results, runs): the file and the runs named in `names` (comma-separated; None = all), or
-    (None, None) after printing "<prog>: <why>" to stderr (the caller exits 2)."""
+    (None, None) after printing "<prog>: <why>" to stderr (the caller exits 2): an empty name
+    (--runs "", "ats,") or one named twice, before the file is read; a run the file lacks."""
     import sys
+    if names is not None:
+        want = names.split(",")
+        if "" in want:
+            print(f"{prog}: --runs '{names}': an empty run name (give comma-separated run names, "
+                  f"e.g. ats,layer)", file=sys.stderr)
+            return None, None
+        twice = [n for i, n in enumerate(want) if n in want[:i]]
+        if twice:
+            print(f"{prog}: --runs '{names}': run '{twice[0]}' named twice", file=sys.stderr)
+            return None, None
     try:
         res = load(path)
-        runs = [res.run(n) for n in names.split(",")] if names else res.runs
+        runs = [res.run(n) for n in want] if names is not None else res.runs
     except ResultsError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return None, None
@@ -248,3 +292,60 @@ def load_runs(prog, path, names):
         print(f"{prog}: {path}: the file holds no run", file=sys.stderr)
         return None, None
     return res, runs
+
+
+class _StdoutError(Exception):
+    """A write to standard output failed (errno); not an OSError, so no `except OSError` swallows it."""
+
+    def __init__(self, errno_):
+        super().__init__(errno_)
+        self.errno = errno_
+
+
+class _Stdout:
+    """sys.stdout, with its write failures turned into _StdoutError (run_main)."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, s):
+        try:
+            return self._f.write(s)
+        except OSError as e:
+            raise _StdoutError(e.errno) from None
+
+    def flush(self):
+        try:
+            self._f.flush()
+        except OSError as e:
+            raise _StdoutError(e.errno) from None
+
+    def __getattr__(self, name):
+        return getattr(self._f, name)
+
+
+def run_main(main):
+    """Runs a script's main() and exits with its status. Standard output is flushed before the exit;
+    a write to it that fails (`> /dev/full`, a closed pipe with SIGPIPE ignored) is one line on stderr,
+    "<prog>: standard output: write failed: <reason>", and exit 1, as the ats CLI (cli/main.c), not a
+    traceback."""
+    import os
+    prog = os.path.splitext(os.path.basename(sys.argv[0]))[0] or "analysis"
+    sys.stdout = _Stdout(sys.stdout)
+    try:
+        try:
+            rc = main()
+        except SystemExit as e:  # argparse: --help (0), a usage error (2)
+            rc = e.code
+        sys.stdout.flush()
+    except _StdoutError as e:
+        why = os.strerror(e.errno) if e.errno else "disk full, or its reader went away"
+        print(f"{prog}: standard output: write failed: {why}", file=sys.stderr)
+        # what is left in the buffer must not fail again (a second message, exit 120) when Python exits
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, sys.__stdout__.fileno())
+        except (OSError, ValueError):
+            pass
+        sys.exit(1)
+    sys.exit(rc)

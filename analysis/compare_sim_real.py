@@ -17,8 +17,9 @@ Examples:
   analysis/compare_sim_real.py sim.h5 real.h5 -o cmp.png
   analysis/compare_sim_real.py sim.h5 real.h5 --pair ats=cuda --pair layer=cuda -o cmp.png
   analysis/compare_sim_real.py sim.h5 real.h5 --format csv --no-plot
-Exit codes: 0 ok, 2 bad input (unreadable file, a --pair naming a run the file lacks, nothing to
-pair).
+Exit codes: 0 ok, 1 standard output could not be written, 2 bad input (unreadable file, a --pair
+naming a run the file lacks or given twice, nothing to pair, a paired run without a decode round
+to draw, -o with --no-plot).
 """
 import argparse
 import json
@@ -37,7 +38,7 @@ def main(argv=None):
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     ap.add_argument("sim", help="results file of `ats sim`")
     ap.add_argument("real", help="results file of `ats run`")
-    ap.add_argument("-o", "--out", default="sim_vs_real.png", help="output image (default sim_vs_real.png)")
+    ap.add_argument("-o", "--out", help="output image (default sim_vs_real.png; not with --no-plot)")
     ap.add_argument("--format", choices=("table", "csv", "json"), default="table", help="stdout format")
     ap.add_argument("--no-plot", action="store_true", help="print the comparison only")
     ap.add_argument("--pair", action="append", default=[], metavar="SIMRUN=REALRUN",
@@ -48,7 +49,16 @@ def main(argv=None):
         sn, eq, rn = p.partition("=")
         if not eq or not sn or not rn or "=" in rn:
             ap.error(f"--pair: '{p}' (must be SIMRUN=REALRUN, e.g. ats=cpu)")
+        if (sn, rn) in pairs:
+            print(f"compare_sim_real: --pair {p}: given twice", file=sys.stderr)
+            return 2
         pairs.append((sn, rn))
+    if a.no_plot and a.out is not None:
+        print(f"compare_sim_real: -o {a.out}: unused with --no-plot (which draws no image): drop one of them",
+              file=sys.stderr)
+        return 2
+    if a.out is None:
+        a.out = "sim_vs_real.png"
     import atsresults as ar
     why = ar.output_error(a.out) if not a.no_plot else None
     if why:
@@ -81,6 +91,16 @@ def main(argv=None):
               f"and {a.real} ({', '.join(r.name for r in real.runs)}): pair them with --pair SIMRUN=REALRUN",
               file=sys.stderr)
         return 2
+
+    if not a.no_plot:
+        # a run without a decode round has no TPOT to draw (`ats run -n 1`, a sim cut by --duration):
+        # refused as plot_tpot.py refuses it, before anything is printed; --no-plot shows '-' for it
+        for sn, rn in pairs:
+            for res, n in ((sim, sn), (real, rn)):
+                if not len(res.run(n).decode()):
+                    print(f"compare_sim_real: {res.path}: run '{n}' has no decode round, so no TPOT to draw "
+                          f"(pair {sn}={rn}; --no-plot prints the table alone)", file=sys.stderr)
+                    return 2
 
     def label(sn, rn):
         return sn if sn == rn else f"{sn}={rn}"
@@ -144,4 +164,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import atsresults
+    atsresults.run_main(main)

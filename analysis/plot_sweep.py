@@ -10,7 +10,7 @@ is left blank and is never the best; a panel with no such point says so.
 Examples:
   analysis/plot_sweep.py sweep.h5 -o sweep.png
   analysis/plot_sweep.py sweep.h5 --metric tpot_p99_s --policy ats --trace fig13-synth -o p99.png
-Exit codes: 0 ok, 2 bad input.
+Exit codes: 0 ok, 1 standard output could not be written, 2 bad input.
 """
 import argparse
 import os
@@ -102,4 +102,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import atsresults
+    atsresults.run_main(main)

@@ -9,7 +9,8 @@ The paper's Fig. 13 is this plot for the 'ats' and a static policy under a load 
 Examples:
   analysis/plot_tpot.py out.h5 -o tpot.png
   analysis/plot_tpot.py out.h5 --runs ats,layer --window 9 --loads -o tpot.png
-Exit codes: 0 ok, 2 bad input (message names the file and dataset; no run with a decode round).
+Exit codes: 0 ok, 1 standard output could not be written, 2 bad input (message names the file and
+dataset; no run with a decode round; an empty or repeated --runs entry).
 """
 import argparse
 import os
@@ -98,4 +99,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import atsresults
+    atsresults.run_main(main)

@@ -9,7 +9,7 @@ Time-weighted means over the whole run are printed and shown in the legend.
 Examples:
   analysis/plot_utilization.py out.h5 -o util.png
   analysis/plot_utilization.py out.h5 --runs layer,ats -o util.png
-Exit codes: 0 ok, 2 bad input.
+Exit codes: 0 ok, 1 standard output could not be written, 2 bad input.
 """
 import argparse
 import os
@@ -90,4 +90,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import atsresults
+    atsresults.run_main(main)

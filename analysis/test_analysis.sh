@@ -126,4 +126,51 @@ check "plot_tpot no decode round: no image" test ! -e "$out/nodec.png"
 # a closed stdout: no traceback
 $py "$here/compare_sim_real.py" "$out/results.h5" "$out/real.h5" --no-plot 2>"$out/pipe.err" | head -c1 >/dev/null
 check "closed stdout: no traceback" test ! -s "$out/pipe.err"
+# standard output that cannot be written: one line as the ats CLI says it, exit 1 (was a traceback)
+for c in "plot_tpot.py '$out/results.h5' -o '$out/full.png'" "plot_sweep.py '$out/sweep.h5' -o '$out/full.png'" \
+         "plot_utilization.py '$out/results.h5' -o '$out/full.png'" "compare_sim_real.py '$out/results.h5' '$out/real.h5' --no-plot" \
+         "plot_tpot.py --help"; do
+    s=${c%%.py*}
+    sh -c "$py '$here/'$c >/dev/full 2>'$out/full.err'"; rc=$?
+    check "$s > /dev/full: exit 1" test $rc -eq 1
+    check "$s > /dev/full: one line, write failed" sh -c "test \$(wc -l <'$out/full.err') -eq 1 && grep -qx '$s: standard output: write failed: No space left on device' '$out/full.err'"
+done
+# a closed pipe: with SIGPIPE ignored by the parent it stays ignored and is a write failure (exit 1); at its
+# default the script ends quietly by the signal (skipped where this shell itself started with it ignored)
+sh -c "trap '' PIPE; $py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --no-plot 2>'$out/epipe.err'; echo \$? >'$out/epipe.rc'" | true
+check "SIGPIPE ignored, closed stdout: exit 1" grep -qx 1 "$out/epipe.rc"
+check "SIGPIPE ignored, closed stdout: one line, Broken pipe" sh -c "test \$(wc -l <'$out/epipe.err') -eq 1 && grep -qx 'compare_sim_real: standard output: write failed: Broken pipe' '$out/epipe.err'"
+if [ $(( 0x$(sed -n 's/^SigIgn:[[:space:]]*//p' /proc/$$/status 2>/dev/null || echo 0) >> 12 & 1 )) -eq 0 ]; then
+    sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' --no-plot 2>'$out/epipe.err'; echo \$? >'$out/epipe.rc'" | true
+    check "SIGPIPE default, closed stdout: ended by the signal, quietly" sh -c "grep -qx 141 '$out/epipe.rc' && test ! -s '$out/epipe.err'"
+else
+    echo "skipped: SIGPIPE default (this shell started with SIGPIPE ignored)"
+fi
+# a paired run without a decode round: no TPOT to draw, refused as plot_tpot refuses it (was an empty plot, exit 0)
+$py "$here/compare_sim_real.py" "$out/prefill.h5" "$out/real.h5" -o "$out/nodec-cmp.png" >"$out/nodec-cmp.txt" 2>"$out/nodec-cmp.err"; rc=$?
+check "compare_sim_real no decode round: exit 2" test $rc -eq 2
+check "compare_sim_real no decode round: one line naming the run and file" sh -c "test \$(wc -l <'$out/nodec-cmp.err') -eq 1 && grep -q \"prefill.h5: run 'ats' has no decode round\" '$out/nodec-cmp.err'"
+check "compare_sim_real no decode round: nothing printed, no image" sh -c "test ! -s '$out/nodec-cmp.txt' && test ! -e '$out/nodec-cmp.png'"
+# a pair given twice (was its row twice); -o with --no-plot (was ignored)
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/real-cpu.h5" --pair ats=cpu --pair ats=cpu --no-plot >"$out/dup.txt" 2>"$out/dup.err"; rc=$?
+check "compare_sim_real --pair twice: exit 2, says so" sh -c "test $rc -eq 2 && grep -q -- '--pair ats=cpu: given twice' '$out/dup.err' && test ! -s '$out/dup.txt'"
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/real.h5" --no-plot -o "$out/unused.png" >"$out/dup.txt" 2>"$out/dup.err"; rc=$?
+check "compare_sim_real --no-plot -o: exit 2, -o unused" sh -c "test $rc -eq 2 && grep -q -- '-o .*unused.png: unused with --no-plot' '$out/dup.err' && test ! -s '$out/dup.txt' && test ! -e '$out/unused.png'"
+# --runs: an empty list or entry, a run named twice (plot_tpot plotted all for \"\"; ats,ats drew it twice)
+for s in plot_tpot.py plot_utilization.py; do
+    for r in "" "ats," ",ats" "ats,ats"; do
+        $py "$here/$s" "$out/results.h5" --runs "$r" -o "$out/runs.png" >/dev/null 2>"$out/runs.err"; rc=$?
+        check "$s --runs '$r': exit 2" test $rc -eq 2
+        check "$s --runs '$r': one line" sh -c "test \$(wc -l <'$out/runs.err') -eq 1 && grep -q -- \"--runs '$r': \(an empty run name\|run 'ats' named twice\)\" '$out/runs.err'"
+    done
+done
+check "no runs.png left" test ! -e "$out/runs.png"
+# -o ending in '/': a folder path (was "no type extension")
+$py "$here/plot_tpot.py" "$out/results.h5" -o "$out/x.png/" 2>"$out/slash.err"; rc=$?
+check "plot_tpot -o x.png/: exit 2, a folder path" sh -c "test $rc -eq 2 && test \$(wc -l <'$out/slash.err') -eq 1 && grep -q 'x.png/: a folder path' '$out/slash.err'"
+# a load trace given as a results file (was "attribute '/schema': missing")
+$py "$here/plot_tpot.py" "$out/load.h5" -o "$out/lt.png" 2>"$out/lt.err"; rc=$?
+check "plot_tpot LOADTRACE: exit 2, a load trace" sh -c "test $rc -eq 2 && test \$(wc -l <'$out/lt.err') -eq 1 && grep -q 'load.h5: a load trace .*not a results file' '$out/lt.err'"
+$py "$here/compare_sim_real.py" "$out/results.h5" "$out/load.h5" --no-plot 2>"$out/lt.err"; rc=$?
+check "compare_sim_real REAL=LOADTRACE: exit 2, a load trace" sh -c "test $rc -eq 2 && grep -q 'load.h5: a load trace' '$out/lt.err'"
 exit $fail

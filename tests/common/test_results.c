@@ -622,6 +622,18 @@ static int write_fixture(const char *dir)
             write_runs(dir, "real-other.h5", &mo, cpu, 1, 0, &e) || write_runs(dir, "prefill.h5", &ms, pol, 2, 1, &e))
             goto fail;
     }
+    { /* a load trace (`ats trace synth`): not a results file, though both are HDF5 */
+        atsc_trace *tr = atsc_trace_new(2);
+        if (!tr) { ats_err_set(&e, ATS_ENOMEM, "load trace: out of memory"); goto fail; }
+        tr->t_s[1] = 1;
+        for (int i = 0; i < 2; i++) tr->cpu_avail[i] = tr->gpu_avail[i] = tr->pcie_avail[i] = 1;
+        snprintf(tr->source, sizeof tr->source, "test_results --write-fixture");
+        snprintf(tr->machine, sizeof tr->machine, "synthetic");
+        snprintf(p, sizeof p, "%s/load.h5", dir);
+        enum ats_status st = atsc_trace_save(tr, p, &e);
+        atsc_trace_free(tr);
+        if (st) goto fail;
+    }
     snprintf(p, sizeof p, "%s/sweep.h5", dir);
     if (atsc_results_open(p, &m, &w, &e)) goto fail;
     atsc_sweep_row rows[2 * 10 * 8 + 2];
