@@ -51,6 +51,10 @@ int ats_cli_list_has_empty(const char *s);
 /* errno of a failed write to stdout that a command saw itself (a block fwrite, as inspect's): main()'s
  * stdout check reports it when the later fflush no longer knows why (0: none). */
 extern int ats_cli_stdout_errno;
+/* git's help words for a dispatcher's (argc, argv) = (NAME, SUB, ...): "NAME SUB help" and "NAME help SUB"
+ * (three words) become "NAME SUB --help" in buf (4 slots, the caller's), which *argv then points at;
+ * anything else is left as it is. Used by main (ats sim help), bench and trace (ats trace help synth). */
+void ats_cli_help_words(int argc, char ***argv, char *buf[4]);
 /** Strict double / integer parsing (whole string, finite). 0 on success, -1 otherwise. */
 int ats_cli_parse_double(const char *s, double *out);
 /** --slice-us: microseconds, 0 (the kernel's default slice) or 100 .. 100000, into *ns; one error line

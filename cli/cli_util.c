@@ -216,6 +216,17 @@ int ats_cli_parse_bytes_why(const char *s, uint64_t *out, char *why, size_t len)
 
 int ats_cli_stdout_errno = 0;
 
+void ats_cli_help_words(int argc, char ***argv, char *buf[4])
+{
+    char **a = *argv;
+    if (argc != 3 || (strcmp(a[2], "help") != 0 && strcmp(a[1], "help") != 0)) return;
+    buf[0] = a[0];
+    buf[1] = strcmp(a[2], "help") == 0 ? a[1] : a[2];
+    buf[2] = "--help";
+    buf[3] = NULL;
+    *argv = buf;
+}
+
 uint64_t ats_cli_vram_default(uint64_t vram_bytes)
 {
     return (uint64_t)((double)vram_bytes * 0.85) & ~((1ull << 20) - 1);

@@ -63,17 +63,12 @@ int ats_cmd_bench(int argc, char **argv)
         bench_usage(stderr);
         return ATS_EXIT_USAGE;
     }
-    char *sub_help[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
-    if (argc == 3 && strcmp(argv[1], "help") == 0) { /* `ats bench help sched` = `ats bench sched --help` */
-        argv = sub_help;
-        argc = 3;
-    }
+    char *help_buf[4]; /* `ats bench help sched`, `ats bench sim help`: that benchmark's usage */
+    ats_cli_help_words(argc, &argv, help_buf);
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         bench_usage(stdout);
         return ATS_EXIT_OK;
     }
-    char *help_argv[] = {argv[0], argv[1], "--help", NULL};
-    if (argc == 3 && strcmp(argv[2], "help") == 0) argv = help_argv; /* `ats bench sim help`: the usage, as `ats sim help` */
     for (size_t i = 0; i < N_BENCHES; i++)
         if (strcmp(argv[1], BENCHES[i].name) == 0) return BENCHES[i].fn(argc - 1, argv + 1);
     char names[128] = "";

@@ -837,11 +837,10 @@ static int cmd_compare(int argc, char **argv)
 
 int ats_cmd_trace(int argc, char **argv)
 {
-    char *sub_help[] = {argv[0], argc > 2 ? argv[2] : NULL, "--help", NULL};
-    if (argc == 3 && strcmp(argv[1], "help") == 0) { /* `ats trace help synth` = `ats trace synth --help` */
-        argv = sub_help;
-        argc = 3;
-    }
+    /* `ats trace help synth`, `ats trace show help`: that subcommand's usage (`ats trace show help` looked
+       for traces/help.h5; ./help is that file) */
+    char *help_buf[4];
+    ats_cli_help_words(argc, &argv, help_buf);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
         FILE *f = argc < 2 ? stderr : stdout;
         fprintf(f, "usage: ats trace synth|show|import|compare ...   (ats trace <sub> --help)\n"
@@ -851,9 +850,6 @@ int ats_cmd_trace(int argc, char **argv)
                    "  compare  compare a recorded trace with a target trace, segment by segment\n");
         return argc < 2 ? ATS_EXIT_USAGE : ATS_EXIT_OK;
     }
-    char *help_argv[] = {argv[0], argv[1], "--help", NULL};
-    if (argc == 3 && strcmp(argv[2], "help") == 0) /* a lone help is the usage, as `ats sim help` (`ats trace show */
-        argv = help_argv;                          /* help` looked for traces/help.h5; ./help is that file) */
     if (strcmp(argv[1], "synth") == 0) return cmd_synth(argc - 1, argv + 1);
     if (strcmp(argv[1], "show") == 0) return cmd_show(argc - 1, argv + 1);
     if (strcmp(argv[1], "import") == 0) return cmd_import(argc - 1, argv + 1);

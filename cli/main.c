@@ -123,10 +123,8 @@ static int run_main(int argc, char **argv)
                 fprintf(stderr, "ats %s: %senvironment: %s\n", cmd, help ? "warning: " : "", why);
                 if (!help) return ATS_EXIT_USAGE;
             }
-            if (argc == 3 && strcmp(argv[2], "help") == 0) { /* `ats sim help` as `ats help sim` (git's way) */
-                char *sub[] = {argv[1], "--help", NULL};
-                return commands[i].fn(2, sub);
-            }
+            char *help_buf[4]; /* `ats sim help` as `ats help sim` (git's way) */
+            ats_cli_help_words(argc, &argv, help_buf);
             return commands[i].fn(argc - 1, argv + 1);
         }
     return unknown_command(cmd);
