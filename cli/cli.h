@@ -45,9 +45,10 @@ uint64_t ats_cli_vram_default(uint64_t vram_bytes);
  * (N bytes) exceeds the Y GiB (M bytes) of VRAM of hw 'H' (PATH)" and ATS_EXIT_USAGE; else 0. */
 int ats_cli_budget_for_hw(const char *cmd, uint64_t *budget, uint64_t vram_bytes, const char *hw_name,
                           const char *hw_path);
-/* 1 when comma-separated list s has an empty entry ('ats,', ',ats', 'a,,b'; spaces count as empty),
- * which strtok_r would skip silently; 0 otherwise. */
-int ats_cli_list_has_empty(const char *s);
+/* 1 when list s, entries separated by `sep`, has an empty entry ('ats,', ',ats', 'a,,b' for ','; '0.1:'
+ * for ':'; an entry of spaces only is empty, and so is ""), which strtok_r would skip silently; 0
+ * otherwise. Policy and model lists, --eps/--interval ranges, trace synth SPECs. */
+int ats_cli_list_has_empty(const char *s, char sep);
 /* errno of a failed write to stdout that a command saw itself (a block fwrite, as inspect's): main()'s
  * stdout check reports it when the later fflush no longer knows why (0: none). */
 extern int ats_cli_stdout_errno;

@@ -247,11 +247,11 @@ int ats_cli_budget_for_hw(const char *cmd, uint64_t *budget, uint64_t vram_bytes
     return ATS_EXIT_USAGE;
 }
 
-int ats_cli_list_has_empty(const char *s)
+int ats_cli_list_has_empty(const char *s, char sep)
 {
     int filled = 0; /* the current entry has a non-space character */
     for (const char *p = s;; p++) {
-        if (*p == ',' || *p == '\0') {
+        if (*p == sep || *p == '\0') {
             if (!filled) return 1;
             if (*p == '\0') return 0;
             filled = 0;

@@ -298,7 +298,7 @@ int ats_bench_sched(int argc, char **argv)
     /* the list first: an empty one would measure nothing and exit 0 */
     char *model[16];
     int n_model = 0;
-    if (strspn(models_buf, ", \t") < strlen(models_buf) && ats_cli_list_has_empty(models_buf)) { /* ',' alone: empty */
+    if (strspn(models_buf, ", \t") < strlen(models_buf) && ats_cli_list_has_empty(models_buf, ',')) { /* ',' alone: empty */
         ats_cli_error("bench sched", "--models: '%.60s' has an empty entry (names separated by single commas)",
                       models_buf);
         return ATS_EXIT_USAGE;

@@ -151,7 +151,7 @@ int ats_cmd_sim(int argc, char **argv)
     char pbuf[1024];
     const int all_pol = strcmp(policy_arg, "all") == 0;
     snprintf(pbuf, sizeof pbuf, "%s", all_pol ? ats_policy_names() : policy_arg);
-    if (ats_cli_list_has_empty(pbuf)) {
+    if (ats_cli_list_has_empty(pbuf, ',')) {
         ats_cli_error("sim", "--policy: '%.60s' has an empty entry (names separated by single commas)", policy_arg);
         return ATS_EXIT_USAGE;
     }

@@ -169,7 +169,7 @@ int ats_cmd_sweep(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     /* lists: no empty entry ("ats,", ",ats", "a,,b", --trace '') and no trace twice */
-    const char *empty_in = ats_cli_list_has_empty(pbuf) ? "--policy" : ats_cli_list_has_empty(tbuf) ? "--trace" : NULL;
+    const char *empty_in = ats_cli_list_has_empty(pbuf, ',') ? "--policy" : ats_cli_list_has_empty(tbuf, ',') ? "--trace" : NULL;
     if (empty_in) {
         ats_cli_error("sweep", "%s '%s': an empty entry (a comma too many, or an empty value)", empty_in,
                       empty_in[2] == 'p' ? pbuf : tbuf);

@@ -36,7 +36,7 @@ typedef struct shape {
 static int parse_list(const char *s, double *v, int max)
 {
     int n = 0;
-    if (s[0] == ',' || (s[0] && s[strlen(s) - 1] == ',') || strstr(s, ",,")) return -1; /* an empty field */
+    if (s[0] && ats_cli_list_has_empty(s, ',')) return -1; /* an empty field: strtok_r would skip it */
     char *copy = strdup(s), *save = NULL;
     if (!copy) return -1;
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -74,7 +74,7 @@ static int parse_shape(const char *spec, int res, shape *sh)
     } else if (kl == 4 && strncmp(spec, "step", 4) == 0) {
         /* step:T=A,T=A,...: parse pairs separated by '=' and ',' */
         sh->kind = SH_STEP;
-        if (args[0] == ',' || (args[0] && args[strlen(args) - 1] == ',') || strstr(args, ",,"))
+        if (args[0] && ats_cli_list_has_empty(args, ','))
             BAD("an empty field"); /* ('step:5=0.5,'): strtok_r below would skip it */
         char *copy = strdup(args), *save = NULL;
         if (!copy) return -1;

@@ -92,7 +92,7 @@ int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *
     }
     strcpy(buf, s);
     /* strtok_r skips empty fields: '1:' or '0::2' would pass as '1' or '0:2' */
-    if (buf[0] == ':' || (buf[0] && buf[strlen(buf) - 1] == ':') || strstr(buf, "::")) {
+    if (buf[0] && ats_cli_list_has_empty(buf, ':')) {
         snprintf(why, len, "an empty field (A, A:B or A:B:S)");
         return -1;
     }
