@@ -5,7 +5,7 @@
  * naming the file, the field and the value, exit 2. Output files: special files (/dev/null, /dev/full),
  * missing directories, paths under a regular file and directories refused by every writer before its
  * work (exit 2, one line naming the path); a good file survives a failing run; `bench sched` writes to
- * the current directory, not the committed result; SIGINT removes an unfinished temporary.
+ * the current directory, not the committed result (signals mid-write: test_cli_out).
  * `trace import` of rows out of order, with repeated or negative times: still imported (sorted,
  * averaged, shifted to start at 0), and one stderr line for each of these saying what was done;
  * a clean CSV: nothing on stderr. The README opens with its two commands, the second is what .ci/run
@@ -30,6 +30,16 @@ static int run(const char *args, char *out, size_t olen, char *err, size_t elen)
 }
 
 static char out[1 << 20], err[1 << 16];
+
+/* `ats <args>` is refused as bad usage: exit 2, one line on stderr (containing `want` unless NULL),
+ * nothing on stdout */
+static void expect_one_line(const char *args, const char *want)
+{
+    int rc = run(args, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && (!want || strstr(err, want)) && !out[0],
+              "ats %s: rc %d, stdout '%.100s', stderr '%s' (want one line with '%s')", args, rc, out, err,
+              want ? want : "");
+}
 
 static void test_basics(void)
 {
@@ -70,11 +80,7 @@ static void test_inspect_options(void)
         {"inspect --policy expert --vram-budget 6GiB", "policy expert: model qwen3-14b is dense"},
         {"inspect --policy layer --vram-budget 6GiB --hw no-such-hw-xyz", "no-such-hw-xyz"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = run(bad[i].args, out, sizeof out, err, sizeof err);
-        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, bad[i].want) && out[0] == '\0',
-                  "ats %s: rc %d, stderr '%s' (want '%s')", bad[i].args, rc, err, bad[i].want);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) expect_one_line(bad[i].args, bad[i].want);
     /* with --policy they are used */
     int rc = run("inspect --policy layer --vram-budget 6GiB --hw rtx3060-laptop", out, sizeof out, err, sizeof err);
     CHECK_MSG(rc == 0, "inspect --policy layer --vram-budget 6GiB --hw rtx3060-laptop: rc %d: %s", rc, err);
@@ -172,11 +178,7 @@ static void test_every_command(void)
         {"sim --model qwen3-30b-a3b --routing zipf:1e308", "(uniform, zipf[:S] with S in (0, 100), or an HDF5 file)"},
         {"sweep --threads 0 --eps 0.1 --interval 1 --trace fig13-synth", "(an integer 1..1024)"},
     };
-    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
-        int rc = run(range[i].args, out, sizeof out, err, sizeof err);
-        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, range[i].want), "ats %s: rc %d, stderr '%s'",
-                  range[i].args, rc, err);
-    }
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) expect_one_line(range[i].args, range[i].want);
     /* lists with an empty entry or a name twice (strtok_r skipped 'ats,'; bench sched timed a model twice) */
     static const struct { const char *args, *want; } lists[] = {
         {"sim --policy ats,", "--policy: 'ats,' has an empty entry"},
@@ -188,30 +190,19 @@ static void test_every_command(void)
         {"bench sched --vram-budget 100GiB --out nothing.json", "exceeds the 6.00 GiB (6442450944 bytes) of VRAM of hw 'rtx3060-laptop'"},
         {"bench sched --models qwen3-14b, --out nothing.json", "has an empty entry"},
     };
-    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
-        int rc = run(lists[i].args, out, sizeof out, err, sizeof err);
-        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, lists[i].want) && !out[0],
-                  "ats %s: rc %d, stderr '%s'", lists[i].args, rc, err);
-    }
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) expect_one_line(lists[i].args, lists[i].want);
     /* an empty file value (--hw "" looked for sim/hw/.json) */
     int rce = run("sim --hw ''", out, sizeof out, err, sizeof err);
     CHECK_MSG(rce == 2 && tu_count_lines(err) == 1 && strstr(err, "--hw: empty value"), "sim --hw '': rc %d, '%s'", rce,
               err);
     /* an unknown command, also after help, and --version with a word after it: one line, exit 2 */
     static const char *const unk[] = {"nope", "help nope", "help --version", "--version x"};
-    for (size_t i = 0; i < sizeof unk / sizeof unk[0]; i++) {
-        int rc = run(unk[i], out, sizeof out, err, sizeof err);
-        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && !out[0], "ats %s: rc %d, stderr '%s'", unk[i], rc, err);
-    }
+    for (size_t i = 0; i < sizeof unk / sizeof unk[0]; i++) expect_one_line(unk[i], NULL);
     /* errors are one line with a pointer to --help (inspect, run, trace, bench sim dumped their usage) */
     static const char *const one[] = {"bench sim --no-such-flag-xyz", "bench sim --threads", "inspect extra",
                                       "inspect --model", "run", "run --model x.gguf extra", "trace synth",
                                       "trace import a.csv", "bench nope"};
-    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
-        int rc = run(one[i], out, sizeof out, err, sizeof err);
-        CHECK_MSG(rc == 2 && tu_count_lines(err) == 1 && strstr(err, "--help") && !out[0],
-                  "ats %s: rc %d, stderr '%s' (one line naming --help)", one[i], rc, err);
-    }
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) expect_one_line(one[i], "--help");
 }
 
 static void test_inspect_models(void)
@@ -506,39 +497,6 @@ static void test_bench_default_out(void)
     free(mine);
 }
 
-/* Ctrl-C (SIGINT) during a run removes its unfinished temporaries; the process dies of the signal. */
-static void test_signal_cleanup(void)
-{
-    const char *bin = getenv("ATS_BIN");
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/sig", tmpdir);
-    CHECK(mkdir(dir, 0755) == 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        if (chdir(dir) != 0 || !freopen("/dev/null", "w", stdout)) _exit(99);
-        execl(bin ? bin : "ats", "ats", "sim", "--trace", "none", "--policy", "ats", "--gen", "30000",
-              "--timeline", "big.json", (char *)NULL);
-        _exit(98);
-    }
-    /* wait for the temporary (created before the work starts), then interrupt */
-    int seen = 0;
-    for (int i = 0; i < 3000 && !seen; i++) {
-        seen = leftover_tmp(dir);
-        if (!seen) usleep(10000);
-    }
-    CHECK_MSG(seen, "no big.json.tmp.* appeared in %s", dir);
-    kill(pid, SIGINT);
-    int status = 0;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT, "ats sim status %#x", status);
-    CHECK_MSG(!leftover_tmp(dir), "temporary left in %s after SIGINT", dir);
-    char fin[500];
-    snprintf(fin, sizeof fin, "%s/big.json", dir);
-    struct stat sb;
-    CHECK(stat(fin, &sb) != 0); /* no half timeline under the final name either */
-}
-
 static void test_import_notes(void)
 {
     char csv[400], h5[400], args[1024];
@@ -618,7 +576,6 @@ int main(void)
     test_wrong_kind();
     test_outputs();
     test_bench_default_out();
-    test_signal_cleanup();
     test_import_notes();
     test_readme();
     char cmd[400];

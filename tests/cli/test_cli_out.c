@@ -5,7 +5,7 @@
  *    normal exit, not SIGSEGV: HDF5 crashed at exit after a failed close), with one line
  *    "FILE: write failed: File too large", and leave neither FILE nor FILE.tmp.*; with SIGXFSZ at its
  *    default the process dies of it and still leaves no temporary;
- *  - SIGPIPE (stdout closed under `ats run --out`), SIGQUIT and SIGHUP mid-write: no temporary left;
+ *  - SIGPIPE (stdout closed under `ats run --out`), SIGINT, SIGQUIT and SIGHUP mid-write: no temporary left;
  *  - a file option given the next option as its value (`sim --out --help` wrote a file named
  *    --help), or "-", in every command: exit 2, one line, nothing written;
  *  - a dangling symbolic link and paths under /sys as OUT: refused before any work (exit 2).
@@ -219,7 +219,8 @@ static int has_tmp(const char *dir)
     return strstr(left, ".tmp.") != NULL;
 }
 
-/* SIGQUIT (Ctrl-\) and SIGHUP while a timeline is being written: the temporary goes with the process. */
+/* SIGINT (Ctrl-C), SIGQUIT (Ctrl-\) and SIGHUP while a timeline is being written: the temporary goes with
+ * the process, which dies of the signal, and no half timeline is left under the final name either. */
 static void test_kill(int sig, const char *name)
 {
     char dir[400], ef[500];
@@ -341,23 +342,17 @@ int main(void)
 {
     bin = getenv("ATS_BIN");
     if (!bin || !*bin) bin = "./build/cli/ats";
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/ats-test-cli-out-XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!tu_tmpdir(tmpdir, sizeof tmpdir, "cli_out")) return 1; /* removed by tu_finish when every check passed */
     char model[400];
     snprintf(model, sizeof model, "%s/tiny.json", tmpdir);
     tu_write_text(model, tiny_model);
     test_disk_full();
     test_stdout_full();
     test_sigpipe();
+    test_kill(SIGINT, "sigint"); /* Ctrl-C (test_cli had its own copy of this) */
     test_kill(SIGQUIT, "sigquit");
     test_kill(SIGHUP, "sighup");
     test_option_as_value();
     test_bad_targets();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     return tu_finish("test_cli_out");
 }
