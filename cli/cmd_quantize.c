@@ -9,9 +9,11 @@
  * type, quantized or not, is dequantized and re-quantized (llama.cpp refuses a quantized source unless
  * --allow-requantize), except that an already-quantized output head keeps its type (its Q6_K/Q8_0
  * would not win back the precision lost, only grow the file). When nothing is re-quantized and no
- * matrix has the asked type, one note says why (the fallbacks, the kept head). A source tensor holding NaN or Inf is refused before any work (exit 2, naming
- * tensor, row and element as `ats run --check-tensors`: ex_tensor_check_finite), since the quantizers
- * would hide it. A finite value the target type cannot hold (a block whose scale overflows F16's 65504,
+ * matrix has the asked type, one note says why (the fallbacks, the kept head). A source tensor
+ * holding NaN or Inf is refused (exit 2, nothing written, naming tensor, row and element as `ats run
+ * --check-tensors`: ex_tensor_check_finite), since the quantizers would hide it; a copied tensor is
+ * scanned whole, a re-quantized one row by row as it is dequantized (one pass over the source).
+ * A finite value the target type cannot hold (a block whose scale overflows F16's 65504,
  * e.g. 1e30 in Q8_0; a value past 65504 in a matrix written as F16) is refused too (exit 2, nothing
  * written, naming tensor, row, element, value and type): each quantized row is read back and checked.
  * All metadata is copied, general.file_type is rewritten. Output goes to
@@ -79,6 +81,19 @@ static void print_fallbacks(const struct fallback *fb, int n_fb)
 
 static int is_quantized(ats_qtype t) { return t != ATS_Q_F32 && t != ATS_Q_F16 && t != ATS_Q_BF16; }
 
+/* ATS_EXIT_OK, or (one line naming the tensor, row and element in `ats run --check-tensors`' words:
+   ex_tensor_check_finite) ATS_EXIT_USAGE when source tensor t of file `in` holds NaN or Inf */
+static int refuse_non_finite(const char *in, const ex_gguf_tensor *t)
+{
+    ex_tensor x = {t->type, {t->ne[0], t->ne[1], t->ne[2] * t->ne[3]}, 0, t->data};
+    ats_qtype_bytes(t->type, t->ne[0], &x.row_bytes);
+    ats_err err = {{0}};
+    enum ats_status st = ex_tensor_check_finite(t->name, &x, omp_get_max_threads(), &err);
+    if (st == ATS_OK) return ATS_EXIT_OK;
+    ats_cli_error("quantize", "%s: %s (nothing written)", in, err.msg);
+    return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+}
+
 int ats_cmd_quantize(int argc, char **argv)
 {
     const char *type_name = NULL;
@@ -143,17 +158,6 @@ int ats_cmd_quantize(int argc, char **argv)
     }
     kvl[n_out_kv] = ex_gguf_kv_u32(ftbuf, "general.file_type", file_type_of(qt));
     kv[n_out_kv++] = ftbuf;
-    for (int64_t i = 0; i < nt; i++) { /* before any work: the quantizers would hide a NaN (the block max
-                                          skips it) and write an Inf scale; same words as run --check-tensors */
-        const ex_gguf_tensor *t = ex_gguf_tensor_at(g, i);
-        ex_tensor x = {t->type, {t->ne[0], t->ne[1], t->ne[2] * t->ne[3]}, 0, t->data};
-        ats_qtype_bytes(t->type, t->ne[0], &x.row_bytes);
-        if ((st = ex_tensor_check_finite(t->name, &x, omp_get_max_threads(), &err)) != ATS_OK) {
-            ats_cli_error("quantize", "%s: %s (nothing written)", in, err.msg);
-            rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
-            goto done;
-        }
-    }
     const char *head = ex_gguf_find_tensor(g, "output.weight") ? "output.weight" : "token_embd.weight";
     /* matrices whose rows do not divide into the asked type's blocks: (asked, got) -> count, for one note
        at the end, as llama.cpp's quantize reports its fallbacks */
@@ -193,7 +197,12 @@ int ats_cmd_quantize(int argc, char **argv)
                 add_fallback(same, &n_same, asked, target, 0);
             }
         }
-        if (target != t->type && t->n_dims >= 2) {
+        /* a source holding NaN or Inf is refused: the quantizers would hide a NaN (the block max skips it)
+           and write an Inf scale. A copied tensor is scanned whole; a re-quantized one row by row below,
+           as each row is dequantized anyway (the scan then only words the message) */
+        const int requant = target != t->type && t->n_dims >= 2;
+        if (!requant && (rc = refuse_non_finite(in, t)) != ATS_EXIT_OK) goto done;
+        if (requant) {
             int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], n = t->ne[0];
             uint64_t rb_in, rb_out;
             ats_qtype_bytes(t->type, n, &rb_in);
@@ -212,6 +221,14 @@ int ats_cmd_quantize(int argc, char **argv)
             for (int64_t r = 0; r < rows && bad_row < 0; r++) {
                 uint8_t *q = buf + (size_t)(rb_out * (uint64_t)r);
                 ex_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)(rb_in * (uint64_t)r), row, n);
+                int64_t j = 0;
+                while (j < n && isfinite(row[j])) j++;
+                if (j < n && (rc = refuse_non_finite(in, t)) != ATS_EXIT_OK) {
+                    free(buf);
+                    free(row);
+                    free(back);
+                    goto done;
+                }
                 ex_quantize_row(target, row, q, n);
                 /* finite source, yet a block scale (or an F16 value) past F16's 65504 is Inf: read the row
                    back and name the largest source value of the first block that did not survive */
