@@ -33,6 +33,7 @@
 #include "atsc/outfile.h"
 #include "cli.h"
 #include "ex/model.h"
+#include "ex/session.h"
 #include "ex/ops.h"
 #include "ex/quant.h"
 #ifdef ATS_HAVE_CUDA
@@ -655,7 +656,7 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
     /* decode GEMV */
     json_t *garr = json_array();
     printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kern: v1 = quantize kernel + one warp per row,\n"
-           "v2 = one persistent kernel, v3 = quantize kernel + two rows per warp (exec/cuda/README.md);\n"
+           "v2 = one persistent kernel, v3 = quantize kernel + two rows per warp (exec/kernels/cuda/README.md);\n"
            "ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
            "single_us: one call alone between two events (adds the launch latency); graph_us: per call when all the\n"
            "cycled copies' calls are captured in one CUDA graph and replayed (no host launch work); rd_same: the read\n"
@@ -665,7 +666,7 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
     printf("%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %8s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us",
            "GB/s", "of_read", "graph_us", "g_of_rd", "rd_same", "of_same", "kern", "err");
     json_object_set_new(gj, "gemv_kernel_env", json_string(getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : ""));
-    { /* every ATS_GEMV_* variable (kernel variants of exec/cuda/gemv_v3.cu), in the table and the JSON */
+    { /* every ATS_GEMV_* variable (kernel variants of exec/kernels/cuda/gemv_v3.cu), in the table and the JSON */
         extern char **environ;
         json_t *ev = json_object();
         printf("kernel variables:");

@@ -71,14 +71,14 @@ void ats_cli_bad_option(const char *cmd, const char *arg, int optopt_, const str
  *  a long option "ats run: --model: needs a value (ats run --help)". `arg` = argv[optind - 1]. Without
  *  the leading ':' getopt reports a short option's missing value as an unknown option ('?'). */
 void ats_cli_missing_value(const char *cmd, const char *arg, int optopt_);
-struct ex_baseline;
+struct ld_baseline;
 /** Loads `ats record --save-baseline`'s file for `ats record` / `ats stress` (`cmd`) and checks it
  *  against the options: threads_asked > 0 must equal the baseline's; a baseline that records its slice
  *  refuses a different --slice-us (slice_given) and otherwise sets *slice_ns to it; warns (without
  *  failing) when the baseline has more probe threads than this machine's CPUs, naming `users` ("the
  *  probes", "probes and hogs"). One line on stderr and -1 on an error (exit 2), else 0. */
 int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, int slice_given, long *slice_ns,
-                          const char *users, struct ex_baseline *out);
+                          const char *users, struct ld_baseline *out);
 /** The --slice-us paragraph of `ats record --help` and `ats stress --help`. */
 extern const char ats_cli_slice_help[];
 /** Help text of --pin (ats record, ats stress). */

@@ -16,7 +16,7 @@
 #include "ats_version.h"
 #include "atsc/text.h"
 #include "atsc/trace_io.h"
-#include "ex/load.h"
+#include "ld/load.h"
 
 int ats_cli_parse_double(const char *s, double *out)
 {
@@ -77,14 +77,14 @@ void ats_cli_missing_value(const char *cmd, const char *arg, int optopt_)
 }
 
 int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, int slice_given, long *slice_ns,
-                          const char *users, ex_baseline *out)
+                          const char *users, ld_baseline *out)
 {
     ats_err err = {{0}};
-    if (ex_baseline_load(path, out, &err) != ATS_OK) {
+    if (ld_baseline_load(path, out, &err) != ATS_OK) {
         fprintf(stderr, "ats %s: %s\n", cmd, err.msg);
         return -1;
     }
-    char pe[ATSC_ESC_PATH]; /* the path as ex_baseline_load names it: escaped */
+    char pe[ATSC_ESC_PATH]; /* the path as ld_baseline_load names it: escaped */
     path = atsc_esc(path, strlen(path), pe, sizeof pe);
     if (threads_asked > 0 && threads_asked != out->threads) {
         fprintf(stderr, "ats %s: %s: baseline measured with %d probe threads, --threads %d asked\n", cmd, path,
@@ -100,7 +100,7 @@ int ats_cli_load_baseline(const char *cmd, const char *path, int threads_asked, 
         }
         *slice_ns = out->slice_ns;
     }
-    long cpus = ex_usable_cpus();
+    long cpus = ld_usable_cpus();
     if (cpus > 0 && out->threads > cpus)
         fprintf(stderr, "ats %s: warning: %s: the baseline was measured with %d probe threads, this process may use %ld "
                         "CPUs (%s oversubscribe them: was it measured elsewhere, or under taskset?)\n",

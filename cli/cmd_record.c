@@ -14,7 +14,7 @@
 #include "atsc/outfile.h"
 #include "atsc/trace_io.h"
 #include "cli.h"
-#include "ex/load.h"
+#include "ld/load.h"
 
 static void usage(FILE *f)
 {
@@ -56,9 +56,9 @@ int ats_cmd_record(int argc, char **argv)
         {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
         {"cpu-probe-ms", required_argument, 0, 'P'}, {"slice-us", required_argument, 0, 'u'},
         {"pin", no_argument, 0, 'n'},               {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    ex_probe_opts po = ex_probe_opts_default();
+    ld_probe_opts po = ld_probe_opts_default();
     po.stop = &ats_cli_stop; /* a signal cuts a probe in progress */
-    ex_record_opts ro = ex_record_opts_default();
+    ld_record_opts ro = ld_record_opts_default();
     const char *out = NULL, *base_in = NULL, *base_out = NULL, *descr = NULL;
     char machine[256] = "";
     double base_s = 3.0;
@@ -110,7 +110,7 @@ int ats_cmd_record(int argc, char **argv)
             break;
         }
         case 't': case 'D':
-            /* threads: the probe's limit (ex_probe_new, baseline files: 1 .. 1024) */
+            /* threads: the probe's limit (ld_probe_new, baseline files: 1 .. 1024) */
             if (ats_cli_parse_int(optarg, &v) || v < (c == 't' ? 1 : 0) || v > (c == 't' ? 1024 : 4096)) {
                 ats_cli_error("record", "--%s '%s': need an integer %d .. %d", c == 't' ? "threads" : "device",
                               optarg, c == 't' ? 1 : 0, c == 't' ? 1024 : 4096);
@@ -163,18 +163,18 @@ int ats_cmd_record(int argc, char **argv)
     ats_cli_catch_stop_signals();
 
     ats_err err = {{0}};
-    ex_baseline base;
+    ld_baseline base;
     if (base_in) {
         if (ats_cli_load_baseline("record", base_in, po.threads, slice_given, &po.slice_ns, "the probes", &base))
             return ATS_EXIT_USAGE;
-        ex_probe_opts_from_baseline(&po, &base); /* the very probes the baseline timed */
+        ld_probe_opts_from_baseline(&po, &base); /* the very probes the baseline timed */
     }
-    ex_probe *p = NULL;
-    if (ex_probe_new(&po, &p, &err) != ATS_OK) {
+    ld_probe *p = NULL;
+    if (ld_probe_new(&po, &p, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
         return ATS_EXIT_FAIL;
     }
-    int gpu = ex_probe_has_gpu(p);
+    int gpu = ld_probe_has_gpu(p);
     if (!gpu)
         fprintf(stderr, "ats record: %s: recording the CPU only (gpu_avail and pcie_avail written as 1)\n",
                 po.use_gpu ? "no CUDA device" : "--cpu-only");
@@ -184,22 +184,22 @@ int ats_cmd_record(int argc, char **argv)
     if (base_in && gpu && (base.t_s[ATSC_RES_GPU] != base.t_s[ATSC_RES_GPU])) {
         fprintf(stderr, "ats record: %s: the baseline has no GPU/PCIe times but this machine has a GPU; "
                         "measure a baseline here (--save-baseline)\n", base_in);
-        ex_probe_free(p);
+        ld_probe_free(p);
         return ATS_EXIT_USAGE;
     }
     char pdesc[768];
-    ex_probe_describe(p, pdesc, sizeof pdesc);
+    ld_probe_describe(p, pdesc, sizeof pdesc);
     fprintf(stderr, "ats record: %s\n", pdesc);
     int rc = ATS_EXIT_OK;
     atsc_trace *tr = NULL;
     double file_t[ATSC_RES_COUNT] = {NAN, NAN, NAN}; /* --baseline FILE --baseline-s S: the file's times */
-    /* ex_probe_baseline takes max(3, ceil(S / interval)) probe sets, one every --interval: say that span */
+    /* ld_probe_baseline takes max(3, ceil(S / interval)) probe sets, one every --interval: say that span */
     const double base_span_s = fmax(3.0, ceil(base_s / ro.interval_s)) * ro.interval_s;
     if (!base_in || base_s_given) {
         if (base_in) memcpy(file_t, base.t_s, sizeof file_t);
         fprintf(stderr, "ats record: measuring the idle baseline for %g s%s (keep the machine idle)\n", base_span_s,
                 base_in ? " with the settings of --baseline" : "");
-        if (ex_probe_baseline(p, base_s, ro.interval_s, &ats_cli_stop, &base, &err) != ATS_OK) {
+        if (ld_probe_baseline(p, base_s, ro.interval_s, &ats_cli_stop, &base, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
             rc = ATS_EXIT_FAIL;
             goto done;
@@ -223,7 +223,7 @@ int ats_cmd_record(int argc, char **argv)
                             "elsewhere, or this machine was not idle while re-measuring\n", base.t_s[0] / file_t[0]);
     }
     if (base_out) {
-        if (ex_baseline_save(&base, base_out, &err) != ATS_OK) {
+        if (ld_baseline_save(&base, base_out, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
             rc = ATS_EXIT_FAIL;
             goto done;
@@ -234,9 +234,9 @@ int ats_cmd_record(int argc, char **argv)
     ro.stop = &ats_cli_stop;
     long waits0 = 0, timeouts0 = 0; /* the baseline's probes waited too: count the recording's only */
     double wait_s0 = 0;
-    ex_probe_lock_stats(p, &waits0, &wait_s0, &timeouts0, NULL);
-    ex_record_stats stats;
-    if (ex_record_run(p, &base, &ro, &tr, &stats, &err) != ATS_OK) {
+    ld_probe_lock_stats(p, &waits0, &wait_s0, &timeouts0, NULL);
+    ld_record_stats stats;
+    if (ld_record_run(p, &base, &ro, &tr, &stats, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
         rc = ATS_EXIT_FAIL;
         goto done;
@@ -273,7 +273,7 @@ int ats_cmd_record(int argc, char **argv)
     long waits, timeouts;
     double wait_s;
     int unlocked;
-    ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
+    ld_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
     waits -= waits0;
     wait_s -= wait_s0;
     timeouts -= timeouts0;
@@ -285,6 +285,6 @@ int ats_cmd_record(int argc, char **argv)
                "without the lock (its holder busy > 0.2 s)\n", waits, stats.samples, 1e3 * wait_s, timeouts);
 done:
     atsc_trace_free(tr);
-    ex_probe_free(p);
+    ld_probe_free(p);
     return ats_cli_exit_after_signal(rc);
 }

@@ -18,6 +18,7 @@
 #include "atsc/results.h"
 #include "cli.h"
 #include "ex/model.h"
+#include "ex/session.h"
 #ifdef ATS_HAVE_CUDA
 #include "ex/gpu.h"
 #endif
@@ -203,7 +204,7 @@ int ats_cmd_run(int argc, char **argv)
             ats_cli_error("run", "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
             return ATS_EXIT_USAGE;
         }
-        /* the session's context (exec/src/session.c: --ctx, else min(context_length, 4096)), checked
+        /* the session's context (exec/runtime/session.c: --ctx, else min(context_length, 4096)), checked
            before building gigabytes of dummy weights */
         long long ctx0 = n_ctx > 0 ? n_ctx : (arch.n_ctx_max > 0 && arch.n_ctx_max < 4096 ? arch.n_ctx_max : 4096);
         if (prompt_tokens > ctx0) {

@@ -15,7 +15,7 @@
 #include "atsc/text.h"
 #include "atsc/trace_io.h"
 #include "cli.h"
-#include "ex/load.h"
+#include "ld/load.h"
 
 static void usage(FILE *f)
 {
@@ -81,17 +81,17 @@ static void usage(FILE *f)
 
 /* --log: control steps kept in memory, written at the end through a temporary. */
 typedef struct step_log {
-    ex_stress_step *s;
+    ld_stress_step *s;
     size_t n, cap;
     int oom;
 } step_log;
 
-static void log_step(void *ctx, const ex_stress_step *s)
+static void log_step(void *ctx, const ld_stress_step *s)
 {
     step_log *l = ctx;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 1024;
-        ex_stress_step *n = realloc(l->s, cap * sizeof *n);
+        ld_stress_step *n = realloc(l->s, cap * sizeof *n);
         if (!n) {
             l->oom = 1;
             return;
@@ -107,7 +107,7 @@ static int write_log(FILE *f, const void *ctx)
     const step_log *l = ctx;
     int bad = fprintf(f, "t_s,resource,target,measured,u,duty,saturated,probes\n") < 0;
     for (size_t i = 0; i < l->n && !bad; i++) {
-        const ex_stress_step *s = &l->s[i];
+        const ld_stress_step *s = &l->s[i];
         bad |= fprintf(f, "%.3f,%s,%.4f,%.4f,%.4f,%.4f,%d,%d\n", s->t_s, atsc_resource_name(s->res), s->target,
                        s->measured, s->u, s->duty, s->saturated, s->probes) < 0;
     }
@@ -160,7 +160,7 @@ int ats_cmd_stress(int argc, char **argv)
         {"slice-us", required_argument, 0, 'u'},    {"stagger", required_argument, 0, 'G'},
         {"pin", no_argument, 0, 'N'},               {"pin-hogs", no_argument, 0, 'H'},
         {"baseline-s", required_argument, 0, 'B'},  {0, 0, 0, 0}};
-    ex_stress_opts so = ex_stress_opts_default();
+    ld_stress_opts so = ld_stress_opts_default();
     const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
     int closed_flags = 0; /* closed-loop options given */
     int calib_flags = 0;  /* --settle / --measure given (--calibrate only) */
@@ -231,7 +231,7 @@ int ats_cmd_stress(int argc, char **argv)
         case 't': case 'D': case '0': case '1': case '2': {
             const char *name = c == 't' ? "threads" : c == 'D' ? "device" : c == '0' ? "hogs-cpu"
                              : c == '1' ? "hogs-gpu" : "hogs-pcie";
-            int lo_v = c == 'D' ? 0 : 1, hi_v = c == 't' || c == 'D' ? 64 : EX_STRESS_K_MAX;
+            int lo_v = c == 'D' ? 0 : 1, hi_v = c == 't' || c == 'D' ? 64 : LD_STRESS_K_MAX;
             if (ats_cli_parse_int(optarg, &v) || v < lo_v || v > hi_v) {
                 ats_cli_error("stress", "--%s '%s': need an integer %d .. %d", name, optarg, lo_v, hi_v);
                 return ATS_EXIT_USAGE;
@@ -304,21 +304,21 @@ int ats_cmd_stress(int argc, char **argv)
     if (calib_out) {
         for (int r = 0; r < ATSC_RES_COUNT; r++)
             if (so.k[r] == 0) so.k[r] = 3;
-        ex_probe_opts po = ex_probe_opts_default();
+        ld_probe_opts po = ld_probe_opts_default();
         po.slice_ns = so.hog_slice_ns; /* calibration probes as the stressor's and the recorder's */
         po.pin = so.pin;
         po.threads = so.threads;
         po.device = so.device;
         po.stop = &ats_cli_stop;
-        if (cpu_only || !ex_gpu_present(so.device)) {
+        if (cpu_only || !ld_gpu_present(so.device)) {
             if (!cpu_only) fprintf(stderr, "ats stress: no CUDA device: calibrating the CPU hogs only\n");
             so.k[ATSC_RES_GPU] = so.k[ATSC_RES_PCIE] = 0;
             po.use_gpu = 0;
         }
         if (!(measure > 0)) measure = 2.0;
-        ex_stress_calib cal;
-        st = ex_stress_calibrate(&so, &po, settle, measure, &cal, &err);
-        if (st == ATS_OK) st = ex_stress_calib_save(&cal, calib_out, &err);
+        ld_stress_calib cal;
+        st = ld_stress_calibrate(&so, &po, settle, measure, &cal, &err);
+        if (st == ATS_OK) st = ld_stress_calib_save(&cal, calib_out, &err);
         if (st != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
             return ats_cli_exit_after_signal(st == ATS_ENOTFOUND ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
@@ -356,16 +356,16 @@ int ats_cmd_stress(int argc, char **argv)
                     atsc_resource_name((enum atsc_resource)r), so.k[r], atsc_resource_name((enum atsc_resource)r),
                     cpu_only ? " (--cpu-only)" : "", atsc_resource_name((enum atsc_resource)r));
     }
-    ex_stress_calib cal;
+    ld_stress_calib cal;
     if (calib_in) {
-        if ((st = ex_stress_calib_load(calib_in, &cal, &err)) != ATS_OK) {
+        if ((st = ld_stress_calib_load(calib_in, &cal, &err)) != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
             atsc_trace_free(tr);
             return ATS_EXIT_USAGE;
         }
         so.calib = &cal;
     }
-    ex_baseline base;
+    ld_baseline base;
     if (base_in) {
         if (ats_cli_load_baseline("stress", base_in, so.threads, slice_given, &so.hog_slice_ns, "probes and hogs",
                                   &base)) {
@@ -376,14 +376,14 @@ int ats_cmd_stress(int argc, char **argv)
     /* targets below what the hogs reach (the automatic count is capped): say so before and after */
     int kplan[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
-    unsigned short_of = ex_stress_plan_hogs(tr, &so, base_in != NULL, kplan, amin);
+    unsigned short_of = ld_stress_plan_hogs(tr, &so, base_in != NULL, kplan, amin);
     char short_note[1024] = "";
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (!(short_of & (1u << r))) continue;
         const char *rn = atsc_resource_name((enum atsc_resource)r);
         char hint[64];
-        if (kplan[r] >= EX_STRESS_K_MAX) snprintf(hint, sizeof hint, "%d is the most --hogs-%s allows", kplan[r], rn);
-        else snprintf(hint, sizeof hint, "--hogs-%s up to %d", rn, EX_STRESS_K_MAX);
+        if (kplan[r] >= LD_STRESS_K_MAX) snprintf(hint, sizeof hint, "%d is the most --hogs-%s allows", kplan[r], rn);
+        else snprintf(hint, sizeof hint, "--hogs-%s up to %d", rn, LD_STRESS_K_MAX);
         size_t l = strlen(short_note);
         snprintf(short_note + l, sizeof short_note - l,
                  "%s%s: the trace's lowest target %.3g is below what %d hogs%s reach by the model (1/%d = %.3g); %s",
@@ -392,7 +392,7 @@ int ats_cmd_stress(int argc, char **argv)
     }
     if (short_note[0]) fprintf(stderr, "ats stress: note: %s\n", short_note);
     if (!base_in) {
-        st = ex_stress_run(tr, &so, &err);
+        st = ld_stress_run(tr, &so, &err);
         atsc_trace_free(tr);
         if (st != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
@@ -409,11 +409,11 @@ int ats_cmd_stress(int argc, char **argv)
         so.on_step = log_step;
         so.step_ctx = &log;
     }
-    ex_stress_report rep;
+    ld_stress_report rep;
     if (so.rebaseline_s > 0) /* S s with no output otherwise */
         fprintf(stderr, "ats stress: --baseline-s %g: the probe process will re-measure the idle probe times "
                         "first, before any hog starts (keep the machine idle)\n", so.rebaseline_s);
-    st = ex_stress_run_closed(tr, &so, &base, &rep, &err);
+    st = ld_stress_run_closed(tr, &so, &base, &rep, &err);
     atsc_trace_free(tr);
     int rc = ATS_EXIT_OK;
     if (st != ATS_OK) {
@@ -427,11 +427,11 @@ int ats_cmd_stress(int argc, char **argv)
         }
         rc = ATS_EXIT_FAIL; /* failed while running (e.g. the probe process died): report and log what ran */
     }
-    ex_stress_report_print(stdout, &rep, so.settle_s);
+    ld_stress_report_print(stdout, &rep, so.settle_s);
     if (short_note[0]) printf("targets not reached: %s\n", short_note);
     if (log_out) {
         if (log.oom) fprintf(stderr, "ats stress: --log %s: out of memory, the log is incomplete\n", log_out);
-        if (ex_text_save(log_out, "control log", write_log, &log, &err) != ATS_OK) {
+        if (ld_text_save(log_out, "control log", write_log, &log, &err) != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
             rc = ATS_EXIT_FAIL;
         } else {

@@ -39,16 +39,17 @@ if pkg-config --exists hdf5 2>/dev/null; then H5I=$(pkg-config --cflags hdf5); H
 elif [ -d /usr/include/hdf5/serial ]; then H5I="-I/usr/include/hdf5/serial"; H5L="-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5"; fi
 DEPS=""
 if [ -d .deps/root/usr ]; then DEPS="-I$PWD/.deps/root/usr/include -L$PWD/.deps/root/usr/lib/x86_64-linux-gnu -Wl,-rpath,$PWD/.deps/root/usr/lib/x86_64-linux-gnu"; fi
-CU=""; CUL=""
+CU=""; CUL=""; NOCU="load/src/gpu_probe_none.c"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 if [ -x "$NVCC" ] && [ "${ATS_CUDA:-AUTO}" != OFF ]; then
   CUDA_HOME=$(dirname "$(dirname "$NVCC")")
-  "$NVCC" -O2 -arch=${CUDA_ARCH:-sm_90} -Xcompiler=-Wall,-Wextra -c exec/cuda/load_probe.cu -o "$B/load_probe.o"
+  "$NVCC" -O2 -arch=${CUDA_ARCH:-sm_90} -Xcompiler=-Wall,-Wextra -c load/cuda/gpu_probe.cu -o "$B/load_probe.o"
+  NOCU=""
   CU="-DATS_HAVE_CUDA=1 -I$CUDA_HOME/include"; CUL="$B/load_probe.o -L$CUDA_HOME/lib64 -L$CUDA_HOME/lib64/stubs -lcudart -lstdc++"
 fi
 gcc -std=c11 -O2 -g -Wall -Wextra -D_GNU_SOURCE -DH5_USE_110_API $CU $H5I $DEPS \
-  -Isched/include -Icommon/include -Iexec/include -Iexec/cuda -Icli -I"$B/gen" \
+  -Isched/include -Icommon/include -Iexec/include -Iload/include -Iload/src -Icli -I"$B/gen" \
   common/src/trace_io.c common/src/trace_import.c common/src/outfile.c sched/src/status.c cli/cli_util.c cli/cli_out.c cli/cmd_trace.c \
-  cli/cmd_record.c cli/cmd_stress.c exec/src/load_record.c exec/src/load_stress.c "$B/gen/main_load.c" \
+  cli/cmd_record.c cli/cmd_stress.c load/src/record.c load/src/stress.c $NOCU "$B/gen/main_load.c" \
   $CUL $H5L -ljansson -lgsl -lgslcblas -lpthread -lm -o "$B/ats-load"
 echo "built $B/ats-load ($([ -n "$CU" ] && echo with || echo without) CUDA)"

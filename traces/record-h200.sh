@@ -137,8 +137,8 @@ step_fig13-open() {
 }
 step_cpu-compile() {
   need_base || return
-  local CF="-O2 -std=c11 -fopenmp -D_GNU_SOURCE -DH5_USE_110_API -Isched/include -Icommon/include -Iexec/include -Iexec/cuda -Icli -Isim/include -Ibuild-load/gen -I/usr/include/hdf5/serial -I.deps/root/usr/include"
-  bg_session bash -c "while :; do ls sched/src/*.c common/src/*.c sim/src/*.c exec/src/*.c cli/*.c | xargs -P 16 -I{} gcc $CF -c {} -o /dev/null 2>/dev/null; ls exec/cuda/*.cu | xargs -P 16 -I{} nvcc -O2 -arch=sm_90 -c {} -o /dev/null 2>/dev/null; done"
+  local CF="-O2 -std=c11 -fopenmp -D_GNU_SOURCE -DH5_USE_110_API -Isched/include -Icommon/include -Iexec/include -Iexec/kernels/cpu -Iexec/kernels/cuda -Iload/include -Iload/src -Icli -Isim/include -Ibuild-load/gen -I/usr/include/hdf5/serial -I.deps/root/usr/include"
+  bg_session bash -c "while :; do ls sched/src/*.c common/src/*.c sim/src/*.c exec/model/*.c exec/kernels/cpu/*.c exec/runtime/*.c load/src/*.c cli/*.c | xargs -P 16 -I{} gcc $CF -c {} -o /dev/null 2>/dev/null; ls exec/kernels/cuda/*.cu load/cuda/*.cu | xargs -P 16 -I{} nvcc -O2 -arch=sm_90 -c {} -o /dev/null 2>/dev/null; done"
   rec cpu-compile "cpu-compile: parallel build of this project's C (gcc -O2, 16 jobs) and CUDA (nvcc sm_90) sources in a loop"; local r=$?
   cleanup; return $r
 }

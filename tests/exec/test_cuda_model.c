@@ -60,6 +60,7 @@ int main(void)
 
 #include "ex/gpu.h"
 #include "ex/model.h"
+#include "ex/session.h"
 
 static ex_gpu *g_gpu;
 static uint64_t g_rng;

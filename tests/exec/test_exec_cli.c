@@ -19,6 +19,7 @@
 #include "atsc/results.h"
 #include "ex/gguf.h"
 #include "ex/model.h"
+#include "ex/session.h"
 #include "ex/quant.h"
 #include "testutil.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_exec_decode — the CPU decode (one-token) GEMV kernels of exec/src/cpu_matmul.c for Q4_0 and
+ * test_exec_decode — the CPU decode (one-token) GEMV kernels of exec/kernels/cpu/cpu_matmul.c for Q4_0 and
  * MXFP4 (4 weight rows a call on AVX2 / AVX-512 VNNI) and the SIMD activation quantizer, on fresh
  * random inputs (seed printed; replay with ATS_TEST_SEED).
  *

@@ -1,6 +1,6 @@
 /*
  * test_exec_env — the executor's ATS_* environment knobs are checked, not silently ignored:
- * ex_env_check (exec/src/env_check.c) on every knob with values its reader accepts (ATS_OK) and values
+ * ex_env_check (exec/runtime/env_check.c) on every knob with values its reader accepts (ATS_OK) and values
  * it would ignore (ATS_EINVAL, one line naming the variable, the value and what is valid); unset and
  * empty mean the default. Then `ats` ($ATS_BIN) with a bad ATS_GEMV_KERNEL (a word knob), an
  * out-of-range ATS_GEMV_V4_RING_KB (a range knob) and a bad ATS_ATTN_SHAPE: exit 2 with that line
@@ -176,7 +176,7 @@ static void scan_text(const char *path, const char *text, const char *prefix)
         buf[n] = '\0';
         if (n <= 4) continue; /* "ATS_..." in a comment */
         n_scanned++;
-        CHECK_MSG(ex_env_known(buf), "%s reads %s, which exec/src/env_check.c does not know ('%.40s')", path, buf, p);
+        CHECK_MSG(ex_env_known(buf), "%s reads %s, which exec/runtime/env_check.c does not know ('%.40s')", path, buf, p);
     }
 }
 
@@ -249,7 +249,7 @@ static void test_unknown_names(void)
     CHECK_MSG(rc == 0 && err[0] == '\0', "known names only: rc %d, stderr '%s'", rc, err);
     unsetenv("ATS_TEST_SEED");
     /* every name the sources, scripts and CTest read is known */
-    const char *dirs[] = {"exec", "cli", "common", "sim", "sched", "tests", "cmake", "traces", "tools"};
+    const char *dirs[] = {"exec", "load", "cli", "common", "sim", "sched", "tests", "cmake", "traces", "tools"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char d[1024];
         tu_source_path(d, sizeof d, dirs[i]);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ex/model.h"
+#include "ex/session.h"
 #include "ex/tokenizer.h"
 #include "testutil.h"
 

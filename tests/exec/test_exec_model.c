@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "ex/model.h"
+#include "ex/session.h"
 #include "ex/quant.h"
 #include "testutil.h"
 

@@ -4,7 +4,7 @@
  *
  * A "lazy" test backend behaves like a device: it runs the CPU ops, but on its own shadow copies of
  * the host buffers the session passes (found by host address range, interior pointers included),
- * with the rules of exec/cuda/backend.cu: an input is uploaded only where the shadow is not usable,
+ * with the rules of exec/kernels/cuda/backend.cu: an input is uploaded only where the shadow is not usable,
  * an output is written to the shadow only (usable + dirty), flush copies the dirty bytes back,
  * host_wrote makes activation shadows unusable (and poisons them: NaN floats, -1 ids), forget drops
  * ranges of freed memory; KV slabs keep a row prefix [0, dev_rows) and upload the rows another
@@ -23,7 +23,7 @@
  * Negative controls: a lazy variant whose flush copies nothing and one whose host_wrote forgets
  * nothing must make the comparison fail (asserted).
  *
- * Then the real CUDA table: exec/cuda/backend.cu (host code in the C subset of C++) is compiled
+ * Then the real CUDA table: exec/kernels/cuda/backend.cu (host code in the C subset of C++) is compiled
  * into this test over an emulated CUDA runtime (device memory = host memory poisoned at allocation,
  * copies = memcpy, counted; ex_cuda_* ops = the CPU ops), and the same session runs must match the
  * CPU bit for bit; all-cuda decode rounds upload only the token ids, wait once and copy back each
@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "ex/model.h"
+#include "ex/session.h"
 #include "testutil.h"
 
 static uint64_t rng;
@@ -655,7 +656,7 @@ static void check_lazy_moved_range(void)
     fprintf(stderr, "test_exec_residency: lazy attention with a stale range dropped by its output's lookup: compared with the CPU\n");
 }
 
-/* ---- the real CUDA table (exec/cuda/backend.cu) over an emulated CUDA runtime ---------------------
+/* ---- the real CUDA table (exec/kernels/cuda/backend.cu) over an emulated CUDA runtime ---------------------
  * backend.cu is host code in the C subset of C++; included here after a stand-in for its private
  * header common.cuh: device memory is host memory poisoned at allocation, copies are memcpy (counted),
  * and the ex_cuda_* ops it launches are the CPU ops (same arithmetic, so logits must match bit for bit).
@@ -775,7 +776,7 @@ ex_gpu_status emu_cuda_moe(ex_gpu *gg, const ex_tensor *g, const ex_tensor *u, c
                            int64_t n, const int32_t *ids, const float *w, int64_t k, float *o, ex_stream s)
 { (void)gg; EMU_OP(ex_cpu_moe(g, u, d, x, n, ids, w, k, o)); }
 
-#include "../../exec/cuda/backend.cu"
+#include "../../exec/kernels/cuda/backend.cu"
 
 /* The same comparisons with the emulated CUDA table; all-cuda rounds after the first: one upload
  * (the token ids), one wait, one copy back per written activation buffer, no KV rows. */

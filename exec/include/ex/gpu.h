@@ -139,7 +139,7 @@ ex_gpu_status ex_cuda_gemv(ex_gpu *g, int type, const void *W, int64_t rows, int
                            float *y, ex_stream s);
 
 /** The GEMV kernel family ex_cuda_gemv runs for this type (ats_qtype id) and shape (rows, cols):
- *  "v4", "v3", "v2" or "v1" on the current device (exec/cuda/gemv_v3.cu; follows ATS_GEMV_KERNEL and
+ *  "v4", "v3", "v2" or "v1" on the current device (exec/kernels/cuda/gemv_v3.cu; follows ATS_GEMV_KERNEL and
  *  ATS_GEMV_V3_Q6K). For reports. */
 const char *ex_cuda_gemv_kernel(int type, int64_t rows, int64_t cols);
 
@@ -247,10 +247,10 @@ ex_gpu_status ex_cuda_sample(ex_gpu *g, const float *logits, int64_t n_vocab, co
                              int32_t *token, ex_stream s);
 
 /* ---- backend table -------------------------------------------------------------------------- */
-struct ex_backend; /* ex/model.h */
+struct ex_backend; /* ex/backend.h */
 
 /**
- * New CUDA backend table (ex_backend of ex/model.h, name "cuda") for sessions whose buffers are in
+ * New CUDA backend table (ex_backend of ex/backend.h, name "cuda") for sessions whose buffers are in
  * host memory: weights are mirrored on the device at first use (keyed by host address);
  * activations and KV rows stay on the device (cached by host address range) and come back only
  * when the session calls the table's flush (backend switch, end of a forward; exec/README.md

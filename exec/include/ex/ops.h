@@ -194,7 +194,7 @@ unsigned ex_cpu_features(void);
 
 /** Checks every ATS_* environment variable the executor reads (ATS_GEMV_KERNEL, ATS_GEMV_V4_*,
  *  ATS_GEMV_V3_*, ATS_GEMV_MAX_BLOCKS, ATS_PDL_EARLY, ATS_ATTN_SHAPE, ATS_CPU_FEATURES,
- *  ATS_PROBE_PRIVATE; the table in exec/cuda/README.md) that is set and non-empty against the values
+ *  ATS_PROBE_PRIVATE; the table in exec/kernels/cuda/README.md) that is set and non-empty against the values
  *  its reader accepts; the readers ignore a value they do not know, this refuses it. Returns ATS_OK,
  *  or ATS_EINVAL for the first bad one with one line in msg (len bytes, caller-owned, may be NULL)
  *  naming the variable, its value and what is valid, e.g. "ATS_GEMV_KERNEL='v5': not one of v1, v2,
@@ -205,7 +205,7 @@ enum ats_status ex_env_check(char *msg, size_t len);
 /** 1 when name is an ATS_* variable that something in ATS reads: a knob ex_env_check checks, or one it
  *  does not (the CLI's ATS_MODELS_DIR, ATS_HW_DIR, ATS_TRACES_DIR, ATS_BENCH_SCHED; the tests'
  *  ATS_SHARED_DIR, ATS_SOURCE_DIR, ATS_BIN, ATS_TEST_SEED, ATS_UPDATE_GOLDEN; the scripts' ATS_LOAD,
- *  ATS_CUDA). One list, in exec/src/env_check.c. Thread-safe. */
+ *  ATS_CUDA). One list, in exec/runtime/env_check.c. Thread-safe. */
 int ex_env_known(const char *name);
 /** The next ATS_* variable of the environment, from index *cursor (start at 0) of environ, whose name no
  *  reader knows (a misspelt knob such as ATS_GEMV_V4_TRIGER is silently ignored by its reader): returns 1

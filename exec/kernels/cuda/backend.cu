@@ -2,7 +2,7 @@
  * The CUDA backend table (ex_backend of ex/model.h) over host pointers, with activations kept on
  * the device between ops (exec/README.md "Residency").
  *
- * The session (exec/src/session.c) keeps its activations, KV cache and weights in host memory and
+ * The session (exec/runtime/session.c) keeps its activations, KV cache and weights in host memory and
  * calls a backend's ops with those pointers (often interior ones: the last row of x for the output
  * norm, one layer's slab of the KV arrays). This table runs each op on the GPU's compute stream and
  * copies as little as it can:
@@ -41,6 +41,7 @@
 
 #include "ex/gpu.h"
 #include "ex/model.h"
+#include "ex/session.h"
 
 typedef struct mirror {
     const void *host;

@@ -1,9 +1,9 @@
 /*
- * ex_env_check — the executor's environment knobs (ATS_* variables read with getenv in exec/src and
- * exec/cuda) checked against the values their readers accept, so that a typo such as
+ * ex_env_check — the executor's environment knobs (ATS_* variables read with getenv in exec/ and
+ * load/) checked against the values their readers accept, so that a typo such as
  * ATS_GEMV_KERNEL=v5 or ATS_GEMV_V4_RING_KB=8 is refused with one line (`ats` exits 2) instead of being
  * silently ignored. The readers stay where they are (each reads its variable once, or at every call);
- * this table has to follow them: exec/cuda/README.md, "Environment knobs", lists the same set.
+ * this table has to follow them: exec/kernels/cuda/README.md, "Environment knobs", lists the same set.
  * The table is also the one list of every ATS_* variable anything here reads (the CLI's paths, the tests'
  * and the scripts' variables, not checked), so that ex_env_unknown_next can name a misspelt one
  * (ATS_GEMV_V4_TRIGER) with the closest known name; test_exec_env scans the sources' getenv("ATS_...")
@@ -34,7 +34,7 @@ typedef struct knob {
 /* Readers: gemv_v2.cu v2_disabled + v2_max_blocks, gemv_v3.cu v3_disabled + v3_config +
  * ex_cuda_gemv_kernel, gemv_v4.cu v4_config (ATS_GEMV_V4_TRIGGER: start | last, where the kernel lets the
  * next one launch), gpu.cu exc_pdl_early, attention.cu att_env,
- * cpu_matmul.c ex_cpu_features, load_record.c ex_probe_opts_default. */
+ * cpu_matmul.c ex_cpu_features, load_record.c ld_probe_opts_default. */
 static const knob KNOBS[] = {
     {"ATS_GEMV_KERNEL", KNOB_WORDS, "v1|v2|v3|v4", 0, 0, 0, "one of v1, v2, v3, v4"},
     {"ATS_GEMV_V4_CHUNK_KB", KNOB_INT, NULL, 1, 64, 10, "an integer 1..64"},
@@ -182,7 +182,7 @@ int ex_env_unknown_next(size_t *cursor, char *msg, size_t len)
         if (msg && len && (best <= 2 || 3 * best <= n)) /* a typo */
             snprintf(msg, len, "%s is not a variable ats reads (ignored): did you mean %s?", en, KNOBS[bi].name);
         else if (msg && len)
-            snprintf(msg, len, "%s is not a variable ats reads (ignored; the list: exec/cuda/README.md, \"Environment "
+            snprintf(msg, len, "%s is not a variable ats reads (ignored; the list: exec/kernels/cuda/README.md, \"Environment "
                                "knobs\"); the closest known one is %s", en, KNOBS[bi].name);
         return 1;
     }

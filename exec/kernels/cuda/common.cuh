@@ -1,5 +1,5 @@
 /*
- * exec/cuda/common.cuh — private helpers of the CUDA backend (never included by host C code).
+ * exec/kernels/cuda/common.cuh — private helpers of the CUDA backend (never included by host C code).
  *
  * - EXC_CUDA(call) / EXC_LAUNCHED(): every CUDA runtime call is checked and turned into an
  *   `ex_gpu_status` (with one line on stderr naming the call, file:line and CUDA's message);

@@ -1,10 +1,10 @@
 /*
- * exec/src/load_record.c — load probes and the recorder behind `ats record` (ex/load.h).
+ * load/src/record.c — load probes and the recorder behind `ats record` (ld/load.h).
  * CPU probe: a float GEMV over a pthread pool (rows handed out in chunks through an atomic counter, so
  * a thread slowed by a co-runner takes fewer chunks, as inference threads do); GPU and PCIe probes in
- * exec/cuda/load_probe.cu when built with CUDA.
+ * load/cuda/gpu_probe.cu when built with CUDA.
  */
-#include "ex/load.h"
+#include "ld/load.h"
 
 #include "atsc/outfile.h"
 #include "atsc/text.h"
@@ -30,9 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef ATS_HAVE_CUDA
-#include "load_probe.h"
-#endif
+#include "gpu_probe.h"
 
 #define CHUNK_ROWS 32
 
@@ -43,7 +41,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int ex_usable_cpus(void)
+int ld_usable_cpus(void)
 {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
@@ -51,12 +49,12 @@ int ex_usable_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
-struct ex_probe {
-    ex_probe_opts o;
+struct ld_probe {
+    ld_probe_opts o;
     /* CPU GEMV: y (rows) = A (rows, cols) x (cols) */
     float *A, *x, *y;
     size_t a_map;             /* A is the shared object's mapping of this many bytes; 0: malloc'ed */
-    int a_shared;             /* A is the shared object ex_probe_matrix_name() names */
+    int a_shared;             /* A is the shared object ld_probe_matrix_name() names */
     char a_why[400];          /* why A is a private copy (a_shared 0) */
     int reps;                 /* GEMV repetitions per probe */
     pthread_t *tids;
@@ -69,13 +67,11 @@ struct ex_probe {
     int sync_ok;              /* mutex and condition variables initialized */
     atomic_size_t next_chunk; /* chunk counter over reps * rows */
     atomic_int abort_probe;   /* 1: the pool takes no more chunks of the current probe */
-    atomic_int next_index;    /* pool threads take their index (ex_pin_self) from it */
+    atomic_int next_index;    /* pool threads take their index (ld_pin_self) from it */
     /* GPU */
     int has_gpu;
     long gpu_iters;
-#ifdef ATS_HAVE_CUDA
-    ex_lp *lp;
-#endif
+    ld_gpu_probe *lp;
     char gpu_name[256];
     /* probe lock shared with other processes (flock) */
     int lock_fd;              /* -1: no lock (none asked, or the file could not be opened) */
@@ -93,7 +89,7 @@ struct ex_sched_attr {
     uint64_t runtime, deadline, period;
 };
 
-int ex_sched_slice(long ns)
+int ld_sched_slice(long ns)
 {
     if (ns <= 0) return 0;
 #ifdef SYS_sched_setattr
@@ -109,7 +105,7 @@ int ex_sched_slice(long ns)
 }
 
 
-int ex_pin_self(int j)
+int ld_pin_self(int j)
 {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) != 0) return errno;
@@ -124,7 +120,7 @@ int ex_pin_self(int j)
     return pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
-static void gemv_rows(const struct ex_probe *p, size_t r0, size_t r1)
+static void gemv_rows(const struct ld_probe *p, size_t r0, size_t r1)
 {
     const size_t cols = p->o.gemv_cols;
     for (size_t r = r0; r < r1; r++) {
@@ -137,12 +133,12 @@ static void gemv_rows(const struct ex_probe *p, size_t r0, size_t r1)
 
 static void *pool_main(void *arg)
 {
-    struct ex_probe *p = arg;
+    struct ld_probe *p = arg;
     const size_t rows = p->o.gemv_rows, chunks_per = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
     unsigned seen = 0;
-    ex_sched_slice(p->o.slice_ns); /* a kernel without slice requests ignores it */
+    ld_sched_slice(p->o.slice_ns); /* a kernel without slice requests ignores it */
     const int index = atomic_fetch_add(&p->next_index, 1);
-    if (p->o.pin) ex_pin_self(index); /* best effort: a thread that cannot be pinned still probes */
+    if (p->o.pin) ld_pin_self(index); /* best effort: a thread that cannot be pinned still probes */
     for (;;) {
         pthread_mutex_lock(&p->mu);
         while (p->gen == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
@@ -168,7 +164,7 @@ static void *pool_main(void *arg)
 /* One CPU probe: reps GEMVs over the pool; returns wall time [s]. Cut (the pool stops taking
  * chunks) after o.max_probe_s or once *o.stop is set, so a baseline with far too many repetitions
  * or a signal never keeps a probe running for minutes. */
-static double cpu_probe(struct ex_probe *p)
+static double cpu_probe(struct ld_probe *p)
 {
     atomic_store(&p->next_chunk, 0);
     atomic_store(&p->abort_probe, 0);
@@ -190,12 +186,12 @@ static double cpu_probe(struct ex_probe *p)
     return now_s() - t0;
 }
 
-ex_probe_opts ex_probe_opts_default(void)
+ld_probe_opts ld_probe_opts_default(void)
 {
-    ex_probe_opts o = {.threads = 0, .gemv_rows = 2048, .gemv_cols = 2048, .cpu_target_s = 2e-3,
+    ld_probe_opts o = {.threads = 0, .gemv_rows = 2048, .gemv_cols = 2048, .cpu_target_s = 2e-3,
                        .gpu_target_s = 1e-3, .copy_bytes = 16u << 20, .use_gpu = 1, .device = 0,
                        .cpu_reps = 0, .gpu_iters = 0, .lock_path = "/tmp/ats-probes.lock", .max_probe_s = 1.0,
-                       .stop = NULL, .slice_ns = EX_SLICE_NS_DEFAULT};
+                       .stop = NULL, .slice_ns = LD_SLICE_NS_DEFAULT};
     const char *e = getenv("ATS_PROBE_PRIVATE");
     o.private_matrix = e && strcmp(e, "1") == 0;
     return o;
@@ -208,7 +204,7 @@ static double median3(double a, double b, double c)
     return a > b ? a : b;
 }
 
-void ex_probe_free(ex_probe *p)
+void ld_probe_free(ld_probe *p)
 {
     if (!p) return;
     if (p->sync_ok) {
@@ -222,9 +218,7 @@ void ex_probe_free(ex_probe *p)
         pthread_cond_destroy(&p->cv_done);
     }
     free(p->tids);
-#ifdef ATS_HAVE_CUDA
-    ex_lp_free(p->lp);
-#endif
+    ld_gpu_probe_free(p->lp);
     if (p->a_map) munmap(p->A, p->a_map);
     else free(p->A);
     free(p->x);
@@ -254,7 +248,7 @@ static int matrix_ok(const float *a, size_t n)
     return 1;
 }
 
-void ex_probe_matrix_name(size_t rows, size_t cols, char *buf, size_t len)
+void ld_probe_matrix_name(size_t rows, size_t cols, char *buf, size_t len)
 {
     snprintf(buf, len, "/ats-probe-a1-%zux%zu", rows, cols);
 }
@@ -299,7 +293,7 @@ static float *map_existing(const char *name, size_t rows, size_t cols)
     return fd >= 0 ? map_fd(fd, rows, cols, &ok) : NULL;
 }
 
-/* Maps the shared probe matrix read-only (ex_probe_opts.private_matrix): opens the POSIX shared-memory
+/* Maps the shared probe matrix read-only (ld_probe_opts.private_matrix): opens the POSIX shared-memory
  * object, or creates it under a temporary name, fills it and links it into place (a process never sees
  * it half-filled; of two racing creators one link wins and the other maps the winner's, so every
  * process reads the same pages). Anything else at that name — the wrong size or contents, not a
@@ -310,7 +304,7 @@ static float *map_shared_matrix(size_t rows, size_t cols, char *why, size_t len)
 {
     const size_t bytes = rows * cols * sizeof(float);
     char name[96], path[128], tmp[128];
-    ex_probe_matrix_name(rows, cols, name, sizeof name);
+    ld_probe_matrix_name(rows, cols, name, sizeof name);
     snprintf(path, sizeof path, "/dev/shm%s", name);
     remove_stale_temporaries(name);
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -363,11 +357,11 @@ static float *map_shared_matrix(size_t rows, size_t cols, char *why, size_t len)
     return NULL;
 }
 
-enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err *err)
+enum ats_status ld_probe_new(const ld_probe_opts *opts, ld_probe **out, ats_err *err)
 {
     *out = NULL;
-    ex_probe_opts o = *opts;
-    if (o.threads <= 0) o.threads = ex_usable_cpus();
+    ld_probe_opts o = *opts;
+    if (o.threads <= 0) o.threads = ld_usable_cpus();
     if (o.threads > 1024 || o.gemv_rows == 0 || o.gemv_cols == 0 || o.gemv_rows * o.gemv_cols > (1u << 28) ||
         !(o.cpu_target_s > 0) || !(o.gpu_target_s > 0) || o.cpu_reps < 0 || o.cpu_reps > 100000 || o.gpu_iters < 0 ||
         o.gpu_iters > 10000000000L)
@@ -378,7 +372,7 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
     if (o.slice_ns != 0 && !(o.slice_ns >= 100000 && o.slice_ns <= 100000000))
         return ats_err_set(err, ATS_EINVAL, "probe: slice %ld ns must be 0 (kernel default) or in [1e5, 1e8]",
                            o.slice_ns);
-    struct ex_probe *p = calloc(1, sizeof *p);
+    struct ld_probe *p = calloc(1, sizeof *p);
     if (!p) return ats_err_set(err, ATS_ENOMEM, "probe: out of memory");
     p->o = o;
     p->lock_fd = -1;
@@ -398,7 +392,7 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
     p->y = malloc(o.gemv_rows * sizeof(float));
     p->tids = calloc((size_t)o.threads, sizeof(pthread_t));
     if (!p->A || !p->x || !p->y || !p->tids) {
-        ex_probe_free(p);
+        ld_probe_free(p);
         return ats_err_set(err, ATS_ENOMEM, "probe: out of memory for a %zu x %zu GEMV", o.gemv_rows, o.gemv_cols);
     }
     for (size_t i = 0; i < o.gemv_cols; i++) p->x[i] = 1.0f / (float)(i + 1);
@@ -409,7 +403,7 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
     p->sync_ok = 1;
     for (int i = 0; i < o.threads; i++) {
         if (pthread_create(&p->tids[i], NULL, pool_main, p) != 0) {
-            ex_probe_free(p); /* joins the i threads started so far */
+            ld_probe_free(p); /* joins the i threads started so far */
             return ats_err_set(err, ATS_ENOMEM, "probe: cannot start thread %d of %d", i, o.threads);
         }
         p->nthreads = i + 1;
@@ -427,23 +421,22 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         int reps = (int)ceil(p->reps * o.cpu_target_s / (t > 1e-7 ? t : 1e-7));
         p->reps = reps < 1 ? 1 : reps > 100000 ? 100000 : reps;
     }
-#ifdef ATS_HAVE_CUDA
-    if (o.use_gpu && ex_lp_device_count() > o.device) {
+    if (o.use_gpu && ld_gpu_probe_device_count() > o.device) {
         char msg[256];
-        if (ex_lp_new(o.device, o.copy_bytes, 0, &p->lp, msg, sizeof msg) != 0) {
-            ex_probe_free(p);
+        if (ld_gpu_probe_new(o.device, o.copy_bytes, 0, &p->lp, msg, sizeof msg) != 0) {
+            ld_probe_free(p);
             return ats_err_set(err, ATS_EINVAL, "probe: GPU setup failed: %s", msg);
         }
-        ex_lp_name(p->lp, p->gpu_name, sizeof p->gpu_name);
+        ld_gpu_probe_name(p->lp, p->gpu_name, sizeof p->gpu_name);
         /* busy-kernel iterations for gpu_target_s: time 2 sizes and fit the slope */
         long it = 1000;
         double t1 = 0, t2 = 0;
         for (int k = 0; k < 12; k++) {
             double a = now_s();
-            if (ex_lp_busy(p->lp, it, 1, msg, sizeof msg) != 0) goto gpu_fail;
+            if (ld_gpu_probe_busy(p->lp, it, 1, msg, sizeof msg) != 0) goto gpu_fail;
             t1 = now_s() - a;
             a = now_s();
-            if (ex_lp_busy(p->lp, 4 * it, 1, msg, sizeof msg) != 0) goto gpu_fail;
+            if (ld_gpu_probe_busy(p->lp, 4 * it, 1, msg, sizeof msg) != 0) goto gpu_fail;
             t2 = now_s() - a;
             if (t2 - t1 >= 3e-4 && k >= 1) break; /* long enough to see the slope (and warmed up) */
             if (t2 - t1 < 3e-4) it *= 4;
@@ -454,24 +447,23 @@ enum ats_status ex_probe_new(const ex_probe_opts *opts, ex_probe **out, ats_err 
         if (p->gpu_iters < 100) p->gpu_iters = 100;
         if (o.gpu_iters > 0) p->gpu_iters = o.gpu_iters;
         p->has_gpu = 1;
-        if (ex_lp_copy_h2d(p->lp, o.copy_bytes, 1, msg, sizeof msg) != 0) goto gpu_fail; /* warm-up */
+        if (ld_gpu_probe_copy_h2d(p->lp, o.copy_bytes, 1, msg, sizeof msg) != 0) goto gpu_fail; /* warm-up */
         goto gpu_ok;
     gpu_fail:
-        ex_probe_free(p);
+        ld_probe_free(p);
         return ats_err_set(err, ATS_EINVAL, "probe: GPU calibration failed: %s", msg);
     gpu_ok:;
     }
-#endif
     *out = p;
     return ATS_OK;
 }
 
-int ex_probe_has_gpu(const ex_probe *p) { return p->has_gpu; }
+int ld_probe_has_gpu(const ld_probe *p) { return p->has_gpu; }
 
 /* Takes the probe lock: waits for another process's probes, at most 0.2 s (then probes without it).
  * After such a timeout the holder is taken as stuck (a probe of minutes): later sets only try once,
  * without waiting, until the lock is free again, so one stuck holder costs 0.2 s, not 0.2 s a sample. */
-static int lock_take(ex_probe *p)
+static int lock_take(ld_probe *p)
 {
     if (p->lock_fd < 0) return 0;
     if (flock(p->lock_fd, LOCK_EX | LOCK_NB) == 0) {
@@ -499,18 +491,17 @@ static int lock_take(ex_probe *p)
     }
 }
 
-enum ats_status ex_probe_measure_some(ex_probe *p, unsigned mask, double t_s[ATSC_RES_COUNT], ats_err *err)
+enum ats_status ld_probe_measure_some(ld_probe *p, unsigned mask, double t_s[ATSC_RES_COUNT], ats_err *err)
 {
     enum ats_status st = ATS_OK;
     t_s[ATSC_RES_CPU] = t_s[ATSC_RES_GPU] = t_s[ATSC_RES_PCIE] = NAN;
     int locked = lock_take(p);
     if (mask & (1u << ATSC_RES_CPU)) t_s[ATSC_RES_CPU] = cpu_probe(p);
-#ifdef ATS_HAVE_CUDA
     if (p->has_gpu) {
         char msg[256];
         if (mask & (1u << ATSC_RES_GPU)) {
             double a = now_s();
-            if (ex_lp_busy(p->lp, p->gpu_iters, 1, msg, sizeof msg) != 0) {
+            if (ld_gpu_probe_busy(p->lp, p->gpu_iters, 1, msg, sizeof msg) != 0) {
                 st = ats_err_set(err, ATS_EINVAL, "GPU probe: %s", msg);
                 goto out;
             }
@@ -518,7 +509,7 @@ enum ats_status ex_probe_measure_some(ex_probe *p, unsigned mask, double t_s[ATS
         }
         if (mask & (1u << ATSC_RES_PCIE)) {
             double b = now_s();
-            if (ex_lp_copy_h2d(p->lp, p->o.copy_bytes, 1, msg, sizeof msg) != 0) {
+            if (ld_gpu_probe_copy_h2d(p->lp, p->o.copy_bytes, 1, msg, sizeof msg) != 0) {
                 st = ats_err_set(err, ATS_EINVAL, "PCIe probe: %s", msg);
                 goto out;
             }
@@ -526,19 +517,16 @@ enum ats_status ex_probe_measure_some(ex_probe *p, unsigned mask, double t_s[ATS
         }
     }
 out:
-#else
-    (void)err;
-#endif
     if (locked) flock(p->lock_fd, LOCK_UN);
     return st;
 }
 
-enum ats_status ex_probe_measure(ex_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err)
+enum ats_status ld_probe_measure(ld_probe *p, double t_s[ATSC_RES_COUNT], ats_err *err)
 {
-    return ex_probe_measure_some(p, (1u << ATSC_RES_COUNT) - 1, t_s, err);
+    return ld_probe_measure_some(p, (1u << ATSC_RES_COUNT) - 1, t_s, err);
 }
 
-void ex_probe_lock_stats(const ex_probe *p, long *waited, double *wait_s, long *timeouts, int *unlocked)
+void ld_probe_lock_stats(const ld_probe *p, long *waited, double *wait_s, long *timeouts, int *unlocked)
 {
     if (waited) *waited = p->lock_waits;
     if (wait_s) *wait_s = p->lock_wait_s;
@@ -546,7 +534,7 @@ void ex_probe_lock_stats(const ex_probe *p, long *waited, double *wait_s, long *
     if (unlocked) *unlocked = p->o.lock_path && p->lock_fd < 0;
 }
 
-void ex_probe_opts_from_baseline(ex_probe_opts *o, const ex_baseline *b)
+void ld_probe_opts_from_baseline(ld_probe_opts *o, const ld_baseline *b)
 {
     o->threads = b->threads;
     o->cpu_reps = b->cpu_reps;
@@ -554,12 +542,12 @@ void ex_probe_opts_from_baseline(ex_probe_opts *o, const ex_baseline *b)
     if (b->slice_ns >= 0) o->slice_ns = b->slice_ns;
 }
 
-void ex_probe_describe(const ex_probe *p, char *buf, size_t len)
+void ld_probe_describe(const ld_probe *p, char *buf, size_t len)
 {
     char sl[48] = "the kernel's default slice";
     if (p->o.slice_ns > 0) snprintf(sl, sizeof sl, "%.3g ms slices", 1e-6 * (double)p->o.slice_ns);
     char nm[96], mat[448];
-    ex_probe_matrix_name(p->o.gemv_rows, p->o.gemv_cols, nm, sizeof nm);
+    ld_probe_matrix_name(p->o.gemv_rows, p->o.gemv_cols, nm, sizeof nm);
     if (p->a_shared) snprintf(mat, sizeof mat, "shared: /dev/shm%s", nm);
     else snprintf(mat, sizeof mat, "a private copy: %s", p->a_why);
     int n = snprintf(buf, len, "CPU probe: %d x GEMV float (%zu, %zu; %s) on %d %sthread%s (chunks of %d rows, %s)",
@@ -596,8 +584,8 @@ static void sleep_until(double t_abs)
     }
 }
 
-enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s, const volatile sig_atomic_t *stop,
-                                  ex_baseline *out, ats_err *err)
+enum ats_status ld_probe_baseline(ld_probe *p, double seconds, double interval_s, const volatile sig_atomic_t *stop,
+                                  ld_baseline *out, ats_err *err)
 {
     size_t n = (size_t)ceil(seconds / interval_s);
     if (n < 3) n = 3;
@@ -615,7 +603,7 @@ enum ats_status ex_probe_baseline(ex_probe *p, double seconds, double interval_s
             goto done;
         }
         double t[ATSC_RES_COUNT];
-        if ((st = ex_probe_measure(p, t, err)) != ATS_OK) goto done;
+        if ((st = ld_probe_measure(p, t, err)) != ATS_OK) goto done;
         for (int r = 0; r < ATSC_RES_COUNT; r++) v[r][i] = t[r];
         sleep_until(t0 + (double)(i + 1) * interval_s);
     }
@@ -635,7 +623,7 @@ done:
     return st;
 }
 
-enum ats_status ex_text_save(const char *path, const char *what, int (*write)(FILE *f, const void *ctx),
+enum ats_status ld_text_save(const char *path, const char *what, int (*write)(FILE *f, const void *ctx),
                              const void *ctx, ats_err *err)
 {
     atsc_out *out = NULL; /* temporary + fsync + rename (atsc/outfile.h) */
@@ -659,17 +647,17 @@ enum ats_status ex_text_save(const char *path, const char *what, int (*write)(FI
 
 static int write_baseline(FILE *f, const void *ctx)
 {
-    const ex_baseline *b = ctx;
+    const ld_baseline *b = ctx;
     return fprintf(f, "%.9g %.9g %.9g %d %ld %d %ld\n", b->t_s[0], b->t_s[1], b->t_s[2], b->cpu_reps, b->gpu_iters,
                    b->threads, b->slice_ns < 0 ? 0 : b->slice_ns) < 0 ? -1 : 0;
 }
 
-enum ats_status ex_baseline_save(const ex_baseline *b, const char *path, ats_err *err)
+enum ats_status ld_baseline_save(const ld_baseline *b, const char *path, ats_err *err)
 {
-    return ex_text_save(path, "baseline", write_baseline, b, err);
+    return ld_text_save(path, "baseline", write_baseline, b, err);
 }
 
-enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
+enum ats_status ld_baseline_load(const char *path, ld_baseline *b, ats_err *err)
 {
     atsc_in_note(path); /* never to be replaced by an output of this run */
     /* the path and the file's words escaped (\xNN): a binary file must not put raw bytes in a message */
@@ -698,7 +686,7 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
     for (int r = 0; r < nf; r++) {
         char *end = NULL;
         x[r] = strtod(w[r], &end);
-        /* the limits ex_probe_new itself applies: 1..100000 GEMV repetitions, 1..1024 threads; busy-kernel
+        /* the limits ld_probe_new itself applies: 1..100000 GEMV repetitions, 1..1024 threads; busy-kernel
          * iterations up to 1e10 (about 10 s); probe times up to 10 s; a slice of 0 (the kernel's) or
          * 1e5..1e8 ns. Beyond them a probe would run for minutes (and hold the probe lock meanwhile), or the
          * counts would overflow. */
@@ -723,7 +711,7 @@ enum ats_status ex_baseline_load(const char *path, ex_baseline *b, ats_err *err)
     return ATS_OK;
 }
 
-double ex_avail_from_times(double base_s, double t_s)
+double ld_avail_from_times(double base_s, double t_s)
 {
     if (isnan(base_s) || isnan(t_s)) return 1.0;
     double a = t_s > 0 ? base_s / t_s : 1.0;
@@ -732,14 +720,14 @@ double ex_avail_from_times(double base_s, double t_s)
     return a;
 }
 
-ex_record_opts ex_record_opts_default(void)
+ld_record_opts ld_record_opts_default(void)
 {
-    ex_record_opts o = {.interval_s = 0.1, .duration_s = 60.0, .stop = NULL, .progress = 0};
+    ld_record_opts o = {.interval_s = 0.1, .duration_s = 60.0, .stop = NULL, .progress = 0};
     return o;
 }
 
-enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_record_opts *o, atsc_trace **out,
-                              ex_record_stats *stats, ats_err *err)
+enum ats_status ld_record_run(ld_probe *p, const ld_baseline *base, const ld_record_opts *o, atsc_trace **out,
+                              ld_record_stats *stats, ats_err *err)
 {
     *out = NULL;
     if (!(o->interval_s > 0) || !(o->duration_s > 0) || o->duration_s / o->interval_s > 1e8)
@@ -762,11 +750,11 @@ enum ats_status ex_record_run(ex_probe *p, const ex_baseline *base, const ex_rec
         double ts = now_s();
         if (n > 0 && ts - t0 > o->duration_s + 0.5 * o->interval_s) break;
         double t[ATSC_RES_COUNT];
-        if ((st = ex_probe_measure(p, t, err)) != ATS_OK) break;
+        if ((st = ld_probe_measure(p, t, err)) != ATS_OK) break;
         tr->t_s[n] = n == 0 ? 0.0 : ts - t0;
         if (n > 0 && !(tr->t_s[n] > tr->t_s[n - 1])) tr->t_s[n] = nextafter(tr->t_s[n - 1], INFINITY);
         for (int r = 0; r < ATSC_RES_COUNT; r++) {
-            atsc_trace_res(tr, (enum atsc_resource)r)[n] = ex_avail_from_times(base->t_s[r], t[r]);
+            atsc_trace_res(tr, (enum atsc_resource)r)[n] = ld_avail_from_times(base->t_s[r], t[r]);
             if (!isnan(t[r])) stats->probe_s[r] += t[r];
         }
         n++;

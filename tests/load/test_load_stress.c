@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "atsc/trace_io.h"
-#include "ex/load.h"
+#include "ld/load.h"
 #include "testutil.h"
 
 static char tmpdir[256];
@@ -32,39 +32,39 @@ static void test_duty_arithmetic(uint64_t *rng)
     for (int rep = 0; rep < 10000; rep++) {
         int k = 1 + (int)(tu_rand(rng) % 8);
         double d = tu_uniform(rng, 0, 1);
-        double a = ex_stress_avail(d, k);
+        double a = ld_stress_avail(d, k);
         /* brute force: time-average share of a victim, busy phase 1/(k+1), idle phase 1 */
         CHECK_NEAR(a, d * (1.0 / (k + 1)) + (1 - d) * 1.0, 1e-12);
-        CHECK_NEAR(ex_stress_duty(a, k), d, 1e-9); /* inverse */
+        CHECK_NEAR(ld_stress_duty(a, k), d, 1e-9); /* inverse */
         double t = tu_uniform(rng, 0.01, 1.0);
-        double dd = ex_stress_duty(t, k);
+        double dd = ld_stress_duty(t, k);
         CHECK(dd >= 0 && dd <= 1);
-        if (t >= 1.0 / (k + 1)) CHECK_NEAR(ex_stress_avail(dd, k), t, 1e-9);
+        if (t >= 1.0 / (k + 1)) CHECK_NEAR(ld_stress_avail(dd, k), t, 1e-9);
         else CHECK(dd == 1.0); /* infeasible: the most load k hogs give */
         /* hogs_needed: smallest k with 1/(k+1) <= a, against a linear search */
         int want = 1;
         while (1.0 / (want + 1) > t + 1e-12) want++;
-        CHECK_MSG(ex_stress_hogs_needed(t) == want, "a=%.17g got %d want %d", t, ex_stress_hogs_needed(t), want);
+        CHECK_MSG(ld_stress_hogs_needed(t) == want, "a=%.17g got %d want %d", t, ld_stress_hogs_needed(t), want);
     }
-    CHECK(ex_stress_duty(1.0, 3) == 0.0 && ex_stress_duty(1.5, 3) == 0.0 && ex_stress_duty(NAN, 2) == 0.0);
-    CHECK(ex_stress_avail(-1, 2) == 1.0 && ex_stress_avail(2, 1) == 0.5);
-    CHECK(ex_stress_hogs_needed(0.4) == 2 && ex_stress_hogs_needed(0.5) == 1 && ex_stress_hogs_needed(1.0) == 1);
-    CHECK(ex_stress_hogs_needed(0.25) == 3 && ex_stress_hogs_needed(0.2499) == 4);
+    CHECK(ld_stress_duty(1.0, 3) == 0.0 && ld_stress_duty(1.5, 3) == 0.0 && ld_stress_duty(NAN, 2) == 0.0);
+    CHECK(ld_stress_avail(-1, 2) == 1.0 && ld_stress_avail(2, 1) == 0.5);
+    CHECK(ld_stress_hogs_needed(0.4) == 2 && ld_stress_hogs_needed(0.5) == 1 && ld_stress_hogs_needed(1.0) == 1);
+    CHECK(ld_stress_hogs_needed(0.25) == 3 && ld_stress_hogs_needed(0.2499) == 4);
     /* staggered model: a = 1/(1 + d k), the same ends as the synchronized one, inverse of each other */
     for (int rep = 0; rep < 1000; rep++) {
         int k = 1 + (int)tu_uniform(rng, 0, 64);
-        double d = tu_uniform(rng, 0, 1), a = ex_stress_avail_st(d, k, 1);
+        double d = tu_uniform(rng, 0, 1), a = ld_stress_avail_st(d, k, 1);
         CHECK_NEAR(a, 1.0 / (1.0 + d * k), 1e-12);
-        CHECK_NEAR(ex_stress_duty_st(a, k, 1), d, 1e-9);
-        CHECK(ex_stress_duty_st(a, k, 0) == ex_stress_duty(a, k) && ex_stress_avail_st(d, k, 0) == ex_stress_avail(d, k));
-        CHECK(a <= ex_stress_avail(d, k) + 1e-12); /* staggered hogs take at least as much at the same duty */
+        CHECK_NEAR(ld_stress_duty_st(a, k, 1), d, 1e-9);
+        CHECK(ld_stress_duty_st(a, k, 0) == ld_stress_duty(a, k) && ld_stress_avail_st(d, k, 0) == ld_stress_avail(d, k));
+        CHECK(a <= ld_stress_avail(d, k) + 1e-12); /* staggered hogs take at least as much at the same duty */
     }
-    CHECK(ex_stress_duty_st(1.0, 4, 1) == 0.0 && ex_stress_duty_st(0.2, 4, 1) == 1.0 && ex_stress_duty_st(0.1, 4, 1) == 1.0);
-    CHECK(ex_stress_avail_st(1.0, 4, 1) == 0.2 && ex_stress_avail_st(0.0, 4, 1) == 1.0);
+    CHECK(ld_stress_duty_st(1.0, 4, 1) == 0.0 && ld_stress_duty_st(0.2, 4, 1) == 1.0 && ld_stress_duty_st(0.1, 4, 1) == 1.0);
+    CHECK(ld_stress_avail_st(1.0, 4, 1) == 0.2 && ld_stress_avail_st(0.0, 4, 1) == 1.0);
 }
 
 /* The busy time of one period [start, start + P) as the hogs see it: follow the intervals of
- * ex_stress_window from the period's start, as window()/cpu_hog do. */
+ * ld_stress_window from the period's start, as window()/cpu_hog do. */
 static double period_busy(double epoch, double P, double d, int64_t k, double *first_bs)
 {
     /* from just after the period's start: at exactly epoch + k·P the division may round to k - 1 */
@@ -72,7 +72,7 @@ static double period_busy(double epoch, double P, double d, int64_t k, double *f
     *first_bs = NAN;
     for (int guard = 0; guard < 4 && now < start + P * (1 - 1e-12); guard++) {
         double bs, be, pe;
-        ex_stress_window(epoch, P, d, 0.0, now, &bs, &be, &pe);
+        ld_stress_window(epoch, P, d, 0.0, now, &bs, &be, &pe);
         /* the interval contains now (a wrapped first part starts at the period's start, before now)
          * or comes after it */
         CHECK(be >= now - 1e-9 * (1 + epoch) && be >= bs && bs >= start - 1e-9 * (1 + epoch) &&
@@ -90,14 +90,14 @@ static double period_busy(double epoch, double P, double d, int64_t k, double *f
 static int busy_at_shift(double epoch, double P, double d, double shift, double t)
 {
     double bs, be, pe;
-    ex_stress_window(epoch, P, d, shift, t, &bs, &be, &pe);
+    ld_stress_window(epoch, P, d, shift, t, &bs, &be, &pe);
     return t >= bs && t < be;
 }
 
 static int busy_at(double epoch, double P, double d, double t)
 {
     double bs, be, pe;
-    ex_stress_window(epoch, P, d, 0.0, t, &bs, &be, &pe);
+    ld_stress_window(epoch, P, d, 0.0, t, &bs, &be, &pe);
     return t >= bs && t < be;
 }
 
@@ -161,7 +161,7 @@ static void test_stagger(uint64_t *rng)
 static void test_calib(uint64_t *rng)
 {
     for (int rep = 0; rep < 200; rep++) {
-        ex_stress_calib c;
+        ld_stress_calib c;
         memset(&c, 0, sizeof c);
         int r = (int)(tu_rand(rng) % 3);
         int n = 2 + (int)(tu_rand(rng) % 8);
@@ -178,11 +178,11 @@ static void test_calib(uint64_t *rng)
         /* exact at the table points where the measured value is strictly decreasing */
         for (int i = 0; i < n; i++)
             if ((i == 0 || c.measured[r][i] < c.measured[r][i - 1]) && i > 0)
-                CHECK_NEAR(ex_stress_calib_invert(&c, (enum atsc_resource)r, c.measured[r][i]), c.model[r][i], 1e-12);
+                CHECK_NEAR(ld_stress_calib_invert(&c, (enum atsc_resource)r, c.measured[r][i]), c.model[r][i], 1e-12);
         /* forward interpolation of the inverse gives the target back inside the measured range */
         for (int q = 0; q < 20; q++) {
             double t = tu_uniform(rng, c.measured[r][n - 1], c.measured[r][0]);
-            double mm = ex_stress_calib_invert(&c, (enum atsc_resource)r, t);
+            double mm = ld_stress_calib_invert(&c, (enum atsc_resource)r, t);
             CHECK(mm <= 1.0 && mm >= c.model[r][n - 1]);
             for (int i = 0; i + 1 < n; i++)
                 if (mm <= c.model[r][i] && mm >= c.model[r][i + 1] && c.measured[r][i] > c.measured[r][i + 1]) {
@@ -192,16 +192,16 @@ static void test_calib(uint64_t *rng)
                     break;
                 }
         }
-        CHECK(ex_stress_calib_invert(&c, (enum atsc_resource)r, 1.0) == 1.0);
-        CHECK(ex_stress_calib_invert(&c, (enum atsc_resource)r, 0.01) == c.model[r][n - 1]);
-        CHECK(ex_stress_calib_invert(&c, (enum atsc_resource)((r + 1) % 3), 0.37) == 0.37); /* uncalibrated */
+        CHECK(ld_stress_calib_invert(&c, (enum atsc_resource)r, 1.0) == 1.0);
+        CHECK(ld_stress_calib_invert(&c, (enum atsc_resource)r, 0.01) == c.model[r][n - 1]);
+        CHECK(ld_stress_calib_invert(&c, (enum atsc_resource)((r + 1) % 3), 0.37) == 0.37); /* uncalibrated */
         /* save / load round trip */
         char path[512];
         snprintf(path, sizeof path, "%s/calib.txt", tmpdir);
         ats_err err = {{0}};
-        CHECK(ex_stress_calib_save(&c, path, &err) == ATS_OK);
-        ex_stress_calib back;
-        CHECK_MSG(ex_stress_calib_load(path, &back, &err) == ATS_OK, "%s", err.msg);
+        CHECK(ld_stress_calib_save(&c, path, &err) == ATS_OK);
+        ld_stress_calib back;
+        CHECK_MSG(ld_stress_calib_load(path, &back, &err) == ATS_OK, "%s", err.msg);
         CHECK(back.n[r] == n && back.k[r] == 3);
         for (int i = 0; i < n; i++) {
             CHECK_NEAR(back.model[r][i], c.model[r][i], 1e-6);
@@ -218,9 +218,9 @@ static void test_calib(uint64_t *rng)
         FILE *f = fopen(path, "w");
         fputs(bad[i], f);
         fclose(f);
-        ex_stress_calib c;
+        ld_stress_calib c;
         ats_err err = {{0}};
-        CHECK(ex_stress_calib_load(path, &c, &err) == ATS_EINVAL);
+        CHECK(ld_stress_calib_load(path, &c, &err) == ATS_EINVAL);
         CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, "line "), "%s", err.msg);
         unlink(path);
     }
@@ -230,36 +230,36 @@ static void test_baseline_file(uint64_t *rng)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/base.txt", tmpdir);
-    ex_baseline b = {{tu_uniform(rng, 1e-4, 1e-2), NAN, tu_uniform(rng, 1e-4, 1e-2)}, 7, 0, 3, 250000};
+    ld_baseline b = {{tu_uniform(rng, 1e-4, 1e-2), NAN, tu_uniform(rng, 1e-4, 1e-2)}, 7, 0, 3, 250000};
     ats_err err = {{0}};
-    CHECK(ex_baseline_save(&b, path, &err) == ATS_OK);
-    ex_baseline c;
-    CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_OK, "%s", err.msg);
+    CHECK(ld_baseline_save(&b, path, &err) == ATS_OK);
+    ld_baseline c;
+    CHECK_MSG(ld_baseline_load(path, &c, &err) == ATS_OK, "%s", err.msg);
     CHECK_REL(c.t_s[0], b.t_s[0], 1e-8, 0);
     CHECK(isnan(c.t_s[1]));
     CHECK(c.cpu_reps == 7 && c.gpu_iters == 0 && c.threads == 3 && c.slice_ns == 250000);
-    ex_probe_opts po = ex_probe_opts_default();
-    ex_probe_opts_from_baseline(&po, &c);
+    ld_probe_opts po = ld_probe_opts_default();
+    ld_probe_opts_from_baseline(&po, &c);
     CHECK(po.slice_ns == 250000); /* the probes run as they did for the baseline */
     FILE *f = fopen(path, "w");
     fputs("0.001 nan 0.002 7 0 3\n", f); /* 6 fields (before the slice): the slice is not recorded */
     fclose(f);
-    CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_OK && c.slice_ns == -1, "%s", err.msg);
-    po = ex_probe_opts_default();
-    ex_probe_opts_from_baseline(&po, &c);
-    CHECK(po.slice_ns == EX_SLICE_NS_DEFAULT);
+    CHECK_MSG(ld_baseline_load(path, &c, &err) == ATS_OK && c.slice_ns == -1, "%s", err.msg);
+    po = ld_probe_opts_default();
+    ld_probe_opts_from_baseline(&po, &c);
+    CHECK(po.slice_ns == LD_SLICE_NS_DEFAULT);
     f = fopen(path, "w");
     fputs("0.001 nan 0.002 7 0 3 0\n", f); /* 0: the kernel's slice */
     fclose(f);
-    CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_OK && c.slice_ns == 0, "%s", err.msg);
+    CHECK_MSG(ld_baseline_load(path, &c, &err) == ATS_OK && c.slice_ns == 0, "%s", err.msg);
     f = fopen(path, "w");
     fputs("0.001 nan -1 7 0 3\n", f);
     fclose(f);
-    CHECK(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "pcie_s") && strstr(err.msg, path));
+    CHECK(ld_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "pcie_s") && strstr(err.msg, path));
     f = fopen(path, "w");
     fputs("0.001 nan 0.002\n", f);
     fclose(f);
-    CHECK(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "6 or 7 fields"));
+    CHECK(ld_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, "6 or 7 fields"));
     /* counts beyond what a probe may run (a tester's 1e9 repetitions held the probe lock for minutes) */
     static const char *const big[] = {"0.0019 nan nan 1000000000 0 2\n", "0.0019 nan nan 5 0 5000\n",
                                       "0.0019 nan nan 5 1e11 2\n", "0.0019 nan nan 2.5 0 2\n", "20 nan nan 5 0 2\n",
@@ -276,7 +276,7 @@ static void test_baseline_file(uint64_t *rng)
         f = fopen(path, "w");
         fputs(big[i], f);
         fclose(f);
-        CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, field[i]), "%s -> %s", big[i],
+        CHECK_MSG(ld_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, field[i]), "%s -> %s", big[i],
                   err.msg);
     }
     /* a binary file's bytes come back escaped (\xNN), never raw (a tester saw byte 0211 on the terminal) */
@@ -286,7 +286,7 @@ static void test_baseline_file(uint64_t *rng)
         f = fopen(path, "w");
         fputs(bin[i], f);
         fclose(f);
-        CHECK_MSG(ex_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, bin_want[i]) &&
+        CHECK_MSG(ld_baseline_load(path, &c, &err) == ATS_EINVAL && strstr(err.msg, bin_want[i]) &&
                       !strchr(err.msg, '\211') && !strchr(err.msg, '\033'),
                   "%s", err.msg);
     }
@@ -294,11 +294,11 @@ static void test_baseline_file(uint64_t *rng)
     /* a directory is named as one (it said "line 1: need 6 fields") */
     snprintf(path, sizeof path, "%s/base-dir", tmpdir);
     CHECK(mkdir(path, 0700) == 0);
-    enum ats_status ds = ex_baseline_load(path, &c, &err);
+    enum ats_status ds = ld_baseline_load(path, &c, &err);
     CHECK_MSG(ds != ATS_OK && strstr(err.msg, "is a directory") && strstr(err.msg, path), "%d %s", (int)ds, err.msg);
     rmdir(path);
-    CHECK(ex_avail_from_times(1.0, 2.0) == 0.5 && ex_avail_from_times(1.0, 0.5) == 1.0);
-    CHECK(ex_avail_from_times(1.0, 1e9) == 0.01 && ex_avail_from_times(NAN, 1.0) == 1.0);
+    CHECK(ld_avail_from_times(1.0, 2.0) == 0.5 && ld_avail_from_times(1.0, 0.5) == 1.0);
+    CHECK(ld_avail_from_times(1.0, 1e9) == 0.01 && ld_avail_from_times(NAN, 1.0) == 1.0);
 }
 
 
@@ -327,8 +327,8 @@ static double plant_expected(const plant *pl, double d, double d_other)
     switch (pl->kind) {
     case PL_POWER: a = 1 - (1 - b) * pow(d, pl->p); break;
     case PL_CLIFF: a = d <= pl->dc ? 1 : d >= pl->dc + 0.02 ? pl->lo : 1 - (1 - pl->lo) * (d - pl->dc) / 0.02; break;
-    case PL_OFFSET: a = ex_stress_avail(d, pl->k) + pl->off; break;
-    default: a = ex_stress_avail(d, pl->k); break;
+    case PL_OFFSET: a = ld_stress_avail(d, pl->k) + pl->off; break;
+    default: a = ld_stress_avail(d, pl->k); break;
     }
     return clip01(a - pl->cross * d_other);
 }
@@ -377,12 +377,12 @@ static double recorded(const plant *pl, double expected, uint64_t *rng)
 /* Runs one controller on plant pl for n steps of dt toward target (the other resource idle); returns
  * the mean recorded availability over steps [from, n), and checks every duty is in [0, 1].
  * *max_err_after: largest relative error of the expected availability over those steps. */
-static double run_loop(const plant *pl, const ex_ctl_opts *co, double target, int n, int from, double dt,
+static double run_loop(const plant *pl, const ld_ctl_opts *co, double target, int n, int from, double dt,
                        uint64_t *rng, double *max_err_after)
 {
-    ex_ctl c;
-    ex_ctl_init(&c);
-    double d = ex_ctl_update(&c, co, target, NAN, 0), sum = 0;
+    ld_ctl c;
+    ld_ctl_init(&c);
+    double d = ld_ctl_update(&c, co, target, NAN, 0), sum = 0;
     *max_err_after = 0;
     for (int i = 0; i < n; i++) {
         CHECK_MSG(d >= 0 && d <= 1, "duty %g out of [0, 1] at step %d", d, i);
@@ -391,7 +391,7 @@ static double run_loop(const plant *pl, const ex_ctl_opts *co, double target, in
             sum += recorded(pl, e, rng);
             if (fabs(e - target) / target > *max_err_after) *max_err_after = fabs(e - target) / target;
         }
-        d = ex_ctl_update(&c, co, target, plant_measure(pl, e, rng), dt);
+        d = ld_ctl_update(&c, co, target, plant_measure(pl, e, rng), dt);
     }
     return sum / (n - from);
 }
@@ -403,7 +403,7 @@ static double run_loop(const plant *pl, const ex_ctl_opts *co, double target, in
  *    recorder sees over steps 40..6040 (20 s .. 3020 s) within 5 % (noise and clipping included: the
  *    loop matches the mean of clipped probe readings, which is what a recording averages);
  *  - a cliff plant (1 up to a duty, then almost nothing): the same, the loop dithering across the cliff
- *    (its time average is the target, see ex_ctl_update).
+ *    (its time average is the target, see ld_ctl_update).
  *  The long window is for the test's sake: with duty-cycle probe noise (each probe sees 1 or a busy
  *  level) a 1000 s mean still scatters by ~2 % (1 sigma) at low targets, around an expected error of 0. */
 static void test_ctl_plants(uint64_t *rng)
@@ -419,7 +419,7 @@ static void test_ctl_plants(uint64_t *rng)
         double target = tu_uniform(rng, 0.3, 0.9);
         if (target < floor_a * 1.5) target = floor_a * 1.5;
         if (target > 0.9 || target > ceil_a / 1.1) continue;
-        ex_ctl_opts co = ex_ctl_opts_default(pl.k, ATSC_RES_CPU);
+        ld_ctl_opts co = ld_ctl_opts_default(pl.k, ATSC_RES_CPU);
         double maxe, mean;
         if (exact) {
             mean = run_loop(&pl, &co, target, 60, 10, dt, rng, &maxe);
@@ -435,7 +435,7 @@ static void test_ctl_plants(uint64_t *rng)
          * away to a bound (duty 0: about 1, or duty 1: the plant's floor; both far from the targets
          * kept here) and misses. The model plant starts exactly on target: nothing would push it. */
         if (floor_a > 0.7 * target || target > 0.8 || kind == PL_MODEL) continue;
-        ex_ctl_opts bad = co;
+        ld_ctl_opts bad = co;
         bad.ki_per_s = -co.ki_per_s;
         plant quiet = pl;
         quiet.sigma = 0;
@@ -460,16 +460,16 @@ static void test_ctl_cross(uint64_t *rng)
          * ceiling with it at duty 1 */
         if (ta < plant_expected(&pa, 1, 0) * 1.5 || tb < plant_expected(&pb, 1, 0) * 1.5) continue;
         if (ta > plant_expected(&pa, 0, 1) / 1.1 || tb > plant_expected(&pb, 0, 1) / 1.1) continue;
-        ex_ctl_opts oa = ex_ctl_opts_default(pa.k, ATSC_RES_GPU), ob = ex_ctl_opts_default(pb.k, ATSC_RES_PCIE);
-        ex_ctl ca, cb;
-        ex_ctl_init(&ca);
-        ex_ctl_init(&cb);
-        double da = ex_ctl_update(&ca, &oa, ta, NAN, 0), db = ex_ctl_update(&cb, &ob, tb, NAN, 0), sa = 0, sb = 0;
+        ld_ctl_opts oa = ld_ctl_opts_default(pa.k, ATSC_RES_GPU), ob = ld_ctl_opts_default(pb.k, ATSC_RES_PCIE);
+        ld_ctl ca, cb;
+        ld_ctl_init(&ca);
+        ld_ctl_init(&cb);
+        double da = ld_ctl_update(&ca, &oa, ta, NAN, 0), db = ld_ctl_update(&cb, &ob, tb, NAN, 0), sa = 0, sb = 0;
         for (int i = 0; i < 2040; i++) {
             double ea = plant_expected(&pa, da, db), eb = plant_expected(&pb, db, da);
             if (i >= 40) sa += recorded(&pa, ea, rng), sb += recorded(&pb, eb, rng);
-            da = ex_ctl_update(&ca, &oa, ta, plant_measure(&pa, ea, rng), 0.5);
-            db = ex_ctl_update(&cb, &ob, tb, plant_measure(&pb, eb, rng), 0.5);
+            da = ld_ctl_update(&ca, &oa, ta, plant_measure(&pa, ea, rng), 0.5);
+            db = ld_ctl_update(&cb, &ob, tb, plant_measure(&pb, eb, rng), 0.5);
             CHECK(da >= 0 && da <= 1 && db >= 0 && db <= 1);
         }
         CHECK_MSG(fabs(sa / 2000 - ta) / ta < 0.05 && fabs(sb / 2000 - tb) / tb < 0.05,
@@ -482,71 +482,71 @@ static void test_ctl_rules(uint64_t *rng)
 {
     for (int rep = 0; rep < 200; rep++) {
         int k = 1 + (int)(tu_rand(rng) % 6);
-        ex_ctl_opts co = ex_ctl_opts_default(k, ATSC_RES_CPU);
-        ex_ctl c;
-        ex_ctl_init(&c);
+        ld_ctl_opts co = ld_ctl_opts_default(k, ATSC_RES_CPU);
+        ld_ctl c;
+        ld_ctl_init(&c);
         double t1 = tu_uniform(rng, 1.0 / (k + 1), 0.95), t2 = tu_uniform(rng, 1.0 / (k + 1), 0.95);
         /* a new target: feed-forward jump (the model), measured ignored */
-        double d = ex_ctl_update(&c, &co, t1, 0.01, 0.5);
-        CHECK_NEAR(d, ex_stress_duty(t1, k), 1e-12);
+        double d = ld_ctl_update(&c, &co, t1, 0.01, 0.5);
+        CHECK_NEAR(d, ld_stress_duty(t1, k), 1e-12);
         CHECK(c.active && c.trim == 0);
         /* a few steps move the trim; a small change keeps it (the feed-forward follows), a step of the
          * target resets it */
-        for (int i = 0; i < 5; i++) ex_ctl_update(&c, &co, t1, tu_uniform(rng, 0, 1), 0.5);
+        for (int i = 0; i < 5; i++) ld_ctl_update(&c, &co, t1, tu_uniform(rng, 0, 1), 0.5);
         double trim = c.trim, t1b = t1 + (t1 < 0.9 ? 0.03 : -0.03);
-        CHECK(!ex_ctl_is_step(&c, &co, t1b));
-        ex_ctl_update(&c, &co, t1b, NAN, 0);
+        CHECK(!ld_ctl_is_step(&c, &co, t1b));
+        ld_ctl_update(&c, &co, t1b, NAN, 0);
         CHECK_MSG(c.trim == trim || c.saturated, "trim %.17g -> %.17g (u %.6f, t %.4f -> %.4f)", trim, c.trim, c.u, t1, t1b);
         if (fabs(t2 - t1b) > co.step_tol) {
-            CHECK(ex_ctl_is_step(&c, &co, t2));
-            CHECK_NEAR(ex_ctl_update(&c, &co, t2, 0.3, 0.5), ex_stress_duty(t2, k), 1e-12);
+            CHECK(ld_ctl_is_step(&c, &co, t2));
+            CHECK_NEAR(ld_ctl_update(&c, &co, t2, 0.3, 0.5), ld_stress_duty(t2, k), 1e-12);
             CHECK(c.trim == 0);
         }
         /* integral identity while unsaturated: sum (measured - target) dt = -(trim change) / ki */
-        ex_ctl_init(&c);
+        ld_ctl_init(&c);
         double t = tu_uniform(rng, 0.5, 0.8);
-        ex_ctl_update(&c, &co, t, NAN, 0);
+        ld_ctl_update(&c, &co, t, NAN, 0);
         double acc = 0, trim0 = c.trim;
         int clean = 1;
         for (int i = 0; i < 20; i++) {
             double m = t + tu_uniform(rng, -0.02, 0.02), dt = tu_uniform(rng, 0.3, 0.7);
-            ex_ctl_update(&c, &co, t, m, dt);
+            ld_ctl_update(&c, &co, t, m, dt);
             acc += (m - t) * dt;
             clean &= !c.saturated;
         }
         if (clean) CHECK_NEAR(acc, -(c.trim - trim0) / co.ki_per_s, 1e-9);
         /* target 1 (and NaN): no control, hogs off, state reset */
-        CHECK(ex_ctl_is_step(&c, &co, 1.0) && !ex_ctl_is_step(&c, &co, t));
-        CHECK(ex_ctl_update(&c, &co, 1.0, 0.2, 0.5) == 0.0 && !c.active && c.trim == 0);
-        CHECK(ex_ctl_is_step(&c, &co, t) && !ex_ctl_is_step(&c, &co, 1.0));
-        CHECK(ex_ctl_update(&c, &co, NAN, 0.2, 0.5) == 0.0 && !c.active);
+        CHECK(ld_ctl_is_step(&c, &co, 1.0) && !ld_ctl_is_step(&c, &co, t));
+        CHECK(ld_ctl_update(&c, &co, 1.0, 0.2, 0.5) == 0.0 && !c.active && c.trim == 0);
+        CHECK(ld_ctl_is_step(&c, &co, t) && !ld_ctl_is_step(&c, &co, 1.0));
+        CHECK(ld_ctl_update(&c, &co, NAN, 0.2, 0.5) == 0.0 && !c.active);
         /* NaN measured holds */
-        ex_ctl_update(&c, &co, t, NAN, 0);
-        ex_ctl_update(&c, &co, t, 0.9, 0.5);
+        ld_ctl_update(&c, &co, t, NAN, 0);
+        ld_ctl_update(&c, &co, t, 0.9, 0.5);
         double held = c.trim;
-        ex_ctl_update(&c, &co, t, NAN, 0.5);
+        ld_ctl_update(&c, &co, t, NAN, 0.5);
         CHECK(c.trim == held);
     }
     /* anti-windup: 100 steps of an unreachable target (the plant cannot go below 0.7 meanwhile), then
      * the disturbance goes: back within 5 % in 15 steps; the trim never left the duty range meanwhile */
     for (int rep = 0; rep < 50; rep++) {
         plant pl = {.kind = PL_OFFSET, .k = 3, .off = 0.55, .probes = 3};
-        ex_ctl_opts co = ex_ctl_opts_default(pl.k, ATSC_RES_CPU);
-        ex_ctl c;
-        ex_ctl_init(&c);
+        ld_ctl_opts co = ld_ctl_opts_default(pl.k, ATSC_RES_CPU);
+        ld_ctl c;
+        ld_ctl_init(&c);
         double target = tu_uniform(rng, 0.4, 0.6);
-        double d = ex_ctl_update(&c, &co, target, NAN, 0);
+        double d = ld_ctl_update(&c, &co, target, NAN, 0);
         for (int i = 0; i < 100; i++) {
-            d = ex_ctl_update(&c, &co, target, plant_measure(&pl, plant_expected(&pl, d, 0), rng), 0.5);
+            d = ld_ctl_update(&c, &co, target, plant_measure(&pl, plant_expected(&pl, d, 0), rng), 0.5);
             CHECK(c.u >= 1.0 / (pl.k + 1) - 1e-12 && c.u <= 1.0);
-            CHECK(c.trim + target >= 1.0 / (pl.k + 1) - EX_CTL_WINDUP - 1e-12); /* bounded windup */
+            CHECK(c.trim + target >= 1.0 / (pl.k + 1) - LD_CTL_WINDUP - 1e-12); /* bounded windup */
         }
         CHECK(d == 1.0 && c.saturated);
         pl.off = 0;
         double e = 0;
         for (int i = 0; i < 15; i++) {
             e = plant_expected(&pl, d, 0);
-            d = ex_ctl_update(&c, &co, target, plant_measure(&pl, e, rng), 0.5);
+            d = ld_ctl_update(&c, &co, target, plant_measure(&pl, e, rng), 0.5);
         }
         CHECK_MSG(fabs(plant_expected(&pl, d, 0) - target) / target < 0.05, "no recovery after windup: %.3f for %.3f",
                   plant_expected(&pl, d, 0), target);
@@ -556,16 +556,16 @@ static void test_ctl_rules(uint64_t *rng)
      * offset's whole error (20 % here). */
     for (int rep = 0; rep < 100; rep++) {
         plant pl = {.kind = PL_OFFSET, .k = 3, .off = rep % 2 ? 0.1 : -0.1, .probes = 3};
-        ex_ctl_opts co = ex_ctl_opts_default(pl.k, ATSC_RES_CPU);
+        ld_ctl_opts co = ld_ctl_opts_default(pl.k, ATSC_RES_CPU);
         int reset_always = rep >= 50; /* negative control: every change a step */
         if (reset_always) co.step_tol = 0;
-        ex_ctl c;
-        ex_ctl_init(&c);
+        ld_ctl c;
+        ld_ctl_init(&c);
         double base_t = tu_uniform(rng, 0.45, 0.6), d = 0, se = 0, st = 0;
         for (int i = 0; i < 200; i++) {
             double t = base_t + 0.02 * sin(0.7 * i) + 0.01 * tu_uniform(rng, -1, 1);
             double e = plant_expected(&pl, d, 0);
-            d = ex_ctl_update(&c, &co, t, i ? e : NAN, 0.5);
+            d = ld_ctl_update(&c, &co, t, i ? e : NAN, 0.5);
             if (i >= 40) se += plant_expected(&pl, d, 0), st += t;
         }
         if (reset_always)
@@ -578,21 +578,21 @@ static void test_ctl_rules(uint64_t *rng)
     /* feed-forward from a calibration that tabulates the plant: the first duty is already close */
     for (int rep = 0; rep < 100; rep++) {
         plant pl = random_plant(rng, PL_POWER);
-        ex_stress_calib cal;
+        ld_stress_calib cal;
         memset(&cal, 0, sizeof cal);
         cal.k[ATSC_RES_GPU] = pl.k;
-        for (int i = 0; i < EX_CALIB_MAX; i++) {
-            double m = 1.0 - (1.0 - 1.0 / (pl.k + 1)) * i / (EX_CALIB_MAX - 1);
+        for (int i = 0; i < LD_CALIB_MAX; i++) {
+            double m = 1.0 - (1.0 - 1.0 / (pl.k + 1)) * i / (LD_CALIB_MAX - 1);
             cal.model[ATSC_RES_GPU][i] = m;
-            cal.measured[ATSC_RES_GPU][i] = plant_expected(&pl, ex_stress_duty(m, pl.k), 0);
+            cal.measured[ATSC_RES_GPU][i] = plant_expected(&pl, ld_stress_duty(m, pl.k), 0);
         }
-        cal.n[ATSC_RES_GPU] = EX_CALIB_MAX;
-        ex_ctl_opts co = ex_ctl_opts_default(pl.k, ATSC_RES_GPU);
+        cal.n[ATSC_RES_GPU] = LD_CALIB_MAX;
+        ld_ctl_opts co = ld_ctl_opts_default(pl.k, ATSC_RES_GPU);
         co.calib = &cal;
         double target = tu_uniform(rng, plant_expected(&pl, 1, 0) + 0.05, 0.9);
-        ex_ctl c;
-        ex_ctl_init(&c);
-        double d = ex_ctl_update(&c, &co, target, NAN, 0);
+        ld_ctl c;
+        ld_ctl_init(&c);
+        double d = ld_ctl_update(&c, &co, target, NAN, 0);
         CHECK_MSG(fabs(plant_expected(&pl, d, 0) - target) < 0.03, "feed-forward: %.3f for %.3f (p %.2f)",
                   plant_expected(&pl, d, 0), target, pl.p);
     }
@@ -602,12 +602,12 @@ static void test_ctl_rules(uint64_t *rng)
 /* Hogs at duty 0 do nothing: no periodic wake-ups (they sleep on a futex until the duty changes). */
 static void test_hogs_idle(void)
 {
-    ex_stress_opts so = ex_stress_opts_default();
+    ld_stress_opts so = ld_stress_opts_default();
     so.threads = 2;
     int k[ATSC_RES_COUNT] = {4, 0, 0}; /* 8 hog threads */
-    ex_hogs *h = NULL;
+    ld_hogs *h = NULL;
     ats_err err = {{0}};
-    CHECK_MSG(ex_hogs_start(&so, k, &h, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_hogs_start(&so, k, &h, &err) == ATS_OK, "%s", err.msg);
     if (!h) return;
     usleep(50000); /* threads reach their first wait */
     struct rusage r0, r1;
@@ -618,18 +618,18 @@ static void test_hogs_idle(void)
     /* a hog waking every 20 ms period would make 8 x 25 = 200 switches; asleep: this thread's one */
     CHECK_MSG(sw < 20, "idle hogs: %ld voluntary context switches in 0.5 s", sw);
     /* a duty wakes them: they work (CPU time grows), and go back to sleep at 0 */
-    ex_hogs_set(h, ATSC_RES_CPU, 0.5);
+    ld_hogs_set(h, ATSC_RES_CPU, 0.5);
     usleep(200000);
     getrusage(RUSAGE_SELF, &r0);
     CHECK(r0.ru_utime.tv_sec + r0.ru_utime.tv_usec * 1e-6 > r1.ru_utime.tv_sec + r1.ru_utime.tv_usec * 1e-6);
-    ex_hogs_set(h, ATSC_RES_CPU, 0.0);
+    ld_hogs_set(h, ATSC_RES_CPU, 0.0);
     usleep(100000);
     getrusage(RUSAGE_SELF, &r0);
     usleep(300000);
     getrusage(RUSAGE_SELF, &r1);
     CHECK_MSG(r1.ru_nvcsw - r0.ru_nvcsw < 20, "hogs back at duty 0: %ld switches in 0.3 s",
               r1.ru_nvcsw - r0.ru_nvcsw);
-    ex_hogs_stop(h); /* wakes the sleepers: returns */
+    ld_hogs_stop(h); /* wakes the sleepers: returns */
 }
 
 /* The probe lock: a probe set waits for another holder (at most 0.2 s), then probes anyway. */
@@ -637,55 +637,55 @@ static void test_probe_lock(void)
 {
     char lock[512];
     snprintf(lock, sizeof lock, "%s/probes.lock", tmpdir);
-    ex_probe_opts po = ex_probe_opts_default();
+    ld_probe_opts po = ld_probe_opts_default();
     po.threads = 1;
     po.gemv_rows = 64;
     po.gemv_cols = 64;
     po.cpu_target_s = 1e-4;
     po.use_gpu = 0;
     po.lock_path = lock;
-    ex_probe *p = NULL;
+    ld_probe *p = NULL;
     ats_err err = {{0}};
-    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
     if (!p) return;
     double t[ATSC_RES_COUNT];
     long waits, timeouts;
     double wait_s;
     int unlocked;
-    CHECK(ex_probe_measure(p, t, &err) == ATS_OK);
-    ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
+    CHECK(ld_probe_measure(p, t, &err) == ATS_OK);
+    ld_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
     CHECK(waits == 0 && timeouts == 0 && !unlocked);
     int fd = open(lock, O_RDWR); /* another open file description: conflicts like another process */
     CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
-    CHECK(ex_probe_measure(p, t, &err) == ATS_OK && t[ATSC_RES_CPU] > 0);
-    ex_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
+    CHECK(ld_probe_measure(p, t, &err) == ATS_OK && t[ATSC_RES_CPU] > 0);
+    ld_probe_lock_stats(p, &waits, &wait_s, &timeouts, &unlocked);
     CHECK_MSG(waits == 1 && timeouts == 1 && wait_s >= 0.2, "waits %ld timeouts %ld wait %.3f s", waits, timeouts,
               wait_s);
     /* the holder is stuck: the next sets do not wait again (one 0.2 s, not 0.2 s a sample) */
-    CHECK(ex_probe_measure(p, t, &err) == ATS_OK && ex_probe_measure(p, t, &err) == ATS_OK);
+    CHECK(ld_probe_measure(p, t, &err) == ATS_OK && ld_probe_measure(p, t, &err) == ATS_OK);
     double wait2;
-    ex_probe_lock_stats(p, &waits, &wait2, &timeouts, NULL);
+    ld_probe_lock_stats(p, &waits, &wait2, &timeouts, NULL);
     CHECK_MSG(waits == 1 && timeouts == 3 && wait2 == wait_s, "stuck holder: waits %ld timeouts %ld", waits, timeouts);
     /* measure_some: only the asked probes run */
-    CHECK(ex_probe_measure_some(p, 1u << ATSC_RES_GPU, t, &err) == ATS_OK && isnan(t[ATSC_RES_CPU]));
+    CHECK(ld_probe_measure_some(p, 1u << ATSC_RES_GPU, t, &err) == ATS_OK && isnan(t[ATSC_RES_CPU]));
     close(fd); /* free again: the next set takes it, and would wait again next time */
-    CHECK(ex_probe_measure(p, t, &err) == ATS_OK);
-    ex_probe_lock_stats(p, &waits, NULL, &timeouts, NULL);
+    CHECK(ld_probe_measure(p, t, &err) == ATS_OK);
+    ld_probe_lock_stats(p, &waits, NULL, &timeouts, NULL);
     CHECK_MSG(waits == 1 && timeouts == 4, "waits %ld timeouts %ld", waits, timeouts); /* 3 + measure_some */
-    ex_probe_free(p);
+    ld_probe_free(p);
     /* a lock file that cannot be opened: probes run, unlocked says so */
     po.lock_path = "/nonexistent-dir/ats.lock";
-    CHECK(ex_probe_new(&po, &p, &err) == ATS_OK);
+    CHECK(ld_probe_new(&po, &p, &err) == ATS_OK);
     if (p) {
-        CHECK(ex_probe_measure(p, t, &err) == ATS_OK);
-        ex_probe_lock_stats(p, NULL, NULL, NULL, &unlocked);
+        CHECK(ld_probe_measure(p, t, &err) == ATS_OK);
+        ld_probe_lock_stats(p, NULL, NULL, NULL, &unlocked);
         CHECK(unlocked);
-        ex_probe_free(p);
+        ld_probe_free(p);
     }
     unlink(lock);
 }
 
-static void count_step(void *ctx, const ex_stress_step *s)
+static void count_step(void *ctx, const ld_stress_step *s)
 {
     int *n = ctx;
     CHECK(s->duty >= 0 && s->duty <= 1 && s->res == ATSC_RES_CPU && s->target <= 1); /* 1: a brief pause */
@@ -697,20 +697,20 @@ static void count_step(void *ctx, const ex_stress_step *s)
  * refusals. */
 static void test_closed_real(void)
 {
-    ex_probe_opts po = ex_probe_opts_default();
+    ld_probe_opts po = ld_probe_opts_default();
     po.threads = 2;
     po.gemv_rows = 256;
     po.gemv_cols = 256;
     po.cpu_target_s = 3e-4;
     po.use_gpu = 0;
     po.lock_path = NULL;
-    ex_probe *p = NULL;
+    ld_probe *p = NULL;
     ats_err err = {{0}};
-    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
     if (!p) return;
-    ex_baseline base;
-    CHECK(ex_probe_baseline(p, 0.2, 0.05, NULL, &base, &err) == ATS_OK);
-    ex_probe_free(p);
+    ld_baseline base;
+    CHECK(ld_probe_baseline(p, 0.2, 0.05, NULL, &base, &err) == ATS_OK);
+    ld_probe_free(p);
     atsc_trace *target = atsc_trace_new(3);
     double ts[3] = {0, 0.3, 1.2}, cpu[3] = {1.0, 0.6, 1.0};
     for (int i = 0; i < 3; i++) {
@@ -718,7 +718,7 @@ static void test_closed_real(void)
         target->cpu_avail[i] = cpu[i];
         target->gpu_avail[i] = target->pcie_avail[i] = 1.0;
     }
-    ex_stress_opts so = ex_stress_opts_default();
+    ld_stress_opts so = ld_stress_opts_default();
     so.duration_s = 1.5;
     so.interval_s = 0.1;
     so.settle_s = 0.2;
@@ -728,8 +728,8 @@ static void test_closed_real(void)
     int steps = 0;
     so.on_step = count_step;
     so.step_ctx = &steps;
-    ex_stress_report rep;
-    CHECK_MSG(ex_stress_run_closed(target, &so, &base, &rep, &err) == ATS_OK, "%s", err.msg);
+    ld_stress_report rep;
+    CHECK_MSG(ld_stress_run_closed(target, &so, &base, &rep, &err) == ATS_OK, "%s", err.msg);
     CHECK_MSG(steps >= 5 && steps <= 10, "%d control steps for 0.9 s at 0.1 s", steps);
     CHECK(rep.nseg == 3 && rep.k[ATSC_RES_CPU] == 2 && rep.k[ATSC_RES_GPU] == 0);
     if (rep.nseg == 3) {
@@ -750,7 +750,7 @@ static void test_closed_real(void)
     }
     steps = 0;
     so.duration_s = 1.8;
-    CHECK_MSG(ex_stress_run_closed(wig, &so, &base, &rep, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_stress_run_closed(wig, &so, &base, &rep, &err) == ATS_OK, "%s", err.msg);
     so.duration_s = 1.5;
     CHECK_MSG(rep.nseg == 3, "wiggling target: %d segments", rep.nseg);
     if (rep.nseg == 3) {
@@ -760,13 +760,13 @@ static void test_closed_real(void)
     atsc_trace_free(wig);
     /* rebaseline: a baseline file 50 x too fast reads every probe near the clip floor; re-measured in the
      * probe process, the control works against the probe's own idle time (and the report says so) */
-    ex_baseline fast = base;
+    ld_baseline fast = base;
     fast.t_s[ATSC_RES_CPU] = base.t_s[ATSC_RES_CPU] / 50;
-    CHECK_MSG(ex_stress_run_closed(target, &so, &fast, &rep, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_stress_run_closed(target, &so, &fast, &rep, &err) == ATS_OK, "%s", err.msg);
     const double m_file = rep.nseg > 1 ? rep.seg[1].measured : NAN;
     CHECK_MSG(rep.rebased == 0 && m_file < 0.1, "50 x too fast baseline, not re-measured: cpu 0.6 read %.3f", m_file);
     so.rebaseline_s = 0.3;
-    CHECK_MSG(ex_stress_run_closed(target, &so, &fast, &rep, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_stress_run_closed(target, &so, &fast, &rep, &err) == ATS_OK, "%s", err.msg);
     const double m_own = rep.nseg > 1 ? rep.seg[1].measured : NAN;
     CHECK_MSG(rep.rebased == 1 && m_own > 0.2 && m_own <= 1, "re-measured baseline: cpu 0.6 read %.3f", m_own);
     CHECK(rep.base_file_s[ATSC_RES_CPU] == fast.t_s[ATSC_RES_CPU] && rep.base_own_s[ATSC_RES_CPU] > 0 &&
@@ -775,7 +775,7 @@ static void test_closed_real(void)
     size_t txt_len = 0;
     FILE *mf = open_memstream(&txt, &txt_len);
     if (mf) {
-        ex_stress_report_print(mf, &rep, so.settle_s);
+        ld_stress_report_print(mf, &rep, so.settle_s);
         fclose(mf);
     }
     const char *line = txt ? strstr(txt, "re-measured in the probe process") : NULL, *eol = line ? strchr(line, '\n') : NULL;
@@ -787,13 +787,13 @@ static void test_closed_real(void)
                     "(own idle %.3g ms)\n", m_file, m_own, 1e3 * rep.base_own_s[ATSC_RES_CPU]);
     /* the probe-duty limit again with the re-measured times: a file 1e-5 s fast passes it (100 sets x 0.01 ms
      * every 0.05 s: 2%), the probe's own idle time (> 0.1 ms) does not */
-    ex_stress_opts busy = so;
+    ld_stress_opts busy = so;
     busy.rebaseline_s = 0.3;
     busy.probes = 100;
     busy.interval_s = 0.05;
-    ex_baseline tiny = base;
+    ld_baseline tiny = base;
     tiny.t_s[ATSC_RES_CPU] = 1e-5;
-    CHECK_MSG(ex_stress_run_closed(target, &busy, &tiny, &rep, &err) == ATS_EINVAL && strstr(err.msg, "re-measured") &&
+    CHECK_MSG(ld_stress_run_closed(target, &busy, &tiny, &rep, &err) == ATS_EINVAL && strstr(err.msg, "re-measured") &&
                   strstr(err.msg, "busy") && !(rep.wall_s > 0),
               "re-measured probe duty: %s", err.msg);
     /* a duration that ends before the target loads anything: no probe to re-measure, no report line */
@@ -806,32 +806,32 @@ static void test_closed_real(void)
     busy = so;
     busy.rebaseline_s = 0.3;
     busy.duration_s = 0.3;
-    CHECK_MSG(ex_stress_run_closed(late, &busy, &base, &rep, &err) == ATS_OK && rep.rebased == 0 && rep.k[0] == 0,
+    CHECK_MSG(ld_stress_run_closed(late, &busy, &base, &rep, &err) == ATS_OK && rep.rebased == 0 && rep.k[0] == 0,
               "rebaseline with nothing under load: %s (rebased %d, k %d)", err.msg, rep.rebased, rep.k[0]);
     atsc_trace_free(late);
-    ex_stress_opts neg = so;
+    ld_stress_opts neg = so;
     neg.rebaseline_s = -1;
-    CHECK(ex_stress_run_closed(target, &neg, &base, NULL, &err) == ATS_EINVAL && strstr(err.msg, "rebaseline"));
+    CHECK(ld_stress_run_closed(target, &neg, &base, NULL, &err) == ATS_EINVAL && strstr(err.msg, "rebaseline"));
     so.rebaseline_s = 0;
     /* refusals */
-    ex_stress_opts bad = so;
+    ld_stress_opts bad = so;
     bad.ki_per_s = 5.0; /* x 0.1 s = 0.5: fine */
     bad.duration_s = 0.2;
-    CHECK(ex_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_OK);
+    CHECK(ld_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_OK);
     bad.ki_per_s = 25.0; /* x 0.1 s = 2.5: unstable */
-    CHECK(ex_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_EINVAL && strstr(err.msg, "stability"));
+    CHECK(ld_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_EINVAL && strstr(err.msg, "stability"));
     bad = so;
     bad.probes = 0;
-    CHECK(ex_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_EINVAL);
+    CHECK(ld_stress_run_closed(target, &bad, &base, NULL, &err) == ATS_EINVAL);
     bad.probes = 100; /* probes x probe time against the interval */
     bad.interval_s = 0.05;
-    ex_baseline slow = base;
+    ld_baseline slow = base;
     slow.t_s[ATSC_RES_CPU] = 1e-3;
-    CHECK_MSG(ex_stress_run_closed(target, &bad, &slow, NULL, &err) == ATS_EINVAL && strstr(err.msg, "busy"), "%s",
+    CHECK_MSG(ld_stress_run_closed(target, &bad, &slow, NULL, &err) == ATS_EINVAL && strstr(err.msg, "busy"), "%s",
               err.msg);
     target->pcie_avail[1] = 0.5;
-    enum ats_status s = ex_stress_run_closed(target, &so, &base, NULL, &err);
-    if (!ex_gpu_present(0))
+    enum ats_status s = ld_stress_run_closed(target, &so, &base, NULL, &err);
+    if (!ld_gpu_present(0))
         CHECK_MSG(s == ATS_ENOTFOUND && strstr(err.msg, "no CUDA device"), "%d %s", (int)s, err.msg);
     else /* a GPU, but this baseline has no PCIe time */
         CHECK_MSG(s == ATS_EINVAL && strstr(err.msg, "baseline has no pcie"), "%d %s", (int)s, err.msg);
@@ -860,45 +860,45 @@ static void test_text_save(void)
     FILE *f = fopen(path, "w");
     fputs("one\n", f);
     fclose(f);
-    CHECK(ex_text_save(path, "thing", write_fail, NULL, &err) == ATS_EINVAL && strstr(err.msg, path) &&
+    CHECK(ld_text_save(path, "thing", write_fail, NULL, &err) == ATS_EINVAL && strstr(err.msg, path) &&
           strstr(err.msg, "thing"));
     char buf[16] = "";
     f = fopen(path, "r");
     CHECK(f && fgets(buf, sizeof buf, f) && strcmp(buf, "one\n") == 0); /* untouched */
     if (f) fclose(f);
-    CHECK(ex_text_save(path, "thing", write_two, NULL, &err) == ATS_OK);
+    CHECK(ld_text_save(path, "thing", write_two, NULL, &err) == ATS_OK);
     f = fopen(path, "r");
     CHECK(f && fgets(buf, sizeof buf, f) && strcmp(buf, "two\n") == 0);
     if (f) fclose(f);
     unlink(path);
-    CHECK(ex_text_save("/nonexistent-dir/x.txt", "thing", write_two, NULL, &err) == ATS_EINVAL);
+    CHECK(ld_text_save("/nonexistent-dir/x.txt", "thing", write_two, NULL, &err) == ATS_EINVAL);
 }
 
 /* Probes + recorder + CPU hogs, briefly. */
 static void test_real_runs(void)
 {
-    ex_probe_opts po = ex_probe_opts_default();
+    ld_probe_opts po = ld_probe_opts_default();
     po.threads = 2;
     po.gemv_rows = 256;
     po.gemv_cols = 512;
     po.cpu_target_s = 5e-4;
     po.use_gpu = 0;
-    ex_probe *p = NULL;
+    ld_probe *p = NULL;
     ats_err err = {{0}};
-    CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
     if (!p) return;
-    CHECK(!ex_probe_has_gpu(p));
+    CHECK(!ld_probe_has_gpu(p));
     double t[ATSC_RES_COUNT];
-    CHECK(ex_probe_measure(p, t, &err) == ATS_OK && t[ATSC_RES_CPU] > 0 && isnan(t[ATSC_RES_GPU]));
-    ex_baseline base;
-    CHECK(ex_probe_baseline(p, 0.2, 0.05, NULL, &base, &err) == ATS_OK);
+    CHECK(ld_probe_measure(p, t, &err) == ATS_OK && t[ATSC_RES_CPU] > 0 && isnan(t[ATSC_RES_GPU]));
+    ld_baseline base;
+    CHECK(ld_probe_baseline(p, 0.2, 0.05, NULL, &base, &err) == ATS_OK);
     CHECK(base.t_s[ATSC_RES_CPU] > 0 && isnan(base.t_s[ATSC_RES_PCIE]) && base.threads == 2 && base.cpu_reps >= 1);
-    ex_record_opts ro = ex_record_opts_default();
+    ld_record_opts ro = ld_record_opts_default();
     ro.interval_s = 0.05;
     ro.duration_s = 0.4;
     atsc_trace *tr = NULL;
-    ex_record_stats st;
-    CHECK_MSG(ex_record_run(p, &base, &ro, &tr, &st, &err) == ATS_OK, "%s", err.msg);
+    ld_record_stats st;
+    CHECK_MSG(ld_record_run(p, &base, &ro, &tr, &st, &err) == ATS_OK, "%s", err.msg);
     if (tr) {
         CHECK(tr->n >= 2 && tr->n <= 9 && st.samples == tr->n);
         CHECK(atsc_trace_validate(tr, "recorded", &err) == ATS_OK);
@@ -911,7 +911,7 @@ static void test_real_runs(void)
     ro.interval_s = 0.1;
     ro.duration_s = 0.3;
     tr = NULL;
-    CHECK_MSG(ex_record_run(p, &base, &ro, &tr, &st, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_record_run(p, &base, &ro, &tr, &st, &err) == ATS_OK, "%s", err.msg);
     if (tr) {
         CHECK_MSG(tr->n == 4 && tr->t_s[3] >= 0.3 && tr->t_s[3] < 0.36, "%zu samples, last at %g s", tr->n,
                   tr->t_s[tr->n - 1]);
@@ -919,8 +919,8 @@ static void test_real_runs(void)
     atsc_trace_free(tr);
     /* a stop flag already set: the baseline is refused as interrupted */
     volatile sig_atomic_t stop = 1;
-    CHECK(ex_probe_baseline(p, 0.2, 0.05, &stop, &base, &err) == ATS_EINVAL);
-    ex_probe_free(p);
+    CHECK(ld_probe_baseline(p, 0.2, 0.05, &stop, &base, &err) == ATS_EINVAL);
+    ld_probe_free(p);
 
     /* CPU hogs follow a short CPU-only trace and stop */
     atsc_trace *target = atsc_trace_new(3);
@@ -930,14 +930,14 @@ static void test_real_runs(void)
         target->cpu_avail[i] = cpu[i];
         target->gpu_avail[i] = target->pcie_avail[i] = 1.0;
     }
-    ex_stress_opts so = ex_stress_opts_default();
+    ld_stress_opts so = ld_stress_opts_default();
     so.threads = 2;
     so.duration_s = 0.3;
-    CHECK_MSG(ex_stress_run(target, &so, &err) == ATS_OK, "%s", err.msg);
+    CHECK_MSG(ld_stress_run(target, &so, &err) == ATS_OK, "%s", err.msg);
     /* GPU load without a GPU: refused before any hog starts */
     target->gpu_avail[1] = 0.4;
-    if (!ex_gpu_present(0)) {
-        enum ats_status s = ex_stress_run(target, &so, &err);
+    if (!ld_gpu_present(0)) {
+        enum ats_status s = ld_stress_run(target, &so, &err);
         CHECK_MSG(s == ATS_ENOTFOUND && strstr(err.msg, "no CUDA device"), "%d %s", (int)s, err.msg);
     } else {
         fprintf(stderr, "test_load_stress: a GPU is present: the no-GPU refusal is not checked\n");
@@ -946,22 +946,22 @@ static void test_real_runs(void)
     atsc_trace *one = atsc_trace_new(1);
     one->cpu_avail[0] = one->gpu_avail[0] = one->pcie_avail[0] = 1.0;
     so.duration_s = 0;
-    CHECK(ex_stress_run(one, &so, &err) == ATS_EINVAL);
+    CHECK(ld_stress_run(one, &so, &err) == ATS_EINVAL);
     atsc_trace_free(one);
     atsc_trace_free(target);
     /* hogs started and stopped directly, with duties set in between */
     int k[ATSC_RES_COUNT] = {2, 0, 0};
-    ex_hogs *h = NULL;
+    ld_hogs *h = NULL;
     so.duration_s = 0;
-    CHECK(ex_hogs_start(&so, k, &h, &err) == ATS_OK);
+    CHECK(ld_hogs_start(&so, k, &h, &err) == ATS_OK);
     if (h) {
-        ex_hogs_set(h, ATSC_RES_CPU, 0.5);
+        ld_hogs_set(h, ATSC_RES_CPU, 0.5);
         usleep(50000);
-        CHECK(ex_hogs_alive(h));
-        ex_hogs_stop(h);
+        CHECK(ld_hogs_alive(h));
+        ld_hogs_stop(h);
     }
     so.period_s = 0;
-    CHECK(ex_hogs_start(&so, k, &h, &err) == ATS_EINVAL && h == NULL);
+    CHECK(ld_hogs_start(&so, k, &h, &err) == ATS_EINVAL && h == NULL);
 }
 
 /* Hogs per resource as the runs start them: automatic counts capped (a target at the clip floor asked
@@ -974,31 +974,31 @@ static void test_plan_hogs(uint64_t *rng)
     for (int i = 0; i < 2; i++) tr->gpu_avail[i] = tr->pcie_avail[i] = 1.0;
     tr->cpu_avail[0] = 1.0;
     tr->cpu_avail[1] = 0.01;
-    ex_stress_opts so = ex_stress_opts_default();
+    ld_stress_opts so = ld_stress_opts_default();
     int k[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
-    unsigned m = ex_stress_plan_hogs(tr, &so, 0, k, amin);
-    CHECK_MSG(k[ATSC_RES_CPU] == EX_STRESS_K_MAX && k[ATSC_RES_GPU] == 0 && k[ATSC_RES_PCIE] == 0, "open k %d %d %d",
+    unsigned m = ld_stress_plan_hogs(tr, &so, 0, k, amin);
+    CHECK_MSG(k[ATSC_RES_CPU] == LD_STRESS_K_MAX && k[ATSC_RES_GPU] == 0 && k[ATSC_RES_PCIE] == 0, "open k %d %d %d",
               k[0], k[1], k[2]);
     CHECK(m == 1u << ATSC_RES_CPU && amin[ATSC_RES_CPU] == 0.01 && amin[ATSC_RES_GPU] == 1.0);
-    m = ex_stress_plan_hogs(tr, &so, 1, k, NULL);
-    CHECK_MSG(k[ATSC_RES_CPU] == EX_STRESS_K_DEFAULT_MAX && m == 1u << ATSC_RES_CPU, "closed k %d mask %u",
+    m = ld_stress_plan_hogs(tr, &so, 1, k, NULL);
+    CHECK_MSG(k[ATSC_RES_CPU] == LD_STRESS_K_DEFAULT_MAX && m == 1u << ATSC_RES_CPU, "closed k %d mask %u",
               k[ATSC_RES_CPU], m);
     for (int rep = 0; rep < 50; rep++) {
         double a = tu_uniform(rng, 0.1, 0.95);
         tr->cpu_avail[1] = a;
         so.k[ATSC_RES_CPU] = 0;
-        m = ex_stress_plan_hogs(tr, &so, 0, k, amin);
-        CHECK_MSG(k[ATSC_RES_CPU] == ex_stress_hogs_needed(a) && m == 0, "open a %g: k %d mask %u", a, k[0], m);
-        m = ex_stress_plan_hogs(tr, &so, 1, k, amin);
-        int want = ex_stress_hogs_needed(a / 2.5);
-        if (want > EX_STRESS_K_DEFAULT_MAX) want = EX_STRESS_K_DEFAULT_MAX;
+        m = ld_stress_plan_hogs(tr, &so, 0, k, amin);
+        CHECK_MSG(k[ATSC_RES_CPU] == ld_stress_hogs_needed(a) && m == 0, "open a %g: k %d mask %u", a, k[0], m);
+        m = ld_stress_plan_hogs(tr, &so, 1, k, amin);
+        int want = ld_stress_hogs_needed(a / 2.5);
+        if (want > LD_STRESS_K_DEFAULT_MAX) want = LD_STRESS_K_DEFAULT_MAX;
         CHECK_MSG(k[ATSC_RES_CPU] == want && m == (a < 1.0 / (want + 1) ? 1u : 0u), "closed a %g: k %d mask %u", a,
                   k[0], m);
         /* a count given by the user is kept, and flagged when it cannot reach the target */
         so.k[ATSC_RES_CPU] = 1 + (int)(tu_rand(rng) % 8);
         for (int closed = 0; closed < 2; closed++) {
-            m = ex_stress_plan_hogs(tr, &so, closed, k, amin);
+            m = ld_stress_plan_hogs(tr, &so, closed, k, amin);
             CHECK(k[ATSC_RES_CPU] == so.k[ATSC_RES_CPU]);
             CHECK_MSG(m == (a < 1.0 / (so.k[ATSC_RES_CPU] + 1) - 1e-12 ? 1u : 0u), "a %g k %d mask %u", a,
                       so.k[ATSC_RES_CPU], m);
@@ -1008,10 +1008,10 @@ static void test_plan_hogs(uint64_t *rng)
 }
 
 /* The closed loop's report: notes at the clip floor and below reach, and segments past the table's
- * size counted (it stopped at EX_STRESS_MAX_SEGS silently). */
+ * size counted (it stopped at LD_STRESS_MAX_SEGS silently). */
 static void test_report_print(void)
 {
-    ex_stress_report rep;
+    ld_stress_report rep;
     memset(&rep, 0, sizeof rep);
     rep.k[ATSC_RES_CPU] = 16;
     rep.nseg = 3;
@@ -1031,7 +1031,7 @@ static void test_report_print(void)
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     if (!f) return;
-    ex_stress_report_print(f, &rep, 5.0);
+    ld_stress_report_print(f, &rep, 5.0);
     fclose(f);
     char *txt = tu_slurp(path, NULL);
     CHECK(txt != NULL);
@@ -1175,8 +1175,8 @@ static void test_cli(void)
                                     "--save-baseline %s", base, d, rb);
         int rrc;
         char *o = tu_run_ats(args, &rrc, 1);
-        ex_baseline bf;
-        int loaded = rrc == 0 && ex_baseline_load(rb, &bf, &err) == ATS_OK;
+        ld_baseline bf;
+        int loaded = rrc == 0 && ld_baseline_load(rb, &bf, &err) == ATS_OK;
         CHECK_MSG(loaded && o && strstr(o, "re-measured here over 0.3 s (--baseline's: cpu 4 ms)") && bf.threads == 1 &&
                       bf.cpu_reps == 1 && bf.t_s[ATSC_RES_CPU] > 0 && bf.t_s[ATSC_RES_CPU] != 0.004,
                   "`ats %s`: exit %d: %s", args, rrc, o ? o : "");
@@ -1390,7 +1390,7 @@ static void test_cpu_only_trace(void)
     CHECK_MSG(rc == 0 && o && strstr(o, "--hogs-gpu 2: the trace puts no gpu load"), "stress --hogs-gpu unused: rc %d: %s",
               rc, o ? o : "");
     free(o);
-    if (!ex_gpu_present(0)) {
+    if (!ld_gpu_present(0)) {
         snprintf(args, sizeof args, "stress --trace %s --baseline %s --threads 1 --duration 1.5 --probes 3 --interval 1", tgt, base);
         o = tu_run_ats(args, &rc, 1);
         CHECK_MSG(rc == 2 && o && strstr(o, "--cpu-only"), "stress without --cpu-only, no GPU: rc %d: %s", rc, o ? o : "");
@@ -1415,40 +1415,40 @@ static long thread_slice_ns(void)
     return v;
 }
 
-/* --slice-us: ex_sched_slice sets the calling thread's slice where the kernel has slice requests (6.12+:
+/* --slice-us: ld_sched_slice sets the calling thread's slice where the kernel has slice requests (6.12+:
  * se.slice follows it), the option is range-checked in record and stress and in the libraries, and the
  * probe's description names the slice. */
 static void test_slice(void)
 {
     long before = thread_slice_ns();
-    int e = ex_sched_slice(200000);
+    int e = ld_sched_slice(200000);
     long after = thread_slice_ns();
-    printf("slice: before %ld ns, after asking 200000 ns: %ld ns (ex_sched_slice %d)\n", before, after, e);
+    printf("slice: before %ld ns, after asking 200000 ns: %ld ns (ld_sched_slice %d)\n", before, after, e);
     if (e == 0 && before >= 0 && after != before) CHECK_MSG(after == 200000, "se.slice %ld", after);
-    CHECK(ex_sched_slice(0) == 0); /* nothing asked */
-    ex_probe_opts po = ex_probe_opts_default();
-    CHECK(po.slice_ns == EX_SLICE_NS_DEFAULT);
+    CHECK(ld_sched_slice(0) == 0); /* nothing asked */
+    ld_probe_opts po = ld_probe_opts_default();
+    CHECK(po.slice_ns == LD_SLICE_NS_DEFAULT);
     po.threads = 1;
     po.use_gpu = 0;
     po.cpu_reps = 1;
     ats_err err = {{0}};
-    ex_probe *p = NULL;
+    ld_probe *p = NULL;
     po.slice_ns = 50000; /* below the kernel's range */
-    CHECK(ex_probe_new(&po, &p, &err) == ATS_EINVAL && strstr(err.msg, "slice 50000"));
+    CHECK(ld_probe_new(&po, &p, &err) == ATS_EINVAL && strstr(err.msg, "slice 50000"));
     static const struct { long ns; const char *said; } described[] = {{0, "kernel's default slice"},
                                                                         {250000, "0.25 ms slices"}};
     for (int i = 0; i < 2; i++) {
         p = NULL;
         po.slice_ns = described[i].ns;
-        CHECK_MSG(ex_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
+        CHECK_MSG(ld_probe_new(&po, &p, &err) == ATS_OK, "%s", err.msg);
         if (!p) continue;
         char d[768];
-        ex_probe_describe(p, d, sizeof d);
+        ld_probe_describe(p, d, sizeof d);
         CHECK_MSG(strstr(d, described[i].said) != NULL, "%s", d);
-        ex_probe_free(p);
+        ld_probe_free(p);
     }
-    ex_stress_opts so = ex_stress_opts_default();
-    CHECK(so.hog_slice_ns == EX_SLICE_NS_DEFAULT);
+    ld_stress_opts so = ld_stress_opts_default();
+    CHECK(so.hog_slice_ns == LD_SLICE_NS_DEFAULT);
     so.hog_slice_ns = 200000000; /* above */
     so.threads = 1;
     so.duration_s = 0.1;
@@ -1460,7 +1460,7 @@ static void test_slice(void)
         t->gpu_avail[i] = t->pcie_avail[i] = 1.0;
     }
     t->n = 2;
-    CHECK(ex_stress_run(t, &so, &err) == ATS_EINVAL && strstr(err.msg, "hog slice"));
+    CHECK(ld_stress_run(t, &so, &err) == ATS_EINVAL && strstr(err.msg, "hog slice"));
     atsc_trace_free(t);
     const char *bad[] = {"50", "100001", "-1", "abc", "", "1e3", "0x64", "+100", " 100", "100 ", "100.", ".5"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -1510,7 +1510,7 @@ static void test_slice(void)
                   o ? o : "");
         free(o);
     }
-    CHECK(ex_stress_opts_default().stagger == ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE)));
+    CHECK(ld_stress_opts_default().stagger == ((1u << ATSC_RES_CPU) | (1u << ATSC_RES_GPU) | (1u << ATSC_RES_PCIE)));
 }
 
 /* The stressor's probe process in trouble. kill_child = 0: it stops answering (SIGSTOP; the ASan build
@@ -1619,14 +1619,14 @@ static void test_calibrate_run(void)
     free(txt);
 }
 
-/* ex_pin_self: thread-by-thread, j -> the (j mod n)-th CPU of the set; a probe with pin = 1 has its pool
+/* ld_pin_self: thread-by-thread, j -> the (j mod n)-th CPU of the set; a probe with pin = 1 has its pool
  * threads each on one CPU (read back from /proc/self/task/<tid>/status), and says "pinned". */
 typedef struct pin_arg { int j, rc, ncpu, cpu, usable; } pin_arg;
 static void *pin_thread(void *a_)
 {
     pin_arg *a = a_;
-    a->rc = ex_pin_self(a->j);
-    a->usable = ex_usable_cpus(); /* the default thread count follows the affinity set (taskset) */
+    a->rc = ld_pin_self(a->j);
+    a->usable = ld_usable_cpus(); /* the default thread count follows the affinity set (taskset) */
     cpu_set_t set;
     a->ncpu = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
     a->cpu = -1;
@@ -1674,9 +1674,9 @@ static void test_pin(void)
         pthread_t t;
         CHECK(pthread_create(&t, NULL, pin_thread, &a) == 0);
         pthread_join(t, NULL);
-        CHECK_MSG(a.usable == 1, "ex_usable_cpus() on a thread pinned to one CPU: %d", a.usable);
+        CHECK_MSG(a.usable == 1, "ld_usable_cpus() on a thread pinned to one CPU: %d", a.usable);
         CHECK_MSG(a.rc == 0 && a.ncpu == 1 && a.cpu == order[js[i] % n],
-                  "ex_pin_self(%d) of %d CPUs: rc %d, %d CPUs allowed, cpu %d (want %d)", js[i], n, a.rc, a.ncpu,
+                  "ld_pin_self(%d) of %d CPUs: rc %d, %d CPUs allowed, cpu %d (want %d)", js[i], n, a.rc, a.ncpu,
                   a.cpu, order[js[i] % n]);
     }
     pin_arg bad = {-1, 0, 0, 0, 0};
@@ -1686,47 +1686,47 @@ static void test_pin(void)
     CHECK(bad.rc == EINVAL && bad.ncpu == n && bad.usable == n); /* refused, still unpinned */
     int before = single_cpu_threads();
     for (int pin = 0; pin < 2; pin++) {
-        ex_probe_opts po = ex_probe_opts_default();
+        ld_probe_opts po = ld_probe_opts_default();
         po.threads = 2;
         po.use_gpu = 0;
         po.cpu_reps = 1;
         po.pin = pin;
         po.lock_path = NULL;
         ats_err err = {{0}};
-        ex_probe *p = NULL;
-        CHECK(ex_probe_new(&po, &p, &err) == ATS_OK);
+        ld_probe *p = NULL;
+        CHECK(ld_probe_new(&po, &p, &err) == ATS_OK);
         if (!p) continue;
         char d[512];
-        ex_probe_describe(p, d, sizeof d);
+        ld_probe_describe(p, d, sizeof d);
         CHECK_MSG((strstr(d, "on 2 pinned threads") != NULL) == pin, "pin %d: %s", pin, d);
         int now = single_cpu_threads();
         printf("pin %d: threads on one CPU %d (before the probe %d; %d CPUs)\n", pin, now, before, n);
         if (n > 1) CHECK_MSG(now - before == (pin ? 2 : 0), "pin %d: %d threads on one CPU, %d before", pin, now, before);
-        ex_probe_free(p);
+        ld_probe_free(p);
     }
 }
 
 /* The probe matrix: one shared-memory object for every probe of a size (same name, same pages); an object of
  * the wrong size or contents is replaced; private_matrix = 1 keeps a private copy. */
-static int describe_has(ex_probe_opts po, const char *want)
+static int describe_has(ld_probe_opts po, const char *want)
 {
     ats_err err = {{0}};
-    ex_probe *p = NULL;
-    if (ex_probe_new(&po, &p, &err) != ATS_OK || !p) {
-        printf("probe matrix: ex_probe_new failed: %s\n", err.msg);
+    ld_probe *p = NULL;
+    if (ld_probe_new(&po, &p, &err) != ATS_OK || !p) {
+        printf("probe matrix: ld_probe_new failed: %s\n", err.msg);
         return 0;
     }
     char d[600];
-    ex_probe_describe(p, d, sizeof d);
+    ld_probe_describe(p, d, sizeof d);
     int ok = strstr(d, want) != NULL;
     if (!ok) printf("probe matrix: want \"%s\" in: %s\n", want, d);
-    ex_probe_free(p);
+    ld_probe_free(p);
     return ok;
 }
 
 static void test_probe_matrix(void)
 {
-    ex_probe_opts po = ex_probe_opts_default();
+    ld_probe_opts po = ld_probe_opts_default();
     po.threads = 1;
     po.use_gpu = 0;
     po.cpu_reps = 1;
@@ -1735,7 +1735,7 @@ static void test_probe_matrix(void)
     po.gemv_cols = 64;
     po.private_matrix = 0;
     char name[96], path[160], want[200];
-    ex_probe_matrix_name(po.gemv_rows, po.gemv_cols, name, sizeof name);
+    ld_probe_matrix_name(po.gemv_rows, po.gemv_cols, name, sizeof name);
     snprintf(path, sizeof path, "/dev/shm%s", name);
     snprintf(want, sizeof want, "shared: %s)", path);
     const off_t bytes = (off_t)(po.gemv_rows * po.gemv_cols * sizeof(float));

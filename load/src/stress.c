@@ -1,5 +1,5 @@
 /*
- * exec/src/load_stress.c — the stressor behind `ats stress` (ex/load.h): duty-cycle arithmetic, hog
+ * load/src/stress.c — the stressor behind `ats stress` (ld/load.h): duty-cycle arithmetic, hog
  * threads and hog processes, the trace follower, and the calibration that measures what the hogs do.
  *
  * Hog processes are forked before this process initializes CUDA (CUDA is not fork-safe); they share
@@ -7,7 +7,7 @@
  * They ignore SIGINT (the parent, which gets it too, stops them through the flag) and die with the
  * parent (PR_SET_PDEATHSIG), so no hog outlives `ats stress`, whatever signal ends it.
  */
-#include "ex/load.h"
+#include "ld/load.h"
 
 #include "atsc/outfile.h"
 
@@ -31,13 +31,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef ATS_HAVE_CUDA
-#include "load_probe.h"
-#endif
+#include "gpu_probe.h"
 
 /* ------------------------------------------------------------------ arithmetic ------------------ */
 
-double ex_stress_avail(double duty, int k)
+double ld_stress_avail(double duty, int k)
 {
     ATS_ASSERT(k >= 1);
     if (!(duty > 0)) duty = 0;
@@ -45,7 +43,7 @@ double ex_stress_avail(double duty, int k)
     return 1.0 - duty * (double)k / (double)(k + 1);
 }
 
-double ex_stress_duty(double avail, int k)
+double ld_stress_duty(double avail, int k)
 {
     ATS_ASSERT(k >= 1);
     double d = (1.0 - avail) * (double)(k + 1) / (double)k;
@@ -53,25 +51,25 @@ double ex_stress_duty(double avail, int k)
     return d > 1.0 ? 1.0 : d;
 }
 
-double ex_stress_avail_st(double duty, int k, int staggered)
+double ld_stress_avail_st(double duty, int k, int staggered)
 {
     ATS_ASSERT(k >= 1);
-    if (!staggered) return ex_stress_avail(duty, k);
+    if (!staggered) return ld_stress_avail(duty, k);
     if (!(duty > 0)) duty = 0;
     if (duty > 1) duty = 1;
     return 1.0 / (1.0 + duty * (double)k);
 }
 
-double ex_stress_duty_st(double avail, int k, int staggered)
+double ld_stress_duty_st(double avail, int k, int staggered)
 {
     ATS_ASSERT(k >= 1);
-    if (!staggered) return ex_stress_duty(avail, k);
+    if (!staggered) return ld_stress_duty(avail, k);
     if (!(avail < 1.0)) return 0.0; /* avail >= 1 (or NaN: no load) */
     double d = avail > 0 ? (1.0 / avail - 1.0) / (double)k : 1.0;
     return d > 1.0 ? 1.0 : d;
 }
 
-int ex_stress_hogs_needed(double a_min)
+int ld_stress_hogs_needed(double a_min)
 {
     if (!(a_min > 0)) a_min = 0.01;
     if (a_min >= 1.0) return 1;
@@ -82,7 +80,7 @@ int ex_stress_hogs_needed(double a_min)
 
 /* ------------------------------------------------------------------ calibration table ----------- */
 
-double ex_stress_calib_invert(const ex_stress_calib *c, enum atsc_resource r, double target)
+double ld_stress_calib_invert(const ld_stress_calib *c, enum atsc_resource r, double target)
 {
     int n = c ? c->n[r] : 0;
     if (n < 2) return target;
@@ -99,7 +97,7 @@ double ex_stress_calib_invert(const ex_stress_calib *c, enum atsc_resource r, do
 
 static int write_calib(FILE *f, const void *ctx)
 {
-    const ex_stress_calib *c = ctx;
+    const ld_stress_calib *c = ctx;
     int bad = fprintf(f, "# ats stress calibration: resource hogs model_avail measured_avail\n") < 0;
     for (int r = 0; r < ATSC_RES_COUNT; r++)
         for (int i = 0; i < c->n[r]; i++)
@@ -108,12 +106,12 @@ static int write_calib(FILE *f, const void *ctx)
     return bad ? -1 : 0;
 }
 
-enum ats_status ex_stress_calib_save(const ex_stress_calib *c, const char *path, ats_err *err)
+enum ats_status ld_stress_calib_save(const ld_stress_calib *c, const char *path, ats_err *err)
 {
-    return ex_text_save(path, "calibration", write_calib, c, err);
+    return ld_text_save(path, "calibration", write_calib, c, err);
 }
 
-enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_err *err)
+enum ats_status ld_stress_calib_load(const char *path, ld_stress_calib *c, ats_err *err)
 {
     memset(c, 0, sizeof *c);
     atsc_in_note(path); /* never to be replaced by an output of this run */
@@ -136,12 +134,12 @@ enum ats_status ex_stress_calib_load(const char *path, ex_stress_calib *c, ats_e
         for (int q = 0; q < ATSC_RES_COUNT; q++)
             if (strcmp(res, atsc_resource_name((enum atsc_resource)q)) == 0) r = q;
         int i = r >= 0 ? c->n[r] : 0;
-        if (r < 0 || k < 1 || i >= EX_CALIB_MAX || !(m > 0 && m <= 1) || !(a > 0 && a <= 1) ||
+        if (r < 0 || k < 1 || i >= LD_CALIB_MAX || !(m > 0 && m <= 1) || !(a > 0 && a <= 1) ||
             (i > 0 && (!(m < c->model[r][i - 1]) || k != c->k[r]))) {
             st = ats_err_set(err, ATS_EINVAL,
                              "%s: line %d: bad entry (resource cpu|gpu|pcie, hogs >= 1 and constant, model "
                              "decreasing in (0,1], measured in (0,1], at most %d levels)",
-                             path, lineno, EX_CALIB_MAX);
+                             path, lineno, LD_CALIB_MAX);
             break;
         }
         c->k[r] = k;
@@ -183,18 +181,18 @@ typedef struct hog_shared {
     atomic_int failed; /* hog processes that could not start */
     double period_s;
     double epoch_s;    /* CLOCK_MONOTONIC origin of the periods (system-wide clock) */
-    long cpu_slice_ns; /* ex_sched_slice of the CPU hogs */
+    long cpu_slice_ns; /* ld_sched_slice of the CPU hogs */
 } hog_shared;
 
 #define MAX_PROCS 64
 
 typedef struct cpu_hog_arg {
     hog_shared *sh;
-    double shift; /* ex_stress_window's shift of this hog */
-    int pin;      /* >= 0: ex_pin_self(pin) first; -1: unpinned */
+    double shift; /* ld_stress_window's shift of this hog */
+    int pin;      /* >= 0: ld_pin_self(pin) first; -1: unpinned */
 } cpu_hog_arg;
 
-struct ex_hogs {
+struct ld_hogs {
     hog_shared *sh;
     pthread_t *cpu;
     cpu_hog_arg *cpu_arg;
@@ -203,7 +201,7 @@ struct ex_hogs {
     int npid;
 };
 
-void ex_stress_window(double epoch_s, double period_s, double duty, double shift, double now_s, double *busy_start_s,
+void ld_stress_window(double epoch_s, double period_s, double duty, double shift, double now_s, double *busy_start_s,
                       double *busy_end_s, double *period_end_s)
 {
     if (!(duty > 0)) duty = 0;
@@ -262,7 +260,7 @@ static void window(hog_shared *sh, enum atsc_resource r, double shift, double *b
         return;
     }
     double bs, now = now_s();
-    ex_stress_window(sh->epoch_s, sh->period_s, atomic_load(&sh->duty[r]), shift, now, &bs, busy_end, period_end);
+    ld_stress_window(sh->epoch_s, sh->period_s, atomic_load(&sh->duty[r]), shift, now, &bs, busy_end, period_end);
     if (*busy_end > bs && now < bs) sleep_until(bs);
 }
 
@@ -272,8 +270,8 @@ static void *cpu_hog(void *arg_)
     hog_shared *sh = arg->sh;
     volatile double sink = 0;
     double a = 1.0, b = 1.0000001;
-    ex_sched_slice(sh->cpu_slice_ns);
-    if (arg->pin >= 0) ex_pin_self(arg->pin); /* best effort, as the probe threads */
+    ld_sched_slice(sh->cpu_slice_ns);
+    if (arg->pin >= 0) ld_pin_self(arg->pin); /* best effort, as the probe threads */
     while (!atomic_load(&sh->stop)) {
         double be, pe;
         window(sh, ATSC_RES_CPU, arg->shift, &be, &pe);
@@ -290,18 +288,17 @@ static void *cpu_hog(void *arg_)
     return NULL;
 }
 
-#ifdef ATS_HAVE_CUDA
 /* Body of a GPU (r = GPU) or PCIe (r = PCIE) hog process. Never returns. */
 static void hog_process(hog_shared *sh, enum atsc_resource r, int device, double shift)
 {
     char msg[256];
-    ex_lp *lp = NULL;
+    ld_gpu_probe *lp = NULL;
     /* Long pieces of work: a victim's kernel or copy that arrives while a hog's is running waits for it
      * (or for the GPU's time slice), so short hog kernels (0.25 ms, the first version) only cost a
      * victim a fraction of a millisecond: on the H200 host the GPU probe read a steady 0.90 next to
      * hogs busy 70 % of the time. About 1 ms kernels and 64 MiB copies (~1.2 ms at 55 GB/s), 2 per wait. */
     const size_t copy = 64u << 20;
-    if (ex_lp_new(device, r == ATSC_RES_PCIE ? copy : 0, 1, &lp, msg, sizeof msg) != 0) {
+    if (ld_gpu_probe_new(device, r == ATSC_RES_PCIE ? copy : 0, 1, &lp, msg, sizeof msg) != 0) {
         fprintf(stderr, "ats stress: %s hog: %s\n", atsc_resource_name(r), msg);
         atomic_fetch_add(&sh->failed, 1);
         _exit(3);
@@ -310,7 +307,7 @@ static void hog_process(hog_shared *sh, enum atsc_resource r, int device, double
     if (r == ATSC_RES_GPU)
         for (int k = 0; k < 14; k++) {
             double a = now_s();
-            if (ex_lp_busy(lp, iters, 1, msg, sizeof msg) != 0) break;
+            if (ld_gpu_probe_busy(lp, iters, 1, msg, sizeof msg) != 0) break;
             if (now_s() - a > 1e-3) break;
             iters *= 2;
         }
@@ -322,8 +319,8 @@ static void hog_process(hog_shared *sh, enum atsc_resource r, int device, double
         double now = now_s();
         while (now < be && !atomic_load(&sh->stop)) {
             /* 2 back to back per wait (about 2 ms of work): the blocking-sync wake-up gap is a few % */
-            int e = r == ATSC_RES_GPU ? ex_lp_busy(lp, iters, 2, msg, sizeof msg)
-                                      : ex_lp_copy_h2d(lp, copy, 2, msg, sizeof msg);
+            int e = r == ATSC_RES_GPU ? ld_gpu_probe_busy(lp, iters, 2, msg, sizeof msg)
+                                      : ld_gpu_probe_copy_h2d(lp, copy, 2, msg, sizeof msg);
             if (e != 0) {
                 fprintf(stderr, "ats stress: %s hog: %s\n", atsc_resource_name(r), msg);
                 rc = 3;
@@ -334,39 +331,33 @@ static void hog_process(hog_shared *sh, enum atsc_resource r, int device, double
         sleep_until(pe);
     }
 out:
-    ex_lp_free(lp);
+    ld_gpu_probe_free(lp);
     _exit(rc);
 }
-#endif
 
-ex_stress_opts ex_stress_opts_default(void)
+ld_stress_opts ld_stress_opts_default(void)
 {
-    ex_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
+    ld_stress_opts o = {.threads = 0, .k = {0, 0, 0}, .period_s = 0.02, .duration_s = 0, .delay_s = 0,
                         .calib = NULL, .stop = NULL, .device = 0, .verbose = 0, .interval_s = 0.5, .probes = 5,
                         .ki_per_s = 0.8, .settle_s = 5.0, .rebaseline_s = 0, .lock_path = "/tmp/ats-probes.lock", .probe = NULL,
-                        .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = EX_SLICE_NS_DEFAULT,
-                        .stagger = EX_STRESS_STAGGER_DEFAULT};
+                        .on_step = NULL, .step_ctx = NULL, .hog_slice_ns = LD_SLICE_NS_DEFAULT,
+                        .stagger = LD_STRESS_STAGGER_DEFAULT};
     return o;
 }
 
-int ex_gpu_present(int device)
+int ld_gpu_present(int device)
 {
-#ifdef ATS_HAVE_CUDA
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return 0;
-    if (pid == 0) _exit(ex_lp_device_count() > device ? 0 : 1);
+    if (pid == 0) _exit(ld_gpu_probe_device_count() > device ? 0 : 1);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-#else
-    (void)device;
-    return 0;
-#endif
 }
 
-static void reap(ex_hogs *h)
+static void reap(ld_hogs *h)
 {
     double deadline = now_s() + 10.0;
     for (int i = 0; i < h->npid; i++) {
@@ -385,7 +376,7 @@ static void reap(ex_hogs *h)
     h->npid = 0;
 }
 
-void ex_hogs_stop(ex_hogs *h)
+void ld_hogs_stop(ld_hogs *h)
 {
     if (!h) return;
     atomic_store(&h->sh->stop, 1);
@@ -401,7 +392,7 @@ void ex_hogs_stop(ex_hogs *h)
     free(h);
 }
 
-void ex_hogs_set(ex_hogs *h, enum atsc_resource r, double duty)
+void ld_hogs_set(ld_hogs *h, enum atsc_resource r, double duty)
 {
     if (!(duty > 0)) duty = 0;
     if (duty > 1) duty = 1;
@@ -412,7 +403,7 @@ void ex_hogs_set(ex_hogs *h, enum atsc_resource r, double duty)
     }
 }
 
-int ex_hogs_alive(ex_hogs *h)
+int ld_hogs_alive(ld_hogs *h)
 {
     for (int i = 0; i < h->npid; i++) {
         int status;
@@ -424,7 +415,7 @@ int ex_hogs_alive(ex_hogs *h)
     return 1;
 }
 
-enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUNT], ex_hogs **out, ats_err *err)
+enum ats_status ld_hogs_start(const ld_stress_opts *o, const int k[ATSC_RES_COUNT], ld_hogs **out, ats_err *err)
 {
     *out = NULL;
     if (!(o->period_s >= 1e-3 && o->period_s <= 10))
@@ -432,16 +423,14 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     if (o->hog_slice_ns != 0 && !(o->hog_slice_ns >= 100000 && o->hog_slice_ns <= 100000000))
         return ats_err_set(err, ATS_EINVAL, "hog slice %ld ns must be 0 (kernel default) or in [1e5, 1e8]",
                            o->hog_slice_ns);
-    int threads = o->threads > 0 ? o->threads : ex_usable_cpus();
+    int threads = o->threads > 0 ? o->threads : ld_usable_cpus();
     if (k[ATSC_RES_CPU] < 0 || k[ATSC_RES_CPU] * threads > 4096 || k[ATSC_RES_GPU] < 0 || k[ATSC_RES_PCIE] < 0 ||
         k[ATSC_RES_GPU] + k[ATSC_RES_PCIE] > MAX_PROCS)
         return ats_err_set(err, ATS_EINVAL, "bad hog counts cpu %d x %d threads, gpu %d, pcie %d",
                            k[ATSC_RES_CPU], threads, k[ATSC_RES_GPU], k[ATSC_RES_PCIE]);
-#ifndef ATS_HAVE_CUDA
-    if (k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0)
+    if (!ld_gpu_probe_built() && (k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0))
         return ats_err_set(err, ATS_ENOTFOUND, "GPU/PCIe hogs need CUDA, and this build has none");
-#endif
-    ex_hogs *h = calloc(1, sizeof *h);
+    ld_hogs *h = calloc(1, sizeof *h);
     if (!h) return ats_err_set(err, ATS_ENOMEM, "out of memory");
     h->sh = mmap(NULL, sizeof *h->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (h->sh == MAP_FAILED) {
@@ -453,7 +442,6 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     h->sh->cpu_slice_ns = o->hog_slice_ns;
     h->sh->epoch_s = now_s();
     enum ats_status st = ATS_OK;
-#ifdef ATS_HAVE_CUDA
     pid_t parent = getpid();
     fflush(NULL);
     for (int r = ATSC_RES_GPU; r <= ATSC_RES_PCIE; r++)
@@ -469,7 +457,7 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
                 signal(SIGINT, SIG_IGN);
                 signal(SIGTERM, SIG_DFL);
                 /* staggered hogs (hog i's window shifted by i/k of the period): floor(d*k) or ceil(d*k)
-                 * of them busy at any moment instead of all k or none (ex_stress_opts.stagger) */
+                 * of them busy at any moment instead of all k or none (ld_stress_opts.stagger) */
                 double shift = o->stagger & (1u << r) ? (double)i / (double)k[r] : 0.0;
                 hog_process(h->sh, (enum atsc_resource)r, o->device, shift);
             }
@@ -478,7 +466,7 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     /* wait until every hog process has its CUDA context (so t = 0 means load) */
     double deadline = now_s() + 60.0;
     while (atomic_load(&h->sh->ready) + atomic_load(&h->sh->failed) < h->npid) {
-        if ((o->stop && *o->stop) || now_s() > deadline || !ex_hogs_alive(h)) break;
+        if ((o->stop && *o->stop) || now_s() > deadline || !ld_hogs_alive(h)) break;
         usleep(10000);
     }
     if (atomic_load(&h->sh->ready) < h->npid) {
@@ -486,7 +474,6 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
                          h->npid - atomic_load(&h->sh->ready), h->npid);
         goto fail;
     }
-#endif
     const int ncpu = k[ATSC_RES_CPU] * threads;
     h->cpu = calloc((size_t)(ncpu + 1), sizeof(pthread_t));
     h->cpu_arg = calloc((size_t)(ncpu + 1), sizeof(cpu_hog_arg));
@@ -507,12 +494,12 @@ enum ats_status ex_hogs_start(const ex_stress_opts *o, const int k[ATSC_RES_COUN
     *out = h;
     return ATS_OK;
 fail:
-    ex_hogs_stop(h);
+    ld_hogs_stop(h);
     return st;
 }
 
 /* "hogs staggered: cpu,gpu; CPU hog slice 0.1 ms" for the verbose lines (resources with hogs only). */
-static void hog_settings(const ex_stress_opts *o, const int k[ATSC_RES_COUNT], char *buf, size_t len)
+static void hog_settings(const ld_stress_opts *o, const int k[ATSC_RES_COUNT], char *buf, size_t len)
 {
     char st[32] = "";
     for (int r = 0; r < ATSC_RES_COUNT; r++)
@@ -536,7 +523,7 @@ static double min_over(const atsc_trace *tr, enum atsc_resource r, double dur)
     return m;
 }
 
-unsigned ex_stress_plan_hogs(const atsc_trace *target, const ex_stress_opts *o, int closed,
+unsigned ld_stress_plan_hogs(const atsc_trace *target, const ld_stress_opts *o, int closed,
                              int k[ATSC_RES_COUNT], double amin_out[ATSC_RES_COUNT])
 {
     double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
@@ -549,14 +536,14 @@ unsigned ex_stress_plan_hogs(const atsc_trace *target, const ex_stress_opts *o, 
             continue;
         }
         if (closed) {
-            k[r] = o->k[r] > 0 ? o->k[r] : ex_stress_hogs_needed(amin / 2.5);
-            if (o->k[r] <= 0 && k[r] > EX_STRESS_K_DEFAULT_MAX) k[r] = EX_STRESS_K_DEFAULT_MAX;
+            k[r] = o->k[r] > 0 ? o->k[r] : ld_stress_hogs_needed(amin / 2.5);
+            if (o->k[r] <= 0 && k[r] > LD_STRESS_K_DEFAULT_MAX) k[r] = LD_STRESS_K_DEFAULT_MAX;
         } else {
-            double m = o->calib ? ex_stress_calib_invert(o->calib, (enum atsc_resource)r, amin) : amin;
+            double m = o->calib ? ld_stress_calib_invert(o->calib, (enum atsc_resource)r, amin) : amin;
             k[r] = (o->calib && o->calib->n[r] >= 2) ? o->calib->k[r]
                    : o->k[r] > 0                      ? o->k[r]
-                                                      : ex_stress_hogs_needed(m);
-            if (o->k[r] <= 0 && k[r] > EX_STRESS_K_MAX) k[r] = EX_STRESS_K_MAX;
+                                                      : ld_stress_hogs_needed(m);
+            if (o->k[r] <= 0 && k[r] > LD_STRESS_K_MAX) k[r] = LD_STRESS_K_MAX;
         }
         if (amin < 1.0 / (k[r] + 1) - 1e-12) short_of |= 1u << r;
     }
@@ -565,28 +552,28 @@ unsigned ex_stress_plan_hogs(const atsc_trace *target, const ex_stress_opts *o, 
 
 /* One tick of a trace-following loop (open and closed): *t = seconds since t0; 1 = stop (a signal,
  * the duration reached, or a GPU/PCIe hog died: *st set to the error). */
-static int follow_tick(const ex_stress_opts *o, ex_hogs *h, double t0, double dur, double *t, enum ats_status *st,
+static int follow_tick(const ld_stress_opts *o, ld_hogs *h, double t0, double dur, double *t, enum ats_status *st,
                        ats_err *err)
 {
     if (o->stop && *o->stop) return 1;
     *t = now_s() - t0;
     if (*t >= dur) return 1;
-    if (!ex_hogs_alive(h)) {
+    if (!ld_hogs_alive(h)) {
         *st = ats_err_set(err, ATS_EINVAL, "a GPU/PCIe hog process died at t = %.1f s", *t);
         return 1;
     }
     return 0;
 }
 
-enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o, ats_err *err)
+enum ats_status ld_stress_run(const atsc_trace *target, const ld_stress_opts *o, ats_err *err)
 {
     double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
     if (!(dur > 0))
         return ats_err_set(err, ATS_EINVAL, "the trace covers 0 s (one sample): give a duration");
     int k[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
-    ex_stress_plan_hogs(target, o, 0, k, amin);
-    if ((k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0) && !ex_gpu_present(o->device))
+    ld_stress_plan_hogs(target, o, 0, k, amin);
+    if ((k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0) && !ld_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND,
                            "the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
                            "but there is no CUDA device %d (--cpu-only follows its CPU column only)",
@@ -596,8 +583,8 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
         while (now_s() < until && !(o->stop && *o->stop)) usleep(10000);
     }
     if (o->stop && *o->stop) return ATS_OK;
-    ex_hogs *h = NULL;
-    enum ats_status st = ex_hogs_start(o, k, &h, err);
+    ld_hogs *h = NULL;
+    enum ats_status st = ld_hogs_start(o, k, &h, err);
     if (st != ATS_OK) return st;
     if (o->verbose) {
         char hs[128];
@@ -614,9 +601,9 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
         double av[ATSC_RES_COUNT] = {a.cpu, a.gpu, a.pcie};
         for (int r = 0; r < ATSC_RES_COUNT; r++) {
             if (k[r] == 0) continue;
-            double m = o->calib ? ex_stress_calib_invert(o->calib, (enum atsc_resource)r, av[r]) : av[r];
-            double d = ex_stress_duty_st(m, k[r], (int)((o->stagger >> r) & 1u));
-            ex_hogs_set(h, (enum atsc_resource)r, d);
+            double m = o->calib ? ld_stress_calib_invert(o->calib, (enum atsc_resource)r, av[r]) : av[r];
+            double d = ld_stress_duty_st(m, k[r], (int)((o->stagger >> r) & 1u));
+            ld_hogs_set(h, (enum atsc_resource)r, d);
             if (o->verbose && av[r] != last[r])
                 fprintf(stderr, "stress: t = %7.2f s: %s target %.3f -> model %.3f, duty %.3f\n", t,
                         atsc_resource_name((enum atsc_resource)r), av[r], m, d);
@@ -624,42 +611,42 @@ enum ats_status ex_stress_run(const atsc_trace *target, const ex_stress_opts *o,
         }
         usleep(10000);
     }
-    ex_hogs_stop(h);
+    ld_hogs_stop(h);
     return st;
 }
 
 /* ------------------------------------------------------------------ controller ------------------ */
 
-ex_ctl_opts ex_ctl_opts_default(int k, enum atsc_resource res)
+ld_ctl_opts ld_ctl_opts_default(int k, enum atsc_resource res)
 {
-    ex_ctl_opts o = {.ki_per_s = 0.8, .k = k, .calib = NULL, .res = res, .step_tol = 0.05, .staggered = 0};
+    ld_ctl_opts o = {.ki_per_s = 0.8, .k = k, .calib = NULL, .res = res, .step_tol = 0.05, .staggered = 0};
     return o;
 }
 
-void ex_ctl_init(ex_ctl *c)
+void ld_ctl_init(ld_ctl *c)
 {
     memset(c, 0, sizeof *c);
     c->target = 1.0;
     c->u = 1.0;
 }
 
-int ex_ctl_is_step(const ex_ctl *c, const ex_ctl_opts *o, double target)
+int ld_ctl_is_step(const ld_ctl *c, const ld_ctl_opts *o, double target)
 {
     if (!(target < 1.0)) return c->active; /* to "no control" */
     if (target < 0.01) target = 0.01;
     return !c->active || fabs(target - c->target) > o->step_tol;
 }
 
-double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double measured, double dt_s)
+double ld_ctl_update(ld_ctl *c, const ld_ctl_opts *o, double target, double measured, double dt_s)
 {
     ATS_ASSERT(o->k >= 1);
     if (!(target < 1.0)) { /* 1 (or NaN): not controlled, hogs off */
-        ex_ctl_init(c);
+        ld_ctl_init(c);
         return 0.0;
     }
     if (target < 0.01) target = 0.01;
-    double ff = o->calib ? ex_stress_calib_invert(o->calib, o->res, target) : target;
-    if (ex_ctl_is_step(c, o, target)) {
+    double ff = o->calib ? ld_stress_calib_invert(o->calib, o->res, target) : target;
+    if (ld_ctl_is_step(c, o, target)) {
         c->active = 1; /* a step: feed-forward jump, the old target's integral forgotten */
         c->target = target;
         c->trim = 0.0;
@@ -669,18 +656,18 @@ double ex_ctl_update(ex_ctl *c, const ex_ctl_opts *o, double target, double meas
             c->trim -= o->ki_per_s * (measured - target) * dt_s; /* measured above target: more load */
     }
     const double u_min = 1.0 / (double)(o->k + 1); /* duty 1 */
-    /* anti-windup: the integral may run at most EX_CTL_WINDUP beyond what duty 0..1 can do. Not
+    /* anti-windup: the integral may run at most LD_CTL_WINDUP beyond what duty 0..1 can do. Not
      * clipped exactly at the limits: on a plant with a cliff near duty 1 the loop dithers across the
      * cliff, and every step cut at the limit would bias its time average */
     double v = ff + c->trim;
-    if (!(v >= u_min - EX_CTL_WINDUP) || v > 1.0 + EX_CTL_WINDUP) { /* (a NaN goes to the lower edge) */
-        v = v > 1.0 + EX_CTL_WINDUP ? 1.0 + EX_CTL_WINDUP : u_min - EX_CTL_WINDUP;
+    if (!(v >= u_min - LD_CTL_WINDUP) || v > 1.0 + LD_CTL_WINDUP) { /* (a NaN goes to the lower edge) */
+        v = v > 1.0 + LD_CTL_WINDUP ? 1.0 + LD_CTL_WINDUP : u_min - LD_CTL_WINDUP;
         c->trim = v - ff;
     }
     double u = v < u_min ? u_min : v > 1.0 ? 1.0 : v;
     c->saturated = u != v;
     c->u = u;
-    c->duty = ex_stress_duty_st(u, o->k, o->staggered);
+    c->duty = ld_stress_duty_st(u, o->k, o->staggered);
     return c->duty;
 }
 
@@ -722,7 +709,7 @@ static int io_all(int fd, void *buf, size_t n, int writing)
     return 0;
 }
 
-static void sensor_main(ex_probe_opts po, int req, int resp)
+static void sensor_main(ld_probe_opts po, int req, int resp)
 {
     signal(SIGINT, SIG_IGN); /* the stressor stops it (pipe closed) after its report */
     signal(SIGTERM, SIG_IGN);
@@ -730,12 +717,12 @@ static void sensor_main(ex_probe_opts po, int req, int resp)
     po.stop = NULL; /* the parent's flag is not seen here; a probe is cut after max_probe_s anyway */
     sensor_msg m;
     memset(&m, 0, sizeof m);
-    ex_probe *p = NULL;
+    ld_probe *p = NULL;
     ats_err e = {{0}};
-    m.status = (int32_t)ex_probe_new(&po, &p, &e);
+    m.status = (int32_t)ld_probe_new(&po, &p, &e);
     if (m.status == ATS_OK) {
-        m.has_gpu = ex_probe_has_gpu(p);
-        ex_probe_describe(p, m.text, sizeof m.text);
+        m.has_gpu = ld_probe_has_gpu(p);
+        ld_probe_describe(p, m.text, sizeof m.text);
     } else {
         snprintf(m.text, sizeof m.text, "%s", e.msg);
     }
@@ -743,12 +730,12 @@ static void sensor_main(ex_probe_opts po, int req, int resp)
     uint32_t mask;
     while (io_all(req, &mask, sizeof mask, 0) == 0) {
         memset(&m, 0, sizeof m);
-        m.status = (int32_t)ex_probe_measure_some(p, mask, m.t_s, &e);
+        m.status = (int32_t)ld_probe_measure_some(p, mask, m.t_s, &e);
         if (m.status != ATS_OK) snprintf(m.text, sizeof m.text, "%s", e.msg);
-        ex_probe_lock_stats(p, &m.lock_waits, NULL, &m.lock_timeouts, NULL);
+        ld_probe_lock_stats(p, &m.lock_waits, NULL, &m.lock_timeouts, NULL);
         if (io_all(resp, &m, sizeof m, 1) != 0) break;
     }
-    ex_probe_free(p);
+    ld_probe_free(p);
     _exit(0);
 }
 
@@ -807,7 +794,7 @@ static enum ats_status sensor_read(sensor *s, double limit_s, const volatile sig
 }
 
 /* Starts the sensor; on success s->last.text holds the probes' description and s->last.has_gpu. */
-static enum ats_status sensor_start(const ex_probe_opts *po, sensor *s, const volatile sig_atomic_t *stop,
+static enum ats_status sensor_start(const ld_probe_opts *po, sensor *s, const volatile sig_atomic_t *stop,
                                     ats_err *err)
 {
     int rq[2], rs[2];
@@ -907,10 +894,10 @@ typedef struct seg_acc {
     size_t n_meas, steps, sat;
 } seg_acc;
 
-static void seg_close(ex_stress_report *rep, seg_acc *a, double t_end)
+static void seg_close(ld_stress_report *rep, seg_acc *a, double t_end)
 {
     if (a->open < 0) return;
-    ex_stress_seg *g = &rep->seg[a->open];
+    ld_stress_seg *g = &rep->seg[a->open];
     g->t1_s = t_end;
     g->measured = a->n_meas ? a->sum_meas / (double)a->n_meas : NAN;
     if (a->steps) g->target = a->sum_target / (double)a->steps; /* a varying target: its mean */
@@ -920,17 +907,17 @@ static void seg_close(ex_stress_report *rep, seg_acc *a, double t_end)
     a->open = -1;
 }
 
-static void seg_open(ex_stress_report *rep, seg_acc *a, enum atsc_resource r, double t, double target)
+static void seg_open(ld_stress_report *rep, seg_acc *a, enum atsc_resource r, double t, double target)
 {
     seg_close(rep, a, t);
     memset(a, 0, sizeof *a);
     a->open = -1;
-    if (rep->nseg >= EX_STRESS_MAX_SEGS) {
+    if (rep->nseg >= LD_STRESS_MAX_SEGS) {
         rep->nseg_dropped++;
         return;
     }
     a->open = rep->nseg++;
-    ex_stress_seg *g = &rep->seg[a->open];
+    ld_stress_seg *g = &rep->seg[a->open];
     memset(g, 0, sizeof *g);
     g->res = r;
     g->t0_s = g->t1_s = t;
@@ -962,11 +949,11 @@ static enum ats_status cal_measure(sensor *s, unsigned mask, size_t ns, double i
     return ATS_OK;
 }
 
-enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_opts *o, const ex_baseline *base,
-                                     ex_stress_report *report, ats_err *err)
+enum ats_status ld_stress_run_closed(const atsc_trace *target, const ld_stress_opts *o, const ld_baseline *base,
+                                     ld_stress_report *report, ats_err *err)
 {
-    ex_stress_report local;
-    ex_stress_report *rep = report ? report : &local;
+    ld_stress_report local;
+    ld_stress_report *rep = report ? report : &local;
     memset(rep, 0, sizeof *rep);
     double dur = o->duration_s > 0 ? o->duration_s : atsc_trace_duration(target);
     if (!(dur > 0))
@@ -981,14 +968,14 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         return ats_err_set(err, ATS_EINVAL, "closed loop: the baseline has no CPU probe time");
     if (!(o->rebaseline_s >= 0 && o->rebaseline_s <= 600))
         return ats_err_set(err, ATS_EINVAL, "closed loop: rebaseline %g s must be in [0, 600]", o->rebaseline_s);
-    ex_baseline own = *base; /* the times the control uses: the file's, or re-measured below */
+    ld_baseline own = *base; /* the times the control uses: the file's, or re-measured below */
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         rep->base_file_s[r] = base->t_s[r];
         rep->base_own_s[r] = NAN;
     }
     int k[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
-    ex_stress_plan_hogs(target, o, 1, k, amin);
+    ld_stress_plan_hogs(target, o, 1, k, amin);
     for (int r = 0; r < ATSC_RES_COUNT; r++) rep->k[r] = k[r];
     /* the stressor's own probes must stay a small load: their idle time per interval, from the baseline */
     double probe_idle_s = 0;
@@ -1000,7 +987,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                            "of the time (at most 20%%): fewer --probes or a longer --interval",
                            o->probes, 1e3 * probe_idle_s, o->interval_s, 100 * o->probes * probe_idle_s / o->interval_s);
     int want_gpu = k[ATSC_RES_GPU] > 0 || k[ATSC_RES_PCIE] > 0;
-    if (want_gpu && !ex_gpu_present(o->device))
+    if (want_gpu && !ld_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND,
                            "the trace asks for GPU/PCIe load (lowest gpu_avail %.3g, pcie_avail %.3g) "
                            "but there is no CUDA device %d (--cpu-only follows its CPU column only)",
@@ -1020,14 +1007,14 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     /* the probe process first (forked from this one thread), then the hog processes (this process must
      * not have touched CUDA when it forks), then the CPU hog threads */
     sensor sens = {.pid = 0, .req = -1, .resp = -1};
-    ex_probe_opts po = o->probe ? *o->probe : ex_probe_opts_default();
-    ex_probe_opts_from_baseline(&po, base);
+    ld_probe_opts po = o->probe ? *o->probe : ld_probe_opts_default();
+    ld_probe_opts_from_baseline(&po, base);
     po.slice_ns = o->hog_slice_ns; /* one slice setting per stressor (`--slice-us`): its probes and its hogs */
     po.pin = o->pin;
     po.use_gpu = want_gpu;
     po.device = o->device;
     po.lock_path = o->lock_path;
-    ex_hogs *h = NULL;
+    ld_hogs *h = NULL;
     enum ats_status st = sensor_start(&po, &sens, o->stop, err);
     if (st != ATS_OK) return st;
     if (o->stop && *o->stop) { /* a signal while it started: nothing ran, nothing to report */
@@ -1054,7 +1041,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         }
         for (int r = 0; r < ATSC_RES_COUNT && st == ATS_OK; r++) {
             if (!(mask & (1u << r))) continue;
-            double m = gsl_stats_median(v + (size_t)r * ns, 1, ns); /* as ex_probe_baseline */
+            double m = gsl_stats_median(v + (size_t)r * ns, 1, ns); /* as ld_probe_baseline */
             if (!(m > 0)) {
                 st = ats_err_set(err, ATS_EIO, "closed loop: the re-measured idle %s probe time is %g s",
                                  atsc_resource_name((enum atsc_resource)r), m);
@@ -1079,9 +1066,9 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         }
     }
     base = &own; /* from here on every availability is against these times */
-    ex_stress_opts ho = *o;
+    ld_stress_opts ho = *o;
     ho.threads = base->threads; /* CPU hogs sized for the probe threads */
-    if ((st = ex_hogs_start(&ho, k, &h, err)) != ATS_OK) goto done;
+    if ((st = ld_hogs_start(&ho, k, &h, err)) != ATS_OK) goto done;
     if (want_gpu && !ready.has_gpu) {
         st = ats_err_set(err, ATS_ENOTFOUND, "closed loop: the GPU probes could not start on device %d", o->device);
         goto done;
@@ -1100,8 +1087,8 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
         fprintf(stderr, "ats stress: note: the CPU probe uses %.*s\n", end ? (int)(end - why) : (int)strlen(why), why);
     }
 
-    ex_ctl ctl[ATSC_RES_COUNT];
-    ex_ctl_opts co[ATSC_RES_COUNT];
+    ld_ctl ctl[ATSC_RES_COUNT];
+    ld_ctl_opts co[ATSC_RES_COUNT];
     seg_acc acc[ATSC_RES_COUNT];
     double sum[ATSC_RES_COUNT] = {0}, last_upd[ATSC_RES_COUNT] = {0}, cur[ATSC_RES_COUNT] = {NAN, NAN, NAN};
     double sum_err[ATSC_RES_COUNT] = {0}, sum_tgt[ATSC_RES_COUNT] = {0}; /* probe minus target, target */
@@ -1110,8 +1097,8 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     double v_sum[ATSC_RES_COUNT] = {0}, v_duty[ATSC_RES_COUNT] = {0}; /* verbose: means over 5 s */
     int v_n[ATSC_RES_COUNT] = {0}, v_steps[ATSC_RES_COUNT] = {0};
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
-        ex_ctl_init(&ctl[r]);
-        co[r] = ex_ctl_opts_default(k[r] > 0 ? k[r] : 1, (enum atsc_resource)r);
+        ld_ctl_init(&ctl[r]);
+        co[r] = ld_ctl_opts_default(k[r] > 0 ? k[r] : 1, (enum atsc_resource)r);
         co[r].ki_per_s = o->ki_per_s;
         co[r].calib = o->calib;
         co[r].staggered = (int)((o->stagger >> r) & 1u);
@@ -1141,20 +1128,20 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
             int holds = first || holds_for(target, (enum atsc_resource)r, t) >= hold_s;
             cur[r] = av[r];
             int step = first || (!ctl[r].active && av[r] < 1.0) ||
-                       (ctl[r].active && holds && ex_ctl_is_step(&ctl[r], &co[r], av[r]));
+                       (ctl[r].active && holds && ld_ctl_is_step(&ctl[r], &co[r], av[r]));
             double d;
             if (step || !ctl[r].active) {
-                d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
+                d = ld_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
                 paused[r] = 0;
             } else if (!(av[r] < 1.0)) { /* a brief 1.0 in an active stretch */
                 d = 0.0;
                 paused[r] = 1;
             } else { /* a wiggle: the feed-forward follows, the integral and the interval go on */
                 ctl[r].target = av[r];
-                d = ex_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
+                d = ld_ctl_update(&ctl[r], &co[r], av[r], NAN, 0.0);
                 paused[r] = 0;
             }
-            ex_hogs_set(h, (enum atsc_resource)r, d);
+            ld_hogs_set(h, (enum atsc_resource)r, d);
             if (!step) continue;
             sum[r] = sum_err[r] = sum_tgt[r] = 0;
             cnt[r] = 0;
@@ -1177,7 +1164,7 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                 if (stopped) continue; /* follow_tick sees the stop flag next */
                 for (int r = 0; r < ATSC_RES_COUNT; r++) {
                     if (!(mask & (1u << r)) || isnan(ts[r])) continue;
-                    double m = ex_avail_from_times(base->t_s[r], ts[r]);
+                    double m = ld_avail_from_times(base->t_s[r], ts[r]);
                     rep->probe_s[r] += ts[r];
                     sum[r] += m;
                     sum_err[r] += m - cur[r]; /* against the target of the probe's moment */
@@ -1193,11 +1180,11 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
                 double meas = cnt[r] ? sum[r] / cnt[r] : NAN, tgt = cnt[r] ? sum_tgt[r] / cnt[r] : cur[r];
                 /* the controller compares with its own target: hand it that target plus the mean error */
                 double meas_eff = cnt[r] ? ctl[r].target + sum_err[r] / cnt[r] : NAN;
-                double d = ex_ctl_update(&ctl[r], &co[r], ctl[r].target, meas_eff, t - last_upd[r]);
+                double d = ld_ctl_update(&ctl[r], &co[r], ctl[r].target, meas_eff, t - last_upd[r]);
                 if (paused[r]) d = 0.0;
-                ex_hogs_set(h, (enum atsc_resource)r, d);
+                ld_hogs_set(h, (enum atsc_resource)r, d);
                 if (o->on_step) {
-                    ex_stress_step s = {.t_s = t, .res = (enum atsc_resource)r, .target = tgt, .measured = meas,
+                    ld_stress_step s = {.t_s = t, .res = (enum atsc_resource)r, .target = tgt, .measured = meas,
                                         .u = ctl[r].u, .duty = d, .saturated = ctl[r].saturated, .probes = cnt[r]};
                     o->on_step(o->step_ctx, &s);
                 }
@@ -1256,19 +1243,19 @@ enum ats_status ex_stress_run_closed(const atsc_trace *target, const ex_stress_o
     rep->lock_timeouts = sens.last.lock_timeouts;
 done:
     sensor_stop(&sens);
-    ex_hogs_stop(h);
+    ld_hogs_stop(h);
     return st;
 }
 
 /* ------------------------------------------------------------------ report ---------------------- */
 
-void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_s)
+void ld_stress_report_print(FILE *f, const ld_stress_report *rep, double margin_s)
 {
     fprintf(f, "stressor's own probes per target segment (first %g s of each left out):\n", margin_s);
     fprintf(f, "%-5s %9s %9s %8s %8s %8s %6s %5s  %s\n", "res", "from [s]", "to [s]", "target", "probes", "rel.err",
            "duty", "sat%", "note");
     for (int i = 0; i < rep->nseg; i++) {
-        const ex_stress_seg *g = &rep->seg[i];
+        const ld_stress_seg *g = &rep->seg[i];
         int k = rep->k[g->res];
         /* probe availability is clipped at 0.01: a reading "on target" there says nothing more */
         const char *note = g->target >= 1 ? ""
@@ -1288,7 +1275,7 @@ void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_
     }
     if (rep->nseg_dropped > 0)
         fprintf(f, "%d more segments not reported (the report keeps the first %d; --log FILE has every control step)\n",
-               rep->nseg_dropped, EX_STRESS_MAX_SEGS);
+               rep->nseg_dropped, LD_STRESS_MAX_SEGS);
     if (rep->rebased) {
         fprintf(f, "idle probe times re-measured in the probe process (the control's; the baseline file's):");
         for (int r = 0; r < ATSC_RES_COUNT; r++)
@@ -1313,18 +1300,18 @@ void ex_stress_report_print(FILE *f, const ex_stress_report *rep, double margin_
 
 /* ------------------------------------------------------------------ calibration ----------------- */
 
-enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts *popts, double settle_s,
-                                    double measure_s, ex_stress_calib *out, ats_err *err)
+enum ats_status ld_stress_calibrate(const ld_stress_opts *o, const ld_probe_opts *popts, double settle_s,
+                                    double measure_s, ld_stress_calib *out, ats_err *err)
 {
     static const double levels[] = {1.0, 0.85, 0.7, 0.55, 0.45, 0.4, 0.35, 0.3, 0.25};
     const int nlev = (int)(sizeof levels / sizeof levels[0]);
     memset(out, 0, sizeof *out);
-    if ((o->k[ATSC_RES_GPU] > 0 || o->k[ATSC_RES_PCIE] > 0) && !ex_gpu_present(o->device))
+    if ((o->k[ATSC_RES_GPU] > 0 || o->k[ATSC_RES_PCIE] > 0) && !ld_gpu_present(o->device))
         return ats_err_set(err, ATS_ENOTFOUND, "calibrate: GPU/PCIe hogs asked for but there is no CUDA device %d",
                            o->device);
     /* the probes in a process of their own, as the closed loop's (sensor_start, forked before the hogs) */
     sensor sens = {.pid = 0, .req = -1, .resp = -1};
-    ex_hogs *h = NULL;
+    ld_hogs *h = NULL;
     const double interval = 0.1;
     size_t ns = (size_t)ceil(measure_s / interval);
     if (ns < 3) ns = 3;
@@ -1333,8 +1320,8 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
     enum ats_status st = sensor_start(popts, &sens, o->stop, err);
     if (st != ATS_OK) goto done;
     const int has_gpu = sens.last.has_gpu;
-    if ((st = ex_hogs_start(o, o->k, &h, err)) != ATS_OK) goto done;
-    /* idle baseline: the median probe time per resource (as ex_probe_baseline), hogs at duty 0 */
+    if ((st = ld_hogs_start(o, o->k, &h, err)) != ATS_OK) goto done;
+    /* idle baseline: the median probe time per resource (as ld_probe_baseline), hogs at duty 0 */
     double base[ATSC_RES_COUNT];
     if ((st = cal_measure(&sens, 7u, ns, interval, o->stop, v, "calibrate", err)) != ATS_OK) goto done;
     for (int r = 0; r < ATSC_RES_COUNT; r++) base[r] = gsl_stats_median(v + (size_t)r * ns, 1, ns);
@@ -1343,14 +1330,14 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
         if (r != ATSC_RES_CPU && !has_gpu) continue;
         out->k[r] = o->k[r];
         for (int li = 0; li < nlev && levels[li] >= 1.0 / (o->k[r] + 1) - 1e-9; li++) {
-            const double duty = ex_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u));
-            ex_hogs_set(h, (enum atsc_resource)r, duty);
+            const double duty = ld_stress_duty_st(levels[li], o->k[r], (int)((o->stagger >> r) & 1u));
+            ld_hogs_set(h, (enum atsc_resource)r, duty);
             wait_s(settle_s, o->stop);
             if ((st = cal_measure(&sens, 1u << r, ns, interval, o->stop, v, "calibrate", err)) != ATS_OK) goto done;
             /* the mean, not the median: with duty d < 1/2 most samples miss the busy window, and a trace
              * (and `ats trace compare`) averages over time */
             double mean = 0;
-            for (size_t i = 0; i < ns; i++) mean += ex_avail_from_times(base[r], v[(size_t)r * ns + i]) / (double)ns;
+            for (size_t i = 0; i < ns; i++) mean += ld_avail_from_times(base[r], v[(size_t)r * ns + i]) / (double)ns;
             int i = out->n[r];
             out->model[r][i] = levels[li];
             out->measured[r][i] = (i > 0 && mean > out->measured[r][i - 1]) ? out->measured[r][i - 1] : mean;
@@ -1359,11 +1346,11 @@ enum ats_status ex_stress_calibrate(const ex_stress_opts *o, const ex_probe_opts
                 fprintf(stderr, "calibrate: %s k=%d model %.3f (duty %.3f) -> measured %.3f\n",
                         atsc_resource_name((enum atsc_resource)r), o->k[r], levels[li], duty, mean);
         }
-        ex_hogs_set(h, (enum atsc_resource)r, 0.0);
+        ld_hogs_set(h, (enum atsc_resource)r, 0.0);
     }
 done:
     sensor_stop(&sens);
     free(v);
-    ex_hogs_stop(h);
+    ld_hogs_stop(h);
     return st;
 }

@@ -9,6 +9,7 @@
  * errors, so the logits are in host memory. Host fallbacks (NULL rope_ff / swiglu entries) are a
  * backend switch of their own: flush before, host_wrote after. */
 #include "ex/model.h"
+#include "ex/session.h"
 
 #include "ats/graph.h"
 

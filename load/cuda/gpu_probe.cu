@@ -1,5 +1,5 @@
 /*
- * exec/cuda/load_probe.cu — GPU side of the load probes and hogs (ex/load.h, private load_probe.h):
+ * load/cuda/gpu_probe.cu — GPU side of the load probes and hogs (ld/load.h, private gpu_probe.h):
  * a busy kernel of dependent FMAs on every SM and pinned host-to-device copies, each on its own stream
  * and waited for, so the caller's wall clock sees queueing behind other contexts.
  */
@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "load_probe.h"
+#include "gpu_probe.h"
 
-struct ex_lp {
+struct ld_gpu_probe {
     int device;
     int sms;
     cudaStream_t stream;
@@ -43,7 +43,7 @@ static __global__ void busy_kernel(float *out, long iters)
 
 /* Waits for everything queued on lp->stream: spinning (probes: tight timing), or sleeping in the driver
  * on a blocking-sync event until the GPU's interrupt wakes the thread (hogs: no CPU burnt waiting). */
-static cudaError_t lp_wait(ex_lp *lp)
+static cudaError_t lp_wait(ld_gpu_probe *lp)
 {
     if (!lp->light_wait) return cudaStreamSynchronize(lp->stream);
     cudaError_t e = cudaEventRecord(lp->done, lp->stream);
@@ -51,7 +51,9 @@ static cudaError_t lp_wait(ex_lp *lp)
     return cudaEventSynchronize(lp->done);
 }
 
-extern "C" int ex_lp_device_count(void)
+extern "C" int ld_gpu_probe_built(void) { return 1; }
+
+extern "C" int ld_gpu_probe_device_count(void)
 {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -61,10 +63,10 @@ extern "C" int ex_lp_device_count(void)
     return n;
 }
 
-extern "C" int ex_lp_new(int device, size_t copy_bytes, int light_wait, ex_lp **out, char *msg, size_t msglen)
+extern "C" int ld_gpu_probe_new(int device, size_t copy_bytes, int light_wait, ld_gpu_probe **out, char *msg, size_t msglen)
 {
     *out = NULL;
-    ex_lp *lp = (ex_lp *)calloc(1, sizeof *lp);
+    ld_gpu_probe *lp = (ld_gpu_probe *)calloc(1, sizeof *lp);
     if (!lp) {
         if (msg) snprintf(msg, msglen, "out of memory");
         return -1;
@@ -89,11 +91,11 @@ extern "C" int ex_lp_new(int device, size_t copy_bytes, int light_wait, ex_lp **
     *out = lp;
     return 0;
 fail:
-    ex_lp_free(lp);
+    ld_gpu_probe_free(lp);
     return -1;
 }
 
-extern "C" void ex_lp_free(ex_lp *lp)
+extern "C" void ld_gpu_probe_free(ld_gpu_probe *lp)
 {
     if (!lp) return;
     if (lp->stream) cudaStreamSynchronize(lp->stream);
@@ -105,7 +107,7 @@ extern "C" void ex_lp_free(ex_lp *lp)
     free(lp);
 }
 
-extern "C" int ex_lp_busy(ex_lp *lp, long iters, int n, char *msg, size_t msglen)
+extern "C" int ld_gpu_probe_busy(ld_gpu_probe *lp, long iters, int n, char *msg, size_t msglen)
 {
     for (int i = 0; i < n; i++) {
         busy_kernel<<<lp->sms * 4, 256, 0, lp->stream>>>(lp->d_out, iters);
@@ -117,7 +119,7 @@ fail:
     return -1;
 }
 
-extern "C" int ex_lp_copy_h2d(ex_lp *lp, size_t bytes, int n, char *msg, size_t msglen)
+extern "C" int ld_gpu_probe_copy_h2d(ld_gpu_probe *lp, size_t bytes, int n, char *msg, size_t msglen)
 {
     if (bytes > lp->copy_bytes) bytes = lp->copy_bytes;
     for (int i = 0; i < n; i++)
@@ -128,4 +130,4 @@ fail:
     return -1;
 }
 
-extern "C" void ex_lp_name(const ex_lp *lp, char *buf, size_t len) { snprintf(buf, len, "%s", lp->name); }
+extern "C" void ld_gpu_probe_name(const ld_gpu_probe *lp, char *buf, size_t len) { snprintf(buf, len, "%s", lp->name); }

@@ -1,4 +1,4 @@
-/* exec/cuda/dequant.cuh — private: 32 consecutive elements of any weight type as floats, exact per
+/* exec/kernels/cuda/dequant.cuh — private: 32 consecutive elements of any weight type as floats, exact per
  * ../shared/models/QUANT_FORMATS.md (used by the dequantize and embedding kernels). */
 #ifndef EXC_DEQUANT_CUH
 #define EXC_DEQUANT_CUH

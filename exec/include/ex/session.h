@@ -1,0 +1,98 @@
+/*
+ * ex/session.h — the runtime of one model: a session holds the KV cache and scratch of a model and runs
+ * its forward pass over sched's op graph of a round (ats_graph_build: the same op indices as the
+ * simulator and the planner), each op dispatched to the backend table (ex/backend.h) it is assigned to.
+ *
+ * Lifecycle: s = ex_session_new(model, opts); ex_session_forward(s, tokens, n, logits) repeatedly
+ * (prefill chunks, then one token per decode step); ex_session_free(s) before the model and before the
+ * backends it uses. A session is used by one thread at a time (its ops use OpenMP inside).
+ */
+#ifndef EX_SESSION_H
+#define EX_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ats/graph.h"
+#include "ats/status.h"
+#include "ex/backend.h"
+#include "ex/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* ---- sessions ------------------------------------------------------------------------------ */
+
+typedef struct ex_session_opts {
+    int64_t n_ctx;          /* KV cache capacity [tokens]; 0 = min(arch n_ctx_max, 4096) */
+    int64_t split_layer;    /* ops of layers [0, split) use backend_a, the rest backend_b (output norm
+                               and head: the last layer's); -1 = all on backend_a */
+    const ex_backend *backend_a; /* NULL = CPU */
+    const ex_backend *backend_b; /* NULL = CPU */
+    const ex_backend *const *op_backend; /* optional, borrowed: backend of each op of the session's
+                                            graph (ex_session_graph order); NULL entries fall back
+                                            to the split rule */
+    int sync_ops;           /* 1: flush the op's backend after every op, so per-op wall-clock times
+                               (ex_session_last_op_times, ex_session_op_ns) are the ops' real
+                               durations; 0 (default): a device backend's op times are the times to
+                               enqueue its work, and the wait lands in the first op after a
+                               backend switch or in the forward's last op */
+    ats_qtype kv_type;      /* element type of the KV cache: ATS_Q_F32 (default; exact against
+                               llama2.c's F32 run) or ATS_Q_F16 (llama.cpp's default, half the bytes;
+                               what sched counts); anything else: ATS_EINVAL from ex_session_new */
+} ex_session_opts;
+
+ex_session_opts ex_session_opts_default(void);
+
+/** Wall-clock time spent per op kind in the last forward calls [ns] (accumulated). */
+typedef struct ex_op_times {
+    int64_t embed_ns, norm_ns, matmul_ns, attn_ns, ffn_ns, moe_ns, output_ns;
+} ex_op_times;
+
+typedef struct ex_session ex_session;
+
+/** New session over a borrowed model (must outlive it). KV cache of opts->kv_type (F32 or F16), K
+ *  and V each (n_layer, n_ctx, kv_dim) with kv_dim = n_head_kv * head_dim (ex_session_kv_bytes).
+ *  With F16 every backend the session uses needs the kv_store_f16 / attention_f16 entries
+ *  (ATS_EINVAL with a message naming the backend otherwise).
+ *  The forward pass is a loop over the ops of sched's graph of one round (ats_graph_build, the same
+ *  op indices as the simulator and the planner), each op run by its backend's table entry; the
+ *  routed experts of a layer run fused at the layer's FFN_GATE_EXPS op (likewise shared experts).
+ *  ATS_EINVAL (message) for an architecture with ops the executor does not implement. */
+enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, ex_session **out,
+                               ats_err *err);
+void ex_session_free(ex_session *s);
+
+/** Runs tokens (n_tokens, consecutive positions starting at ex_session_pos) through the model,
+ *  appends them to the KV cache and writes the logits of the LAST token into logits (n_vocab).
+ *  ATS_ERANGE (message) when pos + n_tokens > n_ctx; ATS_EINVAL for an out-of-vocabulary token. */
+enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t n_tokens,
+                                   float *logits, ats_err *err);
+
+/** Tokens in the KV cache. */
+int64_t ex_session_pos(const ex_session *s);
+int64_t ex_session_n_ctx(const ex_session *s);
+/** The KV cache's element type (ATS_Q_F32 or ATS_Q_F16, from ex_session_opts.kv_type). */
+ats_qtype ex_session_kv_type(const ex_session *s);
+/** Bytes of the session's KV cache, K and V of every layer at its n_ctx capacity [bytes]:
+ *  2 * n_layer * n_ctx * kv_dim * (4 for F32, 2 for F16); equals ex_session_graph(s)->kv_cache_bytes. */
+uint64_t ex_session_kv_bytes(const ex_session *s);
+/** Accumulated per-op-kind wall-clock times since the session started. */
+ex_op_times ex_session_times(const ex_session *s);
+/** The session's op graph (borrowed; valid while the session lives): one decode round, each op's
+ *  qtype / weight_bytes / expert_bytes those of the model's actual tensor, attention ops with qtype
+ *  the session's kv_type and its KV cache bytes (kv_cache_bytes; kv_read_bytes: sched's F16 count,
+ *  doubled for an F32 cache); FLOPs and activation bytes as ats_graph_build computed them. */
+const ats_graph *ex_session_graph(const ex_session *s);
+/** Accumulated wall-clock time of each graph op [ns] (graph->n_ops entries, borrowed). */
+const int64_t *ex_session_op_ns(const ex_session *s);
+/** The backend table graph op i runs on (borrowed; NULL for i outside [0, n_ops)). */
+const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
+/** Start and end of each graph op in the last ex_session_forward [ns of CLOCK_MONOTONIC]
+ *  (graph->n_ops entries each, borrowed; valid until the next forward). */
+void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
