@@ -68,6 +68,13 @@ typedef struct live_rng {
     int32_t reader;
 } live_rng;
 
+/* x waits (also) for the end of op `op`: the later of what it waited for and op */
+static void wxfer_wait_after(ats_wxfer *x, int32_t op)
+{
+    if (!x->has_wait_op || op > x->wait_op) x->wait_op = op;
+    x->has_wait_op = 1;
+}
+
 enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const ats_assignment *a,
                                const ats_costs *cur, const ats_plan_opts *opts, ats_plan *out,
                                ats_err *err)
@@ -111,8 +118,6 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         ats_plan_op *po = &out->ops[i];
         memset(po, 0, sizeof *po);
         po->backend = bk;
-        po->wait_xfer = -1;
-        po->act_xfer = -1;
         po->promoted = p->backend[i] == ATS_CPU && bk == ATS_GPU;
         /* splits */
         if (i == 0 || bk != a->backend[i - 1]) {
@@ -124,6 +129,7 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
                 ax->path = (uint8_t)o.act_path;
                 ax->bytes = op->act_in_bytes;
                 po->act_xfer = out->n_axfers++;
+                po->has_act_xfer = 1;
                 po->sync_compute = bk == ATS_CPU;
             }
         }
@@ -151,8 +157,10 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         x->op = i;
         x->ce = k % o.n_copy_engines;
         x->bytes = bytes;
-        x->wait_router = (op->kind == ATS_OP_EXPERTS && op->router >= 0) ? op->router : -1;
-        x->wait_op = -1;
+        if (op->kind == ATS_OP_EXPERTS && op->router >= 0) {
+            x->wait_router = op->router;
+            x->has_wait_router = 1;
+        }
         if (op->kind == ATS_OP_EXPERTS) {
             x->n_experts = (rt && rt->n_selected && rt->n == n) ? rt->n_selected[i] : op->n_expert_active;
             if (n_ids > 0) {
@@ -165,11 +173,12 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         if (o.double_buffer) {
             /* two slots; released when the compute stream reached the previous consumer */
             x->offset_bytes = (uint64_t)(k % 2) * room;
-            if (k >= 1) x->wait_op = out->wxfers[k - 1].op - 1;
+            if (k >= 1) wxfer_wait_after(x, out->wxfers[k - 1].op - 1);
             if (x->offset_bytes + bytes > out->peak_temp_bytes) out->peak_temp_bytes = x->offset_bytes + bytes;
-            if (a->serialized && i > 0 && i - 1 > x->wait_op) x->wait_op = i - 1;
+            if (a->serialized && i > 0) wxfer_wait_after(x, i - 1);
             out->h2d_weight_bytes += bytes;
             po->wait_xfer = k;
+            po->has_wait_xfer = 1;
             continue;
         }
         /* temp ring: allocate at head, wrap when it does not fit; wait for overlapped readers */
@@ -180,7 +189,7 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         int32_t w = 0;
         for (int32_t q = 0; q < n_live; q++) {
             int over = live[q].lo < hi && lo < live[q].hi;
-            if (over && live[q].reader > x->wait_op) x->wait_op = live[q].reader;
+            if (over) wxfer_wait_after(x, live[q].reader);
             if (!(over && lo <= live[q].lo && live[q].hi <= hi)) live[w++] = live[q];
         }
         n_live = w;
@@ -188,14 +197,15 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         head = hi;
         x->offset_bytes = lo;
         if (hi > out->peak_temp_bytes) out->peak_temp_bytes = hi;
-        if (a->serialized && i > 0 && i - 1 > x->wait_op) x->wait_op = i - 1;
+        if (a->serialized && i > 0) wxfer_wait_after(x, i - 1);
         out->h2d_weight_bytes += bytes;
         po->wait_xfer = k;
+        po->has_wait_xfer = 1;
     }
     for (int32_t k = 0; k < out->n_wxfers; k++) {
         const ats_wxfer *x = &out->wxfers[k];
-        if (x->wait_router >= 0) out->ops[x->wait_router].record_event = 1;
-        if (x->wait_op >= 0) out->ops[x->wait_op].record_event = 1;
+        if (x->has_wait_router) out->ops[x->wait_router].record_event = 1;
+        if (x->has_wait_op) out->ops[x->wait_op].record_event = 1;
     }
     /* prefetch flags: per engine, the leading transfers without waits that start before 0 */
     if (!a->serialized && o.prefetch_lead_s > 0) {
@@ -203,7 +213,7 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
             double t = -o.prefetch_lead_s;
             for (int32_t k = ce; k < out->n_wxfers; k += o.n_copy_engines) {
                 ats_wxfer *x = &out->wxfers[k];
-                if (x->wait_router >= 0 || x->wait_op >= 0 || t >= 0) break;
+                if (x->has_wait_router || x->has_wait_op || t >= 0) break;
                 x->prefetch = 1;
                 t += cur->w[x->op];
                 if (o.double_buffer) break; /* later transfers wait for the compute stream */
@@ -323,10 +333,10 @@ enum ats_status ats_plan_predict(const ats_plan *plan, const ats_costs *costs,
                 if (x->prefetch) {
                     rel = -o.prefetch_lead_s;
                 } else {
-                    if (x->wait_router >= i || x->wait_op >= i) break;
+                    if ((x->has_wait_router && x->wait_router >= i) || (x->has_wait_op && x->wait_op >= i)) break;
                     rel = 0.0;
-                    if (x->wait_router >= 0 && E[x->wait_router] > rel) rel = E[x->wait_router];
-                    if (x->wait_op >= 0 && E[x->wait_op] > rel) rel = E[x->wait_op];
+                    if (x->has_wait_router && E[x->wait_router] > rel) rel = E[x->wait_router];
+                    if (x->has_wait_op && E[x->wait_op] > rel) rel = E[x->wait_op];
                 }
                 xs[k] = ce_free[c] > rel ? ce_free[c] : rel;
                 xe[k] = xs[k] + costs->w[x->op];
@@ -336,9 +346,9 @@ enum ats_status ats_plan_predict(const ats_plan *plan, const ats_costs *costs,
             }
         }
         const ats_plan_op *po = &plan->ops[i];
-        double act = po->act_xfer >= 0 ? costs->c[i] : 0.0;
+        double act = po->has_act_xfer ? costs->c[i] : 0.0;
         double S = Eprev + act;
-        if (po->wait_xfer >= 0) {
+        if (po->has_wait_xfer) {
             int32_t k = po->wait_xfer;
             ATS_ASSERT(head[k % nce] > k); /* issued */
             if (plan->serialized) S = (xe[k] > Eprev ? xe[k] : Eprev) + act; /* R7 */
@@ -427,19 +437,19 @@ size_t ats_plan_dump(const ats_plan *pl, const ats_graph *g, char *buf, size_t l
                   (int)a, (int)z, opname(g, a, t1, sizeof t1), opname(g, z, t2, sizeof t2));
         for (int32_t i = a; i <= z; i++) {
             const ats_plan_op *po = &pl->ops[i];
-            if (po->act_xfer >= 0) {
+            if (po->has_act_xfer) {
                 const ats_axfer *ax = &pl->axfers[po->act_xfer];
                 sb_printf(&b, "  act  %s %llu B into op %d%s\n", ax->dir == ATS_H2D ? "H2D" : "D2H",
                           (unsigned long long)ax->bytes, (int)i, po->sync_compute ? " (host syncs compute stream)" : "");
             }
-            if (po->wait_xfer >= 0) {
+            if (po->has_wait_xfer) {
                 const ats_wxfer *x = &pl->wxfers[po->wait_xfer];
                 sb_printf(&b, "  xfer %d ce%d [%llu, +%llu) -> op %d %s", (int)po->wait_xfer, x->ce,
                           (unsigned long long)x->offset_bytes, (unsigned long long)x->bytes, (int)i,
                           opname(g, i, t1, sizeof t1));
                 if (x->n_experts > 0) sb_printf(&b, " experts=%.2f", x->n_experts);
-                if (x->wait_router >= 0) sb_printf(&b, " after-router=%d", (int)x->wait_router);
-                if (x->wait_op >= 0) sb_printf(&b, " after-op=%d", (int)x->wait_op);
+                if (x->has_wait_router) sb_printf(&b, " after-router=%d", (int)x->wait_router);
+                if (x->has_wait_op) sb_printf(&b, " after-op=%d", (int)x->wait_op);
                 if (x->prefetch) sb_printf(&b, " prefetch");
                 sb_printf(&b, "\n");
             }

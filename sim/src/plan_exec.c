@@ -57,13 +57,21 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
         /* issue, in plan order, every weight transfer whose waits are already in the program */
         while (k < plan->n_wxfers) {
             const ats_wxfer *x = &plan->wxfers[k];
+            int has_w = x->has_wait_op;
             int32_t w_op = x->wait_op;
-            if (opts->force_serialized && x->op - 1 > w_op) w_op = x->op - 1;
+            if (opts->force_serialized && x->op >= 1 && (!has_w || x->op - 1 > w_op)) {
+                w_op = x->op - 1;
+                has_w = 1;
+            }
             int pre = x->prefetch && !serial;
-            if (pre) w_op = -1;
-            int32_t need = x->wait_router > w_op ? x->wait_router : w_op;
-            if (need >= i) break;
-            if (need >= x->op || x->op < 0 || x->op >= n) {
+            if (pre) has_w = 0;
+            /* the last op it waits for, if any */
+            int has_need = has_w || x->has_wait_router;
+            int32_t need = !has_w ? x->wait_router
+                           : !x->has_wait_router ? w_op
+                           : x->wait_router > w_op ? x->wait_router : w_op;
+            if (has_need && need >= i) break;
+            if ((has_need && need >= x->op) || x->op < 0 || x->op >= n) {
                 st = ats_err_set(err, ATS_EINVAL, "plan: weight transfer %d into op %d waits for op %d", k,
                                  x->op, need);
                 goto out;
@@ -74,8 +82,8 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
             }
             int32_t deps[3], nd = 0, idx;
             if (!pre) {
-                if (x->wait_router >= 0) deps[nd++] = otask[x->wait_router];
-                if (w_op >= 0) deps[nd++] = otask[w_op];
+                if (x->has_wait_router) deps[nd++] = otask[x->wait_router];
+                if (has_w) deps[nd++] = otask[w_op];
                 if (base >= 0) deps[nd++] = base;
             }
             double bytes = (double)x->bytes;
@@ -92,7 +100,7 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
         const ats_plan_op *po = &plan->ops[i];
         if (act_task) act_task[i] = -1;
         /* activation copy into op i (R1: on the compute timeline) */
-        if (po->act_xfer >= 0) {
+        if (po->has_act_xfer) {
             const ats_axfer *a = &plan->axfers[po->act_xfer];
             int path = opts->act_path >= 0 ? opts->act_path : a->path;
             sim_task_kind kind;
@@ -107,7 +115,7 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
             int32_t adeps[2], nad = 0, idx;
             if (prev >= 0) adeps[nad++] = prev;
             /* R7: in serialized plans the activation follows the op's weight transfer */
-            if (serial && po->wait_xfer >= 0 && po->wait_xfer < k) adeps[nad++] = xtask[po->wait_xfer];
+            if (serial && po->has_wait_xfer && po->wait_xfer < k) adeps[nad++] = xtask[po->wait_xfer];
             st = add(prog, kind, q, (double)a->bytes, adeps, nad, SIM_TAG_AXFER, i, &idx, err);
             if (st) goto out;
             if (act_task) act_task[i] = idx;
@@ -116,7 +124,7 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
         /* op i: after the previous step of the compute stream and its weights (R1, R3) */
         int32_t deps[3], nd = 0, idx;
         if (prev >= 0) deps[nd++] = prev;
-        if (po->wait_xfer >= 0) {
+        if (po->has_wait_xfer) {
             if (po->wait_xfer >= k) {
                 st = ats_err_set(err, ATS_EINVAL, "plan: op %d waits for transfer %d, not issued before it", i,
                                  po->wait_xfer);

@@ -489,7 +489,7 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
             o->copy_engine = 0;
             o->xfer_start_s = NAN;
             o->xfer_end_s = NAN;
-            if (plan->ops[i].wait_xfer >= 0) {
+            if (plan->ops[i].has_wait_xfer) {
                 const sim_task *x = &s->prog.tasks[s->xfer_task[plan->ops[i].wait_xfer]];
                 o->has_xfer = 1;
                 o->copy_engine = x->queue - SIM_Q_CE0;

@@ -26,7 +26,7 @@ static double fake_round(const ats_controller *k, const ats_costs *nominal, ats_
     for (int32_t i = 0; i < obs->n; i++) {
         obs->backend[i] = a->backend[i];
         obs->t_exec[i] = a->backend[i] == ATS_GPU ? nominal->t_gpu[i] / truth.gpu : nominal->t_cpu[i] / truth.cpu;
-        obs->t_xfer[i] = (pl->ops[i].wait_xfer >= 0) ? nominal->w[i] / truth.pcie : NAN;
+        obs->t_xfer[i] = pl->ops[i].has_wait_xfer ? nominal->w[i] / truth.pcie : NAN;
         lat += obs->t_exec[i];
     }
     return lat;
@@ -227,7 +227,7 @@ static void own_interference(void)
         for (int32_t i = 0; i < f.n; i++) {
             f.obs.backend[i] = plan->ops[i].backend;
             f.obs.t_exec[i] = tl.op_end[i] - tl.op_start[i];
-            f.obs.t_xfer[i] = plan->ops[i].wait_xfer >= 0 ? f.nom.w[i] : NAN;
+            f.obs.t_xfer[i] = plan->ops[i].has_wait_xfer ? f.nom.w[i] : NAN;
             if (f.obs.backend[i] == ATS_CPU && f.obs.t_exec[i] > f.nom.t_cpu[i] * 1.01) stretched = 1;
         }
         ats_timeline_free(&tl);
@@ -293,7 +293,7 @@ static void growing_rounds(const char *pname, double h)
         for (int32_t i = 0; i < n; i++) {
             obs.backend[i] = plan->ops[i].backend;
             obs.t_exec[i] = tl.op_end[i] - tl.op_start[i];
-            obs.t_xfer[i] = plan->ops[i].wait_xfer >= 0 ? cs[j].w[i] : NAN;
+            obs.t_xfer[i] = plan->ops[i].has_wait_xfer ? cs[j].w[i] : NAN;
             if (obs.backend[i] == ATS_CPU) cpu += obs.t_exec[i];
         }
         ats_timeline_free(&tl);

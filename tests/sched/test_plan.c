@@ -34,7 +34,7 @@ static void check_plan(const ats_graph *g, const ats_placement *p, const ats_ass
         int pr = p->backend[i] == ATS_CPU && a->backend[i] == ATS_GPU;
         prom += pr;
         CHECK(pl->ops[i].promoted == pr);
-        CHECK((pl->ops[i].wait_xfer >= 0) == pr);
+        CHECK(pl->ops[i].has_wait_xfer == pr);
         if (pr) CHECK(pl->wxfers[pl->ops[i].wait_xfer].op == i);
     }
     CHECK(prom == pl->n_wxfers);
@@ -43,7 +43,7 @@ static void check_plan(const ats_graph *g, const ats_placement *p, const ats_ass
         const ats_wxfer *x = &pl->wxfers[k];
         CHECK(x->offset_bytes + x->bytes <= pl->temp_capacity_bytes);
         if (k > 0) CHECK(x->op > pl->wxfers[k - 1].op); /* issue order = op order */
-        if (g->ops[x->op].kind == ATS_OP_EXPERTS && g->ops[x->op].router >= 0) CHECK(x->wait_router == g->ops[x->op].router);
+        if (g->ops[x->op].kind == ATS_OP_EXPERTS && g->ops[x->op].router >= 0) CHECK(x->has_wait_router && x->wait_router == g->ops[x->op].router);
         if (pl->double_buffer) CHECK(x->offset_bytes == (uint64_t)(k % 2) * (pl->temp_capacity_bytes / 2));
     }
     /* timing */
@@ -57,12 +57,12 @@ static void check_plan(const ats_graph *g, const ats_placement *p, const ats_ass
     for (int32_t i = 0; i < n; i++) {
         CHECK(tl.op_end[i] >= tl.op_start[i]);
         if (i) CHECK(tl.op_start[i] >= tl.op_end[i - 1]);
-        if (pl->ops[i].wait_xfer >= 0) CHECK(tl.xfer_end[pl->ops[i].wait_xfer] <= tl.op_start[i]);
+        if (pl->ops[i].has_wait_xfer) CHECK(tl.xfer_end[pl->ops[i].wait_xfer] <= tl.op_start[i]);
     }
     for (int32_t k = 0; k < pl->n_wxfers; k++) {
         const ats_wxfer *x = &pl->wxfers[k];
         CHECK_NEAR(tl.xfer_end[k] - tl.xfer_start[k], c->w[x->op], 1e-12);
-        if (x->wait_router >= 0) CHECK(tl.xfer_start[k] >= tl.op_end[x->wait_router]);
+        if (x->has_wait_router) CHECK(tl.xfer_start[k] >= tl.op_end[x->wait_router]);
         if (!x->prefetch) CHECK(tl.xfer_start[k] >= 0);
         /* no two transfers whose temp ranges overlap have overlapping live ranges */
         for (int32_t q = 0; q < k; q++) {
@@ -80,7 +80,7 @@ static void check_plan(const ats_graph *g, const ats_placement *p, const ats_ass
         for (int32_t i = 0; i < n; i++) {
             sum += a->backend[i] == ATS_GPU ? c->t_gpu[i] : c->t_cpu[i];
             if (i && a->backend[i] != a->backend[i - 1]) sum += c->c[i];
-            if (pl->ops[i].wait_xfer >= 0) sum += c->w[i];
+            if (pl->ops[i].has_wait_xfer) sum += c->w[i];
         }
         if (h == 1.0) CHECK_REL(lat, sum, 1e-12, 1e-15);
     }
@@ -131,7 +131,7 @@ static void test_random_plans(uint64_t *rng)
             double h = (it % 2) ? tu_uniform(rng, 0.3, 1.0) : 1.0;
             check_plan(g, &p, &a, &c, &pl, h, o.prefetch_lead_s, it);
             for (int k = 0; k < pl.n_wxfers; k++) {
-                waits += pl.wxfers[k].wait_op >= 0;
+                waits += pl.wxfers[k].has_wait_op;
                 prefetches += pl.wxfers[k].prefetch;
             }
             /* dump: sized call and full call agree */
@@ -205,7 +205,7 @@ static void test_bad_inputs(uint64_t *rng)
         a.backend[i] = ATS_GPU;
         CHECK_MSG(ats_plan_build(g, &p, &a, &c, &o, &pl, &err) == ATS_OK, "%s", err.msg);
         CHECK(pl.n_wxfers == 1 && pl.wxfers[0].op == i && pl.wxfers[0].bytes == g->ops[i].kv_cache_bytes &&
-              pl.wxfers[0].bytes > 0 && pl.ops[i].wait_xfer == 0);
+              pl.wxfers[0].bytes > 0 && pl.ops[i].has_wait_xfer && pl.ops[i].wait_xfer == 0);
         a.backend[i] = ATS_CPU;
         break;
     }

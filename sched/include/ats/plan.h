@@ -77,9 +77,11 @@ typedef struct ats_wxfer {
     int32_t ce;            /* copy-engine index in [0, n_copy_engines) */
     uint64_t offset_bytes; /* start in the temp region [bytes] */
     uint64_t bytes;        /* bytes moved [bytes] */
-    int32_t wait_router;   /* op whose end releases it (EXPERTS: the router), −1 none */
+    int32_t wait_router;   /* op whose end releases it (EXPERTS: the router); 0 when !has_wait_router */
     int32_t wait_op;       /* op whose end frees its temp range (previous reader), or the op before
-                              the consumer in serialized plans; −1 none */
+                              the consumer in serialized plans; 0 when !has_wait_op */
+    uint8_t has_wait_router; /* 1: wait_router is an op to wait for */
+    uint8_t has_wait_op;     /* 1: wait_op is an op to wait for */
     double n_experts;      /* EXPERTS: experts moved (routing count or expected); 0 otherwise */
     int32_t ids_off, n_ids;/* selected expert ids in plan->expert_ids (n_ids = 0 when unknown) */
     uint8_t prefetch;      /* 1: issued during the previous round (R2) */
@@ -100,8 +102,10 @@ typedef struct ats_plan_op {
     uint8_t sync_compute;  /* host waits for the compute stream before this op (GPU→CPU switch) */
     uint8_t record_event;  /* some transfer waits for this op's end */
     int32_t split;         /* index into splits */
-    int32_t wait_xfer;     /* wxfer index whose end it waits for, −1 none */
-    int32_t act_xfer;      /* axfer index entering this op, −1 none */
+    uint8_t has_wait_xfer; /* 1: the op waits for weight transfer wait_xfer */
+    uint8_t has_act_xfer;  /* 1: activation transfer act_xfer enters this op */
+    int32_t wait_xfer;     /* wxfer index whose end it waits for; 0 when !has_wait_xfer */
+    int32_t act_xfer;      /* axfer index entering this op; 0 when !has_act_xfer */
 } ats_plan_op;
 
 typedef struct ats_plan {
