@@ -67,6 +67,7 @@ static const ex_backend CPU_BACKEND = {
     c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
     NULL, NULL, NULL, /* flush, host_wrote, forget: everything stays in host memory */
     c_kv_store_f16, c_attention_f16,
+    NULL, NULL, /* bind_weight, bound_only: the CPU reads weights where the model keeps them */
 };
 
 const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
@@ -90,7 +91,9 @@ struct ex_session {
     const ex_backend *last;         /* backend of the last op run (NULL: none yet, or scratch moved) */
     const ex_backend **kv_be;       /* per layer: backend of the last kv_store into its KV rows */
     const ex_backend **uniq;        /* the distinct backends of op_be (n_uniq), for forget */
-    int n_uniq;
+    int n_uniq, cap_uniq;
+    ex_session_hook hook;           /* plan executor's op hook (NULL: none) */
+    void *hook_user;
 };
 
 ex_session_opts ex_session_opts_default(void)
@@ -313,7 +316,8 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->op_t0 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t0);
     s->op_t1 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t1);
     s->kv_be = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), sizeof *s->kv_be);
-    s->uniq = calloc((size_t)s->graph->n_ops, sizeof *s->uniq);
+    s->cap_uniq = s->graph->n_ops + 4;
+    s->uniq = calloc((size_t)s->cap_uniq, sizeof *s->uniq);
     if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->uniq) {
         long long nc = (long long)s->n_ctx;
         const char *ty = ats_qtype_name(s->kv_type);
@@ -344,6 +348,55 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->sync_ops = o.sync_ops;
     *out = s;
     return ATS_OK;
+}
+
+enum ats_status ex_session_set_op_backend(ex_session *s, int32_t i, const ex_backend *be)
+{
+    if (i < 0 || i >= s->graph->n_ops || !be) return ATS_EINVAL;
+    s->op_be[i] = be;
+    int seen = 0;
+    for (int j = 0; j < s->n_uniq && !seen; j++) seen = s->uniq[j] == be;
+    if (!seen) {
+        if (s->n_uniq == s->cap_uniq) return ATS_EINVAL; /* more distinct tables than ops + 4 */
+        s->uniq[s->n_uniq++] = be;
+    }
+    return ATS_OK;
+}
+
+void ex_session_set_hook(ex_session *s, ex_session_hook hook, void *user)
+{
+    s->hook = hook;
+    s->hook_user = user;
+}
+
+enum ats_status ex_session_round_graph(const ex_session *s, ats_phase_kind kind, int64_t n_tokens,
+                                       int64_t ctx_pos, ats_graph **out, ats_err *err)
+{
+    ats_graph_opts go = ats_graph_opts_default();
+    go.recipe = ATS_RECIPE_F32;
+    go.phase.kind = kind;
+    go.phase.n_tokens = n_tokens;
+    go.phase.ctx_pos = ctx_pos;
+    go.n_ctx = s->n_ctx;
+    enum ats_status st = ats_graph_build(&s->m->arch, &go, out, err);
+    if (st) return st;
+    patch_graph(*out, s->m, s->n_ctx, s->kv_type);
+    return ATS_OK;
+}
+
+void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, size_t *bytes)
+{
+    *host = NULL;
+    *bytes = 0;
+    if (i < 0 || i >= s->graph->n_ops) return;
+    const ats_op *op = &s->graph->ops[i];
+    const ex_tensor *t = op_tensor(s->m, op);
+    if (!t || !t->data) return;
+    *host = t->data;
+    if (op->role == ATS_ROLE_OUTPUT_NORM || op->role == ATS_ROLE_ATTN_NORM || op->role == ATS_ROLE_FFN_NORM)
+        *bytes = (size_t)t->ne[0] * sizeof(float); /* what rmsnorm reads */
+    else
+        *bytes = (size_t)(t->row_bytes * (uint64_t)t->ne[1] * (uint64_t)(t->ne[2] > 0 ? t->ne[2] : 1));
 }
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
@@ -530,10 +583,17 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
         int64_t t0 = now_ns();
         enum ats_status st = switch_to(s, i, be, &who);
         if (st != ATS_OK) when = "before";
-        else {
+        else if (s->hook && (st = s->hook(s->hook_user, i, 0, err)) != ATS_OK) {
+            (void)flush_last(s);
+            return st; /* the hook's message names the op and the call */
+        } else {
             who = be->name;
             st = run_op(s, i, tokens, n, logits);
             if (st == ATS_OK && s->sync_ops && be->flush && (st = be->flush(be->ctx, 0)) != ATS_OK) when = "after";
+            if (st == ATS_OK && s->hook && (st = s->hook(s->hook_user, i, 1, err)) != ATS_OK) {
+                (void)flush_last(s);
+                return st;
+            }
         }
         /* the forward's last op also waits for the final flush (the logits) */
         if (st == ATS_OK && i + 1 == s->graph->n_ops && (st = flush_last(s)) != ATS_OK) when = "after";

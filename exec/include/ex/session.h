@@ -92,6 +92,32 @@ const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
  *  (graph->n_ops entries each, borrowed; valid until the next forward). */
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
 
+/* ---- hooks of the plan executor (ex/runtime.h) --------------------------------------------- */
+
+/** Sets the backend of graph op i for the next forward calls (the plan of a round; i in
+ *  [0, n_ops), be borrowed and outliving the session). The residency protocol (flush at a
+ *  backend change) holds across the change. ATS_EINVAL for i out of range or be NULL. */
+enum ats_status ex_session_set_op_backend(ex_session *s, int32_t i, const ex_backend *be);
+
+/** Called by ex_session_forward around every graph op: after = 0 before op i runs (after the
+ *  residency switch: the previous backend's writes are in host memory when i's backend differs),
+ *  after = 1 once its backend calls returned. A status other than ATS_OK stops the forward with
+ *  that status (message from the hook's err). */
+typedef enum ats_status (*ex_session_hook)(void *user, int32_t op, int after, ats_err *err);
+/** Installs (hook NULL: removes) the op hook; user borrowed. */
+void ex_session_set_hook(ex_session *s, ex_session_hook hook, void *user);
+
+/** Graph of one round of this session's model (phase kind, n_tokens, ctx_pos) with the op sizes
+ *  of the session's graph (the model's real tensor types and KV cache): the graph the scheduler
+ *  plans a round on. Same ops in the same order as ex_session_graph. *out new (ats_graph_free).
+ *  ATS_EINVAL / ATS_ENOMEM from ats_graph_build. */
+enum ats_status ex_session_round_graph(const ex_session *s, ats_phase_kind kind, int64_t n_tokens,
+                                       int64_t ctx_pos, ats_graph **out, ats_err *err);
+
+/** The weight bytes graph op i reads on a device: *host = start of its host bytes, *bytes their
+ *  length (all experts for routed experts; NULL / 0 for attention, whose data is the KV cache). */
+void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, size_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif
