@@ -30,6 +30,28 @@
 
 enum { PROMPT = 11, CHUNK = 4, DECODE = 8 };
 
+/* Built as test_cuda_plan (PLAN_CUDA): the same runs on the CUDA device, logits within a bound of
+ * the CPU's (int8 activations on the GPU: 1e-3 of max|logit| with F32 weights, 1e-1 quantized, as
+ * test_cuda_model) and the same greedy token wherever the CPU's top-1/top-2 margin exceeds twice
+ * that; the host device's read checks do not apply. Exits 77 without a device. */
+#ifdef PLAN_CUDA
+static const int g_cuda = 1;
+#else
+static const int g_cuda = 0;
+#endif
+static double g_bound; /* relative to max|logit| of the round; 0 = bit for bit */
+
+static enum ats_status new_dev(ex_device **d)
+{
+    ats_err e;
+    return g_cuda ? ex_device_cuda_new(d, &e) : ex_device_host_new(d);
+}
+static void free_dev(ex_device *d)
+{
+    if (g_cuda) ex_device_cuda_free(d);
+    else ex_device_host_free(d);
+}
+
 static void tiny_arch(ats_arch *a, int moe)
 {
     ats_arch_init(a);
@@ -60,6 +82,29 @@ static int32_t argmax(const float *v, int64_t n)
     for (int64_t i = 1; i < n; i++)
         if (v[i] > v[b]) b = i;
     return (int32_t)b;
+}
+
+/* Largest |a - b| over a round's logits relative to max|b|. */
+static double round_err(const float *a, const float *b, int64_t n)
+{
+    double mx = 1e-30, e = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs((double)b[i]));
+        e = fmax(e, fabs((double)a[i] - (double)b[i]));
+    }
+    return e / mx;
+}
+
+/* Top-1 minus top-2 logit of a round, relative to max|logit|. */
+static double margin(const float *v, int64_t n)
+{
+    double a = -INFINITY, b = -INFINITY, mx = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs((double)v[i]));
+        if (v[i] > a) b = a, a = v[i];
+        else if (v[i] > b) b = v[i];
+    }
+    return (a - b) / mx;
 }
 
 /* CPU reference: per round (3 prefill chunks + DECODE steps) the logits (n_vocab each). */
@@ -98,7 +143,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
 {
     const int64_t V = m->arch.n_vocab;
     ex_device *dev = NULL;
-    CHECK(ex_device_host_new(&dev) == ATS_OK);
+    CHECK(new_dev(&dev) == ATS_OK);
     ex_rt_cfg cfg = ex_rt_cfg_default();
     cfg.policy = policy;
     cfg.vram_budget_bytes = budget;
@@ -115,12 +160,12 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         if (getenv("TEST_EXEC_PLAN_VERBOSE")) fprintf(stderr, "%s at %llu: %s\n", policy, (unsigned long long)budget, err.msg);
         CHECK_MSG(strstr(err.msg, "GiB") || strstr(err.msg, "fit") || strstr(err.msg, "budget"), "%s", err.msg);
         t->refused++;
-        ex_device_host_free(dev);
+        free_dev(dev);
         return 0;
     }
     CHECK_MSG(st == ATS_OK, "%s at %llu bytes: %s", policy, (unsigned long long)budget, err.msg);
     if (st) {
-        ex_device_host_free(dev);
+        free_dev(dev);
         return 0;
     }
     float *logits = malloc((size_t)V * sizeof *logits);
@@ -133,25 +178,25 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         CHECK_MSG(st == ATS_OK, "%s: %s", policy, err.msg);
         if (st) break;
         t->promoted_rounds += info.n_promoted > 0;
-        for (int64_t v = 0; v < V; v++) worst = fmax(worst, fabs((double)logits[v] - ref[(size_t)r * V + v]));
+        worst = fmax(worst, round_err(logits, ref + (size_t)r * V, V));
     }
     for (int d = 0; d < DECODE && st == ATS_OK; d++, r++) {
-        bad_tok += argmax(logits, V) != gen[d];
+        bad_tok += argmax(logits, V) != gen[d] && margin(ref + (size_t)(r - 1) * V, V) > 2 * g_bound;
         ex_rt_round info;
         st = ex_rt_round_run(rt, ATS_PHASE_DECODE, &gen[d], 1, logits, &info, &err);
         CHECK_MSG(st == ATS_OK, "%s: %s", policy, err.msg);
         t->promoted_rounds += info.n_promoted > 0;
-        for (int64_t v = 0; v < V && st == ATS_OK; v++)
-            worst = fmax(worst, fabs((double)logits[v] - ref[(size_t)r * V + v]));
+        if (st == ATS_OK) worst = fmax(worst, round_err(logits, ref + (size_t)r * V, V));
     }
-    ex_device_host_stats hs = ex_device_host_get_stats(dev);
+    ex_device_host_stats hs = {0};
+    if (!g_cuda) hs = ex_device_host_get_stats(dev);
     uint64_t res, tmp, kv, comp;
     ex_rt_layout(rt, &res, &tmp, &kv, &comp);
-    CHECK_MSG(worst == 0.0 && bad_tok == 0, "%s budget %llu: logits differ by %g, %d tokens", policy,
+    CHECK_MSG(worst <= g_bound && bad_tok == 0, "%s budget %llu: logits differ by %g, %d tokens", policy,
               (unsigned long long)budget, worst, bad_tok);
     CHECK_MSG(hs.bad_reads == 0, "%s budget %llu: %lld reads of a stale or poisoned slot", policy,
               (unsigned long long)budget, (long long)hs.bad_reads);
-    CHECK_MSG(hs.peak_alloc_bytes + kv + comp <= budget, "%s: %llu bytes allocated + KV %llu + compute %llu > budget %llu",
+    CHECK_MSG(g_cuda || hs.peak_alloc_bytes + kv + comp <= budget, "%s: %llu bytes allocated + KV %llu + compute %llu > budget %llu",
               policy, (unsigned long long)hs.peak_alloc_bytes, (unsigned long long)kv, (unsigned long long)comp,
               (unsigned long long)budget);
     CHECK(ex_rt_n_observed(rt) == 3 + DECODE);
@@ -161,7 +206,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     t->bound_reads += hs.bound_reads;
     free(logits);
     ex_rt_free(rt);
-    ex_device_host_free(dev);
+    free_dev(dev);
     return 1;
 }
 
@@ -169,7 +214,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
 static uint64_t fixed_bytes(const ex_model *m, const ats_hw *hw)
 {
     ex_device *dev = NULL;
-    ex_device_host_new(&dev);
+    new_dev(&dev);
     ex_rt_cfg cfg = ex_rt_cfg_default();
     cfg.policy = "layer";
     cfg.vram_budget_bytes = 1ull << 34;
@@ -186,7 +231,7 @@ static uint64_t fixed_bytes(const ex_model *m, const ats_hw *hw)
         /* resident = all weights + extras: the extras are what is above the weights */
         ex_rt_free(rt);
     }
-    ex_device_host_free(dev);
+    free_dev(dev);
     return comp + (res > m->weight_bytes ? res - m->weight_bytes : 0) + 4096;
 }
 
@@ -224,7 +269,7 @@ static void test_model(const ats_hw *hw, int moe, ats_recipe recipe, uint64_t *r
     /* a budget below the compute buffers: refused with the numbers */
     {
         ex_device *dev = NULL;
-        ex_device_host_new(&dev);
+        new_dev(&dev);
         ex_rt_cfg cfg = ex_rt_cfg_default();
         cfg.policy = "ats";
         cfg.vram_budget_bytes = 1u << 20;
@@ -234,7 +279,7 @@ static void test_model(const ats_hw *hw, int moe, ats_recipe recipe, uint64_t *r
         ex_rt *rt = NULL;
         CHECK(ex_rt_new(m, NULL, dev, &cfg, &rt, &err) == ATS_EINFEASIBLE);
         CHECK_MSG(strstr(err.msg, "GiB") != NULL, "%s", err.msg);
-        ex_device_host_free(dev);
+        free_dev(dev);
     }
     free(ref);
     ex_model_free(m);
@@ -270,17 +315,28 @@ static void test_poison_seen(void)
 
 int main(void)
 {
-    uint64_t rng = tu_seed("test_exec_plan");
+    uint64_t rng = tu_seed(g_cuda ? "test_cuda_plan" : "test_exec_plan");
     char path[1024];
     ats_hw hw;
     ats_err err;
+    if (g_cuda) {
+        ex_device *d = NULL;
+        if (new_dev(&d) != ATS_OK) {
+            fprintf(stderr, "test_cuda_plan: no CUDA device: skipped\n");
+            return TU_SKIP;
+        }
+        free_dev(d);
+    } else {
+        test_poison_seen();
+    }
     if (atsc_hw_load(tu_source_path(path, sizeof path, "sim/hw/rtx4090-desktop.json"), &hw, &err) != ATS_OK) {
         fprintf(stderr, "test_exec_plan: %s\n", err.msg);
         return 1;
     }
-    test_poison_seen();
     totals t = {0};
+    g_bound = g_cuda ? 1e-3 : 0.0;
     test_model(&hw, 0, ATS_RECIPE_F32, &rng, &t);
+    g_bound = g_cuda ? 1e-1 : 0.0;
     test_model(&hw, 0, ATS_RECIPE_Q8_0, &rng, &t);
     test_model(&hw, 1, ATS_RECIPE_Q8_0, &rng, &t);
     printf("test_exec_plan: %lld runs (%lld budgets refused), %lld rounds with promoted ops, %lld copies, %lld slots "
@@ -288,7 +344,7 @@ int main(void)
            (long long)t.runs, (long long)t.refused, (long long)t.promoted_rounds, (long long)t.copies,
            (long long)t.retired, (long long)t.bound_reads);
     CHECK(t.runs > 0);
-    CHECK(t.retired > 0);        /* the temp-slot path ran */
+    CHECK(g_cuda || t.retired > 0); /* the temp-slot path ran */
     CHECK(t.promoted_rounds > 0);
-    return tu_finish("test_exec_plan");
+    return tu_finish(g_cuda ? "test_cuda_plan" : "test_exec_plan");
 }
