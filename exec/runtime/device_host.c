@@ -16,6 +16,8 @@ typedef struct binding {
     const void *host;
     void *dev;
     size_t bytes;
+    size_t expert_bytes; /* > 0: a compact copy of experts ids[0..n_ids) (note_gather) */
+    int32_t *ids, n_ids;
 } binding;
 
 typedef struct hdev {
@@ -117,7 +119,10 @@ static enum ats_status h_bind(void *ctx, const void *host, size_t bytes, void *d
 {
     hdev *h = ctx;
     int i = find_b(h, host);
-    if (i >= 0) h->b[i] = h->b[--h->n_b];
+    if (i >= 0) {
+        free(h->b[i].ids);
+        h->b[i] = h->b[--h->n_b];
+    }
     if (!dev) return ATS_OK;
     if (h->n_b == h->cap_b) {
         int cap = h->cap_b ? 2 * h->cap_b : 64;
@@ -126,8 +131,25 @@ static enum ats_status h_bind(void *ctx, const void *host, size_t bytes, void *d
         h->b = nb;
         h->cap_b = cap;
     }
-    h->b[h->n_b++] = (binding){host, dev, bytes};
+    h->b[h->n_b++] = (binding){host, dev, bytes, 0, NULL, 0};
     return ATS_OK;
+}
+
+static void h_note_gather(void *ctx, const void *host, size_t expert_bytes, const int32_t *ids, int32_t n)
+{
+    hdev *h = ctx;
+    int i = find_b(h, host);
+    if (i < 0) return;
+    free(h->b[i].ids);
+    h->b[i].ids = malloc((size_t)n * sizeof *ids);
+    if (!h->b[i].ids) {
+        h->b[i].expert_bytes = 0;
+        return;
+    }
+    memcpy(h->b[i].ids, ids, (size_t)n * sizeof *ids);
+    h->b[i].n_ids = n;
+    h->b[i].expert_bytes = expert_bytes;
+    h->st.gathers++;
 }
 
 static void h_bound_only(void *ctx, int on) { ((hdev *)ctx)->bound_only = on; }
@@ -144,7 +166,17 @@ static enum ats_status weight(hdev *h, const void *host, size_t bytes, const voi
     }
     if (h->b[i].bytes < bytes) return ATS_EINVAL;
     h->st.bound_reads++;
-    if (memcmp(h->b[i].dev, host, bytes) != 0) h->st.bad_reads++;
+    const binding *bd = &h->b[i];
+    if (bd->expert_bytes) {
+        for (int32_t j = 0; j < bd->n_ids && (size_t)j * bd->expert_bytes < bytes; j++)
+            if (memcmp((const char *)bd->dev + (size_t)j * bd->expert_bytes,
+                       (const char *)host + (size_t)bd->ids[j] * bd->expert_bytes, bd->expert_bytes) != 0) {
+                h->st.bad_reads++;
+                break;
+            }
+    } else if (memcmp(bd->dev, host, bytes) != 0) {
+        h->st.bad_reads++;
+    }
     *out = h->b[i].dev;
     return ATS_OK;
 }
@@ -282,6 +314,7 @@ enum ats_status ex_device_host_new(ex_device **out)
     d->sync = h_sync;
     d->elapsed_ns = h_elapsed;
     d->retire = h_retire;
+    d->note_gather = h_note_gather;
     *out = d;
     return ATS_OK;
 }
@@ -290,6 +323,7 @@ void ex_device_host_free(ex_device *d)
 {
     if (!d) return;
     hdev *h = d->ctx;
+    for (int i = 0; i < h->n_b; i++) free(h->b[i].ids);
     free(h->b);
     free(h);
 }

@@ -18,10 +18,13 @@
  * The fused ops of the session (routed experts of a layer run at their FFN_GATE_EXPS op, shared
  * experts at FFN_GATE_SHEXP, reading the up/down weights there) need a group's three weights on one
  * backend when the group's first op runs: a group runs on the GPU only when the plan puts all three
- * ops there and every promoted member's transfer can be issued before the group's first op; a
- * promoted routed-experts op (whose transfer moves only the round's selected experts, a layout the
- * fused kernel does not read) makes its group run on the CPU. Such ops count as off-plan
- * (ex_rt_round.n_off_plan); their transfers are not issued.
+ * ops there and every promoted member's transfer can be issued before the group's first op.
+ * Promoted routed experts: after the layer's router the host reads its choice (a flush when the
+ * router ran on the GPU), each expert transfer copies only the selected experts, compactly, and the
+ * session runs the group with ids renumbered into that layout (ex_session_set_expert_map); a group
+ * mixing promoted and resident routed-expert tensors, or choosing more experts than the plan's
+ * slots hold, runs on the CPU. Such ops count as off-plan (ex_rt_round.n_off_plan); their
+ * transfers are not issued.
  * Measurements (contract 3): CPU ops by the host clock, GPU ops by events around each op on timed
  * rounds (every cfg.time_every-th), transfers by events around each copy; ats_round_obs →
  * ats_controller_observe after every round, as sim/src/session.c does.
@@ -82,6 +85,10 @@ struct ex_rt {
     int32_t *group_first;      /* per op: first op of its fused group (itself when none) */
     int32_t next_x;
     int timed;
+    int32_t n_off;             /* ops moved off the plan this round */
+    size_t *x_bytes;           /* per op: bytes its transfer moves this round */
+    int32_t *sel, n_sel;       /* the selected experts of the layer being run (sorted) */
+    int32_t *slot_of;          /* expert → compact slot, -1 (n_expert) */
     uint64_t round_h2d;
     ats_err *err;              /* the forward's err, for the hook */
     /* measurements */
@@ -183,7 +190,7 @@ void ex_rt_free(ex_rt *rt)
     free(rt->w_host); free(rt->w_bytes); free(rt->ev_end); free(rt->ev_start); free(rt->xev0); free(rt->xev1);
     free(rt->eff); free(rt->need_ev); free(rt->skip); free(rt->issue_at); free(rt->wait_of); free(rt->xfer_of);
     free(rt->group_first); free(rt->t_gpu_last); free(rt->t_start); free(rt->t_end); free(rt->t_exec);
-    free(rt->x_start); free(rt->x_end);
+    free(rt->x_start); free(rt->x_end); free(rt->x_bytes); free(rt->sel); free(rt->slot_of);
     free(rt);
 }
 
@@ -389,6 +396,16 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     rt->t_exec = calloc((size_t)n, sizeof(double));
     rt->x_start = calloc((size_t)n, sizeof(double));
     rt->x_end = calloc((size_t)n, sizeof(double));
+    rt->x_bytes = calloc((size_t)n, sizeof *rt->x_bytes);
+    {
+        int64_t ne = m->arch.n_expert > 0 ? m->arch.n_expert : 1;
+        rt->sel = calloc((size_t)ne, sizeof *rt->sel);
+        rt->slot_of = calloc((size_t)ne, sizeof *rt->slot_of);
+        if (!rt->sel || !rt->slot_of || !rt->x_bytes) {
+            st = ATS_ENOMEM;
+            goto fail;
+        }
+    }
     if (!rt->w_host || !rt->w_bytes || !rt->ev_end || !rt->ev_start || !rt->eff || !rt->need_ev || !rt->xfer_of ||
         !rt->group_first || !rt->t_gpu_last || !rt->t_start || !rt->t_end || !rt->t_exec || !rt->x_start || !rt->x_end) {
         st = ATS_ENOMEM;
@@ -503,12 +520,15 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
         if (!is_group_head(&g->ops[i])) continue;
         int32_t last = i;
         while (last + 1 < n && rt->group_first[last + 1] == i) last++;
-        int ok = 1;
+        int ok = 1, n_pe = 0, n_e = 0;
         for (int32_t j = i; j <= last && ok; j++) {
             if (pl->ops[j].backend != ATS_GPU) ok = 0;
-            else if (pl->ops[j].promoted && g->ops[j].kind == ATS_OP_EXPERTS) ok = 0;
             else if (pl->ops[j].has_wait_xfer && rt->issue_at[pl->ops[j].wait_xfer] > i) ok = 0;
+            n_e += g->ops[j].kind == ATS_OP_EXPERTS;
+            n_pe += g->ops[j].kind == ATS_OP_EXPERTS && pl->ops[j].promoted;
         }
+        /* compact selected experts apply to all three tensors of the fused kernel (one id map) */
+        if (n_pe > 0 && n_pe < n_e) ok = 0;
         if (ok) continue;
         for (int32_t j = i; j <= last; j++) {
             if (rt->eff[j] == ATS_GPU) (*n_off)++;
@@ -518,8 +538,10 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
     for (int32_t k = 0; k < pl->n_wxfers; k++) {
         const ats_wxfer *x = &pl->wxfers[k];
         rt->skip[k] = rt->eff[x->op] != ATS_GPU || !rt->w_host[x->op];
+        rt->x_bytes[x->op] = rt->w_bytes[x->op]; /* routed experts: set when the router has chosen */
         if (!rt->skip[k]) {
-            if (rt->w_bytes[x->op] > x->bytes || x->offset_bytes + rt->w_bytes[x->op] > rt->temp_bytes)
+            const int exps = g->ops[x->op].kind == ATS_OP_EXPERTS;
+            if ((!exps && rt->w_bytes[x->op] > x->bytes) || x->offset_bytes + x->bytes > rt->temp_bytes)
                 return ats_err_set(err, ATS_EINVAL,
                                    "plan: transfer %d of op %d moves %llu bytes at offset %llu; the weight has %zu, the "
                                    "temp ring %llu", k, x->op, (unsigned long long)x->bytes,
@@ -552,14 +574,72 @@ static enum ats_status issue(ex_rt *rt, int32_t k, ats_err *err)
         if (ws[q] >= 0 && rt->eff[ws[q]] == ATS_GPU && (st = d->wait(d->ctx, EX_DEV_TRANSFER, rt->ev_end[ws[q]], err)))
             return ats_err_set(err, st, "transfer %d into op %d '%s': %s", k, x->op, g->ops[x->op].name, err->msg);
     char *slot = (char *)rt->temp_region + x->offset_bytes;
-    const size_t b = rt->w_bytes[x->op];
-    if ((st = d->record(d->ctx, rt->xev0[k], EX_DEV_TRANSFER, err)) ||
-        (st = d->h2d(d->ctx, slot, rt->w_host[x->op], b, EX_DEV_TRANSFER, err)) ||
-        (st = d->record(d->ctx, rt->xev1[k], EX_DEV_TRANSFER, err)))
-        return ats_err_set(err, st, "transfer %d into op %d '%s': %s", k, x->op, g->ops[x->op].name, err->msg);
+    const int exps = g->ops[x->op].kind == ATS_OP_EXPERTS;
+    const size_t eb = (size_t)g->ops[x->op].expert_bytes;
+    const size_t b = exps ? (size_t)rt->n_sel * eb : rt->w_bytes[x->op];
+    if ((st = d->record(d->ctx, rt->xev0[k], EX_DEV_TRANSFER, err))) goto fail;
+    if (exps) { /* R5: only the experts the router chose, compact, in expert order */
+        for (int32_t j = 0; j < rt->n_sel; j++)
+            if ((st = d->h2d(d->ctx, slot + (size_t)j * eb, (const char *)rt->w_host[x->op] + (size_t)rt->sel[j] * eb, eb,
+                             EX_DEV_TRANSFER, err)))
+                goto fail;
+    } else if ((st = d->h2d(d->ctx, slot, rt->w_host[x->op], b, EX_DEV_TRANSFER, err))) {
+        goto fail;
+    }
+    if ((st = d->record(d->ctx, rt->xev1[k], EX_DEV_TRANSFER, err))) goto fail;
     if ((st = rt->gbe->bind_weight(rt->gbe->ctx, rt->w_host[x->op], b, slot)))
         return ats_err_set(err, st, "binding op %d '%s' to its temp slot", x->op, g->ops[x->op].name);
+    if (exps && d->note_gather) d->note_gather(d->ctx, rt->w_host[x->op], eb, rt->sel, rt->n_sel);
+    rt->x_bytes[x->op] = b;
     rt->round_h2d += b;
+    return ATS_OK;
+fail:
+    return ats_err_set(err, st, "transfer %d into op %d '%s': %s", k, x->op, g->ops[x->op].name, err->msg);
+}
+
+/* After layer L's router (op i): where the layer's experts group runs on the GPU with promoted
+ * routed experts, the router's choice decides what moves: the ids reach the host (a flush when the
+ * router ran on the GPU), the selected experts are numbered in expert order and the session runs
+ * the group on that compact layout. More experts than the plan's slots hold: the group runs on the
+ * CPU this round (off the plan). */
+static enum ats_status after_router(ex_rt *rt, int32_t i, ats_err *err)
+{
+    const ats_graph *g = ex_session_graph(rt->s);
+    const ats_plan *pl = rt->plan;
+    int32_t head = -1, last = -1;
+    for (int32_t j = i + 1; j < rt->n && g->ops[j].layer == g->ops[i].layer; j++)
+        if (g->ops[j].role == ATS_ROLE_FFN_GATE_EXPS) head = j;
+    if (head < 0 || rt->eff[head] != ATS_GPU) return ATS_OK;
+    int promoted = 0;
+    for (last = head; last < rt->n && rt->group_first[last] == head; last++)
+        promoted |= rt->xfer_of[last] >= 0 && g->ops[last].kind == ATS_OP_EXPERTS;
+    if (!promoted) return ATS_OK;
+    enum ats_status st;
+    if (rt->eff[i] == ATS_GPU && rt->gbe->flush && (st = rt->gbe->flush(rt->gbe->ctx, 0)))
+        return ats_err_set(err, st, "op %d '%s': reading the router's choice back", i, g->ops[i].name);
+    const int32_t *ids;
+    int64_t nt, kk;
+    ex_session_router_ids(rt->s, &ids, &nt, &kk);
+    const int32_t E = (int32_t)rt->m->arch.n_expert;
+    for (int32_t e = 0; e < E; e++) rt->slot_of[e] = -1;
+    for (int64_t j = 0; j < nt * kk; j++)
+        if (ids[j] >= 0 && ids[j] < E) rt->slot_of[ids[j]] = 0;
+    rt->n_sel = 0;
+    for (int32_t e = 0; e < E; e++)
+        if (rt->slot_of[e] == 0) rt->sel[rt->n_sel] = e, rt->slot_of[e] = rt->n_sel++;
+    int fit = rt->n_sel > 0;
+    for (int32_t j = head; j < last && fit; j++) {
+        int32_t k = rt->xfer_of[j];
+        if (k >= 0 && (uint64_t)rt->n_sel * g->ops[j].expert_bytes > pl->wxfers[k].bytes) fit = 0;
+    }
+    if (fit) return ex_session_set_expert_map(rt->s, g->ops[i].layer, rt->slot_of, rt->n_sel);
+    for (int32_t j = head; j < last; j++) { /* the group on the CPU this round */
+        rt->n_off++;
+        rt->eff[j] = ATS_CPU;
+        if (rt->xfer_of[j] >= 0) rt->skip[rt->xfer_of[j]] = 1;
+        rt->xfer_of[j] = -1;
+        if ((st = ex_session_set_op_backend(rt->s, j, rt->cpu))) return st;
+    }
     return ATS_OK;
 }
 
@@ -586,6 +666,7 @@ static enum ats_status hook(void *user, int32_t i, int after, ats_err *err)
             return ats_err_set(err, st, "op %d '%s': %s", i, g->ops[i].name, err->msg);
         return ATS_OK;
     }
+    if (g->ops[i].role == ATS_ROLE_FFN_GATE_INP && (st = after_router(rt, i, err))) return st;
     if (rt->eff[i] != ATS_GPU) return ATS_OK;
     if (rt->need_ev[i] && (st = d->record(d->ctx, rt->ev_end[i], EX_DEV_COMPUTE, err)))
         return ats_err_set(err, st, "op %d '%s': %s", i, g->ops[i].name, err->msg);
@@ -593,7 +674,7 @@ static enum ats_status hook(void *user, int32_t i, int after, ats_err *err)
     if (k >= 0) { /* R4: its slot is free once this op ended */
         const ats_wxfer *x = &rt->plan->wxfers[k];
         if ((st = rt->gbe->bind_weight(rt->gbe->ctx, rt->w_host[i], 0, NULL))) return st;
-        if (d->retire) d->retire(d->ctx, (char *)rt->temp_region + x->offset_bytes, rt->w_bytes[i], rt->ev_end[i]);
+        if (d->retire) d->retire(d->ctx, (char *)rt->temp_region + x->offset_bytes, rt->x_bytes[i], rt->ev_end[i]);
     }
     return ATS_OK;
 }
@@ -617,8 +698,8 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
     rt->plan = ats_controller_plan(ph->ctrl);
     const int every = rt->cfg.time_every > 0 ? rt->cfg.time_every : 8;
     rt->timed = rt->dev && (rt->round_idx < 4 || rt->round_idx % every == 0);
-    int32_t n_off = 0;
-    if ((st = prepare(rt, &n_off, err))) return st;
+    rt->n_off = 0;
+    if ((st = prepare(rt, &rt->n_off, err))) return st;
     rt->next_x = 0;
     rt->round_h2d = 0;
     rt->err = err;
@@ -686,7 +767,7 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
         info->bytes_h2d = rt->round_h2d;
         info->rescheduled = ph->pending_resched;
         info->resched_cost_s = ph->pending_cost_s;
-        info->n_off_plan = n_off;
+        info->n_off_plan = rt->n_off;
         info->timed_gpu = rt->timed;
     }
     /* feed the controller; a re-plan's cost is measured here and reported with the next round */

@@ -92,6 +92,10 @@ struct ex_session {
     const ex_backend **kv_be;       /* per layer: backend of the last kv_store into its KV rows */
     const ex_backend **uniq;        /* the distinct backends of op_be (n_uniq), for forget */
     int n_uniq, cap_uniq;
+    int64_t cur_n;                  /* tokens of the forward running (or last run) */
+    int32_t *emap;                  /* set_expert_map: expert → compact slot (n_expert), or NULL */
+    int64_t emap_layer, emap_n;
+    int32_t *ids_map;               /* remapped ids (cap_tokens × k) for a compact experts run */
     ex_session_hook hook;           /* plan executor's op hook (NULL: none) */
     void *hook_user;
 };
@@ -138,13 +142,15 @@ static void free_scratch(ex_session *s)
         forget_range(s, s->tmp2, n * E * f);
         forget_range(s, s->router, n * X * f);
         forget_range(s, s->ids, n * K * sizeof(int32_t));
+        forget_range(s, s->ids_map, n * K * sizeof(int32_t));
         forget_range(s, s->wts, n * K * f);
         forget_range(s, s->g, n * F * f);
         forget_range(s, s->u, n * F * f);
     }
     s->last = NULL; /* the next op's backend is told that host buffers changed */
     free(s->x); free(s->xb); free(s->q); free(s->k); free(s->v); free(s->att); free(s->tmp);
-    free(s->tmp2); free(s->router); free(s->ids); free(s->wts); free(s->g); free(s->u);
+    free(s->tmp2); free(s->router); free(s->ids); free(s->ids_map); free(s->wts); free(s->g); free(s->u);
+    s->ids_map = NULL;
     s->x = s->xb = s->q = s->k = s->v = s->att = s->tmp = s->tmp2 = s->router = s->wts = s->g = s->u = NULL;
     s->ids = NULL;
     s->cap_tokens = 0;
@@ -158,6 +164,7 @@ void ex_session_free(ex_session *s)
     if (s->v_cache) forget_range(s, s->v_cache, kv_slab_bytes(s));
     free(s->k_cache);
     free(s->v_cache);
+    free(s->emap);
     free(s->kv_be);
     free(s->uniq);
     free(s->op_be);
@@ -187,11 +194,12 @@ static int ensure_scratch(ex_session *s, int64_t n)
     s->tmp2 = malloc((size_t)(n * E) * f);
     s->router = malloc((size_t)(n * X) * f);
     s->ids = malloc((size_t)(n * K) * sizeof(int32_t));
+    s->ids_map = malloc((size_t)(n * K) * sizeof(int32_t));
     s->wts = malloc((size_t)(n * K) * f);
     s->g = malloc((size_t)(n * F) * f);
     s->u = malloc((size_t)(n * F) * f);
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->tmp2 || !s->router ||
-        !s->ids || !s->wts || !s->g || !s->u) {
+        !s->ids || !s->ids_map || !s->wts || !s->g || !s->u) {
         free_scratch(s);
         return -1;
     }
@@ -399,6 +407,28 @@ void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, siz
         *bytes = (size_t)(t->row_bytes * (uint64_t)t->ne[1] * (uint64_t)(t->ne[2] > 0 ? t->ne[2] : 1));
 }
 
+void ex_session_router_ids(const ex_session *s, const int32_t **ids, int64_t *n_tokens, int64_t *k)
+{
+    *ids = s->ids;
+    *n_tokens = s->cur_n;
+    *k = s->m->arch.n_expert_used;
+}
+
+enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const int32_t *slot_of, int64_t n_sel)
+{
+    free(s->emap);
+    s->emap = NULL;
+    if (!slot_of) return ATS_OK;
+    const ats_arch *a = &s->m->arch;
+    if (layer < 0 || layer >= a->n_layer || n_sel < 1 || n_sel > a->n_expert) return ATS_EINVAL;
+    s->emap = malloc((size_t)a->n_expert * sizeof *s->emap);
+    if (!s->emap) return ATS_ENOMEM;
+    memcpy(s->emap, slot_of, (size_t)a->n_expert * sizeof *s->emap);
+    s->emap_layer = layer;
+    s->emap_n = n_sel;
+    return ATS_OK;
+}
+
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ats_qtype ex_session_kv_type(const ex_session *s) { return s->kv_type; }
@@ -505,6 +535,20 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
         if ((st = be->matmul(c, &L->gate_inp, s->xb, n, s->router))) return st;
         return be->router_topk(c, s->router, n, a->n_expert, a->n_expert_used, m->norm_topk, s->ids, s->wts);
     case ATS_ROLE_FFN_GATE_EXPS:
+        if (s->emap && s->emap_layer == op->layer) { /* compact copy of the selected experts */
+            const int64_t nk = n * a->n_expert_used;
+            for (int64_t j = 0; j < nk; j++) {
+                int32_t e = s->ids[j];
+                if (e < 0 || e >= a->n_expert || s->emap[e] < 0) return ATS_EINVAL;
+                s->ids_map[j] = s->emap[e];
+            }
+            if (be->host_wrote) be->host_wrote(c); /* ids_map changed in host memory */
+            ex_tensor gv = L->gate_exps, uv = L->up_exps, dv = L->down_exps;
+            gv.ne[2] = uv.ne[2] = dv.ne[2] = s->emap_n;
+            free(s->emap);
+            s->emap = NULL;
+            return be->moe(c, &gv, &uv, &dv, s->xb, n, s->ids_map, s->wts, a->n_expert_used, s->tmp);
+        }
         return be->moe(c, &L->gate_exps, &L->up_exps, &L->down_exps, s->xb, n, s->ids, s->wts, a->n_expert_used, s->tmp);
     case ATS_ROLE_FFN_GATE_SHEXP:
         if ((st = be->ffn(c, &L->gate_shexp, &L->up_shexp, &L->down_shexp, s->xb, n, s->tmp2))) return st;
@@ -577,6 +621,7 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
             return ats_err_set(err, ATS_EINVAL, "token %lld (index %lld) outside the vocabulary [0, %lld)",
                                (long long)tokens[t], (long long)t, (long long)a->n_vocab);
     if (ensure_scratch(s, n)) return ats_err_set(err, ATS_ENOMEM, "scratch for %lld tokens", (long long)n);
+    s->cur_n = n;
     for (int32_t i = 0; i < s->graph->n_ops; i++) {
         const ex_backend *be = s->op_be[i];
         const char *who = be->name, *when = NULL; /* when != NULL: a flush failed, before or after op i */

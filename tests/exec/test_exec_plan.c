@@ -134,7 +134,7 @@ static float *cpu_reference(const ex_model *m, const int32_t *prompt, int32_t *g
 }
 
 typedef struct totals {
-    int64_t runs, refused, copies, retired, bound_reads, promoted_rounds;
+    int64_t runs, refused, copies, retired, bound_reads, promoted_rounds, gathers, off_plan;
 } totals;
 
 /* One run of `policy` at `budget` on a fresh host device; 1 when it ran, 0 when refused. */
@@ -178,6 +178,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         CHECK_MSG(st == ATS_OK, "%s: %s", policy, err.msg);
         if (st) break;
         t->promoted_rounds += info.n_promoted > 0;
+        t->off_plan += info.n_off_plan;
         worst = fmax(worst, round_err(logits, ref + (size_t)r * V, V));
     }
     for (int d = 0; d < DECODE && st == ATS_OK; d++, r++) {
@@ -204,6 +205,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     t->copies += hs.copies;
     t->retired += hs.retired;
     t->bound_reads += hs.bound_reads;
+    t->gathers += hs.gathers;
     free(logits);
     ex_rt_free(rt);
     free_dev(dev);
@@ -338,11 +340,13 @@ int main(void)
     test_model(&hw, 0, ATS_RECIPE_F32, &rng, &t);
     g_bound = g_cuda ? 1e-1 : 0.0;
     test_model(&hw, 0, ATS_RECIPE_Q8_0, &rng, &t);
+    int64_t g0 = t.gathers;
     test_model(&hw, 1, ATS_RECIPE_Q8_0, &rng, &t);
+    CHECK(g_cuda || t.gathers > g0); /* promoted routed experts moved compactly after their router */
     printf("test_exec_plan: %lld runs (%lld budgets refused), %lld rounds with promoted ops, %lld copies, %lld slots "
-           "retired, %lld bound weight reads\n",
+           "retired, %lld bound weight reads, %lld compact expert copies, %lld op runs off the plan\n",
            (long long)t.runs, (long long)t.refused, (long long)t.promoted_rounds, (long long)t.copies,
-           (long long)t.retired, (long long)t.bound_reads);
+           (long long)t.retired, (long long)t.bound_reads, (long long)t.gathers, (long long)t.off_plan);
     CHECK(t.runs > 0);
     CHECK(g_cuda || t.retired > 0); /* the temp-slot path ran */
     CHECK(t.promoted_rounds > 0);

@@ -72,6 +72,10 @@ typedef struct ex_device {
     /** Optional: device bytes [dev, dev + bytes) are read by no queued op after ev (their last
      *  reader's end); the host-memory device poisons them there. */
     void (*retire)(void *ctx, void *dev, size_t bytes, void *ev);
+    /** Optional (host-memory device): the weight bound at host key `host` is a compact copy of the
+     *  experts ids[0..n) of that stacked tensor (expert_bytes each, in that order), so its read check
+     *  compares chunk j with expert ids[j]. */
+    void (*note_gather)(void *ctx, const void *host, size_t expert_bytes, const int32_t *ids, int32_t n);
 } ex_device;
 
 /** The device emulated over host memory (CPU kernels; copies and ops synchronous). Its op table
@@ -83,7 +87,7 @@ void ex_device_host_free(ex_device *d);
 /** What the host-memory device saw: weight reads from a binding whose bytes differed from the host
  *  weight (poison or a stale slot: must stay 0), bound reads, bytes allocated now and at peak. */
 typedef struct ex_device_host_stats {
-    int64_t bad_reads, bound_reads, copies, retired;
+    int64_t bad_reads, bound_reads, copies, retired, gathers; /* gathers: compact expert copies bound */
     uint64_t alloc_bytes, peak_alloc_bytes;
 } ex_device_host_stats;
 ex_device_host_stats ex_device_host_get_stats(const ex_device *d);

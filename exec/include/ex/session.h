@@ -118,6 +118,18 @@ enum ats_status ex_session_round_graph(const ex_session *s, ats_phase_kind kind,
  *  length (all experts for routed experts; NULL / 0 for attention, whose data is the KV cache). */
 void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, size_t *bytes);
 
+/** The routed-expert ids of the last router op that ran (host buffer (n_tokens, k), borrowed):
+ *  valid once that router ran on the CPU or its backend flushed (exec/README.md "Residency"). */
+void ex_session_router_ids(const ex_session *s, const int32_t **ids, int64_t *n_tokens, int64_t *k);
+
+/** The next run of layer `layer`'s fused routed experts reads only the experts with
+ *  slot_of[e] >= 0 (n_expert entries, copied), laid out compactly: its expert tensors are views
+ *  with n_sel experts (same host data pointers, which the device table binds to the compact copy)
+ *  and each id e is replaced by slot_of[e] (an id with slot_of -1: ATS_EINVAL from that op).
+ *  One-shot: cleared when the layer's experts ran. slot_of NULL clears it. ATS_EINVAL (layer out
+ *  of range, n_sel < 1), ATS_ENOMEM. */
+enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const int32_t *slot_of, int64_t n_sel);
+
 #ifdef __cplusplus
 }
 #endif
