@@ -64,7 +64,9 @@ static void usage(FILE *f)
             "  --eps E            re-plan when the load deviates by >= E (default 0.15)\n"
             "  --interval I       minimum re-plan interval: TPOT multiple (default 5) or e.g. 200ms\n"
             "  --serialized       every plan serialized (llama.cpp's path: no copy/compute overlap)\n"
-            "  --cpu-only         no device even where there is one (every op on the CPU)\n",
+            "  --cpu-only         no device even where there is one (every op on the CPU)\n"
+            "  --timeline FILE    Chrome trace-event JSON (Perfetto) as ats sim writes: CPU, GPU compute stream,\n"
+            "                     copy engine, PCIe H2D (GPU op times from events on timed rounds)\n",
             ats_policy_names());
 }
 
@@ -159,7 +161,7 @@ int ats_cmd_run(int argc, char **argv)
     int dummy = 0, print_ids = 0, no_eos = 0, check_tensors = 0;
     enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
            O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND, O_KVTYPE, O_CHECK, O_POLICY, O_VRAM, O_HW, O_EPS,
-           O_INTERVAL, O_SERIAL, O_CPUONLY };
+           O_INTERVAL, O_SERIAL, O_CPUONLY, O_TIMELINE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
@@ -174,8 +176,9 @@ int ats_cmd_run(int argc, char **argv)
         {"vram-budget", required_argument, 0, O_VRAM}, {"hw", required_argument, 0, O_HW},
         {"eps", required_argument, 0, O_EPS}, {"interval", required_argument, 0, O_INTERVAL},
         {"serialized", no_argument, 0, O_SERIAL}, {"cpu-only", no_argument, 0, O_CPUONLY},
+        {"timeline", required_argument, 0, O_TIMELINE},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    const char *policy = NULL, *hw = "h200-host";
+    const char *policy = NULL, *hw = "h200-host", *tl_path = NULL;
     uint64_t vram = 0;
     int serialized = 0, cpu_only = 0;
     ats_controller_cfg ctrl = ats_controller_cfg_default();
@@ -258,6 +261,7 @@ int ats_cmd_run(int argc, char **argv)
         }
         case O_SERIAL: serialized = 1; break;
         case O_CPUONLY: cpu_only = 1; break;
+        case O_TIMELINE: tl_path = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':': ats_cli_missing_value("run", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
         default: ats_cli_bad_option("run", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
@@ -354,6 +358,11 @@ int ats_cmd_run(int argc, char **argv)
         ra.policy = policy;
         ra.hw = hw;
         ra.out_path = out_path;
+        ra.timeline_path = tl_path;
+        if (ats_cli_check_out("run", "--timeline", tl_path)) {
+            ex_model_free(m);
+            return ATS_EXIT_USAGE;
+        }
         ra.vram_budget = vram;
         ra.ctrl = ctrl;
         ra.so = so;
@@ -379,8 +388,8 @@ int ats_cmd_run(int argc, char **argv)
         ex_model_free(m);
         return ats_cli_exit_after_signal(prc);
     }
-    if (policy == NULL && (vram || serialized || cpu_only)) {
-        ats_cli_error("run", "--vram-budget, --serialized and --cpu-only go with --policy");
+    if (policy == NULL && (vram || serialized || cpu_only || tl_path)) {
+        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only and --timeline go with --policy");
         ex_model_free(m);
         return ATS_EXIT_USAGE;
     }

@@ -15,6 +15,7 @@
 #include "ats/policy.h"
 #include "atsc/hw_json.h"
 #include "atsc/results.h"
+#include "atsc/timeline.h"
 #include "cli.h"
 #include "ex/runtime.h"
 #include "run_policy.h"
@@ -41,10 +42,52 @@ static double pct(double *v, size_t n, double p)
     return v[lo] + (v[hi] - v[lo]) * (pos - (double)lo);
 }
 
+/* Timeline tracks (the simulator's layout: rounds, CPU, GPU compute stream, copy engine 0, PCIe). */
+typedef struct tl_ids {
+    atsc_timeline *tl;
+    int pid, rounds, cpu, gpu, ce;
+    const ats_graph *g;
+} tl_ids;
+
+/* One round on the timeline: CPU ops by the host clock; GPU ops by their events on timed rounds (on
+ * the others their host enqueue interval, args timed 0); transfers by their events; the PCIe H2D
+ * counter at each transfer's mean rate. */
+static void tl_round(tl_ids *t, ex_rt *rt, const ex_rt_round *info, int64_t idx)
+{
+    if (!t->tl) return;
+    ats_err err;
+    const char *rk[4] = {"round", "tokens", "promoted", "rescheduled"};
+    double rv[4] = {(double)idx, (double)info->tokens, (double)info->n_promoted, (double)info->rescheduled};
+    (void)atsc_timeline_slice_args(t->tl, t->rounds, info->phase == ATS_PHASE_DECODE ? "decode" : "prefill", "round",
+                                   info->t_start_s, info->latency_s, 4, rk, rv, &err);
+    ex_rt_op_times o = ex_rt_last_ops(rt);
+    const char *ok[3] = {"op", "timed", "exec_s"};
+    for (int32_t i = 0; i < o.n; i++) {
+        int gpu = o.backend[i] == ATS_GPU;
+        double ov[3] = {(double)i, gpu ? (double)info->timed_gpu : 1.0, o.t_exec_s[i]};
+        double d = o.t_end_s[i] - o.t_start_s[i];
+        (void)atsc_timeline_slice_args(t->tl, gpu ? t->gpu : t->cpu, t->g->ops[i].name, "op", o.t_start_s[i],
+                                       d > 0 ? d : 0, 3, ok, ov, &err);
+        if (!isnan(o.x_start_s[i])) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "w %s", t->g->ops[i].name);
+            double xd = o.x_end_s[i] - o.x_start_s[i];
+            const char *xk[2] = {"op", "bytes"};
+            double xv[2] = {(double)i, (double)o.x_bytes[i]};
+            (void)atsc_timeline_slice_args(t->tl, t->ce, nm, "weights", o.x_start_s[i], xd > 0 ? xd : 0, 2, xk, xv, &err);
+            if (xd > 0) {
+                (void)atsc_timeline_counter(t->tl, t->pid, "PCIe H2D", "GB/s", o.x_start_s[i],
+                                            (double)o.x_bytes[i] / xd / 1e9, &err);
+                (void)atsc_timeline_counter(t->tl, t->pid, "PCIe H2D", "GB/s", o.x_end_s[i], 0.0, &err);
+            }
+        }
+    }
+}
+
 /* One round through the runtime plus its results rows. */
 static int one_round(ex_rt *rt, const run_policy_args *a, atsc_results *w, int64_t idx, ats_phase_kind ph,
                      const int32_t *tok, int64_t n, float *logits, ex_rt_round *info, uint64_t *h2d, int32_t *off,
-                     atsc_op_row *ops)
+                     atsc_op_row *ops, tl_ids *tl)
 {
     ats_err err = {{0}};
     if (ex_rt_round_run(rt, ph, tok, n, logits, info, &err) != ATS_OK) {
@@ -53,6 +96,7 @@ static int one_round(ex_rt *rt, const run_policy_args *a, atsc_results *w, int64
     }
     *h2d += info->bytes_h2d;
     *off += info->n_off_plan;
+    tl_round(tl, rt, info, idx);
     if (!w) return ATS_EXIT_OK;
     atsc_round_row row = {idx, ph == ATS_PHASE_DECODE ? ATSC_PHASE_DECODE : ATSC_PHASE_PREFILL, (int32_t)n,
                           info->t_start_s, info->latency_s, info->n_promoted, info->rescheduled, info->bytes_h2d,
@@ -139,6 +183,22 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
             goto done;
         }
     }
+    tl_ids tl = {NULL, 0, 0, 0, 0, 0, g};
+    if (a->timeline_path) {
+        char cf[256];
+        snprintf(cf, sizeof cf, "{\"command\": \"run\", \"policy\": \"%s\", \"model\": \"%s\", \"vram_budget\": %llu}",
+                 a->policy, m->arch.name, (unsigned long long)a->vram_budget);
+        if (atsc_timeline_open(a->timeline_path, cf, &tl.tl, &err) != ATS_OK) {
+            ats_cli_error("run", "--timeline: %s", err.msg);
+            rc = ATS_EXIT_USAGE;
+            goto done;
+        }
+        tl.pid = atsc_timeline_process(tl.tl, a->policy);
+        tl.rounds = atsc_timeline_track(tl.tl, tl.pid, "rounds");
+        tl.cpu = atsc_timeline_track(tl.tl, tl.pid, "CPU");
+        tl.gpu = atsc_timeline_track(tl.tl, tl.pid, "GPU compute stream");
+        tl.ce = atsc_timeline_track(tl.tl, tl.pid, "copy engine 0");
+    }
     uint64_t h2d = 0;
     int32_t off = 0;
     int64_t idx = 0;
@@ -146,7 +206,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     ex_rt_round info;
     for (int64_t i = 0; i < a->n_prompt && rc == ATS_EXIT_OK && !ats_cli_stop; i += a->chunk) {
         int64_t nn = a->n_prompt - i < a->chunk ? a->n_prompt - i : a->chunk;
-        rc = one_round(rt, a, w, idx++, ATS_PHASE_PREFILL, a->prompt + i, nn, logits, &info, &h2d, &off, ops);
+        rc = one_round(rt, a, w, idx++, ATS_PHASE_PREFILL, a->prompt + i, nn, logits, &info, &h2d, &off, ops, &tl);
         pre_s += info.latency_s;
         resched_s += info.resched_cost_s;
     }
@@ -163,7 +223,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
         }
         printf(d ? " %d" : "%d", next);
         if (d + 1 == a->n_gen) break;
-        rc = one_round(rt, a, w, idx++, ATS_PHASE_DECODE, &next, 1, logits, &info, &h2d, &off, ops);
+        rc = one_round(rt, a, w, idx++, ATS_PHASE_DECODE, &next, 1, logits, &info, &h2d, &off, ops, &tl);
         if (rc == ATS_EXIT_OK) {
             tpot[nd++] = info.latency_s;
             dec_s += info.latency_s;
@@ -195,6 +255,15 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
                 1e3 * resched_s, off);
     }
 done:
+    if (tl.tl) {
+        if (rc == ATS_EXIT_OK && atsc_timeline_close(tl.tl, &err) != ATS_OK) {
+            ats_cli_error("run", "--timeline: %s", err.msg);
+            rc = ATS_EXIT_FAIL;
+        } else if (rc != ATS_EXIT_OK) {
+            atsc_timeline_abort(tl.tl);
+        }
+        tl.tl = NULL;
+    }
     if (w) {
         if (rc == ATS_EXIT_OK && atsc_results_close(w, &err) != ATS_OK) {
             ats_cli_error("run", "--out: %s", err.msg);

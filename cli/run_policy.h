@@ -9,7 +9,7 @@
 #include "ex/session.h"
 
 typedef struct run_policy_args {
-    const char *policy, *hw, *out_path;
+    const char *policy, *hw, *out_path, *timeline_path;
     uint64_t vram_budget;        /* [bytes] */
     ats_controller_cfg ctrl;     /* --eps, --interval */
     ex_session_opts so;          /* --ctx, --kv-type */

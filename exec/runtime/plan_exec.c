@@ -806,7 +806,7 @@ void ex_rt_gpu_busy(const ex_rt *rt, double *gpu_s, double *timed_round_s)
 }
 ex_rt_op_times ex_rt_last_ops(const ex_rt *rt)
 {
-    ex_rt_op_times t = {rt->n, rt->obs.backend, rt->t_start, rt->t_end, rt->t_exec, rt->x_start, rt->x_end};
+    ex_rt_op_times t = {rt->n, rt->obs.backend, rt->t_start, rt->t_end, rt->t_exec, rt->x_start, rt->x_end, rt->x_bytes};
     return t;
 }
 const ats_plan *ex_rt_last_plan(const ex_rt *rt) { return rt->plan; }

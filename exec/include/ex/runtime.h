@@ -167,6 +167,7 @@ typedef struct ex_rt_op_times {
     const uint8_t *backend;
     const double *t_start_s, *t_end_s, *t_exec_s;
     const double *x_start_s, *x_end_s;
+    const size_t *x_bytes;      /* bytes each op's transfer moved (valid where x_start_s is not NaN) */
 } ex_rt_op_times;
 ex_rt_op_times ex_rt_last_ops(const ex_rt *rt);
 /** The plan the last round ran (borrowed; valid until the next round). */
