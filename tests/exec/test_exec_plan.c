@@ -1,6 +1,6 @@
 /*
  * test_exec_plan — the plan executor (exec/runtime/plan_exec.c) without a GPU: every sched policy
- * runs tiny random qwen3 (F32, Q8_0) and qwen3moe (Q8_0) models on the host-memory device
+ * runs tiny random qwen3 (F32, Q8_0) and qwen3moe (Q8_0) models and stories260K (../shared) on the host-memory device
  * (ex_device_host_new: CPU kernels reading every device weight through the runtime's binding,
  * synchronous copies, temp slots poisoned with 0xFF after their last reader), at VRAM budgets that
  * keep about 100%, 50%, 10% and 0% of the weights off the device and, for the dense model, at every
@@ -237,6 +237,8 @@ static uint64_t fixed_bytes(const ex_model *m, const ats_hw *hw)
     return comp + (res > m->weight_bytes ? res - m->weight_bytes : 0) + 4096;
 }
 
+static void test_budgets(const ats_hw *hw, ex_model *m, uint64_t *rng, totals *t);
+
 static void test_model(const ats_hw *hw, int moe, ats_recipe recipe, uint64_t *rng, totals *t)
 {
     ats_arch a;
@@ -246,6 +248,17 @@ static void test_model(const ats_hw *hw, int moe, ats_recipe recipe, uint64_t *r
     uint64_t seed = tu_rand(rng);
     CHECK(ex_model_new_dummy(&a, recipe, seed, &m, &err) == ATS_OK);
     if (!m) return;
+    test_budgets(hw, m, rng, t);
+    ex_model_free(m);
+}
+
+/* Every policy at budgets of 0%, 50%, 90% and 105% of the weights + KV off the device (and each
+ * layer boundary of a dense model). */
+static void test_budgets(const ats_hw *hw, ex_model *m, uint64_t *rng, totals *t)
+{
+    const ats_arch a = m->arch;
+    const int moe = a.n_expert > 0;
+    ats_err err;
     int32_t prompt[PROMPT], gen[DECODE];
     for (int i = 0; i < PROMPT; i++) prompt[i] = (int32_t)(tu_rand(rng) % (uint64_t)a.n_vocab);
     float *ref = cpu_reference(m, prompt, gen);
@@ -284,7 +297,6 @@ static void test_model(const ats_hw *hw, int moe, ats_recipe recipe, uint64_t *r
         free_dev(dev);
     }
     free(ref);
-    ex_model_free(m);
 }
 
 /* Negative control: a read of a retired slot is seen (bad read, NaN output). */
@@ -340,6 +352,18 @@ int main(void)
     test_model(&hw, 0, ATS_RECIPE_F32, &rng, &t);
     g_bound = g_cuda ? 1e-1 : 0.0;
     test_model(&hw, 0, ATS_RECIPE_Q8_0, &rng, &t);
+    { /* stories260K (llama, F32 GGUF from ../shared) */
+        char sp[1024];
+        ex_model *m = NULL;
+        if (ex_model_load_gguf(tu_shared_path(sp, sizeof sp, "models/stories260K/stories260K.gguf"), &m, &err) == ATS_OK) {
+            g_bound = g_cuda ? 1e-3 : 0.0;
+            test_budgets(&hw, m, &rng, &t);
+            ex_model_free(m);
+        } else {
+            CHECK_MSG(0, "stories260K: %s", err.msg);
+        }
+        g_bound = g_cuda ? 1e-1 : 0.0;
+    }
     int64_t g0 = t.gathers;
     test_model(&hw, 1, ATS_RECIPE_Q8_0, &rng, &t);
     CHECK(g_cuda || t.gathers > g0); /* promoted routed experts moved compactly after their router */
