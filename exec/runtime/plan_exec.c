@@ -43,6 +43,9 @@
 #define ALIGN_BYTES 256u
 
 typedef struct phase_rt {
+    double *m_cpu, *m_gpu, *m_w; /* measured snapshot: last time of op i on the CPU, the GPU, its
+                                    transfer in this phase [s] (NaN: never measured) */
+    double r_cpu, r_gpu, r_w;    /* measured / model over the ops measured in the last round (0: none) */
     ats_graph *g;          /* graph the controller plans on (the phase's first round shape) */
     ats_costs nominal;     /* the controller's nominal: this round's shape, set before each round */
     ats_controller *ctrl;
@@ -115,6 +118,7 @@ ex_rt_cfg ex_rt_cfg_default(void)
     c.prompt_tok = 512;
     c.chunk_tok = 512;
     c.act_path = -1;
+    c.measured = 1;
     return c;
 }
 
@@ -136,6 +140,7 @@ static uint64_t compute_estimate(const ats_arch *a, const ats_graph *g, int64_t 
     uint64_t mat = 0, wid = E;
     for (int32_t i = 0; i < g->n_ops; i++) {
         const ats_op *op = &g->ops[i];
+        if (op->role == ATS_ROLE_OUTPUT) continue; /* the head runs on the last token only: GEMV, no workspace */
         uint64_t e = (uint64_t)op->n_out * (uint64_t)op->n_in;
         if (e > mat) mat = e;
         if ((uint64_t)op->n_in > wid) wid = (uint64_t)op->n_in;
@@ -180,6 +185,9 @@ void ex_rt_free(ex_rt *rt)
     }
     ex_session_free(rt->s); /* before the op table's owner frees it (forget) */
     for (int k = 0; k < 2; k++) {
+        free(rt->ph[k].m_cpu);
+        free(rt->ph[k].m_gpu);
+        free(rt->ph[k].m_w);
         ats_controller_free(rt->ph[k].ctrl);
         ats_costs_free(&rt->ph[k].nominal);
         ats_graph_free(rt->ph[k].g);
@@ -423,8 +431,18 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     }
     /* graphs, nominal costs, policy, placement (decode round at the prompt's context), controllers */
     const int64_t P = cfg->prompt_tok, C = cfg->chunk_tok < P ? cfg->chunk_tok : P;
-    for (int k = 0; k < 2; k++)
-        if ((st = ats_costs_init(&rt->ph[k].nominal, n))) goto fail;
+    for (int k = 0; k < 2; k++) {
+        phase_rt *ph = &rt->ph[k];
+        if ((st = ats_costs_init(&ph->nominal, n))) goto fail;
+        ph->m_cpu = malloc((size_t)n * sizeof(double));
+        ph->m_gpu = malloc((size_t)n * sizeof(double));
+        ph->m_w = malloc((size_t)n * sizeof(double));
+        if (!ph->m_cpu || !ph->m_gpu || !ph->m_w) {
+            st = ATS_ENOMEM;
+            goto fail;
+        }
+        for (int32_t i = 0; i < n; i++) ph->m_cpu[i] = ph->m_gpu[i] = ph->m_w[i] = NAN;
+    }
     if ((st = shape_costs(rt, ATS_PHASE_PREFILL, C, 0, &rt->ph[0].nominal, &rt->ph[0].g, err))) goto fail;
     if ((st = shape_costs(rt, ATS_PHASE_DECODE, 1, P, &rt->ph[1].nominal, &rt->ph[1].g, err))) goto fail;
     rt->compute_bytes = dev ? compute_estimate(&m->arch, rt->ph[0].g, C) : 0;
@@ -554,6 +572,15 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
         }
     }
     for (int32_t i = 0; i < n; i++) {
+        if (rt->eff[i] != ATS_GPU || !rt->w_host[i] || is_member(&g->ops[i])) continue;
+        int placed = rt->place.backend[i] == ATS_GPU;
+        int32_t k = rt->xfer_of[i];
+        if (!placed && (k < 0 || rt->issue_at[k] > i))
+            return ats_err_set(err, ATS_EINVAL,
+                               "plan: op %d '%s' runs on the GPU but its weight is neither resident nor moved before it "
+                               "(transfer %d, issued before op %d)", i, g->ops[i].name, k, k >= 0 ? rt->issue_at[k] : -1);
+    }
+    for (int32_t i = 0; i < n; i++) {
         ex_session_set_op_backend(rt->s, i, rt->eff[i] == ATS_GPU ? rt->gbe : rt->cpu);
         if (rt->eff[i] == ATS_GPU) rt->need_ev[i] |= (uint8_t)rt->timed;
     }
@@ -679,6 +706,48 @@ static enum ats_status hook(void *user, int32_t i, int after, ats_err *err)
     return ATS_OK;
 }
 
+/* The cost snapshot from measurements (DESIGN.md: "measured (exec)"): op i's last measured time on
+ * a resource where there is one, else the model's time scaled by measured / model of the ops
+ * measured there in the last round. ATTN ops keep the model's shape dependence (their time grows
+ * with the context) through the same ratio. Before any measurement: the model's (--hw). */
+static void measured_snapshot(const ex_rt *rt, const phase_rt *ph)
+{
+    const ats_graph *g = ex_session_graph(rt->s);
+    ats_costs *c = (ats_costs *)&ph->nominal;
+    for (int32_t i = 0; i < rt->n; i++) {
+        const int attn = g->ops[i].kind == ATS_OP_ATTN, exps = g->ops[i].kind == ATS_OP_EXPERTS;
+        if (!attn && !isnan(ph->m_cpu[i])) c->t_cpu[i] = ph->m_cpu[i];
+        else if (ph->r_cpu > 0) c->t_cpu[i] *= ph->r_cpu;
+        if (!attn && !isnan(ph->m_gpu[i])) c->t_gpu[i] = ph->m_gpu[i];
+        else if (ph->r_gpu > 0) c->t_gpu[i] *= ph->r_gpu;
+        if (!exps && !isnan(ph->m_w[i])) c->w[i] = ph->m_w[i];
+        else if (ph->r_w > 0) c->w[i] *= ph->r_w;
+    }
+}
+
+/* Records a round's measurements into the phase's snapshot (model = the round's model costs). */
+static void measure_into(ex_rt *rt, phase_rt *ph, const ats_costs *model)
+{
+    double sm[3] = {0, 0, 0}, so[3] = {0, 0, 0};
+    for (int32_t i = 0; i < rt->n; i++) {
+        double t = rt->obs.t_exec[i];
+        if (rt->eff[i] == ATS_CPU) {
+            ph->m_cpu[i] = t;
+            sm[0] += model->t_cpu[i], so[0] += t;
+        } else if (rt->timed) {
+            ph->m_gpu[i] = t;
+            sm[1] += model->t_gpu[i], so[1] += t;
+        }
+        if (!isnan(rt->obs.t_xfer[i])) {
+            ph->m_w[i] = rt->obs.t_xfer[i];
+            sm[2] += model->w[i], so[2] += rt->obs.t_xfer[i];
+        }
+    }
+    if (sm[0] > 0 && so[0] > 0) ph->r_cpu = so[0] / sm[0];
+    if (sm[1] > 0 && so[1] > 0) ph->r_gpu = so[1] / sm[1];
+    if (sm[2] > 0 && so[2] > 0) ph->r_w = so[2] / sm[2];
+}
+
 enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *tokens, int64_t n_tok, float *logits,
                                 ex_rt_round *info, ats_err *err)
 {
@@ -687,8 +756,10 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
     const int32_t n = rt->n;
     enum ats_status st;
     const int64_t pos = ex_session_pos(rt->s);
-    /* this round's nominal costs (the controller re-predicts the plan that ran under them) */
+    /* this round's nominal costs (the controller re-predicts the plan that ran under them): the
+     * model's for this round shape, then, once measured, the measured snapshot */
     if ((st = shape_costs(rt, phase, n_tok, pos, &ph->nominal, NULL, err))) return st;
+    if (rt->cfg.measured) measured_snapshot(rt, ph);
     int64_t t0 = mono_ns();
     if (!ph->started) {
         ats_load l0 = k == 1 && rt->ph[0].started ? ats_controller_load(rt->ph[0].ctrl) : ats_load_idle();
@@ -771,6 +842,14 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
         info->timed_gpu = rt->timed;
     }
     /* feed the controller; a re-plan's cost is measured here and reported with the next round */
+    if (rt->cfg.measured) {
+        ats_costs model;
+        if ((st = ats_costs_init(&model, n))) return st;
+        st = shape_costs(rt, phase, n_tok, pos, &model, NULL, err);
+        if (st == ATS_OK) measure_into(rt, ph, &model);
+        ats_costs_free(&model);
+        if (st) return st;
+    }
     int64_t tc = mono_ns();
     ats_resched_report rep;
     st = ats_controller_observe(ph->ctrl, &rt->obs, latency, (double)(tc - rt->epoch_ns) * 1e-9, NULL, &rep, err);

@@ -175,7 +175,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         int64_t nn = PROMPT - i < CHUNK ? PROMPT - i : CHUNK;
         ex_rt_round info;
         st = ex_rt_round_run(rt, ATS_PHASE_PREFILL, prompt + i, nn, logits, &info, &err);
-        CHECK_MSG(st == ATS_OK, "%s: %s", policy, err.msg);
+        CHECK_MSG(st == ATS_OK, "%s %s at %llu bytes: %s", m->arch.name, policy, (unsigned long long)budget, err.msg);
         if (st) break;
         t->promoted_rounds += info.n_promoted > 0;
         t->off_plan += info.n_off_plan;

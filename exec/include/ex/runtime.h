@@ -111,6 +111,10 @@ typedef struct ex_rt_cfg {
     int act_path;                /* -1: the plan's; ATS_ACT_SM / ATS_ACT_CE (the ablation's) */
     int time_every;              /* GPU op times by events every this many rounds (≥ 1; 0 = auto:
                                     so that event cost stays below ~2% of a round) */
+    int measured;                /* 1 (default): after the first round of a phase its cost snapshot
+                                    is the measured one (each op's last measured time; unmeasured ops
+                                    the model's scaled by measured / model); 0: the --hw model's,
+                                    scaled only by the controller's load factors */
 } ex_rt_cfg;
 
 ex_rt_cfg ex_rt_cfg_default(void);

@@ -36,6 +36,7 @@
  */
 #include "common.cuh"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -143,13 +144,21 @@ static ex_gpu_status get_mirror(cuda_be *c, const void *host, size_t bytes, void
             *out = c->m[i].dev;
             return EX_GPU_OK;
         }
-        if (c->m[i].bound) return EX_GPU_EINVAL; /* the runtime bound fewer bytes than the op reads */
+        if (c->m[i].bound) { /* the runtime bound fewer bytes than the op reads: its bug, said once here */
+            fprintf(stderr, "ats cuda backend: weight at host %p: %zu bytes bound, the op reads %zu\n", host,
+                    c->m[i].bytes, bytes);
+            return EX_GPU_EINVAL;
+        }
         EXC_CUDA(cudaStreamSynchronize(c->s));
         cudaFree(c->m[i].dev);
         c->m[i] = c->m[--c->n_m];
         if (rehash(c, c->hcap)) return EX_GPU_ENOMEM;
     }
-    if (c->bound_only) return EX_GPU_EINVAL; /* a weight the runtime did not place */
+    if (c->bound_only) { /* a weight the runtime did not place: its bug, said here */
+        fprintf(stderr, "ats cuda backend: weight at host %p (%zu bytes) has no device address (bound_only)\n", host,
+                bytes);
+        return EX_GPU_EINVAL;
+    }
     if (c->n_m == c->cap_m) {
         int cap = c->cap_m ? 2 * c->cap_m : 64;
         mirror *m = (mirror *)realloc(c->m, (size_t)cap * sizeof *m);
