@@ -140,7 +140,7 @@ static uint64_t compute_estimate(const ats_arch *a, const ats_graph *g, int64_t 
     uint64_t mat = 0, wid = E;
     for (int32_t i = 0; i < g->n_ops; i++) {
         const ats_op *op = &g->ops[i];
-        if (op->role == ATS_ROLE_OUTPUT) continue; /* the head runs on the last token only: GEMV, no workspace */
+        if (op->role == ATS_ROLE_OUTPUT || op->kind == ATS_OP_EMBED) continue; /* last token only (GEMV) / a row lookup */
         uint64_t e = (uint64_t)op->n_out * (uint64_t)op->n_in;
         if (e > mat) mat = e;
         if ((uint64_t)op->n_in > wid) wid = (uint64_t)op->n_in;
