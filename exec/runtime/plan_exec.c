@@ -46,6 +46,10 @@ typedef struct phase_rt {
     double *m_cpu, *m_gpu, *m_w; /* measured snapshot: last time of op i on the CPU, the GPU, its
                                     transfer in this phase [s] (NaN: never measured) */
     double r_cpu, r_gpu, r_w;    /* measured / model over the ops measured in the last round (0: none) */
+    int64_t n_obs;               /* rounds fed to a controller of this phase */
+    int64_t n_calib;             /* re-plans on a new measured snapshot (not counted by the controller) */
+    int calibrated;              /* the nominal is the measured snapshot (frozen; the controller's load
+                                    factors are relative to it from then on) */
     ats_graph *g;          /* graph the controller plans on (the phase's first round shape) */
     ats_costs nominal;     /* the controller's nominal: this round's shape, set before each round */
     ats_controller *ctrl;
@@ -456,7 +460,10 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
                          (long long)C);
         goto fail;
     }
-    pc.vram_budget_bytes = cfg->vram_budget_bytes - rt->compute_bytes - extras;
+    /* in 64 KiB units: the policy's temp ring is then a multiple of 512 bytes (M/4, M/8, M/16, or twice a
+       weight's size), so double-buffer slots (capacity/2) and ring offsets (sums of weight sizes) keep the
+       16-byte alignment the GPU's vector loads need */
+    pc.vram_budget_bytes = (cfg->vram_budget_bytes - rt->compute_bytes - extras) & ~(uint64_t)65535;
     pc.n_copy_engines = 1;
     pc.hostmem_cpu_factor = cfg->hw->hostmem_cpu_factor > 0 ? cfg->hw->hostmem_cpu_factor : 1.0;
     pc.promote_kv_prefill = 0; /* the executor keeps a layer's KV cache with its attention op (README) */
@@ -565,6 +572,10 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
                                    "temp ring %llu", k, x->op, (unsigned long long)x->bytes,
                                    (unsigned long long)x->offset_bytes, rt->w_bytes[x->op],
                                    (unsigned long long)rt->temp_bytes);
+            if (x->offset_bytes % 16)
+                return ats_err_set(err, ATS_EINVAL,
+                                   "plan: transfer %d of op %d at temp offset %llu: not 16-byte aligned (the GPU kernels' "
+                                   "vector loads need it)", k, x->op, (unsigned long long)x->offset_bytes);
             rt->xfer_of[x->op] = k;
             if (rt->wait_of[k] >= 0) rt->need_ev[rt->wait_of[k]] = 1;
             if (x->has_wait_router && !(x->prefetch && !(rt->cfg.serialized || pl->serialized)))
@@ -758,8 +769,7 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
     const int64_t pos = ex_session_pos(rt->s);
     /* this round's nominal costs (the controller re-predicts the plan that ran under them): the
      * model's for this round shape, then, once measured, the measured snapshot */
-    if ((st = shape_costs(rt, phase, n_tok, pos, &ph->nominal, NULL, err))) return st;
-    if (rt->cfg.measured) measured_snapshot(rt, ph);
+    if (!ph->calibrated && (st = shape_costs(rt, phase, n_tok, pos, &ph->nominal, NULL, err))) return st;
     int64_t t0 = mono_ns();
     if (!ph->started) {
         ats_load l0 = k == 1 && rt->ph[0].started ? ats_controller_load(rt->ph[0].ctrl) : ats_load_idle();
@@ -842,7 +852,7 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
         info->timed_gpu = rt->timed;
     }
     /* feed the controller; a re-plan's cost is measured here and reported with the next round */
-    if (rt->cfg.measured) {
+    if (rt->cfg.measured && !ph->calibrated) {
         ats_costs model;
         if ((st = ats_costs_init(&model, n))) return st;
         st = shape_costs(rt, phase, n_tok, pos, &model, NULL, err);
@@ -854,8 +864,22 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
     ats_resched_report rep;
     st = ats_controller_observe(ph->ctrl, &rt->obs, latency, (double)(tc - rt->epoch_ns) * 1e-9, NULL, &rep, err);
     if (st) return st;
+    ph->n_obs++;
     ph->pending_resched = rep.rescheduled;
-    ph->pending_cost_s = rep.rescheduled ? (double)(mono_ns() - tc) * 1e-9 : 0.0;
+    /* the phase's first measured round (GPU ops timed): from now on its nominal snapshot is the
+     * measured one, and the controller re-plans on it (a re-schedule, counted and costed here) */
+    if (rt->cfg.measured && !ph->calibrated && (rt->timed || !rt->dev)) {
+        measured_snapshot(rt, ph);
+        ph->calibrated = 1;
+        ats_controller_free(ph->ctrl);
+        ph->ctrl = NULL;
+        if ((st = ats_controller_new(rt->pol, ph->g, &rt->place, &ph->nominal, &rt->cfg.ctrl, &ph->ctrl, err)) ||
+            (st = ats_controller_start(ph->ctrl, (double)(mono_ns() - rt->epoch_ns) * 1e-9, ats_load_idle(), NULL, err)))
+            return st;
+        ph->pending_resched = 1;
+        ph->n_calib++;
+    }
+    ph->pending_cost_s = ph->pending_resched ? (double)(mono_ns() - tc) * 1e-9 : 0.0;
     if (info) info->load = ats_controller_load(ph->ctrl);
     rt->round_idx++;
     return ATS_OK;
@@ -872,11 +896,12 @@ void ex_rt_layout(const ex_rt *rt, uint64_t *resident, uint64_t *temp, uint64_t 
 }
 int64_t ex_rt_n_reschedules(const ex_rt *rt)
 {
-    return ats_controller_n_reschedules(rt->ph[0].ctrl) + ats_controller_n_reschedules(rt->ph[1].ctrl);
+    return ats_controller_n_reschedules(rt->ph[0].ctrl) + ats_controller_n_reschedules(rt->ph[1].ctrl) +
+           rt->ph[0].n_calib + rt->ph[1].n_calib;
 }
 int64_t ex_rt_n_observed(const ex_rt *rt)
 {
-    return ats_controller_n_rounds(rt->ph[0].ctrl) + ats_controller_n_rounds(rt->ph[1].ctrl);
+    return rt->ph[0].n_obs + rt->ph[1].n_obs;
 }
 void ex_rt_gpu_busy(const ex_rt *rt, double *gpu_s, double *timed_round_s)
 {
