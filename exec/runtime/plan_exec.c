@@ -86,6 +86,7 @@ struct ex_rt {
     uint8_t *eff;              /* backend each op runs on this round */
     uint8_t *need_ev;          /* some transfer waits for this op's end */
     uint8_t *skip;             /* per transfer: not issued (off-plan consumer) */
+    uint8_t *kv_drop;          /* per op: a promoted attention: its KV slab leaves the device after it */
     int32_t *issue_at;         /* per transfer: before which op it is issued */
     int32_t *wait_of;          /* per transfer: serialized-adjusted wait_op (-1 none) */
     int32_t *xfer_of;          /* per op: transfer feeding it, -1 none (and not skipped) */
@@ -200,7 +201,7 @@ void ex_rt_free(ex_rt *rt)
     ats_policy_free(rt->pol);
     ats_round_obs_free(&rt->obs);
     free(rt->w_host); free(rt->w_bytes); free(rt->ev_end); free(rt->ev_start); free(rt->xev0); free(rt->xev1);
-    free(rt->eff); free(rt->need_ev); free(rt->skip); free(rt->issue_at); free(rt->wait_of); free(rt->xfer_of);
+    free(rt->eff); free(rt->need_ev); free(rt->kv_drop); free(rt->skip); free(rt->issue_at); free(rt->wait_of); free(rt->xfer_of);
     free(rt->group_first); free(rt->t_gpu_last); free(rt->t_start); free(rt->t_end); free(rt->t_exec);
     free(rt->x_start); free(rt->x_end); free(rt->x_bytes); free(rt->sel); free(rt->slot_of);
     free(rt);
@@ -400,6 +401,7 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     rt->ev_start = calloc((size_t)n, sizeof *rt->ev_start);
     rt->eff = calloc((size_t)n, 1);
     rt->need_ev = calloc((size_t)n, 1);
+    rt->kv_drop = calloc((size_t)n, 1);
     rt->xfer_of = calloc((size_t)n, sizeof *rt->xfer_of);
     rt->group_first = calloc((size_t)n, sizeof *rt->group_first);
     rt->t_gpu_last = calloc((size_t)n, sizeof *rt->t_gpu_last);
@@ -418,7 +420,7 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
             goto fail;
         }
     }
-    if (!rt->w_host || !rt->w_bytes || !rt->ev_end || !rt->ev_start || !rt->eff || !rt->need_ev || !rt->xfer_of ||
+    if (!rt->w_host || !rt->w_bytes || !rt->ev_end || !rt->ev_start || !rt->eff || !rt->need_ev || !rt->kv_drop || !rt->xfer_of ||
         !rt->group_first || !rt->t_gpu_last || !rt->t_start || !rt->t_end || !rt->t_exec || !rt->x_start || !rt->x_end) {
         st = ATS_ENOMEM;
         goto fail;
@@ -466,7 +468,6 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     pc.vram_budget_bytes = (cfg->vram_budget_bytes - rt->compute_bytes - extras) & ~(uint64_t)65535;
     pc.n_copy_engines = 1;
     pc.hostmem_cpu_factor = cfg->hw->hostmem_cpu_factor > 0 ? cfg->hw->hostmem_cpu_factor : 1.0;
-    pc.promote_kv_prefill = 0; /* the executor keeps a layer's KV cache with its attention op (README) */
     if ((st = ats_policy_new(cfg->policy, &pc, &rt->pol, err))) goto fail;
     if ((st = ats_placement_init(&rt->place, n))) goto fail;
     if ((st = ats_policy_place(rt->pol, rt->ph[1].g, &rt->ph[1].nominal, &rt->place, err))) goto fail;
@@ -525,6 +526,7 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
     for (int32_t i = 0; i < n; i++) {
         rt->eff[i] = rt->dev ? pl->ops[i].backend : ATS_CPU;
         rt->need_ev[i] = 0;
+        rt->kv_drop[i] = 0;
         rt->xfer_of[i] = -1;
     }
     int32_t prev = 0;
@@ -562,6 +564,11 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
     }
     for (int32_t k = 0; k < pl->n_wxfers; k++) {
         const ats_wxfer *x = &pl->wxfers[k];
+        if (g->ops[x->op].kind == ATS_OP_ATTN) { /* promote_kv: the op table moves the KV rows itself */
+            rt->skip[k] = 1;
+            rt->kv_drop[x->op] = rt->eff[x->op] == ATS_GPU;
+            continue;
+        }
         rt->skip[k] = rt->eff[x->op] != ATS_GPU || !rt->w_host[x->op];
         rt->x_bytes[x->op] = rt->w_bytes[x->op]; /* routed experts: set when the router has chosen */
         if (!rt->skip[k]) {
@@ -708,6 +715,18 @@ static enum ats_status hook(void *user, int32_t i, int after, ats_err *err)
     if (rt->eff[i] != ATS_GPU) return ATS_OK;
     if (rt->need_ev[i] && (st = d->record(d->ctx, rt->ev_end[i], EX_DEV_COMPUTE, err)))
         return ats_err_set(err, st, "op %d '%s': %s", i, g->ops[i].name, err->msg);
+    if (rt->kv_drop[i]) { /* a promoted attention: its new KV rows back to the host, its slab off the device */
+        void *kc, *vc;
+        size_t kb;
+        ex_session_kv_layer(rt->s, g->ops[i].layer, &kc, &vc, &kb);
+        if (rt->gbe->flush && (st = rt->gbe->flush(rt->gbe->ctx, 1)))
+            return ats_err_set(err, st, "op %d '%s': bringing its KV rows back", i, g->ops[i].name);
+        if (rt->gbe->forget) {
+            rt->gbe->forget(rt->gbe->ctx, kc, kb);
+            rt->gbe->forget(rt->gbe->ctx, vc, kb);
+        }
+        rt->round_h2d += 2 * kb * (size_t)ex_session_pos(rt->s) / (size_t)ex_session_n_ctx(rt->s); /* rows uploaded */
+    }
     int32_t k = rt->xfer_of[i];
     if (k >= 0) { /* R4: its slot is free once this op ended */
         const ats_wxfer *x = &rt->plan->wxfers[k];

@@ -407,6 +407,18 @@ void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, siz
         *bytes = (size_t)(t->row_bytes * (uint64_t)t->ne[1] * (uint64_t)(t->ne[2] > 0 ? t->ne[2] : 1));
 }
 
+void ex_session_kv_layer(const ex_session *s, int64_t layer, void **k, void **v, size_t *bytes)
+{
+    *k = *v = NULL;
+    *bytes = 0;
+    const ats_arch *a = &s->m->arch;
+    if (layer < 0 || layer >= a->n_layer) return;
+    const size_t one = (size_t)(s->n_ctx * a->n_head_kv * a->head_dim) * kv_elem_bytes(s->kv_type);
+    *k = (char *)s->k_cache + (size_t)layer * one;
+    *v = (char *)s->v_cache + (size_t)layer * one;
+    *bytes = one;
+}
+
 void ex_session_router_ids(const ex_session *s, const int32_t **ids, int64_t *n_tokens, int64_t *k)
 {
     *ids = s->ids;

@@ -118,6 +118,10 @@ enum ats_status ex_session_round_graph(const ex_session *s, ats_phase_kind kind,
  *  length (all experts for routed experts; NULL / 0 for attention, whose data is the KV cache). */
 void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, size_t *bytes);
 
+/** Host KV cache of layer `layer`: K and V slabs (n_ctx rows of the session's kv_type each, *bytes
+ *  bytes each; borrowed). NULL / 0 for a layer out of range. */
+void ex_session_kv_layer(const ex_session *s, int64_t layer, void **k, void **v, size_t *bytes);
+
 /** The routed-expert ids of the last router op that ran (host buffer (n_tokens, k), borrowed):
  *  valid once that router ran on the CPU or its backend flushed (exec/README.md "Residency"). */
 void ex_session_router_ids(const ex_session *s, const int32_t **ids, int64_t *n_tokens, int64_t *k);
