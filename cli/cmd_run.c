@@ -152,7 +152,40 @@ static int make_prompt(const ex_model *m, const char *model, const char *prompt,
     return ATS_EXIT_OK;
 }
 
-int ats_cmd_run(int argc, char **argv)
+/* The options of `ats run` (run_parse fills it). */
+typedef struct run_opts {
+    const char *model;
+    const char *prompt;
+    const char *quant;
+    const char *out_path;
+    const char *policy;
+    const char *hw;
+    const char *tl_path;
+    const char *backend;
+    long long n_gen;
+    long long threads;
+    long long n_ctx;
+    long long chunk;
+    long long split;
+    long long prompt_tokens;
+    long long seed;
+    long long top_k;
+    double temp;
+    double top_p;
+    int dummy;
+    int print_ids;
+    int no_eos;
+    int check_tensors;
+    int serialized;
+    int cpu_only;
+    uint64_t vram;
+    ats_controller_cfg ctrl;
+    ats_qtype kv_type;
+} run_opts;
+
+/* Parses and checks the options; -1 when the run goes on (o filled), else the exit code. Long because
+ * it is one switch over the ~30 options, each with its own one-line message. */
+static int run_parse(int argc, char **argv, run_opts *o)
 {
     const char *model = NULL, *prompt = "", *quant = NULL, *out_path = NULL;
     long long n_gen = 256, threads = 0, n_ctx = 0, chunk = 512, split = -1, prompt_tokens = 0;
@@ -278,6 +311,73 @@ int ats_cmd_run(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("run", "--out", out_path)) return ATS_EXIT_USAGE; /* before loading the model */
+    run_opts r = {0};
+    r.model = model;
+    r.prompt = prompt;
+    r.quant = quant;
+    r.out_path = out_path;
+    r.policy = policy;
+    r.hw = hw;
+    r.tl_path = tl_path;
+    r.backend = backend;
+    r.n_gen = n_gen;
+    r.threads = threads;
+    r.n_ctx = n_ctx;
+    r.chunk = chunk;
+    r.split = split;
+    r.prompt_tokens = prompt_tokens;
+    r.seed = seed;
+    r.top_k = top_k;
+    r.temp = temp;
+    r.top_p = top_p;
+    r.dummy = dummy;
+    r.print_ids = print_ids;
+    r.no_eos = no_eos;
+    r.check_tensors = check_tensors;
+    r.serialized = serialized;
+    r.cpu_only = cpu_only;
+    r.vram = vram;
+    r.ctrl = ctrl;
+    r.kv_type = kv_type;
+    *o = r;
+    return -1;
+}
+
+/* Long (~340 lines) because it is the split-backend run in sequence: model load, backend setup, session,
+ * results file, the prefill and decode loops with their stop conditions, the statistics lines; the
+ * options are parsed by run_parse, the prompt made by make_prompt, and --policy runs in run_policy.c. */
+int ats_cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int prc = run_parse(argc, argv, &o);
+    if (prc >= 0) return prc;
+    const char *model = o.model;
+    const char *prompt = o.prompt;
+    const char *quant = o.quant;
+    const char *out_path = o.out_path;
+    const char *policy = o.policy;
+    const char *hw = o.hw;
+    const char *tl_path = o.tl_path;
+    const char *backend = o.backend;
+    long long n_gen = o.n_gen;
+    long long threads = o.threads;
+    long long n_ctx = o.n_ctx;
+    long long chunk = o.chunk;
+    long long split = o.split;
+    long long prompt_tokens = o.prompt_tokens;
+    long long seed = o.seed;
+    long long top_k = o.top_k;
+    double temp = o.temp;
+    double top_p = o.top_p;
+    int dummy = o.dummy;
+    int print_ids = o.print_ids;
+    int no_eos = o.no_eos;
+    int check_tensors = o.check_tensors;
+    int serialized = o.serialized;
+    int cpu_only = o.cpu_only;
+    uint64_t vram = o.vram;
+    ats_controller_cfg ctrl = o.ctrl;
+    ats_qtype kv_type = o.kv_type;
     if (threads > 0) omp_set_num_threads((int)threads);
     ats_err err = {{0}};
     ex_model *m = NULL;
