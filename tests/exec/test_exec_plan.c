@@ -12,6 +12,7 @@
  *    saw poison; copies issued before a slot's last reader ran would be seen here);
  *  - peak device allocation ≤ the budget; the controller observed every round;
  *  - over all runs, some promoted weights were copied and retired (the slot path ran).
+ * Each policy also runs serialized (--serialized, R7) at two budgets, with the same checks.
  * Negative control: a bound weight retired (poisoned) and then read is counted as a bad read and
  * gives NaN outputs.
  * A budget below the compute buffers is refused with ATS_EINFEASIBLE and a message with numbers.
@@ -138,6 +139,8 @@ typedef struct totals {
 } totals;
 
 /* One run of `policy` at `budget` on a fresh host device; 1 when it ran, 0 when refused. */
+static int g_serialized; /* runs with ex_rt_cfg.serialized (R7, --serialized) */
+
 static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint64_t budget, const int32_t *prompt,
                    const int32_t *gen, const float *ref, totals *t)
 {
@@ -151,6 +154,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     cfg.prompt_tok = PROMPT;
     cfg.chunk_tok = CHUNK;
     cfg.time_every = 2;
+    cfg.serialized = g_serialized;
     ex_session_opts so = ex_session_opts_default();
     so.n_ctx = 64;
     ex_rt *rt = NULL;
@@ -279,6 +283,10 @@ static void test_budgets(const ats_hw *hw, ex_model *m, uint64_t *rng, totals *t
         int ran = 0;
         if (!moe && !strcmp(pols[p], "expert")) continue; /* KTransformers' rule needs routed experts */
         for (int b = 0; b < nb; b++) ran += run_one(m, hw, pols[p], budgets[b], prompt, gen, ref, t);
+        /* the same plans serialized (llama.cpp's path: every transfer after the op before its consumer) */
+        g_serialized = 1;
+        for (int b = 1; b < 3; b++) run_one(m, hw, pols[p], budgets[b], prompt, gen, ref, t);
+        g_serialized = 0;
         CHECK_MSG(ran > 0, "policy %s never ran on %s", pols[p], a.name);
     }
     /* a budget below the compute buffers: refused with the numbers */
