@@ -52,7 +52,7 @@
  * States of earlier positions are also dropped when a newer state dominates them for every
  * continuation (R is capped below at E − the largest transfer still to come, where it no longer
  * matters); each transition costs O(log n) through prefix sums of the default path. Measured:
- * 16 µs for Qwen3-14B decode, 0.13-0.2 ms for Llama-3.1-70B (experiments/bench/bench-sched.json).
+ * 16 µs for Qwen3-14B decode, 0.13-0.2 ms for Llama-3.1-70B (experiments/sched-speed/bench-sched.json).
  * Requires the graph property that ops strictly between an EXPERTS op and its router are EXPERTS ops
  * of the same router (true for ats_graph_build graphs); ATS_EINVAL otherwise.
  *
