@@ -113,9 +113,9 @@ const char ats_cli_slice_help[] =
     "(and the stressor's CPU hogs) ask for (Linux >= 6.12, EEVDF; older kernels ignore it). With the\n"
     "default ~3 ms slice a probe thread woken next to hogs often ran its whole 2 ms probe before they got\n"
     "the CPU back, so the recorder read the CPU far less loaded than the stressor's own probes did\n"
-    "(H200 host: +23% and +55%; with 0.1 ms slices -6%; traces/README.md). A baseline file records the\n"
-    "slice it was measured with (7th field); with --baseline the probes (and the stressor's hogs) use it,\n"
-    "and a different --slice-us is refused.\n";
+    "(H200 host: +23% and +55%; with 0.1 ms slices -6%; experiments/stress-accuracy/). A baseline file\n"
+    "records the slice it was measured with (7th field); with --baseline the probes (and the stressor's\n"
+    "hogs) use it, and a different --slice-us is refused.\n";
 
 const char ats_cli_pin_help[] =
     "--pin: CPU probe thread j runs only on the (j mod n)-th of the n CPUs this process may use (--threads\n"
