@@ -176,10 +176,9 @@ static void machine_json(json_t *root, const bench_opts *o)
  * -march. The former 2 accumulators of 64 bytes (8 xmm registers; 8 x 64 bytes would spill) on the
  * 2-core dev VM, best of 7-11 reps, a stand-alone copy of each loop at -O2: 2 threads 52 ->
  * 56-58 GB/s while the host was quiet, 34 -> 33 (no difference) while it was busy; 1 thread 26 -> 28-30;
- * AVX-512 8 x 64 bytes (target attribute) 50 / 32 / 25, no better. On the H200 host the old probe read
- * 65 GB/s (median of 7) where the F32 GEMV streamed 107; the best rep and the dynamic split (a slow
- * thread cannot hold a rep back, as in the GEMV's dynamic row tiles) are the suspects, not yet measured
- * there. */
+ * AVX-512 8 x 64 bytes (target attribute) 50 / 32 / 25, no better. On the H200 host a median of 7
+ * static-split reps read 65 GB/s where the F32 GEMV streamed 107; the fastest rep of either split reads
+ * 122-132 GB/s there (median ~110; experiments/kernels/README.md). */
 typedef uint64_t v2u64 __attribute__((vector_size(16)));
 typedef struct dram_probe {
     double best_Bps, median_Bps, slowest_Bps; /* over all reps [B/s] */

@@ -218,7 +218,7 @@ static void test_inspect_models(void)
         rc = run(args, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 0 && strstr(out, "index,name,kind"), "%s csv: rc %d", models[i], rc);
     }
-    /* the example, with its totals */
+    /* the README's first inspect example, with its totals */
     CHECK(run("inspect --model qwen3-14b --quant q4_k_m --phase decode --ctx 2048", out, sizeof out, err, sizeof err) == 0);
     CHECK(strstr(out, "403 ops") && strstr(out, "14.768 B parameters") && strstr(out, "320.00 MiB at 2048 tokens"));
 }

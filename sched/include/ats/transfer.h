@@ -123,8 +123,8 @@ typedef struct ats_transfer_opts {
     int no_prune;               /* model A: 1 disables the cross-position dominance pruning (same
                                    result, O(P²) transitions; for tests); default 0 */
     int promote_kv;             /* 1: ATTN ops are promotable with their KV cache (see the file
-                                   comment); default 0. Added for prefill rounds (issue 3/4 paper
-                                   check, Fig. 10). */
+                                   comment); default 0. Prefill rounds switch it on
+                                   (ats_policy_cfg.promote_kv_prefill; experiments/paper-check §2). */
 } ats_transfer_opts;
 
 ats_transfer_opts ats_transfer_opts_default(void);
