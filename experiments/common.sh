@@ -30,7 +30,7 @@ ex_setup() {
         deps=(-DCMAKE_PREFIX_PATH="$top/.deps/root/usr" -DGSL_ROOT_DIR="$top/.deps/root/usr")
         export LD_LIBRARY_PATH=$top/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
     fi
-    say "$(basename "$0") $(date -u +%FT%TZ), tree $(git rev-parse --short HEAD 2>/dev/null || echo '(no git metadata)'), kernel $(uname -r)"
+    say "$0 $(date -u +%FT%TZ), tree $(git rev-parse --short HEAD 2>/dev/null || echo '(no git metadata)'), kernel $(uname -r)"
     say "cpu:$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc)$(grep -q avx512_vnni /proc/cpuinfo && echo ', avx512_vnni')"
     command -v nvidia-smi > /dev/null && say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -1)"
     cmake -S . -B "$B" "${deps[@]}" -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" -DATS_CUDA="${ATS_CUDA:-ON}" \
