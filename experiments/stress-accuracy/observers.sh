@@ -15,6 +15,7 @@ out=${1:-}; shift || true
 [ $# -gt 0 ] || set -- ""
 ex_setup "$out" ats
 level=${LEVEL:-0.4}; dur=${DURATION:-60}; n=${RECORDERS:-2}; iv=${INTERVAL:-0.1}
+margin=$(( dur > 20 ? 5 : 1 ))   # s left out at each end of the loaded stretch
 { lscpu; echo; cat /sys/kernel/mm/transparent_hugepage/enabled; } > "$OUT/machine.txt" 2>&1
 ms=""
 for i in $(seq "${IDLE:-8}"); do
@@ -40,7 +41,7 @@ for arm in "$@"; do
     say "arm $a '${arm}': baseline $(awk '{printf "%.3f ms (%d GEMVs)", $1 * 1e3, $4}' "$W/base-$a.txt")"
     grep -E "^cpu +[0-9.]+ +[0-9.]+ +[01]\.[0-9]+" "$OUT/stress-$a.txt" | head -1 | sed 's/^/  stressor: /' | tee -a "$S"
     for r in $(seq "$n"); do
-        say "  recorder $r: $("$A" trace compare "$OUT/rec-$a-$r.h5" "$W/level.h5" --margin 5 2>/dev/null |
+        say "  recorder $r: $("$A" trace compare "$OUT/rec-$a-$r.h5" "$W/level.h5" --margin $margin 2>/dev/null |
             awk '$1 == "cpu" {print "mean", $5, "error", $6}') ($(grep -o 'probe lock: [0-9]* of [0-9]*' "$W/rec-$a-$r.log"))"
     done
 done

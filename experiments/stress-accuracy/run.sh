@@ -15,7 +15,7 @@ out=${1:-}
 target=${2:-fig13}
 case $target in fig13 | check) ;; *) echo "TARGET: fig13 or check, not '$target'" >&2; exit 2 ;; esac
 ex_setup "$out" ats
-export ATS_LOAD=$A STRESS_ARGS=${STRESS_ARGS:---hogs-gpu 16}
+export ATS_LOAD=$A STRESS_ARGS=${STRESS_ARGS---hogs-gpu 16}   # set but empty: no extra flags
 need=$([ "$target" = fig13 ] && echo 200 || echo 110)
 for r in $(seq "${RUNS:-1}"); do
     ex_left $(( ${LIMIT_S:-580} - need )) || { say "run $r skipped at $((SECONDS - T0)) s"; continue; }
