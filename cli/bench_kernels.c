@@ -1,5 +1,5 @@
 /*
- * `ats bench kernels` — speed of the executor's kernels against measured ceilings (issue 5):
+ * `ats bench kernels` — speed of the executor's kernels against measured ceilings:
  * - GPU decode GEMV per weight type at Qwen3-14B shapes, as a fraction of the measured HBM read
  *   bandwidth (ex_cuda_read_probe over 4 GiB); bytes counted = weight bytes (activations are < 0.2%).
  * - GPU prefill GEMM (dequantize + cublasGemmEx, n_tok tokens) in TFLOP/s next to cuBLAS's own F16
@@ -11,7 +11,7 @@
  * of --reps runs. Weights are random values quantized by the CPU code (ex_quantize_row); several
  * copies are cycled so the working set exceeds the GPU's L2 / the CPU's last-level cache.
  * Writes a table to stdout and JSON (commit, machine, parameters, figures) to --out (default
- * ./bench-kernels.json; the committed H200 figures, experiments/bench/bench-kernels.json, change only
+ * ./bench-kernels.json; the committed H200 figures, experiments/kernels/bench-kernels-{gpu,cpu}.json, change only
  * when --out names them), checked before the work and written through common/outfile.
  */
 #include <errno.h>
@@ -174,12 +174,11 @@ static void machine_json(json_t *root, const bench_opts *o)
  * (STREAM's convention: the best the machine did), the median and slowest show the spread.
  * The loop: 8 independent 16-byte XOR accumulators (128 bytes a trip), plain SSE2 as the build has no
  * -march. The former 2 accumulators of 64 bytes (8 xmm registers; 8 x 64 bytes would spill) on the
- * 2-core dev VM, best of 7-11 reps, a stand-alone copy of each loop at -O2, 2026-11-30: 2 threads 52 ->
+ * 2-core dev VM, best of 7-11 reps, a stand-alone copy of each loop at -O2: 2 threads 52 ->
  * 56-58 GB/s while the host was quiet, 34 -> 33 (no difference) while it was busy; 1 thread 26 -> 28-30;
- * AVX-512 8 x 64 bytes (target attribute) 50 / 32 / 25, no better. On the H200 host the old probe read
- * 65 GB/s (median of 7) where the F32 GEMV streamed 107; the best rep and the dynamic split (a slow
- * thread cannot hold a rep back, as in the GEMV's dynamic row tiles) are the suspects, not yet measured
- * there. */
+ * AVX-512 8 x 64 bytes (target attribute) 50 / 32 / 25, no better. On the H200 host a median of 7
+ * static-split reps read 65 GB/s where the F32 GEMV streamed 107; the fastest rep of either split reads
+ * 122-132 GB/s there (median ~110; experiments/kernels/README.md). */
 typedef uint64_t v2u64 __attribute__((vector_size(16)));
 typedef struct dram_probe {
     double best_Bps, median_Bps, slowest_Bps; /* over all reps [B/s] */
@@ -991,8 +990,8 @@ static void usage(FILE *f)
                "  --out ./bench-kernels.json; --prompt + --decode at most the model's context\n"
                "  (--out, --model and that are checked before any work; --skip-cpu where the GPU part cannot run\n"
                "  is refused: nothing to run)\n"
-               "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
-               "  with its folder of JSON and text results)\n");
+               "  (the committed figures: experiments/kernels/README.md, with the JSON and text results beside\n"
+               "  it)\n");
 }
 
 int ats_bench_kernels(int argc, char **argv)

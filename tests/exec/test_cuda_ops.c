@@ -286,7 +286,7 @@ static void test_attention(void)
 /* F16 KV cache: the CUDA store must write the CPU store's bits (both round to nearest even) over the
  * whole cache (rows outside [pos0, pos0 + n_tok) untouched; V values reach the F16 subnormals);
  * attention over the same F16 cache on both sides then differs only in F32 summation order (2e-5).
- * From helper W's 67ff1f6, on the _f16 ops. */
+ * The oracle of the _f16 ops. */
 static void test_attention_f16(void)
 {
     const int64_t hds[] = {64, 128, 8, 80}; /* 8: stories260K; 80: not a multiple of 32 */
@@ -590,9 +590,9 @@ static void test_sample_copy(void)
  * GEMVs of one shared quantize workspace; (b) a chain where GEMV i's output is GEMV i+1's input. Each
  * output is compared with the CPU's product of the same input (for the chain, the GPU's own previous
  * output), so a quantize kernel that read its input before the GEMV producing it had finished, or a GEMV
- * that read activations stale or overwritten by the next call, fails here. It caught the launch chain
- * tried in the fourth session (quantize and GEMV as programmatic dependents of each other: 1 call in 8-16
- * wrong now and then on the H200; experiments/bench/bench-kernels.md). */
+ * that read activations stale or overwritten by the next call, fails here. It catches a launch chain
+ * of quantize and GEMV kernels as programmatic dependents of each other (stale L1 lines of x: 1 call in
+ * 8-16 wrong now and then on the H200; experiments/kernels/README.md). */
 static void test_gemv_chain(void)
 {
     const ats_qtype types[4] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K}; /* Q6_K: v3 at 4096, v2 at 1024 */
@@ -642,7 +642,7 @@ static void test_gemv_chain(void)
  * back at 0 (the 21121 x 1024 case has 10 items a warp and S = 8: two uses at most). The last shape has
  * 24 one-chunk rows (256 columns: one 144-byte unit, nch = 1) a warp on every block (rows = SMs · 16 · 24
  * + 7: grid = SMs, 384 or 385 rows a block): 24 items > 2·8, slot 0 used three times whatever S the
- * geometry picks (at 132 SMs: 50695 x 256, the issue's 50688 plus a ragged 7). CTest's
+ * geometry picks (at 132 SMs: 50695 x 256: 50688 = 132 · 16 · 24 plus a ragged 7). CTest's
  * test_cuda_ops_gemv_v4_ring16 runs this with ATS_GEMV_V4_RING_KB=16: S = 16 KB / (16 warps · slot) is
  * then the floor of 2 from 512 columns up (4 at 256), so 21121 x 1024 uses each slot 5 times too.
  * Every output against the exact reference; on a device that must run v4 (below) the case must also have

@@ -96,8 +96,8 @@ __device__ __forceinline__ int exc_dp4a_us(uint32_t a, int b, int c)
 
 /* The high nibbles of a weight word against 4 int8 activations, times 16: the bytes masked in place
  * (0x00..0xF0 as unsigned) instead of shifted down first — one instruction less a word; the caller
- * divides the exact multiple of 16 by 16 once (>> 4) after summing (eighth session: the v4 loop is
- * issue-bound, Nsight Compute). */
+ * divides the exact multiple of 16 by 16 once (>> 4) after summing. The v4 loop is bound by instruction
+ * issue (Nsight Compute); this took Q4_K's item loop from 12.2 to 11.5 us (experiments/kernels). */
 #define EXC_DP4A_HI16(w, x, c) exc_dp4a_us((uint32_t)(w) & 0xF0F0F0F0u, (x), (c))
 
 /* Σ of 32 products: nibbles (low for shift 0, high for 4) of 32 weight bytes with 32 int8 activations.
@@ -289,8 +289,8 @@ struct cublasContext *exc_cublas(ex_gpu *g);
 int exc_sm_count(const ex_gpu *g);
 int exc_cc_major(const ex_gpu *g);
 /** 1 when ATS_PDL_EARLY=1 (read once): RMSNorm and the decode attention let a programmatic dependent
- *  launch of the next kernel start at their beginning (exc_pdl_trigger). Experiment, off by default:
- *  measured by experiments/next-h200-s8.sh. */
+ *  launch of the next kernel start at their beginning (exc_pdl_trigger). Off by default: Qwen3-14B
+ *  decode 8% slower with it on the H200 (experiments/model-speed, "" vs "ATS_PDL_EARLY=1"). */
 int exc_pdl_early(void);
 
 /* With `early` set, lets the next kernel, when it was launched as a programmatic dependent of this one,
