@@ -65,7 +65,8 @@ int ex_gpu_device_count(void);
 
 /**
  * Opens device `device` (0-based): selects it on the calling thread, creates the cuBLAS handle,
- * EX_GPU_N_STREAMS non-blocking streams and no workspace yet.
+ * EX_GPU_N_STREAMS non-blocking streams and no workspace yet, and sets the decode GEMV kernels up for the
+ * device (their shared-memory limits; which of them it can run).
  * Returns EX_GPU_ENODEV (with no message) when there is no such device, so tests can exit 77.
  * *out: new handle, freed with ex_gpu_close(). Not thread-safe with respect to the same device.
  */
