@@ -3,7 +3,7 @@
 # Compute (ncu) times every kernel of `ats run` on full-size dummy weights (PROMPT-token prompt, GEN decode
 # steps) and the summary sums them per kernel name (ms over the run, calls), largest first. A VARIANT is a
 # space-separated list of NAME=VALUE settings ("" = the defaults), e.g.
-#   experiments/decode-profile/run.sh /tmp/p "" "ATS_GEMV_KERNEL=v3"
+#   experiments/decode-profile/run.sh /tmp/p "" "ATS_ATTN_SHAPE=8,2"
 # ncu runs each kernel alone (serialized), so the sums are kernel times, not a step's wall time.
 # Parameters (environment): MODEL (qwen3-14b), PROMPT (1), GEN (2), KERNELS (an ncu --kernel-name regex,
 # e.g. "gemv|quantize"; default every kernel), TOP (25 rows), LIMIT_S (400).

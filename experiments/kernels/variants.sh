@@ -2,7 +2,7 @@
 # experiments/kernels/variants.sh OUT VARIANT... — the GEMV table under kernel variables (exec/kernels/cuda/
 # README.md lists them; exec/runtime/env_check.c refuses unknown names and values), ROUNDS times
 # interleaved. A VARIANT is a space-separated list of NAME=VALUE settings; "" is the defaults, e.g.
-#   experiments/kernels/variants.sh /tmp/v "" "ATS_GEMV_KERNEL=v3" "ATS_GEMV_V4_TRIGGER=last"
+#   experiments/kernels/variants.sh /tmp/v "" "ATS_ATTN_SHAPE=8,2" "ATS_CPU_FEATURES=7"
 # TEST=1 runs test_cuda_ops under each variant first (correctness before speed). Each variant's table is
 # OUT/bk-<variant>-<round>.txt; the summary keeps the rows of TYPES.
 # Parameters (environment): REPS (30), ROUNDS (1), TYPES ("Q4_0 Q4_K"), PART (gpu: --skip-cpu; cpu:

@@ -1,7 +1,7 @@
 /*
- * Decode GEMV, second kernel (v2) for Q4_0, Q8_0, Q4_K and Q6_K with one activation row (n_z = 1):
- * y (rows) = W (rows, cols) · x (cols), int8 activations and __dp4a as the first kernel (gemv.cu),
- * but one launch instead of two and a grid that streams the whole matrix in one wave:
+ * Decode GEMV "ring" (gemv.cuh) for Q8_0 (up to 8192 columns), Q6_K (up to 2048 rows) and Q4_0 rows of a
+ * column count that is not a multiple of 256, with one activation row: y (rows) = W (rows, cols) · x (cols),
+ * int8 activations and __dp4a as the warp kernel (gemv.cu), in one launch and one wave:
  * - Persistent grid: blocks = (resident blocks per SM) × SMs at most; warp w of the W warps owns
  *   the contiguous rows [w·rows/W, (w+1)·rows/W), so every warp has the same work to ±1 row and no
  *   second wave leaves a latency-bound tail.
@@ -10,37 +10,32 @@
  *   flight; no separate quantization kernel, no workspace.
  * - A warp streams its rows' bytes (one contiguous range) through a 9.5 KiB cp.async ring of S = 7-8
  *   stages of ~1.1-1.3 KiB chunks (two lane passes of 32 tasks; S-1 chunks, ~8 KiB, in flight while
- *   one is decoded), across row boundaries.
+ *   one is decoded), across row boundaries (rows > warps: several rows a warp).
  * - Shared-memory reads without bank conflicts where the layout allows: Q4_0/Q8_0 blocks (18/34
  *   bytes, 2-byte aligned) are read as aligned 32-bit words and shifted, and the two 16-byte
  *   activation halves are read in an order that puts the 8 lanes of a quarter-warp on distinct banks.
  * - Launched as a programmatic dependent (Hopper): the first chunks are requested before
  *   griddepcontrol.wait, so they overlap the end of the kernel that produced x; the kernel lets its
  *   own dependents launch early (they wait before reading y).
- * The first kernel stays selectable (ATS_GEMV_KERNEL=v1) and covers every other case.
- * ATS_GEMV_MAX_BLOCKS=N caps the grid (tests: many rows per warp on small matrices).
  */
-#include "common.cuh"
+#include "gemv.cuh"
 
 #include <cuda_pipeline.h>
-#include <stdlib.h>
-
-#include <mutex>
 
 #include "ats/quant.h"
 
-#define V2_RING_U4 608 /* 9728 bytes of cp.async ring per warp */
-#define V2_MAX_WARPS 8
+#define RING_U4 608 /* 9728 bytes of cp.async ring per warp */
+#define RING_MAX_WARPS 8
 
 /* Activations in shared memory: qs (cols int8), d and s (cols/32 floats each). */
-struct v2_x {
+struct ring_x {
     const int8_t *qs;
     const float *d, *s;
 };
 
 /* Two 16-byte halves of a 32-byte activation block, the first read chosen by `swap` so that the 8
  * lanes of a quarter-warp touch 8 distinct 16-byte bank groups. */
-static __device__ __forceinline__ void v2_ld_x32(const int8_t *p, int swap, int *lo, int *hi)
+static __device__ __forceinline__ void ring_ld_x32(const int8_t *p, int swap, int *lo, int *hi)
 {
     int4 a = *(const int4 *)(p + (swap ? 16 : 0));
     int4 b = *(const int4 *)(p + (swap ? 0 : 16));
@@ -50,23 +45,23 @@ static __device__ __forceinline__ void v2_ld_x32(const int8_t *p, int swap, int 
 }
 
 /* Q4_0: task = one block of 32 (18 bytes at a 2-byte aligned shared address): exc_q4_0_dot (common.cuh,
- * the block math of v3 and v4: 5 aligned words from a & ~3, up to 2 bytes past the block, inside the
+ * the block math of the rows and tma kernels: 5 aligned words from a & ~3, up to 2 bytes past the block, inside the
  * stage; (nibble - 8)·d·x = d·(dx·Σ q·xq - 8·s)), with this kernel's bank-conflict-free x order. */
-struct v2_q4_0 {
+struct ring_q4_0 {
     static constexpr int QK = 32, BYTES = EXC_Q4_0_BYTES, TPB = 1, NB = 64;
-    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const v2_x &x)
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const ring_x &x)
     {
         int xl[4], xh[4];
-        v2_ld_x32(x.qs + b * 32, (t >> 2) & 1, xl, xh);
+        ring_ld_x32(x.qs + b * 32, (t >> 2) & 1, xl, xh);
         return exc_q4_0_dot(bp, make_int4(xl[0], xl[1], xl[2], xl[3]), make_int4(xh[0], xh[1], xh[2], xh[3]),
                             make_float2(x.d[b], x.s[b]));
     }
 };
 
 /* Q8_0: task = one block of 32 (34 bytes, 2-byte aligned): 9 aligned words, as Q4_0. */
-struct v2_q8_0 {
+struct ring_q8_0 {
     static constexpr int QK = 32, BYTES = EXC_Q8_0_BYTES, TPB = 1, NB = 32;
-    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const v2_x &x)
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int t, const ring_x &x)
     {
         uintptr_t a = (uintptr_t)bp;
         int off = (int)(a & 2u);
@@ -75,7 +70,7 @@ struct v2_q8_0 {
 #pragma unroll
         for (int i = 0; i < 9; i++) ww[i] = w[i];
         int xl[4], xh[4];
-        v2_ld_x32(x.qs + b * 32, (t >> 2) & 1, xl, xh);
+        ring_ld_x32(x.qs + b * 32, (t >> 2) & 1, xl, xh);
         int sumi = 0;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
@@ -88,49 +83,12 @@ struct v2_q8_0 {
 };
 
 
-/* Q4_K: 8 tasks per super-block (144 bytes, 16-byte aligned in the stage since rows are whole
- * super-blocks); task j = (c = j/2, h = j%2) reads qs[32c+16h .. +15]: low nibbles are elements
- * 16h..16h+15 of sub-block 2c, high nibbles the same of sub-block 2c+1 (as gemv.cu).
- * Activation halves: c < 2 reads the low sub-block's part first, c ≥ 2 the high one's, so the 8
- * lanes of a super-block hit 8 distinct bank groups. */
-struct v2_q4_K {
-    static constexpr int QK = 256, BYTES = EXC_Q4_K_BYTES, TPB = 8, NB = 8;
-    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const v2_x &x)
-    {
-        int c = j >> 1, h = j & 1;
-        int4 w = *(const int4 *)(bp + 16 + 32 * c + 16 * h);
-        int64_t xb_lo = b * 8 + 2 * c, xb_hi = xb_lo + 1;
-        const int8_t *pl = x.qs + xb_lo * 32 + 16 * h, *ph = x.qs + xb_hi * 32 + 16 * h;
-        int sw = c >= 2;
-        int4 first = *(const int4 *)(sw ? ph : pl), second = *(const int4 *)(sw ? pl : ph);
-        int4 xl = sw ? second : first, xh = sw ? first : second;
-        int ws[4] = {w.x, w.y, w.z, w.w}, xls[4] = {xl.x, xl.y, xl.z, xl.w}, xhs[4] = {xh.x, xh.y, xh.z, xh.w};
-        int s_lo = 0, s_hi = 0, n_lo = 0, n_hi = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            s_lo = __dp4a(ws[i] & 0x0F0F0F0F, xls[i], s_lo);
-            s_hi = __dp4a((ws[i] >> 4) & 0x0F0F0F0F, xhs[i], s_hi);
-            n_lo = __dp4a(0x01010101, xls[i], n_lo);
-            n_hi = __dp4a(0x01010101, xhs[i], n_hi);
-        }
-        const uint32_t *hp = (const uint32_t *)bp;
-        uint32_t dd = hp[0], s0 = hp[1], s1 = hp[2], s2 = hp[3];
-        int sc0, m0, sc1, m1;
-        exc_q4k_scale_min(s0, s1, s2, 2 * c, &sc0, &m0);
-        exc_q4k_scale_min(s0, s1, s2, 2 * c + 1, &sc1, &m1);
-        float d = exc_h2f((uint16_t)dd), dmin = exc_h2f((uint16_t)(dd >> 16));
-        float dx0 = x.d[xb_lo], dx1 = x.d[xb_hi];
-        return d * (dx0 * (float)(sc0 * s_lo) + dx1 * (float)(sc1 * s_hi)) -
-               dmin * (dx0 * (float)(m0 * n_lo) + dx1 * (float)(m1 * n_hi));
-    }
-};
-
 /* Q6_K: 16 tasks per super-block (210 bytes, 2-byte aligned), as gemv.cu's task_q6_K with the
  * activations read from shared memory: task j = (half h = j/8, l0 = 4·(j%8)) makes the 16 values at
  * offsets 128h + l0 + {0..3} + 32g, g = 0..3 (QUANT_FORMATS.md §Q6_K), each group g with its scale. */
-struct v2_q6_K {
+struct ring_q6_K {
     static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16, NB = 6;
-    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const v2_x &x)
+    static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const ring_x &x)
     {
         int h = j >> 3, l0 = 4 * (j & 7), s = (j & 7) >> 2;
         int a = exc_ld_u16x2(bp + 64 * h + l0);
@@ -155,13 +113,13 @@ struct v2_q6_K {
     }
 };
 
-static __device__ __forceinline__ void v2_pdl_wait(void)
+static __device__ __forceinline__ void ring_pdl_wait(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
-static __device__ __forceinline__ void v2_pdl_launch_dependents(void)
+static __device__ __forceinline__ void ring_pdl_launch_dependents(void)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;");
@@ -170,7 +128,7 @@ static __device__ __forceinline__ void v2_pdl_launch_dependents(void)
 
 /* Geometry of a warp's chunk stream: chunk k is part k % cpr of row r0 + k / cpr; a row's nb
  * blocks are cut into cpr = ceil(nb/NB) chunks of nbc blocks (the last one shorter). */
-struct v2_geom {
+struct ring_geom {
     int64_t row_bytes;
     int nb, cpr, nbc;
 };
@@ -178,7 +136,7 @@ struct v2_geom {
 /* Copies part `part` of row `row` into `stage` (16-byte cp.async from the 16-byte boundary at or
  * below the chunk, so up to 15 bytes before/after it are copied too). */
 template <typename T>
-static __device__ __forceinline__ void v2_issue(uint4 *stage, const uint8_t *W, int64_t row, int part, const v2_geom &gm,
+static __device__ __forceinline__ void ring_issue(uint4 *stage, const uint8_t *W, int64_t row, int part, const ring_geom &gm,
                                                 int lane)
 {
     int c0 = part * gm.nbc;
@@ -192,7 +150,7 @@ static __device__ __forceinline__ void v2_issue(uint4 *stage, const uint8_t *W, 
 
 /* x (cols floats, 16-byte aligned) → int8 blocks of 32 in shared memory. Each lane converts 4
  * consecutive values (one float4), 8 lanes a block; up to 8 float4 loads per lane in flight. */
-static __device__ __forceinline__ void v2_quantize_x(const float *__restrict__ x, int64_t cols, int8_t *qs, float *d,
+static __device__ __forceinline__ void ring_quantize_x(const float *__restrict__ x, int64_t cols, int8_t *qs, float *d,
                                                      float *s)
 {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -246,35 +204,35 @@ static __device__ __forceinline__ void v2_quantize_x(const float *__restrict__ x
 }
 
 /* Shared memory of a block: x (qs rounded up to 16 bytes, then d and s, rounded up to 16), then
- * a ring of V2_RING_U4 uint4 per warp (V2_STAGES stages of V2_STAGE_U4, both per type). */
-static __host__ __device__ __forceinline__ size_t v2_x_bytes(int64_t cols)
+ * a ring of RING_U4 uint4 per warp (STAGES stages of STAGE_U4, both per type). */
+static __host__ __device__ __forceinline__ size_t ring_x_bytes(int64_t cols)
 {
     size_t q = ((size_t)cols + 15) & ~(size_t)15;
     return q + ((2 * (size_t)(cols / 32) * sizeof(float) + 15) & ~(size_t)15);
 }
-static size_t v2_smem_bytes(int64_t cols, int warps)
+static size_t ring_smem_bytes(int64_t cols, int warps)
 {
-    return v2_x_bytes(cols) + (size_t)warps * V2_RING_U4 * 16;
+    return ring_x_bytes(cols) + (size_t)warps * RING_U4 * 16;
 }
 
 template <typename T>
-static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
-    gemv_v2_kernel(const uint8_t *__restrict__ W, int64_t rows, int64_t cols, const float *__restrict__ x,
-                   float *__restrict__ y)
+static __global__ void __launch_bounds__(32 * RING_MAX_WARPS)
+    gemv_ring_kernel(const uint8_t *__restrict__ W, int64_t rows, int64_t cols, const float *__restrict__ x,
+                     float *__restrict__ y)
 {
     /* a stage holds a chunk of NB blocks, the up to 15 bytes before it (16-byte copies) and the
      * up to 4 bytes the word reads of Q4_0/Q8_0 go past its last block */
-    constexpr int V2_STAGE_U4 = (T::NB * T::BYTES + 15 + 4 + 15) / 16, V2_STAGES = V2_RING_U4 / V2_STAGE_U4;
-    static_assert(V2_STAGES >= 3, "at least two chunks in flight");
+    constexpr int STAGE_U4 = (T::NB * T::BYTES + 15 + 4 + 15) / 16, STAGES = RING_U4 / STAGE_U4;
+    static_assert(STAGES >= 3, "at least two chunks in flight");
     static_assert(T::NB % (32 / T::TPB) == 0, "chunks of whole lane passes");
-    extern __shared__ __align__(16) uint4 v2_smem[];
+    extern __shared__ __align__(16) uint4 ring_smem[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-    int8_t *xqs = (int8_t *)v2_smem;
+    int8_t *xqs = (int8_t *)ring_smem;
     float *xd = (float *)(xqs + (((size_t)cols + 15) & ~(size_t)15));
     float *xs = xd + cols / 32;
-    uint4 *ring = (uint4 *)((uint8_t *)v2_smem + v2_x_bytes(cols)) + (size_t)warp * V2_RING_U4;
+    uint4 *ring = (uint4 *)((uint8_t *)ring_smem + ring_x_bytes(cols)) + (size_t)warp * RING_U4;
 
-    v2_geom gm;
+    ring_geom gm;
     gm.nb = (int)(cols / T::QK);
     gm.row_bytes = (int64_t)gm.nb * T::BYTES;
     gm.cpr = (gm.nb + T::NB - 1) / T::NB;
@@ -292,40 +250,40 @@ static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
     int64_t ri = r0;
     int pi = 0;
 #pragma unroll
-    for (int k = 0; k < V2_STAGES - 1; k++) {
+    for (int k = 0; k < STAGES - 1; k++) {
         if (k < K) {
-            v2_issue<T>(ring + k * V2_STAGE_U4, W, ri, pi, gm, lane);
+            ring_issue<T>(ring + k * STAGE_U4, W, ri, pi, gm, lane);
             if (++pi == gm.cpr) { pi = 0; ri++; }
         }
         __pipeline_commit();
     }
-    v2_pdl_wait(); /* x is complete from here on */
-    v2_pdl_launch_dependents();
-    v2_quantize_x(x, cols, xqs, xd, xs);
+    ring_pdl_wait(); /* x is complete from here on */
+    ring_pdl_launch_dependents();
+    ring_quantize_x(x, cols, xqs, xd, xs);
     __syncthreads();
-    const v2_x xv = {xqs, xd, xs};
+    const ring_x xv = {xqs, xd, xs};
 
     float acc = 0.0f;
     int64_t rc = r0;
-    int pc = 0, si = V2_STAGES - 1, sc = 0; /* stage indices of the next copy and of the decode */
+    int pc = 0, si = STAGES - 1, sc = 0; /* stage indices of the next copy and of the decode */
     for (int k = 0; k < K; k++) {
-        if (k + V2_STAGES - 1 < K) {
-            v2_issue<T>(ring + si * V2_STAGE_U4, W, ri, pi, gm, lane);
+        if (k + STAGES - 1 < K) {
+            ring_issue<T>(ring + si * STAGE_U4, W, ri, pi, gm, lane);
             if (++pi == gm.cpr) { pi = 0; ri++; }
         }
-        si = si + 1 == V2_STAGES ? 0 : si + 1;
+        si = si + 1 == STAGES ? 0 : si + 1;
         __pipeline_commit();
-        __pipeline_wait_prior(V2_STAGES - 1);
+        __pipeline_wait_prior(STAGES - 1);
         __syncwarp(); /* every lane's copies of chunk k have landed */
         int c0 = pc * gm.nbc;
         int nblk = gm.nb - c0 < gm.nbc ? gm.nb - c0 : gm.nbc;
         const uint8_t *src = W + rc * gm.row_bytes + (int64_t)c0 * T::BYTES;
-        const uint8_t *base = (const uint8_t *)(ring + sc * V2_STAGE_U4) + ((uintptr_t)src & 15u);
+        const uint8_t *base = (const uint8_t *)(ring + sc * STAGE_U4) + ((uintptr_t)src & 15u);
         int nt = nblk * T::TPB;
 #pragma unroll 2
         for (int t = lane; t < nt; t += 32) acc += T::dot(base + (t / T::TPB) * T::BYTES, c0 + t / T::TPB, t % T::TPB, xv);
         __syncwarp(); /* done reading this stage before it is refilled */
-        sc = sc + 1 == V2_STAGES ? 0 : sc + 1;
+        sc = sc + 1 == STAGES ? 0 : sc + 1;
         if (++pc == gm.cpr) {
             acc = exc_warp_sum(acc);
             if (lane == 0) y[rc] = acc;
@@ -336,61 +294,45 @@ static __global__ void __launch_bounds__(32 * V2_MAX_WARPS)
     }
 }
 
-/* 1 when ATS_GEMV_KERNEL=v1 asks for the first kernel everywhere. */
-static int v2_disabled(void)
+template <typename T> static const void *ring_kernel(void) { return (const void *)gemv_ring_kernel<T>; }
+
+/* The kernel of a type (NULL: no ring kernel for it). */
+static const void *ring_fn(int type)
 {
-    static std::once_flag once;
-    static int off = 0;
-    std::call_once(once, [] {
-        const char *e = getenv("ATS_GEMV_KERNEL");
-        off = e && e[0] == 'v' && e[1] == '1' && e[2] == '\0';
-    });
-    return off;
+    switch (type) {
+    case ATS_Q_Q4_0: return ring_kernel<ring_q4_0>();
+    case ATS_Q_Q8_0: return ring_kernel<ring_q8_0>();
+    case ATS_Q_Q6_K: return ring_kernel<ring_q6_K>();
+    default: return NULL;
+    }
 }
 
-/* Launch geometry of one (device, type, cols): worked out once, since the CUDA queries behind it
- * (shared-memory opt-in, cudaFuncSetAttribute, occupancy) cost several µs of host time per call,
- * which is as long as a whole small GEMV on the GPU. */
-struct v2_cfg {
-    int device;
-    int64_t cols;
-    int warps;   /* 0: v2 does not apply (shared memory does not fit, a query failed) */
-    int per_sm;  /* resident blocks per SM */
-    size_t smem; /* dynamic shared memory per block [bytes] */
-};
-#define V2_CFG_CAP 64
-
-template <typename T>
-static v2_cfg v2_config(const ex_gpu_props *pr, int64_t cols)
+/* Raises the three kernels' dynamic shared memory limit to the device's opt-in maximum, once per handle
+ * (the same value for every shape, so no call lowers it under a launch in progress). */
+void exc_gemv_ring_init(exc_gemv_dev *d)
 {
-    static std::mutex mu;
-    static v2_cfg cache[V2_CFG_CAP];
-    static int n_cache = 0, attr_done[16] = {0};
-    std::lock_guard<std::mutex> lock(mu);
-    for (int i = 0; i < n_cache; i++)
-        if (cache[i].device == pr->device && cache[i].cols == cols) return cache[i];
-    v2_cfg c = {pr->device, cols, 0, 0, 0};
-    int optin = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, pr->device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return c; /* not cached: a transient failure retries next call */
-    }
-    /* the same value on every device (the opt-in maximum), set once, so calls of other shapes from
-     * other threads never lower it under a launch in progress */
-    int di = pr->device >= 0 && pr->device < 16 ? pr->device : 15;
-    if (!attr_done[di]) {
-        if (cudaFuncSetAttribute(gemv_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return c;
-        }
-        attr_done[di] = 1;
-    }
-    /* 8 warps per block, or 4 where 8 warps' stages do not fit (Ampere/Ada, very long rows) */
-    for (int warps = V2_MAX_WARPS; warps >= 4; warps /= 2) {
-        size_t smem = v2_smem_bytes(cols, warps);
-        if (smem > (size_t)optin) continue;
+    const int types[3] = {ATS_Q_Q4_0, ATS_Q_Q8_0, ATS_Q_Q6_K};
+    d->ring_ok = d->smem_optin > 0;
+    for (int i = 0; i < 3 && d->ring_ok; i++)
+        d->ring_ok = cudaFuncSetAttribute(ring_fn(types[i]), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          d->smem_optin) == cudaSuccess;
+    (void)cudaGetLastError();
+}
+
+/* The launch geometry of (type, cols) on this device, from the handle's table (filled on first use): 8 warps
+ * per block, or 4 where 8 warps' stages do not fit (Ampere/Ada, very long rows); warps = 0 when neither
+ * does. A failed occupancy query is not kept (the next call retries). */
+static exc_gemv_ring_cfg ring_config(exc_gemv_dev *d, int type, int64_t cols)
+{
+    for (int i = 0; i < d->n_ring; i++)
+        if (d->ring[i].type == type && d->ring[i].cols == cols) return d->ring[i];
+    exc_gemv_ring_cfg c = {type, cols, 0, 0, 0};
+    if (!d->ring_ok) return c;
+    for (int warps = RING_MAX_WARPS; warps >= 4; warps /= 2) {
+        size_t smem = ring_smem_bytes(cols, warps);
+        if (smem > (size_t)d->smem_optin) continue;
         int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemv_v2_kernel<T>, 32 * warps, smem) != cudaSuccess) {
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ring_fn(type), 32 * warps, smem) != cudaSuccess) {
             (void)cudaGetLastError();
             return c;
         }
@@ -400,71 +342,56 @@ static v2_cfg v2_config(const ex_gpu_props *pr, int64_t cols)
         c.smem = smem;
         break;
     }
-    if (n_cache < V2_CFG_CAP) cache[n_cache++] = c;
+    if (d->n_ring < EXC_GEMV_RING_CFGS) d->ring[d->n_ring++] = c;
     return c;
 }
 
-/* ATS_GEMV_MAX_BLOCKS (tests), read once. */
-static long v2_max_blocks(void)
+int exc_gemv_ring_fits(exc_gemv_dev *d, int type, int64_t rows, int64_t cols)
 {
-    static std::once_flag once;
-    static long cap = 0;
-    std::call_once(once, [] {
-        const char *e = getenv("ATS_GEMV_MAX_BLOCKS");
-        cap = e ? strtol(e, NULL, 10) : 0;
-    });
-    return cap;
+    const int qk = type == ATS_Q_Q6_K ? 256 : 32;
+    if (!ring_fn(type) || cols % qk != 0 || rows > ((int64_t)1 << 30) || cols > ((int64_t)1 << 30)) return 0;
+    return ring_config(d, type, cols).warps > 0;
 }
 
 template <typename T>
-static ex_gpu_status launch_v2(ex_gpu *g, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
-                               cudaStream_t s, int *used)
+static ex_gpu_status launch_ring(ex_gpu *g, const exc_gemv_ring_cfg &c, const void *W, int64_t rows, int64_t cols,
+                               const float *x, float *y, cudaStream_t s)
 {
-    *used = 0;
-    if (cols % T::QK != 0 || rows > ((int64_t)1 << 30)) return EX_GPU_OK;
-    const ex_gpu_props *pr = ex_gpu_info(g);
-    v2_cfg c = v2_config<T>(pr, cols);
-    if (c.warps == 0) return EX_GPU_OK;
+    const exc_gemv_dev *d = exc_gemv_state(g);
     /* balance: q = ceil(rows / resident warps) rows per warp, then just enough warps for that
      * (ceil(rows / q)), so that nearly every warp gets q rows rather than a mix of floor and ceil
      * of a fraction (e.g. 17408 rows on 2112 warps: 8 or 9 rows, the 9-row warps alone for the
      * last 11% of the time; on 1935 warps: 9 rows nearly everywhere) */
-    int64_t wmax = (int64_t)c.per_sm * pr->sm_count * c.warps;
+    int64_t wmax = (int64_t)c.per_sm * d->sm_count * c.warps;
     int64_t q = (rows + wmax - 1) / wmax, nw = (rows + q - 1) / q;
     int64_t blocks = (nw + c.warps - 1) / c.warps;
-    long cap = v2_max_blocks();
-    if (cap >= 1 && cap < blocks) blocks = cap;
     cudaLaunchConfig_t cfg = {};
     cudaLaunchAttribute attr[1];
     cfg.gridDim = dim3((unsigned)blocks);
     cfg.blockDim = dim3(32 * c.warps);
     cfg.dynamicSmemBytes = c.smem;
     cfg.stream = s;
-    if (pr->cc_major >= 9) {
+    if (d->cc_major >= 9) {
         attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
         attr[0].val.programmaticStreamSerializationAllowed = 1;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
     }
-    EXC_CUDA(cudaLaunchKernelEx(&cfg, gemv_v2_kernel<T>, (const uint8_t *)W, rows, cols, x, y));
+    EXC_CUDA(cudaLaunchKernelEx(&cfg, gemv_ring_kernel<T>, (const uint8_t *)W, rows, cols, x, y));
     EXC_LAUNCHED(s);
-    *used = 1;
     return EX_GPU_OK;
 }
 
-/* Runs the v2 kernel when it covers the case (type Q4_0/Q8_0/Q4_K/Q6_K, shared memory fits, not
- * disabled by ATS_GEMV_KERNEL=v1): *used = 1. Otherwise *used = 0 and nothing is launched. W and
- * x are 16-byte aligned (checked by the caller). */
-ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
-                          cudaStream_t s, int *used)
+/* Runs the ring kernel; the caller checked exc_gemv_ring_fits. */
+ex_gpu_status exc_gemv_ring(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
+                            cudaStream_t s)
 {
-    *used = 0;
-    if (v2_disabled()) return EX_GPU_OK;
+    const exc_gemv_ring_cfg c = ring_config(exc_gemv_state(g), type, cols);
+    if (c.warps == 0) return EX_GPU_EINVAL;
     switch (type) {
-    case ATS_Q_Q4_0: return launch_v2<v2_q4_0>(g, W, rows, cols, x, y, s, used);
-    case ATS_Q_Q8_0: return launch_v2<v2_q8_0>(g, W, rows, cols, x, y, s, used);
-    case ATS_Q_Q4_K: return launch_v2<v2_q4_K>(g, W, rows, cols, x, y, s, used);
-    case ATS_Q_Q6_K: return launch_v2<v2_q6_K>(g, W, rows, cols, x, y, s, used);
-    default: return EX_GPU_OK;
+    case ATS_Q_Q4_0: return launch_ring<ring_q4_0>(g, c, W, rows, cols, x, y, s);
+    case ATS_Q_Q8_0: return launch_ring<ring_q8_0>(g, c, W, rows, cols, x, y, s);
+    case ATS_Q_Q6_K: return launch_ring<ring_q6_K>(g, c, W, rows, cols, x, y, s);
+    default: return EX_GPU_EINVAL;
     }
 }
