@@ -154,7 +154,7 @@ typedef struct stress_args {
 } stress_args;
 
 /* the flags into a: ATS_EXIT_OK, ATS_EXIT_USAGE after one line, or -1 after --help. One getopt loop
-   over all 27 options of `ats stress` (a case per option or group; ~120 lines) */
+   over all 27 options of `ats stress` (a case per option or group; ~105 lines) */
 static int parse_args(int argc, char **argv, stress_args *a)
 {
     static const struct option lo[] = {
