@@ -49,7 +49,7 @@ static void usage(FILE *f)
                "  --out FILE: also write the result file (JSON); --prompt + --decode at most the model's context\n"
                "  (--out, --model and that are checked before any work; --skip-cpu where the GPU part cannot run\n"
                "  is refused: nothing to run)\n"
-               "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
+               "  (the committed figures: experiments/bench/bench-kernels.md, newest measurement first, each\n"
                "  with its folder of JSON and text results)\n");
 }
 

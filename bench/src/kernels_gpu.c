@@ -202,33 +202,15 @@ static int upload_copies(ex_gpu *g, ex_stream s, const void *h, uint64_t bytes, 
     return ex_gpu_stream_sync(s) ? -1 : 0;
 }
 
-int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
+/* the ceilings: the read probe over 4 GiB, a device-to-device copy of 2 GiB (read + write counted); 0 or -1 */
+static int gpu_ceilings(const bench_sink *sk, ex_gpu *g, ex_stream s, json_t *gj, kb_ceilings *cl)
 {
-    const bench_sink *sk = &o->sink;
-    ex_gpu *g = NULL;
-    float *X = NULL, *Y = NULL;
-    void *X16 = NULL;
-    ex_gpu_status st = ex_gpu_open(0, &g);
-    if (st) {
-        bench_table(sk, "\nGPU: %s: skipped\n", ex_gpu_status_str(st));
-        json_object_set_new(root, "gpu", json_string(ex_gpu_status_str(st)));
-        return 0;
-    }
     const ex_gpu_props *pr = ex_gpu_info(g);
-    ex_stream s = ex_gpu_stream(g, EX_GPU_STREAM_COMPUTE);
-    json_t *gj = json_object();
-    json_object_set_new(gj, "name", json_string(pr->name));
-    json_object_set_new(gj, "cc", json_integer(pr->cc_major * 10 + pr->cc_minor));
-    json_object_set_new(gj, "sm_count", json_integer(pr->sm_count));
-    json_object_set_new(gj, "mem_bytes", json_integer((json_int_t)pr->mem_bytes));
-    json_object_set_new(gj, "mem_bw_theoretical_GBps", json_real(pr->mem_bw_peak_Bps * 1e-9));
-
-    /* ceilings: read probe over 4 GiB, device-to-device copy of 2 GiB (read + write counted) */
     probe_arg pa = {g, s, NULL, NULL, (size_t)2 << 30};
     int rc = -1;
     if (ex_gpu_malloc(g, 2 * pa.bytes, &pa.buf) || ex_gpu_malloc(g, pa.bytes, &pa.buf2) ||
         ex_gpu_memset(pa.buf, 0x5A, 2 * pa.bytes, s) || ex_gpu_memset(pa.buf2, 0, pa.bytes, s))
-        goto done;
+        goto out;
     pa.bytes *= 2;
     double t_read = gpu_time(sk, s, 20, run_probe, &pa);
     double read_bw = (double)pa.bytes / t_read;
@@ -236,15 +218,21 @@ int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
     pa.bytes /= 2;
     double t_copy = gpu_time(sk, s, 20, run_d2d, &pa);
     double copy_bw = 2.0 * (double)pa.bytes / t_copy;
-    ex_gpu_free(g, pa.buf);
-    ex_gpu_free(g, pa.buf2);
     bench_table(sk, "\nGPU %s (%d SMs): HBM read %.0f GB/s (probe, 4 GiB), D2D copy %.0f GB/s (r+w), theoretical %.0f GB/s\n",
            pr->name, pr->sm_count, read_bw * 1e-9, copy_bw * 1e-9, pr->mem_bw_peak_Bps * 1e-9);
     json_object_set_new(gj, "hbm_read_GBps", json_real(read_bw * 1e-9));
     json_object_set_new(gj, "hbm_copy_rw_GBps", json_real(copy_bw * 1e-9));
+    rc = 0;
+out:
+    ex_gpu_free(g, pa.buf);
+    ex_gpu_free(g, pa.buf2);
+    return rc;
+}
 
-    /* decode GEMV */
-    json_t *garr = json_array();
+/* the decode GEMV table's header and every ATS_GEMV_* variable (kernel variants of
+ * exec/kernels/cuda/gemv_v3.cu), in the table and the JSON */
+static void gemv_header(const bench_sink *sk, json_t *gj)
+{
     bench_table(sk, "decode GEMV (ex_cuda_gemv; quantized: int8 activations; kern: v1 = quantize kernel + one warp per row,\n"
            "v2 = one persistent kernel, v3 = quantize kernel + two rows per warp (exec/kernels/cuda/README.md);\n"
            "ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
@@ -256,81 +244,86 @@ int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
     bench_table(sk, "%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %8s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us",
            "GB/s", "of_read", "graph_us", "g_of_rd", "rd_same", "of_same", "kern", "err");
     json_object_set_new(gj, "gemv_kernel_env", json_string(getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : ""));
-    { /* every ATS_GEMV_* variable (kernel variants of exec/kernels/cuda/gemv_v3.cu), in the table and the JSON */
-        extern char **environ;
-        json_t *ev = json_object();
-        bench_table(sk, "kernel variables:");
-        for (char **e = environ; e && *e; e++) {
-            const char *eq = strchr(*e, '=');
-            if (strncmp(*e, "ATS_GEMV_", 9) != 0 || !eq) continue;
-            bench_table(sk, " %s", *e);
-            char name[64];
-            snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
-            json_object_set_new(ev, name, json_string(eq + 1));
-        }
-        bench_table(sk, "%s\n", json_object_size(ev) ? "" : " (none: defaults)");
-        json_object_set_new(gj, "gemv_env", ev);
+    extern char **environ;
+    json_t *ev = json_object();
+    bench_table(sk, "kernel variables:");
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "ATS_GEMV_", 9) != 0 || !eq) continue;
+        bench_table(sk, " %s", *e);
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        json_object_set_new(ev, name, json_string(eq + 1));
     }
-    int gemv_bad = 0;
-    for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0]; ti++) {
-        ats_qtype t = GPU_TYPES[ti];
-        int fused_ok = t == ATS_Q_Q4_0 || t == ATS_Q_Q4_K || t == ATS_Q_Q8_0 || t == ATS_Q_Q6_K;
-        for (int si = 0; si < KB_N_SHAPES + (fused_ok ? N_FUSED : 0); si++) {
-            const kb_shape *sh = si < KB_N_SHAPES ? &kb_shapes[si] : &GPU_FUSED_SHAPES[si - KB_N_SHAPES];
-            uint64_t bytes = 0;
-            void *h = kb_make_weights(t, sh->rows, sh->cols, 777 + ti, &bytes);
-            if (!h) goto done;
-            int nc = (int)(((uint64_t)512 << 20) / bytes) + 1; /* ≥ 512 MiB cycled: ~10x the L2 */
-            if (nc > 64) nc = 64;
-            void *w[64] = {0};
-            gemv_arg a = {g, s, (int)t, w, nc, sh->rows, sh->cols, 1, NULL, NULL, NULL};
-            float *hx = malloc((size_t)sh->cols * 4);
-            uint64_t sd = 5;
-            for (int64_t j = 0; hx && j < sh->cols; j++) hx[j] = kb_rand_pm1(&sd);
-            if (!hx) bench_note(sk, "out of memory for a GEMV's activations");
-            int ok = hx && upload_copies(g, s, h, bytes, w, nc) == 0 && ex_gpu_malloc(g, (size_t)sh->cols * 4, (void **)&a.x) == 0 &&
-                     ex_gpu_malloc(g, (size_t)sh->rows * 4, (void **)&a.y) == 0 &&
-                     ex_gpu_memcpy_h2d(a.x, hx, (size_t)sh->cols * 4, s) == 0;
-            double med = ok ? gpu_time_batch(sk, s, o->reps, 10, run_gemv, &a) : NAN;
-            double single = ok ? gpu_time(sk, s, o->reps, run_gemv, &a) : NAN;
-            double graph = ok ? gpu_time_graph(s, o->reps, nc, run_gemv, &a) : NAN;
-            probe_w_arg pw = {g, s, w, nc, (size_t)bytes & ~(size_t)15};
-            double t_same = ok ? gpu_time_batch(sk, s, o->reps, 10, run_probe_w, &pw) : NAN;
-            double gbs = (double)bytes / med, gbs_graph = (double)bytes / graph, gbs_same = (double)pw.bytes / t_same;
-            double err = ok ? gemv_check(t, h, sh->rows, sh->cols, bytes, hx, a.y, s) : INFINITY;
-            int err_ok = err <= (t == ATS_Q_F32 || t == ATS_Q_F16 || t == ATS_Q_BF16 ? 1e-3 : 2.4e-2);
-            gemv_bad |= !err_ok;
-            bench_table(sk, "%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %8.0f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t),
-                   sh->name, bytes / 1e6, med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, graph * 1e6,
-                   100.0 * gbs_graph / read_bw, gbs_same * 1e-9, 100.0 * gbs / gbs_same, ex_cuda_gemv_kernel(t, sh->rows, sh->cols), err,
-                   err_ok ? "" : " FAIL");
-            json_t *e = kb_entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
-            json_object_set_new(e, "kernel", json_string(ex_cuda_gemv_kernel(t, sh->rows, sh->cols)));
-            json_object_set_new(e, "check_err_rel_max", json_real(isfinite(err) ? err : -1.0));
-            json_object_set_new(e, "check_ok", json_boolean(err_ok));
-            json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
-            json_object_set_new(e, "copies_cycled", json_integer(nc));
-            json_object_set_new(e, "median_s", json_real(med));
-            json_object_set_new(e, "single_call_median_s", json_real(single));
-            json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
-            json_object_set_new(e, "fraction_of_hbm_read", json_real(gbs / read_bw));
-            json_object_set_new(e, "graph_median_s", json_real(isfinite(graph) ? graph : -1.0));
-            json_object_set_new(e, "graph_fraction_of_hbm_read", json_real(isfinite(graph) ? gbs_graph / read_bw : -1.0));
-            json_object_set_new(e, "same_size_read_GBps", json_real(isfinite(t_same) ? gbs_same * 1e-9 : -1.0));
-            json_object_set_new(e, "fraction_of_same_size_read", json_real(isfinite(t_same) ? gbs / gbs_same : -1.0));
-            json_array_append_new(garr, e);
-            for (int c = 0; c < nc; c++) ex_gpu_free(g, w[c]);
-            ex_gpu_free(g, a.x);
-            ex_gpu_free(g, a.y);
-            free(hx);
-            free(h);
-            if (!ok) goto done;
-        }
-    }
-    json_object_set_new(gj, "gemv", garr);
-    if (gemv_bad) bench_note(sk, "a GPU GEMV differs from ex_cpu_matmul (FAIL in the table)");
+    bench_table(sk, "%s\n", json_object_size(ev) ? "" : " (none: defaults)");
+    json_object_set_new(gj, "gemv_env", ev);
+}
 
-    /* prefill GEMM: ffn_up shape, n_tok tokens; cuBLAS F16 on the same shape and on 8192³ */
+/* One GEMV row: type t (index ti of GPU_TYPES) at shape sh, timed batched, alone and in a CUDA graph,
+ * next to the read probe over the same bytes, checked against ex_cpu_matmul (*bad = 1 when it differs);
+ * appended to garr. 0, or -1 when memory or CUDA failed. */
+static int gemv_row(const bench_kernels_opts *o, ex_gpu *g, ex_stream s, ats_qtype t, size_t ti, const kb_shape *sh,
+                    double read_bw, json_t *garr, int *bad)
+{
+    const bench_sink *sk = &o->sink;
+    uint64_t bytes = 0;
+    void *h = kb_make_weights(t, sh->rows, sh->cols, 777 + ti, &bytes);
+    if (!h) return -1;
+    int nc = (int)(((uint64_t)512 << 20) / bytes) + 1; /* ≥ 512 MiB cycled: ~10x the L2 */
+    if (nc > 64) nc = 64;
+    void *w[64] = {0};
+    gemv_arg a = {g, s, (int)t, w, nc, sh->rows, sh->cols, 1, NULL, NULL, NULL};
+    float *hx = malloc((size_t)sh->cols * 4);
+    uint64_t sd = 5;
+    for (int64_t j = 0; hx && j < sh->cols; j++) hx[j] = kb_rand_pm1(&sd);
+    if (!hx) bench_note(sk, "out of memory for a GEMV's activations");
+    int ok = hx && upload_copies(g, s, h, bytes, w, nc) == 0 && ex_gpu_malloc(g, (size_t)sh->cols * 4, (void **)&a.x) == 0 &&
+             ex_gpu_malloc(g, (size_t)sh->rows * 4, (void **)&a.y) == 0 &&
+             ex_gpu_memcpy_h2d(a.x, hx, (size_t)sh->cols * 4, s) == 0;
+    double med = ok ? gpu_time_batch(sk, s, o->reps, 10, run_gemv, &a) : NAN;
+    double single = ok ? gpu_time(sk, s, o->reps, run_gemv, &a) : NAN;
+    double graph = ok ? gpu_time_graph(s, o->reps, nc, run_gemv, &a) : NAN;
+    probe_w_arg pw = {g, s, w, nc, (size_t)bytes & ~(size_t)15};
+    double t_same = ok ? gpu_time_batch(sk, s, o->reps, 10, run_probe_w, &pw) : NAN;
+    double gbs = (double)bytes / med, gbs_graph = (double)bytes / graph, gbs_same = (double)pw.bytes / t_same;
+    double err = ok ? gemv_check(t, h, sh->rows, sh->cols, bytes, hx, a.y, s) : INFINITY;
+    int err_ok = err <= (t == ATS_Q_F32 || t == ATS_Q_F16 || t == ATS_Q_BF16 ? 1e-3 : 2.4e-2);
+    *bad |= !err_ok;
+    bench_table(sk, "%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %8.0f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t),
+           sh->name, bytes / 1e6, med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, graph * 1e6,
+           100.0 * gbs_graph / read_bw, gbs_same * 1e-9, 100.0 * gbs / gbs_same, ex_cuda_gemv_kernel(t, sh->rows, sh->cols), err,
+           err_ok ? "" : " FAIL");
+    json_t *e = kb_entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
+    json_object_set_new(e, "kernel", json_string(ex_cuda_gemv_kernel(t, sh->rows, sh->cols)));
+    json_object_set_new(e, "check_err_rel_max", json_real(isfinite(err) ? err : -1.0));
+    json_object_set_new(e, "check_ok", json_boolean(err_ok));
+    json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(e, "copies_cycled", json_integer(nc));
+    json_object_set_new(e, "median_s", json_real(med));
+    json_object_set_new(e, "single_call_median_s", json_real(single));
+    json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
+    json_object_set_new(e, "fraction_of_hbm_read", json_real(gbs / read_bw));
+    json_object_set_new(e, "graph_median_s", json_real(isfinite(graph) ? graph : -1.0));
+    json_object_set_new(e, "graph_fraction_of_hbm_read", json_real(isfinite(graph) ? gbs_graph / read_bw : -1.0));
+    json_object_set_new(e, "same_size_read_GBps", json_real(isfinite(t_same) ? gbs_same * 1e-9 : -1.0));
+    json_object_set_new(e, "fraction_of_same_size_read", json_real(isfinite(t_same) ? gbs / gbs_same : -1.0));
+    json_array_append_new(garr, e);
+    for (int c = 0; c < nc; c++) ex_gpu_free(g, w[c]);
+    ex_gpu_free(g, a.x);
+    ex_gpu_free(g, a.y);
+    free(hx);
+    free(h);
+    return ok ? 0 : -1;
+}
+
+/* The prefill GEMM (ffn_up shape, o->n_tok tokens) per type, cuBLAS F16 on the same shape and on 8192^3
+ * (the ceiling, into cl); 0 or -1 */
+static int gpu_prefill(const bench_kernels_opts *o, ex_gpu *g, ex_stream s, json_t *gj, kb_ceilings *cl)
+{
+    const bench_sink *sk = &o->sink;
+    float *X = NULL, *Y = NULL;
+    void *X16 = NULL;
+    int rc = -1;
     json_t *marr = json_array();
     const kb_shape *sh = &kb_shapes[0];
     int64_t n = o->n_tok;
@@ -341,12 +334,12 @@ int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
     size_t xb = (size_t)(n * 8192) * 4;
     if (ex_gpu_malloc(g, xb, (void **)&X) || ex_gpu_malloc(g, (size_t)(n > 8192 ? n : 8192) * 17408 * 4, (void **)&Y) ||
         ex_gpu_malloc(g, (size_t)8192 * 8192 * 2, &X16))
-        goto done;
+        goto out;
     {
         float *hx = malloc(xb);
         if (!hx) {
             bench_note(sk, "out of memory for the prefill GEMM's %zu-byte activations", xb);
-            goto done;
+            goto out;
         }
         uint64_t sd = 11;
         for (size_t j = 0; j < xb / 4; j++) hx[j] = kb_rand_pm1(&sd);
@@ -391,11 +384,50 @@ int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
         ex_gpu_free(g, W16);
     }
     json_object_set_new(gj, "prefill_gemm", marr);
-    rc = gemv_bad ? -1 : 0;
-done:
+    rc = 0;
+out:
+    if (rc) json_decref(marr); /* on success it is gj's */
     ex_gpu_free(g, X);
     ex_gpu_free(g, Y);
     ex_gpu_free(g, X16);
+    return rc;
+}
+
+int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
+{
+    const bench_sink *sk = &o->sink;
+    ex_gpu *g = NULL;
+    ex_gpu_status st = ex_gpu_open(0, &g);
+    if (st) {
+        bench_table(sk, "\nGPU: %s: skipped\n", ex_gpu_status_str(st));
+        json_object_set_new(root, "gpu", json_string(ex_gpu_status_str(st)));
+        return 0;
+    }
+    const ex_gpu_props *pr = ex_gpu_info(g);
+    ex_stream s = ex_gpu_stream(g, EX_GPU_STREAM_COMPUTE);
+    json_t *gj = json_object();
+    json_object_set_new(gj, "name", json_string(pr->name));
+    json_object_set_new(gj, "cc", json_integer(pr->cc_major * 10 + pr->cc_minor));
+    json_object_set_new(gj, "sm_count", json_integer(pr->sm_count));
+    json_object_set_new(gj, "mem_bytes", json_integer((json_int_t)pr->mem_bytes));
+    json_object_set_new(gj, "mem_bw_theoretical_GBps", json_real(pr->mem_bw_peak_Bps * 1e-9));
+    int rc = gpu_ceilings(sk, g, s, gj, cl);
+    int gemv_bad = 0;
+    if (rc == 0) {
+        json_t *garr = json_array();
+        gemv_header(sk, gj);
+        for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0] && rc == 0; ti++) {
+            ats_qtype t = GPU_TYPES[ti];
+            int fused_ok = t == ATS_Q_Q4_0 || t == ATS_Q_Q4_K || t == ATS_Q_Q8_0 || t == ATS_Q_Q6_K;
+            for (int si = 0; si < KB_N_SHAPES + (fused_ok ? N_FUSED : 0) && rc == 0; si++)
+                rc = gemv_row(o, g, s, t, ti, si < KB_N_SHAPES ? &kb_shapes[si] : &GPU_FUSED_SHAPES[si - KB_N_SHAPES],
+                              cl->gpu_read_Bps, garr, &gemv_bad);
+        }
+        json_object_set_new(gj, "gemv", garr);
+        if (gemv_bad) bench_note(sk, "a GPU GEMV differs from ex_cpu_matmul (FAIL in the table)");
+    }
+    if (rc == 0) rc = gpu_prefill(o, g, s, gj, cl);
+    if (rc == 0 && gemv_bad) rc = -1;
     json_object_set_new(root, "gpu", gj);
     ex_gpu_close(g);
     if (rc) bench_note(sk, "GPU part failed (see the CUDA message above)");
