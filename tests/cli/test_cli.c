@@ -12,6 +12,7 @@
  * runs, and its folders table lists .ci/.
  */
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -470,8 +471,8 @@ static void test_outputs(void)
     CHECK(!leftover_tmp(tmpdir));
 }
 
-/* `ats bench sched` without --out writes ./bench-sched.json in the current directory and leaves the
- * committed experiments/sched-speed/bench-sched.json as it was. */
+/* `ats bench sched` without --out prints its table and writes no file: neither in the current directory
+ * nor the committed experiments/sched-speed/bench-sched.json. */
 static void test_bench_default_out(void)
 {
     char committed[1024], args[1500], here[400];
@@ -482,19 +483,28 @@ static void test_bench_default_out(void)
     snprintf(here, sizeof here, "%s/bench-here", tmpdir);
     CHECK(mkdir(here, 0755) == 0);
     const char *bin = getenv("ATS_BIN");
-    snprintf(args, sizeof args, "cd '%s' && '%s' bench sched --runs 1 --models qwen3-14b >/dev/null 2>&1", here,
-             bin ? bin : "ats");
+    char table[500];
+    snprintf(table, sizeof table, "%s/table.txt", tmpdir);
+    snprintf(args, sizeof args, "cd '%s' && '%s' bench sched --runs 1 --models qwen3-14b >'%s' 2>&1", here,
+             bin ? bin : "ats", table);
     CHECK(system(args) == 0);
-    char local[500];
-    snprintf(local, sizeof local, "%s/bench-sched.json", here);
-    char *mine = tu_slurp(local, &n1);
-    CHECK_MSG(mine && strstr(mine, "\"results\""), "no result file %s", local);
+    char *txt = tu_slurp(table, &n1);
+    CHECK_MSG(txt && strstr(txt, "qwen3-14b") && strstr(txt, "dp_ats_us") && !strstr(txt, "result file"),
+              "stdout '%s'", txt ? txt : "(none)");
+    DIR *d = opendir(here);
+    int n_files = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n_files++;
+    if (d) closedir(d);
+    CHECK_MSG(d && n_files == 0, "bench sched without --out left %d files in %s", n_files, here);
     char *after = tu_slurp(committed, &n2);
     CHECK_MSG((!before && !after) || (before && after && n0 == n2 && memcmp(before, after, n0) == 0),
               "bench sched changed the committed %s", committed);
     free(before);
     free(after);
-    free(mine);
+    free(txt);
+    unlink(table);
+    rmdir(here);
 }
 
 static void test_import_notes(void)
