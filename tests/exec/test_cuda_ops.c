@@ -595,8 +595,8 @@ static void test_ffn_router_moe(void)
 
 /* Routed experts in prefill chunks (more than 8 tokens: pairs grouped by expert on the device, grouped
  * F16 tensor-core GEMMs): GPU vs ex_cpu_moe and vs the exact float reference, relative to the down
- * projection's row-sum scale. Cases: Q4_K gate/up + Q6_K down, 16 experts, 4 a token, 100 + r tokens
- * (experts with more than one tile of 32 pairs); Q4_0 + Q8_0 with widths that are not a multiple of the
+ * projection's row-sum scale. Cases: Q4_K gate/up + Q6_K down, 8 experts, 4 a token, 130 + r tokens
+ * (65 pairs an expert on average: experts with more than one tile of 64 pairs); Q4_0 + Q8_0 with widths that are not a multiple of the
  * 128-column step or the 64-row tile (352, 288); MXFP4 + Q4_K at 9 tokens; F16 + BF16. Ids are random
  * distinct experts a token; one case routes a token to an id out of range: its row must be NaN and the
  * others still right. Bound 8e-3: F16 weights and activations in both GEMMs (4e-3 each, as the prefill
@@ -604,7 +604,7 @@ static void test_ffn_router_moe(void)
 static void test_moe_prefill(void)
 {
     static const struct { ats_qtype tg, td; int64_t n_embd, n_ff, n_exp, k, nt; } cs[] = {
-        {ATS_Q_Q4_K, ATS_Q_Q6_K, 512, 256, 16, 4, 100}, {ATS_Q_Q4_0, ATS_Q_Q8_0, 352, 288, 8, 2, 37},
+        {ATS_Q_Q4_K, ATS_Q_Q6_K, 512, 256, 8, 4, 130}, {ATS_Q_Q4_0, ATS_Q_Q8_0, 352, 288, 8, 2, 37},
         {ATS_Q_MXFP4, ATS_Q_Q4_K, 256, 256, 8, 2, 9},   {ATS_Q_F16, ATS_Q_BF16, 192, 96, 4, 2, 20},
     };
     const double bound = 8e-3;

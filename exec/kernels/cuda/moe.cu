@@ -13,8 +13,9 @@
  * cover all experts of the layer: gate+up with SwiGLU in the epilogue (H, F16, in sorted pair order) and
  * down (D, F32, scattered back to pair order); each tile dequantizes its expert's weight rows to F16 in
  * shared memory once for all its tokens and multiplies on the tensor cores (WMMA 16×16×16, F32
- * accumulation). So a prefill chunk reads each chosen expert's weights once per tile of 32 of its tokens,
- * not once per token. The combine kernel sums the k slots of each token in slot order (deterministic).
+ * accumulation). So a prefill chunk reads and dequantizes each chosen expert's weights once per tile of
+ * 64 of its pairs, not once per pair. H is F16: a SwiGLU output beyond ±65504 would become ±inf (the
+ * dense prefill GEMM rounds its activations to F16 likewise). The combine kernel sums the k slots of each token in slot order (deterministic).
  */
 #include "common.cuh"
 
@@ -58,7 +59,7 @@ static __global__ void moe_combine_kernel(const float *__restrict__ D, const flo
 
 /* ---- prefill: grouping by expert ------------------------------------------------------------------ */
 #define MOE_BM 64  /* weight rows per tile */
-#define MOE_BN 32  /* pairs (token, slot) per tile, all of one expert */
+#define MOE_BN 64  /* pairs (token, slot) per tile, all of one expert (Qwen3-30B-A3B at 512 tokens: 32 an expert on average) */
 #define MOE_KT 128 /* columns per step (4 blocks of 32) */
 #define MOE_LDW (MOE_KT + 8) /* F16 row stride in shared memory (16-byte pad against bank conflicts) */
 #define MOE_THREADS 256
@@ -127,7 +128,7 @@ static __device__ __forceinline__ void st32_half(__half *dst, const float *v)
  * columns), B = x rows of the tile's pairs (F32, token z / k), H[p][r] = silu(g)·u as F16 at sorted
  * position p. Not GATED (down): A = down (n_embd rows of n_ff), B = H rows p (F16), D[z][r] F32 at pair z.
  * Per step of 128 columns each thread dequantizes one block of 32 of one row per matrix (deq32, exact)
- * into F16 shared memory; 8 warps each own a 16×16 output tile (rows 16·(w % 4), pairs 16·(w / 4)).
+ * into F16 shared memory; 8 warps each own a 16×32 output tile (rows 16·(w % 4), pairs 32·(w / 4)).
  * Blocks past *n_tiles return at once (the grid is sized for the most tiles there can be).
  */
 template <int TYPE, bool GATED>
@@ -140,8 +141,8 @@ static __global__ void __launch_bounds__(MOE_THREADS)
 {
     using namespace nvcuda;
     constexpr int NA = GATED ? 2 : 1;
-    __shared__ __align__(32) __half sw[NA][MOE_BM * MOE_LDW];
-    __shared__ __align__(32) __half sx[MOE_BN * MOE_LDW];
+    extern __shared__ __align__(128) unsigned char moe_sm[]; /* NA weight tiles, the activation tile */
+    __half *sw0 = (__half *)moe_sm, *sx = sw0 + NA * MOE_BM * MOE_LDW;
     __shared__ int s_row[MOE_BN];
     const int tile = blockIdx.y;
     if (tile >= *n_tiles) return;
@@ -150,10 +151,13 @@ static __global__ void __launch_bounds__(MOE_THREADS)
     if (tid < MOE_BN) s_row[tid] = tid < cnt ? (GATED ? perm[pos + tid] / k_slots : perm[pos + tid]) : -1;
     __syncthreads();
     const uint8_t *wa = Wa + (uint64_t)ex * mat_bytes, *wb = GATED ? Wb + (uint64_t)ex * mat_bytes : NULL;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NA];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NA][2];
 #pragma unroll
-    for (int a = 0; a < NA; a++) wmma::fill_fragment(acc[a], 0.0f);
-    const int wr = (warp & 3) * 16, wn = (warp >> 2) * 16;
+    for (int a = 0; a < NA; a++) {
+        wmma::fill_fragment(acc[a][0], 0.0f);
+        wmma::fill_fragment(acc[a][1], 0.0f);
+    }
+    const int wr = (warp & 3) * 16, wn = (warp >> 2) * 32; /* 16 rows × 32 pairs a warp */
     const int lr = tid >> 2, lc = tid & 3; /* this thread's weight row and block of 32 in a step */
     for (int k0 = 0; k0 < n_in; k0 += MOE_KT) {
         { /* weights: rows r0 + lr, columns k0 + 32·lc .. +32 */
@@ -165,7 +169,7 @@ static __global__ void __launch_bounds__(MOE_THREADS)
                 else
 #pragma unroll
                     for (int j = 0; j < 32; j++) v[j] = 0.0f;
-                st32_half(&sw[a][lr * MOE_LDW + 32 * lc], v);
+                st32_half(&sw0[a * MOE_BM * MOE_LDW + lr * MOE_LDW + 32 * lc], v);
             }
         }
         /* activations: MOE_BN rows × 128 columns, 8 values a thread-step */
@@ -188,26 +192,31 @@ static __global__ void __launch_bounds__(MOE_THREADS)
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < MOE_KT; kk += 16) {
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
-            wmma::load_matrix_sync(fb, &sx[wn * MOE_LDW + kk], MOE_LDW);
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[2];
+            wmma::load_matrix_sync(fb[0], &sx[wn * MOE_LDW + kk], MOE_LDW);
+            wmma::load_matrix_sync(fb[1], &sx[(wn + 16) * MOE_LDW + kk], MOE_LDW);
 #pragma unroll
             for (int a = 0; a < NA; a++) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
-                wmma::load_matrix_sync(fa, &sw[a][wr * MOE_LDW + kk], MOE_LDW);
-                wmma::mma_sync(acc[a], fa, fb, acc[a]);
+                wmma::load_matrix_sync(fa, &sw0[a * MOE_BM * MOE_LDW + wr * MOE_LDW + kk], MOE_LDW);
+                wmma::mma_sync(acc[a][0], fa, fb[0], acc[a][0]);
+                wmma::mma_sync(acc[a][1], fa, fb[1], acc[a][1]);
             }
         }
         __syncthreads();
     }
     if (GATED) /* SwiGLU on the accumulators: gate and up fragments have the same layout */
 #pragma unroll
-        for (int i = 0; i < acc[0].num_elements; i++) {
-            float gv = acc[0].x[i];
-            acc[0].x[i] = gv / (1.0f + __expf(-gv)) * acc[1].x[i];
-        }
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int i = 0; i < acc[0][n].num_elements; i++) {
+                float gv = acc[0][n].x[i];
+                acc[0][n].x[i] = gv / (1.0f + __expf(-gv)) * acc[NA - 1][n].x[i];
+            }
     /* stage C (rows × pairs) as [pair][row] F32 in the weight buffer, then write whole rows */
-    float *sc = (float *)&sw[0][0]; /* MOE_BN × (MOE_BM + 4) floats ≤ the weight buffer */
-    wmma::store_matrix_sync(&sc[wn * (MOE_BM + 4) + wr], acc[0], MOE_BM + 4, wmma::mem_col_major);
+    float *sc = (float *)sw0; /* MOE_BN × (MOE_BM + 4) floats ≤ one weight tile */
+    wmma::store_matrix_sync(&sc[wn * (MOE_BM + 4) + wr], acc[0][0], MOE_BM + 4, wmma::mem_col_major);
+    wmma::store_matrix_sync(&sc[(wn + 16) * (MOE_BM + 4) + wr], acc[0][1], MOE_BM + 4, wmma::mem_col_major);
     __syncthreads();
     for (int i = tid; i < MOE_BN * MOE_BM; i += MOE_THREADS) {
         int j = i / MOE_BM, r = i % MOE_BM;
@@ -217,7 +226,7 @@ static __global__ void __launch_bounds__(MOE_THREADS)
         else Dout[(int64_t)s_row[j] * n_out + r0 + r] = v;
     }
 }
-static_assert(MOE_BN * (MOE_BM + 4) * 4 <= MOE_BM * MOE_LDW * 2, "the staging tile fits the weight buffer");
+static_assert(MOE_BN * (MOE_BM + 4) * 4 <= MOE_BM * MOE_LDW * 2, "the staging tile fits one weight tile");
 
 template <bool GATED>
 static ex_gpu_status moe_mm(int type, const ex_tensor *wa, const ex_tensor *wb, const float *x, int k_slots,
@@ -229,9 +238,18 @@ static ex_gpu_status moe_mm(int type, const ex_tensor *wa, const ex_tensor *wb, 
     uint64_t mat = wa->row_bytes * (uint64_t)wa->ne[1];
     dim3 grid((unsigned)((n_out + MOE_BM - 1) / MOE_BM), (unsigned)max_tiles);
     const uint8_t *A = (const uint8_t *)wa->data, *B = wb ? (const uint8_t *)wb->data : NULL;
+    const size_t smem = (size_t)((GATED ? 2 : 1) * MOE_BM + MOE_BN) * MOE_LDW * 2;
 #define MOE_MM(T)                                                                                                     \
-    moe_mm_kernel<T, GATED><<<grid, MOE_THREADS, 0, s>>>(A, B, mat, wa->row_bytes, n_out, n_in, x, k_slots, Hin, perm, \
-                                                         tex, tpos, tcnt, ntiles, Hout, Dout);                        \
+    {                                                                                                                 \
+        static int attr_set; /* one per instantiation: the opt-in above 48 KB */                                      \
+        if (!attr_set) {                                                                                              \
+            EXC_CUDA(cudaFuncSetAttribute(moe_mm_kernel<T, GATED>, cudaFuncAttributeMaxDynamicSharedMemorySize,       \
+                                          (int)smem));                                                                \
+            attr_set = 1;                                                                                             \
+        }                                                                                                             \
+        moe_mm_kernel<T, GATED><<<grid, MOE_THREADS, smem, s>>>(A, B, mat, wa->row_bytes, n_out, n_in, x, k_slots,    \
+                                                                Hin, perm, tex, tpos, tcnt, ntiles, Hout, Dout);      \
+    }                                                                                                                 \
     break
     switch (type) {
     case ATS_Q_Q4_0: MOE_MM(ATS_Q_Q4_0);
