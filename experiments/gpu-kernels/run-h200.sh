@@ -5,8 +5,9 @@
 # steps) for Qwen3-14B and Qwen3-30B-A3B on this tree, and the whole-model rows of the baseline.
 # Run from the root of the checkout the device tool sent, this tree at $TREE (default .dev/gpu-prefill),
 # .deps carried (GSL):  bash .dev/gpu-prefill/experiments/gpu-kernels/run-h200.sh
-# Results under $OUT (at most 8 files): summary.txt, tests.log, new-14b.txt, new-30b.txt, base-30b.txt,
-# base-14b.txt, build.log. BUDGET_S (default 230) bounds the whole call; later steps are skipped.
+# Results under $OUT (at most 8 files): summary.txt, tests.log, new-14b.txt, new-30b.txt, base-*.txt
+# (BASE_MODELS, default "qwen3-30b-a3b"), build.log. BUDGET_S (default 230) bounds the whole call; later
+# steps are skipped.
 set -u
 R=$(pwd)
 TREE=${TREE:-.dev/gpu-prefill}
@@ -39,10 +40,12 @@ run() { # NAME LIMIT CMD...
 run tests.log 60 /tmp/b-new/tests/exec/test_cuda_ops
 grep -E "prefill|FAIL|fail|passed" "$OUT/tests.log" | tail -40 >> "$S"
 B="bench kernels --skip-cpu --reps 6 --tokens 512 --prompt 512 --decode 128"
-run new-14b.txt 60 /tmp/b-new/cli/ats $B --model qwen3-14b --out /tmp/n14.json
 run new-30b.txt 70 /tmp/b-new/cli/ats $B --model qwen3-30b-a3b --out /tmp/n30.json
-[ $rb = 0 ] && run base-30b.txt 70 /tmp/b-base/cli/ats $B --model qwen3-30b-a3b --out /tmp/b30.json
-for f in new-14b.txt new-30b.txt base-30b.txt; do
-  [ -f "$OUT/$f" ] && { echo "== $f" >> "$S"; grep -E -A3 "^prefill GEMM|^prefill attention|^routed|^whole model|^gpu " "$OUT/$f" >> "$S"; }
+run new-14b.txt 60 /tmp/b-new/cli/ats $B --model qwen3-14b --out /tmp/n14.json
+for m in ${BASE_MODELS-qwen3-30b-a3b}; do
+  [ $rb = 0 ] && run base-$m.txt 60 /tmp/b-base/cli/ats $B --model $m --out /tmp/b-$m.json
+done
+for f in new-30b.txt new-14b.txt base-*.txt; do
+  [ -f "$OUT/$f" ] && { echo "== $f" >> "$S"; grep -E -A4 "^prefill GEMM|^prefill attention|^routed|^whole model|^gpu " "$OUT/$f" >> "$S"; }
 done
 say done

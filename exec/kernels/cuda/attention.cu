@@ -13,7 +13,8 @@
  * so the launchers keep their signatures) — the decode attention was latency-bound (one warp's serial
  * chain of dependent loads, shuffles and exps), not bandwidth-bound (task AA). att_shape() picks NW and
  * S from the grid and the cached SM count; ATS_ATTN_SHAPE=NW,S overrides it for A/B timing. Works for
- * decode (1 token) and prefill chunks alike; any head_dim ≤ 256 (lanes past head_dim idle).
+ * decode and chunks of up to 8 tokens (and other head sizes); any head_dim ≤ 256 (lanes past head_dim idle).
+ * Longer prefill chunks with head_dim 64/128/256 go to the tensor-core kernel fa_prefill_kernel below.
  * Vaswani et al. 2017 (attention), Ainslie et al. 2023 (GQA), Milakov & Gimelshein 2018 (online softmax).
  */
 #include "common.cuh"

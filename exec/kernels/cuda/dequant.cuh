@@ -1,5 +1,5 @@
 /* exec/kernels/cuda/dequant.cuh — private: 32 consecutive elements of any weight type as floats, exact per
- * ../shared/models/QUANT_FORMATS.md (used by the dequantize and embedding kernels). */
+ * ../shared/models/QUANT_FORMATS.md (used by the dequantize, embedding and grouped MoE kernels). */
 #ifndef EXC_DEQUANT_CUH
 #define EXC_DEQUANT_CUH
 
