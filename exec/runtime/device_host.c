@@ -4,7 +4,10 @@
  * record time. Its op table is the CPU's kernels reading every weight through the runtime's binding
  * (an unbound weight with bound_only is ATS_EINVAL) and comparing the bound bytes with the host
  * weight first: a stale or poisoned slot counts as a bad read and computes with the bad bytes.
- * retire() fills a range with 0xFF bytes (NaN scales in every quantized type, NaN floats). */
+ * retire() fills a range with 0xFF bytes (NaN scales in every quantized type, NaN floats). Streams
+ * are checked too: a copy over bytes an op read without the transfer stream having waited for an
+ * event recorded after that op, or a read of bytes whose copy the compute stream did not wait for,
+ * is counted (unwaited): on real streams either would be a race. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +23,17 @@ typedef struct binding {
     int32_t *ids, n_ids;
 } binding;
 
+/* A device range and the sequence number of what touched it (a read by an op, or a copy). */
+typedef struct touch {
+    const char *lo, *hi;
+    int64_t seq;
+} touch;
+
+typedef struct tlist {
+    touch *t;
+    int n, cap;
+} tlist;
+
 typedef struct hdev {
     ex_device d;
     ex_backend be;
@@ -27,11 +41,49 @@ typedef struct hdev {
     int n_b, cap_b;
     int bound_only;
     ex_device_host_stats st;
+    /* stream discipline (what asynchronous streams would make a race): */
+    int64_t op_seq;      /* ops that read a bound weight so far */
+    int64_t copy_seq;    /* copies into device memory so far */
+    int64_t xfer_waited; /* the transfer stream has waited for reads up to this op_seq */
+    int64_t comp_waited; /* the compute stream has waited for copies up to this copy_seq */
+    tlist reads, copies;
 } hdev;
 
 typedef struct hevent {
     int64_t ns;
+    int64_t op_seq, copy_seq; /* what had been queued on its stream when it was recorded */
 } hevent;
+
+static void tl_add(tlist *l, const void *lo, size_t bytes, int64_t seq)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        touch *t = realloc(l->t, (size_t)cap * sizeof *t);
+        if (!t) return; /* the check loses a record, never the run */
+        l->t = t;
+        l->cap = cap;
+    }
+    l->t[l->n++] = (touch){(const char *)lo, (const char *)lo + bytes, seq};
+}
+
+/* Drops records at or below seq (waited for: they can no longer race). */
+static void tl_prune(tlist *l, int64_t seq)
+{
+    int j = 0;
+    for (int i = 0; i < l->n; i++)
+        if (l->t[i].seq > seq) l->t[j++] = l->t[i];
+    l->n = j;
+}
+
+/* Highest seq of a record overlapping [lo, lo + bytes), 0 when none. */
+static int64_t tl_max(const tlist *l, const void *lo, size_t bytes)
+{
+    const char *a = lo, *b = a + bytes;
+    int64_t m = 0;
+    for (int i = 0; i < l->n; i++)
+        if (l->t[i].lo < b && a < l->t[i].hi && l->t[i].seq > m) m = l->t[i].seq;
+    return m;
+}
 
 static int64_t mono_ns(void)
 {
@@ -68,8 +120,11 @@ static enum ats_status h_h2d(void *ctx, void *dev, const void *host, size_t byte
     (void)stream;
     (void)err;
     hdev *h = ctx;
+    /* a copy into bytes that an op read, with no wait of the transfer stream for that op's end */
+    if (tl_max(&h->reads, dev, bytes) > h->xfer_waited) h->st.unwaited++;
     memcpy(dev, host, bytes);
     h->st.copies++;
+    tl_add(&h->copies, dev, bytes, ++h->copy_seq);
     return ATS_OK;
 }
 
@@ -82,16 +137,37 @@ static enum ats_status h_event_new(void *ctx, void **ev, ats_err *err)
 static void h_event_free(void *ctx, void *ev) { (void)ctx; free(ev); }
 static enum ats_status h_record(void *ctx, void *ev, int stream, ats_err *err)
 {
-    (void)ctx; (void)stream; (void)err;
-    ((hevent *)ev)->ns = mono_ns();
+    (void)err;
+    hdev *h = ctx;
+    hevent *e = ev;
+    e->ns = mono_ns();
+    e->op_seq = stream == EX_DEV_COMPUTE ? h->op_seq : 0;
+    e->copy_seq = stream == EX_DEV_TRANSFER ? h->copy_seq : 0;
     return ATS_OK;
 }
+/* Work runs at once, but what a stream has waited for is tracked: a copy over bytes an op read
+ * without a wait for that op, or an op reading bytes whose copy it did not wait for, would be a race
+ * on real streams (counted in unwaited). */
 static enum ats_status h_wait(void *ctx, int stream, void *ev, ats_err *err)
 {
-    (void)ctx; (void)stream; (void)ev; (void)err;
-    return ATS_OK; /* synchronous: what ev marks has happened */
+    (void)err;
+    hdev *h = ctx;
+    const hevent *e = ev;
+    if (stream == EX_DEV_TRANSFER && e->op_seq > h->xfer_waited) h->xfer_waited = e->op_seq;
+    if (stream == EX_DEV_COMPUTE && e->copy_seq > h->comp_waited) h->comp_waited = e->copy_seq;
+    return ATS_OK;
 }
-static enum ats_status h_sync(void *ctx, int stream, ats_err *err) { (void)ctx; (void)stream; (void)err; return ATS_OK; }
+static enum ats_status h_sync(void *ctx, int stream, ats_err *err)
+{
+    (void)err;
+    hdev *h = ctx;
+    /* the host waited: later work on any stream is ordered after this stream's */
+    if (stream == EX_DEV_COMPUTE) h->xfer_waited = h->op_seq;
+    if (stream == EX_DEV_TRANSFER) h->comp_waited = h->copy_seq;
+    tl_prune(&h->reads, h->xfer_waited);
+    tl_prune(&h->copies, h->comp_waited);
+    return ATS_OK;
+}
 static enum ats_status h_elapsed(void *ctx, void *a, void *b, int64_t *ns, ats_err *err)
 {
     (void)ctx; (void)err;
@@ -152,6 +228,18 @@ static void h_note_gather(void *ctx, const void *host, size_t expert_bytes, cons
     h->st.gathers++;
 }
 
+/* The residency flush of the op table (ex/backend.h): the host waits for the ops queued so far, as the
+ * CUDA table's flush waits for its compute stream (the session calls it at every change of backend,
+ * so a CPU op always runs after the GPU ops before it ended). */
+static enum ats_status h_flush(void *ctx, int with_kv)
+{
+    (void)with_kv;
+    hdev *h = ctx;
+    h->xfer_waited = h->op_seq;
+    tl_prune(&h->reads, h->xfer_waited);
+    return ATS_OK;
+}
+
 static void h_bound_only(void *ctx, int on) { ((hdev *)ctx)->bound_only = on; }
 
 /* The device address of host weight bytes [host, host + bytes): its binding (checked against the
@@ -167,6 +255,8 @@ static enum ats_status weight(hdev *h, const void *host, size_t bytes, const voi
     if (h->b[i].bytes < bytes) return ATS_EINVAL;
     h->st.bound_reads++;
     const binding *bd = &h->b[i];
+    if (tl_max(&h->copies, bd->dev, bytes) > h->comp_waited) h->st.unwaited++; /* read before its copy's event */
+    tl_add(&h->reads, bd->dev, bytes, ++h->op_seq);
     if (bd->expert_bytes) {
         for (int32_t j = 0; j < bd->n_ids && (size_t)j * bd->expert_bytes < bytes; j++)
             if (memcmp((const char *)bd->dev + (size_t)j * bd->expert_bytes,
@@ -298,6 +388,7 @@ enum ats_status ex_device_host_new(ex_device **out)
     b->output = d_output;
     b->kv_store_f16 = d_kv_store_f16;
     b->attention_f16 = d_attention_f16;
+    b->flush = h_flush;
     b->bind_weight = h_bind;
     b->bound_only = h_bound_only;
     ex_device *d = &h->d;
@@ -325,6 +416,8 @@ void ex_device_host_free(ex_device *d)
     hdev *h = d->ctx;
     for (int i = 0; i < h->n_b; i++) free(h->b[i].ids);
     free(h->b);
+    free(h->reads.t);
+    free(h->copies.t);
     free(h);
 }
 

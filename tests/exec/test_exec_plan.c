@@ -10,6 +10,9 @@
  *    weight read from a wrong, stale or poisoned slot changes them);
  *  - no op read a bound weight whose bytes differed from the host weight (bad_reads 0: no reader
  *    saw poison; copies issued before a slot's last reader ran would be seen here);
+ *  - no stream-order violation (unwaited 0): every copy over a slot came after a transfer-stream wait
+ *    for the event of the slot's last reader, every read of a slot after a compute-stream wait for
+ *    its copy's event (what real streams need; the host device runs work at once, so it counts them);
  *  - peak device allocation ≤ the budget; the controller observed every round;
  *  - over all runs, some promoted weights were copied and retired (the slot path ran).
  * Each policy also runs serialized (--serialized, R7) at two budgets, with the same checks.
@@ -201,6 +204,8 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
               (unsigned long long)budget, worst, bad_tok);
     CHECK_MSG(hs.bad_reads == 0, "%s budget %llu: %lld reads of a stale or poisoned slot", policy,
               (unsigned long long)budget, (long long)hs.bad_reads);
+    CHECK_MSG(hs.unwaited == 0, "%s budget %llu: %lld copies or reads without the stream wait that orders them",
+              policy, (unsigned long long)budget, (long long)hs.unwaited);
     CHECK_MSG(g_cuda || hs.peak_alloc_bytes + kv + comp <= budget, "%s: %llu bytes allocated + KV %llu + compute %llu > budget %llu",
               policy, (unsigned long long)hs.peak_alloc_bytes, (unsigned long long)kv, (unsigned long long)comp,
               (unsigned long long)budget);
@@ -331,6 +336,32 @@ static void test_poison_seen(void)
     CHECK(isnan(y[0]));
     CHECK(be->bind_weight(be->ctx, w, 0, NULL) == ATS_OK);
     CHECK(be->matmul(be->ctx, &t, x, 1, y) == ATS_EINVAL); /* unbound with bound_only */
+    /* stream order: a copy over the slot after the read without waiting for the reader's event, and a
+       read of the new copy without waiting for the copy's event, are both counted; with the events
+       waited for, neither */
+    CHECK(d->sync(d->ctx, EX_DEV_TRANSFER, &err) == ATS_OK && d->sync(d->ctx, EX_DEV_COMPUTE, &err) == ATS_OK);
+    int64_t u0 = ex_device_host_get_stats(d).unwaited;
+    CHECK(be->bind_weight(be->ctx, w, sizeof w, slot) == ATS_OK);
+    CHECK(d->h2d(d->ctx, slot, w, sizeof w, EX_DEV_TRANSFER, &err) == ATS_OK); /* every reader waited for */
+    CHECK(ex_device_host_get_stats(d).unwaited == u0);
+    CHECK(be->matmul(be->ctx, &t, x, 1, y) == ATS_OK); /* reads a copy nobody waited for */
+    CHECK(ex_device_host_get_stats(d).unwaited == u0 + 1);
+    CHECK(d->h2d(d->ctx, slot, w, sizeof w, EX_DEV_TRANSFER, &err) == ATS_OK); /* overwrites an unwaited read */
+    CHECK(ex_device_host_get_stats(d).unwaited == u0 + 2);
+    void *ev_op = NULL, *ev_x = NULL;
+    CHECK(d->event_new(d->ctx, &ev_op, &err) == ATS_OK && d->event_new(d->ctx, &ev_x, &err) == ATS_OK);
+    CHECK(d->sync(d->ctx, EX_DEV_TRANSFER, &err) == ATS_OK && d->sync(d->ctx, EX_DEV_COMPUTE, &err) == ATS_OK);
+    CHECK(d->h2d(d->ctx, slot, w, sizeof w, EX_DEV_TRANSFER, &err) == ATS_OK);
+    CHECK(d->record(d->ctx, ev_x, EX_DEV_TRANSFER, &err) == ATS_OK);
+    CHECK(d->wait(d->ctx, EX_DEV_COMPUTE, ev_x, &err) == ATS_OK);
+    CHECK(be->matmul(be->ctx, &t, x, 1, y) == ATS_OK);
+    CHECK(d->record(d->ctx, ev_op, EX_DEV_COMPUTE, &err) == ATS_OK);
+    CHECK(d->wait(d->ctx, EX_DEV_TRANSFER, ev_op, &err) == ATS_OK);
+    CHECK(d->h2d(d->ctx, slot, w, sizeof w, EX_DEV_TRANSFER, &err) == ATS_OK);
+    CHECK(ex_device_host_get_stats(d).unwaited == u0 + 2);
+    d->event_free(d->ctx, ev_op);
+    d->event_free(d->ctx, ev_x);
+    CHECK(be->bind_weight(be->ctx, w, 0, NULL) == ATS_OK);
     d->free_mem(d->ctx, slot);
     ex_device_host_free(d);
 }

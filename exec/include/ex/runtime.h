@@ -85,9 +85,11 @@ typedef struct ex_device {
 enum ats_status ex_device_host_new(ex_device **out);
 void ex_device_host_free(ex_device *d);
 /** What the host-memory device saw: weight reads from a binding whose bytes differed from the host
- *  weight (poison or a stale slot: must stay 0), bound reads, bytes allocated now and at peak. */
+ *  weight (poison or a stale slot: must stay 0), stream-order violations (unwaited: must stay 0),
+ *  bound reads, bytes allocated now and at peak. */
 typedef struct ex_device_host_stats {
     int64_t bad_reads, bound_reads, copies, retired, gathers; /* gathers: compact expert copies bound */
+    int64_t unwaited; /* copies over bytes a not-waited-for op read, or reads of a not-waited-for copy */
     uint64_t alloc_bytes, peak_alloc_bytes;
 } ex_device_host_stats;
 ex_device_host_stats ex_device_host_get_stats(const ex_device *d);
