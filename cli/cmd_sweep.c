@@ -45,6 +45,7 @@ typedef struct sweep_args {
     sim_cli o;
     double eps[MAX_GRID], itv[MAX_GRID];
     int n_eps, n_itv, itv_s, csv, n_trace_flags;
+    int quiet; /* a rank other than 0: no usage on --help (rank 0 prints it) */
     long long threads;
     int threads_given;
     double checkpoint_s;
@@ -197,7 +198,7 @@ static int parse_flags(sweep_args *a, int argc, char **argv)
         if (r < 0) return ATS_EXIT_USAGE;
         if (r > 0) continue;
         if (c == O_HELP || c == 'h') {
-            usage(stdout);
+            if (!a->quiet) usage(stdout);
             return -1;
         }
         if (c == ':') {
@@ -668,6 +669,7 @@ static int setup(sim_par *par, sweep_args *a, int argc, char **argv)
     const int rank = sim_par_rank(par);
     FILE *cap = NULL;
     int saved = -1;
+    a->quiet = rank > 0;
     if (rank > 0 && (cap = tmpfile()) != NULL) {
         fflush(stderr);
         saved = dup(STDERR_FILENO);
