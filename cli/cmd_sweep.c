@@ -517,7 +517,7 @@ typedef struct progress_ctx {
     const sweep_args *a;
     double t0;
     long done0; /* points known when the run started */
-    int tty, shown;
+    int tty, ended;
 } progress_ctx;
 
 static double wall_s(void)
@@ -530,14 +530,13 @@ static double wall_s(void)
 static void on_progress(void *ctx, long done, long total)
 {
     progress_ctx *c = ctx;
-    if (!c->tty) return;
+    if (!c->tty || c->ended) return;
     double dt = wall_s() - c->t0, rate = dt > 0 ? (double)(done - c->done0) / dt : 0;
     char eta[32] = "?";
     if (rate > 0) snprintf(eta, sizeof eta, "%.0f s", (double)(total - done) / rate);
     fprintf(stderr, "\rats sweep: %ld/%ld points, %.3g points/s, ETA %s   ", done, total, rate, eta);
-    if (done == total) fputc('\n', stderr);
+    if (done == total) fputc('\n', stderr), c->ended = 1;
     fflush(stderr);
-    c->shown = 1;
 }
 
 static int on_checkpoint(void *ctx, const sim_sweep_grid *g)
@@ -631,6 +630,7 @@ static int run_grid(sim_par *par, sweep_args *a)
     enum ats_status s = sim_sweep_run(par, &g, &opt, &err);
     if (rank == 0) catch_stop_signals(0);
     if (s != ATS_OK) {
+        if (pc.tty && !pc.ended) fputc('\n', stderr); /* after the progress line */
         ats_cli_error("sweep", "%s", err.msg);
         sim_sweep_grid_free(&g);
         sim_par_abort(par, ATS_EXIT_FAIL); /* the other ranks may be waiting for rank 0 */
