@@ -74,7 +74,7 @@ enum ats_status sim_sweep_grid_init(sim_sweep_grid *g, const sim_sweep_spec *s, 
     g->have = calloc(n, 1);
     if (!g->pt || !g->rows || !g->status || !g->err || !g->done || !g->have) {
         sim_sweep_grid_free(g);
-        return ats_err_set(err, ATS_ENOMEM, "sweep: out of memory for %ld points", g->n);
+        return ats_err_set(err, ATS_ENOMEM, "out of memory for %ld points", g->n);
     }
     long k = 0;
     for (int it = 0; it < s->n_traces; it++)
@@ -260,7 +260,7 @@ static enum ats_status serve(sim_par *p, lead_state *L, int from, const char *bu
     ask_hdr h;
     memcpy(&h, buf, sizeof h);
     if (n != (long)(sizeof h + (size_t)h.n * sizeof(point_msg)) || h.want < 0 || h.want > MAX_THREADS)
-        return ats_err_set(err, ATS_EIO, "sweep: rank %d sent a malformed message (%ld bytes)", from, n);
+        return ats_err_set(err, ATS_EIO, "rank %d sent a malformed message (%ld bytes)", from, n);
     for (int i = 0; i < h.n; i++) {
         point_msg m;
         memcpy(&m, buf + sizeof h + (size_t)i * sizeof m, sizeof m);
@@ -271,7 +271,7 @@ static enum ats_status serve(sim_par *p, lead_state *L, int from, const char *bu
     for (int i = 0; i < h.want; i++) {
         long k = take_next(L);
         if (k < 0) break;
-        if (fl_add(L, from, k)) return ats_err_set(err, ATS_ENOMEM, "sweep: out of memory");
+        if (fl_add(L, from, k)) return ats_err_set(err, ATS_ENOMEM, "out of memory");
         ks[gh.n++] = k;
     }
     gh.done = L->next >= L->g->n && take_next(L) < 0;
@@ -279,7 +279,7 @@ static enum ats_status serve(sim_par *p, lead_state *L, int from, const char *bu
     memcpy(out, &gh, sizeof gh);
     L->heard[from] = now_s();
     if (sim_par_send(p, from, TAG_GIVE, out, sizeof gh + (size_t)gh.n * sizeof(int64_t)))
-        return ats_err_set(err, ATS_EIO, "sweep: cannot send to rank %d", from);
+        return ats_err_set(err, ATS_EIO, "cannot send to rank %d", from);
     return ATS_OK;
 }
 
@@ -294,7 +294,7 @@ static enum ats_status lead(sim_par *p, lead_state *L, slot *sl, int n_slots, in
     if (!in || !out) {
         free(in);
         free(out);
-        return ats_err_set(err, ATS_ENOMEM, "sweep: out of memory");
+        return ats_err_set(err, ATS_ENOMEM, "out of memory");
     }
     enum ats_status st = ATS_OK;
     double t_prog = 0, t_ckpt = now_s();
@@ -315,7 +315,7 @@ static enum ats_status lead(sim_par *p, lead_state *L, slot *sl, int n_slots, in
             long k;
             if (s == SLOT_IDLE && (k = take_next(L)) >= 0) {
                 if (fl_add(L, 0, k)) {
-                    st = ats_err_set(err, ATS_ENOMEM, "sweep: out of memory");
+                    st = ats_err_set(err, ATS_ENOMEM, "out of memory");
                     break;
                 }
                 sl[i].k = k;
@@ -331,7 +331,7 @@ static enum ats_status lead(sim_par *p, lead_state *L, slot *sl, int n_slots, in
         int from;
         long n;
         while (!st && (n = sim_par_poll(p, -1, TAG_ASK, &from, in, cap)) != 0) { /* the other ranks */
-            if (n < 0) st = ats_err_set(err, ATS_EIO, "sweep: receiving from another rank failed");
+            if (n < 0) st = ats_err_set(err, ATS_EIO, "receiving from another rank failed");
             else st = serve(p, L, from, in, n, out, err);
             busy = 1;
         }
@@ -342,7 +342,7 @@ static enum ats_status lead(sim_par *p, lead_state *L, slot *sl, int n_slots, in
             if (L->active[r] && t - L->heard[r] > o->rank_timeout_s) {
                 char what[TEXT_LEN];
                 in_flight_text(L, r, what, sizeof what);
-                st = ats_err_set(err, ATS_EIO, "sweep: rank %d sent nothing for %.0f s (it writes every %.0f s "
+                st = ats_err_set(err, ATS_EIO, "rank %d sent nothing for %.0f s (it writes every %.0f s "
                                  "while it runs): it died or hangs; its points in flight: %s", r, t - L->heard[r],
                                  HEARTBEAT_S, what);
             }
@@ -353,7 +353,7 @@ static enum ats_status lead(sim_par *p, lead_state *L, slot *sl, int n_slots, in
             prog_known = L->known, t_prog = t;
         }
         if (!st && o->checkpoint && o->checkpoint_s > 0 && t - t_ckpt >= o->checkpoint_s) {
-            if (o->checkpoint(o->ctx, g)) st = ats_err_set(err, ATS_EIO, "sweep: writing the checkpoint failed");
+            if (o->checkpoint(o->ctx, g)) st = ats_err_set(err, ATS_EIO, "writing the checkpoint failed");
             t_ckpt = now_s();
         }
         if (busy) us = 20;
@@ -376,7 +376,7 @@ static enum ats_status follow(sim_par *p, sim_sweep_grid *g, const sim_sweep_opt
     if (!in || !out) {
         free(in);
         free(out);
-        return ats_err_set(err, ATS_ENOMEM, "sweep: out of memory");
+        return ats_err_set(err, ATS_ENOMEM, "out of memory");
     }
     enum ats_status st = ATS_OK;
     int told_done = 0, waiting = 0, us = 20;
@@ -387,12 +387,12 @@ static enum ats_status follow(sim_par *p, sim_sweep_grid *g, const sim_sweep_opt
             int from;
             long n = sim_par_poll(p, 0, TAG_GIVE, &from, in, sizeof(give_hdr) + MAX_THREADS * sizeof(int64_t));
             if (n < 0) {
-                st = ats_err_set(err, ATS_EIO, "sweep: rank %d: receiving from rank 0 failed", sim_par_rank(p));
+                st = ats_err_set(err, ATS_EIO, "rank %d: receiving from rank 0 failed", sim_par_rank(p));
                 break;
             }
             if (n == 0) {
                 if (t - wait_since > o->rank_timeout_s) {
-                    st = ats_err_set(err, ATS_EIO, "sweep: rank %d: rank 0 did not answer for %.0f s", sim_par_rank(p),
+                    st = ats_err_set(err, ATS_EIO, "rank %d: rank 0 did not answer for %.0f s", sim_par_rank(p),
                                      t - wait_since);
                     break;
                 }
@@ -439,7 +439,7 @@ static enum ats_status follow(sim_par *p, sim_sweep_grid *g, const sim_sweep_opt
         if (h.n || h.want || t - last_sent >= HEARTBEAT_S) {
             memcpy(out, &h, sizeof h);
             if (sim_par_send(p, 0, TAG_ASK, out, sizeof h + (size_t)h.n * sizeof(point_msg))) {
-                st = ats_err_set(err, ATS_EIO, "sweep: rank %d: cannot send to rank 0", sim_par_rank(p));
+                st = ats_err_set(err, ATS_EIO, "rank %d: cannot send to rank 0", sim_par_rank(p));
                 break;
             }
             waiting = 1, wait_since = last_sent = t, us = 20;
@@ -479,7 +479,7 @@ enum ats_status sim_sweep_run(sim_par *p, sim_sweep_grid *g, const sim_sweep_opt
     const int die = kill_env && *kill_env && atoi(kill_env) == rank && rank > 0;
     slot *sl = calloc((size_t)T, sizeof *sl);
     lead_state L = {.g = g, .o = o, .n_ranks = sim_par_size(p)};
-    if (!sl) return ats_err_set(err, ATS_ENOMEM, "sweep: out of memory");
+    if (!sl) return ats_err_set(err, ATS_ENOMEM, "out of memory");
     enum ats_status st = ATS_OK;
     if (rank == 0) {
         int R = L.n_ranks;
@@ -491,7 +491,7 @@ enum ats_status sim_sweep_run(sim_par *p, sim_sweep_grid *g, const sim_sweep_opt
         L.text[0] = calloc(TEXT_LEN, 1);
         L.text[1] = calloc(TEXT_LEN, 1);
         if (!L.fl || !L.n_fl || !L.cap_fl || !L.active || !L.heard || !L.text[0] || !L.text[1])
-            st = ats_err_set(err, ATS_ENOMEM, "sweep: out of memory");
+            st = ats_err_set(err, ATS_ENOMEM, "out of memory");
         for (long k = 0; !st && k < g->n; k++) L.known += g->have[k];
         for (int r = 1; !st && r < R; r++) L.active[r] = 1, L.heard[r] = now_s();
     }
