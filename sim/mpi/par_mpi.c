@@ -68,8 +68,10 @@ const char *sim_par_host(const sim_par *p) { return p->host; }
 
 int sim_par_agree(sim_par *p, int rc, const char *msg, int *bad_rank, char *out, size_t len)
 {
+    char mine_msg[ATS_ERR_LEN]; /* msg and out may be the same buffer */
+    snprintf(mine_msg, sizeof mine_msg, "%s", msg ? msg : "");
     if (bad_rank) *bad_rank = p->rank;
-    if (out && len) snprintf(out, len, "%s", msg ? msg : "");
+    if (out && len) snprintf(out, len, "%s", mine_msg);
     if (!p->mpi || p->size == 1) return rc;
     int mine[2] = {rc, p->rank}, worst = 0;
     MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -79,7 +81,7 @@ int sim_par_agree(sim_par *p, int rc, const char *msg, int *bad_rank, char *out,
     int who = 0;
     MPI_Allreduce(&mine[0], &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     char buf[ATS_ERR_LEN] = "";
-    if (p->rank == who) snprintf(buf, sizeof buf, "%s", msg ? msg : "");
+    if (p->rank == who) snprintf(buf, sizeof buf, "%s", mine_msg);
     MPI_Bcast(buf, sizeof buf, MPI_CHAR, who, MPI_COMM_WORLD);
     buf[sizeof buf - 1] = 0;
     if (bad_rank) *bad_rank = who;

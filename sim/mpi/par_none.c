@@ -44,7 +44,7 @@ int sim_par_agree(sim_par *p, int rc, const char *msg, int *bad_rank, char *out,
 {
     (void)p;
     if (bad_rank) *bad_rank = 0;
-    if (out && len) snprintf(out, len, "%s", msg ? msg : "");
+    if (out && len && out != msg) snprintf(out, len, "%s", msg ? msg : "");
     return rc;
 }
 

@@ -8,6 +8,8 @@
  *           h5diff says the files hold the same (when hdf5-tools is installed)
  *  fail     a point that fails (ATS_SWEEP_TEST_FAIL_POINT, on whichever rank gets it): the same stdout and
  *           the same stderr line naming the point as one process, exit 1
+ *  mismatch ranks with another configuration (--resched-cost on rank 1) or a rank that cannot load its
+ *           inputs (ATS_BENCH_SCHED) are refused before any work, rank 0 naming the field or quoting it
  *  kill     a rank killed in the middle of a point (ATS_SWEEP_TEST_KILL_RANK=1, SIGKILL): the run ends
  *           (no hang: under `timeout`) with a non-zero exit, a line naming the point in flight on rank 1,
  *           and no --out file nor temporary
@@ -149,6 +151,29 @@ static void test_fail(void)
     free(e2);
 }
 
+/* ranks that would simulate different things (here another --resched-cost on rank 1, as another
+ * ATS_BENCH_SCHED would give) are refused before any work, naming the field; so is a rank that cannot load
+ * its inputs, with its own message */
+static void test_mismatch(void)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s -n 1 %s sweep %s --eps 0.1 --resched-cost 16ms : -n 1 %s sweep %s --eps 0.1 "
+             "--resched-cost 17ms", mpirun, ats, grid, ats, grid);
+    int rc = sh("mm", cmd);
+    char *e = slurp("mm.err");
+    CHECK_MSG(rc == 2 && strstr(e, "ats sweep: rank 1 (") &&
+              strstr(e, "would simulate something else than rank 0: configuration field 'resched_cost_s' is 0.016 there"),
+              "rc %d: %s", rc, e);
+    free(e);
+    snprintf(cmd, sizeof cmd, "%s -n 1 %s sweep %s --eps 0.1 : -n 1 env ATS_BENCH_SCHED=nothere.json %s sweep %s --eps 0.1",
+             mpirun, ats, grid, ats, grid);
+    rc = sh("mm2", cmd);
+    e = slurp("mm2.err");
+    CHECK_MSG(rc == 2 && strstr(e, "ats sweep: on rank 1 (") && strstr(e, "ATS_BENCH_SCHED: 'nothere.json': cannot read it"),
+              "rc %d: %s", rc, e);
+    free(e);
+}
+
 static void test_kill(void)
 {
     char cmd[4096];
@@ -210,6 +235,7 @@ int main(void)
     snprintf(mpirun, sizeof mpirun, "%s --oversubscribe%s", ATS_TEST_MPIEXEC, geteuid() == 0 ? " --allow-run-as-root" : "");
     test_same();
     test_fail();
+    test_mismatch();
     test_kill();
     test_resume();
     return tu_finish("test_sweep_mpi");

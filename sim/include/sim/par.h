@@ -46,7 +46,7 @@ const char *sim_par_host(const sim_par *p);
 /**
  * Collective: every rank passes its status `rc` (0 ok) and a message `msg` (may be NULL or ""). Returns
  * the largest rc of all ranks; when it is not 0, *bad_rank (may be NULL) is the lowest rank with that
- * rc and `out` (len bytes, may be NULL) receives its message (truncated). Blocks until all ranks call.
+ * rc and `out` (len bytes, may be NULL, may be `msg`) receives its message (truncated). Blocks until all ranks call.
  */
 int sim_par_agree(sim_par *p, int rc, const char *msg, int *bad_rank, char *out, size_t len);
 /** Collective: rank 0's `text` (NUL-terminated, at most len bytes with the NUL) overwrites every other
