@@ -5,6 +5,7 @@
 # usage: experiments/sweep-scaling/run.sh ATS OUTDIR [RANKS...]      (RANKS default: 1 2 4 8 16)
 #   ATS     the ats binary (built with MPI: cmake -DATS_MPI=ON)
 #   OUTDIR  created; gets results.csv, summary.md, and per N: tableN.txt, errN.txt, sweepN.h5
+#   (wall time and points/s of the fastest of REPEAT runs; CPU time of that run, all ranks together)
 # environment (defaults in brackets): THREADS per rank [1], EPS [0.05:0.5:0.05], INTERVAL [1:8:1],
 #   TRACES [fig13-synth,h200-cpu-compile], POLICIES [ats,ats-paper], DURATION [20], REPEAT runs per N, best
 #   time kept [1], MPIRUN [mpirun], MPIFLAGS [--bind-to none; --oversubscribe and, as root,
@@ -23,21 +24,24 @@ args=(sweep --model qwen3-14b --prompt 512 --gen 64 --duration "$dur" --trace "$
       --eps "$eps" --interval "$itv" --threads "$threads")
 {
   echo "# ats sweep scaling: $(date -u +%FT%TZ), $(hostname), $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p'))"
-  echo "# $("$ats" --version); $("$mpirun" --version | head -1)"
+  echo "# $("$ats" --version); $("$mpirun" --version | head -1); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "# mpirun ${flags[*]} -n N $ats ${args[*]}"
 } > "$out/summary.md"
-echo "ranks,threads_per_rank,points,wall_s,points_per_s,efficiency" > "$out/results.csv"
+echo "ranks,threads_per_rank,points,wall_s,points_per_s,efficiency,cpu_s,cpu_ms_per_point" > "$out/results.csv"
 base=""
 for n in "${ranks[@]}"; do
   best=""
   for ((r = 0; r < repeat; r++)); do
     t0=$(date +%s.%N)
-    rc=0
-    "$mpirun" "${flags[@]}" -n "$n" "$ats" "${args[@]}" --out "$out/sweep$n.h5" > "$out/table$n.txt" 2> "$out/err$n.txt" || rc=$?
+    # the subshell's `times`: CPU time of mpirun and every rank (its children), user + system
+    ( "$mpirun" "${flags[@]}" -n "$n" "$ats" "${args[@]}" --out "$out/sweep$n.h5" > "$out/table$n.txt" \
+        2> "$out/err$n.txt" && echo 0 > "$out/rc" || echo $? > "$out/rc"; times > "$out/times" )
     t1=$(date +%s.%N)
+    rc=$(cat "$out/rc")
     [ "$rc" -le 1 ] || { echo "$0: $n ranks: exit $rc (see $out/err$n.txt)" >&2; exit 1; }
     w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
-    if [ -z "$best" ] || awk -v w="$w" -v b="$best" 'BEGIN { exit !(w < b) }'; then best=$w; fi
+    c=$(sed -n 2p "$out/times" | awk '{ split($1, u, "m"); split($2, s, "m"); print u[1] * 60 + u[2] + s[1] * 60 + s[2] }')
+    if [ -z "$best" ] || awk -v w="$w" -v b="$best" 'BEGIN { exit !(w < b) }'; then best=$w; cpu=$c; fi
   done
   pts=$(sed -n 's/.* grid (.*), \([0-9]*\) points$/\1/p' "$out/table$n.txt")
   if [ -n "$base" ] && ! cmp -s "$out/table${ranks[0]}.txt" "$out/table$n.txt"; then
@@ -46,12 +50,14 @@ for n in "${ranks[@]}"; do
   pps=$(awk -v p="$pts" -v w="$best" 'BEGIN { print p / w }')
   [ -n "$base" ] || base=$(awk -v p="$pps" -v n="${ranks[0]}" 'BEGIN { print p / n }')
   eff=$(awk -v p="$pps" -v n="$n" -v b="$base" 'BEGIN { print p / (n * b) }')
-  printf "%d,%d,%d,%.2f,%.3f,%.3f\n" "$n" "$threads" "$pts" "$best" "$pps" "$eff" | tee -a "$out/results.csv"
+  cpp=$(awk -v c="$cpu" -v p="$pts" 'BEGIN { print 1e3 * c / p }')
+  printf "%d,%d,%d,%.2f,%.3f,%.3f,%.2f,%.1f\n" "$n" "$threads" "$pts" "$best" "$pps" "$eff" "$cpu" "$cpp" | tee -a "$out/results.csv"
 done
+rm -f "$out/rc" "$out/times"
 {
   echo
-  echo "| ranks | threads/rank | points | wall s | points/s | efficiency |"
-  echo "|---|---|---|---|---|---|"
-  tail -n +2 "$out/results.csv" | awk -F, '{printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6}'
+  echo "| ranks | threads/rank | points | wall s | points/s | efficiency | CPU s (all ranks) | CPU ms/point |"
+  echo "|---|---|---|---|---|---|---|---|"
+  tail -n +2 "$out/results.csv" | awk -F, '{printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8}'
 } >> "$out/summary.md"
 cat "$out/summary.md"
