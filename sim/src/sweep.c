@@ -353,7 +353,10 @@ static enum ats_status lead(sim_par *p, lead_state *L, slot *sl, int n_slots, in
             prog_known = L->known, t_prog = t;
         }
         if (!st && o->checkpoint && o->checkpoint_s > 0 && t - t_ckpt >= o->checkpoint_s) {
-            if (o->checkpoint(o->ctx, g)) st = ats_err_set(err, ATS_EIO, "writing the checkpoint failed");
+            int bad;
+#pragma omp critical(ats_hdf5) /* HDF5 is not thread-safe: sessions may be reading a routing file */
+            bad = o->checkpoint(o->ctx, g);
+            if (bad) st = ats_err_set(err, ATS_EIO, "writing the checkpoint failed");
             t_ckpt = now_s();
         }
         if (busy) us = 20;

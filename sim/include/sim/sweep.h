@@ -93,7 +93,9 @@ typedef struct sim_sweep_opts {
      *  counting points taken from a previous file). May be NULL. */
     void (*progress)(void *ctx, long done, long total);
     /** Rank 0, from its thread 0, every checkpoint_s seconds: write the rows known so far (g->have).
-     *  Returns 0, or non-zero to end the run (its message is the callback's to print). May be NULL. */
+     *  Returns 0, or non-zero to end the run (its message is the callback's to print). May be NULL.
+     *  Called inside `omp critical(ats_hdf5)`, the lock every HDF5 use of libats_sim holds (Debian's
+     *  HDF5 is not thread-safe; sessions may be reading a routing file meanwhile). */
     int (*checkpoint)(void *ctx, const sim_sweep_grid *g);
     double checkpoint_s;      /**< [s]; 0: never */
     void *ctx;
