@@ -1,5 +1,5 @@
 /*
- * `ats bench kernels` — speed of the executor's kernels against measured ceilings (issue 5):
+ * `ats bench kernels` — speed of the executor's kernels against measured ceilings:
  * - GPU decode GEMV per weight type at Qwen3-14B shapes, as a fraction of the measured HBM read
  *   bandwidth (ex_cuda_read_probe over 4 GiB); bytes counted = weight bytes (activations are < 0.2%).
  * - GPU prefill GEMM (dequantize + cublasGemmEx, n_tok tokens) in TFLOP/s next to cuBLAS's own F16
@@ -11,7 +11,7 @@
  * of --reps runs. Weights are random values quantized by the CPU code (ex_quantize_row); several
  * copies are cycled so the working set exceeds the GPU's L2 / the CPU's last-level cache.
  * Writes a table to stdout and JSON (commit, machine, parameters, figures) to --out (default
- * ./bench-kernels.json; the committed H200 figures, experiments/bench/bench-kernels.json, change only
+ * ./bench-kernels.json; the committed H200 figures, experiments/kernels/bench-kernels-{gpu,cpu}.json, change only
  * when --out names them), checked before the work and written through common/outfile.
  */
 #include <errno.h>
@@ -174,12 +174,11 @@ static void machine_json(json_t *root, const bench_opts *o)
  * (STREAM's convention: the best the machine did), the median and slowest show the spread.
  * The loop: 8 independent 16-byte XOR accumulators (128 bytes a trip), plain SSE2 as the build has no
  * -march. The former 2 accumulators of 64 bytes (8 xmm registers; 8 x 64 bytes would spill) on the
- * 2-core dev VM, best of 7-11 reps, a stand-alone copy of each loop at -O2, 2026-11-30: 2 threads 52 ->
+ * 2-core dev VM, best of 7-11 reps, a stand-alone copy of each loop at -O2: 2 threads 52 ->
  * 56-58 GB/s while the host was quiet, 34 -> 33 (no difference) while it was busy; 1 thread 26 -> 28-30;
- * AVX-512 8 x 64 bytes (target attribute) 50 / 32 / 25, no better. On the H200 host the old probe read
- * 65 GB/s (median of 7) where the F32 GEMV streamed 107; the best rep and the dynamic split (a slow
- * thread cannot hold a rep back, as in the GEMV's dynamic row tiles) are the suspects, not yet measured
- * there. */
+ * AVX-512 8 x 64 bytes (target attribute) 50 / 32 / 25, no better. On the H200 host a median of 7
+ * static-split reps read 65 GB/s where the F32 GEMV streamed 107; the fastest rep of either split reads
+ * 122-132 GB/s there (median ~110; experiments/kernels/README.md). */
 typedef uint64_t v2u64 __attribute__((vector_size(16)));
 typedef struct dram_probe {
     double best_Bps, median_Bps, slowest_Bps; /* over all reps [B/s] */
@@ -655,32 +654,15 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
 
     /* decode GEMV */
     json_t *garr = json_array();
-    printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kern: v1 = quantize kernel + one warp per row,\n"
-           "v2 = one persistent kernel, v3 = quantize kernel + two rows per warp (exec/kernels/cuda/README.md);\n"
-           "ATS_GEMV_KERNEL=%s), per call in back-to-back batches of 10;\n"
+    printf("decode GEMV (ex_cuda_gemv; quantized: int8 activations; kern: the kernel of the table in\n"
+           "exec/kernels/cuda/gemv.cu: tma, rows2, rows1, ring or warp; exec/kernels/cuda/README.md), per call in\n"
+           "back-to-back batches of 10;\n"
            "single_us: one call alone between two events (adds the launch latency); graph_us: per call when all the\n"
            "cycled copies' calls are captured in one CUDA graph and replayed (no host launch work); rd_same: the read\n"
            "probe over the same bytes, back to back like median_us (the ceiling at this size: launch, ramp and tail\n"
-           "included); of_same: GB/s / rd_same; err: max |y - y_cpu| / max |y_cpu|\n",
-           getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : "(unset)");
-    printf("%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %8s %8s %4s %9s\n", "type", "shape", "MB", "median_us", "single_us",
+           "included); of_same: GB/s / rd_same; err: max |y - y_cpu| / max |y_cpu|\n");
+    printf("%-6s %-22s %10s %10s %10s %9s %8s %9s %8s %8s %8s %5s %9s\n", "type", "shape", "MB", "median_us", "single_us",
            "GB/s", "of_read", "graph_us", "g_of_rd", "rd_same", "of_same", "kern", "err");
-    json_object_set_new(gj, "gemv_kernel_env", json_string(getenv("ATS_GEMV_KERNEL") ? getenv("ATS_GEMV_KERNEL") : ""));
-    { /* every ATS_GEMV_* variable (kernel variants of exec/kernels/cuda/gemv_v3.cu), in the table and the JSON */
-        extern char **environ;
-        json_t *ev = json_object();
-        printf("kernel variables:");
-        for (char **e = environ; e && *e; e++) {
-            const char *eq = strchr(*e, '=');
-            if (strncmp(*e, "ATS_GEMV_", 9) != 0 || !eq) continue;
-            printf(" %s", *e);
-            char name[64];
-            snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
-            json_object_set_new(ev, name, json_string(eq + 1));
-        }
-        printf("%s\n", json_object_size(ev) ? "" : " (none: defaults)");
-        json_object_set_new(gj, "gemv_env", ev);
-    }
     int gemv_bad = 0;
     for (size_t ti = 0; ti < sizeof GPU_TYPES / sizeof GPU_TYPES[0]; ti++) {
         ats_qtype t = GPU_TYPES[ti];
@@ -710,12 +692,12 @@ static int bench_gpu(const bench_opts *o, json_t *root, ceilings *cl)
             double err = ok ? gemv_check(t, h, sh->rows, sh->cols, bytes, hx, a.y, s) : INFINITY;
             int err_ok = err <= (t == ATS_Q_F32 || t == ATS_Q_F16 || t == ATS_Q_BF16 ? 1e-3 : 2.4e-2);
             gemv_bad |= !err_ok;
-            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %8.0f %7.1f%% %4s %8.1e%s\n", ats_qtype_name(t),
+            printf("%-6s %-22s %10.1f %10.2f %10.2f %9.0f %7.1f%% %9.2f %7.1f%% %8.0f %7.1f%% %5s %8.1e%s\n", ats_qtype_name(t),
                    sh->name, bytes / 1e6, med * 1e6, single * 1e6, gbs * 1e-9, 100.0 * gbs / read_bw, graph * 1e6,
-                   100.0 * gbs_graph / read_bw, gbs_same * 1e-9, 100.0 * gbs / gbs_same, ex_cuda_gemv_kernel(t, sh->rows, sh->cols), err,
+                   100.0 * gbs_graph / read_bw, gbs_same * 1e-9, 100.0 * gbs / gbs_same, ex_cuda_gemv_kernel(g, t, sh->rows, sh->cols), err,
                    err_ok ? "" : " FAIL");
             json_t *e = entry(ats_qtype_name(t), sh->name, sh->rows, sh->cols);
-            json_object_set_new(e, "kernel", json_string(ex_cuda_gemv_kernel(t, sh->rows, sh->cols)));
+            json_object_set_new(e, "kernel", json_string(ex_cuda_gemv_kernel(g, t, sh->rows, sh->cols)));
             json_object_set_new(e, "check_err_rel_max", json_real(isfinite(err) ? err : -1.0));
             json_object_set_new(e, "check_ok", json_boolean(err_ok));
             json_object_set_new(e, "weight_bytes", json_integer((json_int_t)bytes));
@@ -991,8 +973,8 @@ static void usage(FILE *f)
                "  --out ./bench-kernels.json; --prompt + --decode at most the model's context\n"
                "  (--out, --model and that are checked before any work; --skip-cpu where the GPU part cannot run\n"
                "  is refused: nothing to run)\n"
-               "  (the committed figures: experiments/bench/bench-kernels.md, newest session first, each\n"
-               "  with its folder of JSON and text results)\n");
+               "  (the committed figures: experiments/kernels/README.md, with the JSON and text results beside\n"
+               "  it)\n");
 }
 
 int ats_bench_kernels(int argc, char **argv)

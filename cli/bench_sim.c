@@ -1,5 +1,5 @@
 /*
- * ats bench sim — how fast the simulator is (issue 4's targets):
+ * ats bench sim — how fast the simulator is, against its targets (experiments/sim-speed/README.md):
  *  1. engine events per second on one core: the round program of Qwen3-14B decode under the `ats`
  *     policy (plan from sched, ~440 tasks) run back to back by the engine alone (target ≥ 5 M/s);
  *     also the whole-session rate (plans, controller, routing included);
@@ -10,7 +10,7 @@
  *     h200-gpu-train, h200-fig13), or when they are missing traces/fig13-synth.h5 plus two synthetic
  *     traces built here (periodic CPU+PCIe bursts; a GPU ramp).
  * Prints a table and writes a JSON result file (--out, default ./bench-sim.json; the committed
- * figures are experiments/bench/bench-sim.json, written only when --out names them; --out "" none)
+ * figures are experiments/sim-speed/bench-sim.json, written only when --out names them; --out "" none)
  * with the commit, the machine, every parameter and the figures. Wall-clock times only here, never
  * in the simulator.
  */
@@ -45,7 +45,7 @@ static void usage(FILE *f)
             "eps x interval sweep over three 3-minute traces; prints a table and writes JSON.\n\n"
             "  --threads N   cores for the sweep [2]\n"
             "  --quick       4x4 sweep and a 1-minute replay (smoke test)\n"
-            "  --out FILE    result file [./bench-sim.json; committed: experiments/bench/bench-sim.json]\n");
+            "  --out FILE    result file [./bench-sim.json; committed: experiments/sim-speed/bench-sim.json]\n");
 }
 
 /* two synthetic 180 s traces: periodic CPU+PCIe bursts, and a GPU availability ramp */

@@ -8,7 +8,7 @@
  * decode rounds of Qwen3-14B, Qwen3-30B-A3B and Llama-3.1-70B, next to the paper's figures for
  * Qwen3-14B (§4.4.3: DP ≈ 9 ms, graph rebuild ≈ 7 ms). `--format json` prints
  * {"<model>": {"static_placement_us": …, "dynamic_transfer_us": …, "plan_build_us": …, "n_ops": …}, …}
- * and the result file (--out, default ./bench-sched.json; never the committed experiments/bench/ one
+ * and the result file (--out, default ./bench-sched.json; never the committed experiments/sched-speed/ one
  * unless asked) holds every parameter, the commit, the machine and all figures; the path is checked
  * before the work and written through common/outfile (temporary, fsync, rename).
  */
@@ -54,7 +54,8 @@ static void bench_usage(FILE *f)
     fprintf(f, "usage: ats bench <what> [options]    (ats bench <what> --help)\n\n");
     for (size_t i = 0; i < N_BENCHES; i++) fprintf(f, "  %-8s %s\n", BENCHES[i].name, BENCHES[i].summary);
     fprintf(f, "\nEach prints a table and writes its result file to --out (default ./bench-<what>.json in the\n"
-               "current directory); the committed figures in experiments/bench/ change only when --out names them.\n");
+               "current directory); the committed figures (experiments/sched-speed/, sim-speed/, kernels/)\n"
+               "change only when --out names them.\n");
 }
 
 int ats_cmd_bench(int argc, char **argv)
@@ -125,7 +126,7 @@ static void sched_usage(FILE *f)
             "(Algorithm 1 DP at 1 MiB), the dynamic-transfer DPs (ats = model A, ats-paper = Algorithm 2)\n"
             "and plan building; medians of --runs runs (default 201; placement: runs/10, at least 11).\n"
             "Defaults: --hw rtx3060-laptop, --vram-budget 85%% of its VRAM (as ats sim), --models qwen3-14b,qwen3-30b-a3b,llama-3.1-70b,\n"
-            "--out ./bench-sched.json (the committed figures are experiments/bench/bench-sched.json). Paper (Qwen3-14B, RTX 3060): DP ~9 ms, graph rebuild ~7 ms.\n");
+            "--out ./bench-sched.json (the committed figures are experiments/sched-speed/bench-sched.json). Paper (Qwen3-14B, RTX 3060): DP ~9 ms, graph rebuild ~7 ms.\n");
 }
 
 static int bench_one(const char *model, const ats_hw *hw, uint64_t budget, int runs, sched_fig *f)
@@ -384,7 +385,7 @@ int ats_bench_sched(int argc, char **argv)
                    (int)figs[i].n_promotable, figs[i].place_us, figs[i].dyn_ats_us, figs[i].dyn_paper_us,
                    figs[i].plan_us, figs[i].graph_us, figs[i].pred_static_ms, figs[i].pred_ats_ms);
         printf("\npaper (Qwen3-14B, RTX 3060, §4.4.3): dynamic-transfer DP ~9000 us, graph rebuild ~7000 us\n"
-               "targets (issue 3): Qwen3-14B dynamic DP + plan rebuild <= 100 us; static placement <= 50000 us\n");
+               "targets: Qwen3-14B dynamic DP + plan rebuild <= 100 us; static placement <= 50000 us\n");
     }
     /* result file */
     json_t *root = json_object();

@@ -59,7 +59,7 @@ static void usage(FILE *f)
             "below what the hogs reach too; segments past the first 96 are counted); --log writes every\n"
             "control step as CSV. --probes 5 is the default since H200 fig13 runs with a recorder beside the\n"
             "stressor kept every loaded phase within 10 %% in 3 of 3 runs with 5 or 6 probe sets and in 1 of 4\n"
-            "with 3 (traces/README.md).\n"
+            "with 3 (experiments/stress-accuracy/README.md).\n"
             "Open loop (no --baseline): duties from the model (or --calibration) only; K defaults to the\n"
             "fewest hogs that reach the trace's lowest value (at most 64; a lower target is noted).\n"
             "--duration 0 (the default): the whole trace. --calibrate measures the probe availability (as\n"

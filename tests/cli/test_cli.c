@@ -218,7 +218,7 @@ static void test_inspect_models(void)
         rc = run(args, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 0 && strstr(out, "index,name,kind"), "%s csv: rc %d", models[i], rc);
     }
-    /* the example, with its totals */
+    /* the README's first inspect example, with its totals */
     CHECK(run("inspect --model qwen3-14b --quant q4_k_m --phase decode --ctx 2048", out, sizeof out, err, sizeof err) == 0);
     CHECK(strstr(out, "403 ops") && strstr(out, "14.768 B parameters") && strstr(out, "320.00 MiB at 2048 tokens"));
 }
@@ -471,12 +471,12 @@ static void test_outputs(void)
 }
 
 /* `ats bench sched` without --out writes ./bench-sched.json in the current directory and leaves the
- * committed experiments/bench/bench-sched.json as it was. */
+ * committed experiments/sched-speed/bench-sched.json as it was. */
 static void test_bench_default_out(void)
 {
     char committed[1024], args[1500], here[400];
     const char *src = getenv("ATS_SOURCE_DIR");
-    snprintf(committed, sizeof committed, "%s/experiments/bench/bench-sched.json", src ? src : ".");
+    snprintf(committed, sizeof committed, "%s/experiments/sched-speed/bench-sched.json", src ? src : ".");
     size_t n0 = 0, n1 = 0, n2 = 0;
     char *before = tu_slurp(committed, &n0);
     snprintf(here, sizeof here, "%s/bench-here", tmpdir);

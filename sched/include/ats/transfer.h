@@ -52,7 +52,7 @@
  * States of earlier positions are also dropped when a newer state dominates them for every
  * continuation (R is capped below at E − the largest transfer still to come, where it no longer
  * matters); each transition costs O(log n) through prefix sums of the default path. Measured:
- * 16 µs for Qwen3-14B decode, 0.13-0.2 ms for Llama-3.1-70B (experiments/bench/bench-sched.json).
+ * 16 µs for Qwen3-14B decode, 0.13-0.2 ms for Llama-3.1-70B (experiments/sched-speed/bench-sched.json).
  * Requires the graph property that ops strictly between an EXPERTS op and its router are EXPERTS ops
  * of the same router (true for ats_graph_build graphs); ATS_EINVAL otherwise.
  *
@@ -123,8 +123,8 @@ typedef struct ats_transfer_opts {
     int no_prune;               /* model A: 1 disables the cross-position dominance pruning (same
                                    result, O(P²) transitions; for tests); default 0 */
     int promote_kv;             /* 1: ATTN ops are promotable with their KV cache (see the file
-                                   comment); default 0. Added for prefill rounds (issue 3/4 paper
-                                   check, Fig. 10). */
+                                   comment); default 0. Prefill rounds switch it on
+                                   (ats_policy_cfg.promote_kv_prefill; experiments/paper-check §2). */
 } ats_transfer_opts;
 
 ats_transfer_opts ats_transfer_opts_default(void);
