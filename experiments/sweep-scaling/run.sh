@@ -2,17 +2,17 @@
 # Sweep scaling over MPI ranks: points/s of `mpirun -n N ats sweep` for each N, and the parallel efficiency
 # (points/s at N) / (N x points/s at 1 rank). Every run must print the same table as the 1-rank run (checked).
 #
-# usage: experiments/sweep-scaling/run.sh ATS OUTDIR [RANKS...]      (RANKS default: 1 2 4 8 16)
-#   ATS     the ats binary (built with MPI: cmake -DATS_MPI=ON)
-#   OUTDIR  created; gets results.csv, summary.md, and per N: tableN.txt, errN.txt, sweepN.h5
+# usage: experiments/sweep-scaling/run.sh OUT ATS [RANKS...]      (RANKS default: 1 2 4 8 16)
+#   OUT     created; gets results.csv, summary.md, and per N: tableN.txt, errN.txt, sweepN.h5
 #   (wall time and points/s of the fastest of REPEAT runs; CPU time of that run, all ranks together)
+#   ATS     the ats binary (built with MPI: cmake -DATS_MPI=ON)
 # environment (defaults in brackets): THREADS per rank [1], EPS [0.05:0.5:0.05], INTERVAL [1:8:1],
 #   TRACES [fig13-synth,h200-cpu-compile], POLICIES [ats,ats-paper], DURATION [20], REPEAT runs per N, best
 #   time kept [1], MPIRUN [mpirun], MPIFLAGS [--bind-to none; --oversubscribe and, as root,
 #   --allow-run-as-root are added]
 set -euo pipefail
-[ $# -ge 2 ] || { echo "usage: $0 ATS OUTDIR [RANKS...]" >&2; exit 2; }
-ats=$(realpath "$1"); out=$2; shift 2
+[ $# -ge 2 ] || { echo "usage: $0 OUT ATS [RANKS...]" >&2; exit 2; }
+out=$1; ats=$(realpath "$2"); shift 2
 ranks=("$@"); [ ${#ranks[@]} -gt 0 ] || ranks=(1 2 4 8 16)
 [ -x "$ats" ] || { echo "$0: $ats: not an executable" >&2; exit 2; }
 threads=${THREADS:-1}; eps=${EPS:-0.05:0.5:0.05}; itv=${INTERVAL:-1:8:1}
