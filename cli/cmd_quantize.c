@@ -1,5 +1,9 @@
 /*
  * ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure] — re-quantizes the matrices of a GGUF.
+ * ats quantize --dummy-weights --model M [--quant R] [--seed S] OUT.gguf — writes the seeded random
+ * weights `ats run --dummy-weights` builds (ex_model_write_dummy_gguf: the same bytes, streamed one
+ * tensor at a time) with the metadata and a byte-level vocabulary that llama.cpp's loader needs, so
+ * any GGUF runtime can be timed on the very same file.
  * 2-D and 3-D weight tensors become the requested type (with ats_qtype_fallback when a row does not
  * divide into its blocks: Q4_K → Q4_0 → F16, Q8_0 → F16; one stderr note at the end counts the
  * matrices per fallback and says why, as llama.cpp's quantize does); 1-D tensors (norms) stay as they are.
@@ -26,6 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atsc/model_json.h"
 
 #include "cli.h"
 #include "ex/gguf.h"
@@ -35,8 +43,14 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure]\n"
-               "  --pure   also quantize the output head (default for 4-bit types: Q6_K, as llama.cpp;\n"
-               "           an output head already quantized keeps its type)\n");
+               "       ats quantize --dummy-weights --model M [--quant R] [--seed S] OUT.gguf\n"
+               "  --pure            also quantize the output head (default for 4-bit types: Q6_K, as llama.cpp;\n"
+               "                    an output head already quantized keeps its type)\n"
+               "  --dummy-weights   write the seeded random weights of model M (name or JSON) that\n"
+               "                    `ats run --dummy-weights --model M --quant R --seed S` runs, as a GGUF file\n"
+               "                    with a byte-level vocabulary of the model's vocab_size (for llama.cpp too)\n"
+               "  --quant R         recipe: f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4 (default: the model's)\n"
+               "  --seed S          weight seed (default 42, as ats run's)\n");
 }
 
 /* llama.cpp's LLAMA_FTYPE values for general.file_type */
@@ -79,6 +93,45 @@ static void print_fallbacks(const struct fallback *fb, int n_fb)
     fputc('\n', stderr);
 }
 
+/* --dummy-weights' progress on stderr, one line rewritten in place, when stderr is a terminal */
+static void progress_line(void *ctx, uint64_t done, uint64_t total)
+{
+    const char *out = ctx;
+    fprintf(stderr, "\rats quantize: %s: %.2f of %.2f GiB written", out, (double)done / 1073741824.0,
+            (double)total / 1073741824.0);
+    if (done >= total) fputc('\n', stderr);
+}
+
+static int write_dummy(const char *model, const char *quant, long long seed, const char *out)
+{
+    char path[1024];
+    ats_arch arch;
+    ats_err err = {{0}};
+    if (atsc_model_load(ats_cli_model_path(model, path, sizeof path), &arch, &err) != ATS_OK) {
+        ats_cli_error("quantize", "%s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    ats_recipe r = arch.default_recipe;
+    if (quant && ats_recipe_from_name(quant, &r) != ATS_OK) {
+        ats_cli_error("quantize", "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
+        return ATS_EXIT_USAGE;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    enum ats_status st = ex_model_write_dummy_gguf(&arch, r, (uint64_t)seed, out, isatty(2) ? progress_line : NULL,
+                                                   (void *)out, &err);
+    if (st != ATS_OK) {
+        ats_cli_error("quantize", "%s", err.msg);
+        return st == ATS_EINVAL && strstr(err.msg, "write failed") == NULL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    struct stat so;
+    fprintf(stderr, "ats quantize: wrote %s: dummy weights of %s, recipe %s, seed %lld, %.3f GiB in %.1f s\n", out,
+            arch.name, ats_recipe_name(r), seed, stat(out, &so) == 0 ? (double)so.st_size / 1073741824.0 : 0.0,
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    return ATS_EXIT_OK;
+}
+
 static int is_quantized(ats_qtype t) { return t != ATS_Q_F32 && t != ATS_Q_F16 && t != ATS_Q_BF16; }
 
 /* ATS_EXIT_OK, or (one line naming the tensor, row and element in `ats run --check-tensors`' words:
@@ -96,9 +149,12 @@ static int refuse_non_finite(const char *in, const ex_gguf_tensor *t)
 
 int ats_cmd_quantize(int argc, char **argv)
 {
-    const char *type_name = NULL;
-    int pure = 0;
+    const char *type_name = NULL, *model = NULL, *quant = NULL;
+    int pure = 0, dummy = 0;
+    long long seed = 42;
     static const struct option opts[] = {{"type", required_argument, 0, 't'}, {"pure", no_argument, 0, 'P'},
+                                         {"dummy-weights", no_argument, 0, 'D'}, {"model", required_argument, 0, 'm'},
+                                         {"quant", required_argument, 0, 'Q'}, {"seed", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0; /* one line of our own per bad option */
@@ -108,9 +164,31 @@ int ats_cmd_quantize(int argc, char **argv)
         if (ats_cli_once_opt("quantize", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         if (c == 't') type_name = optarg;
         else if (c == 'P') pure = 1;
+        else if (c == 'D') dummy = 1;
+        else if (c == 'm') {
+            if (ats_cli_file_value("quantize", "--model", optarg)) return ATS_EXIT_USAGE;
+            model = optarg;
+        } else if (c == 'Q') quant = optarg;
+        else if (c == 'S') {
+            if (ats_cli_parse_int(optarg, &seed) || seed < 0) {
+                ats_cli_error("quantize", "--seed: bad value '%s' (an integer >= 0)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+        }
         else if (c == 'h') { usage(stdout); return ATS_EXIT_OK; }
         else if (c == ':') { ats_cli_missing_value("quantize", argv[optind - 1], optopt); return ATS_EXIT_USAGE; }
         else { ats_cli_bad_option("quantize", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE; }
+    }
+    if (dummy || model || quant) { /* --dummy-weights --model M [--quant R] [--seed S] OUT.gguf */
+        if (!dummy || !model || type_name || pure || argc - optind != 1) {
+            if (!dummy) ats_cli_error("quantize", "--model and --quant go with --dummy-weights (ats quantize --help)");
+            else if (!model) ats_cli_error("quantize", "--dummy-weights needs --model NAME (ats quantize --help)");
+            else if (type_name || pure) ats_cli_error("quantize", "--dummy-weights writes the recipe of --quant; --type and --pure are for IN.gguf");
+            else ats_cli_error("quantize", "--dummy-weights needs one file argument, OUT.gguf, got %d (ats quantize --help)", argc - optind);
+            return ATS_EXIT_USAGE;
+        }
+        if (ats_cli_check_out("quantize", "OUT", argv[optind])) return ATS_EXIT_USAGE; /* before the work */
+        return write_dummy(model, quant, seed, argv[optind]);
     }
     if (argc - optind != 2 || !type_name) {
         if (argc - optind != 2)
