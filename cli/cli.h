@@ -154,6 +154,7 @@ int ats_cmd_sweep(int argc, char **argv); /* cli/cmd_sweep.c */
 int ats_bench_sim(int argc, char **argv); /* `ats bench sim` (cli/bench_sim.c) */
 int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/bench_kernels.c) */
 int ats_cmd_bench(int argc, char **argv); /* `ats bench <what>` dispatcher (cli/cmd_bench.c) */
+int ats_bench_model(int argc, char **argv); /* `ats bench model` (cli/cmd_bench_model.c; bench/model.h) */
 int ats_bench_sched(int argc, char **argv); /* `ats bench sched` (cli/cmd_bench.c) */
 struct ats_arch;
 struct ats_graph_opts;

@@ -46,6 +46,7 @@ static const bench_entry BENCHES[] = {
     {"sched", ats_bench_sched, "placement DP, dynamic-transfer DPs and plan building (wall time)"},
     {"sim", ats_bench_sim, "simulator events/s, 10-minute replay, eps x tau sweep"},
     {"kernels", ats_bench_kernels, "CPU and GPU kernels against the measured ceilings"},
+    {"model", ats_bench_model, "whole models: tokens/s of prompts and decode steps (llama-bench's form)"},
 };
 #define N_BENCHES (sizeof BENCHES / sizeof BENCHES[0])
 
