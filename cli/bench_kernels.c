@@ -888,7 +888,8 @@ static int bench_model(const bench_opts *o, const ats_arch *arch, json_t *root, 
     ats_err err;
     ex_model *m = NULL;
     int64_t t0 = now_ns();
-    if (ex_model_new_dummy(&a, ATS_RECIPE_Q4_K_M, 42, &m, &err) != ATS_OK) {
+    if (ex_model_new_dummy_progress(&a, ATS_RECIPE_Q4_K_M, 42, ats_cli_progress_bytes,
+                                    (void *)"bench kernels: building dummy weights", &m, &err) != ATS_OK) {
         fprintf(stderr, "ats bench kernels: dummy weights: %s\n", err.msg);
         return -1;
     }
@@ -1081,6 +1082,7 @@ int ats_bench_kernels(int argc, char **argv)
     int rc = 0;
     ceilings cl = {0, 0, 0};
 #ifdef ATS_HAVE_CUDA
+    if (!o.skip_gpu) ats_cli_progress_line("bench kernels", "GPU kernels ..."); /* stderr on a terminal only */
     if (!o.skip_gpu) rc |= bench_gpu(&o, root, &cl);
 #else
     if (!o.skip_gpu) {
@@ -1088,7 +1090,9 @@ int ats_bench_kernels(int argc, char **argv)
         json_object_set_new(root, "gpu", json_string("built without CUDA"));
     }
 #endif
+    if (!o.skip_cpu) ats_cli_progress_line("bench kernels", "CPU kernels (a 2 GiB DRAM probe first) ...");
     if (!o.skip_cpu) rc |= bench_cpu(&o, root, &cl);
+    if (!o.skip_model) ats_cli_progress_line("bench kernels", "whole model %s ...", arch.name);
     if (!o.skip_model) rc |= bench_model(&o, &arch, root, &cl);
     if (atsc_out_write_json(o.out, root, JSON_INDENT(1) | JSON_REAL_PRECISION(6), &oerr) != ATS_OK) {
         ats_cli_error("bench kernels", "cannot write the result file: %s", oerr.msg);

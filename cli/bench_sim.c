@@ -129,6 +129,7 @@ int ats_bench_sim(int argc, char **argv)
     if (rc) return rc;
 
     /* ---- 1. engine events/s: one decode round of `ats`, replayed by the engine alone ---------- */
+    ats_cli_progress("bench sim", "engine events/s ..."); /* stderr on a terminal only */
     double ev_per_s = 0, sess_ev_per_s = 0;
     int32_t prog_tasks = 0;
     {
@@ -181,6 +182,7 @@ int ats_bench_sim(int argc, char **argv)
 
     /* ---- 2. 10-minute replay ------------------------------------------------------------------ */
     double replay_s = quick ? 60.0 : 600.0, replay_wall = 0;
+    ats_cli_progress("bench sim", "%.0f-second replay ...", replay_s);
     sim_session_result rr;
     {
         sim_session_cfg cfg = o.cfg;
@@ -234,6 +236,8 @@ int ats_bench_sim(int argc, char **argv)
     long n_rounds = 0, n_fail = 0;
     const double resched = sim_cli_resched_for(&o, "ats", NULL);
     int64_t t_sw0 = now_ns();
+    long n_done = 0; /* sessions finished, for the progress line */
+    ats_cli_progress("bench sim", "sweep: 0 of %ld sessions", n_pts);
 #pragma omp parallel for schedule(dynamic, 1) num_threads((int)threads) reduction(+ : events, n_rounds, n_fail)
     for (long p = 0; p < n_pts; p++) {
         int it = (int)(p / (n_grid * n_grid)), ie = (int)(p / n_grid % n_grid), ii = (int)(p % n_grid);
@@ -255,7 +259,12 @@ int ats_bench_sim(int argc, char **argv)
         } else {
             n_fail++;
         }
+        long done_now;
+#pragma omp atomic capture
+        done_now = ++n_done;
+        if (omp_get_thread_num() == 0) ats_cli_progress("bench sim", "sweep: %ld of %ld sessions", done_now, n_pts);
     }
+    ats_cli_progress_end();
     double sweep_wall = (double)(now_ns() - t_sw0) * 1e-9;
     /* fixed cost of a session (round shapes, placement, controllers): a session stopped after its
      * first round, median of 5. The scaled figure below scales only the per-round part. */

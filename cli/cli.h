@@ -101,6 +101,25 @@ const char *ats_cli_hw_path(const char *name, char *buf, size_t len);
  *  overrides). Error messages name both places looked (atsc_trace_lookup_note). */
 const char *ats_cli_trace_path(const char *name, char *buf, size_t len);
 
+/** Progress of long work, only when stderr is a terminal (nothing otherwise): "ats <cmd>: <message>"
+ *  rewritten in place on one line (\r, erase); ats_cli_progress_end() erases it before other output.
+ *  ats_cli_progress_line prints a whole line instead (for commands whose table on stdout may share
+ *  the terminal while it runs). */
+void ats_cli_progress(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void ats_cli_progress_line(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void ats_cli_progress_end(void);
+/** An ex_progress_fn (ex/model.h) for ats_cli_progress: ctx is the label, e.g. "run: building dummy weights";
+ *  prints "ats <label>: X.XX of Y.YY GiB" and ends the line at done == total. */
+void ats_cli_progress_bytes(void *ctx, uint64_t done, uint64_t total);
+
 /** Prints "ats <cmd>: <message>" to stderr (printf-style). */
 void ats_cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)

@@ -413,3 +413,36 @@ int ats_cli_exit_after_signal(int rc)
     raise(sig);
     return 128 + sig; /* not reached */
 }
+
+void ats_cli_progress(const char *cmd, const char *fmt, ...)
+{
+    if (!isatty(STDERR_FILENO)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r\033[Kats %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+void ats_cli_progress_line(const char *cmd, const char *fmt, ...)
+{
+    if (!isatty(STDERR_FILENO)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "ats %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void ats_cli_progress_end(void)
+{
+    if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
+}
+
+void ats_cli_progress_bytes(void *ctx, uint64_t done, uint64_t total)
+{
+    ats_cli_progress((const char *)ctx, "%.2f of %.2f GiB", (double)done / 1073741824.0, (double)total / 1073741824.0);
+    if (done >= total) ats_cli_progress_end();
+}

@@ -92,9 +92,8 @@ static int split_names(const char *flag, char *buf, char **v, int *n)
 
 static void progress(int k, int total, const char *model, const char *backend, int threads, const bench_model_test *t)
 {
-    if (!isatty(2)) return;
-    fprintf(stderr, "\r\033[Kats bench model: [%d/%d] %s, %s, %d threads, %s%lld", k, total, model, backend, threads,
-            t->n_prompt > 0 ? "pp" : "tg", (long long)(t->n_prompt > 0 ? t->n_prompt : t->n_gen));
+    ats_cli_progress(CMD, "[%d/%d] %s, %s, %d threads, %s%lld", k, total, model, backend, threads,
+                     t->n_prompt > 0 ? "pp" : "tg", (long long)(t->n_prompt > 0 ? t->n_prompt : t->n_gen));
 }
 
 int ats_bench_model(int argc, char **argv)
@@ -274,13 +273,13 @@ int ats_bench_model(int argc, char **argv)
         for (int q = 0; q < n_variants && rc == ATS_EXIT_OK; q++) {
             bench_model_src src = {dummy ? NULL : names[i], dummy ? &archs[i] : NULL,
                                    dummy ? (n_quants ? recipes[q] : archs[i].default_recipe) : ATS_RECIPE_F32,
-                                   (uint64_t)seed};
+                                   (uint64_t)seed, ats_cli_progress_bytes, (void *)"bench model: building dummy weights"};
             ex_model *m = NULL;
             double load_s = 0;
-            if (isatty(2)) fprintf(stderr, "\r\033[Kats bench model: loading %s", names[i]);
+            ats_cli_progress(CMD, "loading %s", names[i]);
             enum ats_status st = bench_model_load(&src, &m, &load_s, &err);
             if (st != ATS_OK) {
-                if (isatty(2)) fputc('\n', stderr);
+                ats_cli_progress_end();
                 ats_cli_error(CMD, "%s", err.msg);
                 rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
                 break;
@@ -310,7 +309,7 @@ int ats_bench_model(int argc, char **argv)
                         progress(n_rows + 1, total, names[i], execs[b].backend, o.threads, &tests[k]);
                         bench_model_row *r = &rows[n_rows];
                         if ((st = bench_model_run(m, d, &tests[k], &o, r, &err)) != ATS_OK) {
-                            if (isatty(2)) fputc('\n', stderr);
+                            ats_cli_progress_end();
                             ats_cli_error(CMD, "%s: %s", names[i], err.msg);
                             rc = st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
                             break;
@@ -326,7 +325,7 @@ int ats_bench_model(int argc, char **argv)
             }
             ex_model_free(m);
         }
-    if (isatty(2)) fprintf(stderr, "\r\033[K");
+    ats_cli_progress_end();
     if (rc == ATS_EXIT_OK) {
         bench_model_print(stdout, fmt, rows, n_rows);
         json_t *root = bench_model_json(rows, n_rows, &o);

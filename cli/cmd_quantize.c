@@ -93,15 +93,6 @@ static void print_fallbacks(const struct fallback *fb, int n_fb)
     fputc('\n', stderr);
 }
 
-/* --dummy-weights' progress on stderr, one line rewritten in place, when stderr is a terminal */
-static void progress_line(void *ctx, uint64_t done, uint64_t total)
-{
-    const char *out = ctx;
-    fprintf(stderr, "\rats quantize: %s: %.2f of %.2f GiB written", out, (double)done / 1073741824.0,
-            (double)total / 1073741824.0);
-    if (done >= total) fputc('\n', stderr);
-}
-
 static int write_dummy(const char *model, const char *quant, long long seed, const char *out)
 {
     char path[1024];
@@ -118,8 +109,9 @@ static int write_dummy(const char *model, const char *quant, long long seed, con
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    enum ats_status st = ex_model_write_dummy_gguf(&arch, r, (uint64_t)seed, out, isatty(2) ? progress_line : NULL,
-                                                   (void *)out, &err);
+    /* progress on stderr when it is a terminal (ats_cli_progress) */
+    enum ats_status st = ex_model_write_dummy_gguf(&arch, r, (uint64_t)seed, out, ats_cli_progress_bytes,
+                                                   (void *)"quantize: writing dummy weights", &err);
     if (st != ATS_OK) {
         ats_cli_error("quantize", "%s", err.msg);
         return st == ATS_EINVAL && strstr(err.msg, "write failed") == NULL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;

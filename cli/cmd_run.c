@@ -211,7 +211,8 @@ int ats_cmd_run(int argc, char **argv)
             ats_cli_error("run", "--prompt-tokens %lld: longer than the context (%lld tokens; --ctx)", prompt_tokens, ctx0);
             return ATS_EXIT_USAGE;
         }
-        st = ex_model_new_dummy(&arch, r, (uint64_t)seed, &m, &err);
+        st = ex_model_new_dummy_progress(&arch, r, (uint64_t)seed, ats_cli_progress_bytes,
+                                         (void *)"run: building dummy weights", &m, &err);
     } else {
         if (quant) {
             ats_cli_error("run", "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");

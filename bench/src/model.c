@@ -33,7 +33,8 @@ enum ats_status bench_model_load(const bench_model_src *src, ex_model **out, dou
 {
     int64_t t0 = now_ns();
     enum ats_status st = src->gguf_path ? ex_model_load_gguf(src->gguf_path, out, err)
-                                        : ex_model_new_dummy(src->arch, src->recipe, src->seed, out, err);
+                                        : ex_model_new_dummy_progress(src->arch, src->recipe, src->seed, src->progress,
+                                                                      src->progress_ctx, out, err);
     *load_s = (double)(now_ns() - t0) * 1e-9;
     return st;
 }

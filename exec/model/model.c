@@ -641,6 +641,12 @@ static uint64_t dummy_tensor_seed(uint64_t seed, int i) { return mix64(seed * 10
 enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
                                    ex_model **out, ats_err *err)
 {
+    return ex_model_new_dummy_progress(arch, recipe, seed, NULL, NULL, out, err);
+}
+
+enum ats_status ex_model_new_dummy_progress(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
+                                            ex_progress_fn progress, void *progress_ctx, ex_model **out, ats_err *err)
+{
     ex_model *m = NULL;
     spec_list l = {0};
     uint64_t total = 0;
@@ -664,6 +670,7 @@ enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint
         t->data = buf + off;
         m->weight_bytes += bytes;
         off += (bytes + 63) / 64 * 64;
+        if (progress) progress(progress_ctx, off, total);
     }
     finish_tied(m);
     free(l.v);

@@ -6,7 +6,9 @@
  *     deviation, load_s and warmup_s >= 0; -o json: the same rows as an array; -o md (default): a
  *     markdown table with "mean ± std" rates, a separator line, one line per row, and the load and
  *     warm-up times below it; the result file (--out) holds the rows, the parameters and the commit;
- *  2. bad -p/-n/-r/-t/-o values, a missing GGUF file, an unknown model name, -p 0 -n 0, an unknown
+ *  2. progress on stderr only when it is a terminal: none in a pipe, "[1/2] ..." under script(1) when
+ *     it is there;
+ *  3. bad -p/-n/-r/-t/-o values, a missing GGUF file, an unknown model name, -p 0 -n 0, an unknown
  *     backend, --quant without --dummy-weights, no -m: one line on stderr, exit 2, no result file.
  */
 #include <jansson.h>
@@ -182,7 +184,26 @@ int main(void)
     CHECK_MSG(table_lines == 4, "-o md: %d table lines, want 4 (header, separator, 2 rows)", table_lines);
     free(out);
     unlink(res);
-    /* 2. bad input: one line, exit 2, nothing written */
+    /* 2. progress: none in a pipe (e holds the last run's stderr), a line under a terminal */
+    CHECK_MSG(strchr(e, '\r') == NULL && strstr(e, "[1/") == NULL, "progress in a pipe: '%s'", e);
+    if (system("command -v script >/dev/null 2>&1") == 0) {
+        char tty[600];
+        snprintf(tty, sizeof tty, "%s/tty.txt", dir);
+        snprintf(args, sizeof args, "script -qec \"'%s' bench model --dummy-weights -m '%s' -p 8 -n 0 -r 1 --out '%s' "
+                                    ">/dev/null\" /dev/null >'%s' 2>&1", bin, json, res, tty);
+        CHECK(system(args) == 0);
+        FILE *tf = fopen(tty, "r");
+        char tb[8192] = "";
+        size_t tn = tf ? fread(tb, 1, sizeof tb - 1, tf) : 0;
+        if (tf) fclose(tf);
+        tb[tn] = 0;
+        CHECK_MSG(strstr(tb, "ats bench model: [1/1]") != NULL, "no progress line on a terminal: '%s'", tb);
+        unlink(tty);
+        unlink(res);
+    } else {
+        fprintf(stderr, "test_bench_model: no script(1): the terminal progress check is not run\n");
+    }
+    /* 3. bad input: one line, exit 2, nothing written */
     snprintf(args, sizeof args, "-m '%s' -p x", stories);
     expect_usage(args, "-p: bad value 'x'");
     snprintf(args, sizeof args, "-m '%s' -p 16,-1", stories);

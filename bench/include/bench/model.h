@@ -36,6 +36,8 @@ typedef struct bench_model_src {
     const ats_arch *arch;   /* dummy weights: the architecture (borrowed) */
     ats_recipe recipe;      /* dummy weights: the quantization recipe */
     uint64_t seed;          /* dummy weights: the seed (`ats run --seed`) */
+    ex_progress_fn progress;/* dummy weights: called while they are built (may be NULL) */
+    void *progress_ctx;
 } bench_model_src;
 
 /** Loads src into *out (new; ex_model_free) and its wall time into *load_s [s]. Statuses of

@@ -65,6 +65,9 @@ typedef struct ex_model {
  *  ex_model_free). ATS_EINVAL/ATS_ENOTFOUND with one line in err naming file, tensor/key, values. */
 enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err);
 
+/** Progress of a long build: `done` of `total` bytes [bytes]. Called from the building thread. */
+typedef void (*ex_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
 /** Builds seeded random weights (deterministic for a seed) of `arch` with the types of `recipe`
  *  (ats_recipe_type + ats_qtype_fallback), in memory. Block scales are set so that every weight is
  *  finite and of order 1/sqrt(n_in). family must be llama, qwen3, or qwen3moe/qwen3_moe.
@@ -72,9 +75,10 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
  *  ATS_ENOMEM when the weights do not fit. */
 enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
                                    ex_model **out, ats_err *err);
-
-/** Progress of a long build: `done` of `total` bytes [bytes]. Called from the building thread. */
-typedef void (*ex_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+/** ex_model_new_dummy calling progress(progress_ctx, done, total) after each tensor is filled (progress
+ *  may be NULL); a 14B model takes ~20 s. Same weights, same statuses. */
+enum ats_status ex_model_new_dummy_progress(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
+                                            ex_progress_fn progress, void *progress_ctx, ex_model **out, ats_err *err);
 
 /** Writes the weights ex_model_new_dummy(arch, recipe, seed) builds, byte for byte, as a GGUF v3 file
  *  at `path`, so that any GGUF runtime (llama.cpp, `ats run`) can be timed on the same weights. Tensors
