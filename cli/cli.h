@@ -120,6 +120,10 @@ void ats_cli_progress_end(void);
  *  prints "ats <label>: X.XX of Y.YY GiB" and ends the line at done == total. */
 void ats_cli_progress_bytes(void *ctx, uint64_t done, uint64_t total);
 
+/** This machine for a results file's 'hw' attribute: the CPU's model name from /proc/cpuinfo ("?" when
+ *  unknown), then ", " and gpu_name when it is non-empty. Writes into buf and returns it. */
+const char *ats_cli_machine(char *buf, size_t len, const char *gpu_name);
+
 /** Prints "ats <cmd>: <message>" to stderr (printf-style). */
 void ats_cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
