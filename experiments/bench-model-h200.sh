@@ -1,7 +1,7 @@
 #!/bin/bash
 # experiments/bench-model-h200.sh — `ats bench model` on the H200 machine: Qwen3-14B Q4_K_M dummy weights written
 # as a GGUF file by `ats quantize --dummy-weights` (the file llama-bench could time too), then timed from that
-# file on the GPU (-r 5) and on the CPU (16 threads, -r 3), and the same weights built in memory
+# file on the GPU (-r 5) and on the CPU (16 threads, -r 2), and the same weights built in memory
 # (--dummy-weights) on the GPU, which must give the same rates within the run-to-run spread.
 # Prediction (experiments/bench/bench-kernels.md: `ats run` decode 140-146 tok/s on the GPU, 8.7-8.9 tok/s on
 # 16 CPU threads; prefill 1400-1870 tok/s at 128 tokens on the GPU, 35-45 tok/s on the CPU): tg128 on cuda
@@ -24,6 +24,6 @@ timeout 120 $A bench model --dummy-weights -m qwen3-14b --quant q4_k_m --backend
   --out "$OUT/bench-model-cuda-dummy.json" > "$W/cuda-dummy.md" 2>&1
 cat "$W/cuda-dummy.md" | tee -a "$S"
 say "[$((SECONDS - T0)) s] cuda (in-memory dummy weights) done"
-timeout 200 $A bench model -m "$G" --backend cpu -t 16 -p 512 -n 128 -r 3 --out "$OUT/bench-model-cpu.json" > "$W/cpu.md" 2>&1
+timeout 170 $A bench model -m "$G" --backend cpu -t 16 -p 512 -n 128 -r 2 --out "$OUT/bench-model-cpu.json" > "$W/cpu.md" 2>&1
 cat "$W/cpu.md" | tee -a "$S"
 say "[$((SECONDS - T0)) s] done"
