@@ -236,7 +236,7 @@ int ats_bench_model(int argc, char **argv)
     if (split_names("-m", models_buf, names, &n_names)) return ATS_EXIT_USAGE;
     if (quants_buf[0] && split_names("--quant", quants_buf, quants, &n_quants)) return ATS_EXIT_USAGE;
     ats_err err = {{0}};
-    static ats_arch archs[MAX_LIST];
+    ats_arch archs[MAX_LIST];
     ats_recipe recipes[MAX_LIST];
     for (int q = 0; q < n_quants; q++)
         if (ats_recipe_from_name(quants[q], &recipes[q]) != ATS_OK) {
