@@ -3,8 +3,8 @@
  * this file parses the flags, checks them before any model is loaded, and prints).
  *   ats bench model -m a.gguf,b.gguf [-p 512] [-n 128] [-r 5] [-t 8,16] [--backend cpu] [--backend cuda]
  *   ats bench model --dummy-weights -m qwen3-14b [--quant q4_k_m] ...
- * One row per (model, backend, threads, test), mean ± std tok/s; -o md|csv|json on stdout; the result
- * file (--out, default ./bench-model.json) holds the rows, every parameter, the commit and the machine.
+ * One row per (model, backend, threads, test), mean ± std tok/s; -o md|csv|json on stdout; with --out the
+ * result file holds the rows, every parameter, the commit and the machine.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -47,7 +47,7 @@ static void usage(FILE *f)
             "  --kv-type f16|f32       KV cache element (default f16, llama-bench's -ctk/-ctv)\n"
             "  --seed S                weight seed of --dummy-weights and token ids (default 42)\n"
             "  -o, --output md|csv|json  format on stdout (default md)\n"
-            "  --out FILE              result file (JSON; default ./bench-model.json)\n");
+            "  --out FILE              also write the result file (JSON: rows, parameters, commit, machine)\n");
 }
 
 /* comma-separated integers in [lo, hi] into v (at most MAX_LIST); -1 with one error line */
@@ -109,7 +109,7 @@ int ats_bench_model(int argc, char **argv)
         {"output", required_argument, 0, 'o'},     {"out", required_argument, 0, O_OUT},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     char models_buf[2048] = "", quants_buf[256] = "";
-    const char *p_arg = "512", *n_arg = "128", *t_arg = NULL, *out = "bench-model.json";
+    const char *p_arg = "512", *n_arg = "128", *t_arg = NULL, *out = NULL;
     const char *backends[MAX_LIST];
     int n_backends = 0, dummy = 0;
     long long reps = 5, split = -1, chunk = 512, seed = 42;
@@ -255,7 +255,7 @@ int ats_bench_model(int argc, char **argv)
             return ATS_EXIT_USAGE;
         }
     }
-    if (atsc_out_check(out, &err) != ATS_OK) {
+    if (out && atsc_out_check(out, &err) != ATS_OK) {
         ats_cli_error(CMD, "--out: %s", err.msg);
         return ATS_EXIT_USAGE;
     }
@@ -328,13 +328,8 @@ int ats_bench_model(int argc, char **argv)
     ats_cli_progress_end();
     if (rc == ATS_EXIT_OK) {
         bench_model_print(stdout, fmt, rows, n_rows);
-        json_t *root = bench_model_json(rows, n_rows, &o);
-        if (atsc_out_write_json(out, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6), &err) != ATS_OK) {
-            ats_cli_error(CMD, "cannot write the result file: %s", err.msg);
-            rc = ATS_EXIT_FAIL;
-        } else {
-            fprintf(stderr, "result file: %s\n", out);
-        }
+        json_t *root = out ? bench_model_json(rows, n_rows, &o) : NULL;
+        rc = ats_cli_bench_write(CMD, out, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6), stderr);
         json_decref(root);
     }
     for (int i = 0; i < n_rows; i++) bench_model_row_free(&rows[i]);

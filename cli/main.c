@@ -115,7 +115,7 @@ static int run_main(int argc, char **argv)
              * --version above, and `ats <cmd> ... --help`, still work with a bad one, to find out what is
              * valid: there it is a warning) */
             char why[512];
-            size_t cursor = 0; /* a misspelt name (ATS_GEMV_V4_TRIGER) is ignored by every reader: say so */
+            size_t cursor = 0; /* a misspelt name (ATS_ATTN_SHAPES) is ignored by every reader: say so */
             while (ex_env_unknown_next(&cursor, why, sizeof why))
                 fprintf(stderr, "ats %s: warning: environment: %s\n", cmd, why);
             if (ex_env_check(why, sizeof why) != ATS_OK) {

@@ -40,7 +40,7 @@ const char sim_cli_help[] =
     "  --jitter SIGMA     lognormal jitter on op times (mean 1) [0]\n"
     "  --routing R        MoE routing: uniform, zipf[:SKEW] or an HDF5 file [uniform]\n"
     "  --resched-cost T   CPU time of one re-schedule, e.g. 16ms [DP + plan build measured by\n"
-    "                     `ats bench sched` (experiments/bench/bench-sched.json, or the file named by\n"
+    "                     `ats bench sched` (experiments/sched-speed/bench-sched.json, or the file named by\n"
     "                     $ATS_BENCH_SCHED: a missing or bad one is an error), else the paper's 16ms]\n"
     "  --tpot-window N    rounds in the controller's recent-TPOT median [8]\n"
     "  --no-prefetch      no decode prefetch into the previous round's idle copy engine\n"
@@ -56,7 +56,7 @@ void sim_cli_init(sim_cli *o)
     memset(o, 0, sizeof *o);
     o->model = "qwen3-14b";
     o->hw = "rtx3060-laptop";
-    o->trace = "h200-cpu-compile"; /* recorded (traces/README.md); issue 6 */
+    o->trace = "h200-cpu-compile"; /* recorded on the GPU machine (traces/README.md) */
     o->cfg = sim_session_cfg_default();
 }
 
@@ -422,7 +422,7 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         snprintf(path, sizeof path, "%s", ATS_DEFAULT_MODELS_DIR);
         char *slash = strrchr(path, '/');
         if (slash) *slash = 0;
-        strncat(path, "/experiments/bench/bench-sched.json", sizeof path - strlen(path) - 1);
+        strncat(path, "/experiments/sched-speed/bench-sched.json", sizeof path - strlen(path) - 1);
     }
     double cost = 0.016;
     if (source) snprintf(source, len, "paper 9 ms + 7 ms");
@@ -442,7 +442,7 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         char pe[ATSC_ESC_PATH], we[ATSC_ESC_SIZE(160)];
         if (!root && access(path, R_OK) != 0)
             ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': cannot read it (%s); unset it for the committed "
-                          "experiments/bench/bench-sched.json", atsc_esc(path, strlen(path), pe, sizeof pe), strerror(errno));
+                          "experiments/sched-speed/bench-sched.json", atsc_esc(path, strlen(path), pe, sizeof pe), strerror(errno));
         else if (!root)
             ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': not JSON (line %d: %s); expected the output of `ats bench "
                           "sched --format json`", atsc_esc(path, strlen(path), pe, sizeof pe), je.line,

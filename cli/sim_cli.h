@@ -75,7 +75,7 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg);
 int sim_cli_load(sim_cli *o, const char *cmd);
 /** The re-schedule cost for `policy` into *cost_s [s]: --resched-cost when given; else the DP +
  *  plan-build times that `ats bench sched` measured on this machine for this model
- *  (experiments/bench/bench-sched.json in the source tree, $ATS_BENCH_SCHED overrides); else the
+ *  (experiments/sched-speed/bench-sched.json in the source tree, $ATS_BENCH_SCHED overrides); else the
  *  paper's 16 ms (§4.4.3). `source` (may be NULL) receives where the figure came from. Returns 0,
  *  or 2 when $ATS_BENCH_SCHED is set (non-empty) and names a file that cannot be read, a directory, not
  *  JSON, without an object "results", or whose entry for the model has a dynamic_transfer_us,

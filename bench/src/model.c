@@ -6,22 +6,14 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "ats_version.h"
+#include "bench/bench.h"
 #include "ex/backend.h"
 #include "ex/session.h"
 #ifdef ATS_HAVE_CUDA
 #include "ex/gpu.h"
 #endif
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 bench_model_opts bench_model_opts_default(void)
 {
@@ -31,11 +23,11 @@ bench_model_opts bench_model_opts_default(void)
 
 enum ats_status bench_model_load(const bench_model_src *src, ex_model **out, double *load_s, ats_err *err)
 {
-    int64_t t0 = now_ns();
+    int64_t t0 = bench_now_ns();
     enum ats_status st = src->gguf_path ? ex_model_load_gguf(src->gguf_path, out, err)
                                         : ex_model_new_dummy_progress(src->arch, src->recipe, src->seed, src->progress,
                                                                       src->progress_ctx, out, err);
-    *load_s = (double)(now_ns() - t0) * 1e-9;
+    *load_s = (double)(bench_now_ns() - t0) * 1e-9;
     return st;
 }
 
@@ -125,14 +117,14 @@ static enum ats_status run_once(const ex_model *m, const bench_model_dev *d, con
         *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
         tok[i] = (int32_t)((*rng >> 33) % (uint64_t)V);
     }
-    int64_t t0 = now_ns();
+    int64_t t0 = bench_now_ns();
     if (t->n_prompt > 0) {
         for (int64_t i = 0; i < n && st == ATS_OK; i += o->chunk)
             st = ex_session_forward(s, tok + i, n - i < o->chunk ? n - i : o->chunk, logits, err);
     } else {
         for (int64_t i = 0; i < n && st == ATS_OK; i++) st = ex_session_forward(s, tok + i, 1, logits, err);
     }
-    *dt_ns = now_ns() - t0; /* forward returns the logits in host memory: the device work is done */
+    *dt_ns = bench_now_ns() - t0; /* forward returns the logits in host memory: the device work is done */
     ex_session_free(s);
     return st;
 }
@@ -162,9 +154,9 @@ enum ats_status bench_model_run(const ex_model *m, const bench_model_dev *d, con
     if (!tok || !logits || !row->samples_tok_s) { st = ATS_ENOMEM; goto done; }
     uint64_t rng = o->seed ^ 0x5DEECE66Dull;
     int64_t dt;
-    int64_t tw = now_ns();
+    int64_t tw = bench_now_ns();
     if ((st = run_once(m, d, t, o, &rng, tok, logits, &dt, err)) != ATS_OK) goto done; /* warm-up */
-    row->warmup_s = (double)(now_ns() - tw) * 1e-9;
+    row->warmup_s = (double)(bench_now_ns() - tw) * 1e-9;
     double sum = 0, sum2 = 0;
     for (int r = 0; r < o->reps; r++) {
         if ((st = run_once(m, d, t, o, &rng, tok, logits, &dt, err)) != ATS_OK) goto done;
@@ -418,27 +410,15 @@ void bench_model_print(FILE *f, bench_model_fmt fmt, const bench_model_row *rows
 
 json_t *bench_model_json(const bench_model_row *rows, int n, const bench_model_opts *o)
 {
-    char host[256] = "?", cpu[256] = "?";
-    gethostname(host, sizeof host);
-    host[sizeof host - 1] = 0;
-    FILE *ci = fopen("/proc/cpuinfo", "r");
-    if (ci) {
-        char line[512];
-        while (fgets(line, sizeof line, ci))
-            if (strncmp(line, "model name", 10) == 0) {
-                char *p = strchr(line, ':');
-                if (p) snprintf(cpu, sizeof cpu, "%s", p + 2);
-                cpu[strcspn(cpu, "\n")] = 0;
-                break;
-            }
-        fclose(ci);
-    }
+    bench_machine mach;
+    bench_machine_get(&mach);
     json_t *root = json_object();
     json_object_set_new(root, "benchmark", json_string("ats bench model"));
     json_object_set_new(root, "version", json_string(ATS_VERSION_STRING));
     json_object_set_new(root, "commit", json_string(ATS_GIT_COMMIT));
-    json_object_set_new(root, "machine", json_string(host));
-    json_object_set_new(root, "cpu", json_string(cpu));
+    json_object_set_new(root, "machine", json_string(mach.host));
+    json_object_set_new(root, "cpu", json_string(mach.cpu));
+    json_object_set_new(root, "n_cpu", json_integer(mach.n_cpu));
     json_t *par = json_object();
     json_object_set_new(par, "reps", json_integer(o->reps));
     json_object_set_new(par, "chunk", json_integer(o->chunk));

@@ -65,7 +65,8 @@ int ex_gpu_device_count(void);
 
 /**
  * Opens device `device` (0-based): selects it on the calling thread, creates the cuBLAS handle,
- * EX_GPU_N_STREAMS non-blocking streams and no workspace yet.
+ * EX_GPU_N_STREAMS non-blocking streams and no workspace yet, and sets the decode GEMV kernels up for the
+ * device (their shared-memory limits; which of them it can run).
  * Returns EX_GPU_ENODEV (with no message) when there is no such device, so tests can exit 77.
  * *out: new handle, freed with ex_gpu_close(). Not thread-safe with respect to the same device.
  */
@@ -138,10 +139,10 @@ void ex_gpu_graph_free(ex_graph g);
 ex_gpu_status ex_cuda_gemv(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x,
                            float *y, ex_stream s);
 
-/** The GEMV kernel family ex_cuda_gemv runs for this type (ats_qtype id) and shape (rows, cols):
- *  "v4", "v3", "v2" or "v1" on the current device (exec/kernels/cuda/gemv_v3.cu; follows ATS_GEMV_KERNEL and
- *  ATS_GEMV_V3_Q6K). For reports. */
-const char *ex_cuda_gemv_kernel(int type, int64_t rows, int64_t cols);
+/** The kernel ex_cuda_gemv runs on g's device for this type (ats_qtype id) and shape (rows, cols): "tma",
+ *  "rows2", "rows1", "ring" or "warp" (the table of exec/kernels/cuda/gemv.cu, README.md there); "none" for
+ *  a shape it refuses. For reports and tests. */
+const char *ex_cuda_gemv_kernel(ex_gpu *g, int type, int64_t rows, int64_t cols);
 
 /**
  * Dequantizes n elements (n % block_elems == 0) of type `type` at `src` (device) into `dst`

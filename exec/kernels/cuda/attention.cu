@@ -82,11 +82,10 @@ template <int PL, typename T, int NW, bool CL> /* PL = ceil(head_dim / 32); T: t
 static __global__ void __launch_bounds__(32 * NW)
     attention_kernel(const float *__restrict__ q, int64_t pos0, const T *__restrict__ kc,
                      const T *__restrict__ vc, int64_t n_head, int64_t n_head_kv, int HD, float scale,
-                     float *__restrict__ out, int early)
+                     float *__restrict__ out)
 {
     __shared__ float sm_m[NW], sm_l[NW], sm_acc[NW][PL * 32];
     __shared__ float sm_o[PL * 32];
-    exc_pdl_trigger(early); /* ATS_PDL_EARLY=1: the output projection's GEMV may start its weight copies now */
     int64_t t = blockIdx.y, h = blockIdx.x;
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int rank = 0, n_split = 1;
@@ -284,7 +283,7 @@ static ex_gpu_status attention_launch_pl(dim3 grid, int split, const float *q, i
             cfg.attrs = attr;
             cfg.numAttrs = 1;
             if (cudaLaunchKernelEx(&cfg, attention_kernel<PL, T, NW, true>, q, pos0, k_cache, v_cache, n_head,
-                                   n_head_kv, hd, scale, out, exc_pdl_early()) == cudaSuccess) {
+                                   n_head_kv, hd, scale, out) == cudaSuccess) {
                 EXC_LAUNCHED(s);
                 return EX_GPU_OK;
             }
@@ -292,7 +291,7 @@ static ex_gpu_status attention_launch_pl(dim3 grid, int split, const float *q, i
         }
     }
     attention_kernel<PL, T, NW, false><<<grid, 32 * NW, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, hd,
-                                                                 scale, out, exc_pdl_early());
+                                                                 scale, out);
     EXC_LAUNCHED(s);
     return EX_GPU_OK;
 }
