@@ -106,15 +106,8 @@ const char *ats_cli_hw_path(const char *name, char *buf, size_t len);
 const char *ats_cli_trace_path(const char *name, char *buf, size_t len);
 
 /** Progress of long work, only when stderr is a terminal (nothing otherwise): "ats <cmd>: <message>"
- *  rewritten in place on one line (\r, erase); ats_cli_progress_end() erases it before other output.
- *  ats_cli_progress_line prints a whole line instead (for commands whose table on stdout may share
- *  the terminal while it runs). */
+ *  rewritten in place on one line (\r, erase); ats_cli_progress_end() erases it before other output. */
 void ats_cli_progress(const char *cmd, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void ats_cli_progress_line(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif

@@ -425,17 +425,6 @@ void ats_cli_progress(const char *cmd, const char *fmt, ...)
     fflush(stderr);
 }
 
-void ats_cli_progress_line(const char *cmd, const char *fmt, ...)
-{
-    if (!isatty(STDERR_FILENO)) return;
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "ats %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
 void ats_cli_progress_end(void)
 {
     if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);

@@ -19,7 +19,7 @@
 static const ats_cmd commands[] = {
     {"inspect", ats_cmd_inspect, "print a model's op graph, placement and plan for one round"},
     {"sim", ats_cmd_sim, "simulate requests under a load trace and compare policies"},
-    {"sweep", ats_cmd_sweep, "sweep the re-scheduling threshold and interval over traces (OpenMP)"},
+    {"sweep", ats_cmd_sweep, "sweep the re-scheduling threshold and interval over traces (OpenMP; MPI ranks under mpirun)"},
     {"trace", ats_cmd_trace, "load traces: synth, show, import (CSV), compare"},
     {"record", ats_cmd_record, "record a load trace of this machine with CPU/GPU/PCIe probes"},
     {"stress", ats_cmd_stress, "generate CPU/GPU/PCIe background load that follows a load trace"},

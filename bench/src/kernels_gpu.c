@@ -378,6 +378,128 @@ out:
     return rc;
 }
 
+/* Prefill attention (Qwen3-14B: 40 heads, 8 KV heads, head_dim 128, F32 cache) and routed experts
+ * (Qwen3-30B-A3B: n_embd 2048, 768 per expert, 128 experts, 8 a token; gate/up Q4_K, down Q6_K, random
+ * distinct ids a token) at n_tok tokens, the chunk starting at position 0; MoE also at 1 token (decode). */
+typedef struct att_arg {
+    ex_stream s;
+    const float *q, *kc, *vc;
+    float *out;
+    int64_t n, nh, nkv, hd;
+} att_arg;
+static ex_gpu_status run_att(void *p, int rep)
+{
+    (void)rep;
+    att_arg *a = p;
+    return ex_cuda_attention(a->q, a->n, 0, a->kc, a->vc, a->nh, a->nkv, a->hd, 1.0f / sqrtf((float)a->hd), a->out, a->s);
+}
+typedef struct moe_arg {
+    ex_gpu *g;
+    ex_stream s;
+    ex_tensor ge, ue, de;
+    const float *x, *w;
+    const int32_t *ids;
+    int64_t n, k;
+    float *out;
+} moe_arg;
+static ex_gpu_status run_moe(void *p, int rep)
+{
+    (void)rep;
+    moe_arg *a = p;
+    return ex_cuda_moe(a->g, &a->ge, &a->ue, &a->de, a->x, a->n, a->ids, a->w, a->k, a->out, a->s);
+}
+
+static int gpu_prefill_ops(const bench_kernels_opts *o, ex_gpu *g, ex_stream s, json_t *gj)
+{
+    const bench_sink *sk = &o->sink;
+    const int64_t n = o->n_tok, nh = 40, nkv = 8, hd = 128;
+    const int64_t ne = 2048, nf = 768, nx = 128, k = 8;
+    int rc = -1;
+    float *dq = NULL, *dkc = NULL, *dvc = NULL, *dout = NULL, *dx = NULL, *dw = NULL, *dmo = NULL;
+    int32_t *dids = NULL;
+    void *wg = NULL, *wd = NULL;
+    size_t nq = (size_t)(n * nh * hd), nkvb = (size_t)(n * nkv * hd);
+    size_t big = nq > (size_t)(n * ne) ? nq : (size_t)(n * ne);
+    float *h = malloc(big * 4), *hw = malloc((size_t)(n * k) * 4);
+    int32_t *hid = malloc((size_t)(n * k) * 4);
+    uint64_t sd = 17, bg = 0, bd = 0;
+    void *hg = kb_make_weights(ATS_Q_Q4_K, nf, ne, 41, &bg), *hd6 = kb_make_weights(ATS_Q_Q6_K, ne, nf, 43, &bd);
+    if (!h || !hw || !hid || !hg || !hd6) {
+        bench_note(sk, "out of memory for the prefill attention / MoE inputs");
+        goto out;
+    }
+    for (size_t j = 0; j < big; j++) h[j] = (float)((double)(kb_splitmix(&sd) >> 11) * 0x1.0p-52 * 2.0 - 1.0);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < k; j++) {
+            int32_t id;
+            int dup;
+            do { /* k distinct experts a token, as a router's top-k */
+                id = (int32_t)(kb_splitmix(&sd) % (uint64_t)nx);
+                dup = 0;
+                for (int64_t i = 0; i < j; i++) dup |= hid[t * k + i] == id;
+            } while (dup);
+            hid[t * k + j] = id;
+            hw[t * k + j] = 1.0f / (float)k;
+        }
+    if (ex_gpu_malloc(g, nq * 4, (void **)&dq) || ex_gpu_malloc(g, nkvb * 4, (void **)&dkc) ||
+        ex_gpu_malloc(g, nkvb * 4, (void **)&dvc) || ex_gpu_malloc(g, nq * 4, (void **)&dout) ||
+        ex_gpu_malloc(g, (size_t)(n * ne) * 4, (void **)&dx) || ex_gpu_malloc(g, (size_t)(n * k) * 4, (void **)&dw) ||
+        ex_gpu_malloc(g, (size_t)(n * k) * 4, (void **)&dids) || ex_gpu_malloc(g, (size_t)(n * ne) * 4, (void **)&dmo) ||
+        ex_gpu_malloc(g, (size_t)bg * (size_t)nx * 2, &wg) || ex_gpu_malloc(g, (size_t)bd * (size_t)nx, &wd))
+        goto out;
+    ex_gpu_memcpy_h2d(dq, h, nq * 4, s);
+    ex_gpu_memcpy_h2d(dkc, h, nkvb * 4, s);
+    ex_gpu_memcpy_h2d(dvc, h + 7, nkvb * 4, s);
+    ex_gpu_memcpy_h2d(dx, h, (size_t)(n * ne) * 4, s);
+    ex_gpu_memcpy_h2d(dw, hw, (size_t)(n * k) * 4, s);
+    ex_gpu_memcpy_h2d(dids, hid, (size_t)(n * k) * 4, s);
+    for (int64_t e = 0; e < 2 * nx; e++) ex_gpu_memcpy_h2d((char *)wg + e * bg, hg, bg, s);
+    for (int64_t e = 0; e < nx; e++) ex_gpu_memcpy_h2d((char *)wd + e * bd, hd6, bd, s);
+    if (ex_gpu_stream_sync(s)) goto out;
+    {
+        att_arg a = {s, dq, dkc, dvc, dout, n, nh, nkv, hd};
+        double med = gpu_time(sk, s, o->reps / 2 + 3, run_att, &a);
+        double flop = 4.0 * (double)hd * (double)nh * (double)n * (double)(n + 1) / 2.0; /* QKᵀ and PV, causal */
+        bench_table(sk, "\nprefill attention, %lld tokens from position 0, 40 heads / 8 KV heads, head_dim 128, F32 cache: "
+               "%.1f us, %.1f TFLOP/s (causal FLOP)\n", (long long)n, med * 1e6, flop / med * 1e-12);
+        json_t *e = json_object();
+        json_object_set_new(e, "tokens", json_integer(n));
+        json_object_set_new(e, "median_s", json_real(med));
+        json_object_set_new(e, "TFLOPs", json_real(flop / med * 1e-12));
+        json_object_set_new(gj, "prefill_attention", e);
+    }
+    {
+        ex_tensor ge = {ATS_Q_Q4_K, {ne, nf, nx}, 0, wg}, de = {ATS_Q_Q6_K, {nf, ne, nx}, 0, wd};
+        ats_qtype_bytes(ATS_Q_Q4_K, ne, &ge.row_bytes);
+        ats_qtype_bytes(ATS_Q_Q6_K, nf, &de.row_bytes);
+        ex_tensor ue = ge;
+        ue.data = (char *)wg + nx * bg;
+        bench_table(sk, "routed experts (MoE), 2048 -> 768 -> 2048, 128 experts, 8 a token, gate/up Q4_K, down Q6_K:\n");
+        bench_table(sk, "%8s %10s %9s %10s\n", "tokens", "median_us", "TFLOP/s", "tok/s");
+        json_t *arr = json_array();
+        const int64_t ns[] = {1, n};
+        for (int i = 0; i < 2; i++) {
+            moe_arg a = {g, s, ge, ue, de, dx, dw, dids, ns[i], k, dmo};
+            double med = gpu_time(sk, s, o->reps / 2 + 3, run_moe, &a);
+            double flop = 2.0 * 3.0 * (double)ne * (double)nf * (double)ns[i] * (double)k;
+            bench_table(sk, "%8lld %10.1f %9.1f %10.0f\n", (long long)ns[i], med * 1e6, flop / med * 1e-12, ns[i] / med);
+            json_t *e = json_object();
+            json_object_set_new(e, "tokens", json_integer(ns[i]));
+            json_object_set_new(e, "median_s", json_real(med));
+            json_object_set_new(e, "TFLOPs", json_real(flop / med * 1e-12));
+            json_array_append_new(arr, e);
+        }
+        json_object_set_new(gj, "moe", arr);
+    }
+    rc = 0;
+out:
+    ex_gpu_free(g, dq); ex_gpu_free(g, dkc); ex_gpu_free(g, dvc); ex_gpu_free(g, dout);
+    ex_gpu_free(g, dx); ex_gpu_free(g, dw); ex_gpu_free(g, dids); ex_gpu_free(g, dmo);
+    ex_gpu_free(g, wg); ex_gpu_free(g, wd);
+    free(h); free(hw); free(hid); free(hg); free(hd6);
+    return rc;
+}
+
 int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
 {
     const bench_sink *sk = &o->sink;
@@ -412,6 +534,7 @@ int kb_bench_gpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
         if (gemv_bad) bench_note(sk, "a GPU GEMV differs from ex_cpu_matmul (FAIL in the table)");
     }
     if (rc == 0) rc = gpu_prefill(o, g, s, gj, cl);
+    if (rc == 0) rc = gpu_prefill_ops(o, g, s, gj);
     if (rc == 0 && gemv_bad) rc = -1;
     json_object_set_new(root, "gpu", gj);
     ex_gpu_close(g);

@@ -52,6 +52,9 @@ static const knob KNOBS[] = {
     {"ATS_UPDATE_GOLDEN", KNOB_ANY, NULL, 0, 0, 0, NULL},
     {"ATS_LOAD", KNOB_ANY, NULL, 0, 0, 0, NULL},
     {"ATS_CUDA", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    /* fault injection of the sweep driver for tests/cli/test_sweep_mpi.c (sim/src/sweep.c) */
+    {"ATS_SWEEP_TEST_FAIL_POINT", KNOB_INT, NULL, 0, INT_MAX, 10, "a grid index >= 0"},
+    {"ATS_SWEEP_TEST_KILL_RANK", KNOB_INT, NULL, 1, INT_MAX, 10, "a rank >= 1"},
 };
 #define N_KNOBS (sizeof KNOBS / sizeof KNOBS[0])
 

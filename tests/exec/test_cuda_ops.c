@@ -253,7 +253,8 @@ static void test_attention(void)
 {
     const int64_t hds[] = {64, 128, 8, 80}; /* 8: stories260K; 80: not a multiple of 32 */
     for (int c = 0; c < 8; c++) { /* c < 4: decode; c >= 4: a prefill chunk */
-        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
+        /* up to 8 tokens: the F32 kernel (more: the tensor-core kernel, test_attention_prefill) */
+        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 4);
         int64_t pos0 = (int64_t)(tu_rand(&g_rng) % 300), n_ctx = pos0 + nt + 3, kvd = nkv * hd;
         float scale = 1.0f / sqrtf((float)hd);
         float *kc = calloc((size_t)(n_ctx * kvd), 4), *vc = calloc((size_t)(n_ctx * kvd), 4);
@@ -292,7 +293,7 @@ static void test_attention_f16(void)
 {
     const int64_t hds[] = {64, 128, 8, 80}; /* 8: stories260K; 80: not a multiple of 32 */
     for (int c = 0; c < 8; c++) { /* c < 4: decode; c >= 4: a prefill chunk */
-        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
+        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 4);
         int64_t pos0 = 1 + (int64_t)(tu_rand(&g_rng) % 300), n_ctx = pos0 + nt + 3, kvd = nkv * hd;
         float scale = 1.0f / sqrtf((float)hd);
         size_t cache_bytes = (size_t)(n_ctx * kvd) * sizeof(ex_fp16);
@@ -331,6 +332,56 @@ static void test_attention_f16(void)
         ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dk); ex_gpu_free(g_gpu, dv);
         ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
         free(kc); free(vc); free(kg); free(vg); free(k0); free(v0); free(k); free(v); free(q); free(oc); free(og);
+    }
+}
+
+/* Prefill chunks of more than 8 tokens: the tensor-core flash kernel for head_dim 64/128/256 (F16
+ * operands, F32 softmax and accumulation), the F32 kernel for other head sizes (80 here). Both cache types
+ * against the CPU op on the same cache (F16: the CPU store's bits). Chunk lengths 9 (one partial query
+ * tile), 64 + r and 150 + r (several tiles, a ragged last one), from position 0 or a random pos0 (KV
+ * tiles before the chunk, a partial last KV tile); GQA ratios 1, 4, 5. Bound: 4e-3 of max |v| = 1 (Q·scale,
+ * K, P and V rounded to F16: ~2^-11 relative each); head_dim 80 keeps 2e-5. */
+static void test_attention_prefill(void)
+{
+    static const struct { int64_t nt, hd, nh, nkv; int at0; } cs[] = {
+        {9, 128, 8, 2, 1}, {64, 128, 40, 8, 0}, {150, 64, 8, 8, 1}, {9, 256, 4, 1, 0},
+        {150, 128, 10, 2, 0}, {64, 256, 8, 2, 1}, {40, 80, 8, 2, 0},
+    };
+    for (int f16 = 0; f16 < 2; f16++) {
+        for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+            int64_t nt = cs[c].nt + (cs[c].nt > 9 ? (int64_t)(tu_rand(&g_rng) % 40) : 0), hd = cs[c].hd;
+            int64_t nh = cs[c].nh, nkv = cs[c].nkv, pos0 = cs[c].at0 ? 0 : 1 + (int64_t)(tu_rand(&g_rng) % 300);
+            int64_t rows = pos0 + nt, n_ctx = rows + 5, kvd = nkv * hd, nq = nt * nh * hd;
+            float scale = 1.0f / sqrtf((float)hd);
+            size_t eb = f16 ? sizeof(ex_fp16) : sizeof(float), cache_bytes = (size_t)(n_ctx * kvd) * eb;
+            float *k = malloc((size_t)(rows * kvd) * 4), *v = malloc((size_t)(rows * kvd) * 4), *q = malloc((size_t)nq * 4);
+            fill(k, rows * kvd, -1, 1);
+            fill(v, rows * kvd, -1, 1);
+            fill(q, nq, -2, 2);
+            void *kc = calloc((size_t)(n_ctx * kvd), eb), *vc = calloc((size_t)(n_ctx * kvd), eb);
+            float *oc = malloc((size_t)nq * 4), *og = malloc((size_t)nq * 4);
+            if (f16) CHECK(ex_cpu_kv_store_f16(k, v, rows, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+            else CHECK(ex_cpu_kv_store(k, v, rows, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+            void *dkc = dev_upload(kc, cache_bytes), *dvc = dev_upload(vc, cache_bytes);
+            float *dq = dev_upload(q, (size_t)nq * 4), *dout = dev_upload(NULL, (size_t)nq * 4);
+            ex_gpu_status st;
+            if (f16) {
+                CHECK(ex_cpu_attention_f16(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+                st = ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
+            } else {
+                CHECK(ex_cpu_attention(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+                st = ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
+            }
+            CHECK(st == EX_GPU_OK);
+            dev_download(og, dout, (size_t)nq * 4);
+            double e = max_err(og, oc, nq, 1.0), b = hd == 80 ? 2e-5 : 4e-3;
+            CHECK_MSG(e <= b, "attention%s prefill hd %lld n_tok %lld pos0 %lld heads %lld/%lld: max error %.3g > %.1g",
+                      f16 ? "_f16" : "", (long long)hd, (long long)nt, (long long)pos0, (long long)nh, (long long)nkv, e, b);
+            fprintf(stderr, "  attention%s prefill hd %3lld n_tok %3lld pos0 %3lld heads %2lld/%lld: max error %.2e (bound %.0e)\n",
+                    f16 ? "_f16" : "    ", (long long)hd, (long long)nt, (long long)pos0, (long long)nh, (long long)nkv, e, b);
+            ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
+            free(k); free(v); free(q); free(kc); free(vc); free(oc); free(og);
+        }
     }
 }
 
@@ -540,6 +591,88 @@ static void test_ffn_router_moe(void)
         ex_gpu_free(g_gpu, dx); ex_gpu_free(g_gpu, dout);
         free(lg); free(wc); free(wg); free(ic); free(ig);
         free(x); free(oc); free(og); free(orf);
+    }
+}
+
+/* Routed experts in prefill chunks (more than 8 tokens: pairs grouped by expert on the device, grouped
+ * F16 tensor-core GEMMs): GPU vs ex_cpu_moe and vs the exact float reference, relative to the down
+ * projection's row-sum scale. Cases: Q4_K gate/up + Q6_K down, 8 experts, 4 a token, 130 + r tokens
+ * (65 pairs an expert on average: experts with more than one tile of 64 pairs); Q4_0 + Q8_0 with widths that are not a multiple of the
+ * 128-column step or the 64-row tile (352, 288); MXFP4 + Q4_K at 9 tokens; F16 + BF16. Ids are random
+ * distinct experts a token; one case routes a token to an id out of range: its row must be NaN and the
+ * others still right. Bound 8e-3: F16 weights and activations in both GEMMs (4e-3 each, as the prefill
+ * GEMM); vs the CPU op (int8 activations) twice the GEMV bound. */
+static void test_moe_prefill(void)
+{
+    static const struct { ats_qtype tg, td; int64_t n_embd, n_ff, n_exp, k, nt; } cs[] = {
+        {ATS_Q_Q4_K, ATS_Q_Q6_K, 512, 256, 8, 4, 130}, {ATS_Q_Q4_0, ATS_Q_Q8_0, 352, 288, 8, 2, 37},
+        {ATS_Q_MXFP4, ATS_Q_Q4_K, 256, 256, 8, 2, 9},   {ATS_Q_F16, ATS_Q_BF16, 192, 96, 4, 2, 20},
+    };
+    const double bound = 8e-3;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int64_t n_embd = cs[c].n_embd, n_ff = cs[c].n_ff, n_exp = cs[c].n_exp, k = cs[c].k;
+        int64_t nt = cs[c].nt + (c == 0 ? (int64_t)(tu_rand(&g_rng) % 60) : 0);
+        wt ge = make_weight(cs[c].tg, n_embd, n_ff, n_exp, 0.1), ue = make_weight(cs[c].tg, n_embd, n_ff, n_exp, 0.1),
+           de = make_weight(cs[c].td, n_ff, n_embd, n_exp, 0.1);
+        float *x = malloc((size_t)(nt * n_embd) * 4), *oc = malloc((size_t)(nt * n_embd) * 4),
+              *og = malloc((size_t)(nt * n_embd) * 4), *orf = malloc((size_t)(nt * n_embd) * 4),
+              *one = malloc((size_t)n_embd * 4), *wc = malloc((size_t)(nt * k) * 4);
+        int32_t *ic = malloc((size_t)(nt * k) * 4);
+        fill(x, nt * n_embd, -1, 1);
+        for (int64_t t = 0; t < nt; t++) {
+            float sum = 0;
+            for (int64_t j = 0; j < k; j++) {
+                int32_t id;
+                int dup;
+                do {
+                    id = (int32_t)(tu_rand(&g_rng) % (uint64_t)n_exp);
+                    dup = 0;
+                    for (int64_t i = 0; i < j; i++) dup |= ic[t * k + i] == id;
+                } while (dup);
+                ic[t * k + j] = id;
+                wc[t * k + j] = frand(0.1, 1.0);
+                sum += wc[t * k + j];
+            }
+            for (int64_t j = 0; j < k; j++) wc[t * k + j] /= sum;
+        }
+        CHECK(ex_cpu_moe(&ge.host, &ue.host, &de.host, x, nt, ic, wc, k, oc) == ATS_OK);
+        float *dx = dev_upload(x, (size_t)(nt * n_embd) * 4), *dout = dev_upload(NULL, (size_t)(nt * n_embd) * 4);
+        float *dw = dev_upload(wc, (size_t)(nt * k) * 4);
+        int32_t *di = dev_upload(ic, (size_t)(nt * k) * 4);
+        CHECK(ex_cuda_moe(g_gpu, &ge.dev, &ue.dev, &de.dev, dx, nt, di, dw, k, dout, g_s) == EX_GPU_OK);
+        dev_download(og, dout, (size_t)(nt * n_embd) * 4);
+        double e_cpu = 0, e_ref = 0;
+        for (int64_t tk = 0; tk < nt; tk++) {
+            double sc = 0;
+            for (int64_t i = 0; i < n_embd; i++) orf[tk * n_embd + i] = 0;
+            for (int64_t j = 0; j < k; j++) {
+                ex_tensor g1 = ex_tensor_matrix(&ge.host, ic[tk * k + j]), u1 = ex_tensor_matrix(&ue.host, ic[tk * k + j]),
+                          d1 = ex_tensor_matrix(&de.host, ic[tk * k + j]);
+                sc += wc[tk * k + j] * ffn_ref(&g1, &u1, &d1, x + tk * n_embd, one);
+                for (int64_t i = 0; i < n_embd; i++) orf[tk * n_embd + i] += wc[tk * k + j] * one[i];
+            }
+            e_cpu = fmax(e_cpu, max_err(og + tk * n_embd, oc + tk * n_embd, n_embd, sc));
+            e_ref = fmax(e_ref, max_err(og + tk * n_embd, orf + tk * n_embd, n_embd, sc));
+        }
+        CHECK_MSG(e_ref <= bound && e_cpu <= 2 * 2.4e-2, "moe prefill %s/%s n_tok %lld: error vs exact %.3g, vs cpu %.3g",
+                  ats_qtype_name(cs[c].tg), ats_qtype_name(cs[c].td), (long long)nt, e_ref, e_cpu);
+        fprintf(stderr, "  moe prefill %-5s/%-5s %3lldx%-3lld %2lld experts k %lld n_tok %3lld: err vs exact %.2e, vs cpu %.2e (bound %.0e)\n",
+                ats_qtype_name(cs[c].tg), ats_qtype_name(cs[c].td), (long long)n_embd, (long long)n_ff, (long long)n_exp,
+                (long long)k, (long long)nt, e_ref, e_cpu, bound);
+        if (c == 1) { /* token 3 routed to an expert that does not exist: its row NaN, the rest unchanged */
+            int32_t bad = (int32_t)n_exp;
+            ex_gpu_memcpy_h2d(di + 3 * k + 1, &bad, 4, g_s);
+            CHECK(ex_cuda_moe(g_gpu, &ge.dev, &ue.dev, &de.dev, dx, nt, di, dw, k, dout, g_s) == EX_GPU_OK);
+            dev_download(og, dout, (size_t)(nt * n_embd) * 4);
+            int nan_row = 1, others = 1;
+            for (int64_t i = 0; i < n_embd; i++) nan_row &= isnan(og[3 * n_embd + i]);
+            for (int64_t i = 0; i < nt * n_embd; i++)
+                if (i / n_embd != 3) others &= !isnan(og[i]);
+            CHECK_MSG(nan_row && others, "moe prefill: a bad id must make its token's row NaN and only that row");
+        }
+        ex_gpu_free(g_gpu, dx); ex_gpu_free(g_gpu, dout); ex_gpu_free(g_gpu, dw); ex_gpu_free(g_gpu, di);
+        free_weight(&ge); free_weight(&ue); free_weight(&de);
+        free(x); free(oc); free(og); free(orf); free(one); free(wc); free(ic);
     }
 }
 
@@ -804,9 +937,11 @@ int main(int argc, char **argv)
         test_norm_rope();
         test_attention();
         test_attention_f16();
+        test_attention_prefill();
         test_attention_long();
         test_elementwise_embedding();
         test_ffn_router_moe();
+        test_moe_prefill();
         test_sample_copy();
     }
     ex_gpu_close(g_gpu);
