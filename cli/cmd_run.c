@@ -403,7 +403,8 @@ int ats_cmd_run(int argc, char **argv)
             ats_cli_error("run", "--prompt-tokens %lld: longer than the context (%lld tokens; --ctx)", prompt_tokens, ctx0);
             return ATS_EXIT_USAGE;
         }
-        st = ex_model_new_dummy(&arch, r, (uint64_t)seed, &m, &err);
+        st = ex_model_new_dummy_progress(&arch, r, (uint64_t)seed, ats_cli_progress_bytes,
+                                         (void *)"run: building dummy weights", &m, &err);
     } else {
         if (quant) {
             ats_cli_error("run", "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");
@@ -575,7 +576,12 @@ int ats_cmd_run(int argc, char **argv)
                  "\"prompt_tokens\": %lld, \"backend\": \"%s\", \"kv_type\": \"%s\"}",
                  a->name, dummy ? "true" : "false", omp_get_max_threads(), (long long)ctx, chunk, split, n_gen, temp,
                  top_k, top_p, (long long)n_prompt, backend, ats_qtype_name(kv_type));
-        atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, "", ""};
+        char machine[512]; /* the hardware of the run, for the results' 'hw' (analysis titles name it) */
+        const char *gpu_name = "";
+#ifdef ATS_HAVE_CUDA
+        if (gpu) gpu_name = ex_gpu_info(gpu)->name;
+#endif
+        atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, ats_cli_machine(machine, sizeof machine, gpu_name), ""};
         char run_name[64]; /* the run is named after the backend(s): "cpu", "cuda", "cpu+cuda" (no ',' in names) */
         snprintf(run_name, sizeof run_name, "%s", backend);
         for (char *c = run_name; *c; c++)
