@@ -25,7 +25,7 @@
 const char sim_cli_help[] =
     "  --model M          model name (models/M.json), JSON path, or GGUF file (its architecture and\n"
     "                     per-tensor types; no --quant) [qwen3-14b]\n"
-    "  --quant Q          quantization recipe [the model's default]\n"
+    "  --quant Q          quantization recipe [the model's default]; refused with a GGUF file\n"
     "  --hw H             hardware description (sim/hw/H.json) or path [rtx3060-laptop]\n"
     "  --trace T          load trace (traces/T.h5) or path; 'none' = idle machine [h200-cpu-compile]\n"
     "  --trace-offset S   start the replay at trace time S [0]\n"
