@@ -17,6 +17,8 @@
 
 #include <jansson.h>
 
+#include "ats/arch.h"
+#include "ats/quant.h"
 #include "bench/bench.h"
 
 #define ATS_EXIT_OK 0
@@ -98,6 +100,22 @@ int ats_cli_parse_int(const char *s, long long *out);
  *  in ".json" is a path; otherwise $ATS_MODELS_DIR/<name>.json, then the source tree's models/.
  *  Writes the path into buf. Always succeeds (the loader reports a missing file). */
 const char *ats_cli_model_path(const char *name, char *buf, size_t len);
+/** 1 when a --model value names a GGUF file: it ends in ".gguf", or it is an existing regular file that
+ *  starts with the GGUF magic; else 0 (a model name or JSON path: ats_cli_model_path). */
+int ats_cli_model_is_gguf(const char *value);
+/** The model of a --model value for the commands that build op graphs (sim, sweep, bench sim,
+ *  inspect; cli/model_gguf.c). A GGUF file: the architecture from its metadata and *types = the
+ *  type of every tensor (ex_model_tensor_types, new: free()), read by the executor's loader (header
+ *  and tensor table; the weights are mapped, not read); `quant` (--quant) given with it is refused, as
+ *  the file says the types; *recipe is left as the arch's default. A name or JSON: atsc_model_load,
+ *  *types = NULL, *recipe = --quant or the model's default_quant. path receives the file read. Returns
+ *  ATS_EXIT_OK, or ATS_EXIT_USAGE / ATS_EXIT_FAIL (out of memory) after one line naming the file and
+ *  the field. */
+int ats_cli_load_model(const char *cmd, const char *model, const char *quant, char *path, size_t len,
+                       ats_arch *arch, ats_recipe *recipe, ats_qtype **types);
+/** The quantization a run uses, for headers and results: "gguf" (the file's per-tensor types) when
+ *  types is non-NULL, else the recipe's name. */
+const char *ats_cli_quant_name(ats_recipe recipe, const ats_qtype *types);
 /** Same for hardware descriptions: sim/hw/<name>.json ($ATS_HW_DIR overrides). */
 const char *ats_cli_hw_path(const char *name, char *buf, size_t len);
 /** Same for load traces: a path (with '/' or ending in .h5) as given; a bare name that is a regular

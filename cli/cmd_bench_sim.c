@@ -81,7 +81,7 @@ static void print_table(const bench_sim_opts *b, const bench_sim_result *r, cons
 {
     const int quick = b->quick;
     printf("ats bench sim — %s (%s) on %s, commit %s, host %s (%d cores)\n", b->arch->name,
-           ats_recipe_name(b->cfg.recipe), b->hw->name, ATS_GIT_COMMIT, mc->host, omp_get_num_procs());
+           ats_cli_quant_name(b->cfg.recipe, b->cfg.tensor_types), b->hw->name, ATS_GIT_COMMIT, mc->host, omp_get_num_procs());
     printf("%-44s %14s %12s\n", "figure", "measured", "target");
     printf("%-44s %12.2f M %12s\n", "engine events/s, one core (ats decode round)", r->engine_events_per_s / 1e6,
            ">= 5 M");

@@ -20,8 +20,9 @@ static void usage(FILE *f)
             "                   [--n-ctx C] [--format table|csv]\n\n"
             "Prints the ordered ops of one round (those that read weights or the KV cache) with sizes,\n"
             "FLOPs and bytes, then totals: weights, KV cache, bytes read per round.\n\n"
-            "  --model M        model name (models/M.json) or path to a JSON file [qwen3-14b]\n"
-            "  --quant Q        f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4 [the model's default_quant]\n"
+            "  --model M        model name (models/M.json), path to a JSON file, or a GGUF file (its\n"
+            "                   architecture and per-tensor types, read from the header) [qwen3-14b]\n"
+            "  --quant Q        f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4 [the model's default_quant]; not with a GGUF\n"
             "  --phase P        decode (one token) or prefill (a chunk of --tokens) [decode]\n"
             "  --ctx L          decode: context length L incl. the new token; prefill: tokens already\n"
             "                   in the KV cache before the chunk [decode 2048, prefill 0]\n"
@@ -187,8 +188,11 @@ static void print_graph(FILE *gf, const ats_arch *arch, const ats_graph_opts *go
     if (csv)
         fprintf(gf, "index,name,kind,type,n_out,n_in,weight_bytes,flop,act_in_bytes,act_out_bytes,kv_read_bytes,kv_cache_bytes,n_expert,n_expert_active,expert_bytes\n");
     else {
+        char quant[600];
+        if (go->tensor_types) snprintf(quant, sizeof quant, "gguf (per-tensor types from the %s)", arch->source);
+        else snprintf(quant, sizeof quant, "%s", ats_recipe_name(go->recipe));
         fprintf(gf, "# %s (%s), quant %s, %s: %lld token(s) at context position %lld, KV cache %lld tokens\n", arch->name,
-               arch->family, ats_recipe_name(go->recipe), phase, (long long)go->phase.n_tokens,
+               arch->family, quant, phase, (long long)go->phase.n_tokens,
                (long long)go->phase.ctx_pos, (long long)g->n_ctx);
         fprintf(gf, "%5s  %-26s %-7s %-5s %13s %12s %12s %10s %10s %12s  %s\n", "op", "name", "kind", "type", "shape",
                "weights", "FLOP", "act in", "act out", "KV read", "experts");
@@ -245,23 +249,21 @@ int ats_cmd_inspect(int argc, char **argv)
     int rc = parse_args(argc, argv, a);
     if (rc) return rc < 0 ? ATS_EXIT_OK : rc;
     char path[4096];
-    ats_cli_model_path(a->model, path, sizeof path);
     ats_arch arch;
     ats_err err;
-    if (atsc_model_load(path, &arch, &err) != ATS_OK) {
-        fprintf(stderr, "ats inspect: %s\n", err.msg);
-        return ATS_EXIT_USAGE;
-    }
     ats_graph_opts go = ats_graph_opts_default();
-    go.recipe = arch.default_recipe;
-    if (a->quant && ats_recipe_from_name(a->quant, &go.recipe) != ATS_OK) {
-        ats_cli_error("inspect", "--quant: '%s' is not a known quantization (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", a->quant);
-        return ATS_EXIT_USAGE;
+    ats_qtype *types = NULL; /* a GGUF file's per-tensor types */
+    if ((rc = ats_cli_load_model("inspect", a->model, a->quant, path, sizeof path, &arch, &go.recipe, &types)))
+        return rc;
+    go.tensor_types = types;
+    if ((rc = round_of_args(a, &go))) {
+        free(types);
+        return rc;
     }
-    if ((rc = round_of_args(a, &go))) return rc;
     ats_graph *g;
     if (ats_graph_build(&arch, &go, &g, &err) != ATS_OK) {
         fprintf(stderr, "ats inspect: %s: %s\n", path, err.msg);
+        free(types);
         return ATS_EXIT_USAGE;
     }
     /* the graph table, then the plan: both held back until the plan is made, so a policy or --hw that
@@ -272,6 +274,7 @@ int ats_cmd_inspect(int argc, char **argv)
     if (!gf) {
         ats_cli_error("inspect", "out of memory");
         ats_graph_free(g);
+        free(types);
         return ATS_EXIT_FAIL;
     }
     const int csv = strcmp(a->format, "csv") == 0;
@@ -291,5 +294,6 @@ int ats_cmd_inspect(int argc, char **argv)
     free(gbuf);
     free(pbuf);
     ats_graph_free(g);
+    free(types);
     return rc;
 }

@@ -231,7 +231,7 @@ static void print_header(const sim_cli *o, const char *pol[32], int n_pol, const
 {
     printf("# %s (%s) on %s, trace %s, VRAM budget %.2f GiB, prompt %lld + gen %lld, chunk %lld, seed %llu\n"
            "# re-schedule cost %.3g ms (%s)\n",
-           o->arch.name, ats_recipe_name(o->cfg.recipe), o->hw_desc.name, o->trace_name,
+           o->arch.name, ats_cli_quant_name(o->cfg.recipe, o->cfg.tensor_types), o->hw_desc.name, o->trace_name,
            (double)o->cfg.vram_budget_bytes / (1 << 30), (long long)o->cfg.prompt_tok, (long long)o->cfg.gen_tok,
            (long long)o->cfg.chunk_tok, (unsigned long long)o->cfg.seed, 1e3 * o->resched_s, o->resched_src);
     for (int i = 0; i < n_pol; i++)

@@ -445,7 +445,7 @@ static void print_best(const sweep_args *a, const sim_sweep_grid *g)
     const char *unit = a->itv_s ? "s" : "xTPOT";
     if (!a->csv) {
         printf("# %s (%s) on %s, %d x %d grid (eps x interval in %s), %ld points\n", a->o.arch.name,
-               ats_recipe_name(a->o.cfg.recipe), a->o.hw_desc.name, a->n_eps, a->n_itv, unit, g->n);
+               ats_cli_quant_name(a->o.cfg.recipe, a->o.cfg.tensor_types), a->o.hw_desc.name, a->n_eps, a->n_itv, unit, g->n);
         printf("%-20s %-16s %8s %10s %10s %10s %8s\n", "trace", "policy", "best eps", "interval", "TPOT ms", "p99 ms",
                "resched");
     }

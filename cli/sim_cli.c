@@ -23,8 +23,9 @@
 #include "cli.h"
 
 const char sim_cli_help[] =
-    "  --model M          model name (models/M.json) or JSON path [qwen3-14b]\n"
-    "  --quant Q          quantization recipe [the model's default]\n"
+    "  --model M          model name (models/M.json), JSON path, or GGUF file (its architecture and\n"
+    "                     per-tensor types; no --quant) [qwen3-14b]\n"
+    "  --quant Q          quantization recipe [the model's default]; refused with a GGUF file\n"
     "  --hw H             hardware description (sim/hw/H.json) or path [rtx3060-laptop]\n"
     "  --trace T          load trace (traces/T.h5) or path; 'none' = idle machine [h200-cpu-compile]\n"
     "  --trace-offset S   start the replay at trace time S [0]\n"
@@ -64,6 +65,9 @@ void sim_cli_free(sim_cli *o)
 {
     atsc_trace_free(o->tr);
     o->tr = NULL;
+    free(o->tensor_types);
+    o->tensor_types = NULL;
+    o->cfg.tensor_types = NULL;
 }
 
 int sim_cli_parse_time(const char *s, double *out_s)
@@ -297,16 +301,10 @@ bad:
 static int load_checked(sim_cli *o, const char *cmd)
 {
     ats_err err = {{0}};
-    ats_cli_model_path(o->model, o->model_path, sizeof o->model_path);
-    if (atsc_model_load(o->model_path, &o->arch, &err) != ATS_OK) {
-        ats_cli_error(cmd, "%s", err.msg);
-        return ATS_EXIT_USAGE;
-    }
-    o->cfg.recipe = o->arch.default_recipe;
-    if (o->quant && ats_recipe_from_name(o->quant, &o->cfg.recipe) != ATS_OK) {
-        ats_cli_error(cmd, "--quant: '%s' is not a known quantization (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", o->quant);
-        return ATS_EXIT_USAGE;
-    }
+    int rc = ats_cli_load_model(cmd, o->model, o->quant, o->model_path, sizeof o->model_path, &o->arch,
+                                &o->cfg.recipe, &o->tensor_types);
+    if (rc) return rc;
+    o->cfg.tensor_types = o->tensor_types;
     ats_cli_hw_path(o->hw, o->hw_path, sizeof o->hw_path);
     if (atsc_hw_load(o->hw_path, &o->hw_desc, &err) != ATS_OK) {
         ats_cli_error(cmd, "%s", err.msg);
@@ -385,7 +383,7 @@ static int load_checked(sim_cli *o, const char *cmd)
             return ATS_EXIT_USAGE;
         }
     }
-    int rc = sim_cli_resched_cost(o, cmd, "ats", &o->resched_s, o->resched_src, sizeof o->resched_src);
+    rc = sim_cli_resched_cost(o, cmd, "ats", &o->resched_s, o->resched_src, sizeof o->resched_src);
     if (!rc)
         rc = sim_cli_resched_cost(o, cmd, "ats-paper", &o->resched_paper_s, o->resched_paper_src,
                                   sizeof o->resched_paper_src);
@@ -534,7 +532,7 @@ const char *sim_cli_config_json(const sim_cli *o, const char *policies, char *bu
              "\"resched_cost_s\": %.9g, \"resched_cost_source\": \"%s\", \"resched_cost_ats_paper_s\": %.9g, "
              "\"max_rounds\": %lld, \"hostmem\": %d, \"serialized\": %d, \"act_path\": %d, "
              "\"seed\": %llu, \"trace_offset_s\": %.9g}",
-             o->arch.name, ats_recipe_name(c->recipe), o->hw_desc.name, o->trace_name, policies,
+             o->arch.name, ats_cli_quant_name(c->recipe, c->tensor_types), o->hw_desc.name, o->trace_name, policies,
              (unsigned long long)c->vram_budget_bytes, (unsigned long long)c->temp_bytes, (long long)c->prompt_tok,
              (long long)c->gen_tok, (long long)c->chunk_tok, (long long)c->n_requests, c->duration_s, c->gap_s,
              c->jitter_sigma, c->routing == SIM_ROUTE_FILE ? o->routing_path : sim_routing_kind_name(c->routing),

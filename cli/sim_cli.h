@@ -52,6 +52,7 @@ typedef struct sim_cli {
     /* loaded by sim_cli_load */
     ats_arch arch;
     ats_hw hw_desc;
+    ats_qtype *tensor_types; /* a GGUF --model: its per-tensor types (owned; cfg.tensor_types), else NULL */
     atsc_trace *tr;
     sim_trace st;
     char model_path[1024], hw_path[1024], trace_path[1024];

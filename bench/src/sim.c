@@ -51,6 +51,7 @@ static enum ats_status engine_rate(const bench_sim_opts *o, bench_sim_result *r,
 {
     ats_graph_opts go = ats_graph_opts_default();
     go.recipe = o->cfg.recipe;
+    go.tensor_types = o->cfg.tensor_types;
     ats_graph *g = NULL;
     ats_costs nom;
     memset(&nom, 0, sizeof nom);
@@ -236,7 +237,7 @@ json_t *bench_sim_json(const bench_sim_opts *o, const bench_sim_result *r, const
     json_object_set_new(root, "threads", json_integer(o->threads));
     json_object_set_new(root, "quick", json_integer(o->quick));
     json_object_set_new(root, "model", json_string(o->arch->name));
-    json_object_set_new(root, "quant", json_string(ats_recipe_name(o->cfg.recipe)));
+    json_object_set_new(root, "quant", json_string(o->cfg.tensor_types ? "gguf" : ats_recipe_name(o->cfg.recipe)));
     json_object_set_new(root, "hw", json_string(o->hw->name));
     json_object_set_new(root, "trace", json_string(o->replay_trace_name ? o->replay_trace_name : "none"));
     json_object_set_new(root, "vram_budget_bytes", json_integer((json_int_t)o->cfg.vram_budget_bytes));

@@ -93,8 +93,8 @@ enum ats_status atsc_model_load(const char *path, ats_arch *out, ats_err *err)
     char magic[4] = {0};
     if (fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0) {
         fclose(f);
-        return ats_err_set(err, ATS_EINVAL, "%s: a GGUF file, not a model description (JSON, as models/*.json); the "
-                           "simulator takes descriptions, `ats run` takes GGUF", path);
+        return ats_err_set(err, ATS_EINVAL, "%s: a GGUF file, not a model description (JSON, as models/*.json); "
+                           "`ats sim`, `ats sweep`, `ats inspect` and `ats run` take GGUF files", path);
     }
     rewind(f);
     json_error_t je;

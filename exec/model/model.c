@@ -512,6 +512,49 @@ fail:
     return st;
 }
 
+const ex_tensor *ex_model_role_tensor(const ex_model *m, ats_role role, int32_t layer)
+{
+    if (layer >= m->arch.n_layer) return NULL;
+    const ex_layer *L = layer >= 0 ? &m->layers[layer] : NULL;
+    if (!L && role != ATS_ROLE_TOKEN_EMBD && role != ATS_ROLE_OUTPUT_NORM && role != ATS_ROLE_OUTPUT) return NULL;
+    switch (role) {
+    case ATS_ROLE_TOKEN_EMBD: return &m->tok_embd;
+    case ATS_ROLE_OUTPUT_NORM: return &m->output_norm;
+    case ATS_ROLE_OUTPUT: return &m->output;
+    case ATS_ROLE_ATTN_NORM: return &L->attn_norm;
+    case ATS_ROLE_ATTN_Q: return &L->wq;
+    case ATS_ROLE_ATTN_K: return &L->wk;
+    case ATS_ROLE_ATTN_V: return &L->wv;
+    case ATS_ROLE_ATTN_OUTPUT: return &L->wo;
+    case ATS_ROLE_FFN_NORM: return &L->ffn_norm;
+    case ATS_ROLE_FFN_GATE: return &L->ffn_gate;
+    case ATS_ROLE_FFN_UP: return &L->ffn_up;
+    case ATS_ROLE_FFN_DOWN: return &L->ffn_down;
+    case ATS_ROLE_FFN_GATE_INP: return &L->gate_inp;
+    case ATS_ROLE_FFN_GATE_EXPS: return &L->gate_exps;
+    case ATS_ROLE_FFN_UP_EXPS: return &L->up_exps;
+    case ATS_ROLE_FFN_DOWN_EXPS: return &L->down_exps;
+    case ATS_ROLE_FFN_GATE_SHEXP: return &L->gate_shexp;
+    case ATS_ROLE_FFN_UP_SHEXP: return &L->up_shexp;
+    case ATS_ROLE_FFN_DOWN_SHEXP: return &L->down_shexp;
+    default: return NULL;
+    }
+}
+
+enum ats_status ex_model_tensor_types(const ex_model *m, ats_qtype **out)
+{
+    const size_t n = ats_tensor_types_len(m->arch.n_layer);
+    ats_qtype *t = malloc(n * sizeof *t);
+    if (!t) return ATS_ENOMEM;
+    for (int32_t l = -1; l < (int32_t)m->arch.n_layer; l++)
+        for (int r = 0; r < ATS_ROLE_COUNT; r++) {
+            const ex_tensor *x = ex_model_role_tensor(m, (ats_role)r, l);
+            t[ats_tensor_type_index((ats_role)r, l)] = x && x->data ? x->type : ATS_Q_F32;
+        }
+    *out = t;
+    return ATS_OK;
+}
+
 /* ---- dummy weights ------------------------------------------------------------------------ */
 
 static uint64_t mix64(uint64_t z)

@@ -77,6 +77,7 @@ const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
 struct ex_session {
     const ex_model *m;
     ats_graph *graph;               /* op order of one round (sched's ats_graph_build), owned */
+    ats_qtype *types;               /* the model's tensor types (ex_model_tensor_types), owned */
     const ex_backend **op_be;       /* backend of each graph op */
     int64_t *op_ns;                 /* accumulated wall-clock time of each graph op [ns] */
     int64_t *op_t0, *op_t1;         /* start / end of each op in the last forward [ns, monotonic] */
@@ -165,6 +166,7 @@ void ex_session_free(ex_session *s)
     free(s->k_cache);
     free(s->v_cache);
     free(s->emap);
+    free(s->types);
     free(s->kv_be);
     free(s->uniq);
     free(s->op_be);
@@ -226,56 +228,25 @@ static int role_supported(const ats_op *op)
 /* The weight tensor an op consumes (NULL for attention). */
 static const ex_tensor *op_tensor(const ex_model *m, const ats_op *op)
 {
-    const ex_layer *L = op->layer >= 0 ? &m->layers[op->layer] : NULL;
-    switch (op->role) {
-    case ATS_ROLE_TOKEN_EMBD: return &m->tok_embd;
-    case ATS_ROLE_OUTPUT_NORM: return &m->output_norm;
-    case ATS_ROLE_OUTPUT: return &m->output;
-    case ATS_ROLE_ATTN_NORM: return &L->attn_norm;
-    case ATS_ROLE_ATTN_Q: return &L->wq;
-    case ATS_ROLE_ATTN_K: return &L->wk;
-    case ATS_ROLE_ATTN_V: return &L->wv;
-    case ATS_ROLE_ATTN_OUTPUT: return &L->wo;
-    case ATS_ROLE_FFN_NORM: return &L->ffn_norm;
-    case ATS_ROLE_FFN_GATE: return &L->ffn_gate;
-    case ATS_ROLE_FFN_UP: return &L->ffn_up;
-    case ATS_ROLE_FFN_DOWN: return &L->ffn_down;
-    case ATS_ROLE_FFN_GATE_INP: return &L->gate_inp;
-    case ATS_ROLE_FFN_GATE_EXPS: return &L->gate_exps;
-    case ATS_ROLE_FFN_UP_EXPS: return &L->up_exps;
-    case ATS_ROLE_FFN_DOWN_EXPS: return &L->down_exps;
-    case ATS_ROLE_FFN_GATE_SHEXP: return &L->gate_shexp;
-    case ATS_ROLE_FFN_UP_SHEXP: return &L->up_shexp;
-    case ATS_ROLE_FFN_DOWN_SHEXP: return &L->down_shexp;
-    default: return NULL;
-    }
+    return ex_model_role_tensor(m, op->role, op->layer);
 }
 
-/* The graph was built with F32 sizes; give each op the type and bytes of the model's real tensor
- * (a GGUF mixes types per tensor) and the attention ops the session's KV cache type: its size and
- * the bytes a round reads from it (sched counts an F16 cache, ats_arch_kv_bytes_per_token: kept for
- * F16, doubled for F32). */
+/* The graph was built with the model's tensor types (ex_model_tensor_types: the types and bytes of
+ * the real tensors, as a GGUF mixes types per tensor); give the attention ops the session's KV cache
+ * type: its size and the bytes a round reads from it (sched counts an F16 cache,
+ * ats_arch_kv_bytes_per_token: kept for F16, doubled for F32). */
 static void patch_graph(ats_graph *g, const ex_model *m, int64_t n_ctx, ats_qtype kv_type)
 {
     const ats_arch *a = &m->arch;
-    g->weight_bytes = 0;
     g->kv_cache_bytes = 0;
     for (int32_t i = 0; i < g->n_ops; i++) {
         ats_op *op = &g->ops[i];
-        const ex_tensor *t = op_tensor(m, op);
-        if (t && t->data) {
-            uint64_t mat = t->row_bytes * (uint64_t)t->ne[1];
-            op->qtype = t->type;
-            if (op->kind == ATS_OP_EXPERTS || op->kind == ATS_OP_SHEXP) op->expert_bytes = mat;
-            op->weight_bytes = mat * (uint64_t)t->ne[2]; /* a tied head reads all rows of token_embd */
-        }
         if (op->kind == ATS_OP_ATTN) {
             const size_t el = kv_elem_bytes(kv_type);
             op->qtype = kv_type;
             op->kv_cache_bytes = (uint64_t)(2 * n_ctx * a->n_head_kv * a->head_dim) * el;
             op->kv_read_bytes = op->kv_read_bytes / 2 * el; /* sched's F16 count (a multiple of 2 bytes) */
         }
-        g->weight_bytes += op->weight_bytes;
         g->kv_cache_bytes += op->kv_cache_bytes;
     }
 }
@@ -296,9 +267,14 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->m = m;
     s->kv_type = o.kv_type;
     s->n_ctx = o.n_ctx > 0 ? o.n_ctx : (a->n_ctx_max > 0 && a->n_ctx_max < 4096 ? a->n_ctx_max : 4096);
-    /* the op order: one decode round of sched's graph (types do not matter here: F32 recipe) */
+    /* the op order: one decode round of sched's graph at the model's tensor types */
+    if (ex_model_tensor_types(m, &s->types) != ATS_OK) {
+        ex_session_free(s);
+        return ATS_ENOMEM;
+    }
     ats_graph_opts go = ats_graph_opts_default();
     go.recipe = ATS_RECIPE_F32;
+    go.tensor_types = s->types;
     go.phase.kind = ATS_PHASE_DECODE;
     go.phase.n_tokens = 1;
     go.phase.ctx_pos = 0;
@@ -382,6 +358,7 @@ enum ats_status ex_session_round_graph(const ex_session *s, ats_phase_kind kind,
 {
     ats_graph_opts go = ats_graph_opts_default();
     go.recipe = ATS_RECIPE_F32;
+    go.tensor_types = s->types;
     go.phase.kind = kind;
     go.phase.n_tokens = n_tokens;
     go.phase.ctx_pos = ctx_pos;

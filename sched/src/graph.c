@@ -14,7 +14,18 @@ ats_graph_opts ats_graph_opts_default(void)
     o.phase.n_tokens = 1;
     o.phase.ctx_pos = 2047;
     o.n_ctx = 0;
+    o.tensor_types = NULL;
     return o;
+}
+
+size_t ats_tensor_types_len(int64_t n_layer)
+{
+    return (size_t)(n_layer + 1) * (size_t)ATS_ROLE_COUNT;
+}
+
+size_t ats_tensor_type_index(ats_role role, int32_t layer)
+{
+    return (size_t)(layer + 1) * (size_t)ATS_ROLE_COUNT + (size_t)role;
 }
 
 const char *ats_op_kind_name(ats_op_kind k)
@@ -25,6 +36,7 @@ const char *ats_op_kind_name(ats_op_kind k)
 
 typedef struct builder {
     ats_graph *g;
+    const ats_qtype *types; /* NULL or the tensor-type table of ats_graph_opts */
     int32_t cap;
     const ats_arch *a;
     int64_t N;        /* tokens this round */
@@ -52,11 +64,17 @@ static ats_op *push(builder *b, ats_op_kind kind, ats_role role, int32_t layer)
     return op;
 }
 
-/* Bytes of an (n_out, n_in) matrix at the recipe's type for (role, layer), with fallback. */
+/* Bytes of an (n_out, n_in) matrix at the table's type for (role, layer), else at the recipe's type
+ * with fallback. */
 static int matrix(builder *b, ats_op *op, int64_t n_out, int64_t n_in)
 {
-    ats_qtype t = ats_recipe_type(b->g->recipe, op->role, op->layer < 0 ? 0 : op->layer, (int)b->a->n_layer);
-    t = ats_qtype_fallback(t, n_in);
+    ats_qtype t;
+    if (b->types) {
+        t = b->types[ats_tensor_type_index(op->role, op->layer)];
+    } else {
+        t = ats_recipe_type(b->g->recipe, op->role, op->layer < 0 ? 0 : op->layer, (int)b->a->n_layer);
+        t = ats_qtype_fallback(t, n_in);
+    }
     uint64_t row;
     if (ats_qtype_bytes(t, n_in, &row) != ATS_OK) {
         b->st = ats_err_set(b->err, ATS_EINVAL, "%s: row width %lld does not divide into %s blocks", op->name,
@@ -191,7 +209,7 @@ enum ats_status ats_graph_build(const ats_arch *arch, const ats_graph_opts *opts
     g->recipe = opts->recipe;
     g->phase = opts->phase;
     g->n_ctx = opts->n_ctx ? opts->n_ctx : need;
-    builder b = {g, 0, &g->arch, opts->phase.n_tokens, err, ATS_OK};
+    builder b = {g, opts->tensor_types, 0, &g->arch, opts->phase.n_tokens, err, ATS_OK};
     const ats_arch *a = &g->arch;
     const int64_t E = a->n_embd, q = a->n_head * a->head_dim, kv = a->n_head_kv * a->head_dim, N = b.N;
     const int gpt_oss = strcmp(a->family, "gpt_oss") == 0;

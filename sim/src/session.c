@@ -72,12 +72,13 @@ static void shape_free(round_shape *s)
 
 static double eff_or1(double e) { return e > 0.0 ? e : 1.0; }
 
-static enum ats_status shape_build(const ats_arch *arch, const ats_hw *hw, ats_recipe recipe,
+static enum ats_status shape_build(const ats_arch *arch, const ats_hw *hw, ats_recipe recipe, const ats_qtype *types,
                                    ats_phase_kind kind, int64_t n_tok, int64_t ctx_pos, int64_t n_ctx,
                                    ats_graph **keep, round_shape *s, ats_err *err)
 {
     ats_graph_opts go = ats_graph_opts_default();
     go.recipe = recipe;
+    go.tensor_types = types;
     go.phase.kind = kind;
     go.phase.n_tokens = n_tok;
     go.phase.ctx_pos = ctx_pos;
@@ -365,12 +366,12 @@ static enum ats_status build_shapes(session *s, ats_err *err)
     if (!s->pre || !s->dec) return ATS_ENOMEM;
     for (int64_t j = 0; j < s->n_chunks; j++) {
         int64_t nt = P - j * C < C ? P - j * C : C;
-        st = shape_build(s->arch, s->hw, cfg->recipe, ATS_PHASE_PREFILL, nt, j * C, n_ctx, j == 0 ? &s->ph[0].g : NULL,
+        st = shape_build(s->arch, s->hw, cfg->recipe, cfg->tensor_types, ATS_PHASE_PREFILL, nt, j * C, n_ctx, j == 0 ? &s->ph[0].g : NULL,
                          &s->pre[j], err);
         if (st) return st;
     }
     for (int64_t j = 0; j < G; j++) {
-        st = shape_build(s->arch, s->hw, cfg->recipe, ATS_PHASE_DECODE, 1, P + j, n_ctx, j == 0 ? &s->ph[1].g : NULL,
+        st = shape_build(s->arch, s->hw, cfg->recipe, cfg->tensor_types, ATS_PHASE_DECODE, 1, P + j, n_ctx, j == 0 ? &s->ph[1].g : NULL,
                          &s->dec[j], err);
         if (st) return st;
     }

@@ -99,6 +99,17 @@ enum ats_status ex_model_write_dummy_gguf(const ats_arch *arch, ats_recipe recip
 
 void ex_model_free(ex_model *m);
 
+/** The weight tensor that the graph op of (role, layer) reads (layer -1: embedding, output norm and
+ *  head; a tied head reads token_embd); NULL for roles without one (attention). Borrowed; data NULL
+ *  when the model has no such tensor. */
+const ex_tensor *ex_model_role_tensor(const ex_model *m, ats_role role, int32_t layer);
+
+/** The type of every weight tensor of m as a table for ats_graph_opts.tensor_types
+ *  (ats_tensor_types_len(n_layer) entries; F32 where m has no tensor): graphs built with it carry the
+ *  file's per-tensor types and exact bytes. Used by the executor's sessions and by the CLI, which hands
+ *  it to the simulator. *out is new (free()); ATS_ENOMEM. */
+enum ats_status ex_model_tensor_types(const ex_model *m, ats_qtype **out);
+
 /** Weight bytes one decode step reads [bytes]: every matrix once, one embedding row, and of each
  *  MoE layer's routed experts only n_expert_used / n_expert (uniform routing). The
  *  bytes-over-bandwidth floor of a decode step is this over the memory bandwidth. */

@@ -15,6 +15,7 @@
 #ifndef ATS_GRAPH_H
 #define ATS_GRAPH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "ats/arch.h"
 #include "ats/quant.h"
@@ -107,9 +108,18 @@ typedef struct ats_graph_opts {
     ats_recipe recipe; /* quantization recipe */
     ats_phase phase;   /* the round */
     int64_t n_ctx;     /* KV cache capacity [tokens]; 0 = ctx_pos + n_tokens */
+    const ats_qtype *tensor_types; /* NULL: types from `recipe`; else the type of every weight tensor
+                                      as a file has it (borrowed, ats_tensor_types_len(n_layer)
+                                      entries at ats_tensor_type_index): used as given, no fallback */
 } ats_graph_opts;
 
-/** Defaults: arch's default recipe is not known here, so Q4_K_M; decode at ctx_pos 2047; n_ctx 0. */
+/** Entries of a tensor-type table for `n_layer` layers: (n_layer + 1) × ATS_ROLE_COUNT. */
+size_t ats_tensor_types_len(int64_t n_layer);
+/** Index of (role, layer) in a tensor-type table; layer -1 (embedding, output) is row 0. */
+size_t ats_tensor_type_index(ats_role role, int32_t layer);
+
+/** Defaults: arch's default recipe is not known here, so Q4_K_M; decode at ctx_pos 2047; n_ctx 0;
+ *  no tensor-type table. */
 ats_graph_opts ats_graph_opts_default(void);
 
 /**

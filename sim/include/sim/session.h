@@ -84,6 +84,8 @@ typedef struct sim_session_cfg {
     uint64_t vram_budget_bytes;   /**< resident + temp ring [bytes] */
     uint64_t temp_bytes;          /**< temp ring [bytes]; 0 = the policy's automatic choice */
     ats_recipe recipe;            /**< quantization recipe */
+    const ats_qtype *tensor_types; /**< NULL, or every tensor's type as a file has it (borrowed;
+                                       ats_graph_opts.tensor_types): used instead of recipe */
     int64_t prompt_tok;           /**< P (default 2048) */
     int64_t gen_tok;              /**< G decode steps (default 128) */
     int64_t chunk_tok;            /**< C prefill chunk (default 512) */
