@@ -50,8 +50,8 @@ static const knob KNOBS[] = {
     {"ATS_PDL_EARLY", KNOB_WORDS, "0|1", 0, 0, 0, "one of 0, 1"},
     {"ATS_ATTN_SHAPE", KNOB_ATTN_SHAPE, NULL, 0, 0, 0,
      "NW,S with NW one of 0, 4, 8, 16, 32 (warps per block) and S 0..8 (split); 0 keeps the launcher's choice"},
-    {"ATS_CPU_FEATURES", KNOB_INT, NULL, 0, EX_CPU_AVX2 | EX_CPU_AVX512 | EX_CPU_AVX512VNNI, 0,
-     "a bit mask 0..7 (1 AVX2, 2 AVX-512, 4 AVX-512 VNNI)"},
+    {"ATS_CPU_FEATURES", KNOB_INT, NULL, 0, EX_CPU_AVX2 | EX_CPU_AVX512 | EX_CPU_AVX512VNNI | EX_CPU_AMX, 0,
+     "a bit mask 0..15 (1 AVX2, 2 AVX-512, 4 AVX-512 VNNI, 8 AMX)"},
     {"ATS_PROBE_PRIVATE", KNOB_WORDS, "0|1", 0, 0, 0, "one of 0, 1"},
     /* not checked: read by the CLI (cli_util.c resolve, sim_cli.c), set by CTest or read by the tests
      * (cmake/AtsTest.cmake, tests/testutil.c, tests/sim/test_sim_golden.c), read by scripts that run `ats`

@@ -50,7 +50,7 @@ static const knob_case CASES[] = {
     {"ATS_GEMV_MAX_BLOCKS", {"1", "132", "100000"}, {"0", "-5", "0x10", "many"}},
     {"ATS_PDL_EARLY", {"0", "1"}, {"2", "yes", "true"}},
     {"ATS_ATTN_SHAPE", {"4,1", "16,8", "0,0", "32,0", "0,3"}, {"3,0", "0,9", "16", "16,", ",8", "4,1x", "64,1", "a,b"}},
-    {"ATS_CPU_FEATURES", {"0", "1", "3", "7", "0x7"}, {"8", "-1", "abc", "08", "3 ", "0xff"}},
+    {"ATS_CPU_FEATURES", {"0", "1", "7", "0x7", "15", "0xf"}, {"16", "-1", "abc", "08", "3 ", "0xff"}},
     {"ATS_PROBE_PRIVATE", {"0", "1"}, {"yes", "2"}},
 };
 #define N_CASES (sizeof CASES / sizeof CASES[0])

@@ -161,7 +161,7 @@ static void test_matmul(void)
  * the 8-bit values sit at ±127 and the weight codes at their ends (a saturating int16 sum would show). */
 static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
 {
-    const char *paths[] = {"0", "1", "3", "7"};
+    const char *paths[] = {"0", "1", "3", "7", "15"};
     const unsigned have = ex_cpu_features();
     /* Q4_0 / Q8_0: any count of 32-blocks (their VNNI 4-/8-token kernels read tokens regrouped by 8, and
        must equal the 1-token decode kernel bit for bit) */
@@ -216,7 +216,12 @@ static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
         else
             CHECK_MSG(d / so <= 1e-5, "%s prefill (features %s, %lld tok%s): differs from scalar by %.3g",
                       ats_qtype_name(t), paths[p], (long long)n_tok, extreme ? ", extreme" : "", d / so);
-        for (int64_t tk = 0; tk < n_tok; tk++) {
+        /* the AMX path (Q4_K / Q6_K from EX_CPU_AMX_MIN_TOKENS tokens) is bit for bit the scalar path instead */
+        const int amx = (mask & EX_CPU_AMX) && kq && n_tok >= EX_CPU_AMX_MIN_TOKENS;
+        if (amx)
+            CHECK_MSG(memcmp(y, y0, (size_t)n * sizeof *y) == 0, "%s features %s, %lld tok%s: AMX differs from scalar",
+                      ats_qtype_name(t), paths[p], (long long)n_tok, extreme ? ", extreme" : "");
+        for (int64_t tk = 0; tk < n_tok && !amx; tk++) {
             CHECK(ex_cpu_matmul(&w, x + tk * n_in, 1, y1) == ATS_OK);
             CHECK_MSG(memcmp(y1, y + tk * n_out, (size_t)n_out * sizeof *y1) == 0,
                       "%s features %s: prefill token %lld of %lld differs from its decode call", ats_qtype_name(t),

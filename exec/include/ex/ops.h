@@ -182,12 +182,20 @@ enum ats_status ex_cpu_sample(const float *logits, int64_t n_vocab, const ex_sam
 enum {
     EX_CPU_AVX2 = 1,       /* AVX2 + FMA */
     EX_CPU_AVX512 = 2,     /* AVX-512 F + BW */
-    EX_CPU_AVX512VNNI = 4  /* AVX-512 VNNI (vpdpbusd) */
+    EX_CPU_AVX512VNNI = 4, /* AVX-512 VNNI (vpdpbusd) */
+    EX_CPU_AMX = 8         /* AMX-TILE + AMX-INT8 (tdpbusd), with the OS's permission; used with AVX-512 */
 };
 
+/** Fewest tokens for which ex_cpu_matmul runs Q4_K / Q6_K on AMX tiles (where EX_CPU_AMX is set);
+ *  fewer go to the AVX-512 VNNI kernels. The AMX path is bit for bit the scalar path; the VNNI one
+ *  agrees with it to float rounding. */
+#define EX_CPU_AMX_MIN_TOKENS 8
+
 /** SIMD features used by the CPU kernels (bit set of EX_CPU_*), detected once with cpuid; the
- *  environment variable ATS_CPU_FEATURES=<mask> lowers it (e.g. 1 forces the AVX2 path, 0 scalar),
- *  for tests. Thread-safe. */
+ *  environment variable ATS_CPU_FEATURES=<mask> lowers it (e.g. 1 forces the AVX2 path, 0 scalar,
+ *  7 AVX-512 VNNI without AMX), for tests. EX_CPU_AMX is set only where cpuid has AMX-TILE and AMX-INT8,
+ *  XCR0 enables the tile state and Linux granted it to the process (arch_prctl ARCH_REQ_XCOMP_PERM,
+ *  asked once here). Thread-safe. */
 unsigned ex_cpu_features(void);
 
 /* ---- environment knobs -------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 
 #include "ex/quant.h"
 #include "ex/quant_blocks.h"
+#include "cpu_amx.h"
 #include "cpu_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,6 +34,13 @@ static unsigned detect_features(void)
         __builtin_cpu_supports("avx512vl"))
         f |= EX_CPU_AVX512;
     if ((f & EX_CPU_AVX512) && __builtin_cpu_supports("avx512vnni")) f |= EX_CPU_AVX512VNNI;
+    /* AMX-TILE CPUID.(7,0):EDX[24], AMX-INT8 EDX[25]; XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA) set by the
+       OS; then Linux's per-process permission for the tile data (ex_amx_request_perm) */
+    if ((f & EX_CPU_AVX512VNNI) && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (3u << 24)) == (3u << 24)) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        if ((lo & (3u << 17)) == (3u << 17) && ex_amx_request_perm()) f |= EX_CPU_AMX;
+    }
 #endif
     return f;
 }
@@ -1375,6 +1383,12 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     for (int64_t t = 0; t < n_tokens; t++) {
         if (kq) q8k(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else q81(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
+    }
+    /* Q4_K / Q6_K prefill on AMX tiles (cpu_amx.c), bit for bit the scalar path */
+    if (kq && n_tokens >= EX_CPU_AMX_MIN_TOKENS && (f & (EX_CPU_AMX | EX_CPU_AVX512)) == (EX_CPU_AMX | EX_CPU_AVX512)) {
+        enum ats_status st = ex_amx_matmul_kq(w, xq, abytes, n_tokens, y, par);
+        free(xq);
+        return st;
     }
     /* Q4_0 / Q8_0 with AVX-512 VNNI: the 4- and 8-token kernels read the tokens regrouped by 8 (q8_group);
        decode and the 1-token rest read xq as on every other path */
