@@ -59,31 +59,40 @@ static AMX_FN void tile_config(void)
     _tile_loadconfig(&c);
 }
 
-/* Q4_K row (nsb super-blocks) into the group buffer at row rl: ab[(s·P + p)·TILE + rl·64 + j] holds piece p
-   of K-element 64s + j (0: sh·q, 1: sl·q, 2: m); d and dmin per super-block into dq, dm [nsb][16]. */
-static AMX_FN void unpack_q4_K(const ex_block_q4_K *w, int64_t nsb, int rl, uint8_t *ab, float *dq, float *dm)
+/* Q4_K: the 6-bit scales and mins of a super-block (ex_q4k_scale_min) with 32-bit masks: sc 0..7, m 0..7 */
+static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
+{
+    uint32_t u[3], r[4];
+    memcpy(u, scales, 12);
+    r[0] = u[0] & 0x3F3F3F3Fu;
+    r[1] = (u[2] & 0x0F0F0F0Fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    r[2] = u[1] & 0x3F3F3F3Fu;
+    r[3] = ((u[2] >> 4) & 0x0F0F0F0Fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    memcpy(out, r, 16);
+}
+
+/* One Q4_K super-block of one row into the group's buffer at row rl: ab[(c·P + p)·TILE + rl·64 + j] holds
+   piece p of element 64c + j (0: sh·q, 1: sl·q, 2: m); its d and dmin into dq[rl], dm[rl]. */
+static AMX_FN void unpack_q4_K(const ex_block_q4_K *w, int rl, uint8_t *ab, float *dq, float *dm)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), shr = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
-    for (int64_t b = 0; b < nsb; b++) {
-        dq[16 * b + rl] = _cvtsh_ss(w[b].d);
-        dm[16 * b + rl] = _cvtsh_ss(w[b].dmin);
-        for (int c = 0; c < 4; c++) {
-            uint8_t sc0, m0, sc1, m1;
-            ex_q4k_scale_min(w[b].scales, 2 * c, &sc0, &m0);
-            ex_q4k_scale_min(w[b].scales, 2 * c + 1, &sc1, &m1);
-            /* bytes 0..31: low nibbles (sub-block 2c), 32..63: high nibbles (sub-block 2c + 1) */
-            const __m512i q = _mm512_and_si512(
-                _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c))), shr),
-                m4);
-            /* u8 x small int16 in 16-bit lanes: the low byte's product (<= 225) never carries into the high one */
-            const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(sc0 >> 4), _mm256_set1_epi16(sc1 >> 4), 1);
-            const __m512i sl = _mm512_inserti64x4(_mm512_set1_epi16(sc0 & 15), _mm256_set1_epi16(sc1 & 15), 1);
-            const __m512i mm = _mm512_inserti64x4(_mm512_set1_epi8((char)m0), _mm256_set1_epi8((char)m1), 1);
-            uint8_t *o = ab + (size_t)(4 * b + c) * P * TILE + 64 * rl;
-            _mm512_store_si512(o, _mm512_mullo_epi16(q, sh));
-            _mm512_store_si512(o + TILE, _mm512_mullo_epi16(q, sl));
-            _mm512_store_si512(o + 2 * TILE, mm);
-        }
+    uint8_t sm[16];
+    q4k_unpack(w->scales, sm);
+    dq[rl] = _cvtsh_ss(w->d);
+    dm[rl] = _cvtsh_ss(w->dmin);
+    for (int c = 0; c < 4; c++) {
+        const uint8_t sc0 = sm[2 * c], sc1 = sm[2 * c + 1], m0 = sm[8 + 2 * c], m1 = sm[9 + 2 * c];
+        /* bytes 0..31: low nibbles (sub-block 2c), 32..63: high nibbles (sub-block 2c + 1) */
+        const __m512i q = _mm512_and_si512(
+            _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w->qs + 32 * c))), shr), m4);
+        /* u8 x small int16 in 16-bit lanes: the low byte's product (<= 225) never carries into the high one */
+        const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(sc0 >> 4), _mm256_set1_epi16(sc1 >> 4), 1);
+        const __m512i sl = _mm512_inserti64x4(_mm512_set1_epi16(sc0 & 15), _mm256_set1_epi16(sc1 & 15), 1);
+        const __m512i mm = _mm512_inserti64x4(_mm512_set1_epi8((char)m0), _mm256_set1_epi8((char)m1), 1);
+        uint8_t *o = ab + (size_t)c * P * TILE + 64 * rl;
+        _mm512_store_si512(o, _mm512_mullo_epi16(q, sh));
+        _mm512_store_si512(o + TILE, _mm512_mullo_epi16(q, sl));
+        _mm512_store_si512(o + 2 * TILE, mm);
     }
 }
 
@@ -94,106 +103,131 @@ static inline AMX_FN __m512i mul_s8(__m512i ev, __m512i od, __m512i dg)
                                   _mm512_slli_epi16(_mm512_mullo_epi16(od, dg), 8));
 }
 
-/* Q6_K row into the group buffer (pieces p0, p1, p2 of sc·(q − 32), see the top); d into dq */
-static AMX_FN void unpack_q6_K(const ex_block_q6_K *w, int64_t nsb, int rl, uint8_t *ab, float *dq)
+/* One Q6_K super-block of one row into the group's buffer (pieces p0, p1, p2 of sc·(q − 32), see the top);
+   its d into dq[rl] */
+static AMX_FN void unpack_q6_K(const ex_block_q6_K *w, int rl, uint8_t *ab, float *dq)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), o32 = _mm512_set1_epi8(32);
     const __m256i three = _mm256_set1_epi16(3), seven = _mm256_set1_epi16(7);
-    for (int64_t b = 0; b < nsb; b++) {
-        dq[16 * b + rl] = _cvtsh_ss(w[b].d);
-        const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
-        __m256i dg[3], v = s16;
-        for (int p = 0; p < 3; p++) { /* balanced base-8 digits in -3..4 */
-            dg[p] = _mm256_sub_epi16(_mm256_and_si256(_mm256_add_epi16(v, three), seven), three);
-            v = _mm256_srai_epi16(_mm256_sub_epi16(v, dg[p]), 3);
-        }
-        for (int h = 0; h < 2; h++) {
-            const __m512i L = _mm512_loadu_si512(w[b].ql + 64 * h);
-            const __m256i H0 = _mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h));
-            const __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(H0), _mm256_srli_epi16(H0, 2), 1);
-            __m512i q[2];
-            /* elements 128h + 0..63 (sub-blocks 8h + 0..3, one per 128-bit lane), then 128h + 64..127 */
-            q[0] = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H, m2), 4));
-            q[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
-                                   _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4), m2), 4));
-            for (int g = 0; g < 2; g++) {
-                const __m512i x = _mm512_sub_epi8(q[g], o32);
-                const __m512i ev = _mm512_srai_epi16(_mm512_slli_epi16(x, 8), 8), od = _mm512_srai_epi16(x, 8);
-                /* int16 lane j of the 64 bytes lies in sub-block 8h + 4g + j / 8 */
-                const __m512i idx = _mm512_add_epi16(_mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3),
-                                                     _mm512_set1_epi16((short)(8 * h + 4 * g)));
-                uint8_t *o = ab + (size_t)(4 * b + 2 * h + g) * P * TILE + 64 * rl;
-                for (int p = 0; p < 3; p++)
-                    _mm512_store_si512(o + p * TILE,
-                                       mul_s8(ev, od, _mm512_permutexvar_epi16(idx, _mm512_castsi256_si512(dg[p]))));
-            }
+    /* int16 lane j of 64 bytes lies in sub-block j / 8 of the 4 the bytes cover */
+    const __m512i lane_sb = _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
+                                                               15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
+    dq[rl] = _cvtsh_ss(w->d);
+    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+    __m512i dg[3];
+    __m256i v = s16;
+    for (int p = 0; p < 3; p++) { /* balanced base-8 digits in -3..4 */
+        const __m256i d = _mm256_sub_epi16(_mm256_and_si256(_mm256_add_epi16(v, three), seven), three);
+        dg[p] = _mm512_castsi256_si512(d);
+        v = _mm256_srai_epi16(_mm256_sub_epi16(v, d), 3);
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m512i L = _mm512_loadu_si512(w->ql + 64 * h);
+        const __m256i H0 = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+        const __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(H0), _mm256_srli_epi16(H0, 2), 1);
+        __m512i q[2];
+        /* elements 128h + 0..63 (sub-blocks 8h + 0..3, one per 128-bit lane), then 128h + 64..127 */
+        q[0] = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H, m2), 4));
+        q[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
+                               _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4), m2), 4));
+        for (int g = 0; g < 2; g++) {
+            const __m512i x = _mm512_sub_epi8(q[g], o32);
+            const __m512i ev = _mm512_srai_epi16(_mm512_slli_epi16(x, 8), 8), od = _mm512_srai_epi16(x, 8);
+            const __m512i idx = _mm512_add_epi16(lane_sb, _mm512_set1_epi16((short)(8 * h + 4 * g)));
+            uint8_t *o = ab + (size_t)(2 * h + g) * P * TILE + 64 * rl;
+            for (int p = 0; p < 3; p++)
+                _mm512_store_si512(o + p * TILE, mul_s8(ev, od, _mm512_permutexvar_epi16(idx, dg[p])));
         }
     }
 }
 
-/* 16 accumulators (one per weight row, lanes = tokens) to y rows t0.., columns r0.. (only those < nt, nr) */
-static AMX_FN void store_tile(const __m512 *acc, float *y, int64_t n_out, int64_t r0, int nr, int nt)
+/* One super-block of a group's rows, unpacked (P pieces of 4 K-steps, 12 KB: stays in L1) with its scales */
+typedef struct {
+    uint8_t ab[4 * P * TILE] __attribute__((aligned(64)));
+    float dq[16], dm[16];
+} sb_buf;
+
+/* Rows [rl0, rl1) of super-block b of the group at w0 (rows row_bytes apart) into o; prefetches each row's
+   next super-block (or, at the last, the next group's first: 16 rows are 16 streams 144 / 210 bytes a
+   step apart, which the hardware prefetchers miss). */
+static AMX_FN void unpack_rows(int q6, const uint8_t *w0, size_t row_bytes, int64_t b, int64_t nsb, int more_rows,
+                               int rl0, int rl1, sb_buf *o)
 {
-    float tmp[16][16] __attribute__((aligned(64)));
-    for (int r = 0; r < 16; r++) _mm512_store_ps(tmp[r], acc[r]);
-    for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) y[t * n_out + r0 + r] = tmp[r][t];
+    const size_t bsz = q6 ? sizeof(ex_block_q6_K) : sizeof(ex_block_q4_K);
+    for (int rl = rl0; rl < rl1; rl++) {
+        const uint8_t *row = w0 + (size_t)rl * row_bytes;
+        if (q6) unpack_q6_K((const ex_block_q6_K *)row + b, rl, o->ab, o->dq);
+        else unpack_q4_K((const ex_block_q4_K *)row + b, rl, o->ab, o->dq, o->dm);
+        const uint8_t *nx = b + 1 < nsb ? row + (size_t)(b + 1) * bsz : row + (size_t)16 * row_bytes;
+        if (b + 1 < nsb || more_rows)
+            for (size_t l = 0; l < bsz; l += 64) _mm_prefetch((const char *)nx + l, _MM_HINT_T0);
+    }
 }
 
-/* One 16-row group against every 16-token tile. q6: Q6_K (else Q4_K). */
-static AMX_FN void group_tiles(int q6, const uint8_t *ab, const float *dq, const float *dm, const uint8_t *xb,
-                               const float *ad, int64_t nsb, int64_t n_tokens, int64_t n_out, int64_t r0, float *y)
+/* What superblock_tiles unpacks between its tile products: rows of super-block b + 1 (nr rows at w0) */
+typedef struct {
+    const uint8_t *w0;
+    size_t row_bytes;
+    int64_t b, nsb;
+    int nr, more_rows;
+    sb_buf *o;
+} next_sb;
+
+/* One super-block of a 16-row group (unpacked in cur) against every 16-token tile: the F32 partial sums
+   of the group live in accb[tt][row][token] between super-blocks. While a tile's 12 products run on
+   the TMUL unit, a slice of the next super-block's rows is unpacked (nx, when nx->o): the vector work
+   overlaps the tile work. q6: Q6_K (else Q4_K). */
+static AMX_FN void superblock_tiles(int q6, const sb_buf *cur, const next_sb *nx, const uint8_t *xb, const float *ad,
+                                    int64_t b, int64_t nsb, int64_t n_tt, float *accb)
 {
-    const int64_t nks = 4 * nsb, n_tt = (n_tokens + 15) / 16;
-    const int nr = n_out - r0 < 16 ? (int)(n_out - r0) : 16;
+    const uint8_t *ab = cur->ab;
+    const float *dq = cur->dq, *dm = cur->dm;
+    const int64_t nks = 4 * nsb;
     int32_t cb[P][16][16] __attribute__((aligned(64)));
     for (int64_t tt = 0; tt < n_tt; tt++) {
-        __m512 acc[16];
-        for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nsb; b++) {
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            for (int c = 0; c < 4; c++) {
-                const int64_t s = 4 * b + c;
-                const uint8_t *a = ab + (size_t)s * P * TILE;
-                _tile_loadd(3, xb + (size_t)(tt * nks + s) * TILE, 64);
-                _tile_loadd(4, a, 64);
-                _tile_loadd(5, a + TILE, 64);
-                _tile_loadd(6, a + 2 * TILE, 64);
-                if (q6) {
-                    _tile_dpbssd(0, 4, 3);
-                    _tile_dpbssd(1, 5, 3);
-                    _tile_dpbssd(2, 6, 3);
-                } else {
-                    _tile_dpbusd(0, 4, 3);
-                    _tile_dpbusd(1, 5, 3);
-                    _tile_dpbusd(2, 6, 3);
-                }
-            }
-            _tile_stored(0, cb[0], 64);
-            _tile_stored(1, cb[1], 64);
-            _tile_stored(2, cb[2], 64);
-            const __m512 adv = _mm512_load_ps(ad + (size_t)(tt * nsb + b) * 16);
-            for (int r = 0; r < 16; r++) {
-                const __m512i c0 = _mm512_load_si512(cb[0][r]), c1 = _mm512_load_si512(cb[1][r]);
-                const __m512i c2 = _mm512_load_si512(cb[2][r]);
-                const __m512 d = _mm512_set1_ps(dq[16 * b + r]);
-                __m512 t;
-                if (q6) { /* acc += a.d * d * (float)sumi, sumi = C0 + 8 C1 + 64 C2 */
-                    const __m512i si = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3)), _mm512_slli_epi32(c2, 6));
-                    t = _mm512_mul_ps(_mm512_mul_ps(adv, d), _mm512_cvtepi32_ps(si));
-                } else { /* acc += a.d * (d * (float)sumi - dmin * (float)summ), sumi = 16 C0 + C1, summ = C2 */
-                    const __m512i si = _mm512_add_epi32(_mm512_slli_epi32(c0, 4), c1);
-                    const __m512 dmn = _mm512_set1_ps(dm[16 * b + r]);
-                    t = _mm512_mul_ps(adv, _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(si)),
-                                                         _mm512_mul_ps(dmn, _mm512_cvtepi32_ps(c2))));
-                }
-                acc[r] = _mm512_add_ps(acc[r], t);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *a = ab + (size_t)c * P * TILE;
+            _tile_loadd(3, xb + (size_t)(tt * nks + 4 * b + c) * TILE, 64);
+            _tile_loadd(4, a, 64);
+            _tile_loadd(5, a + TILE, 64);
+            _tile_loadd(6, a + 2 * TILE, 64);
+            if (q6) {
+                _tile_dpbssd(0, 4, 3);
+                _tile_dpbssd(1, 5, 3);
+                _tile_dpbssd(2, 6, 3);
+            } else {
+                _tile_dpbusd(0, 4, 3);
+                _tile_dpbusd(1, 5, 3);
+                _tile_dpbusd(2, 6, 3);
             }
         }
-        const int64_t t0 = 16 * tt;
-        store_tile(acc, y + t0 * n_out, n_out, r0, nr, n_tokens - t0 < 16 ? (int)(n_tokens - t0) : 16);
+        if (nx->o)
+            unpack_rows(q6, nx->w0, nx->row_bytes, nx->b, nx->nsb, nx->more_rows, (int)(tt * nx->nr / n_tt),
+                        (int)((tt + 1) * nx->nr / n_tt), nx->o);
+        _tile_stored(0, cb[0], 64);
+        _tile_stored(1, cb[1], 64);
+        _tile_stored(2, cb[2], 64);
+        const __m512 adv = _mm512_load_ps(ad + (size_t)(tt * nsb + b) * 16);
+        float *acc = accb + (size_t)tt * 256;
+        for (int r = 0; r < 16; r++) {
+            const __m512i c0 = _mm512_load_si512(cb[0][r]), c1 = _mm512_load_si512(cb[1][r]);
+            const __m512i c2 = _mm512_load_si512(cb[2][r]);
+            const __m512 d = _mm512_set1_ps(dq[r]);
+            __m512 t;
+            if (q6) { /* acc += a.d * d * (float)sumi, sumi = C0 + 8 C1 + 64 C2 */
+                const __m512i si = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3)), _mm512_slli_epi32(c2, 6));
+                t = _mm512_mul_ps(_mm512_mul_ps(adv, d), _mm512_cvtepi32_ps(si));
+            } else { /* acc += a.d * (d * (float)sumi - dmin * (float)summ), sumi = 16 C0 + C1, summ = C2 */
+                const __m512i si = _mm512_add_epi32(_mm512_slli_epi32(c0, 4), c1);
+                const __m512 dmn = _mm512_set1_ps(dm[r]);
+                t = _mm512_mul_ps(adv, _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(si)),
+                                                     _mm512_mul_ps(dmn, _mm512_cvtepi32_ps(c2))));
+            }
+            _mm512_store_ps(acc + 16 * r, _mm512_add_ps(_mm512_load_ps(acc + 16 * r), t));
+        }
     }
 }
 
@@ -231,32 +265,37 @@ AMX_FN enum ats_status ex_amx_matmul_kq(const ex_tensor *w, const uint8_t *xq, s
         for (int64_t tt = 0; tt < n_tt; tt++) regroup_acts(xq, abytes, n_tokens, nsb, tt, xb, ad);
 #pragma omp parallel if (par)
         {
-            /* per thread: the group's pieces (3 bytes a weight) and its scales */
-            uint8_t *ab = aligned_alloc(64, (size_t)nks * P * TILE);
-            float *dq = aligned_alloc(64, (size_t)nsb * 16 * sizeof(float) * 2);
-            if (!ab || !dq) {
+            /* per thread: two super-blocks of the group (the one in the tiles, the next being unpacked)
+               and the group's F32 sums for every token tile */
+            sb_buf *sbb = aligned_alloc(64, 2 * sizeof(sb_buf));
+            float *accb = aligned_alloc(64, (size_t)n_tt * 256 * sizeof(float));
+            if (!sbb || !accb) {
 #pragma omp atomic write
                 bad = 1;
             } else {
-                memset(ab, 0, (size_t)nks * P * TILE);
-                memset(dq, 0, (size_t)nsb * 16 * sizeof(float) * 2);
+                memset(sbb, 0, 2 * sizeof(sb_buf));
                 tile_config();
             }
 #pragma omp for schedule(dynamic, 1)
             for (int64_t g = 0; g < n_g; g++) {
-                if (!ab || !dq) continue;
+                if (!sbb || !accb) continue;
                 const int64_t r0 = 16 * g;
                 const int nr = n_out - r0 < 16 ? (int)(n_out - r0) : 16;
-                for (int rl = 0; rl < nr; rl++) {
-                    const uint8_t *row = (const uint8_t *)w->data + (size_t)(r0 + rl) * w->row_bytes;
-                    if (q6) unpack_q6_K((const ex_block_q6_K *)row, nsb, rl, ab, dq);
-                    else unpack_q4_K((const ex_block_q4_K *)row, nsb, rl, ab, dq, dq + nsb * 16);
+                const uint8_t *w0 = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+                const int more = r0 + 16 < n_out;
+                memset(accb, 0, (size_t)n_tt * 256 * sizeof(float));
+                unpack_rows(q6, w0, w->row_bytes, 0, nsb, more, 0, nr, &sbb[0]);
+                for (int64_t b = 0; b < nsb; b++) {
+                    const next_sb nx = {w0, w->row_bytes, b + 1, nsb, nr, more, b + 1 < nsb ? &sbb[(b + 1) & 1] : NULL};
+                    superblock_tiles(q6, &sbb[b & 1], &nx, xb, ad, b, nsb, n_tt, accb);
                 }
-                group_tiles(q6, ab, dq, dq + nsb * 16, xb, ad, nsb, n_tokens, n_out, r0, y);
+                for (int64_t tt = 0; tt < n_tt; tt++)
+                    for (int64_t t = 16 * tt; t < n_tokens && t < 16 * tt + 16; t++)
+                        for (int r = 0; r < nr; r++) y[t * n_out + r0 + r] = accb[tt * 256 + 16 * r + (t - 16 * tt)];
             }
-            if (ab && dq) _tile_release();
-            free(ab);
-            free(dq);
+            if (sbb && accb) _tile_release();
+            free(sbb);
+            free(accb);
         }
     }
     free(xb);
