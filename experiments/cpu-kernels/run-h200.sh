@@ -1,0 +1,43 @@
+#!/bin/bash
+# experiments/cpu-kernels/run-h200.sh — one GPU-machine call (CPU only, ~6-8 minutes): CPU prefill of the
+# K-quants on AMX tiles (exec/kernels/cpu/cpu_amx.c) against the AVX-512 VNNI kernels, 16 threads, in one
+# binary: ATS_CPU_FEATURES=15 (AMX) vs 7 (VNNI, the path before). Question, predictions and results:
+# experiments/cpu-kernels/README.md. Run from the root of this tree with DEPS pointing at a .deps/root/usr
+# (GSL, jansson); writes $OUT/summary.txt and $OUT/cpuk.tgz (every log and JSON).
+#   DEPS=$PWD/.deps/root/usr bash experiments/cpu-kernels/run-h200.sh
+set -u
+top=$(pwd)
+OUT=${OUT:-$top/out}
+D=${DEPS:-$top/.deps/root/usr}
+W=/tmp/cpuk B=/tmp/cpuk-build S=$OUT/summary.txt
+mkdir -p "$OUT" "$W"
+: > "$S"
+say() { echo "$*" | tee -a "$S"; }
+trap "(cd /tmp && tar czf '$OUT/cpuk.tgz' cpuk)" EXIT
+export LD_LIBRARY_PATH=$D/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+say "cpuk $(date -u +%FT%TZ), kernel $(uname -r)"
+say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(grep -c '^processor' /proc/cpuinfo), flags: $(grep -m1 '^flags' /proc/cpuinfo | grep -oE 'avx512_vnni|amx_tile|amx_int8' | tr '\n' ' ')"
+cmake -S . -B "$B" -G Ninja -DATS_CUDA=OFF -DCMAKE_PREFIX_PATH="$D" -DGSL_ROOT_DIR="$D" > "$W/build.log" 2>&1 &&
+  cmake --build "$B" -j16 --target ats >> "$W/build.log" 2>&1 || { say "build FAILED"; tail -20 "$W/build.log" | tee -a "$S"; exit 1; }
+A=$B/cli/ats
+# 1. the prefill GEMM table (ffn_up 5120 -> 17408, 128 tokens) per type, AMX then VNNI
+for f in 15 7; do
+  ATS_CPU_FEATURES=$f timeout 150 "$A" bench kernels --skip-gpu --skip-model --threads 16 --reps 5 --tokens 128 \
+    --out "$W/bk-f$f.json" > "$W/bk-f$f.txt" 2>&1
+  say "bench kernels --skip-model, features $f rc=$?"; grep -A6 "CPU prefill GEMM" "$W/bk-f$f.txt" | tee -a "$S"
+done
+# 2. whole model on the CPU: Qwen3-14B Q4_K_M 128-token prompt (prefill), 8 decode steps; A/B interleaved
+for rep in 1 2; do
+  for f in 15 7; do
+    ATS_CPU_FEATURES=$f timeout 150 "$A" run --model qwen3-14b --dummy-weights --backend cpu --threads 16 \
+      --prompt-tokens 128 -n 8 > /dev/null 2> "$W/run14-f$f-$rep.err"
+    say "14B features $f rep $rep rc=$?: $(grep -E 'prompt [0-9]+ tok in' "$W/run14-f$f-$rep.err" | sed 's/^ats run: //')"
+  done
+done
+# 3. Qwen3-30B-A3B Q4_K_M: 128-token prompt (experts gathered per expert: AMX from 8 tokens an expert), 32 decode steps
+for f in 15 7; do
+  ATS_CPU_FEATURES=$f timeout 200 "$A" run --model qwen3-30b-a3b --dummy-weights --backend cpu --threads 16 \
+    --prompt-tokens 128 -n 32 > /dev/null 2> "$W/run30-f$f.err"
+  say "30B-A3B features $f rc=$?: $(grep -E 'prompt [0-9]+ tok in' "$W/run30-f$f.err" | sed 's/^ats run: //')"
+done
+cp "$W"/bk-f15.json "$OUT/" 2>/dev/null
