@@ -245,6 +245,51 @@ static void test_matmul_prefill_kq(void)
             for (int extreme = 0; extreme < 2; extreme++) prefill_case(kt[k], toks[nt], extreme);
 }
 
+/* ex_cpu_matmul_multi: matrices of mixed types and shapes (some sharing an input, as a MoE's gate and up)
+ * equal one ex_cpu_matmul call each bit for bit, on every path present; bad arguments are refused. */
+static void test_matmul_multi(void)
+{
+    const ats_qtype types[] = {ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_Q4_0, ATS_Q_Q8_0, ATS_Q_MXFP4, ATS_Q_F16};
+    const char *paths[] = {"0", "1", "3", "7", "15"};
+    const unsigned have = ex_cpu_features();
+    enum { N = 7 };
+    ex_tensor w[N];
+    float *dense[N], *x[N], *y[N], *y1[N];
+    const float *xs[N];
+    for (int i = 0; i < N; i++) {
+        const ats_qtype t = types[tu_rand(&rng) % (sizeof types / sizeof types[0])];
+        const int64_t n_in = 256 * (1 + (int64_t)(tu_rand(&rng) % 3)), n_out = 1 + (int64_t)(tu_rand(&rng) % 70);
+        w[i] = make_weight(t, n_in, n_out, 1, &dense[i]);
+        x[i] = malloc((size_t)n_in * sizeof(float));
+        fill(x[i], n_in, -2, 2);
+        /* every other matrix of the same width reads the previous one's input */
+        xs[i] = i > 0 && i % 2 == 1 && w[i - 1].ne[0] == n_in ? xs[i - 1] : x[i];
+        y[i] = malloc((size_t)n_out * sizeof(float));
+        y1[i] = malloc((size_t)n_out * sizeof(float));
+    }
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        unsigned mask = (unsigned)strtoul(paths[p], NULL, 0);
+        if ((mask & have) != mask) continue;
+        setenv("ATS_CPU_FEATURES", paths[p], 1);
+        CHECK(ex_cpu_matmul_multi(w, xs, y, N) == ATS_OK);
+        for (int i = 0; i < N; i++) {
+            CHECK(ex_cpu_matmul(&w[i], xs[i], 1, y1[i]) == ATS_OK);
+            CHECK_MSG(memcmp(y[i], y1[i], (size_t)w[i].ne[1] * sizeof(float)) == 0,
+                      "matmul_multi features %s, matrix %d (%s %lldx%lld) differs from ex_cpu_matmul", paths[p], i,
+                      ats_qtype_name(w[i].type), (long long)w[i].ne[1], (long long)w[i].ne[0]);
+        }
+    }
+    unsetenv("ATS_CPU_FEATURES");
+    CHECK(ex_cpu_matmul_multi(w, xs, y, 0) == ATS_EINVAL);
+    ex_tensor bad = w[0];
+    bad.row_bytes += 1;
+    CHECK(ex_cpu_matmul_multi(&bad, xs, y, 1) == ATS_EINVAL);
+    fprintf(stderr, "  matmul_multi: %d matrices equal one call each\n", N);
+    for (int i = 0; i < N; i++) {
+        free((void *)w[i].data); free(dense[i]); free(x[i]); free(y[i]); free(y1[i]);
+    }
+}
+
 static void test_embedding_norm(void)
 {
     float *dense;
@@ -709,6 +754,7 @@ int main(void)
     fprintf(stderr, "test_exec_ops: CPU features %u (1 AVX2, 2 AVX-512, 4 VNNI)\n", ex_cpu_features());
     test_matmul();
     test_matmul_prefill_kq();
+    test_matmul_multi();
     test_embedding_norm();
     test_rope();
     test_attention();

@@ -140,6 +140,14 @@ enum ats_status ex_cpu_attention_f16(const float *q, int64_t n_tokens, int64_t p
                                      const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv,
                                      int64_t head_dim, float scale, float *out);
 
+/** Several one-token matmuls in one parallel region: y[i] = W_i x[i] for i < n_mat, W_i = w[i] of any
+ *  type ex_cpu_matmul takes, x[i] (W_i.ne[0]) and y[i] (W_i.ne[1]) borrowed; x pointers may repeat (each
+ *  distinct input is quantized once). Bit for bit n_mat calls ex_cpu_matmul(&w[i], x[i], 1, y[i]): the
+ *  same row kernels, with the 16-row tiles of all matrices shared out over the threads at once (a MoE
+ *  decode step runs 2 regions a layer instead of 3 per expert). ATS_EINVAL for a bad matrix or n_mat < 1,
+ *  ATS_ENOMEM. */
+enum ats_status ex_cpu_matmul_multi(const ex_tensor *w, const float *const *x, float *const *y, int n_mat);
+
 /** SwiGLU gate: out[i] = silu(gate[i]) * up[i] for n elements; silu(g) = g / (1 + e^-g).
  *  In place allowed (out == gate or out == up). Shazeer 2020. */
 enum ats_status ex_cpu_swiglu(const float *gate, const float *up, int64_t n, float *out);
