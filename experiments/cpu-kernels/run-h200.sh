@@ -4,7 +4,7 @@
 # binary: ATS_CPU_FEATURES=15 (AMX) vs 7 (VNNI, the path before). Question, predictions and results:
 # experiments/cpu-kernels/README.md. Run from the root of this tree with DEPS pointing at a .deps/root/usr
 # (GSL, jansson); writes $OUT/summary.txt and $OUT/cpuk.tgz (every log and JSON).
-#   DEPS=$PWD/.deps/root/usr bash experiments/cpu-kernels/run-h200.sh
+#   DEPS=$PWD/.deps/root/usr [BASE=<tree before the MoE decode change>] bash experiments/cpu-kernels/run-h200.sh
 set -u
 top=$(pwd)
 OUT=${OUT:-$top/out}
@@ -34,10 +34,20 @@ for rep in 1 2; do
     say "14B features $f rep $rep rc=$?: $(grep -E 'prompt [0-9]+ tok in' "$W/run14-f$f-$rep.err" | sed 's/^ats run: //')"
   done
 done
-# 3. Qwen3-30B-A3B Q4_K_M: 128-token prompt (experts gathered per expert: AMX from 8 tokens an expert), 32 decode steps
-for f in 15 7; do
-  ATS_CPU_FEATURES=$f timeout 200 "$A" run --model qwen3-30b-a3b --dummy-weights --backend cpu --threads 16 \
-    --prompt-tokens 128 -n 32 > /dev/null 2> "$W/run30-f$f.err"
-  say "30B-A3B features $f rc=$?: $(grep -E 'prompt [0-9]+ tok in' "$W/run30-f$f.err" | sed 's/^ats run: //')"
+# 3. Qwen3-30B-A3B Q4_K_M: 128-token prompt (tokens gathered per expert: AMX from 8 tokens an expert) and 32
+#    decode steps; BASE (a tree without the batched MoE decode, built the same way) for the decode A/B
+if [ -n "${BASE:-}" ]; then
+  cmake -S "$BASE" -B "$B-base" -G Ninja -DATS_CUDA=OFF -DCMAKE_PREFIX_PATH="$D" -DGSL_ROOT_DIR="$D" > "$W/build-base.log" 2>&1 &&
+    cmake --build "$B-base" -j16 --target ats >> "$W/build-base.log" 2>&1 || say "base build FAILED"
+fi
+for rep in 1 2; do
+  for v in new:15 new:7 base:15; do
+    bin=$A; [ "${v%%:*}" = base ] && bin=$B-base/cli/ats
+    [ -x "$bin" ] || continue
+    f=${v##*:}
+    ATS_CPU_FEATURES=$f timeout 200 "$bin" run --model qwen3-30b-a3b --dummy-weights --backend cpu --threads 16 \
+      --prompt-tokens 128 -n 32 > /dev/null 2> "$W/run30-${v%%:*}-f$f-$rep.err"
+    say "30B-A3B ${v%%:*} features $f rep $rep rc=$?: $(grep -E 'prompt [0-9]+ tok in' "$W/run30-${v%%:*}-f$f-$rep.err" | sed 's/^ats run: //')"
+  done
 done
 cp "$W"/bk-f15.json "$OUT/" 2>/dev/null
