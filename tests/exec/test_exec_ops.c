@@ -8,7 +8,9 @@
  * AVX-512 VNNI, forced with ATS_CPU_FEATURES) compute the same integer sums as the scalar path, so
  * they must agree with it to float rounding (1e-5). A prefill chunk of N rows must equal N decode
  * calls bit for bit (rows are independent), and so must a MoE over Q4_0/Q8_0 experts (ragged expert
- * batches, test_moe_prefill_decode). Q4_K/Q6_K/Q4_0/Q8_0 prefill (test_matmul_prefill_kq): token counts
+ * batches, test_moe_prefill_decode). With AMX (features 15) Q4_K/Q6_K prefill from EX_CPU_AMX_MIN_TOKENS
+ * tokens runs on tiles and equals the scalar path bit for bit instead. ex_cpu_matmul_multi equals one
+ * ex_cpu_matmul call per matrix bit for bit. Q4_K/Q6_K/Q4_0/Q8_0 prefill (test_matmul_prefill_kq): token counts
  * around the 8-, 4- and 1-token kernels and the 32-token tile, uniform and extreme inputs. The F16 KV cache (ex_cpu_kv_store_f16 /
  * ex_cpu_attention_f16): the store is checked value by value (nearest even, within half an F16 ulp),
  * attention against a double reference over the same F16 values and, more loosely, over the
