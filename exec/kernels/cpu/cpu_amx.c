@@ -6,8 +6,10 @@
  * once per call. A K-quant's sub-block scales (per 32 or 16 elements) change inside a 64-element K step,
  * so they are folded into the weight bytes instead of applied per sub-block after the tile product:
  *  - Q4_K (d·sc·q − dmin·m, sc, m 6-bit, q 4-bit): sc = 16·sh + sl, so sc·q = 16·(sh·q) + sl·q with
- *    sh·q <= 45 and sl·q <= 225 (u8), and the mins term Σ m x is a third u8 matrix (m repeated over its
- *    sub-block): 3 tdpbusd per 64 K, int32 sums exact over a super-block (|Σ sc q x| <= 256·63·15·127).
+ *    sh·q <= 45 and sl·q <= 225 (u8): 2 tdpbusd per 64 K, int32 sums exact over a super-block (|Σ sc q x|
+ *    <= 256·63·15·127); the mins term Σ_k m_k Σ_{j in k} x_j is 4 vpdpwssd per row in the epilogue (the
+ *    tokens' sums of 32 against the row's mins), and two token tiles share each weight tile load. A third
+ *    u8 matrix of the mins on the tiles (3 products, one token tile at a time) was 1.5x slower (dev VM).
  *  - Q6_K (d·sc·(q − 32), sc s8, q 6-bit): sc = p0 + 8·p1 + 64·p2 with digits p in −3..4 (balanced base
  *    8), so each p·(q − 32) lies in [−128, 124] (s8): 3 tdpbssd per 64 K, C0 + 8·C1 + 64·C2 exact.
  * The super-block's integer sums are then those of dot_q4_K_scalar / dot_q6_K_scalar, and the F32
@@ -36,11 +38,12 @@ int ex_amx_request_perm(void)
     return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
 }
 
-#define AMX_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,amx-tile,amx-int8")))
+#define AMX_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
 
-enum { P = 3, TILE = 1024 }; /* pieces (A matrices, C tiles) per type; bytes of a 16 x 64 tile */
+enum { P = 3, TILE = 1024 }; /* most pieces (A matrices) a type has (Q6_K); bytes of a 16 x 64 tile */
 
-/* palette 1: tmm0..2 C (16 x 16 int32), tmm3 B (16 x 64), tmm4..6 A (16 x 64) */
+/* palette 1, every tile 16 rows x 64 bytes (C: 16 x 16 int32). Q6_K: tmm0..2 C, tmm3 B, tmm4..6 A; Q4_K:
+   tmm0..3 C (two token tiles x 2 pieces), tmm4..5 A, tmm6..7 B */
 typedef struct {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -52,12 +55,19 @@ static AMX_FN void tile_config(void)
     amx_cfg c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         c.colsb[i] = 64;
         c.rows[i] = 16;
     }
     _tile_loadconfig(&c);
 }
+
+/* One super-block of a group's rows, unpacked (up to P pieces of 4 K-steps, 12 KB: stays in L1) with its scales */
+typedef struct {
+    uint8_t ab[4 * P * TILE] __attribute__((aligned(64)));
+    float dq[16], dm[16];
+    uint32_t mp[16][4]; /* Q4_K: row's mins of sub-blocks 2k, 2k + 1 as an int16 pair, k = 0..3 */
+} sb_buf;
 
 /* Q4_K: the 6-bit scales and mins of a super-block (ex_q4k_scale_min) with 32-bit masks: sc 0..7, m 0..7 */
 static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
@@ -71,28 +81,28 @@ static inline void q4k_unpack(const uint8_t *scales, uint8_t out[16])
     memcpy(out, r, 16);
 }
 
-/* One Q4_K super-block of one row into the group's buffer at row rl: ab[(c·P + p)·TILE + rl·64 + j] holds
-   piece p of element 64c + j (0: sh·q, 1: sl·q, 2: m); its d and dmin into dq[rl], dm[rl]. */
-static AMX_FN void unpack_q4_K(const ex_block_q4_K *w, int rl, uint8_t *ab, float *dq, float *dm)
+/* One Q4_K super-block of one row into o at row rl: o->ab[(c·2 + p)·TILE + rl·64 + j] holds piece p of
+   element 64c + j (0: sh·q, 1: sl·q); d, dmin into o->dq[rl], o->dm[rl]; the mins as int16 pairs into
+   o->mp[rl] (they meet the activations' sums of 32 in the epilogue, not on the tiles). */
+static AMX_FN void unpack_q4_K(const ex_block_q4_K *w, int rl, sb_buf *o)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), shr = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
     uint8_t sm[16];
     q4k_unpack(w->scales, sm);
-    dq[rl] = _cvtsh_ss(w->d);
-    dm[rl] = _cvtsh_ss(w->dmin);
+    o->dq[rl] = _cvtsh_ss(w->d);
+    o->dm[rl] = _cvtsh_ss(w->dmin);
+    for (int k = 0; k < 4; k++) o->mp[rl][k] = (uint32_t)sm[8 + 2 * k] | (uint32_t)sm[9 + 2 * k] << 16;
     for (int c = 0; c < 4; c++) {
-        const uint8_t sc0 = sm[2 * c], sc1 = sm[2 * c + 1], m0 = sm[8 + 2 * c], m1 = sm[9 + 2 * c];
+        const uint8_t sc0 = sm[2 * c], sc1 = sm[2 * c + 1];
         /* bytes 0..31: low nibbles (sub-block 2c), 32..63: high nibbles (sub-block 2c + 1) */
         const __m512i q = _mm512_and_si512(
             _mm512_srlv_epi64(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w->qs + 32 * c))), shr), m4);
         /* u8 x small int16 in 16-bit lanes: the low byte's product (<= 225) never carries into the high one */
         const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16(sc0 >> 4), _mm256_set1_epi16(sc1 >> 4), 1);
         const __m512i sl = _mm512_inserti64x4(_mm512_set1_epi16(sc0 & 15), _mm256_set1_epi16(sc1 & 15), 1);
-        const __m512i mm = _mm512_inserti64x4(_mm512_set1_epi8((char)m0), _mm256_set1_epi8((char)m1), 1);
-        uint8_t *o = ab + (size_t)c * P * TILE + 64 * rl;
-        _mm512_store_si512(o, _mm512_mullo_epi16(q, sh));
-        _mm512_store_si512(o + TILE, _mm512_mullo_epi16(q, sl));
-        _mm512_store_si512(o + 2 * TILE, mm);
+        uint8_t *a = o->ab + (size_t)c * 2 * TILE + 64 * rl;
+        _mm512_store_si512(a, _mm512_mullo_epi16(q, sh));
+        _mm512_store_si512(a + TILE, _mm512_mullo_epi16(q, sl));
     }
 }
 
@@ -141,11 +151,6 @@ static AMX_FN void unpack_q6_K(const ex_block_q6_K *w, int rl, uint8_t *ab, floa
     }
 }
 
-/* One super-block of a group's rows, unpacked (P pieces of 4 K-steps, 12 KB: stays in L1) with its scales */
-typedef struct {
-    uint8_t ab[4 * P * TILE] __attribute__((aligned(64)));
-    float dq[16], dm[16];
-} sb_buf;
 
 /* Rows [rl0, rl1) of super-block b of the group at w0 (rows row_bytes apart) into o; prefetches each row's
    next super-block (or, at the last, the next group's first: 16 rows are 16 streams 144 / 210 bytes a
@@ -157,7 +162,7 @@ static AMX_FN void unpack_rows(int q6, const uint8_t *w0, size_t row_bytes, int6
     for (int rl = rl0; rl < rl1; rl++) {
         const uint8_t *row = w0 + (size_t)rl * row_bytes;
         if (q6) unpack_q6_K((const ex_block_q6_K *)row + b, rl, o->ab, o->dq);
-        else unpack_q4_K((const ex_block_q4_K *)row + b, rl, o->ab, o->dq, o->dm);
+        else unpack_q4_K((const ex_block_q4_K *)row + b, rl, o);
         const uint8_t *nx = b + 1 < nsb ? row + (size_t)(b + 1) * bsz : row + (size_t)16 * row_bytes;
         if (b + 1 < nsb || more_rows)
             for (size_t l = 0; l < bsz; l += 64) _mm_prefetch((const char *)nx + l, _MM_HINT_T0);
@@ -173,77 +178,132 @@ typedef struct {
     sb_buf *o;
 } next_sb;
 
-/* One super-block of a 16-row group (unpacked in cur) against every 16-token tile: the F32 partial sums
-   of the group live in accb[tt][row][token] between super-blocks. While a tile's 12 products run on
-   the TMUL unit, a slice of the next super-block's rows is unpacked (nx, when nx->o): the vector work
-   overlaps the tile work. q6: Q6_K (else Q4_K). */
-static AMX_FN void superblock_tiles(int q6, const sb_buf *cur, const next_sb *nx, const uint8_t *xb, const float *ad,
-                                    int64_t b, int64_t nsb, int64_t n_tt, float *accb)
+/* The slice of the next super-block's rows that token tile tt (of n_tt) unpacks, if any */
+static inline AMX_FN void unpack_slice(int q6, const next_sb *nx, int64_t tt, int64_t n_tt)
 {
-    const uint8_t *ab = cur->ab;
-    const float *dq = cur->dq, *dm = cur->dm;
+    if (nx->o)
+        unpack_rows(q6, nx->w0, nx->row_bytes, nx->b, nx->nsb, nx->more_rows, (int)(tt * nx->nr / n_tt),
+                    (int)((tt + 1) * nx->nr / n_tt), nx->o);
+}
+
+/* Q6_K: one super-block of a 16-row group (unpacked in cur) against every 16-token tile: the F32 partial
+   sums of the group live in accb[tt][row][token] between super-blocks. While a tile's 12 products run on
+   the TMUL unit, a slice of the next super-block's rows is unpacked (nx): the vector work overlaps the
+   tile work. */
+static AMX_FN void superblock_tiles_q6_K(const sb_buf *cur, const next_sb *nx, const uint8_t *xb, const float *ad,
+                                         int64_t b, int64_t nsb, int64_t n_tt, float *accb)
+{
     const int64_t nks = 4 * nsb;
-    int32_t cb[P][16][16] __attribute__((aligned(64)));
+    int32_t cb[3][16][16] __attribute__((aligned(64)));
     for (int64_t tt = 0; tt < n_tt; tt++) {
         _tile_zero(0);
         _tile_zero(1);
         _tile_zero(2);
         for (int c = 0; c < 4; c++) {
-            const uint8_t *a = ab + (size_t)c * P * TILE;
+            const uint8_t *a = cur->ab + (size_t)c * 3 * TILE;
             _tile_loadd(3, xb + (size_t)(tt * nks + 4 * b + c) * TILE, 64);
             _tile_loadd(4, a, 64);
             _tile_loadd(5, a + TILE, 64);
             _tile_loadd(6, a + 2 * TILE, 64);
-            if (q6) {
-                _tile_dpbssd(0, 4, 3);
-                _tile_dpbssd(1, 5, 3);
-                _tile_dpbssd(2, 6, 3);
-            } else {
-                _tile_dpbusd(0, 4, 3);
-                _tile_dpbusd(1, 5, 3);
-                _tile_dpbusd(2, 6, 3);
-            }
+            _tile_dpbssd(0, 4, 3);
+            _tile_dpbssd(1, 5, 3);
+            _tile_dpbssd(2, 6, 3);
         }
-        if (nx->o)
-            unpack_rows(q6, nx->w0, nx->row_bytes, nx->b, nx->nsb, nx->more_rows, (int)(tt * nx->nr / n_tt),
-                        (int)((tt + 1) * nx->nr / n_tt), nx->o);
+        unpack_slice(1, nx, tt, n_tt);
         _tile_stored(0, cb[0], 64);
         _tile_stored(1, cb[1], 64);
         _tile_stored(2, cb[2], 64);
         const __m512 adv = _mm512_load_ps(ad + (size_t)(tt * nsb + b) * 16);
         float *acc = accb + (size_t)tt * 256;
-        for (int r = 0; r < 16; r++) {
-            const __m512i c0 = _mm512_load_si512(cb[0][r]), c1 = _mm512_load_si512(cb[1][r]);
-            const __m512i c2 = _mm512_load_si512(cb[2][r]);
-            const __m512 d = _mm512_set1_ps(dq[r]);
-            __m512 t;
-            if (q6) { /* acc += a.d * d * (float)sumi, sumi = C0 + 8 C1 + 64 C2 */
-                const __m512i si = _mm512_add_epi32(_mm512_add_epi32(c0, _mm512_slli_epi32(c1, 3)), _mm512_slli_epi32(c2, 6));
-                t = _mm512_mul_ps(_mm512_mul_ps(adv, d), _mm512_cvtepi32_ps(si));
-            } else { /* acc += a.d * (d * (float)sumi - dmin * (float)summ), sumi = 16 C0 + C1, summ = C2 */
-                const __m512i si = _mm512_add_epi32(_mm512_slli_epi32(c0, 4), c1);
-                const __m512 dmn = _mm512_set1_ps(dm[r]);
-                t = _mm512_mul_ps(adv, _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(si)),
-                                                     _mm512_mul_ps(dmn, _mm512_cvtepi32_ps(c2))));
-            }
+        for (int r = 0; r < 16; r++) { /* acc += a.d * d * (float)sumi, sumi = C0 + 8 C1 + 64 C2 */
+            const __m512i si = _mm512_add_epi32(_mm512_add_epi32(_mm512_load_si512(cb[0][r]),
+                                                                 _mm512_slli_epi32(_mm512_load_si512(cb[1][r]), 3)),
+                                                _mm512_slli_epi32(_mm512_load_si512(cb[2][r]), 6));
+            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(adv, _mm512_set1_ps(cur->dq[r])), _mm512_cvtepi32_ps(si));
             _mm512_store_ps(acc + 16 * r, _mm512_add_ps(_mm512_load_ps(acc + 16 * r), t));
         }
     }
 }
 
+/* Q4_K epilogue of one token tile: acc += a.d * (d * (float)sumi - dmin * (float)summ) per row, sumi =
+   16 C_hi + C_lo from the tiles, summ = Σ_k m_k bs32_k (4 vpdpwssd of the row's min pairs against the
+   tokens' sums of 32, bsp: 4 x 16 int16 pairs) */
+static inline AMX_FN void q4k_epilogue(const sb_buf *cur, int32_t cb[2][16][16], __m512 adv, const int32_t *bsp,
+                                       float *acc)
+{
+    const __m512i b0 = _mm512_load_si512(bsp), b1 = _mm512_load_si512(bsp + 16);
+    const __m512i b2 = _mm512_load_si512(bsp + 32), b3 = _mm512_load_si512(bsp + 48);
+    for (int r = 0; r < 16; r++) {
+        const __m512i si = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cb[0][r]), 4), _mm512_load_si512(cb[1][r]));
+        __m512i sm = _mm512_dpwssd_epi32(_mm512_setzero_si512(), b0, _mm512_set1_epi32((int)cur->mp[r][0]));
+        sm = _mm512_dpwssd_epi32(sm, b1, _mm512_set1_epi32((int)cur->mp[r][1]));
+        sm = _mm512_dpwssd_epi32(sm, b2, _mm512_set1_epi32((int)cur->mp[r][2]));
+        sm = _mm512_dpwssd_epi32(sm, b3, _mm512_set1_epi32((int)cur->mp[r][3]));
+        const __m512 t = _mm512_mul_ps(adv, _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(cur->dq[r]), _mm512_cvtepi32_ps(si)),
+                                                          _mm512_mul_ps(_mm512_set1_ps(cur->dm[r]), _mm512_cvtepi32_ps(sm))));
+        _mm512_store_ps(acc + 16 * r, _mm512_add_ps(_mm512_load_ps(acc + 16 * r), t));
+    }
+}
+
+/* Q4_K: as superblock_tiles_q6_K with 2 pieces, two token tiles at a time (C: tmm0..3), so each A tile
+   load serves 32 tokens: 4 products and 4 tile loads per 64 K and token-tile pair. */
+static AMX_FN void superblock_tiles_q4_K(const sb_buf *cur, const next_sb *nx, const uint8_t *xb, const float *ad,
+                                         const int32_t *bsp, int64_t b, int64_t nsb, int64_t n_tt, float *accb)
+{
+    const int64_t nks = 4 * nsb;
+    int32_t cb[2][2][16][16] __attribute__((aligned(64)));
+    for (int64_t tt = 0; tt < n_tt; tt += 2) {
+        const int two = tt + 1 < n_tt;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *a = cur->ab + (size_t)c * 2 * TILE;
+            _tile_loadd(4, a, 64);
+            _tile_loadd(5, a + TILE, 64);
+            _tile_loadd(6, xb + (size_t)(tt * nks + 4 * b + c) * TILE, 64);
+            _tile_dpbusd(0, 4, 6);
+            _tile_dpbusd(1, 5, 6);
+            if (two) {
+                _tile_loadd(7, xb + (size_t)((tt + 1) * nks + 4 * b + c) * TILE, 64);
+                _tile_dpbusd(2, 4, 7);
+                _tile_dpbusd(3, 5, 7);
+            }
+        }
+        unpack_slice(0, nx, tt / 2, (n_tt + 1) / 2);
+        _tile_stored(0, cb[0][0], 64);
+        _tile_stored(1, cb[0][1], 64);
+        q4k_epilogue(cur, cb[0], _mm512_load_ps(ad + (size_t)(tt * nsb + b) * 16), bsp + (size_t)(tt * nsb + b) * 64,
+                     accb + (size_t)tt * 256);
+        if (two) {
+            _tile_stored(2, cb[1][0], 64);
+            _tile_stored(3, cb[1][1], 64);
+            q4k_epilogue(cur, cb[1], _mm512_load_ps(ad + (size_t)((tt + 1) * nsb + b) * 16),
+                         bsp + (size_t)((tt + 1) * nsb + b) * 64, accb + (size_t)(tt + 1) * 256);
+        }
+    }
+}
+
 /* Activations of token tile tt into B tiles: xb[(tt·nks + s)·TILE + 64 kk + 4 t + i] = x_t[64 s + 4 kk + i]
-   (zeros past n_tokens); ad[(tt·nsb + b)·16 + t] = the token's block scale d. */
+   (zeros past n_tokens); ad[(tt·nsb + b)·16 + t] = the token's block scale d; bsp[(tt·nsb + b)·64 + 16 k + t] =
+   its sums of 32 of sub-blocks 2k and 2k + 1 as an int16 pair (Q4_K's mins). */
 static void regroup_acts(const uint8_t *xq, size_t abytes, int64_t n_tokens, int64_t nsb, int64_t tt, uint8_t *xb,
-                         float *ad)
+                         float *ad, int32_t *bsp)
 {
     const int64_t nks = 4 * nsb;
     uint8_t *o = xb + (size_t)(tt * nks) * TILE;
     memset(o, 0, (size_t)nks * TILE);
     memset(ad + (size_t)tt * nsb * 16, 0, (size_t)nsb * 16 * sizeof(float));
+    memset(bsp + (size_t)tt * nsb * 64, 0, (size_t)nsb * 64 * sizeof(int32_t));
     for (int t = 0; t < 16 && 16 * tt + t < n_tokens; t++) {
         const ex_block_q8_K *a = (const ex_block_q8_K *)(xq + abytes * (size_t)(16 * tt + t));
         for (int64_t b = 0; b < nsb; b++) {
             ad[(size_t)(tt * nsb + b) * 16 + t] = a[b].d;
+            for (int k = 0; k < 4; k++) { /* sums of 32 of sub-blocks 2k, 2k + 1 (|s| <= 4064) as an int16 pair */
+                const int s0 = a[b].bsums[4 * k] + a[b].bsums[4 * k + 1], s1 = a[b].bsums[4 * k + 2] + a[b].bsums[4 * k + 3];
+                bsp[(size_t)(tt * nsb + b) * 64 + 16 * k + t] = (int32_t)((uint32_t)(uint16_t)s0 | (uint32_t)(uint16_t)s1 << 16);
+            }
             for (int c = 0; c < 4; c++)
                 for (int kk = 0; kk < 16; kk++)
                     memcpy(o + (size_t)(4 * b + c) * TILE + 64 * kk + 4 * t, a[b].qs + 64 * c + 4 * kk, 4);
@@ -259,10 +319,11 @@ AMX_FN enum ats_status ex_amx_matmul_kq(const ex_tensor *w, const uint8_t *xq, s
     const int64_t n_tt = (n_tokens + 15) / 16, n_g = (n_out + 15) / 16;
     uint8_t *xb = aligned_alloc(64, (size_t)(n_tt * nks) * TILE);
     float *ad = aligned_alloc(64, (size_t)(n_tt * nsb) * 16 * sizeof(float));
-    int bad = !xb || !ad;
+    int32_t *bsp = aligned_alloc(64, (size_t)(n_tt * nsb) * 64 * sizeof(int32_t));
+    int bad = !xb || !ad || !bsp;
     if (!bad) {
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t tt = 0; tt < n_tt; tt++) regroup_acts(xq, abytes, n_tokens, nsb, tt, xb, ad);
+        for (int64_t tt = 0; tt < n_tt; tt++) regroup_acts(xq, abytes, n_tokens, nsb, tt, xb, ad, bsp);
 #pragma omp parallel if (par)
         {
             /* per thread: two super-blocks of the group (the one in the tiles, the next being unpacked)
@@ -287,7 +348,8 @@ AMX_FN enum ats_status ex_amx_matmul_kq(const ex_tensor *w, const uint8_t *xq, s
                 unpack_rows(q6, w0, w->row_bytes, 0, nsb, more, 0, nr, &sbb[0]);
                 for (int64_t b = 0; b < nsb; b++) {
                     const next_sb nx = {w0, w->row_bytes, b + 1, nsb, nr, more, b + 1 < nsb ? &sbb[(b + 1) & 1] : NULL};
-                    superblock_tiles(q6, &sbb[b & 1], &nx, xb, ad, b, nsb, n_tt, accb);
+                    if (q6) superblock_tiles_q6_K(&sbb[b & 1], &nx, xb, ad, b, nsb, n_tt, accb);
+                    else superblock_tiles_q4_K(&sbb[b & 1], &nx, xb, ad, bsp, b, nsb, n_tt, accb);
                 }
                 for (int64_t tt = 0; tt < n_tt; tt++)
                     for (int64_t t = 16 * tt; t < n_tokens && t < 16 * tt + 16; t++)
@@ -300,6 +362,7 @@ AMX_FN enum ats_status ex_amx_matmul_kq(const ex_tensor *w, const uint8_t *xq, s
     }
     free(xb);
     free(ad);
+    free(bsp);
     return bad ? ATS_ENOMEM : ATS_OK;
 }
 #else
