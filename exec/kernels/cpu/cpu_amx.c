@@ -10,13 +10,17 @@
  *    <= 256·63·15·127); the mins term Σ_k m_k Σ_{j in k} x_j is 4 vpdpwssd per row in the epilogue (the
  *    tokens' sums of 32 against the row's mins), and two token tiles share each weight tile load. A third
  *    u8 matrix of the mins on the tiles (3 products, one token tile at a time) was 1.5x slower (dev VM).
- *  - Q6_K (d·sc·(q − 32), sc s8, q 6-bit): sc = p0 + 8·p1 + 64·p2 with digits p in −3..4 (balanced base
- *    8), so each p·(q − 32) lies in [−128, 124] (s8): 3 tdpbssd per 64 K, C0 + 8·C1 + 64·C2 exact.
+ *  - Q6_K (d·sc·(q − 32), sc s8, q 6-bit): v = sc·(q − 32) in [−3968, 4096] computed in 16 bits, then
+ *    v = 64·hi + lo with hi = v >> 6 in [−62, 64] and lo = v & 63 (both s8): 2 tdpbssd per 64 K,
+ *    64·C_hi + C_lo exact. (Balanced base-8 digits of sc, 3 products per 64 K, were slower: dev VM, 1
+ *    thread, 2048x5120 at 128 tokens, best of 4: 253 against 282 GMAC/s, medians 207 against 264.)
  * The super-block's integer sums are then those of dot_q4_K_scalar / dot_q6_K_scalar, and the F32
  * epilogue does their operations in their order (C11, so no contraction into FMA): every output is bit
  * for bit the scalar path's.
- * Work: each 16-row group is unpacked once per call into a per-thread buffer (3 bytes a weight, L2), then
- * every 16-token tile runs over it; OpenMP over row groups. Weights are not repacked at load. */
+ * Work: OpenMP over 16-row groups; a group runs super-block by super-block, each unpacked once per call
+ * (2 bytes a weight, 8 KB, L1) and then multiplied with every 16-token tile, two at a time, while the
+ * next super-block is unpacked between the tile products (double buffer); the F32 sums of the group's
+ * token tiles stay in a per-thread buffer. Weights are not repacked at load (no memory or load time). */
 #include "cpu_amx.h"
 
 #include <stdlib.h>
@@ -40,10 +44,10 @@ int ex_amx_request_perm(void)
 
 #define AMX_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")))
 
-enum { P = 3, TILE = 1024 }; /* most pieces (A matrices) a type has (Q6_K); bytes of a 16 x 64 tile */
+enum { P = 2, TILE = 1024 }; /* pieces (A matrices) of a type; bytes of a 16 x 64 tile */
 
-/* palette 1, every tile 16 rows x 64 bytes (C: 16 x 16 int32). Q6_K: tmm0..2 C, tmm3 B, tmm4..6 A; Q4_K:
-   tmm0..3 C (two token tiles x 2 pieces), tmm4..5 A, tmm6..7 B */
+/* palette 1, every tile 16 rows x 64 bytes (C: 16 x 16 int32): tmm0..3 C (two token tiles x 2 pieces),
+   tmm4..5 A (the pieces), tmm6..7 B (the two token tiles) */
 typedef struct {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -62,7 +66,7 @@ static AMX_FN void tile_config(void)
     _tile_loadconfig(&c);
 }
 
-/* One super-block of a group's rows, unpacked (up to P pieces of 4 K-steps, 12 KB: stays in L1) with its scales */
+/* One super-block of a group's rows, unpacked (P pieces of 4 K-steps, 8 KB: stays in L1) with its scales */
 typedef struct {
     uint8_t ab[4 * P * TILE] __attribute__((aligned(64)));
     float dq[16], dm[16];
@@ -106,31 +110,23 @@ static AMX_FN void unpack_q4_K(const ex_block_q4_K *w, int rl, sb_buf *o)
     }
 }
 
-/* signed bytes v times the signed int16 digit of each 16-bit lane (products fit s8) */
-static inline AMX_FN __m512i mul_s8(__m512i ev, __m512i od, __m512i dg)
+/* 32 + 32 int16 (each in [-62, 64] or [0, 63]) to 64 bytes in order (vpacksswb works per 128-bit lane) */
+static inline AMX_FN __m512i pack_bytes(__m512i a, __m512i b)
 {
-    return _mm512_mask_blend_epi8(0xAAAAAAAAAAAAAAAAull, _mm512_mullo_epi16(ev, dg),
-                                  _mm512_slli_epi16(_mm512_mullo_epi16(od, dg), 8));
+    return _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), _mm512_packs_epi16(a, b));
 }
 
-/* One Q6_K super-block of one row into the group's buffer (pieces p0, p1, p2 of sc·(q − 32), see the top);
-   its d into dq[rl] */
-static AMX_FN void unpack_q6_K(const ex_block_q6_K *w, int rl, uint8_t *ab, float *dq)
+/* One Q6_K super-block of one row into o at row rl: v = sc·(q − 32) (|v| <= 4096) as 64·hi + lo with
+   hi = v >> 6 in [-62, 64] (piece 0) and lo = v & 63 (piece 1), s8 both; d into o->dq[rl]. */
+static AMX_FN void unpack_q6_K(const ex_block_q6_K *w, int rl, sb_buf *o)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3), o32 = _mm512_set1_epi8(32);
-    const __m256i three = _mm256_set1_epi16(3), seven = _mm256_set1_epi16(7);
-    /* int16 lane j of 64 bytes lies in sub-block j / 8 of the 4 the bytes cover */
+    const __m512i m63 = _mm512_set1_epi16(63);
+    /* int16 lane j of 32 elements lies in the sub-block j / 16 of the two they cover */
     const __m512i lane_sb = _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16,
-                                                               15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 3);
-    dq[rl] = _cvtsh_ss(w->d);
-    const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
-    __m512i dg[3];
-    __m256i v = s16;
-    for (int p = 0; p < 3; p++) { /* balanced base-8 digits in -3..4 */
-        const __m256i d = _mm256_sub_epi16(_mm256_and_si256(_mm256_add_epi16(v, three), seven), three);
-        dg[p] = _mm512_castsi256_si512(d);
-        v = _mm256_srai_epi16(_mm256_sub_epi16(v, d), 3);
-    }
+                                                               15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 4);
+    o->dq[rl] = _cvtsh_ss(w->d);
+    const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales)));
     for (int h = 0; h < 2; h++) {
         const __m512i L = _mm512_loadu_si512(w->ql + 64 * h);
         const __m256i H0 = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
@@ -142,15 +138,17 @@ static AMX_FN void unpack_q6_K(const ex_block_q6_K *w, int rl, uint8_t *ab, floa
                                _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4), m2), 4));
         for (int g = 0; g < 2; g++) {
             const __m512i x = _mm512_sub_epi8(q[g], o32);
-            const __m512i ev = _mm512_srai_epi16(_mm512_slli_epi16(x, 8), 8), od = _mm512_srai_epi16(x, 8);
-            const __m512i idx = _mm512_add_epi16(lane_sb, _mm512_set1_epi16((short)(8 * h + 4 * g)));
-            uint8_t *o = ab + (size_t)(2 * h + g) * P * TILE + 64 * rl;
-            for (int p = 0; p < 3; p++)
-                _mm512_store_si512(o + p * TILE, mul_s8(ev, od, _mm512_permutexvar_epi16(idx, dg[p])));
+            const short sb0 = (short)(8 * h + 4 * g);
+            const __m512i vl = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_castsi512_si256(x)),
+                                                  _mm512_permutexvar_epi16(_mm512_add_epi16(lane_sb, _mm512_set1_epi16(sb0)), s16));
+            const __m512i vh = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(x, 1)),
+                                                  _mm512_permutexvar_epi16(_mm512_add_epi16(lane_sb, _mm512_set1_epi16((short)(sb0 + 2))), s16));
+            uint8_t *a = o->ab + (size_t)(2 * h + g) * 2 * TILE + 64 * rl;
+            _mm512_store_si512(a, pack_bytes(_mm512_srai_epi16(vl, 6), _mm512_srai_epi16(vh, 6)));
+            _mm512_store_si512(a + TILE, pack_bytes(_mm512_and_si512(vl, m63), _mm512_and_si512(vh, m63)));
         }
     }
 }
-
 
 /* Rows [rl0, rl1) of super-block b of the group at w0 (rows row_bytes apart) into o; prefetches each row's
    next super-block (or, at the last, the next group's first: 16 rows are 16 streams 144 / 210 bytes a
@@ -161,7 +159,7 @@ static AMX_FN void unpack_rows(int q6, const uint8_t *w0, size_t row_bytes, int6
     const size_t bsz = q6 ? sizeof(ex_block_q6_K) : sizeof(ex_block_q4_K);
     for (int rl = rl0; rl < rl1; rl++) {
         const uint8_t *row = w0 + (size_t)rl * row_bytes;
-        if (q6) unpack_q6_K((const ex_block_q6_K *)row + b, rl, o->ab, o->dq);
+        if (q6) unpack_q6_K((const ex_block_q6_K *)row + b, rl, o);
         else unpack_q4_K((const ex_block_q4_K *)row + b, rl, o);
         const uint8_t *nx = b + 1 < nsb ? row + (size_t)(b + 1) * bsz : row + (size_t)16 * row_bytes;
         if (b + 1 < nsb || more_rows)
@@ -186,45 +184,6 @@ static inline AMX_FN void unpack_slice(int q6, const next_sb *nx, int64_t tt, in
                     (int)((tt + 1) * nx->nr / n_tt), nx->o);
 }
 
-/* Q6_K: one super-block of a 16-row group (unpacked in cur) against every 16-token tile: the F32 partial
-   sums of the group live in accb[tt][row][token] between super-blocks. While a tile's 12 products run on
-   the TMUL unit, a slice of the next super-block's rows is unpacked (nx): the vector work overlaps the
-   tile work. */
-static AMX_FN void superblock_tiles_q6_K(const sb_buf *cur, const next_sb *nx, const uint8_t *xb, const float *ad,
-                                         int64_t b, int64_t nsb, int64_t n_tt, float *accb)
-{
-    const int64_t nks = 4 * nsb;
-    int32_t cb[3][16][16] __attribute__((aligned(64)));
-    for (int64_t tt = 0; tt < n_tt; tt++) {
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        for (int c = 0; c < 4; c++) {
-            const uint8_t *a = cur->ab + (size_t)c * 3 * TILE;
-            _tile_loadd(3, xb + (size_t)(tt * nks + 4 * b + c) * TILE, 64);
-            _tile_loadd(4, a, 64);
-            _tile_loadd(5, a + TILE, 64);
-            _tile_loadd(6, a + 2 * TILE, 64);
-            _tile_dpbssd(0, 4, 3);
-            _tile_dpbssd(1, 5, 3);
-            _tile_dpbssd(2, 6, 3);
-        }
-        unpack_slice(1, nx, tt, n_tt);
-        _tile_stored(0, cb[0], 64);
-        _tile_stored(1, cb[1], 64);
-        _tile_stored(2, cb[2], 64);
-        const __m512 adv = _mm512_load_ps(ad + (size_t)(tt * nsb + b) * 16);
-        float *acc = accb + (size_t)tt * 256;
-        for (int r = 0; r < 16; r++) { /* acc += a.d * d * (float)sumi, sumi = C0 + 8 C1 + 64 C2 */
-            const __m512i si = _mm512_add_epi32(_mm512_add_epi32(_mm512_load_si512(cb[0][r]),
-                                                                 _mm512_slli_epi32(_mm512_load_si512(cb[1][r]), 3)),
-                                                _mm512_slli_epi32(_mm512_load_si512(cb[2][r]), 6));
-            const __m512 t = _mm512_mul_ps(_mm512_mul_ps(adv, _mm512_set1_ps(cur->dq[r])), _mm512_cvtepi32_ps(si));
-            _mm512_store_ps(acc + 16 * r, _mm512_add_ps(_mm512_load_ps(acc + 16 * r), t));
-        }
-    }
-}
-
 /* Q4_K epilogue of one token tile: acc += a.d * (d * (float)sumi - dmin * (float)summ) per row, sumi =
    16 C_hi + C_lo from the tiles, summ = Σ_k m_k bs32_k (4 vpdpwssd of the row's min pairs against the
    tokens' sums of 32, bsp: 4 x 16 int16 pairs) */
@@ -245,10 +204,24 @@ static inline AMX_FN void q4k_epilogue(const sb_buf *cur, int32_t cb[2][16][16],
     }
 }
 
-/* Q4_K: as superblock_tiles_q6_K with 2 pieces, two token tiles at a time (C: tmm0..3), so each A tile
-   load serves 32 tokens: 4 products and 4 tile loads per 64 K and token-tile pair. */
-static AMX_FN void superblock_tiles_q4_K(const sb_buf *cur, const next_sb *nx, const uint8_t *xb, const float *ad,
-                                         const int32_t *bsp, int64_t b, int64_t nsb, int64_t n_tt, float *accb)
+/* Q6_K epilogue of one token tile: acc += a.d * d * (float)sumi per row, sumi = 64 C_hi + C_lo */
+static inline AMX_FN void q6k_epilogue(const sb_buf *cur, int32_t cb[2][16][16], __m512 adv, float *acc)
+{
+    for (int r = 0; r < 16; r++) {
+        const __m512i si = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(cb[0][r]), 6), _mm512_load_si512(cb[1][r]));
+        const __m512 t = _mm512_mul_ps(_mm512_mul_ps(adv, _mm512_set1_ps(cur->dq[r])), _mm512_cvtepi32_ps(si));
+        _mm512_store_ps(acc + 16 * r, _mm512_add_ps(_mm512_load_ps(acc + 16 * r), t));
+    }
+}
+
+/* One super-block of a 16-row group (unpacked in cur, 2 pieces) against every 16-token tile, two token
+   tiles at a time (C: tmm0..3, A: tmm4..5, B: tmm6..7), so each weight tile load serves 32 tokens: 4
+   products and 4 tile loads per 64 K and token-tile pair. The F32 partial sums of the group live in
+   accb[tt][row][token] between super-blocks. While the products run on the TMUL unit, a slice of the next
+   super-block's rows is unpacked (nx): the vector work overlaps the tile work. q6: Q6_K (tdpbssd), else
+   Q4_K (tdpbusd). */
+static AMX_FN void superblock_tiles(int q6, const sb_buf *cur, const next_sb *nx, const uint8_t *xb, const float *ad,
+                                    const int32_t *bsp, int64_t b, int64_t nsb, int64_t n_tt, float *accb)
 {
     const int64_t nks = 4 * nsb;
     int32_t cb[2][2][16][16] __attribute__((aligned(64)));
@@ -263,24 +236,36 @@ static AMX_FN void superblock_tiles_q4_K(const sb_buf *cur, const next_sb *nx, c
             _tile_loadd(4, a, 64);
             _tile_loadd(5, a + TILE, 64);
             _tile_loadd(6, xb + (size_t)(tt * nks + 4 * b + c) * TILE, 64);
-            _tile_dpbusd(0, 4, 6);
-            _tile_dpbusd(1, 5, 6);
-            if (two) {
-                _tile_loadd(7, xb + (size_t)((tt + 1) * nks + 4 * b + c) * TILE, 64);
-                _tile_dpbusd(2, 4, 7);
-                _tile_dpbusd(3, 5, 7);
+            if (two) _tile_loadd(7, xb + (size_t)((tt + 1) * nks + 4 * b + c) * TILE, 64);
+            if (q6) {
+                _tile_dpbssd(0, 4, 6);
+                _tile_dpbssd(1, 5, 6);
+                if (two) {
+                    _tile_dpbssd(2, 4, 7);
+                    _tile_dpbssd(3, 5, 7);
+                }
+            } else {
+                _tile_dpbusd(0, 4, 6);
+                _tile_dpbusd(1, 5, 6);
+                if (two) {
+                    _tile_dpbusd(2, 4, 7);
+                    _tile_dpbusd(3, 5, 7);
+                }
             }
         }
-        unpack_slice(0, nx, tt / 2, (n_tt + 1) / 2);
-        _tile_stored(0, cb[0][0], 64);
-        _tile_stored(1, cb[0][1], 64);
-        q4k_epilogue(cur, cb[0], _mm512_load_ps(ad + (size_t)(tt * nsb + b) * 16), bsp + (size_t)(tt * nsb + b) * 64,
-                     accb + (size_t)tt * 256);
-        if (two) {
-            _tile_stored(2, cb[1][0], 64);
-            _tile_stored(3, cb[1][1], 64);
-            q4k_epilogue(cur, cb[1], _mm512_load_ps(ad + (size_t)((tt + 1) * nsb + b) * 16),
-                         bsp + (size_t)((tt + 1) * nsb + b) * 64, accb + (size_t)(tt + 1) * 256);
+        unpack_slice(q6, nx, tt / 2, (n_tt + 1) / 2);
+        for (int u = 0; u <= two; u++) {
+            if (u == 0) {
+                _tile_stored(0, cb[0][0], 64);
+                _tile_stored(1, cb[0][1], 64);
+            } else {
+                _tile_stored(2, cb[1][0], 64);
+                _tile_stored(3, cb[1][1], 64);
+            }
+            const int64_t t = tt + u;
+            const __m512 adv = _mm512_load_ps(ad + (size_t)(t * nsb + b) * 16);
+            if (q6) q6k_epilogue(cur, cb[u], adv, accb + (size_t)t * 256);
+            else q4k_epilogue(cur, cb[u], adv, bsp + (size_t)(t * nsb + b) * 64, accb + (size_t)t * 256);
         }
     }
 }
@@ -348,8 +333,7 @@ AMX_FN enum ats_status ex_amx_matmul_kq(const ex_tensor *w, const uint8_t *xq, s
                 unpack_rows(q6, w0, w->row_bytes, 0, nsb, more, 0, nr, &sbb[0]);
                 for (int64_t b = 0; b < nsb; b++) {
                     const next_sb nx = {w0, w->row_bytes, b + 1, nsb, nr, more, b + 1 < nsb ? &sbb[(b + 1) & 1] : NULL};
-                    if (q6) superblock_tiles_q6_K(&sbb[b & 1], &nx, xb, ad, b, nsb, n_tt, accb);
-                    else superblock_tiles_q4_K(&sbb[b & 1], &nx, xb, ad, bsp, b, nsb, n_tt, accb);
+                    superblock_tiles(q6, &sbb[b & 1], &nx, xb, ad, bsp, b, nsb, n_tt, accb);
                 }
                 for (int64_t tt = 0; tt < n_tt; tt++)
                     for (int64_t t = 16 * tt; t < n_tokens && t < 16 * tt + 16; t++)
