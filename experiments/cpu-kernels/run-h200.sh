@@ -1,5 +1,5 @@
 #!/bin/bash
-# experiments/cpu-kernels/run-h200.sh — one GPU-machine call (CPU only, ~6-8 minutes): CPU prefill of the
+# experiments/cpu-kernels/run-h200.sh — one GPU-machine call (CPU only, ~3-5 minutes): CPU prefill of the
 # K-quants on AMX tiles (exec/kernels/cpu/cpu_amx.c) against the AVX-512 VNNI kernels, 16 threads, in one
 # binary: ATS_CPU_FEATURES=15 (AMX) vs 7 (VNNI, the path before). Question, predictions and results:
 # experiments/cpu-kernels/README.md. Run from the root of this tree with DEPS pointing at a .deps/root/usr
@@ -49,5 +49,11 @@ for rep in 1 2; do
       --prompt-tokens 128 -n 32 > /dev/null 2> "$W/run30-${v%%:*}-f$f-$rep.err"
     say "30B-A3B ${v%%:*} features $f rep $rep rc=$?: $(grep -E 'prompt [0-9]+ tok in' "$W/run30-${v%%:*}-f$f-$rep.err" | sed 's/^ats run: //')"
   done
+done
+# 4. the bench's own whole-model CPU rows (the command of the llama.cpp comparison), AMX on
+for m in qwen3-14b qwen3-30b-a3b; do
+  timeout 240 "$A" bench kernels --skip-gpu --threads 16 --reps 5 --tokens 128 --prompt 128 --decode 16 --model $m \
+    --out "$W/bk-model-$m.json" > "$W/bk-model-$m.txt" 2>&1
+  say "bench kernels --skip-gpu --model $m rc=$?"; grep -iE "^cpu |prefill|decode" "$W/bk-model-$m.txt" | tail -6 | tee -a "$S"
 done
 cp "$W"/bk-f15.json "$OUT/" 2>/dev/null
