@@ -27,7 +27,8 @@ for f in 15 7; do
   say "bench kernels --skip-model, features $f rc=$?"; grep -A6 "CPU prefill GEMM" "$W/bk-f$f.txt" | tee -a "$S"
 done
 # 2. whole model on the CPU: Qwen3-14B Q4_K_M 128-token prompt (prefill), 8 decode steps; A/B interleaved
-for rep in 1 2; do
+REPS2=${QUICK:+1}; REPS2=${REPS2:-2}   # QUICK=1: one rep, no step 4 (short of device time)
+for rep in $(seq 1 $REPS2); do
   for f in 15 7; do
     [ $rep = 2 ] && [ $f = 7 ] && continue
     ATS_CPU_FEATURES=$f timeout 150 "$A" run --model qwen3-14b --dummy-weights --backend cpu --threads 16 \
@@ -41,7 +42,7 @@ if [ -n "${BASE:-}" ]; then
   cmake -S "$BASE" -B "$B-base" -G Ninja -DATS_CUDA=OFF -DCMAKE_PREFIX_PATH="$D" -DGSL_ROOT_DIR="$D" > "$W/build-base.log" 2>&1 &&
     cmake --build "$B-base" -j16 --target ats >> "$W/build-base.log" 2>&1 || say "base build FAILED"
 fi
-for rep in 1 2; do
+for rep in $(seq 1 $REPS2); do
   for v in new:15 new:7 base:15; do
     [ $rep = 2 ] && [ $v != new:15 ] && continue
     bin=$A; [ "${v%%:*}" = base ] && bin=$B-base/cli/ats
@@ -53,7 +54,9 @@ for rep in 1 2; do
   done
 done
 # 4. the bench's own whole-model CPU rows (the command of the llama.cpp comparison), AMX on
+[ -n "${QUICK:-}" ] && BENCH_MODELS=none
 for m in ${BENCH_MODELS:-qwen3-14b}; do
+  [ "$m" = none ] && continue
   timeout 240 "$A" bench kernels --skip-gpu --threads 16 --reps 5 --tokens 128 --prompt 128 --decode 16 --model $m \
     --out "$W/bk-model-$m.json" > "$W/bk-model-$m.txt" 2>&1
   say "bench kernels --skip-gpu --model $m rc=$?"; grep -iE "^cpu |prefill|decode" "$W/bk-model-$m.txt" | tail -6 | tee -a "$S"
