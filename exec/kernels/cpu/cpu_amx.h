@@ -16,7 +16,7 @@ int ex_amx_request_perm(void);
  *  activation rows as ex_block_q8_K (abytes apart, w->ne[0] / 256 blocks each). Every output is bit for
  *  bit dot_q4_K_scalar / dot_q6_K_scalar's (same integer sums per super-block, same F32 operations in
  *  the same order). OpenMP over 16-row groups when par. Returns ATS_OK or ATS_ENOMEM. The caller has
- *  checked ex_cpu_features() & EX_CPU_AMX and the type. */
+ *  checked ex_cpu_features() for EX_CPU_AMX, EX_CPU_AVX512VNNI and EX_CPU_AVX512, and the type. */
 enum ats_status ex_amx_matmul_kq(const ex_tensor *w, const uint8_t *xq, size_t abytes, int64_t n_tokens, float *y,
                                  int par);
 

@@ -1385,7 +1385,8 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         else q81(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
     /* Q4_K / Q6_K prefill on AMX tiles (cpu_amx.c), bit for bit the scalar path */
-    if (kq && n_tokens >= EX_CPU_AMX_MIN_TOKENS && (f & (EX_CPU_AMX | EX_CPU_AVX512)) == (EX_CPU_AMX | EX_CPU_AVX512)) {
+    const unsigned amx = EX_CPU_AMX | EX_CPU_AVX512VNNI | EX_CPU_AVX512; /* its epilogue uses VNNI's vpdpwssd */
+    if (kq && n_tokens >= EX_CPU_AMX_MIN_TOKENS && (f & amx) == amx) {
         enum ats_status st = ex_amx_matmul_kq(w, xq, abytes, n_tokens, y, par);
         free(xq);
         return st;
