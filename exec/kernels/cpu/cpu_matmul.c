@@ -1308,6 +1308,21 @@ static int valid_matmul(const ex_tensor *w)
     return ats_qtype_bytes(w->type, w->ne[0], &rb) == ATS_OK && rb == w->row_bytes;
 }
 
+/* One-token rows [r0, r1) of W (nb blocks a row) against the quantized activation xq, the decode tiles of
+   ex_cpu_matmul and ex_cpu_matmul_multi: dotr4 on 4-row groups where the type has one, the one-row dot else. */
+static void decode_rows(const ex_tensor *w, vec_dot_fn dot, vec_dotr4_fn dotr4, const uint8_t *xq, int64_t nb,
+                        int64_t r0, int64_t r1, float *y)
+{
+    const uint8_t *W = w->data;
+    const int64_t n_out = w->ne[1];
+    int64_t r = r0;
+    if (dotr4)
+        for (; r + 4 <= r1; r += 4)
+            dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb,
+                  r + 8 <= n_out ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
+    for (; r < r1; r++) y[r] = dot(W + (size_t)r * w->row_bytes, xq, nb);
+}
+
 enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_tokens, float *y)
 {
     if (!valid_matmul(w) || n_tokens < 1) return ATS_EINVAL;
@@ -1420,14 +1435,13 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
 #pragma omp parallel for schedule(dynamic, 2) if (par)
     for (int64_t rt = 0; rt < n_rt; rt++) {
         const int64_t r0 = rt * EX_ROW_TILE, r1 = r0 + EX_ROW_TILE < n_out ? r0 + EX_ROW_TILE : n_out;
+        if (n_tokens == 1) {
+            decode_rows(w, dot, dotr4, xq, nb, r0, r1, y);
+            continue;
+        }
         for (int64_t t0 = 0; t0 < n_tokens; t0 += EX_TOK_TILE) {
             const int64_t t1 = t0 + EX_TOK_TILE < n_tokens ? t0 + EX_TOK_TILE : n_tokens;
-            int64_t r = r0;
-            if (dotr4)
-                for (; r + 4 <= r1; r += 4)
-                    dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb,
-                          r + 8 <= n_out ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
-            for (; r < r1; r++) {
+            for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *wr = W + (size_t)r * w->row_bytes;
                 int64_t t = t0;
                 if (dot8)
@@ -1453,21 +1467,6 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     free(xg);
     free(xq);
     return ATS_OK;
-}
-
-/* One-token rows [r0, r1) of W (nb blocks a row) against the quantized activation xq: the code of
-   ex_cpu_matmul's decode tiles (dotr4 on 4-row groups where the type has one, the one-row dot else). */
-static void decode_rows(const ex_tensor *w, vec_dot_fn dot, vec_dotr4_fn dotr4, const uint8_t *xq, int64_t nb,
-                        int64_t r0, int64_t r1, float *y)
-{
-    const uint8_t *W = w->data;
-    const int64_t n_out = w->ne[1];
-    int64_t r = r0;
-    if (dotr4)
-        for (; r + 4 <= r1; r += 4)
-            dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb,
-                  r + 8 <= n_out ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
-    for (; r < r1; r++) y[r] = dot(W + (size_t)r * w->row_bytes, xq, nb);
 }
 
 enum ats_status ex_cpu_matmul_multi(const ex_tensor *w, const float *const *x, float *const *y, int n_mat)
