@@ -2,8 +2,8 @@
 """Heatmap of an ε × τ sweep table (/sweep of an ATS results file written by `ats sweep`).
 
 One panel per trace (rows of the table with the same trace name), for one policy: ε (the
-re-scheduling threshold) on the y axis, τ (the minimum interval, in TPOT multiples or seconds)
-on the x axis, colour = the chosen metric. The best cell of each panel (lowest, or highest for
+re-scheduling threshold) on the y axis, τ (the minimum interval, in TPOT multiples or seconds; shown
+in ms when all are under a second) on the x axis, colour = the chosen metric. The best cell of each panel (lowest, or highest for
 throughput metrics) is outlined and printed. A point that completed no request (NaN TPOT in /sweep)
 is left blank and is never the best; a panel with no such point says so.
 
@@ -81,11 +81,13 @@ def main(argv=None):
                 grid[np.searchsorted(eps, r["eps"]), np.searchsorted(tau, r["interval"])] = r[a.metric] * scale
         im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis_r" if best_of is min else "viridis")
         fig.colorbar(im, ax=ax, label=label)
+        # τ in seconds (interval_in_tpot 0) is shown in ms when every value is under a second
+        in_tpot = bool(rows["interval_in_tpot"][0])
+        unit, tscale = ("TPOT", 1.0) if in_tpot else ("ms", 1e3) if tau.max() < 1 else ("s", 1.0)
         ax.set_xticks(range(len(tau)))
-        ax.set_xticklabels([f"{t:g}" for t in tau], fontsize=7, rotation=90)
+        ax.set_xticklabels([f"{t * tscale:g}" for t in tau], fontsize=7, rotation=90)
         ax.set_yticks(range(len(eps)))
         ax.set_yticklabels([f"{e:g}" for e in eps], fontsize=7)
-        unit = "TPOT" if rows["interval_in_tpot"][0] else "s"
         ax.set_xlabel(f"τ (minimum interval) [{unit}]")
         ax.set_ylabel("ε (threshold)")
         ax.set_title(f"{tr} ({policy})", fontsize=10)
@@ -95,7 +97,7 @@ def main(argv=None):
         flat = np.where(np.isnan(grid), np.inf if best_of is min else -np.inf, grid)
         i, j = np.unravel_index(np.argmin(flat) if best_of is min else np.argmax(flat), grid.shape)
         ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
-        print(f"{tr} {policy}: best eps={eps[i]:g} tau={tau[j]:g} {unit}: {label} {grid[i, j]:.4g}")
+        print(f"{tr} {policy}: best eps={eps[i]:g} tau={tau[j] * tscale:g} {unit}: {label} {grid[i, j]:.4g}")
     fig.tight_layout()
     ar.save_figure(fig, a.out)
     return 0

@@ -15,6 +15,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
+#include "bench/bench.h"
+
 #define ATS_EXIT_OK 0
 #define ATS_EXIT_FAIL 1
 #define ATS_EXIT_USAGE 2
@@ -151,10 +155,16 @@ int ats_cli_exit_after_signal(int rc);
 int ats_cmd_inspect(int argc, char **argv);
 int ats_cmd_sim(int argc, char **argv);   /* cli/cmd_sim.c */
 int ats_cmd_sweep(int argc, char **argv); /* cli/cmd_sweep.c */
-int ats_bench_sim(int argc, char **argv); /* `ats bench sim` (cli/bench_sim.c) */
-int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/bench_kernels.c) */
 int ats_cmd_bench(int argc, char **argv); /* `ats bench <what>` dispatcher (cli/cmd_bench.c) */
-int ats_bench_sched(int argc, char **argv); /* `ats bench sched` (cli/cmd_bench.c) */
+int ats_bench_sched(int argc, char **argv);   /* `ats bench sched` (cli/cmd_bench_sched.c) */
+int ats_bench_sim(int argc, char **argv);     /* `ats bench sim` (cli/cmd_bench_sim.c) */
+int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/cmd_bench_kernels.c) */
+/* What the `ats bench` subcommands share (cli/cmd_bench.c): a sink whose table goes to stdout and whose
+ * notes go to stderr as "ats CMD: line" (cmd borrowed, e.g. "bench kernels"); and the result file:
+ * nothing when out is NULL (no --out), else doc written through common/outfile with jansson's `flags`,
+ * "wrote OUT" on `said` (stdout, stderr or NULL) and ATS_EXIT_OK, or one error line and ATS_EXIT_FAIL. */
+bench_sink ats_cli_bench_sink(const char *cmd);
+int ats_cli_bench_write(const char *cmd, const char *out, json_t *doc, size_t flags, FILE *said);
 struct ats_arch;
 struct ats_graph_opts;
 struct ats_graph;

@@ -113,15 +113,15 @@ const char ats_cli_slice_help[] =
     "(and the stressor's CPU hogs) ask for (Linux >= 6.12, EEVDF; older kernels ignore it). With the\n"
     "default ~3 ms slice a probe thread woken next to hogs often ran its whole 2 ms probe before they got\n"
     "the CPU back, so the recorder read the CPU far less loaded than the stressor's own probes did\n"
-    "(H200 host: +23% and +55%; with 0.1 ms slices -6%; traces/README.md). A baseline file records the\n"
-    "slice it was measured with (7th field); with --baseline the probes (and the stressor's hogs) use it,\n"
-    "and a different --slice-us is refused.\n";
+    "(H200 host: +23% and +55%; with 0.1 ms slices -6%; experiments/stress-accuracy/). A baseline file\n"
+    "records the slice it was measured with (7th field); with --baseline the probes (and the stressor's\n"
+    "hogs) use it, and a different --slice-us is refused.\n";
 
 const char ats_cli_pin_help[] =
     "--pin: CPU probe thread j runs only on the (j mod n)-th of the n CPUs this process may use (--threads\n"
     "above n shares CPUs). Give it to the baseline, the stressor and the recorder alike. H200, a stressor at\n"
     "CPU 0.4 and two recorders: unpinned they read 0.425 and 0.388 (0.447 and 0.362 with 2 hogs per\n"
-    "thread), pinned 0.400 and 0.436, then 0.379 and 0.385 (experiments/stress-2026-11-30-s5/): pinning\n"
+    "thread), pinned 0.400 and 0.436, then 0.379 and 0.385 (experiments/stress-accuracy/): pinning\n"
     "did not remove the disagreement between observers.\n";
 
 const char ats_cli_matrix_help[] =
@@ -133,8 +133,8 @@ const char ats_cli_matrix_help[] =
     "ATS_PROBE_PRIVATE=1 in the environment asks for one. Its owner can break it for everyone (a truncated\n"
     "object ends the probes mapping it with SIGBUS). Why: with private copies the idle probe took\n"
     "0.243-0.314 ms a GEMV in 17 processes on the H200, and two recorders sharing one baseline read one\n"
-    "stressed CPU up to 21% apart. The shared pages did not remove that per-process part (H200, sixth\n"
-    "session: idle 0.295-0.366 ms in 8 processes, private copies 0.299-0.428 ms; two recorders 0.385 and\n"
+    "stressed CPU up to 21% apart. The shared pages did not remove that per-process part (H200,\n"
+    "experiments/stress-accuracy/: idle 0.295-0.366 ms in 8 processes, private copies 0.299-0.428 ms; two recorders 0.385 and\n"
     "0.357 at a stressed 0.4): see --baseline-s below.\n";
 
 const char ats_cli_rebase_help[] =
@@ -142,8 +142,8 @@ const char ats_cli_rebase_help[] =
     "probe times re-measured in this process for S s (ats record: before the first sample; ats stress: in\n"
     "its probe process, before any hog starts) and used for every sample. Each process's CPU probe runs\n"
     "at a speed of its own when idle (above). The machine must be idle for those S s: start the recorder\n"
-    "before the load, or in a target's idle stretch (fig13: its first 60 s). Measured on the H200 (sixth\n"
-    "session), it does not help: four recorders of one stressed CPU, each with its own re-measured times,\n"
+    "before the load, or in a target's idle stretch (fig13: its first 60 s). Measured on the H200\n"
+    "(experiments/stress-accuracy/), it does not help: four recorders of one stressed CPU, each with its own re-measured times,\n"
     "read 0.294-0.327; with the one file's time 0.318-0.331. Loaded probe times agreed across processes\n"
     "(8.3-8.9 ms) where idle ones did not (2.52-2.71 ms; the stressor's probe process 3.54 ms), so one\n"
     "baseline file for every process stays the way to record; this is a diagnostic (ats stress prints\n"

@@ -52,10 +52,17 @@ static double weight_read(const ats_op *op)
     return (double)op->weight_bytes;
 }
 
-int ats_cmd_inspect(int argc, char **argv)
+/* what the flags of ats inspect ask for */
+typedef struct inspect_args {
+    const char *model, *quant, *phase, *format, *policy, *hw;
+    long long ctx, tokens, n_ctx; /* ctx -1: the phase's default */
+    uint64_t vram_budget;
+    int hw_given;
+} inspect_args;
+
+/* the flags into a, and what does not go together: ATS_EXIT_OK, ATS_EXIT_USAGE after one line, -1 after --help */
+static int parse_args(int argc, char **argv, inspect_args *a)
 {
-    const char *model = "qwen3-14b", *quant = NULL, *phase = "decode", *format = "table";
-    long long ctx = -1, tokens = 512, n_ctx = 0;
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"quant", required_argument, 0, 'q'},
         {"phase", required_argument, 0, 'p'}, {"ctx", required_argument, 0, 'c'},
@@ -63,9 +70,6 @@ int ats_cmd_inspect(int argc, char **argv)
         {"format", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'},
         {"policy", required_argument, 0, 'P'}, {"vram-budget", required_argument, 0, 'B'},
         {"hw", required_argument, 0, 'W'}, {0, 0, 0, 0}};
-    const char *policy = NULL, *hw = "rtx3060-laptop";
-    uint64_t vram_budget = 0;
-    int hw_given = 0;
     optind = 1;
     opterr = 0;
     int c;
@@ -75,19 +79,19 @@ int ats_cmd_inspect(int argc, char **argv)
         switch (c) {
         case 'm':
             if (ats_cli_file_value("inspect", "--model", optarg)) return ATS_EXIT_USAGE;
-            model = optarg;
+            a->model = optarg;
             break;
-        case 'q': quant = optarg; break;
-        case 'p': phase = optarg; break;
-        case 'f': format = optarg; break;
-        case 'P': policy = optarg; break;
+        case 'q': a->quant = optarg; break;
+        case 'p': a->phase = optarg; break;
+        case 'f': a->format = optarg; break;
+        case 'P': a->policy = optarg; break;
         case 'W':
             if (ats_cli_file_value("inspect", "--hw", optarg)) return ATS_EXIT_USAGE;
-            hw = optarg;
-            hw_given = 1;
+            a->hw = optarg;
+            a->hw_given = 1;
             break;
         case 'B':
-            if (ats_cli_parse_vram("inspect", optarg, &vram_budget)) return ATS_EXIT_USAGE;
+            if (ats_cli_parse_vram("inspect", optarg, &a->vram_budget)) return ATS_EXIT_USAGE;
             break;
         case 'c':
         case 't':
@@ -103,10 +107,10 @@ int ats_cmd_inspect(int argc, char **argv)
                 ats_cli_error("inspect", "--%s: '%s' is out of range (0..%d tokens)", name, optarg, ATS_ARCH_MAX_CTX);
                 return ATS_EXIT_USAGE;
             }
-            if (c == 'c') ctx = v; else if (c == 't') tokens = v; else n_ctx = v;
+            if (c == 'c') a->ctx = v; else if (c == 't') a->tokens = v; else a->n_ctx = v;
             break;
         }
-        case 'h': usage(stdout); return ATS_EXIT_OK;
+        case 'h': usage(stdout); return -1;
         case ':': ats_cli_missing_value("inspect", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
         default: ats_cli_bad_option("inspect", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
@@ -115,100 +119,83 @@ int ats_cmd_inspect(int argc, char **argv)
         ats_cli_error("inspect", "unexpected argument '%s' (ats inspect --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
-    if (!policy && (hw_given || vram_budget)) { /* the op graph does not depend on them */
-        int both = hw_given && vram_budget;
+    if (!a->policy && (a->hw_given || a->vram_budget)) { /* the op graph does not depend on them */
+        int both = a->hw_given && a->vram_budget;
         ats_cli_error("inspect", "%s only appl%s with --policy (the op graph alone does not use %s)",
-                      both ? "--hw and --vram-budget" : hw_given ? "--hw" : "--vram-budget", both ? "y" : "ies",
+                      both ? "--hw and --vram-budget" : a->hw_given ? "--hw" : "--vram-budget", both ? "y" : "ies",
                       both ? "them" : "it");
         return ATS_EXIT_USAGE;
     }
-    if (policy && strchr(policy, ',')) {
-        ats_cli_error("inspect", "--policy: '%s': inspect shows one policy at a time (ats sim compares several)", policy);
+    if (a->policy && strchr(a->policy, ',')) {
+        ats_cli_error("inspect", "--policy: '%s': inspect shows one policy at a time (ats sim compares several)", a->policy);
         return ATS_EXIT_USAGE;
     }
-    if (policy && vram_budget == 0) {
+    if (a->policy && a->vram_budget == 0) {
         ats_cli_error("inspect", "--policy needs --vram-budget (e.g. --vram-budget 6GiB)");
         return ATS_EXIT_USAGE;
     }
-    if (strcmp(format, "table") && strcmp(format, "csv")) {
-        ats_cli_error("inspect", "--format: '%s' (must be table or csv)", format);
+    if (strcmp(a->format, "table") && strcmp(a->format, "csv")) {
+        ats_cli_error("inspect", "--format: '%s' (must be table or csv)", a->format);
         return ATS_EXIT_USAGE;
     }
-    char path[4096];
-    ats_cli_model_path(model, path, sizeof path);
-    ats_arch arch;
-    ats_err err;
-    if (atsc_model_load(path, &arch, &err) != ATS_OK) {
-        fprintf(stderr, "ats inspect: %s\n", err.msg);
-        return ATS_EXIT_USAGE;
-    }
-    ats_graph_opts go = ats_graph_opts_default();
-    go.recipe = arch.default_recipe;
-    if (quant && ats_recipe_from_name(quant, &go.recipe) != ATS_OK) {
-        ats_cli_error("inspect", "--quant: '%s' is not a known quantization (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
-        return ATS_EXIT_USAGE;
-    }
-    if (strcmp(phase, "decode") == 0) {
-        if (ctx == 0) {
+    return ATS_EXIT_OK;
+}
+
+/* --phase, --ctx, --tokens and --n-ctx into go (its recipe set): ATS_EXIT_OK or ATS_EXIT_USAGE after one line */
+static int round_of_args(const inspect_args *a, ats_graph_opts *go)
+{
+    if (strcmp(a->phase, "decode") == 0) {
+        if (a->ctx == 0) {
             ats_cli_error("inspect", "--ctx: 0 (a decode step needs a context length >= 1)");
             return ATS_EXIT_USAGE;
         }
-        go.phase.kind = ATS_PHASE_DECODE;
-        go.phase.n_tokens = 1;
-        go.phase.ctx_pos = (ctx < 0 ? 2048 : ctx) - 1;
-    } else if (strcmp(phase, "prefill") == 0) {
-        if (tokens < 1) {
-            ats_cli_error("inspect", "--tokens: %lld (must be >= 1)", tokens);
+        go->phase.kind = ATS_PHASE_DECODE;
+        go->phase.n_tokens = 1;
+        go->phase.ctx_pos = (a->ctx < 0 ? 2048 : a->ctx) - 1;
+    } else if (strcmp(a->phase, "prefill") == 0) {
+        if (a->tokens < 1) {
+            ats_cli_error("inspect", "--tokens: %lld (must be >= 1)", a->tokens);
             return ATS_EXIT_USAGE;
         }
-        go.phase.kind = ATS_PHASE_PREFILL;
-        go.phase.n_tokens = tokens;
-        go.phase.ctx_pos = ctx < 0 ? 0 : ctx;
-        if (go.phase.ctx_pos + tokens > ATS_ARCH_MAX_CTX) { /* each is <= ATS_ARCH_MAX_CTX: no overflow */
-            ats_cli_error("inspect", "--ctx %lld + --tokens %lld: more than %d tokens", (long long)go.phase.ctx_pos,
-                          tokens, ATS_ARCH_MAX_CTX);
+        go->phase.kind = ATS_PHASE_PREFILL;
+        go->phase.n_tokens = a->tokens;
+        go->phase.ctx_pos = a->ctx < 0 ? 0 : a->ctx;
+        if (go->phase.ctx_pos + a->tokens > ATS_ARCH_MAX_CTX) { /* each is <= ATS_ARCH_MAX_CTX: no overflow */
+            ats_cli_error("inspect", "--ctx %lld + --tokens %lld: more than %d tokens", (long long)go->phase.ctx_pos,
+                          a->tokens, ATS_ARCH_MAX_CTX);
             return ATS_EXIT_USAGE;
         }
     } else {
-        ats_cli_error("inspect", "--phase: '%s' (must be decode or prefill)", phase);
+        ats_cli_error("inspect", "--phase: '%s' (must be decode or prefill)", a->phase);
         return ATS_EXIT_USAGE;
     }
-    if (n_ctx > 0 && n_ctx < go.phase.ctx_pos + go.phase.n_tokens) {
-        ats_cli_error("inspect", "--n-ctx %lld: smaller than the %lld tokens of this round (--ctx%s%s)", n_ctx,
-                      (long long)(go.phase.ctx_pos + go.phase.n_tokens), go.phase.kind == ATS_PHASE_PREFILL ? " + --tokens" : "",
-                      ctx < 0 && go.phase.kind == ATS_PHASE_DECODE ? ", 2048 by default" : "");
+    if (a->n_ctx > 0 && a->n_ctx < go->phase.ctx_pos + go->phase.n_tokens) {
+        ats_cli_error("inspect", "--n-ctx %lld: smaller than the %lld tokens of this round (--ctx%s%s)", a->n_ctx,
+                      (long long)(go->phase.ctx_pos + go->phase.n_tokens), go->phase.kind == ATS_PHASE_PREFILL ? " + --tokens" : "",
+                      a->ctx < 0 && go->phase.kind == ATS_PHASE_DECODE ? ", 2048 by default" : "");
         return ATS_EXIT_USAGE;
     }
-    go.n_ctx = n_ctx;
-    ats_graph *g;
-    if (ats_graph_build(&arch, &go, &g, &err) != ATS_OK) {
-        fprintf(stderr, "ats inspect: %s: %s\n", path, err.msg);
-        return ATS_EXIT_USAGE;
-    }
-    /* the graph table, then the plan: both held back until the plan is made, so a policy or --hw that
-       fails prints its error alone (the table came first, then the error) */
-    char *gbuf = NULL, *pbuf = NULL;
-    size_t glen = 0, plen = 0;
-    FILE *gf = open_memstream(&gbuf, &glen);
-    if (!gf) {
-        ats_cli_error("inspect", "out of memory");
-        ats_graph_free(g);
-        return ATS_EXIT_FAIL;
-    }
-    const int csv = strcmp(format, "csv") == 0;
+    go->n_ctx = a->n_ctx;
+    return ATS_EXIT_OK;
+}
+
+/* the op graph as a table (with totals) or CSV into gf */
+static void print_graph(FILE *gf, const ats_arch *arch, const ats_graph_opts *go, const ats_graph *g, const char *phase,
+                        int csv)
+{
     double tot_flop = 0, tot_read = 0, tot_act = 0, tot_kv_read = 0, params = 0;
     if (csv)
         fprintf(gf, "index,name,kind,type,n_out,n_in,weight_bytes,flop,act_in_bytes,act_out_bytes,kv_read_bytes,kv_cache_bytes,n_expert,n_expert_active,expert_bytes\n");
     else {
-        fprintf(gf, "# %s (%s), quant %s, %s: %lld token(s) at context position %lld, KV cache %lld tokens\n", arch.name,
-               arch.family, ats_recipe_name(go.recipe), phase, (long long)go.phase.n_tokens,
-               (long long)go.phase.ctx_pos, (long long)g->n_ctx);
+        fprintf(gf, "# %s (%s), quant %s, %s: %lld token(s) at context position %lld, KV cache %lld tokens\n", arch->name,
+               arch->family, ats_recipe_name(go->recipe), phase, (long long)go->phase.n_tokens,
+               (long long)go->phase.ctx_pos, (long long)g->n_ctx);
         fprintf(gf, "%5s  %-26s %-7s %-5s %13s %12s %12s %10s %10s %12s  %s\n", "op", "name", "kind", "type", "shape",
                "weights", "FLOP", "act in", "act out", "KV read", "experts");
     }
     for (int32_t i = 0; i < g->n_ops; i++) {
         const ats_op *op = &g->ops[i];
-        double wr = weight_read(op) * (op->kind == ATS_OP_EMBED ? (double)go.phase.n_tokens : 1.0);
+        double wr = weight_read(op) * (op->kind == ATS_OP_EMBED ? (double)go->phase.n_tokens : 1.0);
         tot_flop += op->flop;
         tot_read += wr + (double)op->kv_read_bytes;
         tot_kv_read += (double)op->kv_read_bytes;
@@ -249,11 +236,50 @@ int ats_cmd_inspect(int argc, char **argv)
         fprintf(gf, "  activations      %s in+out\n", act);
         fprintf(gf, "  FLOP/round       %.4g\n", tot_flop);
     }
-    int rc = ATS_EXIT_OK;
+}
+
+int ats_cmd_inspect(int argc, char **argv)
+{
+    inspect_args A = {.model = "qwen3-14b", .phase = "decode", .format = "table", .hw = "rtx3060-laptop",
+                      .ctx = -1, .tokens = 512}, *a = &A;
+    int rc = parse_args(argc, argv, a);
+    if (rc) return rc < 0 ? ATS_EXIT_OK : rc;
+    char path[4096];
+    ats_cli_model_path(a->model, path, sizeof path);
+    ats_arch arch;
+    ats_err err;
+    if (atsc_model_load(path, &arch, &err) != ATS_OK) {
+        fprintf(stderr, "ats inspect: %s\n", err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    ats_graph_opts go = ats_graph_opts_default();
+    go.recipe = arch.default_recipe;
+    if (a->quant && ats_recipe_from_name(a->quant, &go.recipe) != ATS_OK) {
+        ats_cli_error("inspect", "--quant: '%s' is not a known quantization (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", a->quant);
+        return ATS_EXIT_USAGE;
+    }
+    if ((rc = round_of_args(a, &go))) return rc;
+    ats_graph *g;
+    if (ats_graph_build(&arch, &go, &g, &err) != ATS_OK) {
+        fprintf(stderr, "ats inspect: %s: %s\n", path, err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    /* the graph table, then the plan: both held back until the plan is made, so a policy or --hw that
+       fails prints its error alone (the table came first, then the error) */
+    char *gbuf = NULL, *pbuf = NULL;
+    size_t glen = 0, plen = 0;
+    FILE *gf = open_memstream(&gbuf, &glen);
+    if (!gf) {
+        ats_cli_error("inspect", "out of memory");
+        ats_graph_free(g);
+        return ATS_EXIT_FAIL;
+    }
+    const int csv = strcmp(a->format, "csv") == 0;
+    print_graph(gf, &arch, &go, g, a->phase, csv);
     fclose(gf);
-    if (policy) {
+    if (a->policy) {
         FILE *pf = open_memstream(&pbuf, &plen);
-        rc = pf ? ats_inspect_plan(&arch, &go, g, policy, vram_budget, hw, pf) : ATS_EXIT_FAIL;
+        rc = pf ? ats_inspect_plan(&arch, &go, g, a->policy, a->vram_budget, a->hw, pf) : ATS_EXIT_FAIL;
         if (pf) fclose(pf);
         else ats_cli_error("inspect", "out of memory");
     }

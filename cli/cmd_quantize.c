@@ -1,36 +1,19 @@
 /*
- * ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure] — re-quantizes the matrices of a GGUF.
- * 2-D and 3-D weight tensors become the requested type (with ats_qtype_fallback when a row does not
- * divide into its blocks: Q4_K → Q4_0 → F16, Q8_0 → F16; one stderr note at the end counts the
- * matrices per fallback and says why, as llama.cpp's quantize does); 1-D tensors (norms) stay as they are.
- * As llama.cpp does, the output head (output.weight, or token_embd.weight when the head is tied to
- * it) gets Q6_K (fallback Q8_0) for the 4-bit types; --pure quantizes it like every other matrix
- * (llama.cpp's --pure). A matrix whose type already is the one this run gives it is copied; another
- * type, quantized or not, is dequantized and re-quantized (llama.cpp refuses a quantized source unless
- * --allow-requantize), except that an already-quantized output head keeps its type (its Q6_K/Q8_0
- * would not win back the precision lost, only grow the file). When nothing is re-quantized and no
- * matrix has the asked type, one note says why (the fallbacks, the kept head). A source tensor
- * holding NaN or Inf is refused (exit 2, nothing written, naming tensor, row and element as `ats run
- * --check-tensors`: ex_tensor_check_finite), since the quantizers would hide it; a copied tensor is
- * scanned whole, a re-quantized one row by row as it is dequantized (one pass over the source).
- * A finite value the target type cannot hold (a block whose scale overflows F16's 65504,
- * e.g. 1e30 in Q8_0; a value past 65504 in a matrix written as F16) is refused too (exit 2, nothing
- * written, naming tensor, row, element, value and type): each quantized row is read back and checked.
- * All metadata is copied, general.file_type is rewritten. Output goes to
- * OUT.tmp.PID (checked before the work; fsync, rename; removed on Ctrl-C: common/outfile), then is renamed.
+ * ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure] — re-quantizes the matrices of a GGUF
+ * (ex/quantize.h: the rules, the refusals of NaN / Inf and of values the target type cannot hold).
+ * Here the flags, the checks of the paths (OUT checked before the work, never the input itself), one
+ * stderr line per re-quantized tensor, and the notes at the end: the matrices per fallback and why, as
+ * llama.cpp's quantize does; when nothing is re-quantized and no matrix has the asked type, why.
+ * Exit 2 for a bad input (nothing written), 1 when the output cannot be written.
  */
 #include <getopt.h>
-#include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
-#include "ex/gguf.h"
-#include "ex/model.h"
-#include "ex/quant.h"
+#include "ex/quantize.h"
 
 static void usage(FILE *f)
 {
@@ -39,31 +22,8 @@ static void usage(FILE *f)
                "           an output head already quantized keeps its type)\n");
 }
 
-/* llama.cpp's LLAMA_FTYPE values for general.file_type */
-static uint32_t file_type_of(ats_qtype t)
-{
-    switch (t) {
-    case ATS_Q_Q8_0: return 7;
-    case ATS_Q_Q4_0: return 2;
-    case ATS_Q_Q4_K: return 15; /* MOSTLY_Q4_K_M is 15; plain Q4_K everywhere is our recipe */
-    default: return 0;
-    }
-}
-
-/* (asked, got) -> count of matrices, for the notes at the end; kept: an already-quantized output head
-   left as it is (got = its type) */
-struct fallback { ats_qtype asked, got; int kept; int64_t n; };
-
-static void add_fallback(struct fallback *fb, int *n_fb, ats_qtype asked, ats_qtype got, int kept)
-{
-    int k = 0;
-    while (k < *n_fb && !(fb[k].asked == asked && fb[k].got == got && fb[k].kept == kept)) k++;
-    if (k == *n_fb && *n_fb < 8) fb[(*n_fb)++] = (struct fallback){asked, got, kept, 0};
-    if (k < *n_fb) fb[k].n++;
-}
-
 /* ", 31 Q4_K -> Q4_0 (row length not a multiple of 256), 1 output head kept as Q4_0 (...)" and a newline */
-static void print_fallbacks(const struct fallback *fb, int n_fb)
+static void print_fallbacks(const ex_requant_kind *fb, int n_fb)
 {
     for (int k = 0; k < n_fb; k++) {
         if (fb[k].kept) {
@@ -79,19 +39,34 @@ static void print_fallbacks(const struct fallback *fb, int n_fb)
     fputc('\n', stderr);
 }
 
-static int is_quantized(ats_qtype t) { return t != ATS_Q_F32 && t != ATS_Q_F16 && t != ATS_Q_BF16; }
-
-/* ATS_EXIT_OK, or (one line naming the tensor, row and element in `ats run --check-tensors`' words:
-   ex_tensor_check_finite) ATS_EXIT_USAGE when source tensor t of file `in` holds NaN or Inf */
-static int refuse_non_finite(const char *in, const ex_gguf_tensor *t)
+static void on_tensor(void *ctx, const char *name, const int64_t ne[3], ats_qtype from, ats_qtype to)
 {
-    ex_tensor x = {t->type, {t->ne[0], t->ne[1], t->ne[2] * t->ne[3]}, 0, t->data};
-    ats_qtype_bytes(t->type, t->ne[0], &x.row_bytes);
-    ats_err err = {{0}};
-    enum ats_status st = ex_tensor_check_finite(t->name, &x, omp_get_max_threads(), &err);
-    if (st == ATS_OK) return ATS_EXIT_OK;
-    ats_cli_error("quantize", "%s: %s (nothing written)", in, err.msg);
-    return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+    (void)ctx;
+    fprintf(stderr, "ats quantize: %-28s [%lld, %lld, %lld] %s -> %s\n", name, (long long)ne[0], (long long)ne[1],
+            (long long)ne[2], ats_qtype_name(from), ats_qtype_name(to));
+}
+
+/* the notes after a finished run */
+static void print_report(const char *in, const char *out, const char *type_name, const ex_requant_report *r)
+{
+    fprintf(stderr, "ats quantize: %s -> %s: %lld of %lld tensors re-quantized, %.3f MiB -> %.3f MiB\n", in, out,
+            (long long)r->n_changed, (long long)r->n_tensors, (double)r->bytes_in / 1048576.0,
+            (double)r->bytes_out / 1048576.0);
+    if (r->n_fell) { /* one line: e.g. "31 Q4_K -> Q4_0 (row length not a multiple of 256)" */
+        fprintf(stderr, "ats quantize: note: %lld of %lld matrices fell back to another type:", (long long)r->n_fell,
+                (long long)r->n_mat);
+        print_fallbacks(r->fell, r->n_fell_kinds);
+    }
+    if (r->n_changed == 0 && r->n_mat > 0 && r->n_asked == 0) { /* say why the output has no matrix of --type */
+        fprintf(stderr, "ats quantize: note: no tensor re-quantized: every matrix already has the type --type %s "
+                        "gives it here:", type_name);
+        print_fallbacks(r->same, r->n_same_kinds);
+    } else if (r->n_head_kept) {
+        int k = 0;
+        while (!r->same[k].kept) k++;
+        fprintf(stderr, "ats quantize: note:");
+        print_fallbacks(&r->same[k], 1);
+    }
 }
 
 int ats_cmd_quantize(int argc, char **argv)
@@ -136,171 +111,16 @@ int ats_cmd_quantize(int argc, char **argv)
         }
     }
     ats_err err = {{0}};
-    ex_gguf *g = NULL;
-    enum ats_status st = ex_gguf_open(in, &g, &err);
+    ex_requant_opts o = ex_requant_opts_default();
+    o.type = qt;
+    o.pure = pure;
+    o.on_tensor = on_tensor;
+    ex_requant_report rep;
+    enum ats_status st = ex_gguf_requantize(in, out, &o, &rep, &err);
     if (st != ATS_OK) {
         ats_cli_error("quantize", "%s", err.msg);
-        return ATS_EXIT_USAGE;
+        return st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
     }
-    int64_t nkv = ex_gguf_n_kv(g), nt = ex_gguf_n_tensors(g);
-    const void **kv = calloc((size_t)nkv + 1, sizeof *kv);
-    size_t *kvl = calloc((size_t)nkv + 1, sizeof *kvl);
-    ex_gguf_out_tensor *ot = calloc((size_t)(nt ? nt : 1), sizeof *ot);
-    uint8_t ftbuf[64];
-    int rc = ATS_EXIT_OK;
-    int64_t n_out_kv = 0, n_changed = 0;
-    uint64_t bytes_in = 0, bytes_out = 0;
-    if (!kv || !kvl || !ot) { rc = ATS_EXIT_FAIL; goto done; }
-    for (int64_t i = 0; i < nkv; i++) {
-        if (strcmp(ex_gguf_kv_key(g, i), "general.file_type") == 0) continue;
-        ex_gguf_kv_raw(g, i, &kv[n_out_kv], &kvl[n_out_kv]);
-        n_out_kv++;
-    }
-    kvl[n_out_kv] = ex_gguf_kv_u32(ftbuf, "general.file_type", file_type_of(qt));
-    kv[n_out_kv++] = ftbuf;
-    const char *head = ex_gguf_find_tensor(g, "output.weight") ? "output.weight" : "token_embd.weight";
-    /* matrices whose rows do not divide into the asked type's blocks: (asked, got) -> count, for one note
-       at the end, as llama.cpp's quantize reports its fallbacks */
-    struct fallback fb[8], same[8]; /* changed by this run; left as they were */
-    int n_fb = 0, n_same = 0;
-    int64_t n_mat = 0, n_fell = 0, n_asked = 0, n_head_kept = 0;
-    for (int64_t i = 0; i < nt; i++) {
-        const ex_gguf_tensor *t = ex_gguf_tensor_at(g, i);
-        ex_gguf_out_tensor *o = &ot[i];
-        ats_qtype want = qt;
-        const int head_rule = !pure && qt != ATS_Q_Q8_0 && strcmp(t->name, head) == 0;
-        if (head_rule) want = ATS_Q_Q6_K;
-        const ats_qtype asked = want;
-        if (want == ATS_Q_Q6_K && t->ne[0] % 256 != 0) want = ATS_Q_Q8_0; /* llama.cpp's Q6_K fallback */
-        o->name = t->name;
-        o->n_dims = t->n_dims;
-        memcpy(o->ne, t->ne, sizeof o->ne);
-        o->type = t->type;
-        o->data = t->data;
-        o->bytes = t->bytes;
-        bytes_in += t->bytes;
-        ats_qtype target = t->n_dims >= 2 ? ats_qtype_fallback(want, t->ne[0]) : t->type;
-        /* an already-quantized head stays as it is: its Q6_K/Q8_0 would not win back what its quantization
-           lost, only grow the file (a Q4_0 --pure head became Q8_0) */
-        const int head_kept = head_rule && t->n_dims >= 2 && is_quantized(t->type) && target != t->type;
-        if (head_kept) target = t->type;
-        if (t->n_dims >= 2) {
-            n_mat++;
-            n_asked += target == qt;
-            if (head_kept) {
-                add_fallback(same, &n_same, asked, target, 1);
-                n_head_kept++;
-            } else if (target != asked && target != t->type) { /* what this run changed: an F16 input stays F16 */
-                add_fallback(fb, &n_fb, asked, target, 0);
-                n_fell++;
-            } else if (target != asked) {
-                add_fallback(same, &n_same, asked, target, 0);
-            }
-        }
-        /* a source holding NaN or Inf is refused: the quantizers would hide a NaN (the block max skips it)
-           and write an Inf scale. A copied tensor is scanned whole; a re-quantized one row by row below,
-           as each row is dequantized anyway (the scan then only words the message) */
-        const int requant = target != t->type && t->n_dims >= 2;
-        if (!requant && (rc = refuse_non_finite(in, t)) != ATS_EXIT_OK) goto done;
-        if (requant) {
-            int64_t rows = t->ne[1] * t->ne[2] * t->ne[3], n = t->ne[0];
-            uint64_t rb_in, rb_out;
-            ats_qtype_bytes(t->type, n, &rb_in);
-            ats_qtype_bytes(target, n, &rb_out);
-            uint8_t *buf = malloc((size_t)(rb_out * (uint64_t)rows));
-            float *row = malloc((size_t)n * sizeof(float));
-            float *back = malloc((size_t)n * sizeof(float));
-            int64_t bad_row = -1, bad_col = 0;
-            if (!buf || !row || !back) {
-                free(buf);
-                free(row);
-                free(back);
-                rc = ATS_EXIT_FAIL;
-                goto done;
-            }
-            for (int64_t r = 0; r < rows && bad_row < 0; r++) {
-                uint8_t *q = buf + (size_t)(rb_out * (uint64_t)r);
-                ex_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)(rb_in * (uint64_t)r), row, n);
-                int64_t j = 0;
-                while (j < n && isfinite(row[j])) j++;
-                if (j < n && (rc = refuse_non_finite(in, t)) != ATS_EXIT_OK) {
-                    free(buf);
-                    free(row);
-                    free(back);
-                    goto done;
-                }
-                ex_quantize_row(target, row, q, n);
-                /* finite source, yet a block scale (or an F16 value) past F16's 65504 is Inf: read the row
-                   back and name the largest source value of the first block that did not survive */
-                ex_dequantize_row(target, q, back, n);
-                for (int64_t j = 0; j < n && bad_row < 0; j++)
-                    if (!isfinite(back[j])) {
-                        int64_t be = ats_qtype_block_elems(target), j0 = j / be * be;
-                        bad_row = r, bad_col = j0;
-                        for (int64_t k = j0; k < j0 + be; k++)
-                            if (fabsf(row[k]) > fabsf(row[bad_col])) bad_col = k;
-                    }
-            }
-            if (bad_row >= 0) {
-                char where[64] = "";
-                if (t->ne[2] * t->ne[3] > 1)
-                    snprintf(where, sizeof where, "expert %lld, ", (long long)(bad_row / t->ne[1]));
-                if (target == ATS_Q_F16)
-                    ats_cli_error("quantize", "%s: tensor '%s': %srow %lld, element %lld = %g does not fit F16 (max 65504)%s%s%s (nothing written)",
-                                  in, t->name, where, (long long)(bad_row % t->ne[1]), (long long)bad_col, (double)row[bad_col],
-                                  asked != ATS_Q_F16 ? ", the fallback of " : "", asked != ATS_Q_F16 ? ats_qtype_name(asked) : "",
-                                  asked != ATS_Q_F16 ? " for its row length" : "");
-                else
-                    ats_cli_error("quantize", "%s: tensor '%s': %srow %lld, element %lld = %g does not fit %s (its block scale overflows F16, max 65504) (nothing written)",
-                                  in, t->name, where, (long long)(bad_row % t->ne[1]), (long long)bad_col, (double)row[bad_col],
-                                  ats_qtype_name(target));
-                free(buf);
-                free(row);
-                free(back);
-                rc = ATS_EXIT_USAGE;
-                goto done;
-            }
-            free(row);
-            free(back);
-            o->type = target;
-            o->data = buf;
-            o->bytes = rb_out * (uint64_t)rows;
-            n_changed++;
-            fprintf(stderr, "ats quantize: %-28s [%lld, %lld, %lld] %s -> %s\n", t->name, (long long)t->ne[0],
-                    (long long)t->ne[1], (long long)t->ne[2], ats_qtype_name(t->type), ats_qtype_name(target));
-        }
-        bytes_out += o->bytes;
-    }
-    st = ex_gguf_write(out, n_out_kv, kv, kvl, nt, ot, ex_gguf_alignment(g), &err);
-    if (st != ATS_OK) {
-        ats_cli_error("quantize", "%s", err.msg);
-        rc = ATS_EXIT_FAIL;
-    } else {
-        fprintf(stderr, "ats quantize: %s -> %s: %lld of %lld tensors re-quantized, %.3f MiB -> %.3f MiB\n", in, out,
-                (long long)n_changed, (long long)nt, (double)bytes_in / 1048576.0, (double)bytes_out / 1048576.0);
-        if (n_fell) { /* one line: e.g. "31 Q4_K -> Q4_0 (row length not a multiple of 256)" */
-            fprintf(stderr, "ats quantize: note: %lld of %lld matrices fell back to another type:", (long long)n_fell,
-                    (long long)n_mat);
-            print_fallbacks(fb, n_fb);
-        }
-        if (n_changed == 0 && n_mat > 0 && n_asked == 0) { /* say why the output has no matrix of --type */
-            fprintf(stderr, "ats quantize: note: no tensor re-quantized: every matrix already has the type --type %s "
-                            "gives it here:", type_name);
-            print_fallbacks(same, n_same);
-        } else if (n_head_kept) {
-            int k = 0;
-            while (!same[k].kept) k++;
-            fprintf(stderr, "ats quantize: note:");
-            print_fallbacks(&same[k], 1);
-        }
-    }
-done:
-    if (ot)
-        for (int64_t i = 0; i < nt; i++)
-            if (ot[i].data != ex_gguf_tensor_at(g, i)->data) free((void *)ot[i].data);
-    free(ot);
-    free(kv);
-    free(kvl);
-    ex_gguf_free(g);
-    return rc;
+    print_report(in, out, type_name, &rep);
+    return ATS_EXIT_OK;
 }

@@ -45,7 +45,18 @@ static void usage(FILE *f)
     fputs(ats_cli_pin_help, f);
 }
 
-int ats_cmd_record(int argc, char **argv)
+/* what the flags of ats record ask for */
+typedef struct record_args {
+    ld_probe_opts po;
+    ld_record_opts ro;
+    const char *out, *base_in, *base_out, *descr;
+    char machine[256];
+    double base_s;
+    int base_s_given, probe_ms_given, device_given, slice_given;
+} record_args;
+
+/* the flags into a: ATS_EXIT_OK, ATS_EXIT_USAGE after one line, -1 after --help */
+static int parse_args(int argc, char **argv, record_args *a)
 {
     static const struct option lo[] = {
         {"out", required_argument, 0, 'o'},         {"duration", required_argument, 0, 'd'},
@@ -56,14 +67,8 @@ int ats_cmd_record(int argc, char **argv)
         {"description", required_argument, 0, 'x'}, {"progress", no_argument, 0, 'p'},
         {"cpu-probe-ms", required_argument, 0, 'P'}, {"slice-us", required_argument, 0, 'u'},
         {"pin", no_argument, 0, 'n'},               {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    ld_probe_opts po = ld_probe_opts_default();
-    po.stop = &ats_cli_stop; /* a signal cuts a probe in progress */
-    ld_record_opts ro = ld_record_opts_default();
-    const char *out = NULL, *base_in = NULL, *base_out = NULL, *descr = NULL;
-    char machine[256] = "";
-    double base_s = 3.0;
     long long v;
-    int c, li = 0, base_s_given = 0, probe_ms_given = 0, device_given = 0, slice_given = 0;
+    int c, li = 0;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
     const char *seen[256] = {0};
@@ -77,16 +82,16 @@ int ats_cmd_record(int argc, char **argv)
             if (ats_cli_file_value("record", flag, optarg)) return ATS_EXIT_USAGE;
         }
         switch (c) {
-        case 'o': out = optarg; break;
-        case 'b': base_in = optarg; break;
-        case 'S': base_out = optarg; break;
-        case 'x': descr = optarg; break;
-        case 'm': snprintf(machine, sizeof machine, "%s", optarg); break;
-        case 'C': po.use_gpu = 0; break;
-        case 'p': ro.progress = 1; break;
+        case 'o': a->out = optarg; break;
+        case 'b': a->base_in = optarg; break;
+        case 'S': a->base_out = optarg; break;
+        case 'x': a->descr = optarg; break;
+        case 'm': snprintf(a->machine, sizeof a->machine, "%s", optarg); break;
+        case 'C': a->po.use_gpu = 0; break;
+        case 'p': a->ro.progress = 1; break;
         case 'd': case 'i': case 'B': {
-            double *dst = c == 'd' ? &ro.duration_s : c == 'i' ? &ro.interval_s : &base_s;
-            if (c == 'B') base_s_given = 1;
+            double *dst = c == 'd' ? &a->ro.duration_s : c == 'i' ? &a->ro.interval_s : &a->base_s;
+            if (c == 'B') a->base_s_given = 1;
             if (ats_cli_parse_double(optarg, dst) || !(*dst > 0) || *dst > 1e7) {
                 ats_cli_error("record", "--%s '%s': need a number of seconds in (0, 1e7]",
                               c == 'd' ? "duration" : c == 'i' ? "interval" : "baseline-s", optarg);
@@ -94,10 +99,10 @@ int ats_cmd_record(int argc, char **argv)
             }
             break;
         }
-        case 'n': po.pin = 1; break;
+        case 'n': a->po.pin = 1; break;
         case 'u':
-            if (ats_cli_parse_slice_us("record", optarg, &po.slice_ns)) return ATS_EXIT_USAGE;
-            slice_given = 1;
+            if (ats_cli_parse_slice_us("record", optarg, &a->po.slice_ns)) return ATS_EXIT_USAGE;
+            a->slice_given = 1;
             break;
         case 'P': {
             double ms;
@@ -105,8 +110,8 @@ int ats_cmd_record(int argc, char **argv)
                 ats_cli_error("record", "--cpu-probe-ms '%s': need milliseconds in [0.5, 200]", optarg);
                 return ATS_EXIT_USAGE;
             }
-            po.cpu_target_s = ms * 1e-3;
-            probe_ms_given = 1;
+            a->po.cpu_target_s = ms * 1e-3;
+            a->probe_ms_given = 1;
             break;
         }
         case 't': case 'D':
@@ -116,10 +121,10 @@ int ats_cmd_record(int argc, char **argv)
                               optarg, c == 't' ? 1 : 0, c == 't' ? 1024 : 4096);
                 return ATS_EXIT_USAGE;
             }
-            if (c == 't') po.threads = (int)v;
-            else po.device = (int)v, device_given = 1;
+            if (c == 't') a->po.threads = (int)v;
+            else a->po.device = (int)v, a->device_given = 1;
             break;
-        case 'h': usage(stdout); return ATS_EXIT_OK;
+        case 'h': usage(stdout); return -1;
         case ':':
             ats_cli_missing_value("record", argv[optind - 1], optopt);
             return ATS_EXIT_USAGE;
@@ -128,115 +133,98 @@ int ats_cmd_record(int argc, char **argv)
             return ATS_EXIT_USAGE;
         }
     }
+    return ATS_EXIT_OK;
+}
+
+/* what does not go together, the paths checked before the work, the machine's name: ATS_EXIT_OK or
+   ATS_EXIT_USAGE after one line */
+static int check_args(int argc, char **argv, record_args *a)
+{
     if (optind != argc) {
         ats_cli_error("record", "unexpected argument '%s' (ats record --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
-    if (!out && !base_out) {
+    if (!a->out && !a->base_out) {
         ats_cli_error("record", "--out FILE is required (or --save-baseline FILE alone; ats record --help)");
         return ATS_EXIT_USAGE;
     }
-    if (ro.interval_s < 0.01) {
-        ats_cli_error("record", "--interval %g s: below 0.01 s the probes would dominate", ro.interval_s);
+    if (a->ro.interval_s < 0.01) {
+        ats_cli_error("record", "--interval %g s: below 0.01 s the probes would dominate", a->ro.interval_s);
         return ATS_EXIT_USAGE;
     }
-    if (out && ro.interval_s > ro.duration_s) {
+    if (a->out && a->ro.interval_s > a->ro.duration_s) {
         ats_cli_error("record", "--interval %g s is longer than --duration %g s: at most one sample; give an interval "
-                                "<= the duration", ro.interval_s, ro.duration_s);
+                                "<= the duration", a->ro.interval_s, a->ro.duration_s);
         return ATS_EXIT_USAGE;
     }
-    if (base_in && probe_ms_given) {
+    if (a->base_in && a->probe_ms_given) {
         ats_cli_error("record", "--baseline FILE and --cpu-probe-ms do not combine: the probe size is the file's "
                                 "(set it when the baseline is measured)");
         return ATS_EXIT_USAGE;
     }
-    if (base_in) atsc_in_note(base_in); /* the input first: an output naming it is refused here */
-    if (out && base_out && atsc_out_same_target(out, base_out)) {
-        ats_cli_error("record", "--out and --save-baseline name the same file '%s' (give two paths)", out);
+    if (a->base_in) atsc_in_note(a->base_in); /* the input first: an output naming it is refused here */
+    if (a->out && a->base_out && atsc_out_same_target(a->out, a->base_out)) {
+        ats_cli_error("record", "--out and --save-baseline name the same file '%s' (give two paths)", a->out);
         return ATS_EXIT_USAGE;
     }
-    if (ats_cli_check_out("record", "--out", out) || ats_cli_check_out("record", "--save-baseline", base_out))
+    if (ats_cli_check_out("record", "--out", a->out) || ats_cli_check_out("record", "--save-baseline", a->base_out))
         return ATS_EXIT_USAGE; /* before the recording, not after its whole duration */
-    if (!machine[0] && gethostname(machine, sizeof machine) != 0) snprintf(machine, sizeof machine, "unknown");
-    machine[sizeof machine - 1] = '\0';
+    if (!a->machine[0] && gethostname(a->machine, sizeof a->machine) != 0) snprintf(a->machine, sizeof a->machine, "unknown");
+    a->machine[sizeof a->machine - 1] = '\0';
 
-    ats_cli_catch_stop_signals();
+    return ATS_EXIT_OK;
+}
 
+/* the idle baseline measured here (without --baseline, or with --baseline-s: then re-measured with the
+   file's settings and compared with the file's times in `rebased`, 160 bytes). ATS_EXIT_OK or ATS_EXIT_FAIL */
+static int measure_baseline(const record_args *a, ld_probe *p, ld_baseline *base, char *rebased)
+{
     ats_err err = {{0}};
-    ld_baseline base;
-    if (base_in) {
-        if (ats_cli_load_baseline("record", base_in, po.threads, slice_given, &po.slice_ns, "the probes", &base))
-            return ATS_EXIT_USAGE;
-        ld_probe_opts_from_baseline(&po, &base); /* the very probes the baseline timed */
-    }
-    ld_probe *p = NULL;
-    if (ld_probe_new(&po, &p, &err) != ATS_OK) {
-        fprintf(stderr, "ats record: %s\n", err.msg);
-        return ATS_EXIT_FAIL;
-    }
-    int gpu = ld_probe_has_gpu(p);
-    if (!gpu)
-        fprintf(stderr, "ats record: %s: recording the CPU only (gpu_avail and pcie_avail written as 1)\n",
-                po.use_gpu ? "no CUDA device" : "--cpu-only");
-    if (!gpu && device_given) /* as ats stress words hogs it cannot run: the option, why, what happens */
-        fprintf(stderr, "ats record: --device %d: %s; no GPU or PCIe probe runs\n", po.device,
-                po.use_gpu ? "no such CUDA device here" : "not used (--cpu-only)");
-    if (base_in && gpu && (base.t_s[ATSC_RES_GPU] != base.t_s[ATSC_RES_GPU])) {
-        fprintf(stderr, "ats record: %s: the baseline has no GPU/PCIe times but this machine has a GPU; "
-                        "measure a baseline here (--save-baseline)\n", base_in);
-        ld_probe_free(p);
-        return ATS_EXIT_USAGE;
-    }
-    char pdesc[768];
-    ld_probe_describe(p, pdesc, sizeof pdesc);
-    fprintf(stderr, "ats record: %s\n", pdesc);
-    int rc = ATS_EXIT_OK;
-    atsc_trace *tr = NULL;
     double file_t[ATSC_RES_COUNT] = {NAN, NAN, NAN}; /* --baseline FILE --baseline-s S: the file's times */
     /* ld_probe_baseline takes max(3, ceil(S / interval)) probe sets, one every --interval: say that span */
-    const double base_span_s = fmax(3.0, ceil(base_s / ro.interval_s)) * ro.interval_s;
-    if (!base_in || base_s_given) {
-        if (base_in) memcpy(file_t, base.t_s, sizeof file_t);
+    const double base_span_s = fmax(3.0, ceil(a->base_s / a->ro.interval_s)) * a->ro.interval_s;
+    if (!a->base_in || a->base_s_given) {
+        if (a->base_in) memcpy(file_t, base->t_s, sizeof file_t);
         fprintf(stderr, "ats record: measuring the idle baseline for %g s%s (keep the machine idle)\n", base_span_s,
-                base_in ? " with the settings of --baseline" : "");
-        if (ld_probe_baseline(p, base_s, ro.interval_s, &ats_cli_stop, &base, &err) != ATS_OK) {
+                a->base_in ? " with the settings of --baseline" : "");
+        if (ld_probe_baseline(p, a->base_s, a->ro.interval_s, &ats_cli_stop, base, &err) != ATS_OK) {
             fprintf(stderr, "ats record: %s\n", err.msg);
-            rc = ATS_EXIT_FAIL;
-            goto done;
+            return ATS_EXIT_FAIL;
         }
     }
-    if (isnan(base.t_s[1]))
-        fprintf(stderr, "ats record: baseline probe time: cpu %.4g ms (no GPU or PCIe probe)\n", 1e3 * base.t_s[0]);
+    if (isnan(base->t_s[1]))
+        fprintf(stderr, "ats record: baseline probe time: cpu %.4g ms (no GPU or PCIe probe)\n", 1e3 * base->t_s[0]);
     else
         fprintf(stderr, "ats record: baseline probe times: cpu %.4g ms, gpu %.4g ms, pcie %.4g ms\n",
-                1e3 * base.t_s[0], 1e3 * base.t_s[1], 1e3 * base.t_s[2]);
-    char rebased[160] = "";
+                1e3 * base->t_s[0], 1e3 * base->t_s[1], 1e3 * base->t_s[2]);
+    rebased[0] = '\0';
     if (!isnan(file_t[0])) {
-        size_t l = (size_t)snprintf(rebased, sizeof rebased, "re-measured here over %g s (--baseline's: cpu %.4g ms",
+        size_t l = (size_t)snprintf(rebased, 160, "re-measured here over %g s (--baseline's: cpu %.4g ms",
                                     base_span_s, 1e3 * file_t[0]);
-        if (!isnan(file_t[1]) && !isnan(base.t_s[1]))
-            snprintf(rebased + l, sizeof rebased - l, ", gpu %.4g ms, pcie %.4g ms", 1e3 * file_t[1], 1e3 * file_t[2]);
-        strncat(rebased, ")", sizeof rebased - strlen(rebased) - 1);
-        fprintf(stderr, "ats record: idle times %s: cpu x%.3f\n", rebased, base.t_s[0] / file_t[0]);
-        if (!(base.t_s[0] / file_t[0] >= 0.8 && base.t_s[0] / file_t[0] <= 1.25))
+        if (!isnan(file_t[1]) && !isnan(base->t_s[1]))
+            snprintf(rebased + l, 160 - l, ", gpu %.4g ms, pcie %.4g ms", 1e3 * file_t[1], 1e3 * file_t[2]);
+        strncat(rebased, ")", 160 - strlen(rebased) - 1);
+        fprintf(stderr, "ats record: idle times %s: cpu x%.3f\n", rebased, base->t_s[0] / file_t[0]);
+        if (!(base->t_s[0] / file_t[0] >= 0.8 && base->t_s[0] / file_t[0] <= 1.25))
             fprintf(stderr, "ats record: warning: the re-measured idle CPU time is x%.3f the file's: the file is from "
-                            "elsewhere, or this machine was not idle while re-measuring\n", base.t_s[0] / file_t[0]);
+                            "elsewhere, or this machine was not idle while re-measuring\n", base->t_s[0] / file_t[0]);
     }
-    if (base_out) {
-        if (ld_baseline_save(&base, base_out, &err) != ATS_OK) {
-            fprintf(stderr, "ats record: %s\n", err.msg);
-            rc = ATS_EXIT_FAIL;
-            goto done;
-        }
-        printf("wrote baseline %s\n", base_out);
-    }
-    if (!out) goto done;
-    ro.stop = &ats_cli_stop;
+    return ATS_EXIT_OK;
+}
+
+/* the recording into the trace file --out, its attributes, the summary lines. ATS_EXIT_OK or ATS_EXIT_FAIL */
+static int record_trace(int argc, char **argv, record_args *a, ld_probe *p, const ld_baseline *base,
+                        const char *rebased, const char *pdesc)
+{
+    ats_err err = {{0}};
+    atsc_trace *tr = NULL;
+    int rc = ATS_EXIT_OK;
+    a->ro.stop = &ats_cli_stop;
     long waits0 = 0, timeouts0 = 0; /* the baseline's probes waited too: count the recording's only */
     double wait_s0 = 0;
     ld_probe_lock_stats(p, &waits0, &wait_s0, &timeouts0, NULL);
     ld_record_stats stats;
-    if (ld_record_run(p, &base, &ro, &tr, &stats, &err) != ATS_OK) {
+    if (ld_record_run(p, base, &a->ro, &tr, &stats, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
         rc = ATS_EXIT_FAIL;
         goto done;
@@ -247,18 +235,18 @@ int ats_cmd_record(int argc, char **argv)
         snprintf(cmdline + l, sizeof cmdline - l, strpbrk(argv[i], " \t;()") ? " '%s'" : " %s", argv[i]);
     }
     snprintf(tr->source, sizeof tr->source, "%s", cmdline);
-    snprintf(tr->machine, sizeof tr->machine, "%s", machine);
+    snprintf(tr->machine, sizeof tr->machine, "%s", a->machine);
     /* a --description near the attribute's size cuts the probe description's tail (said on stderr) */
     if (snprintf(tr->description, sizeof tr->description,
              "%s%srecorded %zu samples every %g s over %.1f s%s; probe duty cycle %.2f%% (cpu %.2f%%, gpu %.2f%%, "
              "pcie %.2f%%); baseline probe times [ms] cpu %.4g gpu %.4g pcie %.4g%s%s; %s",
-             descr ? descr : "", descr ? "; " : "", stats.samples, ro.interval_s, stats.wall_s,
+             a->descr ? a->descr : "", a->descr ? "; " : "", stats.samples, a->ro.interval_s, stats.wall_s,
              ats_cli_stop ? " (stopped early by a signal)" : "", 100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s,
-             100 * stats.probe_s[1] / stats.wall_s, 100 * stats.probe_s[2] / stats.wall_s, 1e3 * base.t_s[0],
-             1e3 * base.t_s[1], 1e3 * base.t_s[2], rebased[0] ? " " : "", rebased, pdesc) >= (int)sizeof tr->description)
+             100 * stats.probe_s[1] / stats.wall_s, 100 * stats.probe_s[2] / stats.wall_s, 1e3 * base->t_s[0],
+             1e3 * base->t_s[1], 1e3 * base->t_s[2], rebased[0] ? " " : "", rebased, pdesc) >= (int)sizeof tr->description)
         fprintf(stderr, "ats record: note: the trace's description attribute is cut at %zu bytes\n",
                 sizeof tr->description - 1);
-    if (atsc_trace_save(tr, out, &err) != ATS_OK) {
+    if (atsc_trace_save(tr, a->out, &err) != ATS_OK) {
         fprintf(stderr, "ats record: %s\n", err.msg);
         rc = ATS_EXIT_FAIL;
         goto done;
@@ -267,7 +255,7 @@ int ats_cmd_record(int argc, char **argv)
     for (int r = 0; r < ATSC_RES_COUNT; r++) atsc_trace_stats(tr, (enum atsc_resource)r, span, &mean[r], NULL, NULL);
     printf("wrote %s: %zu samples over %.1f s%s; mean availability cpu %.3f gpu %.3f pcie %.3f; probe duty cycle "
            "%.2f%% (cpu %.2f%%, gpu %.2f%%, pcie %.2f%%)\n",
-           out, stats.samples, stats.wall_s, ats_cli_stop ? " (stopped early)" : "", mean[0], mean[1], mean[2],
+           a->out, stats.samples, stats.wall_s, ats_cli_stop ? " (stopped early)" : "", mean[0], mean[1], mean[2],
            100 * stats.duty, 100 * stats.probe_s[0] / stats.wall_s, 100 * stats.probe_s[1] / stats.wall_s,
            100 * stats.probe_s[2] / stats.wall_s);
     long waits, timeouts;
@@ -285,6 +273,59 @@ int ats_cmd_record(int argc, char **argv)
                "without the lock (its holder busy > 0.2 s)\n", waits, stats.samples, 1e3 * wait_s, timeouts);
 done:
     atsc_trace_free(tr);
+    return rc;
+}
+
+int ats_cmd_record(int argc, char **argv)
+{
+    record_args A = {.po = ld_probe_opts_default(), .ro = ld_record_opts_default(), .base_s = 3.0}, *a = &A;
+    a->po.stop = &ats_cli_stop; /* a signal cuts a probe in progress */
+    int rc = parse_args(argc, argv, a);
+    if (rc) return rc < 0 ? ATS_EXIT_OK : rc;
+    if ((rc = check_args(argc, argv, a))) return rc;
+    ats_cli_catch_stop_signals();
+
+    ats_err err = {{0}};
+    ld_baseline base;
+    if (a->base_in) {
+        if (ats_cli_load_baseline("record", a->base_in, a->po.threads, a->slice_given, &a->po.slice_ns, "the probes", &base))
+            return ATS_EXIT_USAGE;
+        ld_probe_opts_from_baseline(&a->po, &base); /* the very probes the baseline timed */
+    }
+    ld_probe *p = NULL;
+    if (ld_probe_new(&a->po, &p, &err) != ATS_OK) {
+        fprintf(stderr, "ats record: %s\n", err.msg);
+        return ATS_EXIT_FAIL;
+    }
+    int gpu = ld_probe_has_gpu(p);
+    if (!gpu)
+        fprintf(stderr, "ats record: %s: recording the CPU only (gpu_avail and pcie_avail written as 1)\n",
+                a->po.use_gpu ? "no CUDA device" : "--cpu-only");
+    if (!gpu && a->device_given) /* as ats stress words hogs it cannot run: the option, why, what happens */
+        fprintf(stderr, "ats record: --device %d: %s; no GPU or PCIe probe runs\n", a->po.device,
+                a->po.use_gpu ? "no such CUDA device here" : "not used (--cpu-only)");
+    if (a->base_in && gpu && (base.t_s[ATSC_RES_GPU] != base.t_s[ATSC_RES_GPU])) {
+        fprintf(stderr, "ats record: %s: the baseline has no GPU/PCIe times but this machine has a GPU; "
+                        "measure a baseline here (--save-baseline)\n", a->base_in);
+        ld_probe_free(p);
+        return ATS_EXIT_USAGE;
+    }
+    char pdesc[768];
+    ld_probe_describe(p, pdesc, sizeof pdesc);
+    fprintf(stderr, "ats record: %s\n", pdesc);
+    char rebased[160];
+    if ((rc = measure_baseline(a, p, &base, rebased))) goto done;
+    if (a->base_out) {
+        if (ld_baseline_save(&base, a->base_out, &err) != ATS_OK) {
+            fprintf(stderr, "ats record: %s\n", err.msg);
+            rc = ATS_EXIT_FAIL;
+            goto done;
+        }
+        printf("wrote baseline %s\n", a->base_out);
+    }
+    if (!a->out) goto done;
+    rc = record_trace(argc, argv, a, p, &base, rebased, pdesc);
+done:
     ld_probe_free(p);
     return ats_cli_exit_after_signal(rc);
 }

@@ -59,7 +59,7 @@ static void usage(FILE *f)
             "below what the hogs reach too; segments past the first 96 are counted); --log writes every\n"
             "control step as CSV. --probes 5 is the default since H200 fig13 runs with a recorder beside the\n"
             "stressor kept every loaded phase within 10 %% in 3 of 3 runs with 5 or 6 probe sets and in 1 of 4\n"
-            "with 3 (traces/README.md).\n"
+            "with 3 (experiments/stress-accuracy/README.md).\n"
             "Open loop (no --baseline): duties from the model (or --calibration) only; K defaults to the\n"
             "fewest hogs that reach the trace's lowest value (at most 64; a lower target is noted).\n"
             "--duration 0 (the default): the whole trace. --calibrate measures the probe availability (as\n"
@@ -143,7 +143,19 @@ static int parse_stagger(const char *arg, unsigned *mask)
     return 0;
 }
 
-int ats_cmd_stress(int argc, char **argv)
+/* what the flags of ats stress ask for */
+typedef struct stress_args {
+    ld_stress_opts so;
+    const char *trace, *calib_in, *calib_out, *base_in, *log_out;
+    int closed_flags; /* closed-loop options given */
+    int calib_flags;  /* --settle / --measure given (--calibrate only) */
+    double settle, measure;
+    int cpu_only, slice_given;
+} stress_args;
+
+/* the flags into a: ATS_EXIT_OK, ATS_EXIT_USAGE after one line, or -1 after --help. One getopt loop
+   over all 27 options of `ats stress` (a case per option or group; ~105 lines) */
+static int parse_args(int argc, char **argv, stress_args *a)
 {
     static const struct option lo[] = {
         {"trace", required_argument, 0, 'T'},       {"duration", required_argument, 0, 'd'},
@@ -160,12 +172,7 @@ int ats_cmd_stress(int argc, char **argv)
         {"slice-us", required_argument, 0, 'u'},    {"stagger", required_argument, 0, 'G'},
         {"pin", no_argument, 0, 'N'},               {"pin-hogs", no_argument, 0, 'H'},
         {"baseline-s", required_argument, 0, 'B'},  {0, 0, 0, 0}};
-    ld_stress_opts so = ld_stress_opts_default();
-    const char *trace = NULL, *calib_in = NULL, *calib_out = NULL, *base_in = NULL, *log_out = NULL;
-    int closed_flags = 0; /* closed-loop options given */
-    int calib_flags = 0;  /* --settle / --measure given (--calibrate only) */
-    double settle = 1.0, measure = 2.0;
-    int cpu_only = 0, c, li = 0, slice_given = 0;
+    int c, li = 0;
     long long v;
     optind = 1;
     opterr = 0; /* one line of our own per bad option, not getopt's plus the usage */
@@ -179,30 +186,30 @@ int ats_cmd_stress(int argc, char **argv)
             if (ats_cli_file_value("stress", flag, optarg)) return ATS_EXIT_USAGE;
         }
         switch (c) {
-        case 'T': trace = optarg; break;
-        case 'c': calib_in = optarg; break;
-        case 'C': calib_out = optarg; break;
-        case 'o': cpu_only = 1; break;
-        case 'v': so.verbose = 1; break;
-        case 'N': so.pin = 1; break;
-        case 'H': so.pin_hogs = 1; break;
-        case 'b': base_in = optarg; break;
-        case 'L': log_out = optarg; closed_flags = 1; break;
+        case 'T': a->trace = optarg; break;
+        case 'c': a->calib_in = optarg; break;
+        case 'C': a->calib_out = optarg; break;
+        case 'o': a->cpu_only = 1; break;
+        case 'v': a->so.verbose = 1; break;
+        case 'N': a->so.pin = 1; break;
+        case 'H': a->so.pin_hogs = 1; break;
+        case 'b': a->base_in = optarg; break;
+        case 'L': a->log_out = optarg; a->closed_flags = 1; break;
         case 'u':
-            if (ats_cli_parse_slice_us("stress", optarg, &so.hog_slice_ns)) return ATS_EXIT_USAGE;
-            slice_given = 1;
+            if (ats_cli_parse_slice_us("stress", optarg, &a->so.hog_slice_ns)) return ATS_EXIT_USAGE;
+            a->slice_given = 1;
             break;
         case 'G':
-            if (parse_stagger(optarg, &so.stagger)) return ATS_EXIT_USAGE;
+            if (parse_stagger(optarg, &a->so.stagger)) return ATS_EXIT_USAGE;
             break;
         case 'd': case 'w': case 'P': case 's': case 'm': case 'i': case 'g': case 'R': {
-            double *dst = c == 'd' ? &so.duration_s : c == 'w' ? &so.delay_s : c == 'P' ? &so.period_s
-                        : c == 's' ? &settle : c == 'm' ? &measure : c == 'i' ? &so.interval_s
-                        : c == 'g' ? &so.ki_per_s : &so.settle_s;
+            double *dst = c == 'd' ? &a->so.duration_s : c == 'w' ? &a->so.delay_s : c == 'P' ? &a->so.period_s
+                        : c == 's' ? &a->settle : c == 'm' ? &a->measure : c == 'i' ? &a->so.interval_s
+                        : c == 'g' ? &a->so.ki_per_s : &a->so.settle_s;
             const char *name = c == 'd' ? "duration" : c == 'w' ? "delay" : c == 'P' ? "period" : c == 's' ? "settle"
                              : c == 'm' ? "measure" : c == 'i' ? "interval" : c == 'g' ? "gain" : "report-margin";
-            if (c == 'i' || c == 'g' || c == 'R') closed_flags = 1;
-            if (c == 's' || c == 'm') calib_flags = 1;
+            if (c == 'i' || c == 'g' || c == 'R') a->closed_flags = 1;
+            if (c == 's' || c == 'm') a->calib_flags = 1;
             if (ats_cli_parse_double(optarg, dst) || *dst < 0 || (c == 'P' && !(*dst >= 1e-3 && *dst <= 10)) ||
                 (c == 'i' && !(*dst >= 0.05 && *dst <= 60)) || (c == 'g' && !(*dst > 0 && *dst <= 100)) ||
                 (c != 'g' && *dst > 1e7)) {
@@ -214,19 +221,19 @@ int ats_cmd_stress(int argc, char **argv)
             break;
         }
         case 'B':
-            if (ats_cli_parse_double(optarg, &so.rebaseline_s) || !(so.rebaseline_s >= 0.3 && so.rebaseline_s <= 600)) {
+            if (ats_cli_parse_double(optarg, &a->so.rebaseline_s) || !(a->so.rebaseline_s >= 0.3 && a->so.rebaseline_s <= 600)) {
                 ats_cli_error("stress", "--baseline-s '%s': need 0.3 .. 600 s of idle probes", optarg);
                 return ATS_EXIT_USAGE;
             }
-            closed_flags = 1;
+            a->closed_flags = 1;
             break;
         case 'n':
             if (ats_cli_parse_int(optarg, &v) || v < 1 || v > 100) {
                 ats_cli_error("stress", "--probes '%s': need 1 .. 100 probe sets per interval", optarg);
                 return ATS_EXIT_USAGE;
             }
-            so.probes = (int)v;
-            closed_flags = 1;
+            a->so.probes = (int)v;
+            a->closed_flags = 1;
             break;
         case 't': case 'D': case '0': case '1': case '2': {
             const char *name = c == 't' ? "threads" : c == 'D' ? "device" : c == '0' ? "hogs-cpu"
@@ -236,12 +243,12 @@ int ats_cmd_stress(int argc, char **argv)
                 ats_cli_error("stress", "--%s '%s': need an integer %d .. %d", name, optarg, lo_v, hi_v);
                 return ATS_EXIT_USAGE;
             }
-            if (c == 't') so.threads = (int)v;
-            else if (c == 'D') so.device = (int)v;
-            else so.k[c - '0'] = (int)v;
+            if (c == 't') a->so.threads = (int)v;
+            else if (c == 'D') a->so.device = (int)v;
+            else a->so.k[c - '0'] = (int)v;
             break;
         }
-        case 'h': usage(stdout); return ATS_EXIT_OK;
+        case 'h': usage(stdout); return -1;
         case ':':
             ats_cli_missing_value("stress", argv[optind - 1], optopt);
             return ATS_EXIT_USAGE;
@@ -250,95 +257,95 @@ int ats_cmd_stress(int argc, char **argv)
             return ATS_EXIT_USAGE;
         }
     }
+    return ATS_EXIT_OK;
+}
+
+/* flags that do not go together, or not without another: one line and ATS_EXIT_USAGE */
+static int check_args(int argc, char **argv, const stress_args *a)
+{
     if (optind != argc) {
         ats_cli_error("stress", "unexpected argument '%s' (ats stress --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
-    if (!trace == !calib_out) {
+    if (!a->trace == !a->calib_out) {
         ats_cli_error("stress", "give exactly one of --trace T, --calibrate FILE (ats stress --help)");
         return ATS_EXIT_USAGE;
     }
-    if (closed_flags && calib_out) {
+    if (a->closed_flags && a->calib_out) {
         ats_cli_error("stress", "--interval, --probes, --gain, --log, --report-margin and --baseline-s belong to the "
                                 "closed loop (--trace T --baseline FILE), not to --calibrate");
         return ATS_EXIT_USAGE;
     }
-    if (closed_flags && !base_in) {
+    if (a->closed_flags && !a->base_in) {
         ats_cli_error("stress", "--interval, --probes, --gain, --log, --report-margin and --baseline-s belong to the "
                                 "closed loop: "
                                 "give --baseline FILE");
         return ATS_EXIT_USAGE;
     }
-    if (base_in && calib_out) {
+    if (a->base_in && a->calib_out) {
         ats_cli_error("stress", "--baseline is for following a trace (closed loop), not for --calibrate");
         return ATS_EXIT_USAGE;
     }
-    if (calib_flags && !calib_out) {
+    if (a->calib_flags && !a->calib_out) {
         ats_cli_error("stress", "--settle and --measure belong to --calibrate; they do not combine with --trace");
         return ATS_EXIT_USAGE;
     }
-    if (so.ki_per_s * so.interval_s >= 2.0) {
+    if (a->so.ki_per_s * a->so.interval_s >= 2.0) {
         ats_cli_error("stress", "--gain %g x --interval %g = %g: the loop is unstable from 2 on (keep it below 1)",
-                      so.ki_per_s, so.interval_s, so.ki_per_s * so.interval_s);
+                      a->so.ki_per_s, a->so.interval_s, a->so.ki_per_s * a->so.interval_s);
         return ATS_EXIT_USAGE;
     }
-    /* the inputs first, so that an output naming one of them is refused here, before the run */
-    char path[4096] = "";
-    if (trace) {
-        ats_cli_trace_path(trace, path, sizeof path);
-        atsc_in_note(path);
-    }
-    if (base_in) atsc_in_note(base_in);
-    if (calib_in) atsc_in_note(calib_in);
-    if (ats_cli_check_out("stress", "--calibrate", calib_out) || ats_cli_check_out("stress", "--log", log_out))
-        return ATS_EXIT_USAGE; /* before the work */
-    ats_cli_catch_stop_signals();
-    /* a write to the probe process after it died must fail with EPIPE, not end the stressor: the closed
-     * loop ignores SIGPIPE itself only where it has its default action, and main's cleanup handler
-     * (atsc_out_cleanup_signal_install) is not that */
-    signal(SIGPIPE, SIG_IGN);
-    so.stop = &ats_cli_stop;
+    return ATS_EXIT_OK;
+}
+
+/* --calibrate FILE: the hog model measured and saved; the table printed. The exit code. */
+static int run_calibrate(stress_args *a)
+{
     ats_err err = {{0}};
     enum ats_status st;
-
-    if (calib_out) {
-        for (int r = 0; r < ATSC_RES_COUNT; r++)
-            if (so.k[r] == 0) so.k[r] = 3;
-        ld_probe_opts po = ld_probe_opts_default();
-        po.slice_ns = so.hog_slice_ns; /* calibration probes as the stressor's and the recorder's */
-        po.pin = so.pin;
-        po.threads = so.threads;
-        po.device = so.device;
-        po.stop = &ats_cli_stop;
-        if (cpu_only || !ld_gpu_present(so.device)) {
-            if (!cpu_only) fprintf(stderr, "ats stress: no CUDA device: calibrating the CPU hogs only\n");
-            so.k[ATSC_RES_GPU] = so.k[ATSC_RES_PCIE] = 0;
-            po.use_gpu = 0;
-        }
-        if (!(measure > 0)) measure = 2.0;
-        ld_stress_calib cal;
-        st = ld_stress_calibrate(&so, &po, settle, measure, &cal, &err);
-        if (st == ATS_OK) st = ld_stress_calib_save(&cal, calib_out, &err);
-        if (st != ATS_OK) {
-            fprintf(stderr, "ats stress: %s\n", err.msg);
-            return ats_cli_exit_after_signal(st == ATS_ENOTFOUND ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
-        }
-        printf("%-5s %4s %8s %8s\n", "res", "hogs", "model", "measured");
-        for (int r = 0; r < ATSC_RES_COUNT; r++)
-            for (int i = 0; i < cal.n[r]; i++)
-                printf("%-5s %4d %8.3f %8.3f\n", atsc_resource_name((enum atsc_resource)r), cal.k[r], cal.model[r][i],
-                       cal.measured[r][i]);
-        printf("wrote %s\n", calib_out);
-        return ats_cli_exit_after_signal(ATS_EXIT_OK);
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        if (a->so.k[r] == 0) a->so.k[r] = 3;
+    ld_probe_opts po = ld_probe_opts_default();
+    po.slice_ns = a->so.hog_slice_ns; /* calibration probes as the stressor's and the recorder's */
+    po.pin = a->so.pin;
+    po.threads = a->so.threads;
+    po.device = a->so.device;
+    po.stop = &ats_cli_stop;
+    if (a->cpu_only || !ld_gpu_present(a->so.device)) {
+        if (!a->cpu_only) fprintf(stderr, "ats stress: no CUDA device: calibrating the CPU hogs only\n");
+        a->so.k[ATSC_RES_GPU] = a->so.k[ATSC_RES_PCIE] = 0;
+        po.use_gpu = 0;
     }
+    if (!(a->measure > 0)) a->measure = 2.0;
+    ld_stress_calib cal;
+    st = ld_stress_calibrate(&a->so, &po, a->settle, a->measure, &cal, &err);
+    if (st == ATS_OK) st = ld_stress_calib_save(&cal, a->calib_out, &err);
+    if (st != ATS_OK) {
+        fprintf(stderr, "ats stress: %s\n", err.msg);
+        return ats_cli_exit_after_signal(st == ATS_ENOTFOUND ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
+    }
+    printf("%-5s %4s %8s %8s\n", "res", "hogs", "model", "measured");
+    for (int r = 0; r < ATSC_RES_COUNT; r++)
+        for (int i = 0; i < cal.n[r]; i++)
+            printf("%-5s %4d %8.3f %8.3f\n", atsc_resource_name((enum atsc_resource)r), cal.k[r], cal.model[r][i],
+                   cal.measured[r][i]);
+    printf("wrote %s\n", a->calib_out);
+    return ats_cli_exit_after_signal(ATS_EXIT_OK);
+}
 
+/* the trace at path, --cpu-only applied, a note for hogs asked where the trace puts no load; *out new,
+   or the exit code after one line */
+static int load_trace(const stress_args *a, const char *path, atsc_trace **out)
+{
+    ats_err err = {{0}};
+    enum ats_status st;
     atsc_trace *tr = NULL;
     st = atsc_trace_load(path, &tr, &err);
     if (st != ATS_OK) {
         fprintf(stderr, "ats stress: %s\n", err.msg);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
-    if (cpu_only) { /* follow the trace's CPU column only: e.g. a recorded trace on a machine without a GPU */
+    if (a->cpu_only) { /* follow the trace's CPU column only: e.g. a recorded trace on a machine without a GPU */
         size_t n_gp = 0;
         for (size_t i = 0; i < tr->n; i++) {
             n_gp += tr->gpu_avail[i] < 1.0 || tr->pcie_avail[i] < 1.0;
@@ -348,36 +355,26 @@ int ats_cmd_stress(int argc, char **argv)
                                   "had load there)\n", n_gp, tr->n);
     }
     for (int r = ATSC_RES_GPU; r <= ATSC_RES_PCIE; r++) { /* hogs asked for a resource the trace never loads */
-        const double *a = atsc_trace_res(tr, (enum atsc_resource)r);
+        const double *av = atsc_trace_res(tr, (enum atsc_resource)r);
         int loaded = 0;
-        for (size_t i = 0; i < tr->n && !loaded; i++) loaded = a[i] < 1.0;
-        if (so.k[r] > 0 && !loaded)
+        for (size_t i = 0; i < tr->n && !loaded; i++) loaded = av[i] < 1.0;
+        if (a->so.k[r] > 0 && !loaded)
             fprintf(stderr, "ats stress: --hogs-%s %d: the trace puts no %s load%s; no %s hogs run\n",
-                    atsc_resource_name((enum atsc_resource)r), so.k[r], atsc_resource_name((enum atsc_resource)r),
-                    cpu_only ? " (--cpu-only)" : "", atsc_resource_name((enum atsc_resource)r));
+                    atsc_resource_name((enum atsc_resource)r), a->so.k[r], atsc_resource_name((enum atsc_resource)r),
+                    a->cpu_only ? " (--cpu-only)" : "", atsc_resource_name((enum atsc_resource)r));
     }
-    ld_stress_calib cal;
-    if (calib_in) {
-        if ((st = ld_stress_calib_load(calib_in, &cal, &err)) != ATS_OK) {
-            fprintf(stderr, "ats stress: %s\n", err.msg);
-            atsc_trace_free(tr);
-            return ATS_EXIT_USAGE;
-        }
-        so.calib = &cal;
-    }
-    ld_baseline base;
-    if (base_in) {
-        if (ats_cli_load_baseline("stress", base_in, so.threads, slice_given, &so.hog_slice_ns, "probes and hogs",
-                                  &base)) {
-            atsc_trace_free(tr);
-            return ATS_EXIT_USAGE;
-        }
-    }
-    /* targets below what the hogs reach (the automatic count is capped): say so before and after */
+    *out = tr;
+    return ATS_EXIT_OK;
+}
+
+/* targets below what the hogs reach (the automatic count is capped): the note said before and after the
+   run, into short_note (len bytes; "" when every target is reached) */
+static void shortfall_note(const atsc_trace *tr, const stress_args *a, char *short_note, size_t len)
+{
     int kplan[ATSC_RES_COUNT];
     double amin[ATSC_RES_COUNT];
-    unsigned short_of = ld_stress_plan_hogs(tr, &so, base_in != NULL, kplan, amin);
-    char short_note[1024] = "";
+    unsigned short_of = ld_stress_plan_hogs(tr, &a->so, a->base_in != NULL, kplan, amin);
+    short_note[0] = '\0';
     for (int r = 0; r < ATSC_RES_COUNT; r++) {
         if (!(short_of & (1u << r))) continue;
         const char *rn = atsc_resource_name((enum atsc_resource)r);
@@ -385,41 +382,35 @@ int ats_cmd_stress(int argc, char **argv)
         if (kplan[r] >= LD_STRESS_K_MAX) snprintf(hint, sizeof hint, "%d is the most --hogs-%s allows", kplan[r], rn);
         else snprintf(hint, sizeof hint, "--hogs-%s up to %d", rn, LD_STRESS_K_MAX);
         size_t l = strlen(short_note);
-        snprintf(short_note + l, sizeof short_note - l,
+        snprintf(short_note + l, len - l,
                  "%s%s: the trace's lowest target %.3g is below what %d hogs%s reach by the model (1/%d = %.3g); %s",
                  l ? "; " : "", rn, amin[r], kplan[r], r == ATSC_RES_CPU ? " per thread" : "", kplan[r] + 1,
                  1.0 / (kplan[r] + 1), hint);
     }
-    if (short_note[0]) fprintf(stderr, "ats stress: note: %s\n", short_note);
-    if (!base_in) {
-        st = ld_stress_run(tr, &so, &err);
-        atsc_trace_free(tr);
-        if (st != ATS_OK) {
-            fprintf(stderr, "ats stress: %s\n", err.msg);
-            return ats_cli_exit_after_signal(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
-        }
-        fprintf(stderr, "ats stress: open loop %s%s%s\n",
-                ats_cli_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended",
-                short_note[0] ? "; targets not reached: " : "", short_note);
-        return ats_cli_exit_after_signal(ATS_EXIT_OK);
-    }
+}
 
+/* the closed loop: the report, the --log file, the last line. The exit code. */
+static int run_closed(stress_args *a, atsc_trace *tr, const ld_baseline *base, const char *short_note)
+{
+    ats_err err = {{0}};
+    enum ats_status st;
+    int rc;
     step_log log = {0};
-    if (log_out) {
-        so.on_step = log_step;
-        so.step_ctx = &log;
+    if (a->log_out) {
+        a->so.on_step = log_step;
+        a->so.step_ctx = &log;
     }
     ld_stress_report rep;
-    if (so.rebaseline_s > 0) /* S s with no output otherwise */
+    if (a->so.rebaseline_s > 0) /* S s with no output otherwise */
         fprintf(stderr, "ats stress: --baseline-s %g: the probe process will re-measure the idle probe times "
-                        "first, before any hog starts (keep the machine idle)\n", so.rebaseline_s);
-    st = ld_stress_run_closed(tr, &so, &base, &rep, &err);
+                        "first, before any hog starts (keep the machine idle)\n", a->so.rebaseline_s);
+    st = ld_stress_run_closed(tr, &a->so, base, &rep, &err);
     atsc_trace_free(tr);
-    int rc = ATS_EXIT_OK;
+    rc = ATS_EXIT_OK;
     if (st != ATS_OK) {
         char be[ATSC_ESC_PATH];
         if (strstr(err.msg, "baseline"))
-            fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, atsc_esc(base_in, strlen(base_in), be, sizeof be));
+            fprintf(stderr, "ats stress: %s [--baseline %s]\n", err.msg, atsc_esc(a->base_in, strlen(a->base_in), be, sizeof be));
         else fprintf(stderr, "ats stress: %s\n", err.msg);
         if (!(rep.wall_s > 0)) { /* refused before the hogs ran: bad input (or no device) */
             free(log.s);
@@ -427,15 +418,15 @@ int ats_cmd_stress(int argc, char **argv)
         }
         rc = ATS_EXIT_FAIL; /* failed while running (e.g. the probe process died): report and log what ran */
     }
-    ld_stress_report_print(stdout, &rep, so.settle_s);
+    ld_stress_report_print(stdout, &rep, a->so.settle_s);
     if (short_note[0]) printf("targets not reached: %s\n", short_note);
-    if (log_out) {
-        if (log.oom) fprintf(stderr, "ats stress: --log %s: out of memory, the log is incomplete\n", log_out);
-        if (ld_text_save(log_out, "control log", write_log, &log, &err) != ATS_OK) {
+    if (a->log_out) {
+        if (log.oom) fprintf(stderr, "ats stress: --log %s: out of memory, the log is incomplete\n", a->log_out);
+        if (ld_text_save(a->log_out, "control log", write_log, &log, &err) != ATS_OK) {
             fprintf(stderr, "ats stress: %s\n", err.msg);
             rc = ATS_EXIT_FAIL;
         } else {
-            printf("wrote %s (%zu control steps)\n", log_out, log.n);
+            printf("wrote %s (%zu control steps)\n", a->log_out, log.n);
         }
         free(log.s);
     }
@@ -443,4 +434,60 @@ int ats_cmd_stress(int argc, char **argv)
             ats_cli_stop ? "stopped by a signal; all hogs ended"
             : st != ATS_OK ? "failed (above) after the report's time; all hogs ended" : "done; all hogs ended");
     return ats_cli_exit_after_signal(rc);
+}
+
+int ats_cmd_stress(int argc, char **argv)
+{
+    stress_args A = {.so = ld_stress_opts_default(), .settle = 1.0, .measure = 2.0}, *a = &A;
+    int rc = parse_args(argc, argv, a);
+    if (rc) return rc < 0 ? ATS_EXIT_OK : rc;
+    if ((rc = check_args(argc, argv, a))) return rc;
+    /* the inputs first, so that an output naming one of them is refused here, before the run */
+    char path[4096] = "";
+    if (a->trace) {
+        ats_cli_trace_path(a->trace, path, sizeof path);
+        atsc_in_note(path);
+    }
+    if (a->base_in) atsc_in_note(a->base_in);
+    if (a->calib_in) atsc_in_note(a->calib_in);
+    if (ats_cli_check_out("stress", "--calibrate", a->calib_out) || ats_cli_check_out("stress", "--log", a->log_out))
+        return ATS_EXIT_USAGE; /* before the work */
+    ats_cli_catch_stop_signals();
+    /* a write to the probe process after it died must fail with EPIPE, not end the stressor: the closed
+     * loop ignores SIGPIPE itself only where it has its default action, and main's cleanup handler
+     * (atsc_out_cleanup_signal_install) is not that */
+    signal(SIGPIPE, SIG_IGN);
+    a->so.stop = &ats_cli_stop;
+    if (a->calib_out) return run_calibrate(a);
+    atsc_trace *tr = NULL;
+    if ((rc = load_trace(a, path, &tr))) return rc;
+    ats_err err = {{0}};
+    ld_stress_calib cal;
+    if (a->calib_in) {
+        if (ld_stress_calib_load(a->calib_in, &cal, &err) != ATS_OK) {
+            fprintf(stderr, "ats stress: %s\n", err.msg);
+            atsc_trace_free(tr);
+            return ATS_EXIT_USAGE;
+        }
+        a->so.calib = &cal;
+    }
+    ld_baseline base;
+    if (a->base_in && ats_cli_load_baseline("stress", a->base_in, a->so.threads, a->slice_given, &a->so.hog_slice_ns,
+                                            "probes and hogs", &base)) {
+        atsc_trace_free(tr);
+        return ATS_EXIT_USAGE;
+    }
+    char short_note[1024];
+    shortfall_note(tr, a, short_note, sizeof short_note);
+    if (short_note[0]) fprintf(stderr, "ats stress: note: %s\n", short_note);
+    if (a->base_in) return run_closed(a, tr, &base, short_note);
+    enum ats_status st = ld_stress_run(tr, &a->so, &err);
+    atsc_trace_free(tr);
+    if (st != ATS_OK) {
+        fprintf(stderr, "ats stress: %s\n", err.msg);
+        return ats_cli_exit_after_signal(st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL);
+    }
+    fprintf(stderr, "ats stress: open loop %s%s%s\n", ats_cli_stop ? "stopped by a signal; all hogs ended" : "done; all hogs ended",
+            short_note[0] ? "; targets not reached: " : "", short_note);
+    return ats_cli_exit_after_signal(ATS_EXIT_OK);
 }

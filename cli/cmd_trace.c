@@ -1,6 +1,7 @@
 /*
  * cli/cmd_trace.c — `ats trace synth|show|import|compare`: make, inspect, import and compare load traces
- * (HDF5 schema of DESIGN.md, through common/trace_io).
+ * (HDF5 schema of DESIGN.md, through common/trace_io; synthesis and comparison: common/trace_synth).
+ * Here the flags, the checks of user input and the printing.
  */
 #include <getopt.h>
 #include <math.h>
@@ -8,162 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_randist.h>
-#include <gsl/gsl_rng.h>
-
 #include "atsc/outfile.h"
 #include "atsc/trace_import.h"
 #include "atsc/trace_io.h"
+#include "atsc/trace_synth.h"
 #include "cli.h"
 
 /* ------------------------------------------------------------------ synth ----------------------- */
 
-enum shape_kind { SH_CONST, SH_STEP, SH_RAMP, SH_BURSTS, SH_THERMAL };
-
-#define MAX_STEPS 64
 #define MAX_SHAPES 16
-
-typedef struct shape {
-    enum shape_kind kind;
-    int res;
-    int n;                        /* steps: number of (t, a) pairs; bursts: number of bursts */
-    double t[MAX_STEPS], a[MAX_STEPS];
-    double p[4];                  /* ramp t0 a0 t1 a1; thermal t0 tau amin; bursts period len a jitter */
-    double *burst_start;          /* bursts: start times (drawn from the RNG) */
-    const char *spec;             /* the SPEC as given (argv), for messages */
-} shape;
-
-static int parse_list(const char *s, double *v, int max)
-{
-    int n = 0;
-    if (s[0] && ats_cli_list_has_empty(s, ',')) return -1; /* an empty field: strtok_r would skip it */
-    char *copy = strdup(s), *save = NULL;
-    if (!copy) return -1;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (n == max || ats_cli_parse_double(tok, &v[n]) != 0) {
-            free(copy);
-            return -1;
-        }
-        n++;
-    }
-    free(copy);
-    return n;
-}
-
-static int valid_avail(double a) { return a > 0.0 && a <= 1.0; }
-
-/* Parses SPEC (see usage) into sh; on error prints one line and returns -1. */
-static int parse_shape(const char *spec, int res, shape *sh)
-{
-    memset(sh, 0, sizeof *sh);
-    sh->res = res;
-    sh->spec = spec;
-    const char *colon = strchr(spec, ':');
-    const char *args = colon ? colon + 1 : "";
-    size_t kl = colon ? (size_t)(colon - spec) : strlen(spec);
-    const char *rn = atsc_resource_name((enum atsc_resource)res);
-    double v[2 * MAX_STEPS];
-    int n = parse_list(args, v, 2 * MAX_STEPS);
-    const char *why = NULL; /* what is wrong, for the message */
-#define BAD(w) do { why = (w); goto bad; } while (0)
-    if (kl == 5 && strncmp(spec, "const", 5) == 0) {
-        sh->kind = SH_CONST;
-        if (n != 1) BAD("one number A");
-        if (!valid_avail(v[0])) BAD("A must be in (0, 1]");
-        sh->p[0] = v[0];
-    } else if (kl == 4 && strncmp(spec, "step", 4) == 0) {
-        /* step:T=A,T=A,...: parse pairs separated by '=' and ',' */
-        sh->kind = SH_STEP;
-        if (args[0] && ats_cli_list_has_empty(args, ','))
-            BAD("an empty field"); /* ('step:5=0.5,'): strtok_r below would skip it */
-        char *copy = strdup(args), *save = NULL;
-        if (!copy) return -1;
-        int k = 0;
-        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-            char *eq = strchr(tok, '=');
-            if (!eq || k == MAX_STEPS) {
-                free(copy);
-                BAD(k == MAX_STEPS ? "more than 64 steps" : "pairs T=A separated by commas");
-            }
-            *eq = '\0';
-            const char *w = ats_cli_parse_double(tok, &sh->t[k]) || ats_cli_parse_double(eq + 1, &sh->a[k])
-                                ? "T and A must be numbers"
-                            : !valid_avail(sh->a[k])                       ? "each A must be in (0, 1]"
-                            : sh->t[k] < 0                                 ? "each T must be >= 0"
-                            : k > 0 && !(sh->t[k] > sh->t[k - 1])          ? "the times T must increase"
-                                                                           : NULL;
-            if (w) {
-                free(copy);
-                BAD(w);
-            }
-            k++;
-        }
-        free(copy);
-        if (k == 0) BAD("at least one T=A");
-        sh->n = k;
-    } else if (kl == 4 && strncmp(spec, "ramp", 4) == 0) {
-        sh->kind = SH_RAMP;
-        if (n != 4) BAD("four numbers T0,A0,T1,A1");
-        if (v[0] < 0 || !(v[2] > v[0])) BAD("need 0 <= T0 < T1");
-        if (!valid_avail(v[1]) || !valid_avail(v[3])) BAD("A0 and A1 must be in (0, 1]");
-        memcpy(sh->p, v, 4 * sizeof(double));
-    } else if (kl == 6 && strncmp(spec, "bursts", 6) == 0) {
-        sh->kind = SH_BURSTS;
-        if (n == 3) v[n++] = 0.0;
-        if (n != 4) BAD("three or four numbers P,L,A[,J]");
-        if (!(v[0] > 0) || !(v[1] > 0) || !(v[1] < v[0])) BAD("need 0 < L < P (L = P: const:A)");
-        if (!valid_avail(v[2])) BAD("A must be in (0, 1]");
-        if (v[3] < 0 || v[3] > 1) BAD("J must be in [0, 1]");
-        memcpy(sh->p, v, 4 * sizeof(double));
-    } else if (kl == 7 && strncmp(spec, "thermal", 7) == 0) {
-        sh->kind = SH_THERMAL;
-        if (n != 3) BAD("three numbers T0,TAU,AMIN");
-        if (v[0] < 0 || !(v[1] > 0)) BAD("need T0 >= 0 and TAU > 0");
-        if (!valid_avail(v[2])) BAD("AMIN must be in (0, 1]");
-        memcpy(sh->p, v, 3 * sizeof(double));
-    } else {
-        ats_cli_error("trace synth", "--%s '%s': unknown shape (const, step, ramp, bursts, thermal)", rn, spec);
-        return -1;
-    }
-#undef BAD
-    return 0;
-bad:
-    ats_cli_error("trace synth", "--%s '%s': %s (see ats trace synth --help)", rn, spec, why);
-    return -1;
-}
-
-/* Value of a shape at time t [s]. Bursts and steps are right-continuous; ramp and thermal are smooth. */
-static double shape_at(const shape *sh, double t)
-{
-    switch (sh->kind) {
-    case SH_CONST: return sh->p[0];
-    case SH_STEP: {
-        double a = 1.0;
-        for (int k = 0; k < sh->n && sh->t[k] <= t; k++) a = sh->a[k];
-        return a;
-    }
-    case SH_RAMP:
-        if (t <= sh->p[0]) return sh->p[1];
-        if (t >= sh->p[2]) return sh->p[3];
-        return sh->p[1] + (sh->p[3] - sh->p[1]) * (t - sh->p[0]) / (sh->p[2] - sh->p[0]);
-    case SH_BURSTS:
-        for (int k = 0; k < sh->n; k++)
-            if (t >= sh->burst_start[k] && t < sh->burst_start[k] + sh->p[1]) return sh->p[2];
-        return 1.0;
-    case SH_THERMAL:
-        if (t < sh->p[0]) return 1.0;
-        return sh->p[2] + (1.0 - sh->p[2]) * exp(-(t - sh->p[0]) / sh->p[1]);
-    }
-    return 1.0;
-}
-
-static int shape_smooth(const shape *sh) { return sh->kind == SH_RAMP || sh->kind == SH_THERMAL; }
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One line for a getopt failure: ':' missing value, else an unknown option, an option given a value it does not take (--loaded-only=1)
  * or a single-dash word (-loaded-only: named by its first letter, as record and stress do). */
@@ -196,6 +50,18 @@ static void synth_usage(FILE *f)
             "      --gpu step:120=0.4 --pcie step:120=0.4\n");
 }
 
+/* --cpu/--gpu/--pcie SPEC into sh: one line naming the flag and 0 / ATS_EXIT_USAGE */
+static int parse_shape(const char *spec, int c, atsc_synth_shape *sh)
+{
+    enum atsc_resource res = c == 'c' ? ATSC_RES_CPU : c == 'g' ? ATSC_RES_GPU : ATSC_RES_PCIE;
+    ats_err err = {{0}};
+    enum ats_status st = atsc_synth_shape_parse(spec, res, sh, &err);
+    if (st == ATS_OK) return 0;
+    ats_cli_error("trace synth", "--%s %s%s", atsc_resource_name(res), err.msg,
+                  st == ATS_EINVAL ? " (see ats trace synth --help)" : "");
+    return ATS_EXIT_USAGE;
+}
+
 static int cmd_synth(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -205,59 +71,60 @@ static int cmd_synth(int argc, char **argv)
         {"gpu", required_argument, 0, 'g'},      {"pcie", required_argument, 0, 'p'},
         {"machine", required_argument, 0, 'm'},  {"description", required_argument, 0, 'D'},
         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    const char *out = NULL, *machine = "synthetic", *descr = NULL;
-    double duration = 180, dt = 1, noise = 0;
+    const char *out = NULL;
+    atsc_synth_opts so = atsc_synth_opts_default();
     long long seed = 1;
-    shape shapes[MAX_SHAPES];
-    int nsh = 0, c, rc = ATS_EXIT_USAGE;
+    atsc_synth_shape shapes[MAX_SHAPES];
+    int nsh = 0, c;
     char cmdline[ATSC_TRACE_ATTR_LEN] = "ats trace synth";
     for (int i = 1; i < argc; i++) {
         size_t l = strlen(cmdline);
         int q = strpbrk(argv[i], " \t;()") != NULL;
         snprintf(cmdline + l, sizeof cmdline - l, q ? " '%s'" : " %s", argv[i]);
     }
+    so.source = cmdline;
     optind = 1;
     opterr = 0;
     ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":o:h", lo, NULL)) != -1) {
         /* --cpu/--gpu/--pcie may repeat (their SPECs multiply); a value option given twice is refused */
-        if (c != 'c' && c != 'g' && c != 'p' && ats_cli_once_opt("trace synth", &seen, lo, c, optarg)) goto out;
+        if (c != 'c' && c != 'g' && c != 'p' && ats_cli_once_opt("trace synth", &seen, lo, c, optarg))
+            return ATS_EXIT_USAGE;
         switch (c) {
         case 'o': out = optarg; break;
-        case 'm': machine = optarg; break;
-        case 'D': descr = optarg; break;
+        case 'm': so.machine = optarg; break;
+        case 'D': so.description = optarg; break;
         case 'd':
-            if (ats_cli_parse_double(optarg, &duration) || !(duration > 0)) {
+            if (ats_cli_parse_double(optarg, &so.duration_s) || !(so.duration_s > 0)) {
                 ats_cli_error("trace synth", "--duration '%s': need a number of seconds > 0", optarg);
-                goto out;
+                return ATS_EXIT_USAGE;
             }
             break;
         case 't':
-            if (ats_cli_parse_double(optarg, &dt) || !(dt > 0)) {
+            if (ats_cli_parse_double(optarg, &so.dt_s) || !(so.dt_s > 0)) {
                 ats_cli_error("trace synth", "--dt '%s': need a number of seconds > 0", optarg);
-                goto out;
+                return ATS_EXIT_USAGE;
             }
             break;
         case 'n':
-            if (ats_cli_parse_double(optarg, &noise) || noise < 0) {
+            if (ats_cli_parse_double(optarg, &so.noise) || so.noise < 0) {
                 ats_cli_error("trace synth", "--noise '%s': need a number >= 0", optarg);
-                goto out;
+                return ATS_EXIT_USAGE;
             }
             break;
         case 's':
             if (ats_cli_parse_int(optarg, &seed) || seed < 0) {
                 ats_cli_error("trace synth", "--seed '%s': need an integer >= 0", optarg);
-                goto out;
+                return ATS_EXIT_USAGE;
             }
+            so.seed = (uint64_t)seed;
             break;
         case 'c': case 'g': case 'p':
             if (nsh == MAX_SHAPES) {
                 ats_cli_error("trace synth", "at most %d shapes", MAX_SHAPES);
-                goto out;
+                return ATS_EXIT_USAGE;
             }
-            if (parse_shape(optarg, c == 'c' ? ATSC_RES_CPU : c == 'g' ? ATSC_RES_GPU : ATSC_RES_PCIE,
-                            &shapes[nsh]) != 0)
-                goto out;
+            if (parse_shape(optarg, c, &shapes[nsh])) return ATS_EXIT_USAGE;
             nsh++;
             break;
         case 'h': synth_usage(stdout); return ATS_EXIT_OK;
@@ -268,123 +135,33 @@ static int cmd_synth(int argc, char **argv)
         ats_cli_error("trace synth", optind != argc ? "unexpected argument '%s' (ats trace synth --help)"
                                                     : "--out FILE is required%s (ats trace synth --help)",
                       optind != argc ? argv[optind] : "");
-        goto out;
+        return ATS_EXIT_USAGE;
     }
-    if (ats_cli_check_out("trace synth", "--out", out)) goto out; /* before any work */
-    if (duration / dt > 5e7) {
-        ats_cli_error("trace synth", "--duration %g / --dt %g gives too many samples", duration, dt);
-        goto out;
+    if (ats_cli_check_out("trace synth", "--out", out)) return ATS_EXIT_USAGE; /* before any work */
+    if (so.duration_s / so.dt_s > 5e7) {
+        ats_cli_error("trace synth", "--duration %g / --dt %g gives too many samples", so.duration_s, so.dt_s);
+        return ATS_EXIT_USAGE;
     }
     /* a shape whose change comes after the last sample would never show in the trace */
     for (int k = 0; k < nsh; k++) {
-        const shape *sh = &shapes[k];
-        double t0 = sh->kind == SH_STEP ? sh->t[sh->n - 1]
-                    : sh->kind == SH_RAMP || sh->kind == SH_THERMAL ? sh->p[0]
-                    : sh->kind == SH_BURSTS ? (1.0 - sh->p[3]) * (sh->p[0] - sh->p[1]) /* first burst's earliest start */
-                    : 0.0;
-        if (t0 >= duration) { /* at the last sample: the mean over [0, last) and the plot never show it */
+        const char *what = NULL;
+        double t0 = atsc_synth_shape_start(&shapes[k], &what);
+        if (t0 >= so.duration_s) { /* at the last sample: the mean over [0, last) and the plot never show it */
             ats_cli_error("trace synth", "--%s '%s': %s at %g s, at or after --duration %g s (the trace ends before it)",
-                          atsc_resource_name((enum atsc_resource)sh->res), sh->spec,
-                          sh->kind == SH_STEP ? (sh->n > 1 ? "its last step" : "its step")
-                          : sh->kind == SH_BURSTS ? "its first burst starts at the earliest" : "it starts",
-                          t0, duration);
-            goto out;
+                          atsc_resource_name(shapes[k].res), shapes[k].spec, what, t0, so.duration_s);
+            return ATS_EXIT_USAGE;
         }
     }
-    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    if (!rng) {
-        rc = ATS_EXIT_FAIL;
-        goto out;
-    }
-    gsl_rng_set(rng, (unsigned long)seed);
-    /* sample times: the dt grid (needed for smooth shapes and noise), step and burst edges, duration */
-    int need_grid = noise > 0;
-    size_t cap = 2, n = 0;
-    for (int k = 0; k < nsh; k++) {
-        need_grid |= shape_smooth(&shapes[k]);
-        if (shapes[k].kind == SH_STEP) cap += (size_t)shapes[k].n;
-        if (shapes[k].kind == SH_BURSTS) {
-            int nb = (int)ceil(duration / shapes[k].p[0]);
-            shapes[k].n = nb;
-            shapes[k].burst_start = malloc((size_t)(nb > 0 ? nb : 1) * sizeof(double));
-            for (int b = 0; b < nb; b++) {
-                double P = shapes[k].p[0], L = shapes[k].p[1], J = shapes[k].p[3];
-                shapes[k].burst_start[b] = b * P + (P - L) * (1.0 - J * gsl_rng_uniform(rng));
-            }
-            cap += 2 * (size_t)nb;
-        }
-    }
-    size_t ngrid = need_grid ? (size_t)floor(duration / dt) + 1 : 1;
-    cap += ngrid;
-    double *ts = malloc(cap * sizeof(double));
     atsc_trace *tr = NULL;
     ats_err err = {{0}};
-    if (!ts) {
-        rc = ATS_EXIT_FAIL;
-        goto free_all;
-    }
-    for (size_t i = 0; i < ngrid; i++) ts[n++] = (double)i * dt;
-    ts[n++] = duration;
-    for (int k = 0; k < nsh; k++) {
-        if (shapes[k].kind == SH_STEP)
-            for (int j = 0; j < shapes[k].n; j++) ts[n++] = shapes[k].t[j];
-        if (shapes[k].kind == SH_BURSTS)
-            for (int b = 0; b < shapes[k].n; b++) {
-                ts[n++] = shapes[k].burst_start[b];
-                ts[n++] = shapes[k].burst_start[b] + shapes[k].p[1];
-            }
-    }
-    qsort(ts, n, sizeof *ts, cmp_d);
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (ts[i] >= 0 && ts[i] <= duration && (m == 0 || ts[i] > ts[m - 1])) ts[m++] = ts[i];
-    if (!(tr = atsc_trace_new(m))) {
-        rc = ATS_EXIT_FAIL;
-        goto free_all;
-    }
-    size_t w = 0;
-    for (size_t i = 0; i < m; i++) {
-        double t = ts[i], tmid = i + 1 < m ? 0.5 * (t + ts[i + 1]) : t;
-        double a[ATSC_RES_COUNT] = {1.0, 1.0, 1.0};
-        for (int k = 0; k < nsh; k++) a[shapes[k].res] *= shape_at(&shapes[k], shape_smooth(&shapes[k]) ? tmid : t);
-        for (int r = 0; r < ATSC_RES_COUNT; r++) {
-            if (noise > 0) a[r] *= 1.0 + gsl_ran_gaussian(rng, noise);
-            if (a[r] > 1.0) a[r] = 1.0;
-            if (!(a[r] >= 0.01)) a[r] = 0.01;
-        }
-        /* drop a sample equal to the previous one, except the last (it marks the duration) */
-        if (w > 0 && i + 1 < m && a[0] == tr->cpu_avail[w - 1] && a[1] == tr->gpu_avail[w - 1] &&
-            a[2] == tr->pcie_avail[w - 1])
-            continue;
-        tr->t_s[w] = t;
-        tr->cpu_avail[w] = a[0];
-        tr->gpu_avail[w] = a[1];
-        tr->pcie_avail[w] = a[2];
-        w++;
-    }
-    tr->n = w;
-    snprintf(tr->source, sizeof tr->source, "%s", cmdline);
-    snprintf(tr->machine, sizeof tr->machine, "%s", machine);
-    if (descr)
-        snprintf(tr->description, sizeof tr->description, "%s", descr);
-    else
-        snprintf(tr->description, sizeof tr->description, "synthetic trace, %g s, seed %lld", duration, seed);
-    if (atsc_trace_save(tr, out, &err) != ATS_OK) {
+    if (atsc_trace_synth(&so, shapes, nsh, &tr, &err) != ATS_OK || atsc_trace_save(tr, out, &err) != ATS_OK) {
         fprintf(stderr, "ats trace synth: %s\n", err.msg);
-        rc = ATS_EXIT_FAIL;
-        goto free_all;
+        atsc_trace_free(tr);
+        return ATS_EXIT_FAIL;
     }
-    printf("wrote %s: %zu samples, %g s\n", out, tr->n, duration);
-    rc = ATS_EXIT_OK;
-free_all:
+    printf("wrote %s: %zu samples, %g s\n", out, tr->n, so.duration_s);
     atsc_trace_free(tr);
-    free(ts);
-    for (int k = 0; k < nsh; k++) free(shapes[k].burst_start);
-    gsl_rng_free(rng);
-    return rc;
-out:
-    for (int k = 0; k < nsh; k++) free(shapes[k].burst_start);
-    return rc;
+    return ATS_EXIT_OK;
 }
 
 /* ------------------------------------------------------------------ show ------------------------ */
@@ -669,20 +446,52 @@ static const char *fmt_err(double e, int table, char *buf, size_t len)
     return buf;
 }
 
-static double mean_over(const atsc_trace *tr, enum atsc_resource r, double t0, double t1)
+/* the table of trace compare: one line per segment, compared or why not */
+static void print_segments(const atsc_cmp_result *cr, double margin, double offset, double rec_len)
 {
-    const double *a = atsc_trace_res((atsc_trace *)tr, r);
-    double acc = 0;
-    size_t i = atsc_trace_index(tr, t0);
-    double t = t0;
-    while (t < t1) {
-        double next = i + 1 < tr->n ? tr->t_s[i + 1] : INFINITY;
-        double e = next < t1 ? next : t1;
-        acc += a[i] * (e - t);
-        t = e;
-        i++;
+    printf("%-5s %9s %9s %8s %8s %8s\n", "res", "from [s]", "to [s]", "target", "recorded", "rel.err");
+    for (size_t k = 0; k < cr->n; k++) {
+        const atsc_cmp_segment *s = &cr->seg[k];
+        const char *rn = atsc_resource_name(s->res);
+        char tb[32], eb[32], why[160];
+        if (s->skip == ATSC_CMP_COMPARED) {
+            printf("%-5s %9.2f %9.2f %8s %8.4f %8s", rn, s->c0 + margin, s->c1 - margin,
+                   fmt_target(s->target, tb, sizeof tb), s->recorded, fmt_err(s->rel_err, 1, eb, sizeof eb));
+            if (s->c0 > s->s0 || s->c1 < s->s1) /* the segment reaches outside the recording: say which part */
+                printf("  (segment %.2f..%.2f s; the recording covers %.2f..%.2f of it)", s->s0, s->s1, s->c0, s->c1);
+            putchar('\n');
+            continue;
+        }
+        if (s->skip == ATSC_CMP_OUTSIDE)
+            snprintf(why, sizeof why, "outside the recording (target %.2f..%.2f s = recorded %.2f..%.2f s; "
+                     "recorded length %.2f s)", s->s0, s->s1, s->s0 + offset, s->s1 + offset, rec_len);
+        else if (s->skip == ATSC_CMP_PARTLY)
+            snprintf(why, sizeof why, "partly outside the recording: %.3g s inside, not longer than 2*margin = %g s",
+                     s->c1 - s->c0, 2 * margin);
+        else
+            snprintf(why, sizeof why, "%.3g s long, not longer than 2*margin = %g s", s->s1 - s->s0, 2 * margin);
+        printf("%-5s %9.2f %9.2f %8s %8s %8s  not compared: %s\n", rn, s->s0, s->s1,
+               fmt_target(s->target, tb, sizeof tb), "-", "-", why);
     }
-    return acc / (t1 - t0);
+}
+
+static void print_summary(const atsc_cmp_result *cr)
+{
+    const int n_cmp = cr->n_cmp, n_cmp_l = cr->n_cmp_loaded;
+    const double worst = cr->worst_loaded > cr->worst_idle ? cr->worst_loaded : cr->worst_idle;
+    printf("compared %d segments; not compared: %d loaded segments (target < 1), %d unloaded\n", n_cmp,
+           cr->n_skip_loaded, cr->n_skip_idle);
+    if (!n_cmp) {
+        printf("max |rel.err| = - (no segment compared)\n");
+        return;
+    }
+    char b0[32], b1[32], b2[32];
+    printf("max |rel.err| = %s (loaded segments: ", fmt_err(worst, 0, b0, sizeof b0));
+    if (n_cmp_l) printf("%s over %d", fmt_err(cr->worst_loaded, 0, b1, sizeof b1), n_cmp_l);
+    else printf("none compared");
+    printf("; unloaded: ");
+    if (n_cmp > n_cmp_l) printf("%s over %d)\n", fmt_err(cr->worst_idle, 0, b2, sizeof b2), n_cmp - n_cmp_l);
+    else printf("none compared)\n");
 }
 
 static int cmd_compare(int argc, char **argv)
@@ -739,66 +548,19 @@ static int cmd_compare(int argc, char **argv)
         atsc_trace_free(rec);
         return rc;
     }
-    /* target times whose recorded time (target time + offset) lies inside the recording */
-    const double tgt_end = atsc_trace_duration(tgt);
-    double rlo = -offset > 0 ? -offset : 0, rhi = atsc_trace_duration(rec) - offset;
-    printf("%-5s %9s %9s %8s %8s %8s\n", "res", "from [s]", "to [s]", "target", "recorded", "rel.err");
-    double worst_l = 0, worst_u = 0; /* worst |error| of loaded (target < 1) and unloaded segments */
-    int n_cmp = 0, n_cmp_l = 0, n_skip_loaded = 0, n_skip_idle = 0;
-    for (int r = 0; r < ATSC_RES_COUNT; r++) {
-        const char *rn = atsc_resource_name((enum atsc_resource)r);
-        const double *a = atsc_trace_res(tgt, (enum atsc_resource)r);
-        size_t i = 0;
-        while (i < tgt->n && tgt->t_s[i] < tgt_end) {
-            size_t j = i + 1;
-            while (j < tgt->n && a[j] == a[i]) j++;
-            double s0 = tgt->t_s[i], s1 = j < tgt->n ? tgt->t_s[j] : tgt_end;
-            double c0 = s0 > rlo ? s0 : rlo, c1 = s1 < rhi ? s1 : rhi; /* the part inside the recording */
-            if (c1 - c0 > 2 * margin) {
-                double m = mean_over(rec, (enum atsc_resource)r, c0 + margin + offset, c1 - margin + offset);
-                double e = (m - a[i]) / a[i];
-                double *w = a[i] < 1.0 ? &worst_l : &worst_u;
-                if (fabs(e) > *w) *w = fabs(e);
-                n_cmp++;
-                n_cmp_l += a[i] < 1.0;
-                char tb[32], eb[32];
-                printf("%-5s %9.2f %9.2f %8s %8.4f %8s", rn, c0 + margin, c1 - margin, fmt_target(a[i], tb, sizeof tb), m,
-                       fmt_err(e, 1, eb, sizeof eb));
-                if (c0 > s0 || c1 < s1) /* the segment reaches outside the recording: say which part */
-                    printf("  (segment %.2f..%.2f s; the recording covers %.2f..%.2f of it)", s0, s1, c0, c1);
-                putchar('\n');
-            } else {
-                char why[160];
-                if (!(c1 > c0))
-                    snprintf(why, sizeof why, "outside the recording (target %.2f..%.2f s = recorded %.2f..%.2f s; "
-                             "recorded length %.2f s)", s0, s1, s0 + offset, s1 + offset, atsc_trace_duration(rec));
-                else if (c0 > s0 || c1 < s1)
-                    snprintf(why, sizeof why, "partly outside the recording: %.3g s inside, not longer than 2*margin = %g s",
-                             c1 - c0, 2 * margin);
-                else
-                    snprintf(why, sizeof why, "%.3g s long, not longer than 2*margin = %g s", s1 - s0, 2 * margin);
-                if (a[i] < 1.0) n_skip_loaded++;
-                else n_skip_idle++;
-                char tb[32];
-                printf("%-5s %9.2f %9.2f %8s %8s %8s  not compared: %s\n", rn, s0, s1, fmt_target(a[i], tb, sizeof tb), "-",
-                       "-", why);
-            }
-            i = j;
-        }
+    atsc_cmp_result cr;
+    ats_err err = {{0}};
+    if (atsc_trace_compare(rec, tgt, margin, offset, &cr, &err) != ATS_OK) {
+        ats_cli_error("trace compare", "%s", err.msg);
+        atsc_trace_free(rec);
+        atsc_trace_free(tgt);
+        return ATS_EXIT_FAIL;
     }
-    const double worst = worst_l > worst_u ? worst_l : worst_u;
-    printf("compared %d segments; not compared: %d loaded segments (target < 1), %d unloaded\n", n_cmp,
-           n_skip_loaded, n_skip_idle);
-    if (n_cmp) {
-        char b0[32], b1[32], b2[32];
-        printf("max |rel.err| = %s (loaded segments: ", fmt_err(worst, 0, b0, sizeof b0));
-        if (n_cmp_l) printf("%s over %d", fmt_err(worst_l, 0, b1, sizeof b1), n_cmp_l);
-        else printf("none compared");
-        printf("; unloaded: ");
-        if (n_cmp > n_cmp_l) printf("%s over %d)\n", fmt_err(worst_u, 0, b2, sizeof b2), n_cmp - n_cmp_l);
-        else printf("none compared)\n");
-    } else
-        printf("max |rel.err| = - (no segment compared)\n");
+    print_segments(&cr, margin, offset, atsc_trace_duration(rec));
+    const double worst_l = cr.worst_loaded, worst_u = cr.worst_idle, worst = worst_l > worst_u ? worst_l : worst_u;
+    const int n_cmp = cr.n_cmp, n_cmp_l = cr.n_cmp_loaded, n_skip_loaded = cr.n_skip_loaded;
+    print_summary(&cr);
+    atsc_cmp_result_free(&cr);
     const size_t tgt_n = tgt->n;
     atsc_trace_free(rec);
     atsc_trace_free(tgt);

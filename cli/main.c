@@ -19,7 +19,7 @@
 static const ats_cmd commands[] = {
     {"inspect", ats_cmd_inspect, "print a model's op graph, placement and plan for one round"},
     {"sim", ats_cmd_sim, "simulate requests under a load trace and compare policies"},
-    {"sweep", ats_cmd_sweep, "sweep the re-scheduling threshold and interval over traces (OpenMP)"},
+    {"sweep", ats_cmd_sweep, "sweep the re-scheduling threshold and interval over traces (OpenMP; MPI ranks under mpirun)"},
     {"trace", ats_cmd_trace, "load traces: synth, show, import (CSV), compare"},
     {"record", ats_cmd_record, "record a load trace of this machine with CPU/GPU/PCIe probes"},
     {"stress", ats_cmd_stress, "generate CPU/GPU/PCIe background load that follows a load trace"},
@@ -115,7 +115,7 @@ static int run_main(int argc, char **argv)
              * --version above, and `ats <cmd> ... --help`, still work with a bad one, to find out what is
              * valid: there it is a warning) */
             char why[512];
-            size_t cursor = 0; /* a misspelt name (ATS_GEMV_V4_TRIGER) is ignored by every reader: say so */
+            size_t cursor = 0; /* a misspelt name (ATS_ATTN_SHAPES) is ignored by every reader: say so */
             while (ex_env_unknown_next(&cursor, why, sizeof why))
                 fprintf(stderr, "ats %s: warning: environment: %s\n", cmd, why);
             if (ex_env_check(why, sizeof why) != ATS_OK) {

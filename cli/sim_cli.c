@@ -40,7 +40,7 @@ const char sim_cli_help[] =
     "  --jitter SIGMA     lognormal jitter on op times (mean 1) [0]\n"
     "  --routing R        MoE routing: uniform, zipf[:SKEW] or an HDF5 file [uniform]\n"
     "  --resched-cost T   CPU time of one re-schedule, e.g. 16ms [DP + plan build measured by\n"
-    "                     `ats bench sched` (experiments/bench/bench-sched.json, or the file named by\n"
+    "                     `ats bench sched` (experiments/sched-speed/bench-sched.json, or the file named by\n"
     "                     $ATS_BENCH_SCHED: a missing or bad one is an error), else the paper's 16ms]\n"
     "  --tpot-window N    rounds in the controller's recent-TPOT median [8]\n"
     "  --no-prefetch      no decode prefetch into the previous round's idle copy engine\n"
@@ -56,7 +56,7 @@ void sim_cli_init(sim_cli *o)
     memset(o, 0, sizeof *o);
     o->model = "qwen3-14b";
     o->hw = "rtx3060-laptop";
-    o->trace = "h200-cpu-compile"; /* recorded (traces/README.md); issue 6 */
+    o->trace = "h200-cpu-compile"; /* recorded on the GPU machine (traces/README.md) */
     o->cfg = sim_session_cfg_default();
 }
 
@@ -82,7 +82,17 @@ int sim_cli_parse_time(const char *s, double *out_s)
     return 0;
 }
 
-int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *why, size_t len)
+/* a time unit at the end of tok (s, ms, us): its exponent (0, -3, -6) and tok cut before it; 1 = none */
+static int cut_time_unit(char *tok)
+{
+    size_t n = strlen(tok);
+    if (n > 2 && strcmp(tok + n - 2, "ms") == 0) return tok[n - 2] = 0, -3;
+    if (n > 2 && strcmp(tok + n - 2, "us") == 0) return tok[n - 2] = 0, -6;
+    if (n > 1 && tok[n - 1] == 's') return tok[n - 1] = 0, 0;
+    return 1;
+}
+
+int sim_cli_parse_range(const char *s, double *vals, int max, int *in_s, char *why, size_t len)
 {
     char buf[128], dummy[8];
     if (!why) why = dummy, len = sizeof dummy;
@@ -96,7 +106,7 @@ int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *
         snprintf(why, len, "an empty field (A, A:B or A:B:S)");
         return -1;
     }
-    int n_ms = 0;
+    int n_unit = 0, expo[3] = {1, 1, 1}, finest = 1;
     double v[3];
     int nv = 0;
     char *save = NULL;
@@ -105,18 +115,26 @@ int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *
             snprintf(why, len, "more than three fields (A:B:S)");
             return -1;
         }
-        size_t n = strlen(tok);
-        if (n > 2 && strcmp(tok + n - 2, "ms") == 0) n_ms++, tok[n - 2] = 0;
+        expo[nv] = in_s ? cut_time_unit(tok) : 1;
+        if (expo[nv] != 1) {
+            n_unit++;
+            if (finest == 1 || expo[nv] < finest) finest = expo[nv];
+        }
         if (ats_cli_parse_double(tok, &v[nv])) {
             snprintf(why, len, "field %d '%.60s' is not a number", nv + 1, tok);
             return -1;
         }
         nv++;
     }
-    if (n_ms != 0 && n_ms != nv) {
-        snprintf(why, len, "%d of %d fields carry 'ms' (use the same unit on all or none)", n_ms, nv);
+    if (n_unit != 0 && n_unit != nv) {
+        snprintf(why, len, "%d of %d fields carry a time unit (s, ms, us): all or none (not necessarily the same unit)",
+                 n_unit, nv);
         return -1;
     }
+    /* with units: the grid is built in the finest unit given (50ms:1s:50ms = 50, 100, ... 1000 ms), then
+     * each point is converted to seconds, so 50ms:800ms:50ms gives exactly the 0.05 .. 0.8 s that
+     * `ats sim --interval 50ms` .. `800ms` give */
+    for (int i = 0; i < nv && n_unit; i++) v[i] *= pow(10.0, expo[i] - finest);
     if (nv == 1) v[1] = v[0], v[2] = 1.0;
     else if (nv == 2) v[2] = v[1] - v[0] > 0 ? v[1] - v[0] : 1.0;
     else if (nv != 3) {
@@ -135,9 +153,10 @@ int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *
         return -1;
     }
     /* npts points (counted above, ≤ max): A + i·S never loops forever where A + S == A in doubles */
+    const double to_s = n_unit ? (finest == -3 ? 1e-3 : finest == -6 ? 1e-6 : 1.0) : 1.0;
     int n = 0;
-    for (int i = 0; i < (int)npts; i++) vals[n++] = v[0] + i * v[2];
-    if (in_ms) *in_ms = n_ms > 0;
+    for (int i = 0; i < (int)npts; i++) vals[n++] = (v[0] + i * v[2]) * to_s;
+    if (in_s) *in_s = n_unit > 0;
     return n;
 }
 
@@ -422,7 +441,7 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         snprintf(path, sizeof path, "%s", ATS_DEFAULT_MODELS_DIR);
         char *slash = strrchr(path, '/');
         if (slash) *slash = 0;
-        strncat(path, "/experiments/bench/bench-sched.json", sizeof path - strlen(path) - 1);
+        strncat(path, "/experiments/sched-speed/bench-sched.json", sizeof path - strlen(path) - 1);
     }
     double cost = 0.016;
     if (source) snprintf(source, len, "paper 9 ms + 7 ms");
@@ -442,7 +461,7 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         char pe[ATSC_ESC_PATH], we[ATSC_ESC_SIZE(160)];
         if (!root && access(path, R_OK) != 0)
             ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': cannot read it (%s); unset it for the committed "
-                          "experiments/bench/bench-sched.json", atsc_esc(path, strlen(path), pe, sizeof pe), strerror(errno));
+                          "experiments/sched-speed/bench-sched.json", atsc_esc(path, strlen(path), pe, sizeof pe), strerror(errno));
         else if (!root)
             ats_cli_error(cmd, "ATS_BENCH_SCHED: '%s': not JSON (line %d: %s); expected the output of `ats bench "
                           "sched --format json`", atsc_esc(path, strlen(path), pe, sizeof pe), je.line,

@@ -75,7 +75,7 @@ int sim_cli_flag(sim_cli *o, const char *cmd, int id, const char *arg);
 int sim_cli_load(sim_cli *o, const char *cmd);
 /** The re-schedule cost for `policy` into *cost_s [s]: --resched-cost when given; else the DP +
  *  plan-build times that `ats bench sched` measured on this machine for this model
- *  (experiments/bench/bench-sched.json in the source tree, $ATS_BENCH_SCHED overrides); else the
+ *  (experiments/sched-speed/bench-sched.json in the source tree, $ATS_BENCH_SCHED overrides); else the
  *  paper's 16 ms (§4.4.3). `source` (may be NULL) receives where the figure came from. Returns 0,
  *  or 2 when $ATS_BENCH_SCHED is set (non-empty) and names a file that cannot be read, a directory, not
  *  JSON, without an object "results", or whose entry for the model has a dynamic_transfer_us,
@@ -95,8 +95,9 @@ double sim_cli_resched_for(const sim_cli *o, const char *policy, const char **so
 int sim_cli_parse_time(const char *s, double *out_s);
 /** Parses "a:b:s" into a ≤ b, s > 0 (inclusive grid); a single value is a:a:1. Returns the number
  *  of points (≤ max) or -1 with the reason in why (may be NULL; e.g. "too many grid points (N,
- *  limit M)"). Values may carry a "ms" suffix (sets *in_ms); when one does, all must. */
-int sim_cli_parse_range(const char *s, double *vals, int max, int *in_ms, char *why, size_t len);
+ *  limit M)"). With in_s (else units are refused as not numbers), values may carry a time unit (s, ms,
+ *  us; all fields or none): the points are then in seconds and *in_s = 1, else *in_s = 0. */
+int sim_cli_parse_range(const char *s, double *vals, int max, int *in_s, char *why, size_t len);
 /** The configuration as a JSON object (for results files and timelines); static buffer per call
  *  site is not used: writes into buf. */
 const char *sim_cli_config_json(const sim_cli *o, const char *policies, char *buf, size_t len);

@@ -1,12 +1,12 @@
 /*
  * ex_env_check — the executor's environment knobs (ATS_* variables read with getenv in exec/ and
  * load/) checked against the values their readers accept, so that a typo such as
- * ATS_GEMV_KERNEL=v5 or ATS_GEMV_V4_RING_KB=8 is refused with one line (`ats` exits 2) instead of being
+ * ATS_PROBE_PRIVATE=yes or ATS_CPU_FEATURES=16 is refused with one line (`ats` exits 2) instead of being
  * silently ignored. The readers stay where they are (each reads its variable once, or at every call);
  * this table has to follow them: exec/kernels/cuda/README.md, "Environment knobs", lists the same set.
  * The table is also the one list of every ATS_* variable anything here reads (the CLI's paths, the tests'
  * and the scripts' variables, not checked), so that ex_env_unknown_next can name a misspelt one
- * (ATS_GEMV_V4_TRIGER) with the closest known name; test_exec_env scans the sources' getenv("ATS_...")
+ * (ATS_ATTN_SHAPES) with the closest known name; test_exec_env scans the sources' getenv("ATS_...")
  * calls against it.
  */
 #include <errno.h>
@@ -31,23 +31,8 @@ typedef struct knob {
     const char *valid; /* what is valid, for the message */
 } knob;
 
-/* Readers: gemv_v2.cu v2_disabled + v2_max_blocks, gemv_v3.cu v3_disabled + v3_config +
- * ex_cuda_gemv_kernel, gemv_v4.cu v4_config (ATS_GEMV_V4_TRIGGER: start | last, where the kernel lets the
- * next one launch), gpu.cu exc_pdl_early, attention.cu att_env,
- * cpu_matmul.c ex_cpu_features, load_record.c ld_probe_opts_default. */
+/* Readers: attention.cu att_env, cpu_matmul.c ex_cpu_features, load/src/record.c ld_probe_opts_default. */
 static const knob KNOBS[] = {
-    {"ATS_GEMV_KERNEL", KNOB_WORDS, "v1|v2|v3|v4", 0, 0, 0, "one of v1, v2, v3, v4"},
-    {"ATS_GEMV_V4_CHUNK_KB", KNOB_INT, NULL, 1, 64, 10, "an integer 1..64"},
-    {"ATS_GEMV_V4_RING_KB", KNOB_INT, NULL, 16, 220, 10, "an integer 16..220"},
-    {"ATS_GEMV_V4_TRIGGER", KNOB_WORDS, "start|last", 0, 0, 0, "one of start, last"},
-    {"ATS_GEMV_V3_R", KNOB_WORDS, "1|2|4|8", 0, 0, 0, "one of 1, 2, 4, 8"},
-    {"ATS_GEMV_V3_LOAD", KNOB_WORDS, "ldg|na", 0, 0, 0, "one of ldg, na"},
-    {"ATS_GEMV_V3_X", KNOB_WORDS, "lin|ilv", 0, 0, 0, "one of lin, ilv"},
-    {"ATS_GEMV_V3_U", KNOB_WORDS, "1|2", 0, 0, 0, "one of 1, 2"},
-    {"ATS_GEMV_V3_Q4K", KNOB_WORDS, "smem", 0, 0, 0, "smem (unset: the default kernel)"},
-    {"ATS_GEMV_V3_Q6K", KNOB_WORDS, "0|1", 0, 0, 0, "one of 0, 1"},
-    {"ATS_GEMV_MAX_BLOCKS", KNOB_INT, NULL, 1, INT_MAX, 10, "a positive integer"},
-    {"ATS_PDL_EARLY", KNOB_WORDS, "0|1", 0, 0, 0, "one of 0, 1"},
     {"ATS_ATTN_SHAPE", KNOB_ATTN_SHAPE, NULL, 0, 0, 0,
      "NW,S with NW one of 0, 4, 8, 16, 32 (warps per block) and S 0..8 (split); 0 keeps the launcher's choice"},
     {"ATS_CPU_FEATURES", KNOB_INT, NULL, 0, EX_CPU_AVX2 | EX_CPU_AVX512 | EX_CPU_AVX512VNNI | EX_CPU_AMX, 0,
@@ -67,6 +52,9 @@ static const knob KNOBS[] = {
     {"ATS_UPDATE_GOLDEN", KNOB_ANY, NULL, 0, 0, 0, NULL},
     {"ATS_LOAD", KNOB_ANY, NULL, 0, 0, 0, NULL},
     {"ATS_CUDA", KNOB_ANY, NULL, 0, 0, 0, NULL},
+    /* fault injection of the sweep driver for tests/cli/test_sweep_mpi.c (sim/src/sweep.c) */
+    {"ATS_SWEEP_TEST_FAIL_POINT", KNOB_INT, NULL, 0, INT_MAX, 10, "a grid index >= 0"},
+    {"ATS_SWEEP_TEST_KILL_RANK", KNOB_INT, NULL, 1, INT_MAX, 10, "a rank >= 1"},
 };
 #define N_KNOBS (sizeof KNOBS / sizeof KNOBS[0])
 

@@ -2,12 +2,13 @@
 # experiments/cpu-kernels/run-h200.sh — one GPU-machine call (CPU only, ~3-5 minutes): CPU prefill of the
 # K-quants on AMX tiles (exec/kernels/cpu/cpu_amx.c) against the AVX-512 VNNI kernels, 16 threads, in one
 # binary: ATS_CPU_FEATURES=15 (AMX) vs 7 (VNNI, the path before). Question, predictions and results:
-# experiments/cpu-kernels/README.md. Run from the root of this tree with DEPS pointing at a .deps/root/usr
-# (GSL, jansson); writes $OUT/summary.txt and $OUT/cpuk.tgz (every log and JSON).
-#   DEPS=$PWD/.deps/root/usr [BASE=<tree before the MoE decode change>] bash experiments/cpu-kernels/run-h200.sh
+# experiments/cpu-kernels/README.md. Run from the root of this tree; OUT (first parameter) gets summary.txt
+# and cpuk.tgz (every log and JSON). Environment: DEPS (a .deps/root/usr with GSL and jansson, default
+# ./.deps/root/usr), BASE (a tree without the MoE decode change, for that A/B), QUICK=1 (one rep).
+#   bash experiments/cpu-kernels/run-h200.sh OUT
 set -u
 top=$(pwd)
-OUT=${OUT:-$top/out}
+OUT=${1:-${OUT:-$top/out}}
 D=${DEPS:-$top/.deps/root/usr}
 W=/tmp/cpuk B=/tmp/cpuk-build S=$OUT/summary.txt
 mkdir -p "$OUT" "$W"

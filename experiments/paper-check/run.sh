@@ -1,10 +1,11 @@
 #!/bin/sh
-# Checks of the simulator against the ATSInfer paper (issue 4). Usage, from the repository root:
-#   experiments/paper-check/run.sh [path/to/ats]      (default ./build/cli/ats)
-# Writes experiments/paper-check/out/*.csv and fig13.txt and prints the figures that README.md records.
+# Checks of the simulator against the ATSInfer paper (README.md). Usage, from the repository root:
+#   experiments/paper-check/run.sh [path/to/ats [OUT]]      (defaults ./build/cli/ats, experiments/paper-check/out)
+# Writes OUT/*.csv and OUT/fig13.txt (the committed ones are experiments/paper-check/out) and prints the
+# figures that README.md records.
 set -eu
 ATS=${1:-./build/cli/ats}
-OUT=experiments/paper-check/out
+OUT=${2:-experiments/paper-check/out}
 mkdir -p "$OUT"
 H5=$(mktemp -d)   # results files (a few MB each) are not committed
 trap 'rm -rf "$H5"' EXIT

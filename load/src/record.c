@@ -385,7 +385,7 @@ enum ats_status ld_probe_new(const ld_probe_opts *opts, ld_probe **out, ats_err 
     if (!o.private_matrix && (p->A = map_shared_matrix(o.gemv_rows, o.gemv_cols, p->a_why, sizeof p->a_why))) {
         p->a_map = o.gemv_rows * o.gemv_cols * sizeof(float);
         p->a_shared = 1;
-    } else if ((p->A = malloc(o.gemv_rows * o.gemv_cols * sizeof(float)))) { /* private, as before the shared one */
+    } else if ((p->A = malloc(o.gemv_rows * o.gemv_cols * sizeof(float)))) { /* private copy */
         fill_matrix(p->A, o.gemv_rows * o.gemv_cols);
     }
     p->x = malloc(o.gemv_cols * sizeof(float));

@@ -676,7 +676,7 @@ double ld_ctl_update(ld_ctl *c, const ld_ctl_opts *o, double target, double meas
 /* The closed loop's probes run in a child process of their own (the sensor), as a recorder's do, not in
  * the process whose threads are the CPU hogs. On the H200 host and on the 2-core development VM the
  * probes inside the hog process read the CPU ~10% more loaded than an `ats record` next to them, also
- * when all probes were spaced apart (traces/README.md); the controller then held its own probes on
+ * when all probes were spaced apart (experiments/stress-accuracy/README.md); the controller then held its own probes on
  * target and the recorder read +5...+13%. The sensor answers one request (a resource mask) at a time
  * over a pipe pair. It is forked while the stressor still has one thread (before any hog: a child of a
  * multi-threaded process may find a lock of malloc or of a sanitizer's allocator held forever; the

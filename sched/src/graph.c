@@ -47,7 +47,6 @@ static ats_op *push(builder *b, ats_op_kind kind, ats_role role, int32_t layer)
     op->kind = kind;
     op->role = role;
     op->layer = layer;
-    op->router = -1;
     if (layer >= 0) snprintf(op->name, sizeof op->name, "blk.%d.%s", layer, ats_role_name(role));
     else snprintf(op->name, sizeof op->name, "%s", ats_role_name(role));
     return op;
@@ -114,6 +113,7 @@ static void experts(builder *b, ats_op_kind kind, ats_role role, int32_t layer, 
         double E = (double)a->n_expert, k = (double)a->n_expert_used;
         op->n_expert_active = E * (1.0 - pow(1.0 - k / E, (double)b->N));
         op->router = router;
+        op->has_router = 1;
     } else {
         op->n_expert = (int32_t)a->n_expert_shared;
         per_tok = (double)a->n_expert_shared;
@@ -263,4 +263,17 @@ int ats_graph_ops_in_layer(const ats_graph *g, int32_t l)
     int n = 0;
     for (int32_t i = 0; i < g->n_ops; i++) n += g->ops[i].layer == l;
     return n;
+}
+
+uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i)
+{
+    const ats_op *op = &g->ops[i];
+    if (op->kind == ATS_OP_ATTN) return op->kv_cache_bytes;
+    if (op->kind != ATS_OP_EXPERTS) return op->weight_bytes;
+    double k = op->n_expert_active;
+    if (routing && routing->n_selected && routing->n == g->n_ops) k = routing->n_selected[i];
+    double ek = ceil(k - 1e-9);
+    if (ek < 0) ek = 0;
+    if (ek > op->n_expert) ek = op->n_expert;
+    return (uint64_t)ek * op->expert_bytes;
 }

@@ -157,7 +157,7 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         x->op = i;
         x->ce = k % o.n_copy_engines;
         x->bytes = bytes;
-        if (op->kind == ATS_OP_EXPERTS && op->router >= 0) {
+        if (op->kind == ATS_OP_EXPERTS && op->has_router) {
             x->wait_router = op->router;
             x->has_wait_router = 1;
         }

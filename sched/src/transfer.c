@@ -95,19 +95,6 @@ ats_transfer_opts ats_transfer_opts_default(void)
     return o;
 }
 
-uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i)
-{
-    const ats_op *op = &g->ops[i];
-    if (op->kind == ATS_OP_ATTN) return op->kv_cache_bytes;
-    if (op->kind != ATS_OP_EXPERTS) return op->weight_bytes;
-    double k = op->n_expert_active;
-    if (routing && routing->n_selected && routing->n == g->n_ops) k = routing->n_selected[i];
-    double ek = ceil(k - 1e-9);
-    if (ek < 0) ek = 0;
-    if (ek > op->n_expert) ek = op->n_expert;
-    return (uint64_t)ek * op->expert_bytes;
-}
-
 /* cap: temp_bytes (model P, ring) or temp_bytes / 2 (model A, one of two slots) */
 static int promotable_cap(const ats_graph *g, const uint8_t *b, const ats_transfer_opts *o, int32_t i,
                           uint64_t cap)
@@ -379,9 +366,10 @@ static void step_a(const dp_a *d, const st_a *s, int32_t g, double *Eg, double *
     const ats_op *op = &d->g->ops[g];
     int32_t p = s->op, a = p + 1;
     int pb = p >= 0 ? ATS_GPU : -1;
-    int32_t r = (op->kind == ATS_OP_EXPERTS) ? op->router : -1;
+    const int has_r = op->kind == ATS_OP_EXPERTS && op->has_router; /* a router to wait for */
+    const int32_t r = op->router;
     double E = s->E, Ts, Tf;
-    if (r >= a) {
+    if (has_r && r >= a) {
         /* ops up to the router run with the copy engine idle (previous transfer ended at F ≤ E) */
         E = run_first(d, a, pb, E, 0, 0);
         E = run_window(d, a + 1, r, E, 0, -INFINITY);
@@ -390,7 +378,7 @@ static void step_a(const dp_a *d, const st_a *s, int32_t g, double *Eg, double *
         E = run_window(d, r + 1, g - 1, E, Ts, Tf);
         pb = (g - 1 >= a) ? d->b[g - 1] : pb;
     } else {
-        Ts = (r >= 0 && r == p) ? (s->E > s->F ? s->E : s->F) : s->F;
+        Ts = (has_r && r == p) ? (s->E > s->F ? s->E : s->F) : s->F;
         Tf = Ts + d->c->w[g];
         if (a <= g - 1) {
             E = run_first(d, a, pb, E, Ts, Tf);
@@ -429,12 +417,12 @@ enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, con
     /* graph property needed by the DP (see transfer.h) */
     for (int32_t i = 0; i < n; i++) {
         const ats_op *op = &g->ops[i];
-        if (op->kind != ATS_OP_EXPERTS || op->router < 0) continue;
+        if (op->kind != ATS_OP_EXPERTS || !op->has_router) continue;
         if (op->router >= i)
             return ats_err_set(err, ATS_EINVAL, "transfer: op %d (%s) has router %d after it", (int)i,
                                op->name, (int)op->router);
         for (int32_t k = op->router + 1; k < i; k++)
-            if (g->ops[k].kind != ATS_OP_EXPERTS || g->ops[k].router != op->router)
+            if (g->ops[k].kind != ATS_OP_EXPERTS || !g->ops[k].has_router || g->ops[k].router != op->router)
                 return ats_err_set(err, ATS_EINVAL,
                                    "transfer: op %d (%s) lies between EXPERTS op %d and its router %d",
                                    (int)k, g->ops[k].name, (int)i, (int)op->router);
@@ -508,7 +496,7 @@ enum ats_status ats_transfer_ats(const ats_graph *g, const ats_placement *p, con
            (every later transfer would end before the compute stream gets there), so s2 dominates
            when E2 + c ≤ E1 and F2 ≤ max(F1, E1 − W). Skipped where a later EXPERTS op's router
            lies at or before gop (its release would depend on s1's router end). */
-        int can_prune = !o.no_prune && !(gop + 1 < n && g->ops[gop + 1].kind == ATS_OP_EXPERTS && g->ops[gop + 1].router >= 0 &&
+        int can_prune = !o.no_prune && !(gop + 1 < n && g->ops[gop + 1].kind == ATS_OP_EXPERTS && g->ops[gop + 1].has_router &&
                           g->ops[gop + 1].router <= gop);
         double cnext = gop + 1 < n ? cur->c[gop + 1] : 0.0;
         double Wn = Wsuf[gop + 1];

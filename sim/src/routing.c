@@ -93,7 +93,7 @@ nomem:
     return ATS_ENOMEM;
 }
 
-enum ats_status sim_routing_load(const char *path, const ats_arch *arch, sim_routing **out, ats_err *err)
+static enum ats_status routing_load(const char *path, const ats_arch *arch, sim_routing **out, ats_err *err)
 {
     *out = NULL;
     enum ats_status st = check_arch(arch, err);
@@ -189,6 +189,16 @@ done:
     }
     *out = r;
     return ATS_OK;
+}
+
+/* Debian's HDF5 is not thread-safe: the sessions of a sweep load the routing file from several threads,
+ * and the sweep driver writes its checkpoint meanwhile; every HDF5 use in libats_sim holds this lock */
+enum ats_status sim_routing_load(const char *path, const ats_arch *arch, sim_routing **out, ats_err *err)
+{
+    enum ats_status st;
+#pragma omp critical(ats_hdf5)
+    st = routing_load(path, arch, out, err);
+    return st;
 }
 
 void sim_routing_free(sim_routing *r)

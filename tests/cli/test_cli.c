@@ -12,6 +12,7 @@
  * runs, and its folders table lists .ci/.
  */
 #include <signal.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,7 +219,7 @@ static void test_inspect_models(void)
         rc = run(args, out, sizeof out, err, sizeof err);
         CHECK_MSG(rc == 0 && strstr(out, "index,name,kind"), "%s csv: rc %d", models[i], rc);
     }
-    /* the example, with its totals */
+    /* the README's first inspect example, with its totals */
     CHECK(run("inspect --model qwen3-14b --quant q4_k_m --phase decode --ctx 2048", out, sizeof out, err, sizeof err) == 0);
     CHECK(strstr(out, "403 ops") && strstr(out, "14.768 B parameters") && strstr(out, "320.00 MiB at 2048 tokens"));
 }
@@ -470,31 +471,40 @@ static void test_outputs(void)
     CHECK(!leftover_tmp(tmpdir));
 }
 
-/* `ats bench sched` without --out writes ./bench-sched.json in the current directory and leaves the
- * committed experiments/bench/bench-sched.json as it was. */
+/* `ats bench sched` without --out prints its table and writes no file: neither in the current directory
+ * nor the committed experiments/sched-speed/bench-sched.json. */
 static void test_bench_default_out(void)
 {
     char committed[1024], args[1500], here[400];
     const char *src = getenv("ATS_SOURCE_DIR");
-    snprintf(committed, sizeof committed, "%s/experiments/bench/bench-sched.json", src ? src : ".");
+    snprintf(committed, sizeof committed, "%s/experiments/sched-speed/bench-sched.json", src ? src : ".");
     size_t n0 = 0, n1 = 0, n2 = 0;
     char *before = tu_slurp(committed, &n0);
     snprintf(here, sizeof here, "%s/bench-here", tmpdir);
     CHECK(mkdir(here, 0755) == 0);
     const char *bin = getenv("ATS_BIN");
-    snprintf(args, sizeof args, "cd '%s' && '%s' bench sched --runs 1 --models qwen3-14b >/dev/null 2>&1", here,
-             bin ? bin : "ats");
+    char table[500];
+    snprintf(table, sizeof table, "%s/table.txt", tmpdir);
+    snprintf(args, sizeof args, "cd '%s' && '%s' bench sched --runs 1 --models qwen3-14b >'%s' 2>&1", here,
+             bin ? bin : "ats", table);
     CHECK(system(args) == 0);
-    char local[500];
-    snprintf(local, sizeof local, "%s/bench-sched.json", here);
-    char *mine = tu_slurp(local, &n1);
-    CHECK_MSG(mine && strstr(mine, "\"results\""), "no result file %s", local);
+    char *txt = tu_slurp(table, &n1);
+    CHECK_MSG(txt && strstr(txt, "qwen3-14b") && strstr(txt, "dp_ats_us") && !strstr(txt, "result file"),
+              "stdout '%s'", txt ? txt : "(none)");
+    DIR *d = opendir(here);
+    int n_files = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n_files++;
+    if (d) closedir(d);
+    CHECK_MSG(d && n_files == 0, "bench sched without --out left %d files in %s", n_files, here);
     char *after = tu_slurp(committed, &n2);
     CHECK_MSG((!before && !after) || (before && after && n0 == n2 && memcmp(before, after, n0) == 0),
               "bench sched changed the committed %s", committed);
     free(before);
     free(after);
-    free(mine);
+    free(txt);
+    unlink(table);
+    rmdir(here);
 }
 
 static void test_import_notes(void)

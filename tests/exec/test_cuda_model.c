@@ -1,5 +1,5 @@
 /*
- * test_cuda_model — whole models on the GPU backend against the CPU backend (issue 5):
+ * test_cuda_model — whole models on the GPU backend against the CPU backend:
  *  1. small random qwen3 (dense, Q/K norms) and qwen3moe (router top-2 of 8 experts) models with
  *     dummy weights (F32, Q8_0, Q4_K_M; the MoE router ffn_gate_inp stays F32 in the quantized
  *     recipes, as llama.cpp keeps it, sched/src/quant.c), run as CPU only, GPU only, and split
@@ -23,7 +23,7 @@
  *     router_topk / moe entries record the router logits, ids and weights (and force a flipped
  *     token's) and then call the real entry. The copies are distinct tables, so a session with
  *     device residency flushes to host memory and re-reads it between the two ops exactly as at
- *     any backend switch. A fifth session (GPU, no hook) must give the same logits as the hooked
+ *     any backend switch. One more GPU session, without the hook, must give the same logits as the hooked
  *     GPU session (within 1e-5 of max|logit|) until the hooked one forced its first token.
  *  2. A wrong answer fails: the same comparison with experts 0 and 1 swapped in every MoE layer of
  *     the GPU's copy of the model (Q8_0 and Q4_K_M) must report violations.

@@ -1,7 +1,7 @@
 /*
  * test_cuda_ops — every CUDA op of ex/gpu.h against its CPU oracle of ex/ops.h on fresh random
  * inputs (seed printed; replay with ATS_TEST_SEED). Exits 77 when there is no CUDA device or the
- * build has no CUDA backend. `test_cuda_ops gemv_v4_shapes` runs only test_gemv_v4_shapes.
+ * build has no CUDA backend. `test_cuda_ops gemv_table` runs only test_gemv_table.
  *
  * Error measure for the matmul family: max_i |y_gpu[i] - y_ref[i]| / max_i Σ_j |W_ij x_j| (the
  * scale of the row sums), so one bound per type holds whatever the shape; y_ref is the exact float
@@ -27,7 +27,7 @@ int main(void)
 }
 #else
 
-#include <cuda_runtime_api.h> /* the device's opt-in shared memory (test_gemv_v4_shapes) */
+#include <cuda_runtime_api.h> /* the device's opt-in shared memory (test_gemv_table) */
 
 #include "ex/gpu.h"
 #include "ex/ops.h"
@@ -131,20 +131,21 @@ static void test_matmul(void)
 {
     const ats_qtype types[] = {ATS_Q_F32, ATS_Q_F16, ATS_Q_BF16, ATS_Q_Q8_0, ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_MXFP4};
     /* then long rows (4352..12288 columns) of the types with decode kernels that loop over a row in
-     * several rounds of loads (gemv_v2.cu, gemv_v3.cu), including rows that end inside a round */
+     * several rounds of loads (gemv_ring.cu, gemv_rows.cu, gemv_tma.cu), including rows that end inside a
+     * round; 1 token runs the table's kernel for the shape (test_gemv_table pins each one), 3 the batched
+     * warp kernel, 19 the prefill GEMM */
     const ats_qtype long_types[] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K, ATS_Q_Q6_K};
     const size_t n_short = sizeof types / sizeof types[0], n_long = sizeof long_types / sizeof long_types[0];
     const int64_t toks[] = {1, 3, 19};
-    /* the rows above are all fewer than cols / 2, so every Q4_0 GEMV there takes gemv_v3's wide rule
-     * (cols >= 2 x rows: lin, R = 1); one more Q4_0 case with cols < 2 x rows and an odd row count keeps
-     * the default ilv R = 2 kernel's ragged last rows under test */
+    /* the rows above are all fewer than cols / 2; one more Q4_0 case with cols < 2 x rows and an odd row
+     * count (rows2 off sm_90: its ragged last rows) */
     for (size_t ti = 0; ti < n_short + n_long + 1; ti++) {
         const int tall = ti == n_short + n_long;
         ats_qtype t = tall ? ATS_Q_Q4_0 : ti < n_short ? types[ti] : long_types[ti - n_short];
         int64_t cols = ti < n_short || tall ? 256 * (1 + (int64_t)(tu_rand(&g_rng) % 4))
                                             : 256 * (17 + (int64_t)(tu_rand(&g_rng) % 32));
         int64_t rows = 37 + (int64_t)(tu_rand(&g_rng) % 90);
-        if (ti == n_short + n_long - 1) rows = 2049 + (int64_t)(tu_rand(&g_rng) % 200); /* Q6_K's v3 (> 2048 rows) */
+        if (ti == n_short + n_long - 1) rows = 2049 + (int64_t)(tu_rand(&g_rng) % 200); /* Q6_K's rows2 (> 2048 rows) */
         if (tall) rows = cols / 2 + 1 + 2 * (int64_t)(tu_rand(&g_rng) % (uint64_t)(cols / 2)); /* odd, > cols / 2 */
         wt w = make_weight(t, cols, rows, 1, 1.0);
         for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
@@ -252,7 +253,8 @@ static void test_attention(void)
 {
     const int64_t hds[] = {64, 128, 8, 80}; /* 8: stories260K; 80: not a multiple of 32 */
     for (int c = 0; c < 8; c++) { /* c < 4: decode; c >= 4: a prefill chunk */
-        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
+        /* up to 8 tokens: the F32 kernel (more: the tensor-core kernel, test_attention_prefill) */
+        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 4);
         int64_t pos0 = (int64_t)(tu_rand(&g_rng) % 300), n_ctx = pos0 + nt + 3, kvd = nkv * hd;
         float scale = 1.0f / sqrtf((float)hd);
         float *kc = calloc((size_t)(n_ctx * kvd), 4), *vc = calloc((size_t)(n_ctx * kvd), 4);
@@ -286,12 +288,12 @@ static void test_attention(void)
 /* F16 KV cache: the CUDA store must write the CPU store's bits (both round to nearest even) over the
  * whole cache (rows outside [pos0, pos0 + n_tok) untouched; V values reach the F16 subnormals);
  * attention over the same F16 cache on both sides then differs only in F32 summation order (2e-5).
- * From helper W's 67ff1f6, on the _f16 ops. */
+ * The oracle of the _f16 ops. */
 static void test_attention_f16(void)
 {
     const int64_t hds[] = {64, 128, 8, 80}; /* 8: stories260K; 80: not a multiple of 32 */
     for (int c = 0; c < 8; c++) { /* c < 4: decode; c >= 4: a prefill chunk */
-        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 8);
+        int64_t hd = hds[c % 4], nkv = 2, nh = 8, nt = c < 4 ? 1 : 5 + (int64_t)(tu_rand(&g_rng) % 4);
         int64_t pos0 = 1 + (int64_t)(tu_rand(&g_rng) % 300), n_ctx = pos0 + nt + 3, kvd = nkv * hd;
         float scale = 1.0f / sqrtf((float)hd);
         size_t cache_bytes = (size_t)(n_ctx * kvd) * sizeof(ex_fp16);
@@ -330,6 +332,56 @@ static void test_attention_f16(void)
         ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dk); ex_gpu_free(g_gpu, dv);
         ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
         free(kc); free(vc); free(kg); free(vg); free(k0); free(v0); free(k); free(v); free(q); free(oc); free(og);
+    }
+}
+
+/* Prefill chunks of more than 8 tokens: the tensor-core flash kernel for head_dim 64/128/256 (F16
+ * operands, F32 softmax and accumulation), the F32 kernel for other head sizes (80 here). Both cache types
+ * against the CPU op on the same cache (F16: the CPU store's bits). Chunk lengths 9 (one partial query
+ * tile), 64 + r and 150 + r (several tiles, a ragged last one), from position 0 or a random pos0 (KV
+ * tiles before the chunk, a partial last KV tile); GQA ratios 1, 4, 5. Bound: 4e-3 of max |v| = 1 (Q·scale,
+ * K, P and V rounded to F16: ~2^-11 relative each); head_dim 80 keeps 2e-5. */
+static void test_attention_prefill(void)
+{
+    static const struct { int64_t nt, hd, nh, nkv; int at0; } cs[] = {
+        {9, 128, 8, 2, 1}, {64, 128, 40, 8, 0}, {150, 64, 8, 8, 1}, {9, 256, 4, 1, 0},
+        {150, 128, 10, 2, 0}, {64, 256, 8, 2, 1}, {40, 80, 8, 2, 0},
+    };
+    for (int f16 = 0; f16 < 2; f16++) {
+        for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+            int64_t nt = cs[c].nt + (cs[c].nt > 9 ? (int64_t)(tu_rand(&g_rng) % 40) : 0), hd = cs[c].hd;
+            int64_t nh = cs[c].nh, nkv = cs[c].nkv, pos0 = cs[c].at0 ? 0 : 1 + (int64_t)(tu_rand(&g_rng) % 300);
+            int64_t rows = pos0 + nt, n_ctx = rows + 5, kvd = nkv * hd, nq = nt * nh * hd;
+            float scale = 1.0f / sqrtf((float)hd);
+            size_t eb = f16 ? sizeof(ex_fp16) : sizeof(float), cache_bytes = (size_t)(n_ctx * kvd) * eb;
+            float *k = malloc((size_t)(rows * kvd) * 4), *v = malloc((size_t)(rows * kvd) * 4), *q = malloc((size_t)nq * 4);
+            fill(k, rows * kvd, -1, 1);
+            fill(v, rows * kvd, -1, 1);
+            fill(q, nq, -2, 2);
+            void *kc = calloc((size_t)(n_ctx * kvd), eb), *vc = calloc((size_t)(n_ctx * kvd), eb);
+            float *oc = malloc((size_t)nq * 4), *og = malloc((size_t)nq * 4);
+            if (f16) CHECK(ex_cpu_kv_store_f16(k, v, rows, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+            else CHECK(ex_cpu_kv_store(k, v, rows, 0, kvd, n_ctx, kc, vc) == ATS_OK);
+            void *dkc = dev_upload(kc, cache_bytes), *dvc = dev_upload(vc, cache_bytes);
+            float *dq = dev_upload(q, (size_t)nq * 4), *dout = dev_upload(NULL, (size_t)nq * 4);
+            ex_gpu_status st;
+            if (f16) {
+                CHECK(ex_cpu_attention_f16(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+                st = ex_cuda_attention_f16(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
+            } else {
+                CHECK(ex_cpu_attention(q, nt, pos0, kc, vc, nh, nkv, hd, scale, oc) == ATS_OK);
+                st = ex_cuda_attention(dq, nt, pos0, dkc, dvc, nh, nkv, hd, scale, dout, g_s);
+            }
+            CHECK(st == EX_GPU_OK);
+            dev_download(og, dout, (size_t)nq * 4);
+            double e = max_err(og, oc, nq, 1.0), b = hd == 80 ? 2e-5 : 4e-3;
+            CHECK_MSG(e <= b, "attention%s prefill hd %lld n_tok %lld pos0 %lld heads %lld/%lld: max error %.3g > %.1g",
+                      f16 ? "_f16" : "", (long long)hd, (long long)nt, (long long)pos0, (long long)nh, (long long)nkv, e, b);
+            fprintf(stderr, "  attention%s prefill hd %3lld n_tok %3lld pos0 %3lld heads %2lld/%lld: max error %.2e (bound %.0e)\n",
+                    f16 ? "_f16" : "    ", (long long)hd, (long long)nt, (long long)pos0, (long long)nh, (long long)nkv, e, b);
+            ex_gpu_free(g_gpu, dkc); ex_gpu_free(g_gpu, dvc); ex_gpu_free(g_gpu, dq); ex_gpu_free(g_gpu, dout);
+            free(k); free(v); free(q); free(kc); free(vc); free(oc); free(og);
+        }
     }
 }
 
@@ -542,6 +594,88 @@ static void test_ffn_router_moe(void)
     }
 }
 
+/* Routed experts in prefill chunks (more than 8 tokens: pairs grouped by expert on the device, grouped
+ * F16 tensor-core GEMMs): GPU vs ex_cpu_moe and vs the exact float reference, relative to the down
+ * projection's row-sum scale. Cases: Q4_K gate/up + Q6_K down, 8 experts, 4 a token, 130 + r tokens
+ * (65 pairs an expert on average: experts with more than one tile of 64 pairs); Q4_0 + Q8_0 with widths that are not a multiple of the
+ * 128-column step or the 64-row tile (352, 288); MXFP4 + Q4_K at 9 tokens; F16 + BF16. Ids are random
+ * distinct experts a token; one case routes a token to an id out of range: its row must be NaN and the
+ * others still right. Bound 8e-3: F16 weights and activations in both GEMMs (4e-3 each, as the prefill
+ * GEMM); vs the CPU op (int8 activations) twice the GEMV bound. */
+static void test_moe_prefill(void)
+{
+    static const struct { ats_qtype tg, td; int64_t n_embd, n_ff, n_exp, k, nt; } cs[] = {
+        {ATS_Q_Q4_K, ATS_Q_Q6_K, 512, 256, 8, 4, 130}, {ATS_Q_Q4_0, ATS_Q_Q8_0, 352, 288, 8, 2, 37},
+        {ATS_Q_MXFP4, ATS_Q_Q4_K, 256, 256, 8, 2, 9},   {ATS_Q_F16, ATS_Q_BF16, 192, 96, 4, 2, 20},
+    };
+    const double bound = 8e-3;
+    for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
+        int64_t n_embd = cs[c].n_embd, n_ff = cs[c].n_ff, n_exp = cs[c].n_exp, k = cs[c].k;
+        int64_t nt = cs[c].nt + (c == 0 ? (int64_t)(tu_rand(&g_rng) % 60) : 0);
+        wt ge = make_weight(cs[c].tg, n_embd, n_ff, n_exp, 0.1), ue = make_weight(cs[c].tg, n_embd, n_ff, n_exp, 0.1),
+           de = make_weight(cs[c].td, n_ff, n_embd, n_exp, 0.1);
+        float *x = malloc((size_t)(nt * n_embd) * 4), *oc = malloc((size_t)(nt * n_embd) * 4),
+              *og = malloc((size_t)(nt * n_embd) * 4), *orf = malloc((size_t)(nt * n_embd) * 4),
+              *one = malloc((size_t)n_embd * 4), *wc = malloc((size_t)(nt * k) * 4);
+        int32_t *ic = malloc((size_t)(nt * k) * 4);
+        fill(x, nt * n_embd, -1, 1);
+        for (int64_t t = 0; t < nt; t++) {
+            float sum = 0;
+            for (int64_t j = 0; j < k; j++) {
+                int32_t id;
+                int dup;
+                do {
+                    id = (int32_t)(tu_rand(&g_rng) % (uint64_t)n_exp);
+                    dup = 0;
+                    for (int64_t i = 0; i < j; i++) dup |= ic[t * k + i] == id;
+                } while (dup);
+                ic[t * k + j] = id;
+                wc[t * k + j] = frand(0.1, 1.0);
+                sum += wc[t * k + j];
+            }
+            for (int64_t j = 0; j < k; j++) wc[t * k + j] /= sum;
+        }
+        CHECK(ex_cpu_moe(&ge.host, &ue.host, &de.host, x, nt, ic, wc, k, oc) == ATS_OK);
+        float *dx = dev_upload(x, (size_t)(nt * n_embd) * 4), *dout = dev_upload(NULL, (size_t)(nt * n_embd) * 4);
+        float *dw = dev_upload(wc, (size_t)(nt * k) * 4);
+        int32_t *di = dev_upload(ic, (size_t)(nt * k) * 4);
+        CHECK(ex_cuda_moe(g_gpu, &ge.dev, &ue.dev, &de.dev, dx, nt, di, dw, k, dout, g_s) == EX_GPU_OK);
+        dev_download(og, dout, (size_t)(nt * n_embd) * 4);
+        double e_cpu = 0, e_ref = 0;
+        for (int64_t tk = 0; tk < nt; tk++) {
+            double sc = 0;
+            for (int64_t i = 0; i < n_embd; i++) orf[tk * n_embd + i] = 0;
+            for (int64_t j = 0; j < k; j++) {
+                ex_tensor g1 = ex_tensor_matrix(&ge.host, ic[tk * k + j]), u1 = ex_tensor_matrix(&ue.host, ic[tk * k + j]),
+                          d1 = ex_tensor_matrix(&de.host, ic[tk * k + j]);
+                sc += wc[tk * k + j] * ffn_ref(&g1, &u1, &d1, x + tk * n_embd, one);
+                for (int64_t i = 0; i < n_embd; i++) orf[tk * n_embd + i] += wc[tk * k + j] * one[i];
+            }
+            e_cpu = fmax(e_cpu, max_err(og + tk * n_embd, oc + tk * n_embd, n_embd, sc));
+            e_ref = fmax(e_ref, max_err(og + tk * n_embd, orf + tk * n_embd, n_embd, sc));
+        }
+        CHECK_MSG(e_ref <= bound && e_cpu <= 2 * 2.4e-2, "moe prefill %s/%s n_tok %lld: error vs exact %.3g, vs cpu %.3g",
+                  ats_qtype_name(cs[c].tg), ats_qtype_name(cs[c].td), (long long)nt, e_ref, e_cpu);
+        fprintf(stderr, "  moe prefill %-5s/%-5s %3lldx%-3lld %2lld experts k %lld n_tok %3lld: err vs exact %.2e, vs cpu %.2e (bound %.0e)\n",
+                ats_qtype_name(cs[c].tg), ats_qtype_name(cs[c].td), (long long)n_embd, (long long)n_ff, (long long)n_exp,
+                (long long)k, (long long)nt, e_ref, e_cpu, bound);
+        if (c == 1) { /* token 3 routed to an expert that does not exist: its row NaN, the rest unchanged */
+            int32_t bad = (int32_t)n_exp;
+            ex_gpu_memcpy_h2d(di + 3 * k + 1, &bad, 4, g_s);
+            CHECK(ex_cuda_moe(g_gpu, &ge.dev, &ue.dev, &de.dev, dx, nt, di, dw, k, dout, g_s) == EX_GPU_OK);
+            dev_download(og, dout, (size_t)(nt * n_embd) * 4);
+            int nan_row = 1, others = 1;
+            for (int64_t i = 0; i < n_embd; i++) nan_row &= isnan(og[3 * n_embd + i]);
+            for (int64_t i = 0; i < nt * n_embd; i++)
+                if (i / n_embd != 3) others &= !isnan(og[i]);
+            CHECK_MSG(nan_row && others, "moe prefill: a bad id must make its token's row NaN and only that row");
+        }
+        ex_gpu_free(g_gpu, dx); ex_gpu_free(g_gpu, dout); ex_gpu_free(g_gpu, dw); ex_gpu_free(g_gpu, di);
+        free_weight(&ge); free_weight(&ue); free_weight(&de);
+        free(x); free(oc); free(og); free(orf); free(one); free(wc); free(ic);
+    }
+}
+
 static void test_sample_copy(void)
 {
     int64_t nv = 1000 + (int64_t)(tu_rand(&g_rng) % 150000);
@@ -590,14 +724,14 @@ static void test_sample_copy(void)
  * GEMVs of one shared quantize workspace; (b) a chain where GEMV i's output is GEMV i+1's input. Each
  * output is compared with the CPU's product of the same input (for the chain, the GPU's own previous
  * output), so a quantize kernel that read its input before the GEMV producing it had finished, or a GEMV
- * that read activations stale or overwritten by the next call, fails here. It caught the launch chain
- * tried in the fourth session (quantize and GEMV as programmatic dependents of each other: 1 call in 8-16
- * wrong now and then on the H200; experiments/bench/bench-kernels.md). */
+ * that read activations stale or overwritten by the next call, fails here. It catches a launch chain
+ * of quantize and GEMV kernels as programmatic dependents of each other (stale L1 lines of x: 1 call in
+ * 8-16 wrong now and then on the H200; experiments/kernels/README.md). */
 static void test_gemv_chain(void)
 {
-    const ats_qtype types[4] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K}; /* Q6_K: v3 at 4096, v2 at 1024 */
+    const ats_qtype types[4] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0, ATS_Q_Q6_K}; /* Q4_0/Q4_K: tma; Q8_0: ring; Q6_K: rows2 at 4096, ring at 1024 */
     enum { N = 16 };
-    const int64_t sizes[] = {4096, 1024}; /* square: rows = cols; 512 and 128 blocks of the GEMV v3 */
+    const int64_t sizes[] = {4096, 1024}; /* square: rows = cols */
     for (size_t ti = 0; ti < 2 * sizeof types / sizeof types[0]; ti++) {
         ats_qtype t = types[ti % 4];
         const int64_t n = sizes[ti / 4];
@@ -632,82 +766,110 @@ static void test_gemv_chain(void)
     }
 }
 
-/* GEMV v4 (gemv_v4.cu: one kernel, bulk-copied weights in a ring per warp, x quantized per block;
- * sm_90) on the shapes that stress its bookkeeping: fewer rows than SMs (grid = rows, one row a block),
- * a single row, rows cut into several chunks (cols 17408: 4, 34816: 8; v4 only with ATS_GEMV_KERNEL=v4,
- * which the test_cuda_ops_gemv_v4 run sets), many items a warp (21121 x 1024: ~160 items a block, 10 a
- * warp), ragged last rounds (row counts not a multiple of 16 · blocks), and a ring slot used a third time:
- * warp w of a block takes items w, w + 16, ...; its k-th lands in slot k mod S, S <= 8 slots (V4_MAX_SLOTS),
- * so a warp with more than 2·S items waits on a slot's mbarrier a third time, when its phase parity is
- * back at 0 (the 21121 x 1024 case has 10 items a warp and S = 8: two uses at most). The last shape has
- * 24 one-chunk rows (256 columns: one 144-byte unit, nch = 1) a warp on every block (rows = SMs · 16 · 24
- * + 7: grid = SMs, 384 or 385 rows a block): 24 items > 2·8, slot 0 used three times whatever S the
- * geometry picks (at 132 SMs: 50695 x 256, the issue's 50688 plus a ragged 7). CTest's
- * test_cuda_ops_gemv_v4_ring16 runs this with ATS_GEMV_V4_RING_KB=16: S = 16 KB / (16 warps · slot) is
- * then the floor of 2 from 512 columns up (4 at 256), so 21121 x 1024 uses each slot 5 times too.
- * Every output against the exact reference; on a device that must run v4 (below) the case must also have
- * run the kernel the dispatch rule names (v4 up to 8192 columns, else v3), so this test fails if the
- * dispatch silently falls back. */
-static void test_gemv_v4_shapes(void)
+/* The decode GEMV table (exec/kernels/cuda/gemv.cu) on shapes that reach each of its kernels, with the edge
+ * cases of each kernel's bookkeeping reached through the shape alone:
+ * - tma (Q4_0/Q4_K, up to 8192 columns, sm_90): fewer rows than SMs (grid = rows, a row a block), one row,
+ *   many items a warp (21121 x 1024: ~160 items a block, 10 a warp), ragged last rounds (row counts not a
+ *   multiple of 16 · blocks), two chunks a row of unequal length (7936 columns: 31 units cut 15 + 16), and
+ *   a ring slot waited on a third time (its mbarrier's phase parity back at 0): warp w takes items w, w + 16,
+ *   ...; its k-th lands in slot k mod S with S = 96 KB / (16 warps · slot), 8 at 256 columns and 2 from
+ *   3840 up, so SMs · 16 · 24 + 7 rows of 256 columns (24 items a warp > 2 · 8) and SMs · 16 · 5 + 3 rows
+ *   of 3840 (5 items a warp > 2 · 2) use slot 0 three times;
+ * - rows1 / rows2 (Q4_0 rows of more than 8192 columns: rows1 when cols >= 2 rows; Q4_K wider than 8192;
+ *   Q6_K above 2048 rows): odd row counts (the last warp's second row missing), 17408 and 34816 columns;
+ * - ring (Q8_0 up to 8192 columns, Q6_K up to 2048 rows, Q4_0 rows of a column count not a multiple of 256):
+ *   many rows a warp (40000 rows of 64 or 96 columns: ~19 rows a warp at 2112 resident warps, the ring
+ *   wrapping across row boundaries), rows of several chunks (Q6_K 17408 columns), unaligned Q4_0 rows;
+ * - warp (MXFP4, F16, BF16, F32, Q8_0 wider than 8192 columns), with rows not fit for 16-byte loads.
+ * Every output against the exact reference; on an sm_90 device with the H200's 227 KiB of opt-in shared
+ * memory the case must also have run the kernel named here, so this test fails if the dispatch silently
+ * falls back. Elsewhere the tma cases run rows1 / rows2 (checked) and the ring cases may run warp (sm_120's
+ * 99 KiB), so there only the results are checked for those. */
+typedef struct gemv_case {
+    ats_qtype t;
+    int64_t rows, cols;
+    const char *kern; /* on the H200 */
+} gemv_case;
+
+static void test_gemv_table(void)
 {
-    const ats_qtype types[2] = {ATS_Q_Q4_0, ATS_Q_Q4_K};
-    const int nsm = ex_gpu_info(g_gpu)->sm_count;
-    const int64_t shapes[][2] = {{5, 256},    {1, 4096},       {131, 512},   {603, 17408},
-                                 {21121, 1024}, {1100 + 7, 5120}, {270, 34816}, {(int64_t)nsm * 16 * 24 + 7, 256}};
-    const char *forced = getenv("ATS_GEMV_KERNEL"), *chunk = getenv("ATS_GEMV_V4_CHUNK_KB");
-    const int sm90 = ex_gpu_info(g_gpu)->cc_major >= 9, force_v4 = forced && strcmp(forced, "v4") == 0;
-    /* Whether the device must run v4 where the rule says so, from its opt-in shared memory per block: v4
-     * needs x's int8 planes and scales plus at least 2 ring slots a warp in one block. With the 227 KB of
-     * sm_90 / sm_100 every shape here fits (the largest, 270 x 34816 with ATS_GEMV_KERNEL=v4: ~137 KiB by
-     * v4_geometry); with the 99 KiB of sm_120, 5120 columns do not (~101 KiB with the 2-slot floor) while
-     * 4096 do, and the launcher rightly keeps v3 for the former: only the results are checked there.
-     * Another chunk size (ATS_GEMV_V4_CHUNK_KB, up to a whole row a slot) may not fit either. */
+    const int64_t nsm = ex_gpu_info(g_gpu)->sm_count;
+    const gemv_case cases[] = {
+        {ATS_Q_Q4_0, 5, 256, "tma"},           {ATS_Q_Q4_0, 1, 4096, "tma"},
+        {ATS_Q_Q4_0, 131, 512, "tma"},         {ATS_Q_Q4_0, 21121, 1024, "tma"},
+        {ATS_Q_Q4_0, 1107, 5120, "tma"},       {ATS_Q_Q4_0, nsm * 16 * 24 + 7, 256, "tma"},
+        {ATS_Q_Q4_0, nsm * 16 * 5 + 3, 3840, "tma"}, {ATS_Q_Q4_0, nsm * 32 + 9, 7936, "tma"},
+        {ATS_Q_Q4_0, 603, 17408, "rows1"},     {ATS_Q_Q4_0, 270, 34816, "rows1"},
+        {ATS_Q_Q4_0, 4301, 8448, "rows2"},     {ATS_Q_Q4_0, 3001, 4192, "ring"},
+        {ATS_Q_Q4_0, 40000, 96, "ring"},
+        {ATS_Q_Q4_K, 5, 256, "tma"},           {ATS_Q_Q4_K, 1, 4096, "tma"},
+        {ATS_Q_Q4_K, 131, 512, "tma"},         {ATS_Q_Q4_K, 21121, 1024, "tma"},
+        {ATS_Q_Q4_K, 1107, 5120, "tma"},       {ATS_Q_Q4_K, nsm * 16 * 24 + 7, 256, "tma"},
+        {ATS_Q_Q4_K, nsm * 32 + 9, 7936, "tma"}, {ATS_Q_Q4_K, 603, 17408, "rows2"},
+        {ATS_Q_Q4_K, 271, 34816, "rows2"},
+        {ATS_Q_Q8_0, 1107, 1024, "ring"},      {ATS_Q_Q8_0, 40000, 64, "ring"},
+        {ATS_Q_Q8_0, 2049, 8192, "ring"},      {ATS_Q_Q8_0, 603, 17408, "warp"},
+        {ATS_Q_Q8_0, 37, 8224, "warp"},
+        {ATS_Q_Q6_K, 2048, 5120, "ring"},      {ATS_Q_Q6_K, 131, 512, "ring"},
+        {ATS_Q_Q6_K, 37, 17408, "ring"},       {ATS_Q_Q6_K, 2049, 256, "rows2"},
+        {ATS_Q_Q6_K, 2101, 2560, "rows2"},
+        {ATS_Q_MXFP4, 131, 4096, "warp"},      {ATS_Q_F16, 131, 4096, "warp"},
+        {ATS_Q_F16, 37, 100, "warp"},          {ATS_Q_BF16, 131, 4096, "warp"},
+        {ATS_Q_F32, 131, 4096, "warp"},        {ATS_Q_F32, 37, 101, "warp"},
+    };
+    const int sm90 = ex_gpu_info(g_gpu)->cc_major >= 9;
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ex_gpu_info(g_gpu)->device) != cudaSuccess)
         optin = 0;
-    const int must = sm90 && optin >= 227 * 1024 && !(forced && !force_v4) && !(chunk && *chunk);
-    fprintf(stderr, "  gemv v4 shapes: %d KB opt-in shared memory a block: %s\n", optin / 1024,
-            must ? "the dispatch rule's kernel must run" : "either kernel may run (results checked)");
-    for (size_t ti = 0; ti < 2; ti++) {
-        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-            const ats_qtype t = types[ti];
-            const int64_t rows = shapes[si][0], cols = shapes[si][1];
-            const char *kern = ex_cuda_gemv_kernel((int)t, rows, cols);
-            const char *want = cols <= 8192 || force_v4 ? "v4" : "v3";
-            CHECK_MSG(!must || strcmp(kern, want) == 0, "gemv %s %lldx%lld on cc >= 9 with %d KB: ran %s, not %s",
-                      ats_qtype_name(t), (long long)rows, (long long)cols, optin / 1024, kern, want);
-            wt w = make_weight(t, cols, rows, 1, 1.0);
-            float *x = malloc((size_t)cols * sizeof(float)), *yr = malloc((size_t)rows * sizeof(float));
-            float *yg = malloc((size_t)rows * sizeof(float));
-            fill(x, cols, -1, 1);
-            CHECK(ex_cpu_matmul_ref(&w.host, x, 1, yr) == ATS_OK);
-            float *dx = dev_upload(x, (size_t)cols * sizeof(float));
-            float *dy = dev_upload(NULL, (size_t)rows * sizeof(float));
-            CHECK(ex_cuda_matmul(g_gpu, &w.dev, dx, 1, dy, g_s) == EX_GPU_OK);
-            dev_download(yg, dy, (size_t)rows * sizeof(float));
-            const double e = max_err(yg, yr, rows, row_scale(&w.host, x, 1)), b = err_bound(t, 1);
-            CHECK_MSG(e <= b, "gemv %s %lldx%lld (%s): error vs exact %.3g > %.3g", ats_qtype_name(t), (long long)rows,
-                      (long long)cols, kern, e, b);
-            fprintf(stderr, "  gemv %-5s %5lldx%-5lld (%s): err vs exact %.2e (bound %.1e)\n", ats_qtype_name(t),
-                    (long long)rows, (long long)cols, kern, e, b);
-            ex_gpu_free(g_gpu, dx);
-            ex_gpu_free(g_gpu, dy);
-            free(x); free(yr); free(yg);
-            free_weight(&w);
-        }
+    const int h200 = sm90 && optin >= 227 * 1024;
+    fprintf(stderr, "  gemv table: cc %d, %d KB opt-in shared memory a block: %s\n", ex_gpu_info(g_gpu)->cc_major,
+            optin / 1024, h200 ? "every case must run the kernel named" : "the non-sm_90 choices checked");
+    int seen[5] = {0};
+    const char *names[5] = {"tma", "rows2", "rows1", "ring", "warp"};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const gemv_case *c = &cases[ci];
+        const char *kern = ex_cuda_gemv_kernel(g_gpu, (int)c->t, c->rows, c->cols);
+        const char *want = c->kern;
+        if (!h200 && strcmp(want, "tma") == 0) /* the rows kernels take these off sm_90 */
+            want = c->t == ATS_Q_Q4_0 && c->cols >= 2 * c->rows ? "rows1" : "rows2";
+        const int check = h200 || strcmp(want, "ring") != 0;
+        CHECK_MSG(!check || strcmp(kern, want) == 0, "gemv %s %lldx%lld: the table ran %s, not %s", ats_qtype_name(c->t),
+                  (long long)c->rows, (long long)c->cols, kern, want);
+        for (int k = 0; k < 5; k++) seen[k] += strcmp(kern, names[k]) == 0;
+        wt w = make_weight(c->t, c->cols, c->rows, 1, 1.0);
+        float *x = malloc((size_t)c->cols * sizeof(float)), *yr = malloc((size_t)c->rows * sizeof(float));
+        float *yg = malloc((size_t)c->rows * sizeof(float));
+        fill(x, c->cols, -1, 1);
+        CHECK(ex_cpu_matmul_ref(&w.host, x, 1, yr) == ATS_OK);
+        float *dx = dev_upload(x, (size_t)c->cols * sizeof(float));
+        float *dy = dev_upload(NULL, (size_t)c->rows * sizeof(float));
+        CHECK(ex_cuda_matmul(g_gpu, &w.dev, dx, 1, dy, g_s) == EX_GPU_OK);
+        dev_download(yg, dy, (size_t)c->rows * sizeof(float));
+        const double e = max_err(yg, yr, c->rows, row_scale(&w.host, x, 1)), b = err_bound(c->t, 1);
+        CHECK_MSG(e <= b, "gemv %s %lldx%lld (%s): error vs exact %.3g > %.3g", ats_qtype_name(c->t),
+                  (long long)c->rows, (long long)c->cols, kern, e, b);
+        fprintf(stderr, "  gemv %-5s %6lldx%-5lld (%-5s): err vs exact %.2e (bound %.1e)\n", ats_qtype_name(c->t),
+                (long long)c->rows, (long long)c->cols, kern, e, b);
+        ex_gpu_free(g_gpu, dx);
+        ex_gpu_free(g_gpu, dy);
+        free(x); free(yr); free(yg);
+        free_weight(&w);
     }
+    for (int k = 0; k < 5; k++) /* every kernel of the table ran (tma only where it exists) */
+        CHECK_MSG(seen[k] > 0 || (k == 0 && !h200) || (k == 3 && !h200), "gemv table: no case ran %s", names[k]);
 }
 
-/* Decode GEMVs of an FFN-like pair queued back to back: up (rows 3n, cols n: not wide) then down (rows n,
- * cols 3n: gemv_v3's wide rule for Q4_0, lin activations and R = 1), y_i = W_i y_i-1 alternating, 16 calls
- * with one wait at the end. test_gemv_chain's square shapes never take the wide rule, so this is the only
- * back-to-back test of its quantize (exc_quantize_q8x) + GEMV launch pair. */
+/* Decode GEMVs of an FFN-like pair queued back to back: up (rows 3n, cols n) then down (rows n, cols 3n =
+ * 8448 > 8192: rows1 for Q4_0 with its plain-order quantize (exc_quantize_q8x), rows2 for Q4_K, warp for
+ * Q8_0; up runs tma on sm_90, ring for Q8_0), y_i = W_i y_i-1 alternating, 16 calls with one wait at the
+ * end: every pair of different kernels of the table back to back, each a programmatic dependent of the
+ * other where it launches as one. */
 static void test_gemv_wide_chain(void)
 {
-    const ats_qtype types[2] = {ATS_Q_Q4_0, ATS_Q_Q4_K};
+    const ats_qtype types[3] = {ATS_Q_Q4_0, ATS_Q_Q4_K, ATS_Q_Q8_0};
     enum { N = 16 };
-    const int64_t n = 1024, m = 3 * 1024;
-    for (size_t ti = 0; ti < 2; ti++) {
+    const int64_t n = 2816, m = 3 * 2816;
+    for (size_t ti = 0; ti < 3; ti++) {
         ats_qtype t = types[ti];
         wt up = make_weight(t, n, m, 1, 1.7 / sqrt((double)n)), down = make_weight(t, m, n, 1, 1.7 / sqrt((double)m));
         float *hx = malloc((size_t)n * sizeof(float)), *hy = malloc((size_t)(N * m) * sizeof(float));
@@ -733,8 +895,9 @@ static void test_gemv_wide_chain(void)
                       e, err_bound(t, 1));
             if (!(e <= worst)) worst = e;
         }
-        fprintf(stderr, "  gemv %-5s up %lldx%lld / down %lldx%lld alternating, %d calls back to back: worst %.2e\n",
-                ats_qtype_name(t), (long long)m, (long long)n, (long long)n, (long long)m, N, worst);
+        fprintf(stderr, "  gemv %-5s up %lldx%lld (%s) / down %lldx%lld (%s) alternating, %d calls back to back: worst %.2e\n",
+                ats_qtype_name(t), (long long)m, (long long)n, ex_cuda_gemv_kernel(g_gpu, (int)t, m, n), (long long)n,
+                (long long)m, ex_cuda_gemv_kernel(g_gpu, (int)t, n, m), N, worst);
         ex_gpu_free(g_gpu, dx);
         ex_gpu_free(g_gpu, dy);
         free(hx); free(hy); free(yr);
@@ -745,10 +908,10 @@ static void test_gemv_wide_chain(void)
 
 int main(int argc, char **argv)
 {
-    /* `test_cuda_ops gemv_v4_shapes`: that test alone (CTest's ATS_GEMV_V4_RING_KB=16 run) */
-    const int only_v4 = argc > 1 && strcmp(argv[1], "gemv_v4_shapes") == 0;
-    if (argc > 1 && !only_v4) {
-        fprintf(stderr, "usage: test_cuda_ops [gemv_v4_shapes]\n");
+    /* `test_cuda_ops gemv_table`: that test alone */
+    const int only_table = argc > 1 && strcmp(argv[1], "gemv_table") == 0;
+    if (argc > 1 && !only_table) {
+        fprintf(stderr, "usage: test_cuda_ops [gemv_table]\n");
         return 2;
     }
     ex_gpu_status st = ex_gpu_open(0, &g_gpu);
@@ -764,19 +927,21 @@ int main(int argc, char **argv)
             ex_gpu_info(g_gpu)->cc_minor, ex_gpu_info(g_gpu)->sm_count);
     g_rng = tu_seed("test_cuda_ops");
     g_s = ex_gpu_stream(g_gpu, EX_GPU_STREAM_COMPUTE);
-    if (only_v4) {
-        test_gemv_v4_shapes();
+    if (only_table) {
+        test_gemv_table();
     } else {
         test_matmul();
-        test_gemv_v4_shapes();
+        test_gemv_table();
         test_gemv_chain();
         test_gemv_wide_chain();
         test_norm_rope();
         test_attention();
         test_attention_f16();
+        test_attention_prefill();
         test_attention_long();
         test_elementwise_embedding();
         test_ffn_router_moe();
+        test_moe_prefill();
         test_sample_copy();
     }
     ex_gpu_close(g_gpu);

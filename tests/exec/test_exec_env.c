@@ -2,16 +2,16 @@
  * test_exec_env — the executor's ATS_* environment knobs are checked, not silently ignored:
  * ex_env_check (exec/runtime/env_check.c) on every knob with values its reader accepts (ATS_OK) and values
  * it would ignore (ATS_EINVAL, one line naming the variable, the value and what is valid); unset and
- * empty mean the default. Then `ats` ($ATS_BIN) with a bad ATS_GEMV_KERNEL (a word knob), an
- * out-of-range ATS_GEMV_V4_RING_KB (a range knob) and a bad ATS_ATTN_SHAPE: exit 2 with that line
+ * empty mean the default. Then `ats` ($ATS_BIN) with a bad ATS_PROBE_PRIVATE (a word knob), an
+ * out-of-range ATS_CPU_FEATURES (a range knob) and a bad ATS_ATTN_SHAPE: exit 2 with that line
  * before the command runs; help (`ats help run`, `ats run --help`, `ats bench kernels -h`) still works,
  * with the line as a warning. And `ats bench kernels --threads` with 0, a negative
  * number, a non-number and 99999 (which crashed libgomp before the rule of `ats run`, 1..1024): exit 2
  * with one line naming the flag and the value; a missing --model and a --prompt + --decode longer than
  * the model's context: exit 2 before any kernel is timed; --skip-cpu where no GPU part can run: nothing
  * to run, exit 2 at once.
- * Unknown names: ex_env_unknown_next names each ATS_* variable no reader knows (ATS_GEMV_V4_TRIGER: did
- * you mean ATS_GEMV_V4_TRIGGER?) and `ats` warns with it (exit 0); every getenv("ATS_...") in the sources,
+ * Unknown names: ex_env_unknown_next names each ATS_* variable no reader knows (ATS_ATTN_SHAPES: did
+ * you mean ATS_ATTN_SHAPE?) and `ats` warns with it (exit 0); every getenv("ATS_...") in the sources,
  * every $ATS_... of the scripts in traces/ and tools/ and every ATS_...= CTest sets is known
  * (ex_env_known), so no test run and no script warns. A value (or an unknown name) with control
  * characters or of any length stays one line: escaped (\n, \t, \xNN) and cut after 64 bytes ("...").
@@ -37,18 +37,6 @@ typedef struct knob_case {
 } knob_case;
 
 static const knob_case CASES[] = {
-    {"ATS_GEMV_KERNEL", {"v1", "v2", "v3", "v4"}, {"v5", "V4", "v4 ", "4", "v", "v1,v2"}},
-    {"ATS_GEMV_V4_CHUNK_KB", {"1", "3", "64"}, {"0", "65", "-1", "3k", "abc", "1.5"}},
-    {"ATS_GEMV_V4_RING_KB", {"16", "96", "220"}, {"8", "15", "221", "1024", "96KB", "-96"}},
-    {"ATS_GEMV_V4_TRIGGER", {"start", "last"}, {"first", "end", "1"}},
-    {"ATS_GEMV_V3_R", {"1", "2", "4", "8"}, {"0", "3", "16", "two"}},
-    {"ATS_GEMV_V3_LOAD", {"ldg", "na"}, {"nc", "LDG", "1"}},
-    {"ATS_GEMV_V3_X", {"lin", "ilv"}, {"interleaved", "0"}},
-    {"ATS_GEMV_V3_U", {"1", "2"}, {"0", "3", "4"}},
-    {"ATS_GEMV_V3_Q4K", {"smem"}, {"1", "shared", "SMEM"}},
-    {"ATS_GEMV_V3_Q6K", {"0", "1"}, {"2", "yes", "on"}},
-    {"ATS_GEMV_MAX_BLOCKS", {"1", "132", "100000"}, {"0", "-5", "0x10", "many"}},
-    {"ATS_PDL_EARLY", {"0", "1"}, {"2", "yes", "true"}},
     {"ATS_ATTN_SHAPE", {"4,1", "16,8", "0,0", "32,0", "0,3"}, {"3,0", "0,9", "16", "16,", ",8", "4,1x", "64,1", "a,b"}},
     {"ATS_CPU_FEATURES", {"0", "1", "7", "0x7", "15", "0xf"}, {"16", "-1", "abc", "08", "3 ", "0xff"}},
     {"ATS_PROBE_PRIVATE", {"0", "1"}, {"yes", "2"}},
@@ -99,16 +87,16 @@ static void test_check_function(void)
         unsetenv(k->name);
     }
     /* the message says what is valid */
-    setenv("ATS_GEMV_KERNEL", "v5", 1);
-    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "v1, v2, v3, v4"));
-    unsetenv("ATS_GEMV_KERNEL");
-    setenv("ATS_GEMV_V4_RING_KB", "8", 1);
-    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "16..220"));
+    setenv("ATS_PROBE_PRIVATE", "yes", 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "one of 0, 1"));
+    unsetenv("ATS_PROBE_PRIVATE");
+    setenv("ATS_CPU_FEATURES", "16", 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "0..15"));
     /* a short buffer is truncated, never overrun */
     char tiny[8];
     memset(tiny, 'x', sizeof tiny);
     CHECK(ex_env_check(tiny, sizeof tiny) == ATS_EINVAL && memchr(tiny, '\0', sizeof tiny));
-    unsetenv("ATS_GEMV_V4_RING_KB");
+    unsetenv("ATS_CPU_FEATURES");
     fprintf(stderr, "  ex_env_check: %zu knobs, %d good values accepted, %d bad refused\n", N_CASES, n_good, n_bad);
 }
 
@@ -117,31 +105,31 @@ static void test_value_escaped(void)
 {
     char msg[512];
     unset_all();
-    setenv("ATS_GEMV_KERNEL", "v4\nrm -rf /\t\x1b[31mred\r", 1);
+    setenv("ATS_PROBE_PRIVATE", "1\nrm -rf /\t\x1b[31mred\r", 1);
     CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL);
-    CHECK_MSG(strstr(msg, "ATS_GEMV_KERNEL='v4\\nrm -rf /\\t\\x1b[31mred\\r': not one of v1") && !strchr(msg, '\n') &&
+    CHECK_MSG(strstr(msg, "ATS_PROBE_PRIVATE='1\\nrm -rf /\\t\\x1b[31mred\\r': not one of 0, 1") && !strchr(msg, '\n') &&
                   !strchr(msg, '\t') && !strchr(msg, '\x1b') && !strchr(msg, '\r'),
               "control characters not escaped: '%s'", msg);
     char big[4096];
     memset(big, 'A', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     memcpy(big + 100, "\n", 1);
-    unsetenv("ATS_GEMV_KERNEL");
-    setenv("ATS_GEMV_V4_RING_KB", big, 1);
+    unsetenv("ATS_PROBE_PRIVATE");
+    setenv("ATS_CPU_FEATURES", big, 1);
     CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL);
     char want[128];
-    snprintf(want, sizeof want, "ATS_GEMV_V4_RING_KB='%.64s...': not an integer 16..220", big);
+    snprintf(want, sizeof want, "ATS_CPU_FEATURES='%.64s...': not a bit mask 0..15", big);
     CHECK_MSG(strstr(msg, want) && strlen(msg) < 200 && !strchr(msg, '\n'), "long value not cut: '%.300s'", msg);
-    unsetenv("ATS_GEMV_V4_RING_KB");
+    unsetenv("ATS_CPU_FEATURES");
     /* a cut never splits a UTF-8 character: 63 ASCII bytes then 'é' (2 bytes) keeps 63 */
     char utf[80];
     memset(utf, 'b', 63);
     strcpy(utf + 63, "\xc3\xa9\xc3\xa9");
-    setenv("ATS_GEMV_KERNEL", utf, 1);
+    setenv("ATS_PROBE_PRIVATE", utf, 1);
     CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL);
     snprintf(want, sizeof want, "='%.63s...'", utf);
     CHECK_MSG(strstr(msg, want), "UTF-8 cut: '%s'", msg);
-    unsetenv("ATS_GEMV_KERNEL");
+    unsetenv("ATS_PROBE_PRIVATE");
     /* `ats`: one line */
     setenv("ATS_ATTN_SHAPE", "4,1\n\nsecond line", 1);
     int rc = run("inspect --model qwen3-14b");
@@ -213,19 +201,19 @@ static void test_unknown_names(void)
     /* the test run's own environment (CTest sets ATS_SHARED_DIR, ATS_SOURCE_DIR, ATS_BIN) is clean */
     size_t cur = 0;
     while (ex_env_unknown_next(&cur, msg, sizeof msg)) CHECK_MSG(0, "unknown in the test environment: %s", msg);
-    const char *known[] = {"ATS_GEMV_KERNEL", "ATS_TEST_SEED", "ATS_SHARED_DIR", "ATS_SOURCE_DIR", "ATS_BIN",
+    const char *known[] = {"ATS_ATTN_SHAPE", "ATS_TEST_SEED", "ATS_SHARED_DIR", "ATS_SOURCE_DIR", "ATS_BIN",
                            "ATS_UPDATE_GOLDEN", "ATS_MODELS_DIR", "ATS_HW_DIR", "ATS_TRACES_DIR", "ATS_BENCH_SCHED"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) CHECK_MSG(ex_env_known(known[i]), "%s", known[i]);
     for (size_t i = 0; i < N_CASES; i++) CHECK_MSG(ex_env_known(CASES[i].name), "%s", CASES[i].name);
-    CHECK(!ex_env_known("ATS_GEMV_V4_TRIGER") && !ex_env_known("ATS_") && !ex_env_known("GEMV_KERNEL"));
+    CHECK(!ex_env_known("ATS_ATTN_SHAPES") && !ex_env_known("ATS_") && !ex_env_known("ATTN_SHAPE"));
     setenv("ATS_TEST_SEED", "7", 1);
-    setenv("ATS_GEMV_V4_TRIGER", "last", 1);
+    setenv("ATS_ATTN_SHAPES", "4,1", 1);
     setenv("ATS_ZZZZZZZZZZZZZZZZ", "1", 1);
-    setenv("XATS_GEMV_KERNEL", "v9", 1); /* not ATS_*: not ours */
+    setenv("XATS_ATTN_SHAPE", "v9", 1); /* not ATS_*: not ours */
     int n = 0, typo = 0, far = 0;
     for (cur = 0; ex_env_unknown_next(&cur, msg, sizeof msg); n++) {
         CHECK_MSG(!strchr(msg, '\n'), "two lines: %s", msg);
-        if (strstr(msg, "ATS_GEMV_V4_TRIGER is not a variable") && strstr(msg, "did you mean ATS_GEMV_V4_TRIGGER?"))
+        if (strstr(msg, "ATS_ATTN_SHAPES is not a variable") && strstr(msg, "did you mean ATS_ATTN_SHAPE?"))
             typo++;
         else if (strstr(msg, "ATS_ZZZZZZZZZZZZZZZZ is not a variable") && strstr(msg, "the closest known one is ATS_"))
             far++;
@@ -238,13 +226,13 @@ static void test_unknown_names(void)
     /* `ats`: a warning line each, the command runs */
     int rc = run("inspect --model qwen3-14b");
     CHECK_MSG(rc == 0 && out[0] && tu_count_lines(err) == 2 &&
-                  strstr(err, "ats inspect: warning: environment: ATS_GEMV_V4_TRIGER is not a variable ats reads "
-                              "(ignored): did you mean ATS_GEMV_V4_TRIGGER?\n") &&
+                  strstr(err, "ats inspect: warning: environment: ATS_ATTN_SHAPES is not a variable ats reads "
+                              "(ignored): did you mean ATS_ATTN_SHAPE?\n") &&
                   strstr(err, "ats inspect: warning: environment: ATS_ZZZZZZZZZZZZZZZZ "),
               "rc %d, stderr '%s'", rc, err);
-    unsetenv("ATS_GEMV_V4_TRIGER");
+    unsetenv("ATS_ATTN_SHAPES");
     unsetenv("ATS_ZZZZZZZZZZZZZZZZ");
-    unsetenv("XATS_GEMV_KERNEL");
+    unsetenv("XATS_ATTN_SHAPE");
     rc = run("inspect --model qwen3-14b");
     CHECK_MSG(rc == 0 && err[0] == '\0', "known names only: rc %d, stderr '%s'", rc, err);
     unsetenv("ATS_TEST_SEED");
@@ -266,8 +254,8 @@ static void test_cli_env(void)
     unset_all();
     CHECK_MSG(run("inspect --model qwen3-14b") == 0, "ats inspect with no knob set: %s", err);
     const struct { const char *var, *val, *must; } bad[] = {
-        {"ATS_GEMV_KERNEL", "v5", "v1, v2, v3, v4"},
-        {"ATS_GEMV_V4_RING_KB", "300", "16..220"},
+        {"ATS_PROBE_PRIVATE", "yes", "one of 0, 1"},
+        {"ATS_CPU_FEATURES", "300", "0..15"},
         {"ATS_ATTN_SHAPE", "3,0", "NW,S"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -303,8 +291,8 @@ static void test_cli_env(void)
         unsetenv(bad[i].var);
     }
     /* good and empty values pass */
-    setenv("ATS_GEMV_KERNEL", "v4", 1);
-    setenv("ATS_GEMV_V4_RING_KB", "16", 1);
+    setenv("ATS_PROBE_PRIVATE", "1", 1);
+    setenv("ATS_CPU_FEATURES", "3", 1);
     setenv("ATS_ATTN_SHAPE", "", 1);
     CHECK_MSG(run("inspect --model qwen3-14b") == 0, "good knobs refused: %s", err);
     unset_all();

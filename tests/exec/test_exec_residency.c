@@ -31,8 +31,8 @@
  * placement does not reach (interior then whole input, disjoint inputs, KV rows written on the host
  * before the table appends, KV kept on the device by flush(ctx, 0) and returned by flush(ctx, 1),
  * a retried position), and the table is reset while a session lives. Removing any copy,
- * invalidation or forget in backend.cu or session.c fails this test (checked by hand, 2026-11-30:
- * 15 such mutations).
+ * invalidation or forget in backend.cu or session.c fails this test (checked by hand with 15 such
+ * mutations).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -439,7 +439,7 @@ static int run_rounds(const ex_model *m, const ex_session_opts *o, const run_in 
     return bad;
 }
 
-/* Two sessions over the same model whose rounds interleave (session 0 round r, session 1 round r, …),
+/* Two sessions over the same model whose rounds interleave (round r of the first, then of the second, …),
  * sharing a backend table: each session's logits must equal the CPU run's bit for bit. */
 static void two_sessions(const ex_model *m, const ex_session_opts o2[2], const run_in *in, const char *label)
 {

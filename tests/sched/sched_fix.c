@@ -30,7 +30,6 @@ ats_graph *fx_random_graph(uint64_t *rng, int n, int moe)
     ats_op *o = &g->ops[i++];
     o->kind = ATS_OP_EMBED;
     o->layer = -1;
-    o->router = -1;
     o->weight_bytes = (uint64_t)(rint_(rng, 1, 64) * MIB);
     snprintf(o->name, sizeof o->name, "token_embd");
     while (i < n) {
@@ -40,7 +39,6 @@ ats_graph *fx_random_graph(uint64_t *rng, int n, int moe)
             o = &g->ops[i++];
             o->kind = ATS_OP_MATMUL;
             o->role = ATS_ROLE_FFN_GATE_INP;
-            o->router = -1;
             o->weight_bytes = (uint64_t)(rint_(rng, 1, 4) * MIB);
             snprintf(o->name, sizeof o->name, "router%d", router);
             int ne = rint_(rng, 1, 3);
@@ -49,6 +47,7 @@ ats_graph *fx_random_graph(uint64_t *rng, int n, int moe)
                 o->kind = ATS_OP_EXPERTS;
                 o->role = (ats_role)(ATS_ROLE_FFN_GATE_EXPS + e);
                 o->router = router;
+                o->has_router = 1;
                 o->n_expert = 8;
                 o->expert_bytes = (uint64_t)(rint_(rng, 1, 8) * MIB);
                 o->weight_bytes = 8 * o->expert_bytes;
@@ -58,7 +57,6 @@ ats_graph *fx_random_graph(uint64_t *rng, int n, int moe)
             if (i < n && rint_(rng, 0, 1)) {
                 o = &g->ops[i++];
                 o->kind = ATS_OP_SHEXP;
-                o->router = -1;
                 o->n_expert = 1;
                 o->n_expert_active = 1;
                 o->expert_bytes = (uint64_t)(rint_(rng, 1, 8) * MIB);
@@ -68,7 +66,6 @@ ats_graph *fx_random_graph(uint64_t *rng, int n, int moe)
             continue;
         }
         o = &g->ops[i++];
-        o->router = -1;
         if (r <= 1) {
             o->kind = ATS_OP_NORM;
             o->weight_bytes = (uint64_t)MIB;

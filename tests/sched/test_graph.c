@@ -86,12 +86,12 @@ static void test_published(void)
         for (int32_t j = 0; j < g->n_ops; j++) {
             const ats_op *op = &g->ops[j];
             if (op->kind == ATS_OP_EXPERTS) {
-                CHECK(op->router >= 0 && op->router < j && g->ops[op->router].role == ATS_ROLE_FFN_GATE_INP &&
+                CHECK(op->has_router && op->router >= 0 && op->router < j && g->ops[op->router].role == ATS_ROLE_FFN_GATE_INP &&
                       g->ops[op->router].layer == op->layer);
                 CHECK(op->weight_bytes == (uint64_t)op->n_expert * op->expert_bytes);
                 CHECK_NEAR(op->n_expert_active, (double)a.n_expert_used, 1e-9); /* decode: exactly top-k */
             } else {
-                CHECK(op->router == -1);
+                CHECK(!op->has_router && op->router == 0); /* absent is its own flag, never -1 */
             }
         }
         ats_graph_free(g);

@@ -43,7 +43,7 @@ static void check_plan(const ats_graph *g, const ats_placement *p, const ats_ass
         const ats_wxfer *x = &pl->wxfers[k];
         CHECK(x->offset_bytes + x->bytes <= pl->temp_capacity_bytes);
         if (k > 0) CHECK(x->op > pl->wxfers[k - 1].op); /* issue order = op order */
-        if (g->ops[x->op].kind == ATS_OP_EXPERTS && g->ops[x->op].router >= 0) CHECK(x->has_wait_router && x->wait_router == g->ops[x->op].router);
+        if (g->ops[x->op].kind == ATS_OP_EXPERTS && g->ops[x->op].has_router) CHECK(x->has_wait_router && x->wait_router == g->ops[x->op].router);
         if (pl->double_buffer) CHECK(x->offset_bytes == (uint64_t)(k % 2) * (pl->temp_capacity_bytes / 2));
     }
     /* timing */

@@ -65,7 +65,8 @@ int ex_gpu_device_count(void);
 
 /**
  * Opens device `device` (0-based): selects it on the calling thread, creates the cuBLAS handle,
- * EX_GPU_N_STREAMS non-blocking streams and no workspace yet.
+ * EX_GPU_N_STREAMS non-blocking streams and no workspace yet, and sets the decode GEMV kernels up for the
+ * device (their shared-memory limits; which of them it can run).
  * Returns EX_GPU_ENODEV (with no message) when there is no such device, so tests can exit 77.
  * *out: new handle, freed with ex_gpu_close(). Not thread-safe with respect to the same device.
  */
@@ -138,10 +139,10 @@ void ex_gpu_graph_free(ex_graph g);
 ex_gpu_status ex_cuda_gemv(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x,
                            float *y, ex_stream s);
 
-/** The GEMV kernel family ex_cuda_gemv runs for this type (ats_qtype id) and shape (rows, cols):
- *  "v4", "v3", "v2" or "v1" on the current device (exec/kernels/cuda/gemv_v3.cu; follows ATS_GEMV_KERNEL and
- *  ATS_GEMV_V3_Q6K). For reports. */
-const char *ex_cuda_gemv_kernel(int type, int64_t rows, int64_t cols);
+/** The kernel ex_cuda_gemv runs on g's device for this type (ats_qtype id) and shape (rows, cols): "tma",
+ *  "rows2", "rows1", "ring" or "warp" (the table of exec/kernels/cuda/gemv.cu, README.md there); "none" for
+ *  a shape it refuses. For reports and tests. */
+const char *ex_cuda_gemv_kernel(ex_gpu *g, int type, int64_t rows, int64_t cols);
 
 /**
  * Dequantizes n elements (n % block_elems == 0) of type `type` at `src` (device) into `dst`
@@ -205,9 +206,11 @@ ex_gpu_status ex_cuda_rope(float *x, int64_t n_tokens, int64_t n_head, int64_t h
 /** ex_cpu_kv_store. */
 ex_gpu_status ex_cuda_kv_store(const float *k, const float *v, int64_t n_tokens, int64_t pos0, int64_t kv_dim,
                                int64_t n_ctx, float *k_cache, float *v_cache, ex_stream s);
-/** ex_cpu_attention; head_dim ≤ 256, n_tokens ≤ 65535. The environment's ATS_ATTN_SHAPE=NW,S (A/B timing,
- *  tests) overrides the warps per block (4/8/16/32) and split (1..8, a cluster on sm_90+) chosen from the
- *  launch shape; values it does not have → EX_GPU_EINVAL. Also for ex_cuda_attention_f16. */
+/** ex_cpu_attention; head_dim ≤ 256, n_tokens ≤ 65535. More than 8 tokens with head_dim 64/128/256: flash
+ *  attention on the tensor cores (Q, K, V, P rounded to F16; softmax and sums in F32). Otherwise F32 math;
+ *  there the environment's ATS_ATTN_SHAPE=NW,S (A/B timing, tests) overrides the warps per block
+ *  (4/8/16/32) and split (1..8, a cluster on sm_90+) chosen from the launch shape; values it does not
+ *  have → EX_GPU_EINVAL. Also for ex_cuda_attention_f16. */
 ex_gpu_status ex_cuda_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
                                 const float *v_cache, int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale,
                                 float *out, ex_stream s);
@@ -230,8 +233,10 @@ ex_gpu_status ex_cuda_ffn(ex_gpu *g, const ex_tensor *gate, const ex_tensor *up,
 /** ex_cpu_router_topk; n_expert ≤ 1024. */
 ex_gpu_status ex_cuda_router_topk(const float *logits, int64_t n_tokens, int64_t n_expert, int64_t k, int norm_topk,
                                   int32_t *ids, float *weights, ex_stream s);
-/** ex_cpu_moe with ids and weights in device memory (as ex_cuda_router_topk leaves them); every
- *  (token, slot) pair reads its expert's matrices (no grouping by expert); n_tokens·k ≤ 65535.
+/** ex_cpu_moe with ids and weights in device memory (as ex_cuda_router_topk leaves them); n_tokens·k ≤
+ *  65535, n_expert ≤ 1024 for more than 8 tokens. Up to 8 tokens every (token, slot) pair reads its
+ *  expert's matrices (batched GEMV, int8 activations); more: pairs grouped by expert on the device and
+ *  multiplied per expert in F16 on the tensor cores (F32 accumulation; error as the prefill GEMM's).
  *  Ids are checked on the device: an id outside [0, n_expert) reads expert 0 and makes that
  *  token's output row NaN (never an out-of-range read). */
 ex_gpu_status ex_cuda_moe(ex_gpu *g, const ex_tensor *gate_exps, const ex_tensor *up_exps, const ex_tensor *down_exps,

@@ -208,13 +208,12 @@ unsigned ex_cpu_features(void);
 
 /* ---- environment knobs -------------------------------------------------------------------- */
 
-/** Checks every ATS_* environment variable the executor reads (ATS_GEMV_KERNEL, ATS_GEMV_V4_*,
- *  ATS_GEMV_V3_*, ATS_GEMV_MAX_BLOCKS, ATS_PDL_EARLY, ATS_ATTN_SHAPE, ATS_CPU_FEATURES,
+/** Checks every ATS_* environment variable the executor reads (ATS_ATTN_SHAPE, ATS_CPU_FEATURES,
  *  ATS_PROBE_PRIVATE; the table in exec/kernels/cuda/README.md) that is set and non-empty against the values
  *  its reader accepts; the readers ignore a value they do not know, this refuses it. Returns ATS_OK,
  *  or ATS_EINVAL for the first bad one with one line in msg (len bytes, caller-owned, may be NULL)
- *  naming the variable, its value and what is valid, e.g. "ATS_GEMV_KERNEL='v5': not one of v1, v2,
- *  v3, v4 (unset it for the default)"; the value with control characters escaped (\n, \t, \xNN) and cut
+ *  naming the variable, its value and what is valid, e.g. "ATS_PROBE_PRIVATE='2': not one of 0, 1
+ *  (unset it for the default)"; the value with control characters escaped (\n, \t, \xNN) and cut
  *  after 64 bytes ("..."), so the message is one line. `ats` calls it before any command and exits 2 on a failure.
  *  Reads the environment only; thread-safe as long as no thread changes the environment. */
 enum ats_status ex_env_check(char *msg, size_t len);
@@ -224,9 +223,9 @@ enum ats_status ex_env_check(char *msg, size_t len);
  *  ATS_CUDA). One list, in exec/runtime/env_check.c. Thread-safe. */
 int ex_env_known(const char *name);
 /** The next ATS_* variable of the environment, from index *cursor (start at 0) of environ, whose name no
- *  reader knows (a misspelt knob such as ATS_GEMV_V4_TRIGER is silently ignored by its reader): returns 1
+ *  reader knows (a misspelt knob such as ATS_ATTN_SHAPES is silently ignored by its reader): returns 1
  *  with one line in msg (len bytes, caller-owned, may be NULL) naming it and the closest known name,
- *  e.g. "ATS_GEMV_V4_TRIGER is not a variable ats reads (ignored): did you mean ATS_GEMV_V4_TRIGGER?"
+ *  e.g. "ATS_ATTN_SHAPES is not a variable ats reads (ignored): did you mean ATS_ATTN_SHAPE?"
  *  (a name further from any known one: "...; the closest known one is ..."), and *cursor past it; 0 when there is none left. `ats` warns with each line
  *  before any command. Reads the environment only; not thread-safe against setenv. */
 int ex_env_unknown_next(size_t *cursor, char *msg, size_t len);

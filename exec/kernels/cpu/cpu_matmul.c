@@ -1272,7 +1272,7 @@ static vec_dotr4_fn pick_dotr4(ats_qtype t, unsigned f)
     (void)t;
     (void)f;
 #ifdef EX_X86
-#ifdef EX_DECODE_ONE_ROW /* an A/B build (experiments/cpu-q4-decode-h200.sh): the one-row kernels only */
+#ifdef EX_DECODE_ONE_ROW /* an A/B build (experiments/kernels/ab.sh): the one-row kernels only */
     f = 0;
 #endif
     switch (t) {
@@ -1383,7 +1383,7 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     void (*q81)(const float *, ex_block_q8_1 *, int64_t) = quant_q8_1;
     void (*q8k)(const float *, ex_block_q8_K *, int64_t) = quant_q8_K;
 #ifdef EX_X86
-#ifdef EX_QUANT_SCALAR /* an A/B build (experiments/cpu-q4-decode-h200.sh): the scalar quantizer only */
+#ifdef EX_QUANT_SCALAR /* an A/B build (experiments/kernels/ab.sh): the scalar quantizer only */
     const int simd_quant = 0;
 #else
     const int simd_quant = 1;

@@ -13,7 +13,8 @@
  * so the launchers keep their signatures) — the decode attention was latency-bound (one warp's serial
  * chain of dependent loads, shuffles and exps), not bandwidth-bound (task AA). att_shape() picks NW and
  * S from the grid and the cached SM count; ATS_ATTN_SHAPE=NW,S overrides it for A/B timing. Works for
- * decode (1 token) and prefill chunks alike; any head_dim ≤ 256 (lanes past head_dim idle).
+ * decode and chunks of up to 8 tokens (and other head sizes); any head_dim ≤ 256 (lanes past head_dim idle).
+ * Longer prefill chunks with head_dim 64/128/256 go to the tensor-core kernel fa_prefill_kernel below.
  * Vaswani et al. 2017 (attention), Ainslie et al. 2023 (GQA), Milakov & Gimelshein 2018 (online softmax).
  */
 #include "common.cuh"
@@ -82,11 +83,10 @@ template <int PL, typename T, int NW, bool CL> /* PL = ceil(head_dim / 32); T: t
 static __global__ void __launch_bounds__(32 * NW)
     attention_kernel(const float *__restrict__ q, int64_t pos0, const T *__restrict__ kc,
                      const T *__restrict__ vc, int64_t n_head, int64_t n_head_kv, int HD, float scale,
-                     float *__restrict__ out, int early)
+                     float *__restrict__ out)
 {
     __shared__ float sm_m[NW], sm_l[NW], sm_acc[NW][PL * 32];
     __shared__ float sm_o[PL * 32];
-    exc_pdl_trigger(early); /* ATS_PDL_EARLY=1: the output projection's GEMV may start its weight copies now */
     int64_t t = blockIdx.y, h = blockIdx.x;
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     int rank = 0, n_split = 1;
@@ -284,7 +284,7 @@ static ex_gpu_status attention_launch_pl(dim3 grid, int split, const float *q, i
             cfg.attrs = attr;
             cfg.numAttrs = 1;
             if (cudaLaunchKernelEx(&cfg, attention_kernel<PL, T, NW, true>, q, pos0, k_cache, v_cache, n_head,
-                                   n_head_kv, hd, scale, out, exc_pdl_early()) == cudaSuccess) {
+                                   n_head_kv, hd, scale, out) == cudaSuccess) {
                 EXC_LAUNCHED(s);
                 return EX_GPU_OK;
             }
@@ -292,7 +292,7 @@ static ex_gpu_status attention_launch_pl(dim3 grid, int split, const float *q, i
         }
     }
     attention_kernel<PL, T, NW, false><<<grid, 32 * NW, 0, s>>>(q, pos0, k_cache, v_cache, n_head, n_head_kv, hd,
-                                                                 scale, out, exc_pdl_early());
+                                                                 scale, out);
     EXC_LAUNCHED(s);
     return EX_GPU_OK;
 }
@@ -319,6 +319,159 @@ static ex_gpu_status attention_launch(dim3 grid, int split, const float *q, int6
 #undef ATT_LAUNCH
 }
 
+
+/* ---- prefill: flash attention on the tensor cores ------------------------------------------------
+ * One block of 4 warps per (tile of 64 query tokens, head): Q (pre-scaled), then each tile of 64 cached
+ * positions up to the tile's last query position, K and V, rounded to F16 in shared memory; warp w owns
+ * query rows 16w..16w+15: S = Q·Kᵀ (WMMA 16×16×16, F32 accumulation) into shared memory, a causal online
+ * softmax per row in F32 (running max m and sum l; P = exp(S - m) rounded to F16), O ← O·exp(m_old - m_new)
+ * + P·V with O (F32) in shared memory; out = O / l. Dao et al. 2022 (FlashAttention), on WMMA. Used for
+ * chunks of more than FA_MIN_TOKENS tokens and head_dim 64, 128 or 256; the error against the F32 CPU op
+ * is that of F16 operands (test_cuda_ops: 4e-3 of max |v|). */
+#include <mma.h>
+
+#define FA_MIN_TOKENS 8 /* more tokens than this: the tensor-core kernel */
+#define FA_BQ 64        /* query tokens per block */
+#define FA_BK 64        /* cached positions per step */
+#define FA_LDS (FA_BK + 4)
+
+template <int HD>
+struct fa_smem {
+    static constexpr int LDH = HD + 8, LDO = HD + 4;
+    static constexpr size_t q = 0, k = q + (size_t)FA_BQ * LDH * 2, v = k + (size_t)FA_BK * LDH * 2,
+                            s = v + (size_t)FA_BK * LDH * 2, p = s + (size_t)FA_BQ * FA_LDS * 4,
+                            o = p + (size_t)FA_BQ * (FA_BK + 8) * 2, ml = o + (size_t)FA_BQ * LDO * 4,
+                            bytes = ml + (size_t)3 * FA_BQ * 4;
+};
+
+template <int HD, typename T>
+static __global__ void __launch_bounds__(128)
+    fa_prefill_kernel(const float *__restrict__ q, int n_tokens, int64_t pos0, const T *__restrict__ kc,
+                      const T *__restrict__ vc, int n_head, int n_head_kv, float scale, float *__restrict__ out)
+{
+    using namespace nvcuda;
+    typedef fa_smem<HD> L;
+    extern __shared__ __align__(128) unsigned char fa_sm[];
+    __half *Qs = (__half *)(fa_sm + L::q), *Ks = (__half *)(fa_sm + L::k), *Vs = (__half *)(fa_sm + L::v);
+    float *Ss = (float *)(fa_sm + L::s), *Os = (float *)(fa_sm + L::o), *Ms = (float *)(fa_sm + L::ml);
+    float *Ls = Ms + FA_BQ, *Cs = Ls + FA_BQ;
+    __half *Ps = (__half *)(fa_sm + L::p);
+    const int t0 = blockIdx.x * FA_BQ, h = blockIdx.y, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int kvh = h / (n_head / n_head_kv), kv_dim = n_head_kv * HD;
+    const int t_end = min(t0 + FA_BQ, n_tokens);
+    const int64_t p_last = pos0 + t_end - 1;
+    for (int i = tid; i < FA_BQ * HD / 4; i += 128) {
+        int r = i / (HD / 4), d = (i % (HD / 4)) * 4, t = t0 + r;
+        float4 v = t < n_tokens ? *(const float4 *)(q + ((int64_t)t * n_head + h) * HD + d) : make_float4(0, 0, 0, 0);
+        __half2 *dst = (__half2 *)&Qs[r * L::LDH + d];
+        dst[0] = __floats2half2_rn(v.x * scale, v.y * scale);
+        dst[1] = __floats2half2_rn(v.z * scale, v.w * scale);
+        *(float4 *)&Os[r * L::LDO + d] = make_float4(0, 0, 0, 0);
+    }
+    if (tid < FA_BQ) {
+        Ms[tid] = -INFINITY;
+        Ls[tid] = 0.0f;
+    }
+    const int wr = warp * 16;
+    const int64_t w_last = pos0 + min(t0 + wr + 15, n_tokens - 1); /* the warp's last query position */
+    for (int64_t kv0 = 0; kv0 <= p_last; kv0 += FA_BK) {
+        __syncthreads(); /* the previous step's K/V/P reads are done */
+        for (int i = tid; i < FA_BK * HD / 4; i += 128) {
+            int r = i / (HD / 4), d = (i % (HD / 4)) * 4;
+            int64_t p = kv0 + r;
+            float kk[4] = {0, 0, 0, 0}, vv[4] = {0, 0, 0, 0};
+            if (p <= p_last) {
+                const T *kr = kc + p * kv_dim + kvh * HD + d, *vr = vc + p * kv_dim + kvh * HD + d;
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    kk[j] = kv_ld(kr[j]);
+                    vv[j] = kv_ld(vr[j]);
+                }
+            }
+            __half2 *kd = (__half2 *)&Ks[r * L::LDH + d], *vd = (__half2 *)&Vs[r * L::LDH + d];
+            kd[0] = __floats2half2_rn(kk[0], kk[1]);
+            kd[1] = __floats2half2_rn(kk[2], kk[3]);
+            vd[0] = __floats2half2_rn(vv[0], vv[1]);
+            vd[1] = __floats2half2_rn(vv[2], vv[3]);
+        }
+        __syncthreads();
+        if (kv0 > w_last || t0 + wr >= n_tokens) continue; /* every row of this warp is masked here */
+#pragma unroll
+        for (int nt = 0; nt < FA_BK / 16; nt++) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+            wmma::fill_fragment(sf, 0.0f);
+#pragma unroll
+            for (int kk = 0; kk < HD; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+                wmma::load_matrix_sync(fa, &Qs[wr * L::LDH + kk], L::LDH);
+                wmma::load_matrix_sync(fb, &Ks[nt * 16 * L::LDH + kk], L::LDH);
+                wmma::mma_sync(sf, fa, fb, sf);
+            }
+            wmma::store_matrix_sync(&Ss[wr * FA_LDS + nt * 16], sf, FA_LDS, wmma::mem_row_major);
+        }
+        __syncwarp();
+        for (int rr = 0; rr < 16; rr++) {
+            int r = wr + rr;
+            int64_t qp = pos0 + t0 + r;
+            float s0 = kv0 + lane <= qp ? Ss[r * FA_LDS + lane] : -INFINITY;
+            float s1 = kv0 + lane + 32 <= qp ? Ss[r * FA_LDS + lane + 32] : -INFINITY;
+            float mx = exc_warp_max(fmaxf(s0, s1)), m_old = Ms[r], m_new = fmaxf(m_old, mx);
+            float e0 = m_new == -INFINITY ? 0.0f : __expf(s0 - m_new), e1 = m_new == -INFINITY ? 0.0f : __expf(s1 - m_new);
+            float sum = exc_warp_sum(e0 + e1);
+            Ps[r * (FA_BK + 8) + lane] = __float2half_rn(e0);
+            Ps[r * (FA_BK + 8) + lane + 32] = __float2half_rn(e1);
+            __syncwarp();
+            if (lane == 0) {
+                float c = m_old == -INFINITY ? 0.0f : __expf(m_old - m_new);
+                Cs[r] = c;
+                Ls[r] = Ls[r] * c + sum;
+                Ms[r] = m_new;
+            }
+        }
+        __syncwarp();
+        for (int i = lane; i < 16 * HD; i += 32) Os[(wr + i / HD) * L::LDO + i % HD] *= Cs[wr + i / HD];
+        __syncwarp();
+#pragma unroll
+        for (int dt = 0; dt < HD; dt += 16) {
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
+            wmma::load_matrix_sync(of, &Os[wr * L::LDO + dt], L::LDO, wmma::mem_row_major);
+#pragma unroll
+            for (int kk = 0; kk < FA_BK; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+                wmma::load_matrix_sync(fa, &Ps[wr * (FA_BK + 8) + kk], FA_BK + 8);
+                wmma::load_matrix_sync(fb, &Vs[kk * L::LDH + dt], L::LDH);
+                wmma::mma_sync(of, fa, fb, of);
+            }
+            wmma::store_matrix_sync(&Os[wr * L::LDO + dt], of, L::LDO, wmma::mem_row_major);
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < FA_BQ * HD; i += 128) {
+        int r = i / HD, d = i % HD, t = t0 + r;
+        if (t < n_tokens) out[((int64_t)t * n_head + h) * HD + d] = Os[r * L::LDO + d] / Ls[r];
+    }
+}
+
+template <int HD, typename T>
+static ex_gpu_status fa_prefill_launch(const float *q, int64_t n_tokens, int64_t pos0, const T *k_cache,
+                                       const T *v_cache, int64_t n_head, int64_t n_head_kv, float scale, float *out,
+                                       ex_stream s)
+{
+    const size_t smem = fa_smem<HD>::bytes;
+    static int attr_set; /* one per instantiation; the opt-in above 48 KB */
+    if (!attr_set) {
+        EXC_CUDA(cudaFuncSetAttribute(fa_prefill_kernel<HD, T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr_set = 1;
+    }
+    dim3 grid((unsigned)((n_tokens + FA_BQ - 1) / FA_BQ), (unsigned)n_head);
+    fa_prefill_kernel<HD, T><<<grid, 128, smem, s>>>(q, (int)n_tokens, pos0, k_cache, v_cache, (int)n_head,
+                                                     (int)n_head_kv, scale, out);
+    EXC_LAUNCHED(s);
+    return EX_GPU_OK;
+}
+
 template <typename T>
 static ex_gpu_status attention(const float *q, int64_t n_tokens, int64_t pos0, const T *k_cache, const T *v_cache,
                                int64_t n_head, int64_t n_head_kv, int64_t head_dim, float scale, float *out, ex_stream s)
@@ -326,6 +479,14 @@ static ex_gpu_status attention(const float *q, int64_t n_tokens, int64_t pos0, c
     if (!q || !k_cache || !v_cache || !out || n_tokens < 1 || pos0 < 0 || n_head < 1 || n_head_kv < 1 ||
         n_head % n_head_kv != 0 || n_tokens > 65535 || head_dim < 1 || head_dim > 32 * ATT_MAX_PER_LANE)
         return EX_GPU_EINVAL;
+    if (n_tokens > FA_MIN_TOKENS && n_head <= 65535 && n_head * head_dim <= INT32_MAX / 65535) {
+        switch (head_dim) {
+        case 64: return fa_prefill_launch<64, T>(q, n_tokens, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out, s);
+        case 128: return fa_prefill_launch<128, T>(q, n_tokens, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out, s);
+        case 256: return fa_prefill_launch<256, T>(q, n_tokens, pos0, k_cache, v_cache, n_head, n_head_kv, scale, out, s);
+        default: break; /* other head sizes: the kernel above */
+        }
+    }
     dim3 grid((unsigned)n_head, (unsigned)n_tokens);
     int nw, split;
     att_shape(n_head * n_tokens, pos0 + 1, &nw, &split);

@@ -75,7 +75,7 @@ __device__ __forceinline__ float exc_bf2f(uint16_t h) { return __uint_as_float((
 
 /* Q4_K: 6-bit scale and min of sub-block k (0..7) from the 12 packed scale bytes read as three
  * little-endian words s0, s1, s2, without branches (QUANT_FORMATS.md §Q4_K; the formula of
- * ex_q4k_scale_min). Shared by the GEMV kernels v1 to v4. */
+ * ex_q4k_scale_min). Shared by the GEMV kernels. */
 __device__ __forceinline__ void exc_q4k_scale_min(uint32_t s0, uint32_t s1, uint32_t s2, int k, int *sc, int *m)
 {
     int sh = 8 * (k & 3);
@@ -96,8 +96,8 @@ __device__ __forceinline__ int exc_dp4a_us(uint32_t a, int b, int c)
 
 /* The high nibbles of a weight word against 4 int8 activations, times 16: the bytes masked in place
  * (0x00..0xF0 as unsigned) instead of shifted down first — one instruction less a word; the caller
- * divides the exact multiple of 16 by 16 once (>> 4) after summing (eighth session: the v4 loop is
- * issue-bound, Nsight Compute). */
+ * divides the exact multiple of 16 by 16 once (>> 4) after summing. The tma kernel's loop is bound by instruction
+ * issue (Nsight Compute); this took Q4_K's item loop from 12.2 to 11.5 us (experiments/kernels). */
 #define EXC_DP4A_HI16(w, x, c) exc_dp4a_us((uint32_t)(w) & 0xF0F0F0F0u, (x), (c))
 
 /* Σ of 32 products: nibbles (low for shift 0, high for 4) of 32 weight bytes with 32 int8 activations.
@@ -127,7 +127,7 @@ __device__ __forceinline__ int exc_dot8_nib(int4 wa, int4 wb, int4 xa, int4 xb, 
     return s >> 4; /* an exact multiple of 16 (|s| ≤ 16·32·15·128) */
 }
 
-/* One Q4_K task of one row (GEMV v3 and v4): super-block header h (d, dmin, 12 scale bytes), its qs bytes [16 + 32c,
+/* One Q4_K task of one row (GEMV rows2 and tma): super-block header h (d, dmin, 12 scale bytes), its qs bytes [16 + 32c,
  * 48 + 32c) as qa, qb, against x's two blocks (x0 = sub-block 2c, x1 = 2c + 1; sc = {d0, s0, d1, s1}). */
 __device__ __forceinline__ float exc_q4k_task(int4 h, int4 qa, int4 qb, int4 x0a, int4 x0b, int4 x1a, int4 x1b,
                                                    float4 sc, int c)
@@ -145,7 +145,7 @@ __device__ __forceinline__ float exc_q4k_task(int4 h, int4 qa, int4 qb, int4 x0a
 /* One Q4_0 block (18 bytes at the 2-byte aligned address `blk`, shared or global: d fp16, qs[16])
  * against the int8 activation block xl (values 0..15), xh (16..31) with ds = (dx, sx = dx·Σxq):
  * d·(dx·Σ q·xq − 8·sx), q the nibbles. Read as five aligned words from blk & ~3 (2 bytes before or
- * past the block: the caller's buffer has them) and shifted. Shared by GEMV v3 and v4. */
+ * past the block: the caller's buffer has them) and shifted. Shared by the GEMV kernels ring, rows and tma. */
 __device__ __forceinline__ float exc_q4_0_dot(const uint8_t *blk, int4 xl, int4 xh, float2 ds)
 {
     const int off = (int)((uintptr_t)blk & 2);
@@ -194,8 +194,8 @@ __device__ __forceinline__ float exc_warp_max(float v)
 /* One block of 32 activations quantized by a whole warp, lane l holding v = x[32b + l]: returns the
  * lane's int8 q = round(v/d) with d = amax/127, and *d, *s = d·Σq for every lane. fmaxf drops NaN, so
  * non-finite inputs are caught by a vote: d becomes NaN and the NaN reaches every output that reads
- * this block (NaN never turns into a number). The quantize kernel's (quantize_x.cu); GEMV v4 quantizes
- * four values a lane with the same vote and scale (gemv_v4.cu, v4_quantize_x). */
+ * this block (NaN never turns into a number). The quantize kernel's (quantize_x.cu); GEMV tma quantizes
+ * four values a lane with the same vote and scale (gemv_tma.cu, tma_quantize_x). */
 __device__ __forceinline__ int exc_q8_block(float v, float *d, float *s)
 {
     int bad = __any_sync(0xffffffffu, !(fabsf(v) <= 3.4e38f));
@@ -252,7 +252,7 @@ ex_gpu_status exc_quantize_q8x_ws(ex_gpu *g, const float *x, int64_t n, int64_t 
                                   exc_q8x *out);
 
 /**
- * Interleaved int8 activation blocks for the decode GEMV v3 (gemv_v3.cu), laid out in the order a warp's
+ * Interleaved int8 activation blocks for the decode GEMV rows2 (gemv_rows.cu), laid out in the order a warp's
  * lanes read them, so that each 16-byte load of a warp touches 512 contiguous bytes (4 L1 wavefronts
  * instead of 16 for lanes 64 bytes apart). A "task" is `chunks` 16-byte chunks of x (chunks = 4: 64
  * values, one Q4_K sub-block pair; chunks = 2: 32 values, one Q4_0 block); lane l of a warp handles
@@ -288,22 +288,5 @@ struct cublasContext;
 struct cublasContext *exc_cublas(ex_gpu *g);
 int exc_sm_count(const ex_gpu *g);
 int exc_cc_major(const ex_gpu *g);
-/** 1 when ATS_PDL_EARLY=1 (read once): RMSNorm and the decode attention let a programmatic dependent
- *  launch of the next kernel start at their beginning (exc_pdl_trigger). Experiment, off by default:
- *  measured by experiments/next-h200-s8.sh. */
-int exc_pdl_early(void);
-
-/* With `early` set, lets the next kernel, when it was launched as a programmatic dependent of this one,
- * start now: every such kernel here (the decode GEMVs v1-v4) waits with griddepcontrol.wait before it
- * reads anything a kernel before it wrote, and only streams weights before that (gemv_v4.cu). A no-op
- * below sm_90 and when the next kernel is a plain launch. */
-__device__ __forceinline__ void exc_pdl_trigger(int early)
-{
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (early) asm volatile("griddepcontrol.launch_dependents;");
-#else
-    (void)early;
-#endif
-}
 
 #endif

@@ -1,32 +1,43 @@
 /*
- * Decode GEMV y = W·x for every weight type (ex_cuda_gemv). One warp per output row, four rows per
- * thread block; a row is cut into "tasks" (a weight block or a fixed part of one) that the 32 lanes
- * take in turn, so consecutive lanes read consecutive bytes of the row. Quantized types meet int8
- * activations (exc_q8x, blocks of 32) through __dp4a, as ggml's mmvq does; the float types use
- * 16-byte loads and F32 FMAs. Block layouts: ../shared/models/QUANT_FORMATS.md §2.
- * This is the first kernel ("v1"); for Q4_0/Q8_0/Q4_K/Q6_K with one activation row exc_gemv_batched
- * hands over to gemv_v2.cu unless ATS_GEMV_KERNEL=v1.
+ * Decode GEMV y = W·x (ex_cuda_gemv, exc_gemv_batched): the dispatch table (gemv_pick) and the "warp"
+ * kernel. The table picks exactly one kernel of gemv.cuh for each weight type, architecture class and
+ * shape class, the one measured fastest on the H200 (README.md, "Decode GEMV"; experiments/kernels/):
+ *
+ *   type    shape (one matrix, one activation row)       sm_90 (tma kernels have sm_90 code)   other
+ *   Q4_0    cols % 256 != 0                              ring                                  ring
+ *           cols <= 8192                                 tma                                   as below
+ *           cols >= 2·rows (few long rows: ffn_down)     rows1                                 rows1
+ *           otherwise                                    rows2                                 rows2
+ *   Q4_K    cols <= 8192                                 tma                                   rows2
+ *           otherwise                                    rows2                                 rows2
+ *   Q8_0    cols <= 8192                                 ring                                  ring
+ *           cols > 8192 (ffn_down)                       warp                                  warp
+ *   Q6_K    rows > 2048                                  rows2                                 rows2
+ *           rows <= 2048                                 ring                                  ring
+ *   MXFP4, F16, BF16, F32                                warp                                  warp
+ *   any type, several activation rows or matrices (matmul of 2..8 tokens, FFN, MoE experts): warp
+ *
+ * A kernel whose shared memory does not fit the device (ring, tma) or whose index range the shape exceeds
+ * hands the shape to the next one in its row (tma → rows, ring → warp).
+ *
+ * The warp kernel: one warp per output row, four rows per thread block; a row is cut into "tasks" (a weight
+ * block or a fixed part of one) that the 32 lanes take in turn, so consecutive lanes read consecutive bytes
+ * of the row. Quantized types meet int8 activations (exc_q8x, blocks of 32) through __dp4a, as ggml's mmvq
+ * does; the float types use 16-byte loads and F32 FMAs. Block layouts: ../shared/models/QUANT_FORMATS.md §2.
  */
-#include "common.cuh"
+#include "gemv.cuh"
 
 #include <cuda_pipeline.h>
+#include <string.h>
 
 #include "ats/quant.h"
 
 #define ROWS_PER_BLOCK 4
-
-/* gemv_v2.cu: the one-kernel GEMV for Q4_0/Q8_0/Q4_K/Q6_K with n_z = 1 (*used = 0 where it does not
- * apply or ATS_GEMV_KERNEL=v1; then the kernels below run). */
-ex_gpu_status exc_gemv_v2(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
-                          cudaStream_t s, int *used);
-/* gemv_v4.cu: one kernel, TMA weight ring, x quantized per block, for Q4_0/Q4_K (n_z = 1) on sm_90;
- * *used = 0 where it does not apply or ATS_GEMV_KERNEL=v1|v2|v3. */
-ex_gpu_status exc_gemv_v4(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
-                          cudaStream_t s, int *used);
-/* gemv_v3.cu: quantize kernel + one-warp-per-row GEMV with direct 16-byte loads for Q4_0/Q4_K
- * (n_z = 1); *used = 0 where it does not apply or ATS_GEMV_KERNEL=v1|v2. */
-ex_gpu_status exc_gemv_v3(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, const float *x, float *y,
-                          cudaStream_t s, int *used);
+#define GEMV_WIDE_COLS 8192 /* rows wider than this: every block of tma / ring quantizing all of x costs more
+                             * than it saves (H200: Q4_0/Q4_K 17408 columns 5-7% slower with tma than rows1 /
+                             * rows2; Q8_0 17408 -> 5120 ring 37.3 us, warp 31.5 us) */
+#define GEMV_Q6K_ROWS2_MIN 2048 /* Q6_K: rows2 above this many rows, ring at or below (H200: 1024 rows ring
+                                 * 7.3 us, rows2 8.8 us; 5120 rows ring 17.9 us, rows2 16.0 us) */
 
 /* ---- one task of each quantized type: returns its part of the row's dot product -------------- */
 
@@ -365,21 +376,57 @@ static ex_gpu_status launch_f(const void *W, int64_t rows, int64_t cols, const f
     return EX_GPU_OK;
 }
 
+/* The table (see the top of this file). */
+static exc_gemv_kind gemv_pick(exc_gemv_dev *d, int type, int64_t rows, int64_t cols)
+{
+    switch (type) {
+    case ATS_Q_Q4_0:
+        if (cols % 256 != 0) return exc_gemv_ring_fits(d, type, rows, cols) ? EXC_GEMV_RING : EXC_GEMV_WARP;
+        if (cols <= GEMV_WIDE_COLS && exc_gemv_tma_fits(d, type, rows, cols)) return EXC_GEMV_TMA;
+        if (!exc_gemv_rows_fits(type, rows, cols)) return EXC_GEMV_WARP;
+        return cols >= 2 * rows ? EXC_GEMV_ROWS1 : EXC_GEMV_ROWS2;
+    case ATS_Q_Q4_K:
+        if (cols <= GEMV_WIDE_COLS && exc_gemv_tma_fits(d, type, rows, cols)) return EXC_GEMV_TMA;
+        return exc_gemv_rows_fits(type, rows, cols) ? EXC_GEMV_ROWS2 : EXC_GEMV_WARP;
+    case ATS_Q_Q8_0:
+        if (cols > GEMV_WIDE_COLS) return EXC_GEMV_WARP;
+        return exc_gemv_ring_fits(d, type, rows, cols) ? EXC_GEMV_RING : EXC_GEMV_WARP;
+    case ATS_Q_Q6_K:
+        if (rows > GEMV_Q6K_ROWS2_MIN && exc_gemv_rows_fits(type, rows, cols)) return EXC_GEMV_ROWS2;
+        return exc_gemv_ring_fits(d, type, rows, cols) ? EXC_GEMV_RING : EXC_GEMV_WARP;
+    default: return EXC_GEMV_WARP;
+    }
+}
+
+void exc_gemv_dev_init(exc_gemv_dev *d, const ex_gpu_props *pr)
+{
+    memset(d, 0, sizeof *d);
+    d->sm_count = pr->sm_count;
+    d->cc_major = pr->cc_major;
+    if (cudaDeviceGetAttribute(&d->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, pr->device) != cudaSuccess)
+        d->smem_optin = 0;
+    (void)cudaGetLastError();
+    exc_gemv_ring_init(d);
+    exc_gemv_tma_init(d);
+}
+
 ex_gpu_status exc_gemv_batched(ex_gpu *g, int type, const void *W, int64_t rows, int64_t cols, int64_t mat_bytes,
                                const int32_t *ids, int mat_z, int x_div, int n_z, const float *x, float *y,
                                cudaStream_t s)
 {
     if (!g || !W || !x || !y || rows < 1 || cols < 1 || n_z < 1 || n_z > 65535) return EX_GPU_EINVAL;
     if ((uintptr_t)W % 16 != 0 || (uintptr_t)x % 16 != 0) return EX_GPU_EINVAL; /* 16-byte loads */
+    const int qk = ats_qtype_block_elems((ats_qtype)type);
+    if (qk == 0 || cols % qk != 0) return EX_GPU_EINVAL;
     gemv_batch bt = {ids, mat_z, x_div, mat_bytes};
-    if (n_z == 1 && !ids) { /* one matrix, one activation row: v4, else v3, else v2, where they apply */
-        int used = 0;
-        ex_gpu_status st = exc_gemv_v4(g, type, W, rows, cols, x, y, s, &used);
-        if (st || used) return st;
-        st = exc_gemv_v3(g, type, W, rows, cols, x, y, s, &used);
-        if (st || used) return st;
-        st = exc_gemv_v2(g, type, W, rows, cols, x, y, s, &used);
-        if (st || used) return st;
+    if (n_z == 1 && !ids) { /* one matrix, one activation row: the table */
+        switch (gemv_pick(exc_gemv_state(g), type, rows, cols)) {
+        case EXC_GEMV_RING: return exc_gemv_ring(g, type, W, rows, cols, x, y, s);
+        case EXC_GEMV_ROWS2: return exc_gemv_rows(g, type, 0, W, rows, cols, x, y, s);
+        case EXC_GEMV_ROWS1: return exc_gemv_rows(g, type, 1, W, rows, cols, x, y, s);
+        case EXC_GEMV_TMA: return exc_gemv_tma(g, type, W, rows, cols, x, y, s);
+        case EXC_GEMV_WARP: break;
+        }
     }
     switch (type) {
     case ATS_Q_Q4_0: return launch_q<task_q4_0>(g, W, rows, cols, x, y, n_z, bt, s);
@@ -398,4 +445,19 @@ extern "C" ex_gpu_status ex_cuda_gemv(ex_gpu *g, int type, const void *W, int64_
                                       const float *x, float *y, ex_stream s)
 {
     return exc_gemv_batched(g, type, W, rows, cols, 0, NULL, 0, 0, 1, x, y, s);
+}
+
+extern "C" const char *ex_cuda_gemv_kernel(ex_gpu *g, int type, int64_t rows, int64_t cols)
+{
+    if (!g || rows < 1 || cols < 1) return "none";
+    const int qk = ats_qtype_block_elems((ats_qtype)type);
+    if (qk == 0 || cols % qk != 0) return "none";
+    switch (gemv_pick(exc_gemv_state(g), type, rows, cols)) {
+    case EXC_GEMV_RING: return "ring";
+    case EXC_GEMV_ROWS2: return "rows2";
+    case EXC_GEMV_ROWS1: return "rows1";
+    case EXC_GEMV_TMA: return "tma";
+    case EXC_GEMV_WARP: break;
+    }
+    return "warp";
 }

@@ -1,8 +1,7 @@
 /* The device handle: cuBLAS handle, streams, workspaces; memory, copy and event helpers. */
-#include "common.cuh"
+#include "gemv.cuh"
 
 #include <cublas_v2.h>
-#include <mutex>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +12,7 @@ struct ex_gpu {
     cudaStream_t streams[EX_GPU_N_STREAMS];
     void *ws[EXC_N_WORKSPACES];      /* device workspaces, grown on demand */
     size_t ws_bytes[EXC_N_WORKSPACES];
+    exc_gemv_dev gemv;               /* the decode GEMV kernels' per-device state (gemv.cuh) */
 };
 
 extern "C" ex_gpu_status exc_fail(cudaError_t e, const char *what, const char *file, int line)
@@ -77,6 +77,7 @@ extern "C" ex_gpu_status ex_gpu_open(int device, ex_gpu **out)
         /* DDR: two transfers per clock; clock in kHz, bus in bits */
         q->mem_bw_peak_Bps = 2.0 * (double)clk_khz * 1e3 * (double)bus / 8.0;
     }
+    exc_gemv_dev_init(&g->gemv, &g->props);
     for (int i = 0; i < EX_GPU_N_STREAMS; i++) {
         e = cudaStreamCreateWithFlags(&g->streams[i], cudaStreamNonBlocking);
         if (e != cudaSuccess) { st = exc_fail(e, "cudaStreamCreateWithFlags", __FILE__, __LINE__); goto fail; }
@@ -127,18 +128,7 @@ struct cublasContext *exc_cublas(ex_gpu *g) { return g->cublas; }
 int exc_sm_count(const ex_gpu *g) { return g->props.sm_count; }
 int exc_cc_major(const ex_gpu *g) { return g->props.cc_major; }
 
-/* Read once, like the GEMV kernels' ATS_GEMV_* variables: the launchers that ask (RMSNorm, attention) take
- * no ex_gpu handle to keep it in. */
-int exc_pdl_early(void)
-{
-    static std::once_flag once;
-    static int early = 0;
-    std::call_once(once, [] {
-        const char *e = getenv("ATS_PDL_EARLY");
-        early = e && strcmp(e, "1") == 0;
-    });
-    return early;
-}
+exc_gemv_dev *exc_gemv_state(ex_gpu *g) { return &g->gemv; }
 
 ex_gpu_status exc_workspace(ex_gpu *g, int slot, size_t bytes, void **out)
 {

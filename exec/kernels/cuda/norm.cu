@@ -9,10 +9,9 @@
  * under Nsight Compute on the H200, 1.75 ms of a Qwen3-14B decode step); rows of ≥ 4096 now get 1024
  * threads (5 elements each). */
 static __global__ void rmsnorm_kernel(const float *__restrict__ x, const float *__restrict__ w, int n, float eps,
-                                      float *y, int early)
+                                      float *y)
 {
     __shared__ float sh[32];
-    exc_pdl_trigger(early); /* ATS_PDL_EARLY=1: the GEMV after the norm may start its weight copies now */
     const float *xr = x + (int64_t)blockIdx.x * n;
     float *yr = y + (int64_t)blockIdx.x * n;
     float ss = 0.0f;
@@ -29,7 +28,7 @@ static ex_gpu_status rmsnorm_rows(const float *x, const float *w, int64_t n_rows
 {
     if (!x || !w || !y || n_rows < 1 || n < 1 || n_rows > INT32_MAX || n > INT32_MAX / 2) return EX_GPU_EINVAL;
     int threads = n >= 4096 ? 1024 : n >= 1024 ? 256 : n >= 128 ? 128 : 32;
-    rmsnorm_kernel<<<(unsigned)n_rows, threads, 0, s>>>(x, w, (int)n, eps, y, exc_pdl_early());
+    rmsnorm_kernel<<<(unsigned)n_rows, threads, 0, s>>>(x, w, (int)n, eps, y);
     EXC_LAUNCHED(s);
     return EX_GPU_OK;
 }

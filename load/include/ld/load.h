@@ -74,21 +74,21 @@ typedef struct ld_probe_opts {
                                CPUs) often ran its whole 2 ms probe before the hogs got the CPU back: the
                                recorder read CPU +23...+55% above the target while the stressor's own
                                probes read it on target; with 0.1 ms slices for probes and hogs -6%
-                               (traces/README.md) */
+                               (experiments/stress-accuracy/README.md) */
     int pin;              /**< 1: probe thread j runs only on the j-th CPU of the process's affinity set
-                               (modulo its size; ld_pin_self). H200 (fifth session,
-                               experiments/stress-2026-11-30-s5/): two recorders of one CPU stressed to 0.4
+                               (modulo its size; ld_pin_self). H200 (experiments/stress-accuracy/
+                               observers.sh): two recorders of one CPU stressed to 0.4
                                read 0.425 / 0.388 unpinned, 0.400 / 0.436 and 0.379 / 0.385 pinned — pinning
                                did not remove the disagreement. 0: unpinned */
     int private_matrix;   /**< 0 (default): the CPU probe's matrix is one POSIX shared-memory object
                                (ld_probe_matrix_name), the same physical pages in every ats process; 1 (or
                                ATS_PROBE_PRIVATE=1 in the environment, read by ld_probe_opts_default): a
-                               private copy (malloc, as before the shared one; also the fallback where the
+                               private copy (malloc; also the fallback where the
                                shared object cannot be used, ld_probe_describe says why). Private copies
-                               ran at 0.243-0.314 ms a GEMV at idle in 17 processes on the H200 (fifth
-                               session), and two recorders sharing one baseline read one stressed CPU up to
-                               21% apart; the shared matrix was meant to remove that per-process factor
-                               and did not (sixth session: idle 0.295-0.366 ms shared, 0.299-0.428 private) */
+                               ran at 0.243-0.314 ms a GEMV at idle in 17 processes on the H200, and two
+                               recorders sharing one baseline read one stressed CPU up to 21% apart; the
+                               shared matrix does not remove that per-process factor (idle 0.295-0.366 ms
+                               shared, 0.299-0.428 private; experiments/stress-accuracy/README.md) */
 } ld_probe_opts;
 
 ld_probe_opts ld_probe_opts_default(void);
@@ -276,7 +276,7 @@ typedef struct ld_stress_opts {
     int pin;                           /**< 1: the stressor's probe threads pinned as ld_probe_opts.pin */
     int pin_hogs;                      /**< 1: CPU hog i runs only on CPU (i mod n) of the affinity set (n CPUs:
                                             hog i and hog i + n share a CPU, their windows staggered by n/k
-                                            of a period). H200 fig13 (fifth session): the recorder's GPU and
+                                            of a period). H200 fig13 (experiments/stress-accuracy): the recorder's GPU and
                                             PCIe probes then read 0.76-0.78 during the CPU-only phase (their
                                             host thread finds no CPU without hogs; unpinned 0.94-0.98) */
     unsigned stagger;                  /**< bit (1 << r): resource r's hogs are staggered, hog i of k runs its
@@ -290,7 +290,7 @@ typedef struct ld_stress_opts {
     double interval_s;                 /**< control interval [s] (0.5) */
     int probes;                        /**< probe sets per interval, at random moments in it (5. H200 fig13 with
                                             `ats record` beside it, unpinned: 5 or 6 sets passed the 10 % check in
-                                            3 of 3 runs, 3 sets in 1 of 4; traces/README.md, sixth session) */
+                                            3 of 3 runs, 3 sets in 1 of 4; experiments/stress-accuracy) */
     double ki_per_s;                   /**< integral gain [1/s] (ld_ctl_opts; 0.8) */
     double settle_s;                   /**< report: first seconds of each target segment left out (5) */
     double rebaseline_s;               /**< > 0: before the hogs start, the probe process re-measures the idle
@@ -300,7 +300,7 @@ typedef struct ld_stress_opts {
                                             probe times varied between processes (0.29-0.37 ms a GEMV) where
                                             loaded ones agreed, and re-measured baselines widened four
                                             recorders' spread (0.294-0.327 against 0.318-0.331 with one file;
-                                            traces/README.md, sixth session) */
+                                            experiments/stress-accuracy/README.md) */
     const char *lock_path;             /**< probe lock (ld_probe_opts.lock_path; "/tmp/ats-probes.lock") */
     const struct ld_probe_opts *probe; /**< optional probe sizes (borrowed; NULL: ld_probe_opts_default,
                                             as `ats record` uses); threads, repetitions and iterations

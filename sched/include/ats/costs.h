@@ -53,7 +53,7 @@ typedef struct ats_op_cost {
 /**
  * The measured-profile hook: overwrites op i of `c` with `m` (every field; read the old values
  * first to keep some). ATS_EINVAL naming the op and field when i is outside [0, n) or a value is
- * NaN, negative or infinite (the snapshot is left unchanged). Added by issue 3.
+ * NaN, negative or infinite (the snapshot is left unchanged).
  */
 enum ats_status ats_costs_set_op(ats_costs *c, int32_t i, const ats_op_cost *m, ats_err *err);
 

@@ -64,7 +64,8 @@ typedef struct ats_op {
     double n_expert_active;   /* EXPERTS: expected distinct experts touched this round (uniform
                                  routing: E·(1-(1-k/E)^N)); SHEXP: n_expert */
     uint64_t expert_bytes;    /* EXPERTS/SHEXP: bytes of one expert's matrix (incl. bias) */
-    int32_t router;           /* EXPERTS: index of this layer's router op; -1 otherwise */
+    int32_t router;           /* EXPERTS: index of this layer's router op; 0 when !has_router */
+    uint8_t has_router;       /* 1: router is an op (EXPERTS ops of ats_graph_build graphs) */
     char name[48];            /* GGUF tensor name, e.g. "blk.3.attn_q.weight", "blk.3.attn" */
 } ats_op;
 
@@ -78,6 +79,28 @@ typedef struct ats_graph {
     uint64_t weight_bytes; /* Σ weight_bytes */
     uint64_t kv_cache_bytes; /* Σ kv_cache_bytes */
 } ats_graph;
+
+/**
+ * The routing of one round (MoE). All pointers borrowed.
+ * n_selected[i]: distinct experts selected this round by op i's router (EXPERTS ops; other entries
+ * ignored). ids/ids_off: optional CSR of the selected expert ids (ids_off has n+1 entries; op i's
+ * ids are ids[ids_off[i] .. ids_off[i+1]) ); NULL when only counts are known.
+ */
+typedef struct ats_routing {
+    int32_t n;
+    const double *n_selected;
+    const int32_t *ids_off;
+    const int32_t *ids;
+} ats_routing;
+
+/**
+ * Bytes that move host→device when op i is promoted this round [bytes]: weight_bytes, or for
+ * EXPERTS n_selected (routing) or ceil(n_expert_active) experts × expert_bytes, or for ATTN the
+ * layer's KV cache (kv_cache_bytes; moved only under ats_transfer_opts.promote_kv). Shared by the
+ * transfer DPs (transfer.c) and plan building (plan.c), so it lives with the graph: calls point one
+ * way, transfer → plan → graph.
+ */
+uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i);
 
 /** Options of ats_graph_build. */
 typedef struct ats_graph_opts {

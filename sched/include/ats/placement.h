@@ -16,7 +16,7 @@
  * else, including shared experts, "non-expert"); switch penalties are still counted over the whole
  * op sequence (the other group is fixed, not removed).
  *
- * A session's mix of rounds (added for the prefill paper check, Fig. 10). The objective is linear in
+ * A session's mix of rounds (experiments/paper-check §5 measures it). The objective is linear in
  * the costs, so placing for a weighted mix of round shapes k (each prefill chunk, each decode step)
  *     maximize Σ_k n_k·(Σ_i r_i^k·[b_i = GPU] − Σ_i c_i^k·[b_i ≠ b_{i−1}])
  * is the same DP on one snapshot whose fields are Σ_k n_k·x^k (ats_placement_mix_costs). With n_k =

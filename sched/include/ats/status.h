@@ -24,7 +24,7 @@ enum ats_status {
     ATS_ENOTFOUND,   /**< a named thing (policy, model role, …) does not exist */
     ATS_EINFEASIBLE, /**< no solution satisfies the constraints (e.g. budget too small for a plan) */
     ATS_ERANGE,      /**< a value is outside the range the algorithm supports */
-    ATS_EIO          /**< a failure while running, not of the input (a helper process died, I/O failed) */
+    ATS_EIO          /**< a failure while running, not of the input (a child process died, I/O failed) */
 };
 
 /** Length of the message buffer of ats_err [bytes]. */

@@ -52,7 +52,7 @@
  * States of earlier positions are also dropped when a newer state dominates them for every
  * continuation (R is capped below at E − the largest transfer still to come, where it no longer
  * matters); each transition costs O(log n) through prefix sums of the default path. Measured:
- * 16 µs for Qwen3-14B decode, 0.13-0.2 ms for Llama-3.1-70B (experiments/bench/bench-sched.json).
+ * 16 µs for Qwen3-14B decode, 0.13-0.2 ms for Llama-3.1-70B (experiments/sched-speed/bench-sched.json).
  * Requires the graph property that ops strictly between an EXPERTS op and its router are EXPERTS ops
  * of the same router (true for ats_graph_build graphs); ATS_EINVAL otherwise.
  *
@@ -89,19 +89,6 @@ void ats_assignment_copy(ats_assignment *dst, const ats_assignment *src);
 void ats_assignment_from_placement(ats_assignment *a, const ats_placement *p);
 
 /**
- * The routing of one round (MoE). All pointers borrowed.
- * n_selected[i]: distinct experts selected this round by op i's router (EXPERTS ops; other entries
- * ignored). ids/ids_off: optional CSR of the selected expert ids (ids_off has n+1 entries; op i's
- * ids are ids[ids_off[i] .. ids_off[i+1]) ); NULL when only counts are known.
- */
-typedef struct ats_routing {
-    int32_t n;
-    const double *n_selected;
-    const int32_t *ids_off;
-    const int32_t *ids;
-} ats_routing;
-
-/**
  * out = in with, for every EXPERTS op i: w[i] += (n_selected[i] − op.n_expert_active)·w_expert[i]
  * (execution times unchanged). `in` and `out` may alias. ATS_EINVAL when routing->n ≠ g->n_ops
  * or a count is negative, NaN or > op.n_expert (message names the op).
@@ -123,8 +110,8 @@ typedef struct ats_transfer_opts {
     int no_prune;               /* model A: 1 disables the cross-position dominance pruning (same
                                    result, O(P²) transitions; for tests); default 0 */
     int promote_kv;             /* 1: ATTN ops are promotable with their KV cache (see the file
-                                   comment); default 0. Added for prefill rounds (issue 3/4 paper
-                                   check, Fig. 10). */
+                                   comment); default 0. Prefill rounds switch it on
+                                   (ats_policy_cfg.promote_kv_prefill; experiments/paper-check §2). */
 } ats_transfer_opts;
 
 ats_transfer_opts ats_transfer_opts_default(void);
@@ -132,13 +119,6 @@ ats_transfer_opts ats_transfer_opts_default(void);
 /** 1 when op i of g may be promoted under placement p and opts (see the file comment). */
 int ats_op_promotable(const ats_graph *g, const ats_placement *p, const ats_transfer_opts *opts,
                       int32_t i);
-
-/**
- * Bytes that move host→device when op i is promoted this round [bytes]: weight_bytes, or for
- * EXPERTS n_selected (routing) or ceil(n_expert_active) experts × expert_bytes, or for ATTN the
- * layer's KV cache (kv_cache_bytes; moved only under opts.promote_kv).
- */
-uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i);
 
 /**
  * Model P solver (Algorithm 2). `cur` borrowed: current costs (routing already applied).
