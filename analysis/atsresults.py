@@ -245,6 +245,75 @@ def save_figure(fig, out):
     print(f"wrote {out}")
 
 
+def hardware(res):
+    """The hardware a file's runs ran on (root attribute 'hw': `ats sim`'s hardware description, `ats
+    run`'s CPU and GPU names), or 'hardware not recorded' (files of `ats run` before it recorded them)."""
+    return res.attrs.get("hw") or "hardware not recorded"
+
+
+def title(res):
+    """'<model> on <hardware>, trace <trace> (<producer>)' for a figure."""
+    at = res.attrs
+    return (f"{res.model() or '?'} on {hardware(res)}, trace {at.get('trace', '') or 'none'}"
+            f" ({at.get('producer', '')})")
+
+
+def decode_segments(run):
+    """Index arrays into run.decode(), one per stretch of decode rounds to draw as one line. A stretch
+    ends where a non-decode round (a prefill) ran between two decode rounds, or where the time between
+    one decode round's end and the next one's start exceeds the median decode latency (the machine
+    idled a round's length or more: a gap between requests). The microseconds `ats run` spends between
+    rounds (sampling, bookkeeping) join rounds, as they should."""
+    r = run.rounds
+    pos = np.nonzero(r["phase"] == PHASE_DECODE)[0]
+    if len(pos) == 0:
+        return []
+    t, lat = r["t_start_s"][pos], r["latency_s"][pos]
+    idle = t[1:] - (t[:-1] + lat[:-1])
+    brk = (pos[1:] != pos[:-1] + 1) | (idle > np.median(lat))
+    cuts = np.nonzero(brk)[0] + 1
+    return np.split(np.arange(len(pos)), cuts)
+
+
+def find_trace(res, given=None):
+    """(path, None) of the load trace the file's runs replayed, or (None, why). `given` (a --trace
+    option) wins; else the root attribute 'trace' (a name, as `ats sim` records it) is looked up as
+    $ATS_TRACES_DIR/<name>.h5, the source tree's traces/<name>.h5 and ./<name>.h5."""
+    import os
+    if given:
+        return (given, None) if os.path.isfile(given) else (None, f"--trace {given}: no such file")
+    name = res.attrs.get("trace", "") or ""
+    if name in ("", "none"):
+        return None, f"{res.path}: its runs replayed no load trace (attribute 'trace' = '{name}')"
+    here = os.path.dirname(os.path.abspath(__file__))
+    places = []
+    if os.environ.get("ATS_TRACES_DIR"):
+        places.append(os.environ["ATS_TRACES_DIR"])
+    places += [os.path.join(here, "..", "traces"), "."]
+    for d in places:
+        p = os.path.join(d, name if name.endswith(".h5") else name + ".h5")
+        if os.path.isfile(p):
+            return os.path.normpath(p), None
+    return None, (f"load trace '{name}' (attribute 'trace' of {res.path}) not found in "
+                  f"{', '.join(os.path.normpath(d) for d in places)}; give it with --trace FILE")
+
+
+def load_trace(path):
+    """(t_s, {"CPU": cpu_avail, "GPU": gpu_avail, "PCIe": pcie_avail}) of a load trace file; raises
+    ResultsError naming the file and dataset when it is not one."""
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            out = {}
+            for k in ("t_s", "cpu_avail", "gpu_avail", "pcie_avail"):
+                if f"load/{k}" not in f:
+                    raise ResultsError(f"{path}: dataset '/load/{k}': missing (not a load trace)")
+                out[k] = np.asarray(f[f"load/{k}"][()], dtype=float)
+    except OSError as e:
+        raise ResultsError(f"{path}: cannot open as HDF5 ({e})") from None
+    return out["t_s"], {"CPU": out["cpu_avail"], "GPU": out["gpu_avail"], "PCIe": out["pcie_avail"]}
+
+
 def load_runs(prog, path, names):
     """(results, runs): the file and the runs named in `names` (comma-separated; None = all), or
     (None, None) after printing "<prog>: <why>" to stderr (the caller exits 2): an empty name

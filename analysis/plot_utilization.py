@@ -2,9 +2,11 @@
 """Plot GPU busy fraction and effective host→device bandwidth per round over time (the paper's
 Fig. 14: GPU SM utilization and effective PCIe bandwidth), one line per run, from a results file.
 
-Per round: GPU busy = (sum of the round's GPU op durations) / round latency, from /runs/<run>/ops
-(runs written without --ops get no GPU panel line); host→device bandwidth = bytes_h2d / latency.
-Time-weighted means over the whole run are printed and shown in the legend.
+Per round: GPU busy = (sum of the round's GPU op durations) / round latency, from /runs/<run>/ops;
+host→device bandwidth = bytes_h2d / latency. Time-weighted means over the whole run are printed and
+shown in the legend. A run without per-op times (`ats sim` without --ops) has no GPU busy: stdout
+and the GPU panel say so; when no run has them, only the host→device panel is drawn and its title
+says why.
 
 Examples:
   analysis/plot_utilization.py out.h5 -o util.png
@@ -55,7 +57,12 @@ def main(argv=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (ax_g, ax_p) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    with_ops = [run for run in runs if gpu_busy_per_round(run) is not None]
+    if with_ops:
+        fig, (ax_g, ax_p) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    else:  # nothing for a GPU panel: draw what exists and say why the rest is missing
+        fig, ax_p = plt.subplots(1, 1, figsize=(9, 4))
+        ax_g = None
     for run in runs:
         r = run.rounds
         if len(r) == 0:
@@ -72,18 +79,28 @@ def main(argv=None):
             ax_g.step(t, 100 * busy, where="post", lw=1, color=line.get_color(),
                       label=f"{run.name} (mean {100 * mean_busy:.1f}%)")
             msg += f", GPU busy {100 * mean_busy:.1f}%"
+        else:
+            msg += ", GPU busy: no per-op times in the file (ats sim --ops)"
         print(msg)
-    ax_g.set_ylabel("GPU busy [% of round]")
-    ax_g.set_ylim(0, 105)
+    missing = [run.name for run in runs if gpu_busy_per_round(run) is None]
     ax_p.set_ylabel("host→device [GB/s]")
     ax_p.set_xlabel("time [s]")
+    head = ar.title(res)
+    if ax_g is not None:
+        ax_g.set_ylabel("GPU busy [% of round]")
+        ax_g.set_ylim(0, 105)
+        if missing:
+            ax_g.text(0.5, 0.5, f"no GPU busy for {', '.join(missing)}: no per-op times (ats sim --ops)",
+                      transform=ax_g.transAxes, ha="center", va="center", fontsize=8)
+        ax_g.set_title(head, fontsize=10)
+    else:
+        ax_p.set_title(f"{head}\nGPU busy not drawn: no run has per-op times (ats sim --ops)", fontsize=10)
     for ax in (ax_g, ax_p):
+        if ax is None:
+            continue
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="best")
-    at = res.attrs
-    ax_g.set_title(f"{at.get('model', '?')} on {at.get('hw', '?')}, trace {at.get('trace', '') or 'none'}"
-                   f" ({at.get('producer', '')})", fontsize=10)
     fig.tight_layout()
     ar.save_figure(fig, a.out)
     return 0

@@ -77,7 +77,38 @@ check "csv output" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$ou
 check "plot_utilization draws" sh -c "$py '$here/plot_utilization.py' '$out/results.h5' -o '$out/util.png' >'$out/util.txt'"
 check "util.png exists" test -s "$out/util.png"
 check "GPU busy for the run with ops" grep -q "^ats: host->device .* GPU busy" "$out/util.txt"
-check "no GPU busy for the run without ops" sh -c "grep '^layer: ' '$out/util.txt' | grep -vq 'GPU busy'"
+check "no GPU busy for the run without ops, said" grep -q "^layer: host->device .* GPU busy: no per-op times" "$out/util.txt"
+# no run with per-op times: the host->device panel alone, and stdout says why there is no GPU busy
+check "plot_utilization without ops draws" sh -c "$py '$here/plot_utilization.py' '$out/one.h5' -o '$out/util1.png' >'$out/util1.txt'"
+check "util1.png exists" test -s "$out/util1.png"
+check "plot_utilization without ops: says so" grep -q "^ats: host->device .* GPU busy: no per-op times in the file" "$out/util1.txt"
+# plot_tpot's lines: back-to-back decode rounds after a prefill are one line per run
+check "plot_tpot: one line per run" sh -c "$py '$here/plot_tpot.py' '$out/results.h5' -o '$out/tpot1.png' >'$out/tpot1.txt' && grep -q '^ats: 270 decode rounds drawn as 1 line,' '$out/tpot1.txt' && grep -q '^layer: 270 decode rounds drawn as 1 line,' '$out/tpot1.txt'"
+# the break rule on hand-made rounds: 2 decode, a prefill, 2 decode 1 us apart, an idle second, 1 decode: 3 lines
+check "decode_segments: breaks at a prefill and an idle gap, not at microseconds" $py -c "
+import sys; sys.path.insert(0, sys.argv[1]); import numpy as np, atsresults as ar
+r = np.zeros(6, dtype=[(n, 'f8') for n in ar.ROUND_FIELDS])
+r['phase'] = [1, 1, 0, 1, 1, 1]; r['latency_s'] = [0.1, 0.1, 0.5, 0.1, 0.1, 0.1]
+r['t_start_s'] = [0, 0.100001, 0.2, 0.7, 0.800001, 1.9]
+segs = ar.decode_segments(ar.Run('x', 'x', {}, r, None))
+sys.exit([list(s) for s in segs] != [[0, 1], [2, 3], [4]])" "$here"
+# --loads draws the load trace the runs replayed (results.h5 says 'fig13-synth': traces/fig13-synth.h5), or the
+# one given with --trace; the estimates are labelled as the controller's
+check "plot_tpot --loads finds the trace" sh -c "$py '$here/plot_tpot.py' '$out/results.h5' --loads -o '$out/tpot2.png' >'$out/tpot2.txt' && grep -q '^load trace: .*traces/fig13-synth.h5' '$out/tpot2.txt'"
+check "plot_tpot --loads --trace" sh -c "$py '$here/plot_tpot.py' '$out/results.h5' --loads --trace '$out/load.h5' -o '$out/tpot3.png' >'$out/tpot3.txt' && grep -q '^load trace: .*load.h5' '$out/tpot3.txt'"
+$py "$here/plot_tpot.py" "$out/results.h5" --loads --trace "$out/results.h5" -o "$out/tpot4.png" >/dev/null 2>"$out/tpot4.err"; rc=$?
+check "plot_tpot --trace RESULTS: exit 2 naming the dataset" sh -c "test $rc -eq 2 && grep -q \"results.h5: dataset '/load/t_s': missing\" '$out/tpot4.err'"
+# an `ats run` results file ($ATS_BIN, stories260K): rounds microseconds apart are one line (were single points:
+# empty axes), the title names the machine, the run has no load estimate and no trace
+if [ -n "${ATS_BIN:-}" ] && [ -x "${ATS_BIN:-}" ]; then
+    check "ats run --out" sh -c "'$ATS_BIN' run --model '${ATS_SHARED_DIR:-../shared}/models/stories260K/stories260K.gguf' -n 30 --out '$out/run.h5' >/dev/null 2>&1"
+    check "plot_tpot on ats run: one line" sh -c "$py '$here/plot_tpot.py' '$out/run.h5' --loads -o '$out/run.png' >'$out/run.txt' 2>'$out/run.err' && grep -q '^cpu: 29 decode rounds drawn as 1 line,' '$out/run.txt'"
+    check "plot_tpot on ats run: no estimate drawn, said" grep -q "^cpu: load estimate 1.0 throughout" "$out/run.txt"
+    check "plot_tpot on ats run: no trace, said" grep -q "replayed no load trace" "$out/run.err"
+    check "ats run's results name the hardware" $py -c "import sys; sys.path.insert(0, sys.argv[1]); import atsresults as ar; r = ar.load(sys.argv[2]); sys.exit(ar.hardware(r) == 'hardware not recorded' or ' on ' + ar.hardware(r) not in ar.title(r))" "$here" "$out/run.h5"
+else
+    echo "FAILED: ATS_BIN not set: the ats run checks did not run"; fail=1
+fi
 # bad input: exit 2, message names the file
 echo "not hdf5" >"$out/bad.h5"
 $py "$here/plot_tpot.py" "$out/bad.h5" -o "$out/bad.png" 2>"$out/bad.err"; rc=$?

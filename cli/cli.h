@@ -105,6 +105,22 @@ const char *ats_cli_hw_path(const char *name, char *buf, size_t len);
  *  overrides). Error messages name both places looked (atsc_trace_lookup_note). */
 const char *ats_cli_trace_path(const char *name, char *buf, size_t len);
 
+/** Progress of long work, only when stderr is a terminal (nothing otherwise): "ats <cmd>: <message>"
+ *  rewritten in place on one line (\r, erase); ats_cli_progress_end() erases it before other output. */
+void ats_cli_progress(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void ats_cli_progress_end(void);
+/** An ex_progress_fn (ex/model.h) for ats_cli_progress: ctx is the label, e.g. "run: building dummy weights";
+ *  prints "ats <label>: X.XX of Y.YY GiB" and ends the line at done == total. */
+void ats_cli_progress_bytes(void *ctx, uint64_t done, uint64_t total);
+
+/** This machine for a results file's 'hw' attribute: the CPU's model name from /proc/cpuinfo ("?" when
+ *  unknown), then ", " and gpu_name when it is non-empty. Writes into buf and returns it. */
+const char *ats_cli_machine(char *buf, size_t len, const char *gpu_name);
+
 /** Prints "ats <cmd>: <message>" to stderr (printf-style). */
 void ats_cli_error(const char *cmd, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -159,6 +175,7 @@ int ats_cmd_bench(int argc, char **argv); /* `ats bench <what>` dispatcher (cli/
 int ats_bench_sched(int argc, char **argv);   /* `ats bench sched` (cli/cmd_bench_sched.c) */
 int ats_bench_sim(int argc, char **argv);     /* `ats bench sim` (cli/cmd_bench_sim.c) */
 int ats_bench_kernels(int argc, char **argv); /* `ats bench kernels` (cli/cmd_bench_kernels.c) */
+int ats_bench_model(int argc, char **argv);   /* `ats bench model` (cli/cmd_bench_model.c; bench/model.h) */
 /* What the `ats bench` subcommands share (cli/cmd_bench.c): a sink whose table goes to stdout and whose
  * notes go to stderr as "ats CMD: line" (cmd borrowed, e.g. "bench kernels"); and the result file:
  * nothing when out is NULL (no --out), else doc written through common/outfile with jansson's `flags`,

@@ -413,3 +413,41 @@ int ats_cli_exit_after_signal(int rc)
     raise(sig);
     return 128 + sig; /* not reached */
 }
+
+void ats_cli_progress(const char *cmd, const char *fmt, ...)
+{
+    if (!isatty(STDERR_FILENO)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\r\033[Kats %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fflush(stderr);
+}
+
+void ats_cli_progress_end(void)
+{
+    if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
+}
+
+void ats_cli_progress_bytes(void *ctx, uint64_t done, uint64_t total)
+{
+    ats_cli_progress((const char *)ctx, "%.2f of %.2f GiB", (double)done / 1073741824.0, (double)total / 1073741824.0);
+    if (done >= total) ats_cli_progress_end();
+}
+
+const char *ats_cli_machine(char *buf, size_t len, const char *gpu_name)
+{
+    char cpu[256] = "?", line[512];
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0) {
+            const char *p = strchr(line, ':');
+            if (p) snprintf(cpu, sizeof cpu, "%s", p + 1 + strspn(p + 1, " \t"));
+            cpu[strcspn(cpu, "\n")] = 0;
+            break;
+        }
+    if (f) fclose(f);
+    snprintf(buf, len, "%s%s%s", cpu, gpu_name && *gpu_name ? ", " : "", gpu_name ? gpu_name : "");
+    return buf;
+}

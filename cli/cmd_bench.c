@@ -24,6 +24,7 @@ static const bench_entry BENCHES[] = {
     {"sched", ats_bench_sched, "placement DP, dynamic-transfer DPs and plan building (wall time)"},
     {"sim", ats_bench_sim, "simulator events/s, 10-minute replay, eps x tau sweep"},
     {"kernels", ats_bench_kernels, "CPU and GPU kernels against the measured ceilings"},
+    {"model", ats_bench_model, "whole models: tokens/s of prompts and decode steps (llama-bench's form)"},
 };
 #define N_BENCHES (sizeof BENCHES / sizeof BENCHES[0])
 
@@ -61,18 +62,27 @@ int ats_cmd_bench(int argc, char **argv)
 static void sink_table(void *ctx, const char *text)
 {
     (void)ctx;
+    ats_cli_progress_end(); /* a progress line on the terminal gives way to the table */
     fputs(text, stdout);
+    fflush(stdout);
 }
 
 static void sink_note(void *ctx, const char *line)
 {
+    ats_cli_progress_end();
     fflush(stdout); /* the table so far first, when both go to one file */
     fprintf(stderr, "ats %s: %s\n", (const char *)ctx, line);
 }
 
+static void sink_progress(void *ctx, const char *line)
+{
+    if (*line) ats_cli_progress((const char *)ctx, "%s", line); /* stderr on a terminal only */
+    else ats_cli_progress_end();                                 /* "": the progress is over */
+}
+
 bench_sink ats_cli_bench_sink(const char *cmd)
 {
-    bench_sink s = {sink_table, sink_note, (void *)cmd};
+    bench_sink s = {sink_table, sink_note, (void *)cmd, sink_progress};
     return s;
 }
 

@@ -133,6 +133,7 @@ int ats_bench_sim(int argc, char **argv)
     b.replay_trace_name = o.trace_name;
     b.threads = (int)threads;
     b.quick = quick;
+    b.sink = ats_cli_bench_sink("bench sim"); /* its progress line on a terminal */
     /* the sweep's traces: the three 3-minute ones recorded on the H200 machine when they are all there
      * (traces/README.md); otherwise --trace (or the idle machine) and the two synthetic ones */
     static const char *const recorded[BENCH_SIM_N_TRACES] = {"h200-cpu-compile", "h200-gpu-train", "h200-fig13"};

@@ -5,21 +5,36 @@
  * stderr line per re-quantized tensor, and the notes at the end: the matrices per fallback and why, as
  * llama.cpp's quantize does; when nothing is re-quantized and no matrix has the asked type, why.
  * Exit 2 for a bad input (nothing written), 1 when the output cannot be written.
+ * ats quantize --dummy-weights --model M [--quant R] [--seed S] OUT.gguf — writes the seeded random
+ * weights `ats run --dummy-weights` builds (ex_model_write_dummy_gguf: the same bytes, streamed one
+ * tensor at a time) with the metadata and a byte-level vocabulary that llama.cpp's loader needs, so
+ * any GGUF runtime can be timed on the very same file.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atsc/model_json.h"
 
 #include "cli.h"
+#include "ex/model.h"
 #include "ex/quantize.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ats quantize IN.gguf OUT.gguf --type q8_0|q4_0|q4_k [--pure]\n"
-               "  --pure   also quantize the output head (default for 4-bit types: Q6_K, as llama.cpp;\n"
-               "           an output head already quantized keeps its type)\n");
+               "       ats quantize --dummy-weights --model M [--quant R] [--seed S] OUT.gguf\n"
+               "  --pure            also quantize the output head (default for 4-bit types: Q6_K, as llama.cpp;\n"
+               "                    an output head already quantized keeps its type)\n"
+               "  --dummy-weights   write the seeded random weights of model M (name or JSON) that\n"
+               "                    `ats run --dummy-weights --model M --quant R --seed S` runs, as a GGUF file\n"
+               "                    with a byte-level vocabulary of the model's vocab_size (for llama.cpp too)\n"
+               "  --quant R         recipe: f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4 (default: the model's)\n"
+               "  --seed S          weight seed (default 42, as ats run's)\n");
 }
 
 /* ", 31 Q4_K -> Q4_0 (row length not a multiple of 256), 1 output head kept as Q4_0 (...)" and a newline */
@@ -37,6 +52,37 @@ static void print_fallbacks(const ex_requant_kind *fb, int n_fb)
                 b1, b2 && b2 != b1 ? " nor of 32" : "");
     }
     fputc('\n', stderr);
+}
+
+static int write_dummy(const char *model, const char *quant, long long seed, const char *out)
+{
+    char path[1024];
+    ats_arch arch;
+    ats_err err = {{0}};
+    if (atsc_model_load(ats_cli_model_path(model, path, sizeof path), &arch, &err) != ATS_OK) {
+        ats_cli_error("quantize", "%s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    ats_recipe r = arch.default_recipe;
+    if (quant && ats_recipe_from_name(quant, &r) != ATS_OK) {
+        ats_cli_error("quantize", "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
+        return ATS_EXIT_USAGE;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* progress on stderr when it is a terminal (ats_cli_progress) */
+    enum ats_status st = ex_model_write_dummy_gguf(&arch, r, (uint64_t)seed, out, ats_cli_progress_bytes,
+                                                   (void *)"quantize: writing dummy weights", &err);
+    if (st != ATS_OK) {
+        ats_cli_error("quantize", "%s", err.msg);
+        return st == ATS_EINVAL && strstr(err.msg, "write failed") == NULL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    struct stat so;
+    fprintf(stderr, "ats quantize: wrote %s: dummy weights of %s, recipe %s, seed %lld, %.3f GiB in %.1f s\n", out,
+            arch.name, ats_recipe_name(r), seed, stat(out, &so) == 0 ? (double)so.st_size / 1073741824.0 : 0.0,
+            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    return ATS_EXIT_OK;
 }
 
 static void on_tensor(void *ctx, const char *name, const int64_t ne[3], ats_qtype from, ats_qtype to)
@@ -71,9 +117,12 @@ static void print_report(const char *in, const char *out, const char *type_name,
 
 int ats_cmd_quantize(int argc, char **argv)
 {
-    const char *type_name = NULL;
-    int pure = 0;
+    const char *type_name = NULL, *model = NULL, *quant = NULL;
+    int pure = 0, dummy = 0;
+    long long seed = 42;
     static const struct option opts[] = {{"type", required_argument, 0, 't'}, {"pure", no_argument, 0, 'P'},
+                                         {"dummy-weights", no_argument, 0, 'D'}, {"model", required_argument, 0, 'm'},
+                                         {"quant", required_argument, 0, 'Q'}, {"seed", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0; /* one line of our own per bad option */
@@ -83,9 +132,31 @@ int ats_cmd_quantize(int argc, char **argv)
         if (ats_cli_once_opt("quantize", &seen, opts, c, optarg)) return ATS_EXIT_USAGE; /* the last one won */
         if (c == 't') type_name = optarg;
         else if (c == 'P') pure = 1;
+        else if (c == 'D') dummy = 1;
+        else if (c == 'm') {
+            if (ats_cli_file_value("quantize", "--model", optarg)) return ATS_EXIT_USAGE;
+            model = optarg;
+        } else if (c == 'Q') quant = optarg;
+        else if (c == 'S') {
+            if (ats_cli_parse_int(optarg, &seed) || seed < 0) {
+                ats_cli_error("quantize", "--seed: bad value '%s' (an integer >= 0)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+        }
         else if (c == 'h') { usage(stdout); return ATS_EXIT_OK; }
         else if (c == ':') { ats_cli_missing_value("quantize", argv[optind - 1], optopt); return ATS_EXIT_USAGE; }
         else { ats_cli_bad_option("quantize", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE; }
+    }
+    if (dummy || model || quant) { /* --dummy-weights --model M [--quant R] [--seed S] OUT.gguf */
+        if (!dummy || !model || type_name || pure || argc - optind != 1) {
+            if (!dummy) ats_cli_error("quantize", "--model and --quant go with --dummy-weights (ats quantize --help)");
+            else if (!model) ats_cli_error("quantize", "--dummy-weights needs --model NAME (ats quantize --help)");
+            else if (type_name || pure) ats_cli_error("quantize", "--dummy-weights writes the recipe of --quant; --type and --pure are for IN.gguf");
+            else ats_cli_error("quantize", "--dummy-weights needs one file argument, OUT.gguf, got %d (ats quantize --help)", argc - optind);
+            return ATS_EXIT_USAGE;
+        }
+        if (ats_cli_check_out("quantize", "OUT", argv[optind])) return ATS_EXIT_USAGE; /* before the work */
+        return write_dummy(model, quant, seed, argv[optind]);
     }
     if (argc - optind != 2 || !type_name) {
         if (argc - optind != 2)

@@ -15,6 +15,7 @@
 
 #include "atsc/model_json.h"
 #include "ats/costs.h"
+#include "ats/policy.h"
 #include "atsc/results.h"
 #include "cli.h"
 #include "ex/model.h"
@@ -23,6 +24,8 @@
 #include "ex/gpu.h"
 #endif
 #include "ex/tokenizer.h"
+#include "run_policy.h"
+#include "sim_cli.h"
 
 static void usage(FILE *f)
 {
@@ -53,7 +56,18 @@ static void usage(FILE *f)
             "                     first bad tensor, row and element. Without it, non-finite logits stop the run\n"
             "                     (exit 1) at the step they appear\n"
             "  --out FILE         write the results file (HDF5, DESIGN.md schema): /rounds and per-op /ops\n"
-            "                     (ops then wait for the device one by one, so GPU runs are slower)\n");
+            "                     (ops then wait for the device one by one, so GPU runs are slower)\n"
+            "plan executor (exec/runtime/plan_exec.c; replaces --backend/--split):\n"
+            "  --policy P         run every round by sched's plan of policy P (%s)\n"
+            "  --vram-budget B    device bytes for everything the run puts there, e.g. 4.5GiB (with --policy)\n"
+            "  --hw H             starting cost snapshot: sim/hw/H.json (default h200-host)\n"
+            "  --eps E            re-plan when the load deviates by >= E (default 0.15)\n"
+            "  --interval I       minimum re-plan interval: TPOT multiple (default 5) or e.g. 200ms\n"
+            "  --serialized       every plan serialized (llama.cpp's path: no copy/compute overlap)\n"
+            "  --cpu-only         no device even where there is one (every op on the CPU)\n"
+            "  --timeline FILE    Chrome trace-event JSON (Perfetto) as ats sim writes: CPU, GPU compute stream,\n"
+            "                     copy engine, PCIe H2D (GPU op times from events on timed rounds)\n",
+            ats_policy_names());
 }
 
 static int64_t now_ns(void)
@@ -97,7 +111,81 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
-int ats_cmd_run(int argc, char **argv)
+/* The prompt's token ids: the tokenized text (real vocabulary), or N seeded ids (dummy weights).
+ * *out new (free). Returns an ATS_EXIT_* code (message printed). */
+static int make_prompt(const ex_model *m, const char *model, const char *prompt, long long prompt_tokens, uint64_t seed,
+                       int32_t **out, int64_t *n_out)
+{
+    const ats_arch *a = &m->arch;
+    int32_t *ptok = NULL;
+    int64_t n_prompt = 0;
+    *out = NULL;
+    *n_out = 0;
+    if (m->tok) {
+        if (prompt_tokens > 0) {
+            ats_cli_error("run", "--prompt-tokens is for --dummy-weights; use -p with a real vocabulary");
+            return ATS_EXIT_USAGE;
+        }
+        int64_t cap = (int64_t)strlen(prompt) * 4 + 8;
+        ptok = malloc((size_t)cap * sizeof *ptok);
+        if (!ptok || ex_tokenizer_encode(m->tok, prompt, 1, ptok, cap, &n_prompt) != ATS_OK) {
+            free(ptok);
+            ats_cli_error("run", "cannot tokenize the prompt");
+            return ATS_EXIT_FAIL;
+        }
+    } else {
+        if (prompt[0]) {
+            ats_cli_error("run", "model '%s' has no vocabulary (dummy weights): use --prompt-tokens N", model);
+            return ATS_EXIT_USAGE;
+        }
+        n_prompt = prompt_tokens > 0 ? prompt_tokens : 1;
+        ptok = malloc((size_t)n_prompt * sizeof *ptok);
+        if (!ptok) return ATS_EXIT_FAIL;
+        uint64_t z = seed;
+        for (int64_t i = 0; i < n_prompt; i++) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            ptok[i] = (int32_t)((z >> 33) % (uint64_t)a->n_vocab);
+        }
+    }
+    *out = ptok;
+    *n_out = n_prompt;
+    return ATS_EXIT_OK;
+}
+
+/* The options of `ats run` (run_parse fills it). */
+typedef struct run_opts {
+    const char *model;
+    const char *prompt;
+    const char *quant;
+    const char *out_path;
+    const char *policy;
+    const char *hw;
+    const char *tl_path;
+    const char *backend;
+    long long n_gen;
+    long long threads;
+    long long n_ctx;
+    long long chunk;
+    long long split;
+    long long prompt_tokens;
+    long long seed;
+    long long top_k;
+    double temp;
+    double top_p;
+    int dummy;
+    int print_ids;
+    int no_eos;
+    int check_tensors;
+    int serialized;
+    int cpu_only;
+    uint64_t vram;
+    ats_controller_cfg ctrl;
+    ats_qtype kv_type;
+} run_opts;
+
+/* Parses and checks the options; -1 when the run goes on (o filled), else the exit code. Long because
+ * it is one switch over the ~30 options, each with its own one-line message. */
+static int run_parse(int argc, char **argv, run_opts *o)
 {
     const char *model = NULL, *prompt = "", *quant = NULL, *out_path = NULL;
     long long n_gen = 256, threads = 0, n_ctx = 0, chunk = 512, split = -1, prompt_tokens = 0;
@@ -105,7 +193,8 @@ int ats_cmd_run(int argc, char **argv)
     double temp = 0.0, top_p = 1.0;
     int dummy = 0, print_ids = 0, no_eos = 0, check_tensors = 0;
     enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
-           O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND, O_KVTYPE, O_CHECK };
+           O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND, O_KVTYPE, O_CHECK, O_POLICY, O_VRAM, O_HW, O_EPS,
+           O_INTERVAL, O_SERIAL, O_CPUONLY, O_TIMELINE };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
@@ -116,7 +205,16 @@ int ats_cmd_run(int argc, char **argv)
         {"print-ids", no_argument, 0, O_IDS}, {"no-eos", no_argument, 0, O_NOEOS},
         {"prompt-tokens", required_argument, 0, O_PTOK}, {"out", required_argument, 0, O_OUT},
         {"backend", required_argument, 0, O_BACKEND}, {"kv-type", required_argument, 0, O_KVTYPE},
-        {"check-tensors", no_argument, 0, O_CHECK}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"check-tensors", no_argument, 0, O_CHECK}, {"policy", required_argument, 0, O_POLICY},
+        {"vram-budget", required_argument, 0, O_VRAM}, {"hw", required_argument, 0, O_HW},
+        {"eps", required_argument, 0, O_EPS}, {"interval", required_argument, 0, O_INTERVAL},
+        {"serialized", no_argument, 0, O_SERIAL}, {"cpu-only", no_argument, 0, O_CPUONLY},
+        {"timeline", required_argument, 0, O_TIMELINE},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *policy = NULL, *hw = "h200-host", *tl_path = NULL;
+    uint64_t vram = 0;
+    int serialized = 0, cpu_only = 0;
+    ats_controller_cfg ctrl = ats_controller_cfg_default();
     const char *backend = "cpu";
     ats_qtype kv_type = ATS_Q_F32;
     optind = 1;
@@ -170,6 +268,33 @@ int ats_cmd_run(int argc, char **argv)
                 return ATS_EXIT_USAGE;
             }
             break;
+        case O_POLICY: {
+            const ats_policy_ops *po;
+            if (ats_policy_find(optarg, &po) != ATS_OK) {
+                ats_cli_error("run", "--policy: unknown policy '%s' (%s)", optarg, ats_policy_names());
+                return ATS_EXIT_USAGE;
+            }
+            policy = optarg;
+            break;
+        }
+        case O_VRAM:
+            if (ats_cli_parse_vram("run", optarg, &vram)) return ATS_EXIT_USAGE;
+            break;
+        case O_HW: hw = optarg; break;
+        case O_EPS: bad = ats_cli_parse_double(optarg, &ctrl.eps) || !(ctrl.eps >= 0 && ctrl.eps <= 10), want = "0..10"; break;
+        case O_INTERVAL: {
+            size_t n = strlen(optarg);
+            double d = -1;
+            int abs_time = n > 0 && optarg[n - 1] == 's';
+            if (abs_time ? sim_cli_parse_time(optarg, &d) : ats_cli_parse_double(optarg, &d)) d = -1;
+            bad = !(d > 0), want = "TPOT multiple > 0, or e.g. 200ms";
+            if (!bad && abs_time) ctrl.tau_s = d;
+            else if (!bad) ctrl.tau_s = 0, ctrl.tau_tpot_mult = d;
+            break;
+        }
+        case O_SERIAL: serialized = 1; break;
+        case O_CPUONLY: cpu_only = 1; break;
+        case O_TIMELINE: tl_path = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':': ats_cli_missing_value("run", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
         default: ats_cli_bad_option("run", argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
@@ -186,6 +311,73 @@ int ats_cmd_run(int argc, char **argv)
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("run", "--out", out_path)) return ATS_EXIT_USAGE; /* before loading the model */
+    run_opts r = {0};
+    r.model = model;
+    r.prompt = prompt;
+    r.quant = quant;
+    r.out_path = out_path;
+    r.policy = policy;
+    r.hw = hw;
+    r.tl_path = tl_path;
+    r.backend = backend;
+    r.n_gen = n_gen;
+    r.threads = threads;
+    r.n_ctx = n_ctx;
+    r.chunk = chunk;
+    r.split = split;
+    r.prompt_tokens = prompt_tokens;
+    r.seed = seed;
+    r.top_k = top_k;
+    r.temp = temp;
+    r.top_p = top_p;
+    r.dummy = dummy;
+    r.print_ids = print_ids;
+    r.no_eos = no_eos;
+    r.check_tensors = check_tensors;
+    r.serialized = serialized;
+    r.cpu_only = cpu_only;
+    r.vram = vram;
+    r.ctrl = ctrl;
+    r.kv_type = kv_type;
+    *o = r;
+    return -1;
+}
+
+/* Long (~340 lines) because it is the split-backend run in sequence: model load, backend setup, session,
+ * results file, the prefill and decode loops with their stop conditions, the statistics lines; the
+ * options are parsed by run_parse, the prompt made by make_prompt, and --policy runs in run_policy.c. */
+int ats_cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int prc = run_parse(argc, argv, &o);
+    if (prc >= 0) return prc;
+    const char *model = o.model;
+    const char *prompt = o.prompt;
+    const char *quant = o.quant;
+    const char *out_path = o.out_path;
+    const char *policy = o.policy;
+    const char *hw = o.hw;
+    const char *tl_path = o.tl_path;
+    const char *backend = o.backend;
+    long long n_gen = o.n_gen;
+    long long threads = o.threads;
+    long long n_ctx = o.n_ctx;
+    long long chunk = o.chunk;
+    long long split = o.split;
+    long long prompt_tokens = o.prompt_tokens;
+    long long seed = o.seed;
+    long long top_k = o.top_k;
+    double temp = o.temp;
+    double top_p = o.top_p;
+    int dummy = o.dummy;
+    int print_ids = o.print_ids;
+    int no_eos = o.no_eos;
+    int check_tensors = o.check_tensors;
+    int serialized = o.serialized;
+    int cpu_only = o.cpu_only;
+    uint64_t vram = o.vram;
+    ats_controller_cfg ctrl = o.ctrl;
+    ats_qtype kv_type = o.kv_type;
     if (threads > 0) omp_set_num_threads((int)threads);
     ats_err err = {{0}};
     ex_model *m = NULL;
@@ -211,7 +403,8 @@ int ats_cmd_run(int argc, char **argv)
             ats_cli_error("run", "--prompt-tokens %lld: longer than the context (%lld tokens; --ctx)", prompt_tokens, ctx0);
             return ATS_EXIT_USAGE;
         }
-        st = ex_model_new_dummy(&arch, r, (uint64_t)seed, &m, &err);
+        st = ex_model_new_dummy_progress(&arch, r, (uint64_t)seed, ats_cli_progress_bytes,
+                                         (void *)"run: building dummy weights", &m, &err);
     } else {
         if (quant) {
             ats_cli_error("run", "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");
@@ -252,6 +445,52 @@ int ats_cmd_run(int argc, char **argv)
     so.kv_type = kv_type;
     if (split > a->n_layer) {
         ats_cli_error("run", "--split %lld: model has %lld layers", split, (long long)a->n_layer);
+        ex_model_free(m);
+        return ATS_EXIT_USAGE;
+    }
+    if (policy) { /* the plan executor (cli/run_policy.c) */
+        if (vram == 0 || split >= 0 || strcmp(backend, "cpu")) {
+            ats_cli_error("run", vram == 0 ? "--policy needs --vram-budget" : "--policy replaces --backend and --split");
+            ex_model_free(m);
+            return ATS_EXIT_USAGE;
+        }
+        run_policy_args ra;
+        memset(&ra, 0, sizeof ra);
+        ra.policy = policy;
+        ra.hw = hw;
+        ra.out_path = out_path;
+        ra.timeline_path = tl_path;
+        if (ats_cli_check_out("run", "--timeline", tl_path)) {
+            ex_model_free(m);
+            return ATS_EXIT_USAGE;
+        }
+        ra.vram_budget = vram;
+        ra.ctrl = ctrl;
+        ra.so = so;
+        ra.so.sync_ops = 0;
+        ra.chunk = chunk;
+        ra.n_gen = n_gen;
+        ra.temp = temp;
+        ra.seed = (uint64_t)seed;
+        ra.serialized = serialized;
+        ra.cpu_only = cpu_only;
+        ra.print_ids = 1;
+        ra.record_ops = out_path != NULL;
+        int32_t *pt = NULL;
+        int64_t np = 0;
+        int prc = make_prompt(m, model, prompt, prompt_tokens, (uint64_t)seed, &pt, &np);
+        if (prc == ATS_EXIT_OK) {
+            ra.prompt = pt;
+            ra.n_prompt = np;
+            ats_cli_catch_stop_signals();
+            prc = ats_run_policy(m, &ra);
+        }
+        free(pt);
+        ex_model_free(m);
+        return ats_cli_exit_after_signal(prc);
+    }
+    if (policy == NULL && (vram || serialized || cpu_only || tl_path)) {
+        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only and --timeline go with --policy");
         ex_model_free(m);
         return ATS_EXIT_USAGE;
     }
@@ -309,35 +548,8 @@ int ats_cmd_run(int argc, char **argv)
     /* prompt tokens */
     int64_t n_prompt = 0;
     int32_t *ptok = NULL;
-    int rc = ATS_EXIT_OK;
-    if (m->tok) {
-        if (prompt_tokens > 0) {
-            ats_cli_error("run", "--prompt-tokens is for --dummy-weights; use -p with a real vocabulary");
-            rc = ATS_EXIT_USAGE;
-            goto done;
-        }
-        int64_t cap = (int64_t)strlen(prompt) * 4 + 8;
-        ptok = malloc((size_t)cap * sizeof *ptok);
-        if (!ptok || ex_tokenizer_encode(m->tok, prompt, 1, ptok, cap, &n_prompt) != ATS_OK) {
-            ats_cli_error("run", "cannot tokenize the prompt");
-            rc = ATS_EXIT_FAIL;
-            goto done;
-        }
-    } else {
-        if (prompt[0]) {
-            ats_cli_error("run", "model '%s' has no vocabulary (dummy weights): use --prompt-tokens N", model);
-            rc = ATS_EXIT_USAGE;
-            goto done;
-        }
-        n_prompt = prompt_tokens > 0 ? prompt_tokens : 1;
-        ptok = malloc((size_t)n_prompt * sizeof *ptok);
-        if (!ptok) { rc = ATS_EXIT_FAIL; goto done; }
-        uint64_t z = (uint64_t)seed;
-        for (int64_t i = 0; i < n_prompt; i++) {
-            z = z * 6364136223846793005ull + 1442695040888963407ull;
-            ptok[i] = (int32_t)((z >> 33) % (uint64_t)a->n_vocab);
-        }
-    }
+    int rc = make_prompt(m, model, prompt, prompt_tokens, (uint64_t)seed, &ptok, &n_prompt);
+    if (rc != ATS_EXIT_OK) goto done;
     if (n_prompt == 0) {
         ats_cli_error("run", "empty prompt and the vocabulary has no BOS token");
         rc = ATS_EXIT_USAGE;
@@ -364,7 +576,12 @@ int ats_cmd_run(int argc, char **argv)
                  "\"prompt_tokens\": %lld, \"backend\": \"%s\", \"kv_type\": \"%s\"}",
                  a->name, dummy ? "true" : "false", omp_get_max_threads(), (long long)ctx, chunk, split, n_gen, temp,
                  top_k, top_p, (long long)n_prompt, backend, ats_qtype_name(kv_type));
-        atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, "", ""};
+        char machine[512]; /* the hardware of the run, for the results' 'hw' (analysis titles name it) */
+        const char *gpu_name = "";
+#ifdef ATS_HAVE_CUDA
+        if (gpu) gpu_name = ex_gpu_info(gpu)->name;
+#endif
+        atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, ats_cli_machine(machine, sizeof machine, gpu_name), ""};
         char run_name[64]; /* the run is named after the backend(s): "cpu", "cuda", "cpu+cuda" (no ',' in names) */
         snprintf(run_name, sizeof run_name, "%s", backend);
         for (char *c = run_name; *c; c++)

@@ -370,7 +370,7 @@ static int bench_model(const bench_kernels_opts *o, const ats_arch *arch, json_t
     ats_err err;
     ex_model *m = NULL;
     int64_t t0 = bench_now_ns();
-    if (ex_model_new_dummy(&a, ATS_RECIPE_Q4_K_M, 42, &m, &err) != ATS_OK) {
+    if (ex_model_new_dummy_progress(&a, ATS_RECIPE_Q4_K_M, 42, bench_progress_bytes, (void *)sk, &m, &err) != ATS_OK) {
         bench_note(sk, "dummy weights: %s", err.msg);
         return -1;
     }
@@ -484,8 +484,11 @@ enum ats_status bench_kernels_run(const bench_kernels_opts *o, json_t **doc, ats
     machine_json(root, o);
     kb_ceilings cl = {0, 0, 0};
     const char *failed = NULL;
+    if (!o->skip_gpu) bench_progress(&o->sink, "GPU kernels ...");
     if (!o->skip_gpu && kb_bench_gpu(o, root, &cl)) failed = "the GPU part";
+    if (!o->skip_cpu) bench_progress(&o->sink, "CPU kernels (a 2 GiB DRAM read probe first) ...");
     if (!o->skip_cpu && bench_cpu(o, root, &cl)) failed = failed ? failed : "the CPU part";
+    if (!o->skip_model) bench_progress(&o->sink, "whole model ...");
     if (!o->skip_model && bench_model(o, o->arch, root, &cl)) failed = failed ? failed : "the whole-model part";
     *doc = root;
     if (failed) return ats_err_set(err, ATS_EIO, "%s failed (the notes above say why)", failed);

@@ -156,6 +156,8 @@ static enum ats_status sweep(const bench_sim_opts *o, bench_sim_result *r, ats_e
     uint64_t events = 0;
     long n_rounds = 0, n_fail = 0;
     int64_t t0 = bench_now_ns();
+    long n_done = 0; /* sessions finished, for the progress line (thread 0 says it) */
+    bench_progress(&o->sink, "sweep: 0 of %ld sessions", n_pts);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->threads) reduction(+ : events, n_rounds, n_fail)
     for (long p = 0; p < n_pts; p++) {
         int it = (int)(p / (n_grid * n_grid)), ie = (int)(p / n_grid % n_grid), ii = (int)(p % n_grid);
@@ -178,6 +180,10 @@ static enum ats_status sweep(const bench_sim_opts *o, bench_sim_result *r, ats_e
         } else {
             n_fail++;
         }
+        long done_now;
+#pragma omp atomic capture
+        done_now = ++n_done;
+        if (omp_get_thread_num() == 0) bench_progress(&o->sink, "sweep: %ld of %ld sessions", done_now, n_pts);
     }
     r->sweep_wall_s = (double)(bench_now_ns() - t0) * 1e-9;
     r->sweep_events = events;
@@ -203,9 +209,12 @@ enum ats_status bench_sim_run(const bench_sim_opts *o, bench_sim_result *r, ats_
     memset(r, 0, sizeof *r);
     if (!o || !o->arch || !o->hw || o->threads < 1)
         return ats_err_set(err, ATS_EINVAL, "bench sim: arch, hw and threads >= 1 must be set");
+    bench_progress(&o->sink, "engine events/s ...");
     enum ats_status st = engine_rate(o, r, err);
+    if (!st) bench_progress(&o->sink, "%s replay ...", o->quick ? "1-minute" : "10-minute");
     if (!st) st = replay(o, r, err);
     if (!st) st = sweep(o, r, err);
+    bench_progress(&o->sink, "%s", ""); /* an empty line: the progress is over */
     return st;
 }
 

@@ -30,6 +30,23 @@ void bench_note(const bench_sink *sink, const char *fmt, ...)
     sink->note(sink->ctx, buf);
 }
 
+void bench_progress(const bench_sink *sink, const char *fmt, ...)
+{
+    if (!sink || !sink->progress) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    sink->progress(sink->ctx, buf);
+}
+
+void bench_progress_bytes(void *sink, uint64_t done, uint64_t total)
+{
+    bench_progress(sink, "building dummy weights: %.2f of %.2f GiB", (double)done / 1073741824.0,
+                   (double)total / 1073741824.0);
+}
+
 int64_t bench_now_ns(void)
 {
     struct timespec ts;

@@ -519,12 +519,32 @@ enum ats_status ex_gguf_write(const char *path, int64_t n_kv, const void *const 
                               const size_t *kv_len, int64_t n_tensors, const ex_gguf_out_tensor *t,
                               uint64_t alignment, ats_err *err)
 {
+    return ex_gguf_write_fill(path, n_kv, kv_raw, kv_len, n_tensors, t, alignment, NULL, NULL, err);
+}
+
+enum ats_status ex_gguf_write_fill(const char *path, int64_t n_kv, const void *const *kv_raw,
+                                   const size_t *kv_len, int64_t n_tensors, const ex_gguf_out_tensor *t,
+                                   uint64_t alignment, ex_gguf_fill_fn fill, void *fill_ctx, ats_err *err)
+{
     atsc_out *out = NULL; /* temporary + fsync + rename, removed on SIGINT/SIGTERM (atsc/outfile.h) */
     enum ats_status ost = atsc_out_open(path, &out, err);
     if (ost) return ost;
+    uint8_t *buf = NULL; /* fill: one tensor's bytes at a time (the largest tensor's size) */
+    if (fill) {
+        uint64_t most = 1;
+        for (int64_t i = 0; i < n_tensors; i++)
+            if (t[i].bytes > most) most = t[i].bytes;
+        buf = malloc((size_t)most);
+        if (!buf) {
+            ost = ats_err_set(err, ATS_ENOMEM, "%s: no memory for a tensor of %llu bytes", path, (unsigned long long)most);
+            atsc_out_abort(out);
+            return ost;
+        }
+    }
     FILE *f = fopen(atsc_out_tmp(out), "wb");
     if (!f) {
         ost = ats_err_set(err, ATS_EINVAL, "%s: cannot create: %s", path, strerror(errno));
+        free(buf);
         atsc_out_abort(out);
         return ost;
     }
@@ -552,8 +572,14 @@ enum ats_status ex_gguf_write(const char *path, int64_t n_kv, const void *const 
     }
     bad = bad || pad_to(f, &pos, alignment);
     uint64_t data_start = pos;
+    enum ats_status fst = ATS_OK;
     for (int64_t i = 0; i < n_tensors && !bad; i++) {
-        bad = wr(f, t[i].data, (size_t)t[i].bytes);
+        const void *data = t[i].data;
+        if (fill) {
+            if ((fst = fill(fill_ctx, i, buf, t[i].bytes, err)) != ATS_OK) break;
+            data = buf;
+        }
+        bad = wr(f, data, (size_t)t[i].bytes);
         pos += t[i].bytes;
         if (i + 1 < n_tensors) {
             uint64_t rel = pos - data_start;
@@ -564,7 +590,12 @@ enum ats_status ex_gguf_write(const char *path, int64_t n_kv, const void *const 
             }
         }
     }
+    free(buf);
     if (fclose(f) != 0) bad = 1;
+    if (fst != ATS_OK) {
+        atsc_out_abort(out);
+        return fst;
+    }
     if (bad) {
         ost = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s", path, strerror(errno));
         atsc_out_abort(out);

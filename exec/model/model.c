@@ -587,8 +587,12 @@ static void fill_random(ex_tensor *t, uint64_t seed, int is_norm, uint8_t *dst)
     }
 }
 
-enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
-                                   ex_model **out, ats_err *err)
+/* The model of ex_model_new_dummy without its storage: hyper-parameters, layers, and in *l every weight's
+ * spec with its type, shape and row bytes set in its ex_tensor (data NULL); *total the bytes of them all,
+ * each rounded up to 64. The spec index i seeds tensor i's fill (fill_random), so the in-memory model
+ * and the GGUF of ex_model_write_dummy_gguf hold the same bytes. */
+static enum ats_status dummy_layout(const ats_arch *arch, ats_recipe recipe, ex_model **out, spec_list *l,
+                                    uint64_t *total, ats_err *err)
 {
     int kind = family_kind(arch->family);
     if (kind < 0)
@@ -597,7 +601,6 @@ enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint
     enum ats_status st = ats_arch_validate(arch, err);
     if (st != ATS_OK) return st;
     ex_model *m = calloc(1, sizeof *m);
-    spec_list l = {0};
     if (!m) return ATS_ENOMEM;
     m->arch = *arch;
     m->n_rot = (int64_t)lround(arch->head_dim * arch->partial_rotary);
@@ -605,10 +608,10 @@ enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint
     m->norm_topk = kind == 2;
     m->bos_id = m->eos_id = -1;
     m->layers = calloc((size_t)arch->n_layer, sizeof *m->layers);
-    if (!m->layers || build_specs(m, &l)) { st = ATS_ENOMEM; goto fail; }
-    uint64_t total = 0;
-    for (int i = 0; i < l.n; i++) {
-        spec *sp = &l.v[i];
+    if (!m->layers || build_specs(m, l)) { st = ATS_ENOMEM; goto fail; }
+    *total = 0;
+    for (int i = 0; i < l->n; i++) {
+        spec *sp = &l->v[i];
         if (sp->optional) continue; /* tied output */
         ex_tensor *t = sp->dst;
         ats_qtype ty = sp->is_norm ? ATS_Q_F32 : ats_recipe_type(recipe, sp->role, sp->layer, (int)arch->n_layer);
@@ -622,8 +625,33 @@ enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint
                              (long long)sp->ne[0], ats_qtype_name(ty));
             goto fail;
         }
-        total += (t->row_bytes * (uint64_t)(sp->ne[1] * sp->ne[2]) + 63) / 64 * 64;
+        *total += (t->row_bytes * (uint64_t)(sp->ne[1] * sp->ne[2]) + 63) / 64 * 64;
     }
+    *out = m;
+    return ATS_OK;
+fail:
+    free(l->v);
+    l->v = NULL;
+    ex_model_free(m);
+    return st;
+}
+
+static uint64_t dummy_tensor_seed(uint64_t seed, int i) { return mix64(seed * 1000003ull + (uint64_t)i); }
+
+enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
+                                   ex_model **out, ats_err *err)
+{
+    return ex_model_new_dummy_progress(arch, recipe, seed, NULL, NULL, out, err);
+}
+
+enum ats_status ex_model_new_dummy_progress(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
+                                            ex_progress_fn progress, void *progress_ctx, ex_model **out, ats_err *err)
+{
+    ex_model *m = NULL;
+    spec_list l = {0};
+    uint64_t total = 0;
+    enum ats_status st = dummy_layout(arch, recipe, &m, &l, &total, err);
+    if (st != ATS_OK) return st;
     uint8_t *buf = aligned_alloc(64, (size_t)total ? (size_t)total : 64);
     if (!buf) {
         st = ats_err_set(err, ATS_ENOMEM, "dummy weights of '%s': %.2f GiB do not fit in memory", arch->name,
@@ -638,16 +666,296 @@ enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint
         if (sp->optional) continue;
         ex_tensor *t = sp->dst;
         uint64_t bytes = t->row_bytes * (uint64_t)(sp->ne[1] * sp->ne[2]);
-        fill_random(t, mix64(seed * 1000003ull + (uint64_t)i), sp->is_norm, buf + off);
+        fill_random(t, dummy_tensor_seed(seed, i), sp->is_norm, buf + off);
         t->data = buf + off;
         m->weight_bytes += bytes;
         off += (bytes + 63) / 64 * 64;
+        if (progress) progress(progress_ctx, off, total);
     }
     finish_tied(m);
     free(l.v);
     *out = m;
     return ATS_OK;
 fail:
+    free(l.v);
+    ex_model_free(m);
+    return st;
+}
+
+/* ---- dummy weights as a GGUF file ---------------------------------------------------------- */
+
+/* GGUF metadata entries, encoded one after another in one growing buffer (spec: key as a u64-length
+ * string, u32 value type, value; arrays: u32 element type, u64 count, elements). */
+typedef struct kvbuf {
+    uint8_t *p;
+    size_t len, cap;
+    size_t off[48]; /* start of each entry */
+    int n;
+    int oom;
+} kvbuf;
+
+static void kv_put(kvbuf *b, const void *src, size_t n)
+{
+    if (b->oom) return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) cap *= 2;
+        uint8_t *q = realloc(b->p, cap);
+        if (!q) { b->oom = 1; return; }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void kv_str_raw(kvbuf *b, const char *s, size_t n)
+{
+    uint64_t len = n;
+    kv_put(b, &len, 8);
+    kv_put(b, s, n);
+}
+
+static void kv_key(kvbuf *b, const char *arch, const char *key, uint32_t type)
+{
+    char full[160];
+    if (arch) snprintf(full, sizeof full, "%s.%s", arch, key);
+    else snprintf(full, sizeof full, "%s", key);
+    if (b->n == (int)(sizeof b->off / sizeof b->off[0])) { b->oom = 1; return; }
+    b->off[b->n++] = b->len;
+    kv_str_raw(b, full, strlen(full));
+    kv_put(b, &type, 4);
+}
+
+static void kv_u32(kvbuf *b, const char *arch, const char *key, uint32_t v)
+{
+    kv_key(b, arch, key, EX_GGUF_U32);
+    kv_put(b, &v, 4);
+}
+
+static void kv_f32(kvbuf *b, const char *arch, const char *key, float v)
+{
+    kv_key(b, arch, key, EX_GGUF_F32);
+    kv_put(b, &v, 4);
+}
+
+static void kv_bool(kvbuf *b, const char *key, int v)
+{
+    uint8_t x = v != 0;
+    kv_key(b, NULL, key, EX_GGUF_BOOL);
+    kv_put(b, &x, 1);
+}
+
+static void kv_str(kvbuf *b, const char *arch, const char *key, const char *v)
+{
+    kv_key(b, arch, key, EX_GGUF_STRING);
+    kv_str_raw(b, v, strlen(v));
+}
+
+static void kv_arr_head(kvbuf *b, const char *key, uint32_t elem, uint64_t count)
+{
+    kv_key(b, NULL, key, EX_GGUF_ARRAY);
+    kv_put(b, &elem, 4);
+    kv_put(b, &count, 8);
+}
+
+/* UTF-8 of code point cp (< 0x800 here: GPT-2's byte alphabet) into o; its length */
+static size_t utf8_put(char *o, uint32_t cp)
+{
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    o[0] = (char)(0xC0 | (cp >> 6));
+    o[1] = (char)(0x80 | (cp & 63));
+    return 2;
+}
+
+/* Token `id` (< n_vocab - 1) of the synthetic byte-level vocabulary, as GPT-2's printable byte alphabet
+ * spells it, into s (returns its length): ids 0..255 are the 256 bytes; then every pair of bytes
+ * (65536 tokens of two characters, pair p = bytes p/256, p%256), then pairs followed by a byte (three
+ * characters). With `merge` it writes the merge that makes the token instead ("A B": the pair's two
+ * bytes, or the pair and the third byte); ids below 256 have none (returns 0). The end-of-text token
+ * is the last id (vocab_special). */
+static size_t vocab_token(const uint16_t b2u[256], int64_t id, int merge, char *s)
+{
+    size_t n = 0;
+    if (id < 256) {
+        if (merge) return 0;
+        return utf8_put(s, b2u[id]);
+    }
+    id -= 256;
+    if (id < 65536) {
+        n += utf8_put(s + n, b2u[id / 256]);
+        if (merge) s[n++] = ' ';
+        n += utf8_put(s + n, b2u[id % 256]);
+        return n;
+    }
+    id -= 65536;
+    int64_t pair = id / 256;
+    n += utf8_put(s + n, b2u[pair / 256]);
+    n += utf8_put(s + n, b2u[pair % 256]);
+    if (merge) s[n++] = ' ';
+    n += utf8_put(s + n, b2u[id % 256]);
+    return n;
+}
+
+static const char vocab_special[] = "<|endoftext|>";
+#define VOCAB_MAX (256 + 65536 + 65536 * 256 + 1) /* tokens of up to three bytes and the special one */
+
+/* llama.cpp's LLAMA_FTYPE of a recipe (general.file_type; llama.h) */
+static uint32_t recipe_file_type(ats_recipe r)
+{
+    switch (r) {
+    case ATS_RECIPE_F32: return 0;    /* ALL_F32 */
+    case ATS_RECIPE_F16: return 1;    /* MOSTLY_F16 */
+    case ATS_RECIPE_BF16: return 32;  /* MOSTLY_BF16 */
+    case ATS_RECIPE_Q8_0: return 7;   /* MOSTLY_Q8_0 */
+    case ATS_RECIPE_Q4_0: return 2;   /* MOSTLY_Q4_0 */
+    case ATS_RECIPE_Q4_K_M: return 15; /* MOSTLY_Q4_K_M */
+    case ATS_RECIPE_MXFP4: return 38; /* MOSTLY_MXFP4_MOE */
+    default: return 0;
+    }
+}
+
+/* The metadata of the dummy GGUF: architecture keys as the loaders read them (ex_model_load_gguf;
+ * llama.cpp's load_hparams), and a byte-level BPE ("gpt2") vocabulary of n_vocab tokens. */
+static void dummy_kv(kvbuf *b, const ex_model *m, ats_recipe recipe, const char *gguf_arch)
+{
+    const ats_arch *a = &m->arch;
+    const char *A = gguf_arch;
+    kv_str(b, NULL, "general.architecture", A);
+    kv_str(b, NULL, "general.name", a->name);
+    kv_u32(b, NULL, "general.file_type", recipe_file_type(recipe));
+    kv_u32(b, NULL, "general.quantization_version", 2);
+    kv_u32(b, NULL, "general.alignment", 32);
+    kv_u32(b, A, "block_count", (uint32_t)a->n_layer);
+    kv_u32(b, A, "context_length", (uint32_t)a->n_ctx_max);
+    kv_u32(b, A, "embedding_length", (uint32_t)a->n_embd);
+    if (a->n_ff > 0) kv_u32(b, A, "feed_forward_length", (uint32_t)a->n_ff);
+    kv_u32(b, A, "attention.head_count", (uint32_t)a->n_head);
+    kv_u32(b, A, "attention.head_count_kv", (uint32_t)a->n_head_kv);
+    kv_u32(b, A, "attention.key_length", (uint32_t)a->head_dim);
+    kv_u32(b, A, "attention.value_length", (uint32_t)a->head_dim);
+    kv_u32(b, A, "rope.dimension_count", (uint32_t)m->n_rot);
+    kv_f32(b, A, "rope.freq_base", (float)a->rope_theta);
+    kv_f32(b, A, "attention.layer_norm_rms_epsilon", (float)a->rms_norm_eps);
+    if (a->n_expert > 0) {
+        kv_u32(b, A, "expert_count", (uint32_t)a->n_expert);
+        kv_u32(b, A, "expert_used_count", (uint32_t)a->n_expert_used);
+        kv_u32(b, A, "expert_feed_forward_length", (uint32_t)a->n_ff_exp);
+        if (a->n_expert_shared > 0) {
+            kv_u32(b, A, "expert_shared_count", (uint32_t)a->n_expert_shared);
+            kv_u32(b, A, "expert_shared_feed_forward_length", (uint32_t)a->n_ff_shexp);
+        }
+    }
+    uint16_t b2u[256]; /* GPT-2's byte alphabet: printable bytes map to themselves, the other 68 to 256.. */
+    int next = 256;
+    for (int c = 0; c < 256; c++) {
+        int printable = (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255);
+        b2u[c] = (uint16_t)(printable ? c : next++);
+    }
+    const int64_t V = a->n_vocab, eot = V - 1;
+    char s[16];
+    kv_str(b, NULL, "tokenizer.ggml.model", "gpt2");
+    kv_str(b, NULL, "tokenizer.ggml.pre", "default");
+    kv_arr_head(b, "tokenizer.ggml.tokens", EX_GGUF_STRING, (uint64_t)V);
+    for (int64_t i = 0; i < V; i++) {
+        if (i == eot) kv_str_raw(b, vocab_special, strlen(vocab_special));
+        else kv_str_raw(b, s, vocab_token(b2u, i, 0, s));
+    }
+    kv_arr_head(b, "tokenizer.ggml.scores", EX_GGUF_F32, (uint64_t)V);
+    for (int64_t i = 0; i < V; i++) {
+        float sc = i < 256 || i == eot ? 0.0f : -(float)(i - 255); /* merge rank order */
+        kv_put(b, &sc, 4);
+    }
+    kv_arr_head(b, "tokenizer.ggml.token_type", EX_GGUF_I32, (uint64_t)V);
+    for (int64_t i = 0; i < V; i++) {
+        int32_t ty = i == eot ? 3 : 1; /* control : normal */
+        kv_put(b, &ty, 4);
+    }
+    int64_t n_merges = V - 1 - 256;
+    kv_arr_head(b, "tokenizer.ggml.merges", EX_GGUF_STRING, (uint64_t)n_merges);
+    for (int64_t i = 256; i < eot; i++) kv_str_raw(b, s, vocab_token(b2u, i, 1, s));
+    kv_u32(b, NULL, "tokenizer.ggml.bos_token_id", (uint32_t)eot);
+    kv_u32(b, NULL, "tokenizer.ggml.eos_token_id", (uint32_t)eot);
+    kv_bool(b, "tokenizer.ggml.add_bos_token", 0);
+}
+
+typedef struct dummy_writer {
+    const spec_list *l;
+    const int *spec_of; /* out-tensor index -> spec index */
+    uint64_t seed, done, total;
+    ex_progress_fn progress;
+    void *progress_ctx;
+} dummy_writer;
+
+static enum ats_status dummy_fill(void *ctx, int64_t i, void *dst, uint64_t bytes, ats_err *err)
+{
+    (void)err;
+    dummy_writer *w = ctx;
+    int k = w->spec_of[i];
+    const spec *sp = &w->l->v[k];
+    fill_random(sp->dst, dummy_tensor_seed(w->seed, k), sp->is_norm, dst);
+    w->done += bytes;
+    if (w->progress) w->progress(w->progress_ctx, w->done, w->total);
+    return ATS_OK;
+}
+
+enum ats_status ex_model_write_dummy_gguf(const ats_arch *arch, ats_recipe recipe, uint64_t seed, const char *path,
+                                          ex_progress_fn progress, void *progress_ctx, ats_err *err)
+{
+    ex_model *m = NULL;
+    spec_list l = {0};
+    uint64_t total = 0;
+    enum ats_status st = dummy_layout(arch, recipe, &m, &l, &total, err);
+    if (st != ATS_OK) return st;
+    kvbuf kb = {0};
+    ex_gguf_out_tensor *ot = calloc((size_t)l.n, sizeof *ot);
+    int *spec_of = calloc((size_t)l.n, sizeof *spec_of);
+    const void *kv_raw[48];
+    size_t kv_len[48];
+    const char *gguf_arch = family_kind(arch->family) == 2 ? "qwen3moe" : arch->family;
+    if (!ot || !spec_of) { st = ATS_ENOMEM; goto done; }
+    if (arch->n_vocab < 257 || arch->n_vocab > VOCAB_MAX) {
+        st = ats_err_set(err, ATS_EINVAL, "model '%s': vocab_size %lld: a byte-level vocabulary needs 257..%lld tokens "
+                         "(256 bytes and the end-of-text token)", arch->name, (long long)arch->n_vocab, (long long)VOCAB_MAX);
+        goto done;
+    }
+    if (arch->n_layer_dense_first > 0 || arch->attn_bias || arch->sandwich_norm || arch->expert_bias ||
+        arch->attn_sinks || arch->sliding_window > 0) { /* GGUF keys that neither loader here reads */
+        st = ats_err_set(err, ATS_EINVAL, "model '%s': leading dense layers, biases, sandwich norms, sinks or sliding "
+                         "windows have no GGUF form here", arch->name);
+        goto done;
+    }
+    dummy_kv(&kb, m, recipe, gguf_arch);
+    if (kb.oom) { st = ats_err_set(err, ATS_ENOMEM, "%s: no memory for the metadata", path); goto done; }
+    for (int k = 0; k < kb.n; k++) {
+        kv_raw[k] = kb.p + kb.off[k];
+        kv_len[k] = (k + 1 < kb.n ? kb.off[k + 1] : kb.len) - kb.off[k];
+    }
+    int64_t nt = 0;
+    uint64_t data_bytes = 0;
+    for (int i = 0; i < l.n; i++) {
+        const spec *sp = &l.v[i];
+        if (sp->optional) continue; /* tied output: no output.weight, as the loaders expect */
+        const ex_tensor *t = sp->dst;
+        ex_gguf_out_tensor *o = &ot[nt];
+        o->name = sp->name;
+        o->n_dims = sp->n_dims;
+        o->ne[0] = t->ne[0];
+        o->ne[1] = sp->n_dims > 1 ? t->ne[1] : 1;
+        o->ne[2] = sp->n_dims > 2 ? t->ne[2] : 1;
+        o->ne[3] = 1;
+        o->type = t->type;
+        o->bytes = t->row_bytes * (uint64_t)(t->ne[1] * t->ne[2]);
+        data_bytes += o->bytes;
+        spec_of[nt++] = i;
+    }
+    dummy_writer w = {&l, spec_of, seed, 0, data_bytes, progress, progress_ctx};
+    st = ex_gguf_write_fill(path, kb.n, kv_raw, kv_len, nt, ot, 32, dummy_fill, &w, err);
+    (void)total;
+done:
+    free(kb.p);
+    free(ot);
+    free(spec_of);
     free(l.v);
     ex_model_free(m);
     return st;

@@ -67,6 +67,7 @@ static const ex_backend CPU_BACKEND = {
     c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
     NULL, NULL, NULL, /* flush, host_wrote, forget: everything stays in host memory */
     c_kv_store_f16, c_attention_f16,
+    NULL, NULL, /* bind_weight, bound_only: the CPU reads weights where the model keeps them */
 };
 
 const ex_backend *ex_backend_cpu(void) { return &CPU_BACKEND; }
@@ -90,7 +91,13 @@ struct ex_session {
     const ex_backend *last;         /* backend of the last op run (NULL: none yet, or scratch moved) */
     const ex_backend **kv_be;       /* per layer: backend of the last kv_store into its KV rows */
     const ex_backend **uniq;        /* the distinct backends of op_be (n_uniq), for forget */
-    int n_uniq;
+    int n_uniq, cap_uniq;
+    int64_t cur_n;                  /* tokens of the forward running (or last run) */
+    int32_t *emap;                  /* set_expert_map: expert → compact slot (n_expert), or NULL */
+    int64_t emap_layer, emap_n;
+    int32_t *ids_map;               /* remapped ids (cap_tokens × k) for a compact experts run */
+    ex_session_hook hook;           /* plan executor's op hook (NULL: none) */
+    void *hook_user;
 };
 
 ex_session_opts ex_session_opts_default(void)
@@ -135,13 +142,15 @@ static void free_scratch(ex_session *s)
         forget_range(s, s->tmp2, n * E * f);
         forget_range(s, s->router, n * X * f);
         forget_range(s, s->ids, n * K * sizeof(int32_t));
+        forget_range(s, s->ids_map, n * K * sizeof(int32_t));
         forget_range(s, s->wts, n * K * f);
         forget_range(s, s->g, n * F * f);
         forget_range(s, s->u, n * F * f);
     }
     s->last = NULL; /* the next op's backend is told that host buffers changed */
     free(s->x); free(s->xb); free(s->q); free(s->k); free(s->v); free(s->att); free(s->tmp);
-    free(s->tmp2); free(s->router); free(s->ids); free(s->wts); free(s->g); free(s->u);
+    free(s->tmp2); free(s->router); free(s->ids); free(s->ids_map); free(s->wts); free(s->g); free(s->u);
+    s->ids_map = NULL;
     s->x = s->xb = s->q = s->k = s->v = s->att = s->tmp = s->tmp2 = s->router = s->wts = s->g = s->u = NULL;
     s->ids = NULL;
     s->cap_tokens = 0;
@@ -155,6 +164,7 @@ void ex_session_free(ex_session *s)
     if (s->v_cache) forget_range(s, s->v_cache, kv_slab_bytes(s));
     free(s->k_cache);
     free(s->v_cache);
+    free(s->emap);
     free(s->kv_be);
     free(s->uniq);
     free(s->op_be);
@@ -184,11 +194,12 @@ static int ensure_scratch(ex_session *s, int64_t n)
     s->tmp2 = malloc((size_t)(n * E) * f);
     s->router = malloc((size_t)(n * X) * f);
     s->ids = malloc((size_t)(n * K) * sizeof(int32_t));
+    s->ids_map = malloc((size_t)(n * K) * sizeof(int32_t));
     s->wts = malloc((size_t)(n * K) * f);
     s->g = malloc((size_t)(n * F) * f);
     s->u = malloc((size_t)(n * F) * f);
     if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->tmp2 || !s->router ||
-        !s->ids || !s->wts || !s->g || !s->u) {
+        !s->ids || !s->ids_map || !s->wts || !s->g || !s->u) {
         free_scratch(s);
         return -1;
     }
@@ -313,7 +324,8 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->op_t0 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t0);
     s->op_t1 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t1);
     s->kv_be = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), sizeof *s->kv_be);
-    s->uniq = calloc((size_t)s->graph->n_ops, sizeof *s->uniq);
+    s->cap_uniq = s->graph->n_ops + 4;
+    s->uniq = calloc((size_t)s->cap_uniq, sizeof *s->uniq);
     if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->uniq) {
         long long nc = (long long)s->n_ctx;
         const char *ty = ats_qtype_name(s->kv_type);
@@ -343,6 +355,89 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
             }
     s->sync_ops = o.sync_ops;
     *out = s;
+    return ATS_OK;
+}
+
+enum ats_status ex_session_set_op_backend(ex_session *s, int32_t i, const ex_backend *be)
+{
+    if (i < 0 || i >= s->graph->n_ops || !be) return ATS_EINVAL;
+    s->op_be[i] = be;
+    int seen = 0;
+    for (int j = 0; j < s->n_uniq && !seen; j++) seen = s->uniq[j] == be;
+    if (!seen) {
+        if (s->n_uniq == s->cap_uniq) return ATS_EINVAL; /* more distinct tables than ops + 4 */
+        s->uniq[s->n_uniq++] = be;
+    }
+    return ATS_OK;
+}
+
+void ex_session_set_hook(ex_session *s, ex_session_hook hook, void *user)
+{
+    s->hook = hook;
+    s->hook_user = user;
+}
+
+enum ats_status ex_session_round_graph(const ex_session *s, ats_phase_kind kind, int64_t n_tokens,
+                                       int64_t ctx_pos, ats_graph **out, ats_err *err)
+{
+    ats_graph_opts go = ats_graph_opts_default();
+    go.recipe = ATS_RECIPE_F32;
+    go.phase.kind = kind;
+    go.phase.n_tokens = n_tokens;
+    go.phase.ctx_pos = ctx_pos;
+    go.n_ctx = s->n_ctx;
+    enum ats_status st = ats_graph_build(&s->m->arch, &go, out, err);
+    if (st) return st;
+    patch_graph(*out, s->m, s->n_ctx, s->kv_type);
+    return ATS_OK;
+}
+
+void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, size_t *bytes)
+{
+    *host = NULL;
+    *bytes = 0;
+    if (i < 0 || i >= s->graph->n_ops) return;
+    const ats_op *op = &s->graph->ops[i];
+    const ex_tensor *t = op_tensor(s->m, op);
+    if (!t || !t->data) return;
+    *host = t->data;
+    if (op->role == ATS_ROLE_OUTPUT_NORM || op->role == ATS_ROLE_ATTN_NORM || op->role == ATS_ROLE_FFN_NORM)
+        *bytes = (size_t)t->ne[0] * sizeof(float); /* what rmsnorm reads */
+    else
+        *bytes = (size_t)(t->row_bytes * (uint64_t)t->ne[1] * (uint64_t)(t->ne[2] > 0 ? t->ne[2] : 1));
+}
+
+void ex_session_kv_layer(const ex_session *s, int64_t layer, void **k, void **v, size_t *bytes)
+{
+    *k = *v = NULL;
+    *bytes = 0;
+    const ats_arch *a = &s->m->arch;
+    if (layer < 0 || layer >= a->n_layer) return;
+    const size_t one = (size_t)(s->n_ctx * a->n_head_kv * a->head_dim) * kv_elem_bytes(s->kv_type);
+    *k = (char *)s->k_cache + (size_t)layer * one;
+    *v = (char *)s->v_cache + (size_t)layer * one;
+    *bytes = one;
+}
+
+void ex_session_router_ids(const ex_session *s, const int32_t **ids, int64_t *n_tokens, int64_t *k)
+{
+    *ids = s->ids;
+    *n_tokens = s->cur_n;
+    *k = s->m->arch.n_expert_used;
+}
+
+enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const int32_t *slot_of, int64_t n_sel)
+{
+    free(s->emap);
+    s->emap = NULL;
+    if (!slot_of) return ATS_OK;
+    const ats_arch *a = &s->m->arch;
+    if (layer < 0 || layer >= a->n_layer || n_sel < 1 || n_sel > a->n_expert) return ATS_EINVAL;
+    s->emap = malloc((size_t)a->n_expert * sizeof *s->emap);
+    if (!s->emap) return ATS_ENOMEM;
+    memcpy(s->emap, slot_of, (size_t)a->n_expert * sizeof *s->emap);
+    s->emap_layer = layer;
+    s->emap_n = n_sel;
     return ATS_OK;
 }
 
@@ -452,6 +547,20 @@ static enum ats_status run_op(ex_session *s, int32_t i, const int32_t *tokens, i
         if ((st = be->matmul(c, &L->gate_inp, s->xb, n, s->router))) return st;
         return be->router_topk(c, s->router, n, a->n_expert, a->n_expert_used, m->norm_topk, s->ids, s->wts);
     case ATS_ROLE_FFN_GATE_EXPS:
+        if (s->emap && s->emap_layer == op->layer) { /* compact copy of the selected experts */
+            const int64_t nk = n * a->n_expert_used;
+            for (int64_t j = 0; j < nk; j++) {
+                int32_t e = s->ids[j];
+                if (e < 0 || e >= a->n_expert || s->emap[e] < 0) return ATS_EINVAL;
+                s->ids_map[j] = s->emap[e];
+            }
+            if (be->host_wrote) be->host_wrote(c); /* ids_map changed in host memory */
+            ex_tensor gv = L->gate_exps, uv = L->up_exps, dv = L->down_exps;
+            gv.ne[2] = uv.ne[2] = dv.ne[2] = s->emap_n;
+            free(s->emap);
+            s->emap = NULL;
+            return be->moe(c, &gv, &uv, &dv, s->xb, n, s->ids_map, s->wts, a->n_expert_used, s->tmp);
+        }
         return be->moe(c, &L->gate_exps, &L->up_exps, &L->down_exps, s->xb, n, s->ids, s->wts, a->n_expert_used, s->tmp);
     case ATS_ROLE_FFN_GATE_SHEXP:
         if ((st = be->ffn(c, &L->gate_shexp, &L->up_shexp, &L->down_shexp, s->xb, n, s->tmp2))) return st;
@@ -524,16 +633,24 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
             return ats_err_set(err, ATS_EINVAL, "token %lld (index %lld) outside the vocabulary [0, %lld)",
                                (long long)tokens[t], (long long)t, (long long)a->n_vocab);
     if (ensure_scratch(s, n)) return ats_err_set(err, ATS_ENOMEM, "scratch for %lld tokens", (long long)n);
+    s->cur_n = n;
     for (int32_t i = 0; i < s->graph->n_ops; i++) {
         const ex_backend *be = s->op_be[i];
         const char *who = be->name, *when = NULL; /* when != NULL: a flush failed, before or after op i */
         int64_t t0 = now_ns();
         enum ats_status st = switch_to(s, i, be, &who);
         if (st != ATS_OK) when = "before";
-        else {
+        else if (s->hook && (st = s->hook(s->hook_user, i, 0, err)) != ATS_OK) {
+            (void)flush_last(s);
+            return st; /* the hook's message names the op and the call */
+        } else {
             who = be->name;
             st = run_op(s, i, tokens, n, logits);
             if (st == ATS_OK && s->sync_ops && be->flush && (st = be->flush(be->ctx, 0)) != ATS_OK) when = "after";
+            if (st == ATS_OK && s->hook && (st = s->hook(s->hook_user, i, 1, err)) != ATS_OK) {
+                (void)flush_last(s);
+                return st;
+            }
         }
         /* the forward's last op also waits for the final flush (the logits) */
         if (st == ATS_OK && i + 1 == s->graph->n_ops && (st = flush_last(s)) != ATS_OK) when = "after";

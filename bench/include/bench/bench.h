@@ -26,7 +26,10 @@ extern "C" {
 typedef struct bench_sink {
     void (*table)(void *ctx, const char *text);
     void (*note)(void *ctx, const char *line);
-    void *ctx; /* borrowed; passed back to both */
+    void *ctx; /* borrowed; passed back to all three */
+    /* where the work stands, one line (no newline) that replaces the previous one; NULL drops it. The
+       CLI shows it on stderr only when stderr is a terminal, and erases it before table or note text */
+    void (*progress)(void *ctx, const char *line);
 } bench_sink;
 
 /** printf-style text into sink->table / one line into sink->note (sink may be NULL). */
@@ -40,6 +43,15 @@ void bench_note(const bench_sink *sink, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+
+/** printf-style progress line into sink->progress (sink may be NULL). Call from one thread. */
+void bench_progress(const bench_sink *sink, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/** An ex_progress_fn (ex/model.h) whose ctx is a bench_sink: "building dummy weights: X of Y GiB". */
+void bench_progress_bytes(void *sink, uint64_t done, uint64_t total);
 
 /** CLOCK_MONOTONIC now [ns]. Thread-safe. */
 int64_t bench_now_ns(void);

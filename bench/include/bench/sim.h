@@ -57,6 +57,7 @@ typedef struct bench_sim_opts {
     const char *sweep_trace_name[BENCH_SIM_N_TRACES];
     int threads;            /* OpenMP threads of the sweep [1 .. 1024] */
     int quick;              /* 1: 2000 engine reps, 1-minute replay, 4 x 4 sweep */
+    bench_sink sink;        /* progress of the three parts (only its progress entry is used; zeroed: none) */
 } bench_sim_opts;
 /** threads 2, quick 0, cfg = sim_session_cfg_default(), resched 0, no traces (idle); arch and hw NULL. */
 bench_sim_opts bench_sim_opts_default(void);

@@ -87,6 +87,16 @@ typedef struct ex_backend {
     enum ats_status (*attention_f16)(void *ctx, const float *q, int64_t n_tokens, int64_t pos0,
                                      const ex_fp16 *k_cache, const ex_fp16 *v_cache, int64_t n_head,
                                      int64_t n_head_kv, int64_t head_dim, float scale, float *out);
+    /* ---- weights at runtime-given addresses (optional; ex/runtime.h, exec/README.md "Plans") ----
+       The plan executor keeps weights in its own device memory: a resident region uploaded before
+       the run and temp slots its transfer stream fills. It tells the table where a weight is: */
+    /** From now on the weight whose host bytes are [host, host + bytes) is at device address `dev`
+     *  (borrowed; the runtime's resident region or a temp slot, bytes long): ops read it there and
+     *  never upload or free it. dev NULL removes the binding. ATS_ENOMEM, ATS_OK. */
+    enum ats_status (*bind_weight)(void *ctx, const void *host, size_t bytes, void *dev);
+    /** on != 0: a weight without a binding is an error (ATS_EINVAL from the op) instead of an
+     *  upload at first use, so the runtime's VRAM budget bounds every weight byte on the device. */
+    void (*bound_only)(void *ctx, int on);
 } ex_backend;
 
 /** The CPU backend table (static, ctx NULL). */

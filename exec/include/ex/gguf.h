@@ -112,6 +112,18 @@ enum ats_status ex_gguf_write(const char *path, int64_t n_kv, const void *const 
                               const size_t *kv_len, int64_t n_tensors, const ex_gguf_out_tensor *t,
                               uint64_t alignment, ats_err *err);
 
+/** Fills tensor i's bytes (bytes of them) into dst for ex_gguf_write_fill; ATS_OK, or a status with
+ *  err set (the write then stops and nothing is left at the path). */
+typedef enum ats_status (*ex_gguf_fill_fn)(void *ctx, int64_t i, void *dst, uint64_t bytes, ats_err *err);
+
+/** ex_gguf_write with each tensor's data made when it is written: t[i].data is ignored and fill(ctx,
+ *  i, buf, t[i].bytes) writes it into one buffer of the largest tensor's size, so a file far larger
+ *  than memory can be written (`ats quantize --dummy-weights`). Tensors are filled in order 0..n-1,
+ *  each once. Statuses: ex_gguf_write's, ATS_ENOMEM for the buffer, or fill's. */
+enum ats_status ex_gguf_write_fill(const char *path, int64_t n_kv, const void *const *kv_raw,
+                                   const size_t *kv_len, int64_t n_tensors, const ex_gguf_out_tensor *t,
+                                   uint64_t alignment, ex_gguf_fill_fn fill, void *fill_ctx, ats_err *err);
+
 /** Encodes a uint32 KV entry into buf (needs 8 + strlen(key) + 8 bytes); returns its length. */
 size_t ex_gguf_kv_u32(void *buf, const char *key, uint32_t value);
 

@@ -94,6 +94,12 @@ void ex_gpu_free(ex_gpu *g, void *dev);
  *  the caller does not need it). On UVA systems the two are equal. */
 ex_gpu_status ex_gpu_host_alloc(ex_gpu *g, size_t bytes, void **host, void **dev);
 void ex_gpu_host_free(ex_gpu *g, void *host);
+/** Registers existing host bytes [host, host + bytes) as pinned, mapped memory (cudaHostRegister),
+ *  so copies from them run on a copy engine asynchronously. EX_GPU_ENOMEM when refused (e.g. the
+ *  locked-memory limit, ulimit -l): nothing printed, the bytes stay pageable. Unregister before
+ *  freeing them. */
+ex_gpu_status ex_gpu_host_register(void *host, size_t bytes);
+void ex_gpu_host_unregister(void *host);
 /** Asynchronous copies of `bytes` [bytes] on stream `s` (host memory must be pinned for the copy to
  *  be asynchronous and to use a copy engine). */
 ex_gpu_status ex_gpu_memcpy_h2d(void *dev_dst, const void *host_src, size_t bytes, ex_stream s);

@@ -65,6 +65,9 @@ typedef struct ex_model {
  *  ex_model_free). ATS_EINVAL/ATS_ENOTFOUND with one line in err naming file, tensor/key, values. */
 enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err);
 
+/** Progress of a long build: `done` of `total` bytes [bytes]. Called from the building thread. */
+typedef void (*ex_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+
 /** Builds seeded random weights (deterministic for a seed) of `arch` with the types of `recipe`
  *  (ats_recipe_type + ats_qtype_fallback), in memory. Block scales are set so that every weight is
  *  finite and of order 1/sqrt(n_in). family must be llama, qwen3, or qwen3moe/qwen3_moe.
@@ -72,6 +75,27 @@ enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *er
  *  ATS_ENOMEM when the weights do not fit. */
 enum ats_status ex_model_new_dummy(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
                                    ex_model **out, ats_err *err);
+/** ex_model_new_dummy calling progress(progress_ctx, done, total) after each tensor is filled (progress
+ *  may be NULL); a 14B model takes ~20 s. Same weights, same statuses. */
+enum ats_status ex_model_new_dummy_progress(const ats_arch *arch, ats_recipe recipe, uint64_t seed,
+                                            ex_progress_fn progress, void *progress_ctx, ex_model **out, ats_err *err);
+
+/** Writes the weights ex_model_new_dummy(arch, recipe, seed) builds, byte for byte, as a GGUF v3 file
+ *  at `path`, so that any GGUF runtime (llama.cpp, `ats run`) can be timed on the same weights. Tensors
+ *  are made and written one at a time (memory: the largest tensor), through ex_gguf_write_fill
+ *  (temporary "<path>.tmp.<pid>", fsync, rename). Metadata: general.architecture ("llama", "qwen3",
+ *  "qwen3moe"), name, file_type (llama.cpp's LLAMA_FTYPE of the recipe), alignment 32; <arch>.block_count,
+ *  context_length, embedding_length, feed_forward_length (when > 0), attention.head_count(_kv),
+ *  key_length, value_length, rope.dimension_count, rope.freq_base, attention.layer_norm_rms_epsilon
+ *  (F32, as llama.cpp requires), expert_count, expert_used_count, expert_feed_forward_length (and
+ *  the shared-expert keys) for MoE models; a byte-level BPE vocabulary ("gpt2", pre "default") of
+ *  n_vocab tokens: the 256 bytes in GPT-2's alphabet, then two- and three-byte tokens each made by one
+ *  merge, and "<|endoftext|>" (control; BOS and EOS) as the last id. The output head is absent when
+ *  tied. progress (may be NULL) is called after each tensor. Statuses: ex_model_new_dummy's;
+ *  ATS_EINVAL for n_vocab outside 257..16842753 or an architecture feature without a GGUF key
+ *  here; the writer's I/O errors (nothing left at path). */
+enum ats_status ex_model_write_dummy_gguf(const ats_arch *arch, ats_recipe recipe, uint64_t seed, const char *path,
+                                          ex_progress_fn progress, void *progress_ctx, ats_err *err);
 
 void ex_model_free(ex_model *m);
 

@@ -92,6 +92,48 @@ const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
  *  (graph->n_ops entries each, borrowed; valid until the next forward). */
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
 
+/* ---- hooks of the plan executor (ex/runtime.h) --------------------------------------------- */
+
+/** Sets the backend of graph op i for the next forward calls (the plan of a round; i in
+ *  [0, n_ops), be borrowed and outliving the session). The residency protocol (flush at a
+ *  backend change) holds across the change. ATS_EINVAL for i out of range or be NULL. */
+enum ats_status ex_session_set_op_backend(ex_session *s, int32_t i, const ex_backend *be);
+
+/** Called by ex_session_forward around every graph op: after = 0 before op i runs (after the
+ *  residency switch: the previous backend's writes are in host memory when i's backend differs),
+ *  after = 1 once its backend calls returned. A status other than ATS_OK stops the forward with
+ *  that status (message from the hook's err). */
+typedef enum ats_status (*ex_session_hook)(void *user, int32_t op, int after, ats_err *err);
+/** Installs (hook NULL: removes) the op hook; user borrowed. */
+void ex_session_set_hook(ex_session *s, ex_session_hook hook, void *user);
+
+/** Graph of one round of this session's model (phase kind, n_tokens, ctx_pos) with the op sizes
+ *  of the session's graph (the model's real tensor types and KV cache): the graph the scheduler
+ *  plans a round on. Same ops in the same order as ex_session_graph. *out new (ats_graph_free).
+ *  ATS_EINVAL / ATS_ENOMEM from ats_graph_build. */
+enum ats_status ex_session_round_graph(const ex_session *s, ats_phase_kind kind, int64_t n_tokens,
+                                       int64_t ctx_pos, ats_graph **out, ats_err *err);
+
+/** The weight bytes graph op i reads on a device: *host = start of its host bytes, *bytes their
+ *  length (all experts for routed experts; NULL / 0 for attention, whose data is the KV cache). */
+void ex_session_op_weight(const ex_session *s, int32_t i, const void **host, size_t *bytes);
+
+/** Host KV cache of layer `layer`: K and V slabs (n_ctx rows of the session's kv_type each, *bytes
+ *  bytes each; borrowed). NULL / 0 for a layer out of range. */
+void ex_session_kv_layer(const ex_session *s, int64_t layer, void **k, void **v, size_t *bytes);
+
+/** The routed-expert ids of the last router op that ran (host buffer (n_tokens, k), borrowed):
+ *  valid once that router ran on the CPU or its backend flushed (exec/README.md "Residency"). */
+void ex_session_router_ids(const ex_session *s, const int32_t **ids, int64_t *n_tokens, int64_t *k);
+
+/** The next run of layer `layer`'s fused routed experts reads only the experts with
+ *  slot_of[e] >= 0 (n_expert entries, copied), laid out compactly: its expert tensors are views
+ *  with n_sel experts (same host data pointers, which the device table binds to the compact copy)
+ *  and each id e is replaced by slot_of[e] (an id with slot_of -1: ATS_EINVAL from that op).
+ *  One-shot: cleared when the layer's experts ran. slot_of NULL clears it. ATS_EINVAL (layer out
+ *  of range, n_sel < 1), ATS_ENOMEM. */
+enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const int32_t *slot_of, int64_t n_sel);
+
 #ifdef __cplusplus
 }
 #endif

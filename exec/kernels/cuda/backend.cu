@@ -36,6 +36,7 @@
  */
 #include "common.cuh"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,7 @@ typedef struct mirror {
     const void *host;
     void *dev;
     size_t bytes;
+    int bound;     /* 1: dev belongs to the runtime (bind_weight): never uploaded, never freed here */
 } mirror;
 
 /* A host range whose device copy the table manages (offsets in bytes from host). */
@@ -78,6 +80,7 @@ typedef struct cuda_be {
     int queued;    /* work queued since the last flush (else flush has nothing to wait for) */
     int32_t *tok;  /* device copy of the caller's token ids */
     size_t tok_bytes;
+    int bound_only; /* bound_only(1): an unbound weight is an error, not an upload */
 } cuda_be;
 
 static enum ats_status to_ats(ex_gpu_status st)
@@ -141,10 +144,20 @@ static ex_gpu_status get_mirror(cuda_be *c, const void *host, size_t bytes, void
             *out = c->m[i].dev;
             return EX_GPU_OK;
         }
+        if (c->m[i].bound) { /* the runtime bound fewer bytes than the op reads: its bug, said once here */
+            fprintf(stderr, "ats cuda backend: weight at host %p: %zu bytes bound, the op reads %zu\n", host,
+                    c->m[i].bytes, bytes);
+            return EX_GPU_EINVAL;
+        }
         EXC_CUDA(cudaStreamSynchronize(c->s));
         cudaFree(c->m[i].dev);
         c->m[i] = c->m[--c->n_m];
         if (rehash(c, c->hcap)) return EX_GPU_ENOMEM;
+    }
+    if (c->bound_only) { /* a weight the runtime did not place: its bug, said here */
+        fprintf(stderr, "ats cuda backend: weight at host %p (%zu bytes) has no device address (bound_only)\n", host,
+                bytes);
+        return EX_GPU_EINVAL;
     }
     if (c->n_m == c->cap_m) {
         int cap = c->cap_m ? 2 * c->cap_m : 64;
@@ -165,6 +178,7 @@ static ex_gpu_status get_mirror(cuda_be *c, const void *host, size_t bytes, void
     c->m[c->n_m].host = host;
     c->m[c->n_m].dev = d;
     c->m[c->n_m].bytes = bytes;
+    c->m[c->n_m].bound = 0;
     c->n_m++;
     size_t k = hash_ptr(host, c->hcap);
     while (c->hash[k]) k = (k + 1) & (size_t)(c->hcap - 1);
@@ -172,6 +186,42 @@ static ex_gpu_status get_mirror(cuda_be *c, const void *host, size_t bytes, void
     *out = d;
     return EX_GPU_OK;
 }
+
+/* bind_weight: the runtime's device address of a weight (dev NULL: unbind). An owned mirror of
+ * the same host bytes is freed first (after the stream drains: queued ops may read it). */
+static enum ats_status be_bind_weight(void *ctx, const void *host, size_t bytes, void *dev)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    int i = find_mirror(c, host);
+    if (i >= 0) {
+        if (!c->m[i].bound) {
+            if (cudaStreamSynchronize(c->s) != cudaSuccess) return ATS_ERANGE;
+            cudaFree(c->m[i].dev);
+        }
+        c->m[i] = c->m[--c->n_m];
+        if (rehash(c, c->hcap)) return ATS_ENOMEM;
+    }
+    if (!dev) return ATS_OK;
+    if (c->n_m == c->cap_m) {
+        int cap = c->cap_m ? 2 * c->cap_m : 64;
+        mirror *m = (mirror *)realloc(c->m, (size_t)cap * sizeof *m);
+        if (!m) return ATS_ENOMEM;
+        c->m = m;
+        c->cap_m = cap;
+    }
+    if (2 * (c->n_m + 1) > c->hcap && rehash(c, c->hcap ? 2 * c->hcap : 256)) return ATS_ENOMEM;
+    mirror *m = &c->m[c->n_m++];
+    m->host = host;
+    m->dev = dev;
+    m->bytes = bytes;
+    m->bound = 1;
+    size_t k = hash_ptr(host, c->hcap);
+    while (c->hash[k]) k = (k + 1) & (size_t)(c->hcap - 1);
+    c->hash[k] = c->n_m;
+    return ATS_OK;
+}
+
+static void be_bound_only(void *ctx, int on) { ((cuda_be *)ctx)->bound_only = on; }
 
 static ex_gpu_status dev_tensor(cuda_be *c, const ex_tensor *w, ex_tensor *out)
 {
@@ -687,6 +737,8 @@ ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
     b->forget = be_forget;
     b->kv_store_f16 = be_kv_store_f16;
     b->attention_f16 = be_attention_f16;
+    b->bind_weight = be_bind_weight;
+    b->bound_only = be_bound_only;
     *out = b;
     return EX_GPU_OK;
 }
@@ -700,7 +752,8 @@ void ex_backend_cuda_reset(ex_backend *b)
     for (int i = 0; i < c->act.n; i++) (void)write_back(c, &c->act.r[i]);
     for (int i = 0; i < c->kv.n; i++) (void)write_back(c, &c->kv.r[i]);
     cudaStreamSynchronize(c->s);
-    for (int i = 0; i < c->n_m; i++) cudaFree(c->m[i].dev);
+    for (int i = 0; i < c->n_m; i++)
+        if (!c->m[i].bound) cudaFree(c->m[i].dev);
     c->n_m = 0;
     if (c->hcap) memset(c->hash, 0, (size_t)c->hcap * sizeof *c->hash);
     while (c->act.n) drop(c->s, &c->act, 0);
@@ -725,7 +778,7 @@ uint64_t ex_backend_cuda_mirror_bytes(const ex_backend *b)
 {
     const cuda_be *c = (const cuda_be *)b->ctx;
     uint64_t t = 0;
-    for (int i = 0; i < c->n_m; i++) t += c->m[i].bytes;
+    for (int i = 0; i < c->n_m; i++) t += c->m[i].bound ? 0 : c->m[i].bytes; /* bound: the runtime's */
     for (int i = 0; i < c->kv.n; i++) t += c->kv.r[i].bytes;
     for (int i = 0; i < c->act.n; i++) t += c->act.r[i].bytes;
     return t;

@@ -185,6 +185,21 @@ extern "C" void ex_gpu_host_free(ex_gpu *g, void *host)
     if (host && cudaFreeHost(host) != cudaSuccess) (void)exc_fail(cudaGetLastError(), "cudaFreeHost", __FILE__, __LINE__);
 }
 
+extern "C" ex_gpu_status ex_gpu_host_register(void *host, size_t bytes)
+{
+    /* refused (RLIMIT_MEMLOCK, no driver support): the caller warns once and copies from pageable
+       memory, so no message here */
+    cudaError_t e = cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (e == cudaSuccess) return EX_GPU_OK;
+    (void)cudaGetLastError();
+    return EX_GPU_ENOMEM;
+}
+
+extern "C" void ex_gpu_host_unregister(void *host)
+{
+    if (host && cudaHostUnregister(host) != cudaSuccess) (void)cudaGetLastError();
+}
+
 extern "C" ex_gpu_status ex_gpu_memcpy_h2d(void *dst, const void *src, size_t bytes, ex_stream s)
 {
     EXC_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));

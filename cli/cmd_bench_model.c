@@ -1,0 +1,338 @@
+/*
+ * ats bench model — llama-bench's form for ATS: tokens/s of whole models (bench/model.h does the work;
+ * this file parses the flags, checks them before any model is loaded, and prints).
+ *   ats bench model -m a.gguf,b.gguf [-p 512] [-n 128] [-r 5] [-t 8,16] [--backend cpu] [--backend cuda]
+ *   ats bench model --dummy-weights -m qwen3-14b [--quant q4_k_m] ...
+ * One row per (model, backend, threads, test), mean ± std tok/s; -o md|csv|json on stdout; with --out the
+ * result file holds the rows, every parameter, the commit and the machine.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "atsc/model_json.h"
+#include "atsc/outfile.h"
+#include "bench/model.h"
+#include "cli.h"
+
+#define CMD "bench model"
+#define MAX_LIST 16
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ats bench model -m A.gguf[,B.gguf...] [options]\n"
+            "       ats bench model --dummy-weights -m NAME[,NAME...] [--quant R[,R...]] [options]\n\n"
+            "Tokens/s of whole models, as llama-bench: for each model, backend, thread count and test one row\n"
+            "with the mean ± sample standard deviation over -r runs after one warm-up run (not counted).\n"
+            "Weights are loaded, and uploaded by the warm-up, before timing; load and warm-up times are\n"
+            "printed apart.\n"
+            "  -m, --model LIST        GGUF files (comma-separated), or model names/JSON with --dummy-weights\n"
+            "  --dummy-weights         seeded random weights of each model's shapes (ats run --dummy-weights)\n"
+            "  --quant LIST            recipes for --dummy-weights (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4;\n"
+            "                          default: each model's own)\n"
+            "  -p, --n-prompt LIST     prompt lengths: test ppN times one prompt of N tokens (default 512; 0: none)\n"
+            "  -n, --n-gen LIST        decode lengths: test tgN times N steps of one token (default 128; 0: none)\n"
+            "  -r, --repetitions N     timed runs per row (default 5)\n"
+            "  -t, --threads LIST      CPU threads (default: all)\n"
+            "  --backend A[,B]         as ats run: backend of layers [0,K) and of the rest, cpu or cuda\n"
+            "                          (default cpu); give it again for more rows (--backend cpu --backend cuda)\n"
+            "  --split K               layers [0,K) on A, the rest on B\n"
+            "  --chunk N               prefill chunk in tokens (default 512)\n"
+            "  --kv-type f16|f32       KV cache element (default f16, llama-bench's -ctk/-ctv)\n"
+            "  --seed S                weight seed of --dummy-weights and token ids (default 42)\n"
+            "  -o, --output md|csv|json  format on stdout (default md)\n"
+            "  --out FILE              also write the result file (JSON: rows, parameters, commit, machine)\n");
+}
+
+/* comma-separated integers in [lo, hi] into v (at most MAX_LIST); -1 with one error line */
+static int parse_int_list(const char *flag, const char *s, long long lo, long long hi, long long *v, int *n)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s);
+    *n = 0;
+    if (!*s || ats_cli_list_has_empty(s, ',')) {
+        ats_cli_error(CMD, "%s: bad value '%s' (integers %lld..%lld, comma-separated)", flag, s, lo, hi);
+        return -1;
+    }
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        long long x;
+        if (ats_cli_parse_int(p, &x) || x < lo || x > hi || *n == MAX_LIST) {
+            ats_cli_error(CMD, "%s: bad value '%s' in '%s' (integers %lld..%lld, comma-separated, at most %d)", flag, p, s,
+                          lo, hi, MAX_LIST);
+            return -1;
+        }
+        v[(*n)++] = x;
+    }
+    return 0;
+}
+
+/* comma-separated names into v (pointers into buf); -1 with one error line */
+static int split_names(const char *flag, char *buf, char **v, int *n)
+{
+    *n = 0;
+    if (!*buf || ats_cli_list_has_empty(buf, ',')) {
+        ats_cli_error(CMD, "%s: '%s' has an empty entry (names separated by single commas)", flag, buf);
+        return -1;
+    }
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        if (*n == MAX_LIST) {
+            ats_cli_error(CMD, "%s: more than %d entries", flag, MAX_LIST);
+            return -1;
+        }
+        v[(*n)++] = p;
+    }
+    return 0;
+}
+
+static void progress(int k, int total, const char *model, const char *backend, int threads, const bench_model_test *t)
+{
+    ats_cli_progress(CMD, "[%d/%d] %s, %s, %d threads, %s%lld", k, total, model, backend, threads,
+                     t->n_prompt > 0 ? "pp" : "tg", (long long)(t->n_prompt > 0 ? t->n_prompt : t->n_gen));
+}
+
+int ats_bench_model(int argc, char **argv)
+{
+    enum { O_DUMMY = 256, O_QUANT, O_BACKEND, O_SPLIT, O_CHUNK, O_KV, O_SEED, O_OUT };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},      {"dummy-weights", no_argument, 0, O_DUMMY},
+        {"quant", required_argument, 0, O_QUANT},  {"n-prompt", required_argument, 0, 'p'},
+        {"n-gen", required_argument, 0, 'n'},      {"repetitions", required_argument, 0, 'r'},
+        {"threads", required_argument, 0, 't'},    {"backend", required_argument, 0, O_BACKEND},
+        {"split", required_argument, 0, O_SPLIT},  {"chunk", required_argument, 0, O_CHUNK},
+        {"kv-type", required_argument, 0, O_KV},   {"seed", required_argument, 0, O_SEED},
+        {"output", required_argument, 0, 'o'},     {"out", required_argument, 0, O_OUT},
+        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    char models_buf[2048] = "", quants_buf[256] = "";
+    const char *p_arg = "512", *n_arg = "128", *t_arg = NULL, *out = NULL;
+    const char *backends[MAX_LIST];
+    int n_backends = 0, dummy = 0;
+    long long reps = 5, split = -1, chunk = 512, seed = 42;
+    bench_model_fmt fmt = BENCH_MODEL_MD;
+    bench_model_opts o = bench_model_opts_default();
+    optind = 1;
+    opterr = 0;
+    int c;
+    ats_cli_seen seen = {0};
+    while ((c = getopt_long(argc, argv, ":m:p:n:r:t:o:h", opts, NULL)) != -1) {
+        if (c != O_BACKEND && ats_cli_once_opt(CMD, &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
+        switch (c) {
+        case 'm':
+            if (ats_cli_file_value(CMD, "--model", optarg)) return ATS_EXIT_USAGE;
+            snprintf(models_buf, sizeof models_buf, "%s", optarg);
+            break;
+        case O_DUMMY: dummy = 1; break;
+        case O_QUANT: snprintf(quants_buf, sizeof quants_buf, "%s", optarg); break;
+        case 'p': p_arg = optarg; break;
+        case 'n': n_arg = optarg; break;
+        case 't': t_arg = optarg; break;
+        case 'r':
+            if (ats_cli_parse_int(optarg, &reps) || reps < 1 || reps > 1000) {
+                ats_cli_error(CMD, "-r: bad value '%s' (an integer 1..1000)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_BACKEND:
+            if (n_backends == MAX_LIST) {
+                ats_cli_error(CMD, "--backend: more than %d", MAX_LIST);
+                return ATS_EXIT_USAGE;
+            }
+            backends[n_backends++] = optarg;
+            break;
+        case O_SPLIT:
+            if (ats_cli_parse_int(optarg, &split) || split < 0 || split > ATS_ARCH_MAX_LAYERS) {
+                ats_cli_error(CMD, "--split: bad value '%s' (a layer index 0..%d)", optarg, ATS_ARCH_MAX_LAYERS);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_CHUNK:
+            if (ats_cli_parse_int(optarg, &chunk) || chunk < 1 || chunk > 1000000) {
+                ats_cli_error(CMD, "--chunk: bad value '%s' (an integer 1..1000000 tokens)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_KV:
+            if (!strcasecmp(optarg, "f16")) o.kv_type = ATS_Q_F16;
+            else if (!strcasecmp(optarg, "f32")) o.kv_type = ATS_Q_F32;
+            else {
+                ats_cli_error(CMD, "--kv-type: bad value '%s' (f16 or f32)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_SEED:
+            if (ats_cli_parse_int(optarg, &seed) || seed < 0) {
+                ats_cli_error(CMD, "--seed: bad value '%s' (an integer >= 0)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case 'o':
+            if (bench_model_fmt_from_name(optarg, &fmt) != ATS_OK) {
+                ats_cli_error(CMD, "-o: bad value '%s' (md, csv or json)", optarg);
+                return ATS_EXIT_USAGE;
+            }
+            break;
+        case O_OUT:
+            if (ats_cli_file_value(CMD, "--out", optarg)) return ATS_EXIT_USAGE;
+            out = optarg;
+            break;
+        case 'h': usage(stdout); return ATS_EXIT_OK;
+        case ':': ats_cli_missing_value(CMD, argv[optind - 1], optopt); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option(CMD, argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        ats_cli_error(CMD, "unexpected argument '%s' (ats bench model --help)", argv[optind]);
+        return ATS_EXIT_USAGE;
+    }
+    if (!models_buf[0]) {
+        ats_cli_error(CMD, "-m is required: GGUF files, or model names with --dummy-weights (ats bench model --help)");
+        return ATS_EXIT_USAGE;
+    }
+    if (quants_buf[0] && !dummy) {
+        ats_cli_error(CMD, "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");
+        return ATS_EXIT_USAGE;
+    }
+    /* every value checked before any model is loaded */
+    long long pv[MAX_LIST], nv[MAX_LIST], tv[MAX_LIST];
+    int np, nn, nt = 0;
+    if (parse_int_list("-p", p_arg, 0, 1 << 20, pv, &np) || parse_int_list("-n", n_arg, 0, 1 << 20, nv, &nn))
+        return ATS_EXIT_USAGE;
+    if (t_arg && parse_int_list("-t", t_arg, 1, 1024, tv, &nt)) return ATS_EXIT_USAGE;
+    bench_model_test tests[2 * MAX_LIST];
+    int n_tests = 0;
+    for (int i = 0; i < np; i++)
+        if (pv[i] > 0) tests[n_tests++] = (bench_model_test){pv[i], 0};
+    for (int i = 0; i < nn; i++)
+        if (nv[i] > 0) tests[n_tests++] = (bench_model_test){0, nv[i]};
+    if (n_tests == 0) {
+        ats_cli_error(CMD, "-p %s -n %s: no test (every value is 0)", p_arg, n_arg);
+        return ATS_EXIT_USAGE;
+    }
+    if (n_backends == 0) backends[n_backends++] = "cpu";
+    bench_model_exec execs[MAX_LIST];
+    for (int i = 0; i < n_backends; i++) {
+        if (strlen(backends[i]) >= sizeof execs[i].backend) {
+            ats_cli_error(CMD, "--backend: '%s' (cpu, cuda or a pair of them)", backends[i]);
+            return ATS_EXIT_USAGE;
+        }
+        snprintf(execs[i].backend, sizeof execs[i].backend, "%s", backends[i]);
+        execs[i].split = strchr(backends[i], ',') ? split : -1;
+        const char *cm = strchr(backends[i], ',');
+        size_t n0 = cm ? (size_t)(cm - backends[i]) : strlen(backends[i]);
+        int ok = (n0 == 3 && !strncmp(backends[i], "cpu", 3)) || (n0 == 4 && !strncmp(backends[i], "cuda", 4));
+        ok = ok && (!cm || !strcmp(cm + 1, "cpu") || !strcmp(cm + 1, "cuda"));
+        if (!ok) {
+            ats_cli_error(CMD, "--backend: '%s' (each must be cpu or cuda)", backends[i]);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    char *names[MAX_LIST], *quants[MAX_LIST];
+    int n_names, n_quants = 0;
+    if (split_names("-m", models_buf, names, &n_names)) return ATS_EXIT_USAGE;
+    if (quants_buf[0] && split_names("--quant", quants_buf, quants, &n_quants)) return ATS_EXIT_USAGE;
+    ats_err err = {{0}};
+    ats_arch archs[MAX_LIST];
+    ats_recipe recipes[MAX_LIST];
+    for (int q = 0; q < n_quants; q++)
+        if (ats_recipe_from_name(quants[q], &recipes[q]) != ATS_OK) {
+            ats_cli_error(CMD, "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quants[q]);
+            return ATS_EXIT_USAGE;
+        }
+    for (int i = 0; i < n_names; i++) {
+        if (dummy) {
+            char path[1024];
+            if (atsc_model_load(ats_cli_model_path(names[i], path, sizeof path), &archs[i], &err) != ATS_OK) {
+                ats_cli_error(CMD, "%s", err.msg);
+                return ATS_EXIT_USAGE;
+            }
+        } else if (access(names[i], R_OK) != 0) {
+            ats_cli_error(CMD, "-m: '%s': cannot open: %s", names[i], strerror(errno));
+            return ATS_EXIT_USAGE;
+        }
+    }
+    if (out && atsc_out_check(out, &err) != ATS_OK) {
+        ats_cli_error(CMD, "--out: %s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    o.reps = (int)reps;
+    o.chunk = chunk;
+    o.seed = (uint64_t)seed;
+    if (nt == 0) tv[nt++] = 0; /* all threads */
+    /* models x recipes, each loaded once */
+    const int n_variants = dummy && n_quants ? n_quants : 1;
+    const int total = n_names * n_variants * n_backends * nt * n_tests;
+    bench_model_row *rows = calloc((size_t)total, sizeof *rows);
+    int n_rows = 0, rc = ATS_EXIT_OK;
+    if (!rows) return ATS_EXIT_FAIL;
+    for (int i = 0; i < n_names && rc == ATS_EXIT_OK; i++)
+        for (int q = 0; q < n_variants && rc == ATS_EXIT_OK; q++) {
+            bench_model_src src = {dummy ? NULL : names[i], dummy ? &archs[i] : NULL,
+                                   dummy ? (n_quants ? recipes[q] : archs[i].default_recipe) : ATS_RECIPE_F32,
+                                   (uint64_t)seed, ats_cli_progress_bytes, (void *)"bench model: building dummy weights"};
+            ex_model *m = NULL;
+            double load_s = 0;
+            ats_cli_progress(CMD, "loading %s", names[i]);
+            enum ats_status st = bench_model_load(&src, &m, &load_s, &err);
+            if (st != ATS_OK) {
+                ats_cli_progress_end();
+                ats_cli_error(CMD, "%s", err.msg);
+                rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+                break;
+            }
+            if (split > m->arch.n_layer) {
+                ats_cli_error(CMD, "--split %lld: model %s has %lld layers", split, names[i], (long long)m->arch.n_layer);
+                ex_model_free(m);
+                rc = ATS_EXIT_USAGE;
+                break;
+            }
+            char desc[BENCH_MODEL_NAME_LEN];
+            /* the recipe, or a GGUF's type of its first attention matrix ("llama F32", "qwen3 Q4_K") */
+            snprintf(desc, sizeof desc, "%s %s", m->arch.family,
+                     dummy ? ats_recipe_name(src.recipe) : ats_qtype_name(m->layers[0].wq.type));
+            double n_params = 0;
+            ats_arch_param_count(&m->arch, &n_params, NULL);
+            for (int b = 0; b < n_backends && rc == ATS_EXIT_OK; b++) {
+                bench_model_dev *d = NULL;
+                if ((st = bench_model_dev_open(&execs[b], &d, &err)) != ATS_OK) {
+                    ats_cli_error(CMD, "%s", err.msg);
+                    rc = st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+                    break;
+                }
+                for (int t = 0; t < nt && rc == ATS_EXIT_OK; t++)
+                    for (int k = 0; k < n_tests && rc == ATS_EXIT_OK; k++) {
+                        o.threads = (int)tv[t];
+                        progress(n_rows + 1, total, names[i], execs[b].backend, o.threads, &tests[k]);
+                        bench_model_row *r = &rows[n_rows];
+                        if ((st = bench_model_run(m, d, &tests[k], &o, r, &err)) != ATS_OK) {
+                            ats_cli_progress_end();
+                            ats_cli_error(CMD, "%s: %s", names[i], err.msg);
+                            rc = st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+                            break;
+                        }
+                        snprintf(r->model, sizeof r->model, "%s", names[i]);
+                        snprintf(r->desc, sizeof r->desc, "%s", desc);
+                        r->size_bytes = m->weight_bytes;
+                        r->n_params = n_params;
+                        r->load_s = load_s;
+                        n_rows++;
+                    }
+                bench_model_dev_free(d); /* before the model whose weights it mirrored */
+            }
+            ex_model_free(m);
+        }
+    ats_cli_progress_end();
+    if (rc == ATS_EXIT_OK) {
+        bench_model_print(stdout, fmt, rows, n_rows);
+        json_t *root = out ? bench_model_json(rows, n_rows, &o) : NULL;
+        rc = ats_cli_bench_write(CMD, out, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6), stderr);
+        json_decref(root);
+    }
+    for (int i = 0; i < n_rows; i++) bench_model_row_free(&rows[i]);
+    free(rows);
+    return rc;
+}
