@@ -127,7 +127,9 @@ static json_t *bench_cpu_prefill(const bench_kernels_opts *o, int *bad)
     /* --tokens goes up to 100000 for the GPU GEMM; on the CPU that is hours a call: at most 2048 here */
     const int64_t n = o->n_tok < BENCH_KERNELS_CPU_PREFILL_MAX_TOK ? o->n_tok : BENCH_KERNELS_CPU_PREFILL_MAX_TOK;
     const unsigned f = ex_cpu_features();
-    const char *path = (f & EX_CPU_AVX512VNNI) ? "AVX-512 VNNI" : (f & EX_CPU_AVX2) ? "AVX2" : "scalar";
+    const char *path = (f & EX_CPU_AMX) && (f & EX_CPU_AVX512VNNI) && (f & EX_CPU_AVX512) && n >= EX_CPU_AMX_MIN_TOKENS
+                           ? "AMX (Q4_K, Q6_K) and AVX-512 VNNI"
+                           : (f & EX_CPU_AVX512VNNI) ? "AVX-512 VNNI" : (f & EX_CPU_AVX2) ? "AVX2" : "scalar";
     bench_table(sk, "\nCPU prefill GEMM, %lld tokens%s, %s: ex_cpu_matmul, %s kernels (ATS_CPU_FEATURES lowers them)\n",
            (long long)n, n < o->n_tok ? " (--tokens capped at 2048 on the CPU)" : "", sh->name, path);
     bench_table(sk, "%-6s %10s %10s %10s\n", "type", "median_ms", "GMAC/s", "tok/s");

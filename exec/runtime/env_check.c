@@ -1,7 +1,7 @@
 /*
  * ex_env_check — the executor's environment knobs (ATS_* variables read with getenv in exec/ and
  * load/) checked against the values their readers accept, so that a typo such as
- * ATS_PROBE_PRIVATE=yes or ATS_CPU_FEATURES=8 is refused with one line (`ats` exits 2) instead of being
+ * ATS_PROBE_PRIVATE=yes or ATS_CPU_FEATURES=16 is refused with one line (`ats` exits 2) instead of being
  * silently ignored. The readers stay where they are (each reads its variable once, or at every call);
  * this table has to follow them: exec/kernels/cuda/README.md, "Environment knobs", lists the same set.
  * The table is also the one list of every ATS_* variable anything here reads (the CLI's paths, the tests'
@@ -35,8 +35,8 @@ typedef struct knob {
 static const knob KNOBS[] = {
     {"ATS_ATTN_SHAPE", KNOB_ATTN_SHAPE, NULL, 0, 0, 0,
      "NW,S with NW one of 0, 4, 8, 16, 32 (warps per block) and S 0..8 (split); 0 keeps the launcher's choice"},
-    {"ATS_CPU_FEATURES", KNOB_INT, NULL, 0, EX_CPU_AVX2 | EX_CPU_AVX512 | EX_CPU_AVX512VNNI, 0,
-     "a bit mask 0..7 (1 AVX2, 2 AVX-512, 4 AVX-512 VNNI)"},
+    {"ATS_CPU_FEATURES", KNOB_INT, NULL, 0, EX_CPU_AVX2 | EX_CPU_AVX512 | EX_CPU_AVX512VNNI | EX_CPU_AMX, 0,
+     "a bit mask 0..15 (1 AVX2, 2 AVX-512, 4 AVX-512 VNNI, 8 AMX)"},
     {"ATS_PROBE_PRIVATE", KNOB_WORDS, "0|1", 0, 0, 0, "one of 0, 1"},
     /* not checked: read by the CLI (cli_util.c resolve, sim_cli.c), set by CTest or read by the tests
      * (cmake/AtsTest.cmake, tests/testutil.c, tests/sim/test_sim_golden.c), read by scripts that run `ats`

@@ -38,7 +38,7 @@ typedef struct knob_case {
 
 static const knob_case CASES[] = {
     {"ATS_ATTN_SHAPE", {"4,1", "16,8", "0,0", "32,0", "0,3"}, {"3,0", "0,9", "16", "16,", ",8", "4,1x", "64,1", "a,b"}},
-    {"ATS_CPU_FEATURES", {"0", "1", "3", "7", "0x7"}, {"8", "-1", "abc", "08", "3 ", "0xff"}},
+    {"ATS_CPU_FEATURES", {"0", "1", "7", "0x7", "15", "0xf"}, {"16", "-1", "abc", "08", "3 ", "0xff"}},
     {"ATS_PROBE_PRIVATE", {"0", "1"}, {"yes", "2"}},
 };
 #define N_CASES (sizeof CASES / sizeof CASES[0])
@@ -90,8 +90,8 @@ static void test_check_function(void)
     setenv("ATS_PROBE_PRIVATE", "yes", 1);
     CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "one of 0, 1"));
     unsetenv("ATS_PROBE_PRIVATE");
-    setenv("ATS_CPU_FEATURES", "8", 1);
-    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "0..7"));
+    setenv("ATS_CPU_FEATURES", "16", 1);
+    CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL && strstr(msg, "0..15"));
     /* a short buffer is truncated, never overrun */
     char tiny[8];
     memset(tiny, 'x', sizeof tiny);
@@ -118,7 +118,7 @@ static void test_value_escaped(void)
     setenv("ATS_CPU_FEATURES", big, 1);
     CHECK(ex_env_check(msg, sizeof msg) == ATS_EINVAL);
     char want[128];
-    snprintf(want, sizeof want, "ATS_CPU_FEATURES='%.64s...': not a bit mask 0..7", big);
+    snprintf(want, sizeof want, "ATS_CPU_FEATURES='%.64s...': not a bit mask 0..15", big);
     CHECK_MSG(strstr(msg, want) && strlen(msg) < 200 && !strchr(msg, '\n'), "long value not cut: '%.300s'", msg);
     unsetenv("ATS_CPU_FEATURES");
     /* a cut never splits a UTF-8 character: 63 ASCII bytes then 'é' (2 bytes) keeps 63 */
@@ -255,7 +255,7 @@ static void test_cli_env(void)
     CHECK_MSG(run("inspect --model qwen3-14b") == 0, "ats inspect with no knob set: %s", err);
     const struct { const char *var, *val, *must; } bad[] = {
         {"ATS_PROBE_PRIVATE", "yes", "one of 0, 1"},
-        {"ATS_CPU_FEATURES", "300", "0..7"},
+        {"ATS_CPU_FEATURES", "300", "0..15"},
         {"ATS_ATTN_SHAPE", "3,0", "NW,S"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

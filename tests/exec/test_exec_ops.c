@@ -8,7 +8,9 @@
  * AVX-512 VNNI, forced with ATS_CPU_FEATURES) compute the same integer sums as the scalar path, so
  * they must agree with it to float rounding (1e-5). A prefill chunk of N rows must equal N decode
  * calls bit for bit (rows are independent), and so must a MoE over Q4_0/Q8_0 experts (ragged expert
- * batches, test_moe_prefill_decode). Q4_K/Q6_K/Q4_0/Q8_0 prefill (test_matmul_prefill_kq): token counts
+ * batches, test_moe_prefill_decode). With AMX (features 15) Q4_K/Q6_K prefill from EX_CPU_AMX_MIN_TOKENS
+ * tokens runs on tiles and equals the scalar path bit for bit instead. ex_cpu_matmul_multi equals one
+ * ex_cpu_matmul call per matrix bit for bit. Q4_K/Q6_K/Q4_0/Q8_0 prefill (test_matmul_prefill_kq): token counts
  * around the 8-, 4- and 1-token kernels and the 32-token tile, uniform and extreme inputs. The F16 KV cache (ex_cpu_kv_store_f16 /
  * ex_cpu_attention_f16): the store is checked value by value (nearest even, within half an F16 ulp),
  * attention against a double reference over the same F16 values and, more loosely, over the
@@ -161,7 +163,7 @@ static void test_matmul(void)
  * the 8-bit values sit at ±127 and the weight codes at their ends (a saturating int16 sum would show). */
 static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
 {
-    const char *paths[] = {"0", "1", "3", "7"};
+    const char *paths[] = {"0", "1", "3", "7", "15"};
     const unsigned have = ex_cpu_features();
     /* Q4_0 / Q8_0: any count of 32-blocks (their VNNI 4-/8-token kernels read tokens regrouped by 8, and
        must equal the 1-token decode kernel bit for bit) */
@@ -216,7 +218,12 @@ static void prefill_case(ats_qtype t, int64_t n_tok, int extreme)
         else
             CHECK_MSG(d / so <= 1e-5, "%s prefill (features %s, %lld tok%s): differs from scalar by %.3g",
                       ats_qtype_name(t), paths[p], (long long)n_tok, extreme ? ", extreme" : "", d / so);
-        for (int64_t tk = 0; tk < n_tok; tk++) {
+        /* the AMX path (Q4_K / Q6_K from EX_CPU_AMX_MIN_TOKENS tokens) is bit for bit the scalar path instead */
+        const int amx = (mask & EX_CPU_AMX) && kq && n_tok >= EX_CPU_AMX_MIN_TOKENS;
+        if (amx)
+            CHECK_MSG(memcmp(y, y0, (size_t)n * sizeof *y) == 0, "%s features %s, %lld tok%s: AMX differs from scalar",
+                      ats_qtype_name(t), paths[p], (long long)n_tok, extreme ? ", extreme" : "");
+        for (int64_t tk = 0; tk < n_tok && !amx; tk++) {
             CHECK(ex_cpu_matmul(&w, x + tk * n_in, 1, y1) == ATS_OK);
             CHECK_MSG(memcmp(y1, y + tk * n_out, (size_t)n_out * sizeof *y1) == 0,
                       "%s features %s: prefill token %lld of %lld differs from its decode call", ats_qtype_name(t),
@@ -238,6 +245,51 @@ static void test_matmul_prefill_kq(void)
     for (size_t k = 0; k < sizeof kt / sizeof kt[0]; k++)
         for (size_t nt = 0; nt < sizeof toks / sizeof toks[0]; nt++)
             for (int extreme = 0; extreme < 2; extreme++) prefill_case(kt[k], toks[nt], extreme);
+}
+
+/* ex_cpu_matmul_multi: matrices of mixed types and shapes (some sharing an input, as a MoE's gate and up)
+ * equal one ex_cpu_matmul call each bit for bit, on every path present; bad arguments are refused. */
+static void test_matmul_multi(void)
+{
+    const ats_qtype types[] = {ATS_Q_Q4_K, ATS_Q_Q6_K, ATS_Q_Q4_0, ATS_Q_Q8_0, ATS_Q_MXFP4, ATS_Q_F16};
+    const char *paths[] = {"0", "1", "3", "7", "15"};
+    const unsigned have = ex_cpu_features();
+    enum { N = 7 };
+    ex_tensor w[N];
+    float *dense[N], *x[N], *y[N], *y1[N];
+    const float *xs[N];
+    for (int i = 0; i < N; i++) {
+        const ats_qtype t = types[tu_rand(&rng) % (sizeof types / sizeof types[0])];
+        const int64_t n_in = 256 * (1 + (int64_t)(tu_rand(&rng) % 3)), n_out = 1 + (int64_t)(tu_rand(&rng) % 70);
+        w[i] = make_weight(t, n_in, n_out, 1, &dense[i]);
+        x[i] = malloc((size_t)n_in * sizeof(float));
+        fill(x[i], n_in, -2, 2);
+        /* every other matrix of the same width reads the previous one's input */
+        xs[i] = i > 0 && i % 2 == 1 && w[i - 1].ne[0] == n_in ? xs[i - 1] : x[i];
+        y[i] = malloc((size_t)n_out * sizeof(float));
+        y1[i] = malloc((size_t)n_out * sizeof(float));
+    }
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        unsigned mask = (unsigned)strtoul(paths[p], NULL, 0);
+        if ((mask & have) != mask) continue;
+        setenv("ATS_CPU_FEATURES", paths[p], 1);
+        CHECK(ex_cpu_matmul_multi(w, xs, y, N) == ATS_OK);
+        for (int i = 0; i < N; i++) {
+            CHECK(ex_cpu_matmul(&w[i], xs[i], 1, y1[i]) == ATS_OK);
+            CHECK_MSG(memcmp(y[i], y1[i], (size_t)w[i].ne[1] * sizeof(float)) == 0,
+                      "matmul_multi features %s, matrix %d (%s %lldx%lld) differs from ex_cpu_matmul", paths[p], i,
+                      ats_qtype_name(w[i].type), (long long)w[i].ne[1], (long long)w[i].ne[0]);
+        }
+    }
+    unsetenv("ATS_CPU_FEATURES");
+    CHECK(ex_cpu_matmul_multi(w, xs, y, 0) == ATS_EINVAL);
+    ex_tensor bad = w[0];
+    bad.row_bytes += 1;
+    CHECK(ex_cpu_matmul_multi(&bad, xs, y, 1) == ATS_EINVAL);
+    fprintf(stderr, "  matmul_multi: %d matrices equal one call each\n", N);
+    for (int i = 0; i < N; i++) {
+        free((void *)w[i].data); free(dense[i]); free(x[i]); free(y[i]); free(y1[i]);
+    }
 }
 
 static void test_embedding_norm(void)
@@ -704,6 +756,7 @@ int main(void)
     fprintf(stderr, "test_exec_ops: CPU features %u (1 AVX2, 2 AVX-512, 4 VNNI)\n", ex_cpu_features());
     test_matmul();
     test_matmul_prefill_kq();
+    test_matmul_multi();
     test_embedding_norm();
     test_rope();
     test_attention();

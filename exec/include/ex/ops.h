@@ -140,6 +140,14 @@ enum ats_status ex_cpu_attention_f16(const float *q, int64_t n_tokens, int64_t p
                                      const ex_fp16 *v_cache, int64_t n_head, int64_t n_head_kv,
                                      int64_t head_dim, float scale, float *out);
 
+/** Several one-token matmuls in one parallel region: y[i] = W_i x[i] for i < n_mat, W_i = w[i] of any
+ *  type ex_cpu_matmul takes, x[i] (W_i.ne[0]) and y[i] (W_i.ne[1]) borrowed; x pointers may repeat (each
+ *  distinct input is quantized once). Bit for bit n_mat calls ex_cpu_matmul(&w[i], x[i], 1, y[i]): the
+ *  same row kernels, with the 16-row tiles of all matrices shared out over the threads at once (a MoE
+ *  decode step runs 2 regions a layer instead of 3 per expert). ATS_EINVAL for a bad matrix or n_mat < 1,
+ *  ATS_ENOMEM. */
+enum ats_status ex_cpu_matmul_multi(const ex_tensor *w, const float *const *x, float *const *y, int n_mat);
+
 /** SwiGLU gate: out[i] = silu(gate[i]) * up[i] for n elements; silu(g) = g / (1 + e^-g).
  *  In place allowed (out == gate or out == up). Shazeer 2020. */
 enum ats_status ex_cpu_swiglu(const float *gate, const float *up, int64_t n, float *out);
@@ -182,12 +190,20 @@ enum ats_status ex_cpu_sample(const float *logits, int64_t n_vocab, const ex_sam
 enum {
     EX_CPU_AVX2 = 1,       /* AVX2 + FMA */
     EX_CPU_AVX512 = 2,     /* AVX-512 F + BW */
-    EX_CPU_AVX512VNNI = 4  /* AVX-512 VNNI (vpdpbusd) */
+    EX_CPU_AVX512VNNI = 4, /* AVX-512 VNNI (vpdpbusd) */
+    EX_CPU_AMX = 8         /* AMX-TILE + AMX-INT8 (tdpbusd), with the OS's permission; used with AVX-512 */
 };
 
+/** Fewest tokens for which ex_cpu_matmul runs Q4_K / Q6_K on AMX tiles (where EX_CPU_AMX is set);
+ *  fewer go to the AVX-512 VNNI kernels. The AMX path is bit for bit the scalar path; the VNNI one
+ *  agrees with it to float rounding. */
+#define EX_CPU_AMX_MIN_TOKENS 8
+
 /** SIMD features used by the CPU kernels (bit set of EX_CPU_*), detected once with cpuid; the
- *  environment variable ATS_CPU_FEATURES=<mask> lowers it (e.g. 1 forces the AVX2 path, 0 scalar),
- *  for tests. Thread-safe. */
+ *  environment variable ATS_CPU_FEATURES=<mask> lowers it (e.g. 1 forces the AVX2 path, 0 scalar,
+ *  7 AVX-512 VNNI without AMX), for tests. EX_CPU_AMX is set only where cpuid has AMX-TILE and AMX-INT8,
+ *  XCR0 enables the tile state and Linux granted it to the process (arch_prctl ARCH_REQ_XCOMP_PERM,
+ *  asked once here). Thread-safe. */
 unsigned ex_cpu_features(void);
 
 /* ---- environment knobs -------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 
 #include "ex/quant.h"
 #include "ex/quant_blocks.h"
+#include "cpu_amx.h"
 #include "cpu_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,6 +34,13 @@ static unsigned detect_features(void)
         __builtin_cpu_supports("avx512vl"))
         f |= EX_CPU_AVX512;
     if ((f & EX_CPU_AVX512) && __builtin_cpu_supports("avx512vnni")) f |= EX_CPU_AVX512VNNI;
+    /* AMX-TILE CPUID.(7,0):EDX[24], AMX-INT8 EDX[25]; XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA) set by the
+       OS; then Linux's per-process permission for the tile data (ex_amx_request_perm) */
+    if ((f & EX_CPU_AVX512VNNI) && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (3u << 24)) == (3u << 24)) {
+        unsigned lo, hi;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        if ((lo & (3u << 17)) == (3u << 17) && ex_amx_request_perm()) f |= EX_CPU_AMX;
+    }
 #endif
     return f;
 }
@@ -1300,6 +1308,21 @@ static int valid_matmul(const ex_tensor *w)
     return ats_qtype_bytes(w->type, w->ne[0], &rb) == ATS_OK && rb == w->row_bytes;
 }
 
+/* One-token rows [r0, r1) of W (nb blocks a row) against the quantized activation xq, the decode tiles of
+   ex_cpu_matmul and ex_cpu_matmul_multi: dotr4 on 4-row groups where the type has one, the one-row dot else. */
+static void decode_rows(const ex_tensor *w, vec_dot_fn dot, vec_dotr4_fn dotr4, const uint8_t *xq, int64_t nb,
+                        int64_t r0, int64_t r1, float *y)
+{
+    const uint8_t *W = w->data;
+    const int64_t n_out = w->ne[1];
+    int64_t r = r0;
+    if (dotr4)
+        for (; r + 4 <= r1; r += 4)
+            dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb,
+                  r + 8 <= n_out ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
+    for (; r < r1; r++) y[r] = dot(W + (size_t)r * w->row_bytes, xq, nb);
+}
+
 enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_tokens, float *y)
 {
     if (!valid_matmul(w) || n_tokens < 1) return ATS_EINVAL;
@@ -1376,6 +1399,13 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
         if (kq) q8k(x + t * n_in, (ex_block_q8_K *)(xq + abytes * (size_t)t), nb);
         else q81(x + t * n_in, (ex_block_q8_1 *)(xq + abytes * (size_t)t), nb);
     }
+    /* Q4_K / Q6_K prefill on AMX tiles (cpu_amx.c), bit for bit the scalar path */
+    const unsigned amx = EX_CPU_AMX | EX_CPU_AVX512VNNI | EX_CPU_AVX512; /* its epilogue uses VNNI's vpdpwssd */
+    if (kq && n_tokens >= EX_CPU_AMX_MIN_TOKENS && (f & amx) == amx) {
+        enum ats_status st = ex_amx_matmul_kq(w, xq, abytes, n_tokens, y, par);
+        free(xq);
+        return st;
+    }
     /* Q4_0 / Q8_0 with AVX-512 VNNI: the 4- and 8-token kernels read the tokens regrouped by 8 (q8_group);
        decode and the 1-token rest read xq as on every other path */
     uint8_t *xg = NULL;
@@ -1405,14 +1435,13 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
 #pragma omp parallel for schedule(dynamic, 2) if (par)
     for (int64_t rt = 0; rt < n_rt; rt++) {
         const int64_t r0 = rt * EX_ROW_TILE, r1 = r0 + EX_ROW_TILE < n_out ? r0 + EX_ROW_TILE : n_out;
+        if (n_tokens == 1) {
+            decode_rows(w, dot, dotr4, xq, nb, r0, r1, y);
+            continue;
+        }
         for (int64_t t0 = 0; t0 < n_tokens; t0 += EX_TOK_TILE) {
             const int64_t t1 = t0 + EX_TOK_TILE < n_tokens ? t0 + EX_TOK_TILE : n_tokens;
-            int64_t r = r0;
-            if (dotr4)
-                for (; r + 4 <= r1; r += 4)
-                    dotr4(W + (size_t)r * w->row_bytes, w->row_bytes, xq, nb,
-                          r + 8 <= n_out ? W + (size_t)(r + 4) * w->row_bytes : NULL, y + r);
-            for (; r < r1; r++) {
+            for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *wr = W + (size_t)r * w->row_bytes;
                 int64_t t = t0;
                 if (dot8)
@@ -1438,6 +1467,82 @@ enum ats_status ex_cpu_matmul(const ex_tensor *w, const float *x, int64_t n_toke
     free(xg);
     free(xq);
     return ATS_OK;
+}
+
+enum ats_status ex_cpu_matmul_multi(const ex_tensor *w, const float *const *x, float *const *y, int n_mat)
+{
+    if (n_mat < 1) return ATS_EINVAL;
+    const unsigned f = ex_cpu_features();
+    int quantized = 1;
+    for (int i = 0; i < n_mat; i++) {
+        if (!valid_matmul(&w[i])) return ATS_EINVAL;
+        if (!pick_dot(w[i].type, f)) quantized = 0;
+    }
+    if (!quantized) { /* F32 / F16 / BF16: one call each */
+        for (int i = 0; i < n_mat; i++) {
+            enum ats_status st = ex_cpu_matmul(&w[i], x[i], 1, y[i]);
+            if (st != ATS_OK) return st;
+        }
+        return ATS_OK;
+    }
+    enum { EX_ROW_TILE = 16 };
+    /* per matrix: its quantized input (shared with an earlier matrix of the same input and block kind), its
+       first tile in the shared numbering */
+    uint8_t **xq = calloc((size_t)n_mat, sizeof *xq);
+    int *owner = malloc((size_t)n_mat * sizeof *owner);
+    int64_t *tile0 = malloc((size_t)(n_mat + 1) * sizeof *tile0);
+    enum ats_status st = xq && owner && tile0 ? ATS_OK : ATS_ENOMEM;
+    double work = 0;
+    for (int i = 0; i < n_mat && st == ATS_OK; i++) {
+        const int kq = w[i].type == ATS_Q_Q4_K || w[i].type == ATS_Q_Q6_K;
+        const int64_t n_in = w[i].ne[0], nb = n_in / (kq ? 256 : 32);
+        owner[i] = i;
+        for (int j = 0; j < i; j++) {
+            const int kj = w[j].type == ATS_Q_Q4_K || w[j].type == ATS_Q_Q6_K;
+            if (owner[j] == j && x[j] == x[i] && kj == kq && w[j].ne[0] == n_in) {
+                owner[i] = j;
+                break;
+            }
+        }
+        tile0[i] = i ? tile0[i - 1] + (w[i - 1].ne[1] + EX_ROW_TILE - 1) / EX_ROW_TILE : 0;
+        work += (double)w[i].ne[0] * (double)w[i].ne[1];
+        if (owner[i] != i) continue;
+        xq[i] = malloc((size_t)nb * (kq ? sizeof(ex_block_q8_K) : sizeof(ex_block_q8_1)));
+        if (!xq[i]) {
+            st = ATS_ENOMEM;
+            break;
+        }
+#ifdef EX_X86
+        if (f & EX_CPU_AVX2) {
+            if (kq) quant_q8_K_avx2(x[i], (ex_block_q8_K *)xq[i], nb);
+            else quant_q8_1_avx2(x[i], (ex_block_q8_1 *)xq[i], nb);
+        } else
+#endif
+        {
+            if (kq) quant_q8_K(x[i], (ex_block_q8_K *)xq[i], nb);
+            else quant_q8_1(x[i], (ex_block_q8_1 *)xq[i], nb);
+        }
+    }
+    if (st == ATS_OK) {
+        tile0[n_mat] = tile0[n_mat - 1] + (w[n_mat - 1].ne[1] + EX_ROW_TILE - 1) / EX_ROW_TILE;
+        const int64_t n_t = tile0[n_mat];
+#pragma omp parallel for schedule(dynamic, 2) if (work >= 262144.0)
+        for (int64_t k = 0; k < n_t; k++) {
+            int i = 0;
+            while (tile0[i + 1] <= k) i++;
+            const int kq = w[i].type == ATS_Q_Q4_K || w[i].type == ATS_Q_Q6_K;
+            const int64_t r0 = (k - tile0[i]) * EX_ROW_TILE;
+            const int64_t r1 = r0 + EX_ROW_TILE < w[i].ne[1] ? r0 + EX_ROW_TILE : w[i].ne[1];
+            decode_rows(&w[i], pick_dot(w[i].type, f), pick_dotr4(w[i].type, f), xq[owner[i]],
+                        w[i].ne[0] / (kq ? 256 : 32), r0, r1, y[i]);
+        }
+    }
+    if (xq)
+        for (int i = 0; i < n_mat; i++) free(xq[i]);
+    free(xq);
+    free(owner);
+    free(tile0);
+    return st;
 }
 
 enum ats_status ex_cpu_matmul_ref(const ex_tensor *w, const float *x, int64_t n_tokens, float *y)
