@@ -96,9 +96,102 @@ static void progress(int k, int total, const char *model, const char *backend, i
                      t->n_prompt > 0 ? "pp" : "tg", (long long)(t->n_prompt > 0 ? t->n_prompt : t->n_gen));
 }
 
-int ats_bench_model(int argc, char **argv)
+enum { O_DUMMY = 256, O_QUANT, O_BACKEND, O_SPLIT, O_CHUNK, O_KV, O_SEED, O_OUT };
+
+/* the command line, as given and as checked */
+typedef struct bm_args {
+    char models_buf[2048], quants_buf[256];
+    const char *p_arg, *n_arg, *t_arg, *out;
+    const char *backends[MAX_LIST];
+    int n_backends, dummy;
+    long long reps, split, chunk, seed;
+    bench_model_fmt fmt;
+    bench_model_opts o;
+    /* checked */
+    long long tv[MAX_LIST];
+    int nt;
+    bench_model_test tests[2 * MAX_LIST];
+    int n_tests;
+    bench_model_exec execs[MAX_LIST];
+    char *names[MAX_LIST], *quants[MAX_LIST];
+    int n_names, n_quants;
+    ats_arch archs[MAX_LIST];
+    ats_recipe recipes[MAX_LIST];
+} bm_args;
+
+/* one option of the getopt loop into a; ATS_EXIT_OK to go on, anything else: return it (-1: --help done) */
+static int parse_opt(bm_args *a, int c, int argc, char **argv, const struct option *opts)
 {
-    enum { O_DUMMY = 256, O_QUANT, O_BACKEND, O_SPLIT, O_CHUNK, O_KV, O_SEED, O_OUT };
+    (void)argc;
+    switch (c) {
+    case 'm':
+        if (ats_cli_file_value(CMD, "--model", optarg)) return ATS_EXIT_USAGE;
+        snprintf(a->models_buf, sizeof a->models_buf, "%s", optarg);
+        break;
+    case O_DUMMY: a->dummy = 1; break;
+    case O_QUANT: snprintf(a->quants_buf, sizeof a->quants_buf, "%s", optarg); break;
+    case 'p': a->p_arg = optarg; break;
+    case 'n': a->n_arg = optarg; break;
+    case 't': a->t_arg = optarg; break;
+    case 'r':
+        if (ats_cli_parse_int(optarg, &a->reps) || a->reps < 1 || a->reps > 1000) {
+            ats_cli_error(CMD, "-r: bad value '%s' (an integer 1..1000)", optarg);
+            return ATS_EXIT_USAGE;
+        }
+        break;
+    case O_BACKEND:
+        if (a->n_backends == MAX_LIST) {
+            ats_cli_error(CMD, "--backend: more than %d", MAX_LIST);
+            return ATS_EXIT_USAGE;
+        }
+        a->backends[a->n_backends++] = optarg;
+        break;
+    case O_SPLIT:
+        if (ats_cli_parse_int(optarg, &a->split) || a->split < 0 || a->split > ATS_ARCH_MAX_LAYERS) {
+            ats_cli_error(CMD, "--split: bad value '%s' (a layer index 0..%d)", optarg, ATS_ARCH_MAX_LAYERS);
+            return ATS_EXIT_USAGE;
+        }
+        break;
+    case O_CHUNK:
+        if (ats_cli_parse_int(optarg, &a->chunk) || a->chunk < 1 || a->chunk > 1000000) {
+            ats_cli_error(CMD, "--chunk: bad value '%s' (an integer 1..1000000 tokens)", optarg);
+            return ATS_EXIT_USAGE;
+        }
+        break;
+    case O_KV:
+        if (!strcasecmp(optarg, "f16")) a->o.kv_type = ATS_Q_F16;
+        else if (!strcasecmp(optarg, "f32")) a->o.kv_type = ATS_Q_F32;
+        else {
+            ats_cli_error(CMD, "--kv-type: bad value '%s' (f16 or f32)", optarg);
+            return ATS_EXIT_USAGE;
+        }
+        break;
+    case O_SEED:
+        if (ats_cli_parse_int(optarg, &a->seed) || a->seed < 0) {
+            ats_cli_error(CMD, "--seed: bad value '%s' (an integer >= 0)", optarg);
+            return ATS_EXIT_USAGE;
+        }
+        break;
+    case 'o':
+        if (bench_model_fmt_from_name(optarg, &a->fmt) != ATS_OK) {
+            ats_cli_error(CMD, "-o: bad value '%s' (md, csv or json)", optarg);
+            return ATS_EXIT_USAGE;
+        }
+        break;
+    case O_OUT:
+        if (ats_cli_file_value(CMD, "--out", optarg)) return ATS_EXIT_USAGE;
+        a->out = optarg;
+        break;
+    case 'h': usage(stdout); return -1;
+    case ':': ats_cli_missing_value(CMD, argv[optind - 1], optopt); return ATS_EXIT_USAGE;
+    default: ats_cli_bad_option(CMD, argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
+    }
+    return ATS_EXIT_OK;
+}
+
+/* argv into a (defaults first); ATS_EXIT_OK, ATS_EXIT_USAGE, or -1 after --help */
+static int parse_args(bm_args *a, int argc, char **argv)
+{
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'},      {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT},  {"n-prompt", required_argument, 0, 'p'},
@@ -108,231 +201,208 @@ int ats_bench_model(int argc, char **argv)
         {"kv-type", required_argument, 0, O_KV},   {"seed", required_argument, 0, O_SEED},
         {"output", required_argument, 0, 'o'},     {"out", required_argument, 0, O_OUT},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    char models_buf[2048] = "", quants_buf[256] = "";
-    const char *p_arg = "512", *n_arg = "128", *t_arg = NULL, *out = NULL;
-    const char *backends[MAX_LIST];
-    int n_backends = 0, dummy = 0;
-    long long reps = 5, split = -1, chunk = 512, seed = 42;
-    bench_model_fmt fmt = BENCH_MODEL_MD;
-    bench_model_opts o = bench_model_opts_default();
+    a->p_arg = "512";
+    a->n_arg = "128";
+    a->reps = 5, a->split = -1, a->chunk = 512, a->seed = 42;
+    a->fmt = BENCH_MODEL_MD;
+    a->o = bench_model_opts_default();
     optind = 1;
     opterr = 0;
     int c;
     ats_cli_seen seen = {0};
     while ((c = getopt_long(argc, argv, ":m:p:n:r:t:o:h", opts, NULL)) != -1) {
         if (c != O_BACKEND && ats_cli_once_opt(CMD, &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
-        switch (c) {
-        case 'm':
-            if (ats_cli_file_value(CMD, "--model", optarg)) return ATS_EXIT_USAGE;
-            snprintf(models_buf, sizeof models_buf, "%s", optarg);
-            break;
-        case O_DUMMY: dummy = 1; break;
-        case O_QUANT: snprintf(quants_buf, sizeof quants_buf, "%s", optarg); break;
-        case 'p': p_arg = optarg; break;
-        case 'n': n_arg = optarg; break;
-        case 't': t_arg = optarg; break;
-        case 'r':
-            if (ats_cli_parse_int(optarg, &reps) || reps < 1 || reps > 1000) {
-                ats_cli_error(CMD, "-r: bad value '%s' (an integer 1..1000)", optarg);
-                return ATS_EXIT_USAGE;
-            }
-            break;
-        case O_BACKEND:
-            if (n_backends == MAX_LIST) {
-                ats_cli_error(CMD, "--backend: more than %d", MAX_LIST);
-                return ATS_EXIT_USAGE;
-            }
-            backends[n_backends++] = optarg;
-            break;
-        case O_SPLIT:
-            if (ats_cli_parse_int(optarg, &split) || split < 0 || split > ATS_ARCH_MAX_LAYERS) {
-                ats_cli_error(CMD, "--split: bad value '%s' (a layer index 0..%d)", optarg, ATS_ARCH_MAX_LAYERS);
-                return ATS_EXIT_USAGE;
-            }
-            break;
-        case O_CHUNK:
-            if (ats_cli_parse_int(optarg, &chunk) || chunk < 1 || chunk > 1000000) {
-                ats_cli_error(CMD, "--chunk: bad value '%s' (an integer 1..1000000 tokens)", optarg);
-                return ATS_EXIT_USAGE;
-            }
-            break;
-        case O_KV:
-            if (!strcasecmp(optarg, "f16")) o.kv_type = ATS_Q_F16;
-            else if (!strcasecmp(optarg, "f32")) o.kv_type = ATS_Q_F32;
-            else {
-                ats_cli_error(CMD, "--kv-type: bad value '%s' (f16 or f32)", optarg);
-                return ATS_EXIT_USAGE;
-            }
-            break;
-        case O_SEED:
-            if (ats_cli_parse_int(optarg, &seed) || seed < 0) {
-                ats_cli_error(CMD, "--seed: bad value '%s' (an integer >= 0)", optarg);
-                return ATS_EXIT_USAGE;
-            }
-            break;
-        case 'o':
-            if (bench_model_fmt_from_name(optarg, &fmt) != ATS_OK) {
-                ats_cli_error(CMD, "-o: bad value '%s' (md, csv or json)", optarg);
-                return ATS_EXIT_USAGE;
-            }
-            break;
-        case O_OUT:
-            if (ats_cli_file_value(CMD, "--out", optarg)) return ATS_EXIT_USAGE;
-            out = optarg;
-            break;
-        case 'h': usage(stdout); return ATS_EXIT_OK;
-        case ':': ats_cli_missing_value(CMD, argv[optind - 1], optopt); return ATS_EXIT_USAGE;
-        default: ats_cli_bad_option(CMD, argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
-        }
+        int rc = parse_opt(a, c, argc, argv, opts);
+        if (rc != ATS_EXIT_OK) return rc;
     }
     if (optind < argc) {
         ats_cli_error(CMD, "unexpected argument '%s' (ats bench model --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
-    if (!models_buf[0]) {
+    if (!a->models_buf[0]) {
         ats_cli_error(CMD, "-m is required: GGUF files, or model names with --dummy-weights (ats bench model --help)");
         return ATS_EXIT_USAGE;
     }
-    if (quants_buf[0] && !dummy) {
+    if (a->quants_buf[0] && !a->dummy) {
         ats_cli_error(CMD, "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");
         return ATS_EXIT_USAGE;
     }
-    /* every value checked before any model is loaded */
-    long long pv[MAX_LIST], nv[MAX_LIST], tv[MAX_LIST];
-    int np, nn, nt = 0;
-    if (parse_int_list("-p", p_arg, 0, 1 << 20, pv, &np) || parse_int_list("-n", n_arg, 0, 1 << 20, nv, &nn))
+    return ATS_EXIT_OK;
+}
+
+/* -p / -n / -t lists into the tests and thread counts; the backends into execs */
+static int check_tests_backends(bm_args *a)
+{
+    long long pv[MAX_LIST], nv[MAX_LIST];
+    int np, nn;
+    if (parse_int_list("-p", a->p_arg, 0, 1 << 20, pv, &np) || parse_int_list("-n", a->n_arg, 0, 1 << 20, nv, &nn))
         return ATS_EXIT_USAGE;
-    if (t_arg && parse_int_list("-t", t_arg, 1, 1024, tv, &nt)) return ATS_EXIT_USAGE;
-    bench_model_test tests[2 * MAX_LIST];
-    int n_tests = 0;
+    if (a->t_arg && parse_int_list("-t", a->t_arg, 1, 1024, a->tv, &a->nt)) return ATS_EXIT_USAGE;
     for (int i = 0; i < np; i++)
-        if (pv[i] > 0) tests[n_tests++] = (bench_model_test){pv[i], 0};
+        if (pv[i] > 0) a->tests[a->n_tests++] = (bench_model_test){pv[i], 0};
     for (int i = 0; i < nn; i++)
-        if (nv[i] > 0) tests[n_tests++] = (bench_model_test){0, nv[i]};
-    if (n_tests == 0) {
-        ats_cli_error(CMD, "-p %s -n %s: no test (every value is 0)", p_arg, n_arg);
+        if (nv[i] > 0) a->tests[a->n_tests++] = (bench_model_test){0, nv[i]};
+    if (a->n_tests == 0) {
+        ats_cli_error(CMD, "-p %s -n %s: no test (every value is 0)", a->p_arg, a->n_arg);
         return ATS_EXIT_USAGE;
     }
-    if (n_backends == 0) backends[n_backends++] = "cpu";
-    bench_model_exec execs[MAX_LIST];
-    for (int i = 0; i < n_backends; i++) {
-        if (strlen(backends[i]) >= sizeof execs[i].backend) {
-            ats_cli_error(CMD, "--backend: '%s' (cpu, cuda or a pair of them)", backends[i]);
+    if (a->n_backends == 0) a->backends[a->n_backends++] = "cpu";
+    for (int i = 0; i < a->n_backends; i++) {
+        const char *be = a->backends[i];
+        bench_model_exec *x = &a->execs[i];
+        if (strlen(be) >= sizeof x->backend) {
+            ats_cli_error(CMD, "--backend: '%s' (cpu, cuda or a pair of them)", be);
             return ATS_EXIT_USAGE;
         }
-        snprintf(execs[i].backend, sizeof execs[i].backend, "%s", backends[i]);
-        execs[i].split = strchr(backends[i], ',') ? split : -1;
-        const char *cm = strchr(backends[i], ',');
-        size_t n0 = cm ? (size_t)(cm - backends[i]) : strlen(backends[i]);
-        int ok = (n0 == 3 && !strncmp(backends[i], "cpu", 3)) || (n0 == 4 && !strncmp(backends[i], "cuda", 4));
+        snprintf(x->backend, sizeof x->backend, "%s", be);
+        x->split = strchr(be, ',') ? a->split : -1;
+        const char *cm = strchr(be, ',');
+        size_t n0 = cm ? (size_t)(cm - be) : strlen(be);
+        int ok = (n0 == 3 && !strncmp(be, "cpu", 3)) || (n0 == 4 && !strncmp(be, "cuda", 4));
         ok = ok && (!cm || !strcmp(cm + 1, "cpu") || !strcmp(cm + 1, "cuda"));
         if (!ok) {
-            ats_cli_error(CMD, "--backend: '%s' (each must be cpu or cuda)", backends[i]);
+            ats_cli_error(CMD, "--backend: '%s' (each must be cpu or cuda)", be);
             return ATS_EXIT_USAGE;
         }
     }
-    char *names[MAX_LIST], *quants[MAX_LIST];
-    int n_names, n_quants = 0;
-    if (split_names("-m", models_buf, names, &n_names)) return ATS_EXIT_USAGE;
-    if (quants_buf[0] && split_names("--quant", quants_buf, quants, &n_quants)) return ATS_EXIT_USAGE;
+    return ATS_EXIT_OK;
+}
+
+/* -m and --quant lists: names, recipes, model descriptions (dummy) or readable files; --out */
+static int check_models(bm_args *a)
+{
+    if (split_names("-m", a->models_buf, a->names, &a->n_names)) return ATS_EXIT_USAGE;
+    if (a->quants_buf[0] && split_names("--quant", a->quants_buf, a->quants, &a->n_quants)) return ATS_EXIT_USAGE;
     ats_err err = {{0}};
-    ats_arch archs[MAX_LIST];
-    ats_recipe recipes[MAX_LIST];
-    for (int q = 0; q < n_quants; q++)
-        if (ats_recipe_from_name(quants[q], &recipes[q]) != ATS_OK) {
-            ats_cli_error(CMD, "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quants[q]);
+    for (int q = 0; q < a->n_quants; q++)
+        if (ats_recipe_from_name(a->quants[q], &a->recipes[q]) != ATS_OK) {
+            ats_cli_error(CMD, "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", a->quants[q]);
             return ATS_EXIT_USAGE;
         }
-    for (int i = 0; i < n_names; i++) {
-        if (dummy) {
+    for (int i = 0; i < a->n_names; i++) {
+        if (a->dummy) {
             char path[1024];
-            if (atsc_model_load(ats_cli_model_path(names[i], path, sizeof path), &archs[i], &err) != ATS_OK) {
+            if (atsc_model_load(ats_cli_model_path(a->names[i], path, sizeof path), &a->archs[i], &err) != ATS_OK) {
                 ats_cli_error(CMD, "%s", err.msg);
                 return ATS_EXIT_USAGE;
             }
-        } else if (access(names[i], R_OK) != 0) {
-            ats_cli_error(CMD, "-m: '%s': cannot open: %s", names[i], strerror(errno));
+        } else if (access(a->names[i], R_OK) != 0) {
+            ats_cli_error(CMD, "-m: '%s': cannot open: %s", a->names[i], strerror(errno));
             return ATS_EXIT_USAGE;
         }
     }
-    if (out && atsc_out_check(out, &err) != ATS_OK) {
+    if (a->out && atsc_out_check(a->out, &err) != ATS_OK) {
         ats_cli_error(CMD, "--out: %s", err.msg);
         return ATS_EXIT_USAGE;
     }
-    o.reps = (int)reps;
-    o.chunk = chunk;
-    o.seed = (uint64_t)seed;
-    if (nt == 0) tv[nt++] = 0; /* all threads */
-    /* models x recipes, each loaded once */
-    const int n_variants = dummy && n_quants ? n_quants : 1;
-    const int total = n_names * n_variants * n_backends * nt * n_tests;
-    bench_model_row *rows = calloc((size_t)total, sizeof *rows);
-    int n_rows = 0, rc = ATS_EXIT_OK;
-    if (!rows) return ATS_EXIT_FAIL;
-    for (int i = 0; i < n_names && rc == ATS_EXIT_OK; i++)
-        for (int q = 0; q < n_variants && rc == ATS_EXIT_OK; q++) {
-            bench_model_src src = {dummy ? NULL : names[i], dummy ? &archs[i] : NULL,
-                                   dummy ? (n_quants ? recipes[q] : archs[i].default_recipe) : ATS_RECIPE_F32,
-                                   (uint64_t)seed, ats_cli_progress_bytes, (void *)"bench model: building dummy weights"};
-            ex_model *m = NULL;
-            double load_s = 0;
-            ats_cli_progress(CMD, "loading %s", names[i]);
-            enum ats_status st = bench_model_load(&src, &m, &load_s, &err);
-            if (st != ATS_OK) {
-                ats_cli_progress_end();
-                ats_cli_error(CMD, "%s", err.msg);
-                rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
-                break;
-            }
-            if (split > m->arch.n_layer) {
-                ats_cli_error(CMD, "--split %lld: model %s has %lld layers", split, names[i], (long long)m->arch.n_layer);
-                ex_model_free(m);
-                rc = ATS_EXIT_USAGE;
-                break;
-            }
-            char desc[BENCH_MODEL_NAME_LEN];
-            /* the recipe, or a GGUF's type of its first attention matrix ("llama F32", "qwen3 Q4_K") */
-            snprintf(desc, sizeof desc, "%s %s", m->arch.family,
-                     dummy ? ats_recipe_name(src.recipe) : ats_qtype_name(m->layers[0].wq.type));
-            double n_params = 0;
-            ats_arch_param_count(&m->arch, &n_params, NULL);
-            for (int b = 0; b < n_backends && rc == ATS_EXIT_OK; b++) {
-                bench_model_dev *d = NULL;
-                if ((st = bench_model_dev_open(&execs[b], &d, &err)) != ATS_OK) {
-                    ats_cli_error(CMD, "%s", err.msg);
+    return ATS_EXIT_OK;
+}
+
+/* every (backend, threads, test) row of one loaded model m, appended to rows[*n_rows] */
+static int run_model_rows(bm_args *a, ex_model *m, const char *name, const char *desc, double load_s,
+                          int total, bench_model_row *rows, int *n_rows)
+{
+    ats_err err = {{0}};
+    enum ats_status st;
+    double n_params = 0;
+    ats_arch_param_count(&m->arch, &n_params, NULL);
+    for (int b = 0; b < a->n_backends; b++) {
+        bench_model_dev *d = NULL;
+        if ((st = bench_model_dev_open(&a->execs[b], &d, &err)) != ATS_OK) {
+            ats_cli_error(CMD, "%s", err.msg);
+            return st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+        }
+        int rc = ATS_EXIT_OK;
+        for (int t = 0; t < a->nt && rc == ATS_EXIT_OK; t++)
+            for (int k = 0; k < a->n_tests && rc == ATS_EXIT_OK; k++) {
+                a->o.threads = (int)a->tv[t];
+                progress(*n_rows + 1, total, name, a->execs[b].backend, a->o.threads, &a->tests[k]);
+                bench_model_row *r = &rows[*n_rows];
+                if ((st = bench_model_run(m, d, &a->tests[k], &a->o, r, &err)) != ATS_OK) {
+                    ats_cli_progress_end();
+                    ats_cli_error(CMD, "%s: %s", name, err.msg);
                     rc = st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
                     break;
                 }
-                for (int t = 0; t < nt && rc == ATS_EXIT_OK; t++)
-                    for (int k = 0; k < n_tests && rc == ATS_EXIT_OK; k++) {
-                        o.threads = (int)tv[t];
-                        progress(n_rows + 1, total, names[i], execs[b].backend, o.threads, &tests[k]);
-                        bench_model_row *r = &rows[n_rows];
-                        if ((st = bench_model_run(m, d, &tests[k], &o, r, &err)) != ATS_OK) {
-                            ats_cli_progress_end();
-                            ats_cli_error(CMD, "%s: %s", names[i], err.msg);
-                            rc = st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
-                            break;
-                        }
-                        snprintf(r->model, sizeof r->model, "%s", names[i]);
-                        snprintf(r->desc, sizeof r->desc, "%s", desc);
-                        r->size_bytes = m->weight_bytes;
-                        r->n_params = n_params;
-                        r->load_s = load_s;
-                        n_rows++;
-                    }
-                bench_model_dev_free(d); /* before the model whose weights it mirrored */
+                snprintf(r->model, sizeof r->model, "%s", name);
+                snprintf(r->desc, sizeof r->desc, "%s", desc);
+                r->size_bytes = m->weight_bytes;
+                r->n_params = n_params;
+                r->load_s = load_s;
+                (*n_rows)++;
             }
-            ex_model_free(m);
-        }
+        bench_model_dev_free(d); /* before the model whose weights it mirrored */
+        if (rc != ATS_EXIT_OK) return rc;
+    }
+    return ATS_EXIT_OK;
+}
+
+/* model i at variant q (its recipe with --dummy-weights) loaded once, then its rows */
+static int run_variant(bm_args *a, int i, int q, int total, bench_model_row *rows, int *n_rows)
+{
+    ats_err err = {{0}};
+    bench_model_src src = {a->dummy ? NULL : a->names[i], a->dummy ? &a->archs[i] : NULL,
+                           a->dummy ? (a->n_quants ? a->recipes[q] : a->archs[i].default_recipe) : ATS_RECIPE_F32,
+                           (uint64_t)a->seed, ats_cli_progress_bytes, (void *)"bench model: building dummy weights"};
+    ex_model *m = NULL;
+    double load_s = 0;
+    ats_cli_progress(CMD, "loading %s", a->names[i]);
+    enum ats_status st = bench_model_load(&src, &m, &load_s, &err);
+    if (st != ATS_OK) {
+        ats_cli_progress_end();
+        ats_cli_error(CMD, "%s", err.msg);
+        return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+    }
+    if (a->split > m->arch.n_layer) {
+        ats_cli_error(CMD, "--split %lld: model %s has %lld layers", a->split, a->names[i], (long long)m->arch.n_layer);
+        ex_model_free(m);
+        return ATS_EXIT_USAGE;
+    }
+    char desc[BENCH_MODEL_NAME_LEN];
+    /* the recipe, or a GGUF's type of its first attention matrix ("llama F32", "qwen3 Q4_K") */
+    snprintf(desc, sizeof desc, "%s %s", m->arch.family,
+             a->dummy ? ats_recipe_name(src.recipe) : ats_qtype_name(m->layers[0].wq.type));
+    int rc = run_model_rows(a, m, a->names[i], desc, load_s, total, rows, n_rows);
+    ex_model_free(m);
+    return rc;
+}
+
+int ats_bench_model(int argc, char **argv)
+{
+    bm_args *a = calloc(1, sizeof *a);
+    if (!a) return ATS_EXIT_FAIL;
+    int rc = parse_args(a, argc, argv);
+    /* every value checked before any model is loaded */
+    if (rc == ATS_EXIT_OK) rc = check_tests_backends(a);
+    if (rc == ATS_EXIT_OK) rc = check_models(a);
+    if (rc != ATS_EXIT_OK) {
+        free(a);
+        return rc < 0 ? ATS_EXIT_OK : rc;
+    }
+    a->o.reps = (int)a->reps;
+    a->o.chunk = a->chunk;
+    a->o.seed = (uint64_t)a->seed;
+    if (a->nt == 0) a->tv[a->nt++] = 0; /* all threads */
+    /* models x recipes, each loaded once */
+    const int n_variants = a->dummy && a->n_quants ? a->n_quants : 1;
+    const int total = a->n_names * n_variants * a->n_backends * a->nt * a->n_tests;
+    bench_model_row *rows = calloc((size_t)total, sizeof *rows);
+    int n_rows = 0;
+    if (!rows) {
+        free(a);
+        return ATS_EXIT_FAIL;
+    }
+    for (int i = 0; i < a->n_names && rc == ATS_EXIT_OK; i++)
+        for (int q = 0; q < n_variants && rc == ATS_EXIT_OK; q++) rc = run_variant(a, i, q, total, rows, &n_rows);
     ats_cli_progress_end();
     if (rc == ATS_EXIT_OK) {
-        bench_model_print(stdout, fmt, rows, n_rows);
-        json_t *root = out ? bench_model_json(rows, n_rows, &o) : NULL;
-        rc = ats_cli_bench_write(CMD, out, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6), stderr);
+        bench_model_print(stdout, a->fmt, rows, n_rows);
+        json_t *root = a->out ? bench_model_json(rows, n_rows, &a->o) : NULL;
+        rc = ats_cli_bench_write(CMD, a->out, root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6), stderr);
         json_decref(root);
     }
     for (int i = 0; i < n_rows; i++) bench_model_row_free(&rows[i]);
     free(rows);
+    free(a);
     return rc;
 }
