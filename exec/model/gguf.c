@@ -142,6 +142,9 @@ void ex_gguf_free(ex_gguf *g)
 
 #define FAIL(...) do { st = ats_err_set(err, ATS_EINVAL, __VA_ARGS__); goto fail; } while (0)
 
+/* One pass over the file in its own order (header, key/values, tensor infos, data section) with one cursor
+ * and one cleanup label: ~160 lines, kept whole because each check reads the cursor where the previous one
+ * left it, and the file's layout is easiest to check against the spec read top to bottom. */
 static enum ats_status parse(ex_gguf *g, ats_err *err)
 {
     enum ats_status st = ATS_OK;

@@ -349,6 +349,9 @@ static enum ats_status check_layer_tensors(const ex_gguf *g, const char *arch, i
 
 #define TRY(x) do { st = (x); if (st != ATS_OK) goto fail; } while (0)
 
+/* ~160 lines kept whole: a straight sequence of checks (architecture, hyper-parameters, tokenizer, every
+ * tensor's presence, shape and type) in the order a reader checks a GGUF against the model's spec, with one
+ * cleanup label for the half-built model. */
 enum ats_status ex_model_load_gguf(const char *path, ex_model **out, ats_err *err)
 {
     ex_gguf *g = NULL;
