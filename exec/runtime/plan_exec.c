@@ -501,8 +501,9 @@ static int32_t xfer_need(const ex_rt *rt, int32_t k, int32_t *w_op_out)
     const int serial = rt->cfg.serialized || rt->plan->serialized;
     int has_w = x->has_wait_op;
     int32_t w_op = x->wait_op;
-    if (rt->cfg.serialized && x->op >= 1 && (!has_w || x->op - 1 > w_op)) {
-        w_op = x->op - 1;
+    const int32_t h = rt->group_first[x->op]; /* R7 for a fused group: the op before its first */
+    if (rt->cfg.serialized && h >= 1 && (!has_w || h - 1 > w_op)) {
+        w_op = h - 1;
         has_w = 1;
     }
     int pre = x->prefetch && !serial;
@@ -573,7 +574,7 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
         rt->x_bytes[x->op] = rt->w_bytes[x->op]; /* routed experts: set when the router has chosen */
         if (!rt->skip[k]) {
             const int exps = g->ops[x->op].kind == ATS_OP_EXPERTS;
-            if ((!exps && rt->w_bytes[x->op] > x->bytes) || x->offset_bytes + x->bytes > rt->temp_bytes)
+            if ((!exps && rt->w_bytes[x->op] > x->bytes) || x->offset_bytes + x->slot_bytes > rt->temp_bytes)
                 return ats_err_set(err, ATS_EINVAL,
                                    "plan: transfer %d of op %d moves %llu bytes at offset %llu; the weight has %zu, the "
                                    "temp ring %llu", k, x->op, (unsigned long long)x->bytes,
@@ -675,7 +676,7 @@ static enum ats_status after_router(ex_rt *rt, int32_t i, ats_err *err)
     int fit = rt->n_sel > 0;
     for (int32_t j = head; j < last && fit; j++) {
         int32_t k = rt->xfer_of[j];
-        if (k >= 0 && (uint64_t)rt->n_sel * g->ops[j].expert_bytes > pl->wxfers[k].bytes) fit = 0;
+        if (k >= 0 && (uint64_t)rt->n_sel * g->ops[j].expert_bytes > pl->wxfers[k].slot_bytes) fit = 0;
     }
     if (fit) return ex_session_set_expert_map(rt->s, g->ops[i].layer, rt->slot_of, rt->n_sel);
     for (int32_t j = head; j < last; j++) { /* the group on the CPU this round */

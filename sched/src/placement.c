@@ -242,3 +242,28 @@ done:
     free(fix);
     return st;
 }
+
+void ats_placement_fuse_groups(const ats_graph *g, const ats_costs *nominal, ats_placement *p)
+{
+    int changed = 0;
+    for (int32_t h = 0; h < g->n_ops; h++) {
+        int32_t last = h, n_gpu = 0;
+        while (last + 1 < g->n_ops && ats_op_fused_head(g, last + 1) == h) last++;
+        if (last == h) continue;
+        for (int32_t j = h; j <= last; j++) n_gpu += p->backend[j] == ATS_GPU;
+        if (n_gpu == 0 || n_gpu == last - h + 1) continue;
+        for (int32_t j = h; j <= last; j++) p->backend[j] = ATS_CPU;
+        changed = 1;
+    }
+    if (!changed) return;
+    p->gpu_bytes = 0;
+    double v = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        if (p->backend[i] == ATS_GPU) {
+            p->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
+            v += nominal->t_cpu[i] - nominal->t_gpu[i];
+        }
+        if (i > 0 && p->backend[i] != p->backend[i - 1]) v -= nominal->c[i];
+    }
+    p->objective_s = v;
+}
