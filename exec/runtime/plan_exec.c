@@ -21,10 +21,12 @@
  * ops there and every promoted member's transfer can be issued before the group's first op.
  * Promoted routed experts: after the layer's router the host reads its choice (a flush when the
  * router ran on the GPU), each expert transfer copies only the selected experts, compactly, and the
- * session runs the group with ids renumbered into that layout (ex_session_set_expert_map); a group
- * mixing promoted and resident routed-expert tensors, or choosing more experts than the plan's
- * slots hold, runs on the CPU. Such ops count as off-plan (ex_rt_round.n_off_plan); their
- * transfers are not issued.
+ * session runs the group with ids renumbered into that layout (ex_session_set_expert_map).
+ * sched plans each group as a unit (ats_op_fused_head, ats_plan_opts.fused_groups), so the policies'
+ * plans meet all of this; a plan that does not (a group split across backends, mixing promoted and
+ * resident routed-expert tensors, a member's weights issued after the group's first op, or more
+ * experts chosen than its slot holds) runs that group on the CPU. Such ops count as off-plan
+ * (ex_rt_round.n_off_plan); their transfers are not issued.
  * Measurements (contract 3): CPU ops by the host clock, GPU ops by events around each op on timed
  * rounds (every cfg.time_every-th), transfers by events around each copy; ats_round_obs →
  * ats_controller_observe after every round, as sim/src/session.c does.
