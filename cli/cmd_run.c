@@ -474,7 +474,10 @@ int ats_cmd_run(int argc, char **argv)
         ra.seed = (uint64_t)seed;
         ra.serialized = serialized;
         ra.cpu_only = cpu_only;
-        ra.print_ids = 1;
+        ra.print_ids = print_ids;
+        ra.no_eos = no_eos;
+        ra.top_k = (int32_t)top_k;
+        ra.top_p = top_p;
         ra.record_ops = out_path != NULL;
         int32_t *pt = NULL;
         int64_t np = 0;

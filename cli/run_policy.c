@@ -18,6 +18,7 @@
 #include "atsc/timeline.h"
 #include "cli.h"
 #include "ex/runtime.h"
+#include "ex/tokenizer.h"
 #include "run_policy.h"
 
 static int64_t now_ns(void)
@@ -213,15 +214,33 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     ttft = pre_s; /* the first token comes from the last prefill chunk's logits */
     int64_t nd = 0;
     int32_t next = 0;
-    ex_sample_params sp = {(float)a->temp, 0, 1.0f};
+    ex_sample_params sp = {(float)a->temp, a->top_k, (float)a->top_p};
     uint64_t rng = a->seed ^ 0x5DEECE66Dull;
-    if (a->print_ids && rc == ATS_EXIT_OK) fflush(stdout);
+    /* as plain ats run: ids without a vocabulary or with --print-ids, else the prompt as the model
+       sees it, then the generated text piece by piece */
+    const int ids = a->print_ids || !m->tok;
+    char piece[512];
+    if (!ids && rc == ATS_EXIT_OK)
+        for (int64_t i = 1; i < a->n_prompt; i++) {
+            ex_tokenizer_decode(m->tok, a->prompt[i - 1], a->prompt[i], piece, sizeof piece);
+            fputs(piece, stdout);
+        }
+    int32_t prev = a->n_prompt > 0 ? a->prompt[a->n_prompt - 1] : 0;
+    if (rc == ATS_EXIT_OK) fflush(stdout);
     for (int64_t d = 0; d < a->n_gen && rc == ATS_EXIT_OK && !ats_cli_stop; d++) {
         if (ex_cpu_sample(logits, V, &sp, &rng, &next) != ATS_OK) {
             rc = ATS_EXIT_FAIL;
             break;
         }
-        printf(d ? " %d" : "%d", next);
+        if (!a->no_eos && m->tok && next == m->eos_id) break;
+        if (ids) {
+            printf(d ? " %d" : "%d", next);
+        } else {
+            ex_tokenizer_decode(m->tok, prev, next, piece, sizeof piece);
+            fputs(piece, stdout);
+        }
+        fflush(stdout);
+        prev = next;
         if (d + 1 == a->n_gen) break;
         rc = one_round(rt, a, w, idx++, ATS_PHASE_DECODE, &next, 1, logits, &info, &h2d, &off, ops, &tl);
         if (rc == ATS_EXIT_OK) {
@@ -251,7 +270,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
         fprintf(stderr, "%-16s %10.2f %10.2f %9.3f %10.2f %10.2f %10.2f %7lld %9.3f %5.1f%%\n", a->policy,
                 pre_s > 0 ? (double)a->n_prompt / pre_s : 0.0, dec_s > 0 ? (double)nd / dec_s : 0.0, ttft, 1e3 * tmean,
                 1e3 * p50, 1e3 * p99, (long long)ex_rt_n_reschedules(rt), h2d / 1e9, tr > 0 ? 100.0 * gb / tr : 0.0);
-        fprintf(stderr, "ats run: re-plans cost %.3f ms in all; %d op runs off the plan (fused MoE rule, exec/README.md)\n",
+        fprintf(stderr, "ats run: re-plans cost %.3f ms in all; %d op runs off the plan (exec/README.md \"Plans\")\n",
                 1e3 * resched_s, off);
     }
 done:

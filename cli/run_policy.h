@@ -17,10 +17,15 @@ typedef struct run_policy_args {
     int64_t n_prompt, n_gen, chunk;
     double temp;
     uint64_t seed;
-    int serialized, cpu_only, print_ids, record_ops;
+    int32_t top_k;               /* --top-k (0 off) */
+    double top_p;                /* --top-p (1 off) */
+    int serialized, cpu_only, record_ops;
+    int print_ids;               /* 1: generated ids (always so without a vocabulary); 0: the text, as plain ats run */
+    int no_eos;                  /* 1: do not stop at the vocabulary's end-of-sequence token */
 } run_policy_args;
 
-/** Runs the request; generated ids on stdout, summary on stderr. Returns an ATS_EXIT_* code. */
+/** Runs the request; the prompt as the model sees it and the generated text (or with print_ids / no
+ *  vocabulary the generated ids) on stdout, summary on stderr. Returns an ATS_EXIT_* code. */
 int ats_run_policy(const ex_model *m, const run_policy_args *a);
 
 #endif

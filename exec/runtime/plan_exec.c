@@ -21,10 +21,12 @@
  * ops there and every promoted member's transfer can be issued before the group's first op.
  * Promoted routed experts: after the layer's router the host reads its choice (a flush when the
  * router ran on the GPU), each expert transfer copies only the selected experts, compactly, and the
- * session runs the group with ids renumbered into that layout (ex_session_set_expert_map); a group
- * mixing promoted and resident routed-expert tensors, or choosing more experts than the plan's
- * slots hold, runs on the CPU. Such ops count as off-plan (ex_rt_round.n_off_plan); their
- * transfers are not issued.
+ * session runs the group with ids renumbered into that layout (ex_session_set_expert_map).
+ * sched plans each group as a unit (ats_op_fused_head, ats_plan_opts.fused_groups), so the policies'
+ * plans meet all of this; a plan that does not (a group split across backends, mixing promoted and
+ * resident routed-expert tensors, a member's weights issued after the group's first op, or more
+ * experts chosen than its slot holds) runs that group on the CPU. Such ops count as off-plan
+ * (ex_rt_round.n_off_plan); their transfers are not issued.
  * Measurements (contract 3): CPU ops by the host clock, GPU ops by events around each op on timed
  * rounds (every cfg.time_every-th), transfers by events around each copy; ats_round_obs →
  * ats_controller_observe after every round, as sim/src/session.c does.
@@ -501,8 +503,9 @@ static int32_t xfer_need(const ex_rt *rt, int32_t k, int32_t *w_op_out)
     const int serial = rt->cfg.serialized || rt->plan->serialized;
     int has_w = x->has_wait_op;
     int32_t w_op = x->wait_op;
-    if (rt->cfg.serialized && x->op >= 1 && (!has_w || x->op - 1 > w_op)) {
-        w_op = x->op - 1;
+    const int32_t h = rt->group_first[x->op]; /* R7 for a fused group: the op before its first */
+    if (rt->cfg.serialized && h >= 1 && (!has_w || h - 1 > w_op)) {
+        w_op = h - 1;
         has_w = 1;
     }
     int pre = x->prefetch && !serial;
@@ -573,7 +576,7 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
         rt->x_bytes[x->op] = rt->w_bytes[x->op]; /* routed experts: set when the router has chosen */
         if (!rt->skip[k]) {
             const int exps = g->ops[x->op].kind == ATS_OP_EXPERTS;
-            if ((!exps && rt->w_bytes[x->op] > x->bytes) || x->offset_bytes + x->bytes > rt->temp_bytes)
+            if ((!exps && rt->w_bytes[x->op] > x->bytes) || x->offset_bytes + x->slot_bytes > rt->temp_bytes)
                 return ats_err_set(err, ATS_EINVAL,
                                    "plan: transfer %d of op %d moves %llu bytes at offset %llu; the weight has %zu, the "
                                    "temp ring %llu", k, x->op, (unsigned long long)x->bytes,
@@ -675,7 +678,7 @@ static enum ats_status after_router(ex_rt *rt, int32_t i, ats_err *err)
     int fit = rt->n_sel > 0;
     for (int32_t j = head; j < last && fit; j++) {
         int32_t k = rt->xfer_of[j];
-        if (k >= 0 && (uint64_t)rt->n_sel * g->ops[j].expert_bytes > pl->wxfers[k].bytes) fit = 0;
+        if (k >= 0 && (uint64_t)rt->n_sel * g->ops[j].expert_bytes > pl->wxfers[k].slot_bytes) fit = 0;
     }
     if (fit) return ex_session_set_expert_map(rt->s, g->ops[i].layer, rt->slot_of, rt->n_sel);
     for (int32_t j = head; j < last; j++) { /* the group on the CPU this round */

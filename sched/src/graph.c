@@ -283,6 +283,18 @@ int ats_graph_ops_in_layer(const ats_graph *g, int32_t l)
     return n;
 }
 
+int32_t ats_op_fused_head(const ats_graph *g, int32_t i)
+{
+    const ats_role r = g->ops[i].role;
+    ats_role head;
+    if (r == ATS_ROLE_FFN_UP_EXPS || r == ATS_ROLE_FFN_DOWN_EXPS) head = ATS_ROLE_FFN_GATE_EXPS;
+    else if (r == ATS_ROLE_FFN_UP_SHEXP || r == ATS_ROLE_FFN_DOWN_SHEXP) head = ATS_ROLE_FFN_GATE_SHEXP;
+    else return i;
+    for (int32_t j = i - 1; j >= 0 && j >= i - 2; j--)
+        if (g->ops[j].role == head && g->ops[j].layer == g->ops[i].layer) return j;
+    return i;
+}
+
 uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i)
 {
     const ats_op *op = &g->ops[i];
@@ -294,4 +306,14 @@ uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32
     if (ek < 0) ek = 0;
     if (ek > op->n_expert) ek = op->n_expert;
     return (uint64_t)ek * op->expert_bytes;
+}
+
+uint64_t ats_op_slot_bytes(const ats_graph *g, const ats_routing *routing, int32_t i)
+{
+    const ats_op *op = &g->ops[i];
+    if (op->kind != ATS_OP_EXPERTS || (routing && routing->n_selected && routing->n == g->n_ops))
+        return ats_op_xfer_bytes(g, routing, i);
+    int64_t most = g->phase.n_tokens * g->arch.n_expert_used;
+    if (most > op->n_expert || most < 1) most = op->n_expert;
+    return (uint64_t)most * op->expert_bytes;
 }

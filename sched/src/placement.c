@@ -229,7 +229,34 @@ enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, u
             if (!nonexp_fits && is_exp) fix[i] = ATS_FIX_CPU;
         }
     }
-    st = ats_place_dp(n, su, r, nominal->c, fix, B, out->backend, NULL, err);
+    /* fused groups (ats_op_fused_head: the executor runs a layer's expert gate/up/down as one op)
+       are one item of the DP: resident whole or not at all; the switch costs into the group's first
+       op and out of its last stay */
+    {
+        int32_t m = 0;
+        uint64_t *gs = malloc((size_t)n * sizeof *gs);
+        double *gr = malloc((size_t)n * sizeof *gr), *gc = malloc((size_t)n * sizeof *gc);
+        uint8_t *gf = malloc((size_t)n), *gb = malloc((size_t)n);
+        int32_t *first = malloc((size_t)n * sizeof *first);
+        if (!gs || !gr || !gc || !gf || !gb || !first) {
+            st = ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
+        } else {
+            for (int32_t i = 0; i < n; i++) {
+                if (ats_op_fused_head(g, i) != i && m > 0) { /* a member: joins its head's item */
+                    gs[m - 1] += su[i];
+                    gr[m - 1] += r[i];
+                    if (fix[i] == ATS_FIX_CPU) gf[m - 1] = ATS_FIX_CPU;
+                    continue;
+                }
+                gs[m] = su[i], gr[m] = r[i], gc[m] = nominal->c[i], gf[m] = fix[i], first[m] = i;
+                m++;
+            }
+            st = ats_place_dp(m, gs, gr, gc, gf, B, gb, NULL, err);
+            for (int32_t k = 0; k < m && st == ATS_OK; k++)
+                for (int32_t i = first[k]; i < (k + 1 < m ? first[k + 1] : n); i++) out->backend[i] = gb[k];
+        }
+        free(gs); free(gr); free(gc); free(gf); free(gb); free(first);
+    }
     if (st) goto done;
     out->gpu_bytes = 0;
     for (int32_t i = 0; i < n; i++)
@@ -241,4 +268,29 @@ done:
     free(r);
     free(fix);
     return st;
+}
+
+void ats_placement_fuse_groups(const ats_graph *g, const ats_costs *nominal, ats_placement *p)
+{
+    int changed = 0;
+    for (int32_t h = 0; h < g->n_ops; h++) {
+        int32_t last = h, n_gpu = 0;
+        while (last + 1 < g->n_ops && ats_op_fused_head(g, last + 1) == h) last++;
+        if (last == h) continue;
+        for (int32_t j = h; j <= last; j++) n_gpu += p->backend[j] == ATS_GPU;
+        if (n_gpu == 0 || n_gpu == last - h + 1) continue;
+        for (int32_t j = h; j <= last; j++) p->backend[j] = ATS_CPU;
+        changed = 1;
+    }
+    if (!changed) return;
+    p->gpu_bytes = 0;
+    double v = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) {
+        if (p->backend[i] == ATS_GPU) {
+            p->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
+            v += nominal->t_cpu[i] - nominal->t_gpu[i];
+        }
+        if (i > 0 && p->backend[i] != p->backend[i - 1]) v -= nominal->c[i];
+    }
+    p->objective_s = v;
 }

@@ -105,8 +105,8 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
     out->temp_capacity_bytes = o.temp_bytes;
     out->peak_temp_bytes = out->h2d_weight_bytes = out->resident_bytes = 0;
     out->n_promoted = 0;
-    uint64_t head = 0;
-    int32_t n_live = 0;
+    uint64_t head = 0, unit_off = 0;
+    int32_t n_live = 0, unit = -1, unit_first = -1, unit_prev_first = -1;
     for (int32_t i = 0; i < n; i++) {
         const ats_op *op = &g->ops[i];
         uint8_t bk = a->backend[i];
@@ -142,11 +142,11 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
                              ats_op_kind_name(op->kind));
             goto done;
         }
-        uint64_t bytes = ats_op_xfer_bytes(g, rt, i);
+        uint64_t bytes = ats_op_xfer_bytes(g, rt, i), sb = o.fused_groups ? ats_op_slot_bytes(g, rt, i) : bytes;
         uint64_t room = o.double_buffer ? o.temp_bytes / 2 : o.temp_bytes;
-        if (bytes > room) {
-            st = ats_err_set(err, ATS_EINVAL, "plan: op %d (%s) moves %llu bytes, a temp %s holds %llu", (int)i,
-                             op->name, (unsigned long long)bytes, o.double_buffer ? "slot" : "ring",
+        if (sb > room) {
+            st = ats_err_set(err, ATS_EINVAL, "plan: op %d (%s) holds %llu temp bytes, a temp %s holds %llu", (int)i,
+                             op->name, (unsigned long long)sb, o.double_buffer ? "slot" : "ring",
                              (unsigned long long)room);
             goto done;
         }
@@ -157,6 +157,7 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         x->op = i;
         x->ce = k % o.n_copy_engines;
         x->bytes = bytes;
+        x->slot_bytes = sb;
         if (op->kind == ATS_OP_EXPERTS && op->has_router) {
             x->wait_router = op->router;
             x->has_wait_router = 1;
@@ -170,20 +171,48 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
                 for (int32_t q = b0; q < b1; q++) out->expert_ids[out->n_expert_ids++] = rt->ids[q];
             }
         }
+        /* a fused group's transfers (ats_op_fused_head) form one unit: all land before the group's
+           first op h, side by side in one slot (double buffer) or one ring range */
+        const int32_t h = o.fused_groups ? ats_op_fused_head(g, i) : i;
+        const int new_unit = k == 0 || h == i || ats_op_fused_head(g, out->wxfers[k - 1].op) != h;
+        if (new_unit) {
+            unit_prev_first = unit_first;
+            unit_first = i;
+            unit++;
+            unit_off = 0;
+        }
         if (o.double_buffer) {
-            /* two slots; released when the compute stream reached the previous consumer */
-            x->offset_bytes = (uint64_t)(k % 2) * room;
-            if (k >= 1) wxfer_wait_after(x, out->wxfers[k - 1].op - 1);
-            if (x->offset_bytes + bytes > out->peak_temp_bytes) out->peak_temp_bytes = x->offset_bytes + bytes;
-            if (a->serialized && i > 0) wxfer_wait_after(x, i - 1);
+            /* two slots, one per unit; released when the compute stream reached the previous unit's
+               first consumer */
+            if (unit_off + sb > room) {
+                st = ats_err_set(err, ATS_EINVAL, "plan: fused group of op %d (%s) holds %llu temp bytes, a temp slot holds %llu",
+                                 (int)h, g->ops[h].name, (unsigned long long)(unit_off + sb), (unsigned long long)room);
+                goto done;
+            }
+            x->offset_bytes = (uint64_t)(unit % 2) * room + unit_off;
+            unit_off += sb;
+            if (unit >= 1) wxfer_wait_after(x, unit_prev_first - 1);
+            if (x->offset_bytes + sb > out->peak_temp_bytes) out->peak_temp_bytes = x->offset_bytes + sb;
+            if (a->serialized && h > 0) wxfer_wait_after(x, h - 1);
             out->h2d_weight_bytes += bytes;
             po->wait_xfer = k;
             po->has_wait_xfer = 1;
             continue;
         }
         /* temp ring: allocate at head, wrap when it does not fit; wait for overlapped readers */
-        if (head + bytes > o.temp_bytes) head = 0;
-        uint64_t lo = head, hi = head + bytes;
+        if (new_unit && o.fused_groups) { /* the unit's bytes: its promoted ops from i on (a group's, or op i's) */
+            uint64_t ub = 0;
+            for (int32_t j = i; j < n && ats_op_fused_head(g, j) == h; j++)
+                if (p->backend[j] == ATS_CPU && a->backend[j] == ATS_GPU) ub += ats_op_slot_bytes(g, rt, j);
+            if (ub > o.temp_bytes) {
+                st = ats_err_set(err, ATS_EINVAL, "plan: fused group of op %d (%s) holds %llu temp bytes, the temp ring holds %llu",
+                                 (int)h, g->ops[h].name, (unsigned long long)ub, (unsigned long long)o.temp_bytes);
+                goto done;
+            }
+            if (head + ub > o.temp_bytes) head = 0;
+        }
+        if (head + sb > o.temp_bytes) head = 0;
+        uint64_t lo = head, hi = head + sb;
         /* a live range fully covered by the new one is dropped (later overlaps also overlap the
            new range, whose reader is later); partially covered ones stay */
         int32_t w = 0;
@@ -197,7 +226,7 @@ enum ats_status ats_plan_build(const ats_graph *g, const ats_placement *p, const
         head = hi;
         x->offset_bytes = lo;
         if (hi > out->peak_temp_bytes) out->peak_temp_bytes = hi;
-        if (a->serialized && i > 0) wxfer_wait_after(x, i - 1);
+        if (a->serialized && h > 0) wxfer_wait_after(x, h - 1);
         out->h2d_weight_bytes += bytes;
         po->wait_xfer = k;
         po->has_wait_xfer = 1;

@@ -43,7 +43,10 @@ static uint64_t auto_temp(const ats_policy *pol, const ats_graph *g)
     for (int32_t i = 0; i < g->n_ops; i++) {
         const ats_op *op = &g->ops[i];
         if (op->kind == ATS_OP_EMBED || op->kind == ATS_OP_ATTN) continue;
-        uint64_t b = ats_op_xfer_bytes(g, NULL, i);
+        /* a fused expert group moves as one unit (ats_op_fused_head): its slot bytes together */
+        uint64_t b = 0;
+        for (int32_t j = i; j < g->n_ops && ats_op_fused_head(g, j) == ats_op_fused_head(g, i); j++)
+            b += ats_op_slot_bytes(g, NULL, j);
         if (b > big) big = b;
     }
     uint64_t t = 2 * big;
@@ -354,6 +357,42 @@ const ats_policy_ops *ats_policy_get_ops(const ats_policy *pol) { return pol->op
 const ats_policy_cfg *ats_policy_get_cfg(const ats_policy *pol) { return &pol->cfg; }
 uint64_t ats_policy_temp_bytes(const ats_policy *pol) { return pol->placed ? pol->temp_bytes : 0; }
 
+/* Fused groups in an assignment: a group runs on one backend. Where the solver split one (it prices
+ * ops one by one), the group runs on the GPU when most of its ops were there and, promoted, its
+ * transfers fit one temp slot together (the plan moves them before the group's first op); else on
+ * the CPU. A resident group stays on the GPU. */
+static void fuse_assignment(const ats_policy *pol, const ats_graph *g, const ats_placement *p,
+                            const ats_round_ctx *ctx, ats_assignment *a)
+{
+    const uint64_t room = strcmp(pol->ops->name, "ats") == 0 ? pol->temp_bytes / 2 : pol->temp_bytes;
+    int changed = 0, moved = 0;
+    for (int32_t h = 0; h < g->n_ops; h++) {
+        int32_t last = h, n_gpu = 0, n_res = 0;
+        uint64_t bytes = 0;
+        while (last + 1 < g->n_ops && ats_op_fused_head(g, last + 1) == h) last++;
+        if (last == h) continue;
+        for (int32_t j = h; j <= last; j++) {
+            n_gpu += a->backend[j] == ATS_GPU;
+            n_res += p->backend[j] == ATS_GPU;
+            if (p->backend[j] == ATS_CPU) bytes += ats_op_slot_bytes(g, ctx ? ctx->routing : NULL, j);
+        }
+        const int32_t m = last - h + 1;
+        if (n_res > 0) continue; /* resident whole (fuse_placement): already on the GPU */
+        uint8_t to = 2 * n_gpu > m && bytes <= room ? ATS_GPU : ATS_CPU;
+        moved |= to == ATS_GPU;
+        if (n_gpu == (to == ATS_GPU ? m : 0)) continue;
+        for (int32_t j = h; j <= last; j++) a->backend[j] = to;
+        changed = 1;
+    }
+    /* a group moved as one unit is not what the solver priced (each transfer alone): its
+       prediction no longer holds; ats_plan_predict on the plan gives the round's */
+    if (moved) a->predicted_s = NAN;
+    if (!changed) return;
+    a->n_promoted = 0;
+    for (int32_t i = 0; i < g->n_ops; i++) a->n_promoted += p->backend[i] == ATS_CPU && a->backend[i] == ATS_GPU;
+    a->predicted_s = NAN;
+}
+
 /* Dynamic policies with an automatic temp ring: try 0, 2 × the largest movable op, M/16, M/8 and
  * M/4, and keep the one whose placement + assignment predicts the lowest latency for graph g under
  * the nominal costs (residency and promotion space trade off; 0 degenerates to `static`). */
@@ -380,8 +419,10 @@ static enum ats_status choose_temp(ats_policy *pol, const ats_graph *g, const at
         st = pol->ops->place(pol, g, nominal, scratch, err);
         if (st == ATS_EINFEASIBLE) continue;
         if (st) break;
+        ats_placement_fuse_groups(g, nominal, scratch);
         st = pol->ops->assign(pol, g, scratch, nominal, NULL, &a, err);
         if (st) break;
+        fuse_assignment(pol, g, scratch, NULL, &a);
         st = ats_policy_plan(pol, g, scratch, &a, nominal, NULL, &plan, err);
         if (st) break;
         ats_predict_opts po = ats_policy_predict_opts(pol, NULL);
@@ -410,6 +451,7 @@ static enum ats_status predict_placement(ats_policy *pol, const ats_graph *g, co
     ats_plan_init(&plan);
     if (ats_assignment_init(&a, g->n_ops)) return ats_err_set(err, ATS_ENOMEM, "policy: out of memory");
     enum ats_status st = pol->ops->assign(pol, g, p, nominal, NULL, &a, err);
+    if (!st) fuse_assignment(pol, g, p, NULL, &a);
     if (!st) st = ats_policy_plan(pol, g, p, &a, nominal, NULL, &plan, err);
     if (!st) {
         ats_predict_opts po = ats_policy_predict_opts(pol, NULL);
@@ -484,9 +526,11 @@ enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_
     }
     st = pol->ops->place(pol, g, nominal, out, err);
     if (st) return st;
+    ats_placement_fuse_groups(g, nominal, out);
     if (pol->ops->dynamic && pol->ops->place == place_static) {
         st = resident_small_ops(pol, g, nominal, out, err);
         if (st) return st;
+        ats_placement_fuse_groups(g, nominal, out);
     }
     ATS_ASSERT(out->gpu_bytes + pol->temp_bytes <= pol->cfg.vram_budget_bytes);
     pol->placed = 1;
@@ -504,7 +548,9 @@ enum ats_status ats_policy_assign(ats_policy *pol, const ats_graph *g, const ats
                            pol->ops->name, (int)g->n_ops);
     enum ats_status st = ats_costs_validate(cur, err);
     if (st) return st;
-    return pol->ops->assign(pol, g, p, cur, ctx, out, err);
+    st = pol->ops->assign(pol, g, p, cur, ctx, out, err);
+    if (st == ATS_OK) fuse_assignment(pol, g, p, ctx, out);
+    return st;
 }
 
 enum ats_status ats_policy_plan(ats_policy *pol, const ats_graph *g, const ats_placement *p,
@@ -519,6 +565,7 @@ enum ats_status ats_policy_plan(ats_policy *pol, const ats_graph *g, const ats_p
     o.prefetch_lead_s = (is_ats && ctx && !a->serialized) ? ctx->prefetch_lead_s : 0.0;
     o.routing = ctx ? ctx->routing : NULL;
     o.double_buffer = is_ats;
+    o.fused_groups = 1;
     return ats_plan_build(g, p, a, cur, &o, out, err);
 }
 

@@ -59,8 +59,10 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
             const ats_wxfer *x = &plan->wxfers[k];
             int has_w = x->has_wait_op;
             int32_t w_op = x->wait_op;
-            if (opts->force_serialized && x->op >= 1 && (!has_w || x->op - 1 > w_op)) {
-                w_op = x->op - 1;
+            const int32_t fh = x->op >= 0 && x->op < n ? ats_op_fused_head(g, x->op) : x->op; /* R7: a fused group's
+                                                                                        transfers before its first op */
+            if (opts->force_serialized && fh >= 1 && (!has_w || fh - 1 > w_op)) {
+                w_op = fh - 1;
                 has_w = 1;
             }
             int pre = x->prefetch && !serial;

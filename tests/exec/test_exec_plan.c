@@ -14,6 +14,9 @@
  *    for the event of the slot's last reader, every read of a slot after a compute-stream wait for
  *    its copy's event (what real streams need; the host device runs work at once, so it counts them);
  *  - peak device allocation ≤ the budget; the controller observed every round;
+ *  - no op ran off the plan (ex_rt_round.n_off_plan 0 in every round): sched keeps a fused
+ *    expert group (ats_op_fused_head) on one backend, resident or promoted whole, and moves its
+ *    weights before its first op into slots that hold every expert the router can choose;
  *  - over all runs, some promoted weights were copied and retired (the slot path ran).
  * Each policy also runs serialized (--serialized, R7) at two budgets, with the same checks.
  * Negative control: a bound weight retired (poisoned) and then read is counted as a bad read and
@@ -177,7 +180,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     }
     float *logits = malloc((size_t)V * sizeof *logits);
     double worst = 0.0;
-    int r = 0, bad_tok = 0;
+    int r = 0, bad_tok = 0, off = 0;
     for (int64_t i = 0; i < PROMPT; i += CHUNK, r++) {
         int64_t nn = PROMPT - i < CHUNK ? PROMPT - i : CHUNK;
         ex_rt_round info;
@@ -185,7 +188,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         CHECK_MSG(st == ATS_OK, "%s %s at %llu bytes: %s", m->arch.name, policy, (unsigned long long)budget, err.msg);
         if (st) break;
         t->promoted_rounds += info.n_promoted > 0;
-        t->off_plan += info.n_off_plan;
+        off += info.n_off_plan;
         worst = fmax(worst, round_err(logits, ref + (size_t)r * V, V));
     }
     for (int d = 0; d < DECODE && st == ATS_OK; d++, r++) {
@@ -194,8 +197,12 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         st = ex_rt_round_run(rt, ATS_PHASE_DECODE, &gen[d], 1, logits, &info, &err);
         CHECK_MSG(st == ATS_OK, "%s: %s", policy, err.msg);
         t->promoted_rounds += info.n_promoted > 0;
+        off += info.n_off_plan;
         if (st == ATS_OK) worst = fmax(worst, round_err(logits, ref + (size_t)r * V, V));
     }
+    CHECK_MSG(off == 0, "%s %s%s at %llu bytes: %d op runs off the plan (a fused group split, or its weights late)",
+              m->arch.name, policy, g_serialized ? " serialized" : "", (unsigned long long)budget, off);
+    t->off_plan += off;
     ex_device_host_stats hs = {0};
     if (!g_cuda) hs = ex_device_host_get_stats(dev);
     uint64_t res, tmp, kv, comp;

@@ -1,7 +1,7 @@
 /*
  * test_exec_run_policy — `ats run --policy` from the command line, without a GPU (--cpu-only, so it is
  * the same on a GPU machine): on stories260K (../shared) every policy gives the greedy ids of the plain
- * CPU run; --out holds one /rounds row per round (1 prefill + 15 decode) with /ops rows and
+ * CPU run (--print-ids), and ats prints the plain run's text byte for byte (from BOS, with -p, sampled); --out holds one /rounds row per round (1 prefill + 15 decode) with /ops rows and
  * --timeline a trace; bad combinations exit 2 with one line (--policy without --vram-budget, an
  * unknown policy, --vram-budget without --policy, --policy with --backend).
  */
@@ -23,11 +23,26 @@ int main(void)
     CHECK(rc == 0 && ref && strlen(ref) > 10);
     const char *pols[] = {"layer", "layer-opoffload", "gpu-stream", "static", "static-opoffload", "ats-paper", "ats"};
     for (size_t p = 0; p < sizeof pols / sizeof *pols && ref; p++) {
-        snprintf(args, sizeof args, "run --model %s --temp 0 -n 16 --cpu-only --policy %s --vram-budget 1GiB", model,
-                 pols[p]);
+        snprintf(args, sizeof args, "run --model %s --temp 0 -n 16 --cpu-only --policy %s --vram-budget 1GiB --print-ids",
+                 model, pols[p]);
         char *o = tu_run_ats(args, &rc, 0);
         CHECK_MSG(rc == 0 && o && !strcmp(o, ref), "%s: rc %d, ids '%s' vs '%s'", pols[p], rc, o ? o : "", ref);
         free(o);
+    }
+    /* text, as plain ats run prints it (the prompt as the model sees it, then the generated pieces;
+       EOS stops), from BOS and from a -p prompt, greedy and top-k/top-p sampled */
+    const char *forms[] = {"--temp 0 -n 40", "-p \"Once upon a time\" --temp 0 -n 40",
+                           "-p \"The cat\" --temp 0.8 --top-k 40 --top-p 0.95 --seed 7 -n 40"};
+    for (size_t f = 0; f < sizeof forms / sizeof *forms; f++) {
+        snprintf(args, sizeof args, "run --model %s %s", model, forms[f]);
+        char *want = tu_run_ats(args, &rc, 0);
+        CHECK(rc == 0 && want && strlen(want) > 20 && strpbrk(want, "abcdefghijklmnopqrstuvwxyz")); /* text, not ids */
+        snprintf(args, sizeof args, "run --model %s %s --cpu-only --policy ats --vram-budget 1GiB", model, forms[f]);
+        char *o = tu_run_ats(args, &rc, 0);
+        CHECK_MSG(rc == 0 && o && want && !strcmp(o, want), "text (%s): '%s' vs plain '%s'", forms[f], o ? o : "",
+                  want ? want : "");
+        free(o);
+        free(want);
     }
     snprintf(path, sizeof path, "%s/r.h5", dir);
     snprintf(tl, sizeof tl, "%s/t.json", dir);

@@ -103,6 +103,14 @@ typedef struct ats_routing {
  */
 uint64_t ats_op_xfer_bytes(const ats_graph *g, const ats_routing *routing, int32_t i);
 
+/**
+ * Temp bytes a promoted op i holds [bytes]: ats_op_xfer_bytes, except for EXPERTS without a routing
+ * count, where the round's router may select more experts than the expected ceil(n_expert_active):
+ * there the most it can select, min(n_expert, n_tokens·n_expert_used) experts × expert_bytes, so the
+ * executor's compact copy of the chosen experts always fits its slot. Decode (1 token): the same.
+ */
+uint64_t ats_op_slot_bytes(const ats_graph *g, const ats_routing *routing, int32_t i);
+
 /** Options of ats_graph_build. */
 typedef struct ats_graph_opts {
     ats_recipe recipe; /* quantization recipe */
@@ -138,6 +146,14 @@ void ats_graph_free(ats_graph *g);
 
 /** Number of ops per layer of layer `l` (for tests and inspect). */
 int ats_graph_ops_in_layer(const ats_graph *g, int32_t l);
+
+/** The first op of op i's fused group: the executor's session runs a layer's routed experts (gate,
+ *  up, down: FFN_GATE_EXPS, FFN_UP_EXPS, FFN_DOWN_EXPS) as one op at FFN_GATE_EXPS, and its shared
+ *  experts (FFN_GATE_SHEXP, FFN_UP_SHEXP, FFN_DOWN_SHEXP) as one op at FFN_GATE_SHEXP, reading all
+ *  three weights there. Policies keep a group on one backend, all resident or all promoted, and a
+ *  plan moves a promoted group's weights before its first op (exec/README.md "Plans"). i itself
+ *  when op i is in no group. */
+int32_t ats_op_fused_head(const ats_graph *g, int32_t i);
 
 /** Static spelling of an op kind ("matmul", "attn", …). */
 const char *ats_op_kind_name(ats_op_kind k);

@@ -94,6 +94,15 @@ enum ats_status ats_place_dp(int32_t n, const uint64_t *size_units, const double
  * ATS_ENOMEM. Algorithm 1: dense → one DP; MoE → if M ≥ s_nonexp all non-expert ops GPU and the
  * DP over expert ops with M − s_nonexp, else experts CPU and the DP over non-expert ops with M.
  */
+/**
+ * Fused groups (ats_op_fused_head: a layer's routed-expert gate/up/down, or its shared-expert ones,
+ * which the executor runs as one op reading all three weights): a group partly on the GPU leaves the
+ * device whole, so a group is resident whole or not at all (gpu_bytes only shrink; the freed bytes are
+ * not refilled). gpu_bytes and objective_s recomputed as ats_place_static does. Policies call it after
+ * placing (ats_policy_place).
+ */
+void ats_placement_fuse_groups(const ats_graph *g, const ats_costs *nominal, ats_placement *p);
+
 enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, uint64_t budget_bytes,
                                  const ats_placement_opts *opts, ats_placement *out, ats_err *err);
 

@@ -16,7 +16,9 @@
  * offsets, wrapping to 0 when the next one does not fit; a transfer overlapping live ranges waits for
  * the last reader among them. With double_buffer (policy "ats"), two slots of capacity/2 instead:
  * transfer k uses slot k mod 2 at offset (k mod 2)·capacity/2 and waits for the op just before the
- * previous transfer's consumer (which also frees its slot: that slot's reader is two back). peak_temp_bytes ≤ temp_capacity_bytes always; resident + temp capacity
+ * previous transfer's consumer (which also frees its slot: that slot's reader is two back). With
+ * fused_groups, a fused group's transfers (ats_op_fused_head) count as one transfer here: one
+ * slot or ring range, side by side, all before the group's first op. peak_temp_bytes ≤ temp_capacity_bytes always; resident + temp capacity
  * ≤ the VRAM budget is the policy's job (policy.h).
  *
  * Dependency rules (DESIGN.md contract 2), shared by ats_plan_predict, the simulator and the
@@ -77,6 +79,8 @@ typedef struct ats_wxfer {
     int32_t ce;            /* copy-engine index in [0, n_copy_engines) */
     uint64_t offset_bytes; /* start in the temp region [bytes] */
     uint64_t bytes;        /* bytes moved [bytes] */
+    uint64_t slot_bytes;   /* temp bytes held from offset_bytes (≥ bytes): ats_op_slot_bytes with
+                              fused_groups, else bytes */
     int32_t wait_router;   /* op whose end releases it (EXPERTS: the router); 0 when !has_wait_router */
     int32_t wait_op;       /* op whose end frees its temp range (previous reader), or the op before
                               the consumer in serialized plans; 0 when !has_wait_op */
@@ -141,6 +145,12 @@ typedef struct ats_plan_opts {
     const ats_routing *routing; /* borrowed; EXPERTS counts / ids; NULL = expected */
     int double_buffer;          /* 1: two slots of temp_bytes/2 (model A of transfer.h) instead of
                                    the ring; default 0 */
+    int fused_groups;           /* 1 (policies' plans, ats_policy_plan): the executor's fused groups
+                                   (ats_op_fused_head) move as one unit before the group's first op:
+                                   side by side in one slot (double_buffer) or one ring range, R7
+                                   waits for the op before the group; routed experts hold
+                                   ats_op_slot_bytes. 0 (default; the transfer DP's own model):
+                                   every transfer alone, slot_bytes = bytes */
 } ats_plan_opts;
 
 ats_plan_opts ats_plan_opts_default(void);
