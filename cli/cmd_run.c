@@ -343,80 +343,48 @@ static int run_parse(int argc, char **argv, run_opts *o)
     return -1;
 }
 
-/* Long (~340 lines) because it is the split-backend run in sequence: model load, backend setup, session,
- * results file, the prefill and decode loops with their stop conditions, the statistics lines; the
- * options are parsed by run_parse, the prompt made by make_prompt, and --policy runs in run_policy.c. */
-int ats_cmd_run(int argc, char **argv)
+/* Loads the model of o (GGUF, or dummy weights of a model description), scans it with --check-tensors;
+ * *t_load_ns the time it took. -1 when the run goes on (*out new), else the exit code (message printed). */
+static int load_model(const run_opts *o, ex_model **out, int64_t *t_load_ns)
 {
-    run_opts o;
-    int prc = run_parse(argc, argv, &o);
-    if (prc >= 0) return prc;
-    const char *model = o.model;
-    const char *prompt = o.prompt;
-    const char *quant = o.quant;
-    const char *out_path = o.out_path;
-    const char *policy = o.policy;
-    const char *hw = o.hw;
-    const char *tl_path = o.tl_path;
-    const char *backend = o.backend;
-    long long n_gen = o.n_gen;
-    long long threads = o.threads;
-    long long n_ctx = o.n_ctx;
-    long long chunk = o.chunk;
-    long long split = o.split;
-    long long prompt_tokens = o.prompt_tokens;
-    long long seed = o.seed;
-    long long top_k = o.top_k;
-    double temp = o.temp;
-    double top_p = o.top_p;
-    int dummy = o.dummy;
-    int print_ids = o.print_ids;
-    int no_eos = o.no_eos;
-    int check_tensors = o.check_tensors;
-    int serialized = o.serialized;
-    int cpu_only = o.cpu_only;
-    uint64_t vram = o.vram;
-    ats_controller_cfg ctrl = o.ctrl;
-    ats_qtype kv_type = o.kv_type;
-    if (threads > 0) omp_set_num_threads((int)threads);
     ats_err err = {{0}};
     ex_model *m = NULL;
     enum ats_status st;
-    int64_t t_load = now_ns();
-    if (dummy) {
+    int64_t t0 = now_ns();
+    if (o->dummy) {
         char path[1024];
         ats_arch arch;
-        st = atsc_model_load(ats_cli_model_path(model, path, sizeof path), &arch, &err);
+        st = atsc_model_load(ats_cli_model_path(o->model, path, sizeof path), &arch, &err);
         if (st != ATS_OK) {
             ats_cli_error("run", "%s", err.msg);
             return ATS_EXIT_USAGE;
         }
         ats_recipe r = arch.default_recipe;
-        if (quant && ats_recipe_from_name(quant, &r) != ATS_OK) {
-            ats_cli_error("run", "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", quant);
+        if (o->quant && ats_recipe_from_name(o->quant, &r) != ATS_OK) {
+            ats_cli_error("run", "--quant '%s': unknown recipe (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4)", o->quant);
             return ATS_EXIT_USAGE;
         }
         /* the session's context (exec/runtime/session.c: --ctx, else min(context_length, 4096)), checked
            before building gigabytes of dummy weights */
-        long long ctx0 = n_ctx > 0 ? n_ctx : (arch.n_ctx_max > 0 && arch.n_ctx_max < 4096 ? arch.n_ctx_max : 4096);
-        if (prompt_tokens > ctx0) {
-            ats_cli_error("run", "--prompt-tokens %lld: longer than the context (%lld tokens; --ctx)", prompt_tokens, ctx0);
+        long long ctx0 = o->n_ctx > 0 ? o->n_ctx : (arch.n_ctx_max > 0 && arch.n_ctx_max < 4096 ? arch.n_ctx_max : 4096);
+        if (o->prompt_tokens > ctx0) {
+            ats_cli_error("run", "--prompt-tokens %lld: longer than the context (%lld tokens; --ctx)", o->prompt_tokens, ctx0);
             return ATS_EXIT_USAGE;
         }
-        st = ex_model_new_dummy_progress(&arch, r, (uint64_t)seed, ats_cli_progress_bytes,
+        st = ex_model_new_dummy_progress(&arch, r, (uint64_t)o->seed, ats_cli_progress_bytes,
                                          (void *)"run: building dummy weights", &m, &err);
     } else {
-        if (quant) {
+        if (o->quant) {
             ats_cli_error("run", "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");
             return ATS_EXIT_USAGE;
         }
-        if (!ends_with(model, ".gguf"))
-            fprintf(stderr, "ats run: note: '%s' does not end in .gguf; reading it as GGUF\n", model);
-        st = ex_model_load_gguf(model, &m, &err);
+        if (!ends_with(o->model, ".gguf"))
+            fprintf(stderr, "ats run: note: '%s' does not end in .gguf; reading it as GGUF\n", o->model);
+        st = ex_model_load_gguf(o->model, &m, &err);
     }
     if (st != ATS_OK) {
         /* a JSON model description given as a GGUF file: say what would run it */
-        FILE *mf = dummy ? NULL : fopen(model, "rb");
+        FILE *mf = o->dummy ? NULL : fopen(o->model, "rb");
         int c = ' ';
         while (mf && (c = fgetc(mf)) != EOF && isspace(c)) {}
         if (mf) fclose(mf);
@@ -427,236 +395,269 @@ int ats_cmd_run(int argc, char **argv)
             ats_cli_error("run", "%s", err.msg);
         return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
-    if (check_tensors) {
+    if (o->check_tensors) {
         int64_t tc = now_ns();
         if ((st = ex_model_check_tensors(m, omp_get_max_threads(), &err)) != ATS_OK) {
-            ats_cli_error("run", "%s: %s (--check-tensors)", model, err.msg);
+            ats_cli_error("run", "%s: %s (--check-tensors)", o->model, err.msg);
             ex_model_free(m);
             return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
         }
         fprintf(stderr, "ats run: --check-tensors: every weight finite (%.2f s)\n", (double)(now_ns() - tc) * 1e-9);
     }
-    t_load = now_ns() - t_load;
-    const ats_arch *a = &m->arch;
-    ex_session_opts so = ex_session_opts_default();
-    so.n_ctx = n_ctx;
-    so.split_layer = split;
-    so.sync_ops = out_path != NULL; /* --out's per-op rows: real op durations, not GPU enqueue times */
-    so.kv_type = kv_type;
-    if (split > a->n_layer) {
-        ats_cli_error("run", "--split %lld: model has %lld layers", split, (long long)a->n_layer);
-        ex_model_free(m);
+    *t_load_ns = now_ns() - t0;
+    *out = m;
+    return -1;
+}
+
+/* --policy: the plan executor (cli/run_policy.c) over model m with session options so. Exit code. */
+static int run_with_policy(const run_opts *o, const ex_model *m, const ex_session_opts *so)
+{
+    if (o->vram == 0 || o->split >= 0 || strcmp(o->backend, "cpu")) {
+        ats_cli_error("run", o->vram == 0 ? "--policy needs --vram-budget" : "--policy replaces --backend and --split");
         return ATS_EXIT_USAGE;
     }
-    if (policy) { /* the plan executor (cli/run_policy.c) */
-        if (vram == 0 || split >= 0 || strcmp(backend, "cpu")) {
-            ats_cli_error("run", vram == 0 ? "--policy needs --vram-budget" : "--policy replaces --backend and --split");
-            ex_model_free(m);
-            return ATS_EXIT_USAGE;
-        }
-        run_policy_args ra;
-        memset(&ra, 0, sizeof ra);
-        ra.policy = policy;
-        ra.hw = hw;
-        ra.out_path = out_path;
-        ra.timeline_path = tl_path;
-        if (ats_cli_check_out("run", "--timeline", tl_path)) {
-            ex_model_free(m);
-            return ATS_EXIT_USAGE;
-        }
-        ra.vram_budget = vram;
-        ra.ctrl = ctrl;
-        ra.so = so;
-        ra.so.sync_ops = 0;
-        ra.chunk = chunk;
-        ra.n_gen = n_gen;
-        ra.temp = temp;
-        ra.seed = (uint64_t)seed;
-        ra.serialized = serialized;
-        ra.cpu_only = cpu_only;
-        ra.print_ids = print_ids;
-        ra.no_eos = no_eos;
-        ra.top_k = (int32_t)top_k;
-        ra.top_p = top_p;
-        ra.record_ops = out_path != NULL;
-        int32_t *pt = NULL;
-        int64_t np = 0;
-        int prc = make_prompt(m, model, prompt, prompt_tokens, (uint64_t)seed, &pt, &np);
-        if (prc == ATS_EXIT_OK) {
-            ra.prompt = pt;
-            ra.n_prompt = np;
-            ats_cli_catch_stop_signals();
-            prc = ats_run_policy(m, &ra);
-        }
-        free(pt);
-        ex_model_free(m);
-        return ats_cli_exit_after_signal(prc);
+    if (ats_cli_check_out("run", "--timeline", o->tl_path)) return ATS_EXIT_USAGE;
+    run_policy_args ra;
+    memset(&ra, 0, sizeof ra);
+    ra.policy = o->policy;
+    ra.hw = o->hw;
+    ra.out_path = o->out_path;
+    ra.timeline_path = o->tl_path;
+    ra.vram_budget = o->vram;
+    ra.ctrl = o->ctrl;
+    ra.so = *so;
+    ra.so.sync_ops = 0;
+    ra.chunk = o->chunk;
+    ra.n_gen = o->n_gen;
+    ra.temp = o->temp;
+    ra.seed = (uint64_t)o->seed;
+    ra.serialized = o->serialized;
+    ra.cpu_only = o->cpu_only;
+    ra.print_ids = o->print_ids;
+    ra.no_eos = o->no_eos;
+    ra.top_k = (int32_t)o->top_k;
+    ra.top_p = o->top_p;
+    ra.record_ops = o->out_path != NULL;
+    int32_t *pt = NULL;
+    int64_t np = 0;
+    int rc = make_prompt(m, o->model, o->prompt, o->prompt_tokens, (uint64_t)o->seed, &pt, &np);
+    if (rc == ATS_EXIT_OK) {
+        ra.prompt = pt;
+        ra.n_prompt = np;
+        ats_cli_catch_stop_signals();
+        rc = ats_run_policy(m, &ra);
     }
-    if (policy == NULL && (vram || serialized || cpu_only || tl_path)) {
-        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only and --timeline go with --policy");
-        ex_model_free(m);
-        return ATS_EXIT_USAGE;
-    }
-    /* --backend A[,B]: "cpu" or "cuda" for layers [0, split) and for the rest */
-    char bk[2][16] = {"cpu", "cpu"};
-    {
-        const char *comma = strchr(backend, ',');
-        size_t n0 = comma ? (size_t)(comma - backend) : strlen(backend);
-        snprintf(bk[0], sizeof bk[0], "%.*s", (int)(n0 < 15 ? n0 : 15), backend);
-        snprintf(bk[1], sizeof bk[1], "%s", comma ? comma + 1 : bk[0]);
-        for (int i = 0; i < 2; i++)
-            if (strcmp(bk[i], "cpu") && strcmp(bk[i], "cuda")) {
-                ats_cli_error("run", "--backend: '%s' (each must be cpu or cuda)", backend);
-                ex_model_free(m);
-                return ATS_EXIT_USAGE;
-            }
-    }
+    free(pt);
+    return ats_cli_exit_after_signal(rc);
+}
+
+/* What a split-backend run holds; run_free releases it. */
+typedef struct run_state {
+    const run_opts *o;
+    ex_model *m;
+    ex_session *s;
+    void *gpu, *cuda;     /* ex_gpu *, struct ex_backend * (CUDA builds) */
+    recorder rec;
+    int32_t *ptok;
+    int64_t n_prompt, n_gen, generated;
+    float *logits;
+    int64_t t_load, t_prefill, t_decode; /* [ns] */
+} run_state;
+
+static void run_free(run_state *r)
+{
+    if (r->rec.w) atsc_results_abort(r->rec.w);
+    free(r->rec.ops);
+    free(r->ptok);
+    free(r->logits);
+    ex_session_free(r->s);
 #ifdef ATS_HAVE_CUDA
-    ex_gpu *gpu = NULL;
-    struct ex_backend *cuda = NULL;
-    if (!strcmp(bk[0], "cuda") || !strcmp(bk[1], "cuda")) {
+    if (r->cuda) ex_backend_cuda_free(r->cuda); /* before the model whose weights it mirrored */
+    if (r->gpu) ex_gpu_close(r->gpu);
+#endif
+    ex_model_free(r->m);
+}
+
+/* --backend A[,B] ("cpu" or "cuda" for layers [0, split) and for the rest) into so; the CUDA device opened
+ * when one is named. ATS_EXIT_OK or the exit code (message printed). */
+static int open_backends(run_state *r, ex_session_opts *so)
+{
+    const char *backend = r->o->backend;
+    char bk[2][16] = {"cpu", "cpu"};
+    const char *comma = strchr(backend, ',');
+    size_t n0 = comma ? (size_t)(comma - backend) : strlen(backend);
+    snprintf(bk[0], sizeof bk[0], "%.*s", (int)(n0 < 15 ? n0 : 15), backend);
+    snprintf(bk[1], sizeof bk[1], "%s", comma ? comma + 1 : bk[0]);
+    for (int i = 0; i < 2; i++)
+        if (strcmp(bk[i], "cpu") && strcmp(bk[i], "cuda")) {
+            ats_cli_error("run", "--backend: '%s' (each must be cpu or cuda)", backend);
+            return ATS_EXIT_USAGE;
+        }
+    int want = !strcmp(bk[0], "cuda") || !strcmp(bk[1], "cuda");
+#ifdef ATS_HAVE_CUDA
+    if (want) {
+        ex_gpu *gpu = NULL;
+        struct ex_backend *cuda = NULL;
         ex_gpu_status gs = ex_gpu_open(0, &gpu);
         if (gs == EX_GPU_OK) gs = ex_backend_cuda_new(gpu, &cuda);
+        r->gpu = gpu;
+        r->cuda = cuda;
         if (gs != EX_GPU_OK) {
             ats_cli_error("run", "--backend %s: %s", backend, ex_gpu_status_str(gs));
-            if (gpu) ex_gpu_close(gpu);
-            ex_model_free(m);
             return gs == EX_GPU_ENODEV ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
         }
-        if (!strcmp(bk[0], "cuda")) so.backend_a = cuda;
-        if (!strcmp(bk[1], "cuda")) so.backend_b = cuda;
+        if (!strcmp(bk[0], "cuda")) so->backend_a = cuda;
+        if (!strcmp(bk[1], "cuda")) so->backend_b = cuda;
+        r->rec.gpu = cuda;
     }
 #else
-    if (!strcmp(bk[0], "cuda") || !strcmp(bk[1], "cuda")) {
+    if (want) {
         ats_cli_error("run", "--backend %s: this build has no CUDA backend (configure with nvcc, -DATS_CUDA=ON)", backend);
-        ex_model_free(m);
         return ATS_EXIT_USAGE;
     }
 #endif
-    ex_session *s = NULL;
-    if ((st = ex_session_new(m, &so, &s, &err)) != ATS_OK) {
-        ats_cli_error("run", "%s", err.msg);
-#ifdef ATS_HAVE_CUDA
-        if (cuda) ex_backend_cuda_free(cuda);
-        if (gpu) ex_gpu_close(gpu);
-#endif
-        ex_model_free(m);
-        return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
-    }
-    int64_t ctx = ex_session_n_ctx(s);
-    recorder rec = {NULL, 0, 0, NULL, NULL};
-#ifdef ATS_HAVE_CUDA
-    rec.gpu = cuda;
-#endif
-    /* prompt tokens */
-    int64_t n_prompt = 0;
-    int32_t *ptok = NULL;
-    int rc = make_prompt(m, model, prompt, prompt_tokens, (uint64_t)seed, &ptok, &n_prompt);
-    if (rc != ATS_EXIT_OK) goto done;
-    if (n_prompt == 0) {
+    return ATS_EXIT_OK;
+}
+
+/* The prompt's ids, checked against the context; -n limited to what fits. ATS_EXIT_OK or the exit code. */
+static int prepare_prompt(run_state *r)
+{
+    const run_opts *o = r->o;
+    int64_t ctx = ex_session_n_ctx(r->s);
+    int rc = make_prompt(r->m, o->model, o->prompt, o->prompt_tokens, (uint64_t)o->seed, &r->ptok, &r->n_prompt);
+    if (rc != ATS_EXIT_OK) return rc;
+    if (r->n_prompt == 0) {
         ats_cli_error("run", "empty prompt and the vocabulary has no BOS token");
-        rc = ATS_EXIT_USAGE;
-        goto done;
+        return ATS_EXIT_USAGE;
     }
-    if (n_prompt > ctx) {
+    if (r->n_prompt > ctx) {
         ats_cli_error("run", "prompt of %lld tokens is longer than the context (%lld tokens; --ctx)",
-                      (long long)n_prompt, (long long)ctx);
-        rc = ATS_EXIT_USAGE;
-        goto done;
+                      (long long)r->n_prompt, (long long)ctx);
+        return ATS_EXIT_USAGE;
     }
-    if (n_prompt + n_gen - 1 > ctx) {
-        fprintf(stderr, "ats run: note: -n %lld limited to %lld by the context of %lld tokens\n", n_gen,
-                (long long)(ctx - n_prompt + 1), (long long)ctx);
-        n_gen = ctx - n_prompt + 1;
+    r->n_gen = o->n_gen;
+    if (r->n_prompt + r->n_gen - 1 > ctx) {
+        fprintf(stderr, "ats run: note: -n %lld limited to %lld by the context of %lld tokens\n", o->n_gen,
+                (long long)(ctx - r->n_prompt + 1), (long long)ctx);
+        r->n_gen = ctx - r->n_prompt + 1;
     }
-    float *logits = malloc((size_t)a->n_vocab * sizeof *logits);
-    if (!logits) { rc = ATS_EXIT_FAIL; goto done; }
-    if (out_path) {
-        char cfg[1024];
-        snprintf(cfg, sizeof cfg,
-                 "{\"command\": \"run\", \"model\": \"%s\", \"dummy_weights\": %s, \"threads\": %d, \"ctx\": %lld, "
-                 "\"chunk\": %lld, \"split\": %lld, \"n\": %lld, \"temp\": %g, \"top_k\": %lld, \"top_p\": %g, "
-                 "\"prompt_tokens\": %lld, \"backend\": \"%s\", \"kv_type\": \"%s\"}",
-                 a->name, dummy ? "true" : "false", omp_get_max_threads(), (long long)ctx, chunk, split, n_gen, temp,
-                 top_k, top_p, (long long)n_prompt, backend, ats_qtype_name(kv_type));
-        char machine[512]; /* the hardware of the run, for the results' 'hw' (analysis titles name it) */
-        const char *gpu_name = "";
+    r->logits = malloc((size_t)r->m->arch.n_vocab * sizeof *r->logits);
+    return r->logits ? ATS_EXIT_OK : ATS_EXIT_FAIL;
+}
+
+/* --out: the results file opened with the run's configuration; one run named after the backend(s). */
+static int open_results(run_state *r)
+{
+    const run_opts *o = r->o;
+    const ats_arch *a = &r->m->arch;
+    ats_err err = {{0}};
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"command\": \"run\", \"model\": \"%s\", \"dummy_weights\": %s, \"threads\": %d, \"ctx\": %lld, "
+             "\"chunk\": %lld, \"split\": %lld, \"n\": %lld, \"temp\": %g, \"top_k\": %lld, \"top_p\": %g, "
+             "\"prompt_tokens\": %lld, \"backend\": \"%s\", \"kv_type\": \"%s\"}",
+             a->name, o->dummy ? "true" : "false", omp_get_max_threads(), (long long)ex_session_n_ctx(r->s), o->chunk,
+             o->split, (long long)r->n_gen, o->temp, o->top_k, o->top_p, (long long)r->n_prompt, o->backend,
+             ats_qtype_name(o->kv_type));
+    char machine[512]; /* the hardware of the run, for the results' 'hw' (analysis titles name it) */
+    const char *gpu_name = "";
 #ifdef ATS_HAVE_CUDA
-        if (gpu) gpu_name = ex_gpu_info(gpu)->name;
+    if (r->gpu) gpu_name = ex_gpu_info(r->gpu)->name;
 #endif
-        atsc_results_meta meta = {"ats run", cfg, (uint64_t)seed, a->name, ats_cli_machine(machine, sizeof machine, gpu_name), ""};
-        char run_name[64]; /* the run is named after the backend(s): "cpu", "cuda", "cpu+cuda" (no ',' in names) */
-        snprintf(run_name, sizeof run_name, "%s", backend);
-        for (char *c = run_name; *c; c++)
-            if (*c == ',') *c = '+';
-        rec.ops = malloc((size_t)ex_session_graph(s)->n_ops * sizeof *rec.ops);
-        if (!rec.ops || atsc_results_open(out_path, &meta, &rec.w, &err) != ATS_OK ||
-            atsc_results_begin_run(rec.w, run_name, run_name, NULL, 1, &err) != ATS_OK) {
-            ats_cli_error("run", "--out: %s", err.msg);
-            rc = ATS_EXIT_USAGE;
-            free(logits);
-            goto done;
-        }
+    atsc_results_meta meta = {"ats run", cfg, (uint64_t)o->seed, a->name, ats_cli_machine(machine, sizeof machine, gpu_name), ""};
+    char run_name[64]; /* the run is named after the backend(s): "cpu", "cuda", "cpu+cuda" (no ',' in names) */
+    snprintf(run_name, sizeof run_name, "%s", o->backend);
+    for (char *c = run_name; *c; c++)
+        if (*c == ',') *c = '+';
+    r->rec.ops = malloc((size_t)ex_session_graph(r->s)->n_ops * sizeof *r->rec.ops);
+    if (!r->rec.ops || atsc_results_open(o->out_path, &meta, &r->rec.w, &err) != ATS_OK ||
+        atsc_results_begin_run(r->rec.w, run_name, run_name, NULL, 1, &err) != ATS_OK) {
+        ats_cli_error("run", "--out: %s", err.msg);
+        return ATS_EXIT_USAGE;
     }
-    ex_sample_params sp = {(float)temp, (int32_t)top_k, (float)top_p};
-    uint64_t rng = (uint64_t)seed ^ 0x5DEECE66Dull;
-    int64_t t0 = now_ns();
-    rec.epoch_ns = t0;
-    for (int64_t i = 0; i < n_prompt && rc == ATS_EXIT_OK; i += chunk) {
-        int64_t nn = n_prompt - i < chunk ? n_prompt - i : chunk, tr = now_ns();
-        if (ex_session_forward(s, ptok + i, nn, logits, &err) != ATS_OK ||
-            record_round(&rec, s, tr, nn, 0, &err) != ATS_OK) {
+    return ATS_EXIT_OK;
+}
+
+/* The prompt in chunks of --chunk tokens; *rc set on a failure. */
+static void prefill(run_state *r, int *rc)
+{
+    ats_err err = {{0}};
+    int64_t chunk = r->o->chunk, t0 = now_ns();
+    r->rec.epoch_ns = t0;
+    for (int64_t i = 0; i < r->n_prompt && *rc == ATS_EXIT_OK; i += chunk) {
+        int64_t nn = r->n_prompt - i < chunk ? r->n_prompt - i : chunk, tr = now_ns();
+        if (ex_session_forward(r->s, r->ptok + i, nn, r->logits, &err) != ATS_OK ||
+            record_round(&r->rec, r->s, tr, nn, 0, &err) != ATS_OK) {
             ats_cli_error("run", "%s", err.msg);
-            rc = ATS_EXIT_FAIL;
+            *rc = ATS_EXIT_FAIL;
         }
     }
-    int64_t t_prefill = now_ns() - t0;
+    r->t_prefill = now_ns() - t0;
+}
+
+/* -n decode steps: sample, print, forward; stops at EOS (unless --no-eos), on non-finite logits (said
+ * where) or a failure (*rc set). */
+static void decode(run_state *r, int *rc)
+{
+    const run_opts *o = r->o;
+    const ex_model *m = r->m;
+    const int64_t n_vocab = m->arch.n_vocab;
+    ats_err err = {{0}};
+    ex_sample_params sp = {(float)o->temp, (int32_t)o->top_k, (float)o->top_p};
+    uint64_t rng = (uint64_t)o->seed ^ 0x5DEECE66Dull;
+    int print_ids = o->print_ids || !m->tok; /* no vocabulary (dummy weights): the output is token ids */
     char piece[512];
-    if (!m->tok) print_ids = 1; /* no vocabulary (dummy weights): the output is token ids */
-    if (!print_ids && m->tok) /* echo the prompt as the model sees it (llama2.c and llama.cpp do) */
-        for (int64_t i = 1; i < n_prompt; i++) {
-            ex_tokenizer_decode(m->tok, ptok[i - 1], ptok[i], piece, sizeof piece);
+    if (!print_ids) /* echo the prompt as the model sees it (llama2.c and llama.cpp do) */
+        for (int64_t i = 1; i < r->n_prompt; i++) {
+            ex_tokenizer_decode(m->tok, r->ptok[i - 1], r->ptok[i], piece, sizeof piece);
             fputs(piece, stdout);
         }
-    t0 = now_ns();
-    int32_t prev = ptok[n_prompt - 1];
-    int64_t generated = 0;
+    int64_t t0 = now_ns();
+    int32_t prev = r->ptok[r->n_prompt - 1];
     int line_ended = 0; /* the non-finite stop ended the text's line already */
-    for (int64_t i = 0; i < n_gen && rc == ATS_EXIT_OK; i++) {
+    for (int64_t i = 0; i < r->n_gen && *rc == ATS_EXIT_OK; i++) {
         int32_t next;
         int64_t n_bad = 0;
-        for (int64_t v = 0; v < a->n_vocab; v++) n_bad += !isfinite(logits[v]);
+        for (int64_t v = 0; v < n_vocab; v++) n_bad += !isfinite(r->logits[v]);
         if (n_bad) { /* greedy would pick token 0 for ever, sampling garbage: stop and say where */
-            if (print_ids || m->tok) printf("\n");
+            printf("\n");
             line_ended = 1;
             fflush(stdout); /* the text's line ends before the message (stderr is unbuffered) */
             ats_cli_error("run", "step %lld: %lld of %lld logits are NaN or Inf (weights or activations not finite; "
-                          "--check-tensors scans the weights)", (long long)i, (long long)n_bad, (long long)a->n_vocab);
-            rc = ATS_EXIT_FAIL;
+                          "--check-tensors scans the weights)", (long long)i, (long long)n_bad, (long long)n_vocab);
+            *rc = ATS_EXIT_FAIL;
             break;
         }
-        if (ex_cpu_sample(logits, a->n_vocab, &sp, &rng, &next) != ATS_OK) { rc = ATS_EXIT_FAIL; break; }
-        if (!no_eos && m->tok && next == m->eos_id) break;
-        generated++;
+        if (ex_cpu_sample(r->logits, n_vocab, &sp, &rng, &next) != ATS_OK) { *rc = ATS_EXIT_FAIL; break; }
+        if (!o->no_eos && m->tok && next == m->eos_id) break;
+        r->generated++;
         if (print_ids) {
             printf(i ? " %d" : "%d", next);
-        } else if (m->tok) {
+        } else {
             ex_tokenizer_decode(m->tok, prev, next, piece, sizeof piece);
             fputs(piece, stdout);
         }
         fflush(stdout);
         prev = next;
         int64_t tr = now_ns();
-        if (i + 1 < n_gen && (ex_session_forward(s, &next, 1, logits, &err) != ATS_OK ||
-                              record_round(&rec, s, tr, 1, 1, &err) != ATS_OK)) {
+        if (i + 1 < r->n_gen && (ex_session_forward(r->s, &next, 1, r->logits, &err) != ATS_OK ||
+                                 record_round(&r->rec, r->s, tr, 1, 1, &err) != ATS_OK)) {
             ats_cli_error("run", "%s", err.msg);
-            rc = ATS_EXIT_FAIL;
+            *rc = ATS_EXIT_FAIL;
         }
     }
-    int64_t t_decode = now_ns() - t0;
-    if ((print_ids || m->tok) && !line_ended) printf("\n");
-    ex_op_times ot = ex_session_times(s);
-    double dec_steps = generated > 1 ? (double)(generated - 1) : 0;
+    r->t_decode = now_ns() - t0;
+    if (!line_ended) printf("\n");
+}
+
+/* The statistics lines on stderr. */
+static void print_stats(const run_state *r)
+{
+    const ex_model *m = r->m;
+    const ats_arch *a = &m->arch;
+    ex_op_times ot = ex_session_times(r->s);
+    double dec_steps = r->generated > 1 ? (double)(r->generated - 1) : 0;
+    double t_prefill = (double)r->t_prefill * 1e-9, t_decode = (double)r->t_decode * 1e-9;
     fprintf(stderr,
             "ats run: model %s (%s, %lld layers, %.3f GiB weights), threads %d, ctx %lld (%s KV cache %.1f MiB), "
             "load %.3f s\n"
@@ -664,38 +665,81 @@ int ats_cmd_run(int argc, char **argv)
             "ats run: decode reads %.3f GiB of weights per token: %.1f GB/s effective\n"
             "ats run: op time [s]: embed %.3f norm+add %.3f matmul %.3f attn %.3f ffn %.3f moe %.3f output %.3f\n",
             a->name, a->family, (long long)a->n_layer, (double)m->weight_bytes / 1073741824.0,
-            omp_get_max_threads(), (long long)ctx, ats_qtype_name(ex_session_kv_type(s)),
-            (double)ex_session_kv_bytes(s) / 1048576.0, (double)t_load * 1e-9, (long long)n_prompt,
-            (double)t_prefill * 1e-9, (double)n_prompt / ((double)t_prefill * 1e-9 + 1e-12),
-            (long long)generated, (double)t_decode * 1e-9,
-            dec_steps > 0 ? dec_steps / ((double)t_decode * 1e-9 + 1e-12) : 0.0,
-            (double)ex_model_decode_bytes(m) / 1073741824.0,
-            dec_steps > 0 ? (double)ex_model_decode_bytes(m) * dec_steps / ((double)t_decode + 1e-3) : 0.0, ot.embed_ns * 1e-9,
-            ot.norm_ns * 1e-9, ot.matmul_ns * 1e-9, ot.attn_ns * 1e-9, ot.ffn_ns * 1e-9, ot.moe_ns * 1e-9,
-            ot.output_ns * 1e-9);
-    free(logits);
-    if (rec.w) {
-        if (rc == ATS_EXIT_OK && atsc_results_close(rec.w, &err) != ATS_OK) {
-            ats_cli_error("run", "--out: %s", err.msg);
-            rc = ATS_EXIT_FAIL;
-        } else if (rc != ATS_EXIT_OK) {
-            atsc_results_abort(rec.w); /* a failed run's rounds are no result: said, not left half-written */
-            fprintf(stderr, "ats run: --out %s not written (the run failed after %lld rounds)\n", out_path,
-                    (long long)rec.round);
-        } else {
-            fprintf(stderr, "ats run: wrote %s (%lld rounds)\n", out_path, (long long)rec.round);
-        }
-        rec.w = NULL;
+            omp_get_max_threads(), (long long)ex_session_n_ctx(r->s), ats_qtype_name(ex_session_kv_type(r->s)),
+            (double)ex_session_kv_bytes(r->s) / 1048576.0, (double)r->t_load * 1e-9, (long long)r->n_prompt,
+            t_prefill, (double)r->n_prompt / (t_prefill + 1e-12), (long long)r->generated, t_decode,
+            dec_steps > 0 ? dec_steps / (t_decode + 1e-12) : 0.0, (double)ex_model_decode_bytes(m) / 1073741824.0,
+            dec_steps > 0 ? (double)ex_model_decode_bytes(m) * dec_steps / ((double)r->t_decode + 1e-3) : 0.0,
+            ot.embed_ns * 1e-9, ot.norm_ns * 1e-9, ot.matmul_ns * 1e-9, ot.attn_ns * 1e-9, ot.ffn_ns * 1e-9,
+            ot.moe_ns * 1e-9, ot.output_ns * 1e-9);
+}
+
+/* --out closed when the run succeeded, else dropped (a failed run's rounds are no result: said). */
+static void close_results(run_state *r, int *rc)
+{
+    ats_err err = {{0}};
+    if (!r->rec.w) return;
+    if (*rc == ATS_EXIT_OK && atsc_results_close(r->rec.w, &err) != ATS_OK) {
+        ats_cli_error("run", "--out: %s", err.msg);
+        *rc = ATS_EXIT_FAIL;
+    } else if (*rc != ATS_EXIT_OK) {
+        atsc_results_abort(r->rec.w);
+        fprintf(stderr, "ats run: --out %s not written (the run failed after %lld rounds)\n", r->o->out_path,
+                (long long)r->rec.round);
+    } else {
+        fprintf(stderr, "ats run: wrote %s (%lld rounds)\n", r->o->out_path, (long long)r->rec.round);
     }
-done:
-    if (rec.w) atsc_results_abort(rec.w);
-    free(rec.ops);
-    free(ptok);
-    ex_session_free(s);
-#ifdef ATS_HAVE_CUDA
-    if (cuda) ex_backend_cuda_free(cuda); /* before the model whose weights it mirrored */
-    if (gpu) ex_gpu_close(gpu);
-#endif
-    ex_model_free(m);
+    r->rec.w = NULL;
+}
+
+/* ats run: options (run_parse), the model (load_model), then --policy's plan executor (run_with_policy) or
+ * the split-backend run: backends, session, prompt, results file, prefill, decode, statistics. */
+int ats_cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int prc = run_parse(argc, argv, &o);
+    if (prc >= 0) return prc;
+    if (o.threads > 0) omp_set_num_threads((int)o.threads);
+    run_state r;
+    memset(&r, 0, sizeof r);
+    r.o = &o;
+    int rc = load_model(&o, &r.m, &r.t_load);
+    if (rc >= 0) return rc;
+    ex_session_opts so = ex_session_opts_default();
+    so.n_ctx = o.n_ctx;
+    so.split_layer = o.split;
+    so.sync_ops = o.out_path != NULL; /* --out's per-op rows: real op durations, not GPU enqueue times */
+    so.kv_type = o.kv_type;
+    if (o.split > r.m->arch.n_layer) {
+        ats_cli_error("run", "--split %lld: model has %lld layers", o.split, (long long)r.m->arch.n_layer);
+        run_free(&r);
+        return ATS_EXIT_USAGE;
+    }
+    if (o.policy) {
+        rc = run_with_policy(&o, r.m, &so);
+        run_free(&r);
+        return rc;
+    }
+    if (o.vram || o.serialized || o.cpu_only || o.tl_path) {
+        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only and --timeline go with --policy");
+        run_free(&r);
+        return ATS_EXIT_USAGE;
+    }
+    ats_err err = {{0}};
+    enum ats_status st;
+    rc = open_backends(&r, &so);
+    if (rc == ATS_EXIT_OK && (st = ex_session_new(r.m, &so, &r.s, &err)) != ATS_OK) {
+        ats_cli_error("run", "%s", err.msg);
+        rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+    }
+    if (rc == ATS_EXIT_OK) rc = prepare_prompt(&r);
+    if (rc == ATS_EXIT_OK && o.out_path) rc = open_results(&r);
+    if (rc == ATS_EXIT_OK) {
+        prefill(&r, &rc);
+        decode(&r, &rc);
+        print_stats(&r);
+        close_results(&r, &rc);
+    }
+    run_free(&r);
     return rc;
 }
