@@ -295,6 +295,17 @@ static int check_models(bm_args *a)
         ats_cli_error(CMD, "--out: %s", err.msg);
         return ATS_EXIT_USAGE;
     }
+    /* every backend opened once before any model is built (a missing CUDA device is said before minutes of
+       CPU rows, not after them) */
+    for (int b = 0; b < a->n_backends; b++) {
+        bench_model_dev *d = NULL;
+        enum ats_status st = bench_model_dev_open(&a->execs[b], &d, &err);
+        if (st != ATS_OK) {
+            ats_cli_error(CMD, "%s", err.msg);
+            return st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+        }
+        bench_model_dev_free(d);
+    }
     return ATS_EXIT_OK;
 }
 

@@ -417,6 +417,10 @@ static int run_with_policy(const run_opts *o, const ex_model *m, const ex_sessio
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("run", "--timeline", o->tl_path)) return ATS_EXIT_USAGE;
+    if (o->tl_path && o->out_path && !strcmp(o->tl_path, o->out_path)) {
+        ats_cli_error("run", "--out and --timeline name the same file '%s' (give two paths)", o->out_path);
+        return ATS_EXIT_USAGE;
+    }
     run_policy_args ra;
     memset(&ra, 0, sizeof ra);
     ra.policy = o->policy;

@@ -157,10 +157,25 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     }
     ex_session *s = ex_rt_session(rt);
     const ats_graph *g = ex_session_graph(s);
+    /* -n limited to what the context holds after the prompt, as the split-backend run does */
+    int64_t n_gen = a->n_gen;
+    const int64_t ctx = ex_session_n_ctx(s);
+    if (a->n_prompt > ctx) {
+        ats_cli_error("run", "prompt of %lld tokens is longer than the context (%lld tokens; --ctx)",
+                      (long long)a->n_prompt, (long long)ctx);
+        ex_rt_free(rt);
+        if (dev) ex_device_cuda_free(dev);
+        return ATS_EXIT_USAGE;
+    }
+    if (a->n_prompt + n_gen - 1 > ctx) {
+        fprintf(stderr, "ats run: note: -n %lld limited to %lld by the context of %lld tokens\n", (long long)n_gen,
+                (long long)(ctx - a->n_prompt + 1), (long long)ctx);
+        n_gen = ctx - a->n_prompt + 1;
+    }
     const int64_t V = m->arch.n_vocab;
     float *logits = malloc((size_t)V * sizeof *logits);
     atsc_op_row *ops = malloc((size_t)g->n_ops * sizeof *ops);
-    double *tpot = malloc((size_t)(a->n_gen + 1) * sizeof *tpot);
+    double *tpot = malloc((size_t)(n_gen + 1) * sizeof *tpot);
     atsc_results *w = NULL;
     int rc = ATS_EXIT_OK;
     if (!logits || !ops || !tpot) {
@@ -174,7 +189,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
                  "\"device\": \"%s\", \"threads\": %d, \"chunk\": %lld, \"n\": %lld, \"prompt_tokens\": %lld, "
                  "\"eps\": %g, \"serialized\": %d}",
                  m->arch.name, a->policy, (unsigned long long)a->vram_budget, a->hw, cuda ? "cuda" : "cpu",
-                 omp_get_max_threads(), (long long)a->chunk, (long long)a->n_gen, (long long)a->n_prompt, a->ctrl.eps,
+                 omp_get_max_threads(), (long long)a->chunk, (long long)n_gen, (long long)a->n_prompt, a->ctrl.eps,
                  a->serialized);
         atsc_results_meta meta = {"ats run", cf, a->seed, m->arch.name, "", ""};
         if (atsc_results_open(a->out_path, &meta, &w, &err) != ATS_OK ||
@@ -227,7 +242,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
         }
     int32_t prev = a->n_prompt > 0 ? a->prompt[a->n_prompt - 1] : 0;
     if (rc == ATS_EXIT_OK) fflush(stdout);
-    for (int64_t d = 0; d < a->n_gen && rc == ATS_EXIT_OK && !ats_cli_stop; d++) {
+    for (int64_t d = 0; d < n_gen && rc == ATS_EXIT_OK && !ats_cli_stop; d++) {
         if (ex_cpu_sample(logits, V, &sp, &rng, &next) != ATS_OK) {
             rc = ATS_EXIT_FAIL;
             break;
@@ -241,7 +256,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
         }
         fflush(stdout);
         prev = next;
-        if (d + 1 == a->n_gen) break;
+        if (d + 1 == n_gen) break;
         rc = one_round(rt, a, w, idx++, ATS_PHASE_DECODE, &next, 1, logits, &info, &h2d, &off, ops, &tl);
         if (rc == ATS_EXIT_OK) {
             tpot[nd++] = info.latency_s;

@@ -507,6 +507,9 @@ int sim_cli_resched_cost(const sim_cli *o, const char *cmd, const char *policy, 
         }
     } else if (from_env && source) {
         snprintf(source, len, "paper 9 ms + 7 ms: no %s in ATS_BENCH_SCHED %s", o->arch.name, path);
+    } else if (res && source) { /* e.g. a GGUF file, named by its file name: say why, and how to set it */
+        snprintf(source, len, "paper 9 ms + 7 ms: no '%s' in experiments/sched-speed/bench-sched.json; --resched-cost "
+                 "sets it", o->arch.name);
     }
     json_decref(root);
     *cost_s = cost;

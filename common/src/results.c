@@ -243,6 +243,7 @@ static hid_t create_table(hid_t loc, const char *name, hid_t type, hsize_t chunk
     hid_t sp = H5Screate_simple(1, &dims, &maxdims);
     hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(pl, 1, &chunk);
+    H5Pset_obj_track_times(pl, 0); /* no modification times: the same results make the same bytes */
     hid_t d = H5Dcreate2(loc, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
     H5Pclose(pl);
     H5Sclose(sp);
@@ -384,7 +385,10 @@ enum ats_status atsc_results_open(const char *path, const atsc_results_meta *met
         write_str_attr(w->file, "model", meta->model) || write_str_attr(w->file, "hw", meta->hw) ||
         write_str_attr(w->file, "trace", meta->trace))
         st = ats_err_set(err, ATS_EINVAL, "%s: writing the root attributes failed", w->path);
-    hid_t g = st ? -1 : H5Gcreate2(w->file, "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_obj_track_times(gpl, 0);
+    hid_t g = st ? -1 : H5Gcreate2(w->file, "runs", H5P_DEFAULT, gpl, H5P_DEFAULT);
+    H5Pclose(gpl);
     if (!st && g < 0) st = ats_err_set(err, ATS_EINVAL, "%s: cannot create group '/runs'", w->path);
     if (g >= 0) H5Gclose(g);
     if (st) {
@@ -424,7 +428,10 @@ enum ats_status atsc_results_begin_run(atsc_results *w, const char *run_name, co
     }
     char gname[ATSC_RESULTS_NAME_LEN + 8];
     snprintf(gname, sizeof gname, "/runs/%s", run_name);
-    w->grp = H5Gcreate2(w->file, gname, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_obj_track_times(gpl, 0);
+    w->grp = H5Gcreate2(w->file, gname, H5P_DEFAULT, gpl, H5P_DEFAULT);
+    H5Pclose(gpl);
     if (w->grp < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot create group '%s'", w->path, gname);
     run_info *ri = &w->runs[w->n_runs++];
     snprintf(ri->name, sizeof ri->name, "%s", run_name);
@@ -507,7 +514,10 @@ enum ats_status atsc_results_write_sweep(atsc_results *w, const atsc_sweep_row *
     hid_t t = sweep_type(), ft = file_type_of(t);
     hsize_t dims = n;
     hid_t sp = H5Screate_simple(1, &dims, NULL);
-    hid_t d = H5Dcreate2(w->file, "sweep", ft, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dpl, 0); /* no modification time: one process and MPI ranks write the same bytes */
+    hid_t d = H5Dcreate2(w->file, "sweep", ft, sp, H5P_DEFAULT, dpl, H5P_DEFAULT);
+    H5Pclose(dpl);
     herr_t e = d < 0 ? -1 : (n ? H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) : 0);
     int why = e < 0 ? atsc_h5_errno() : 0; /* before the next HDF5 call clears the error stack */
     if (e < 0) atsc_h5_discard(w->file);
