@@ -125,6 +125,8 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
         return ATS_EXIT_USAGE;
     }
     hw.cpu_threads = omp_get_max_threads();
+    uint64_t budget = a->vram_budget; /* a budget above the snapshot's VRAM is refused, as ats sim does */
+    if (ats_cli_budget_for_hw("run", &budget, hw.gpu_vram_bytes, hw.name, path)) return ATS_EXIT_USAGE;
     ex_device *dev = NULL;
     int cuda = 0;
     if (!a->cpu_only) {
@@ -282,9 +284,15 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
                 "TPOT mean", "TPOT p50", "TPOT p99", "resched", "GB h2d", "GPU");
         fprintf(stderr, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "", "tok/s", "tok/s", "s", "ms", "ms", "ms",
                 "", "", "busy");
-        fprintf(stderr, "%-16s %10.2f %10.2f %9.3f %10.2f %10.2f %10.2f %7lld %9.3f %5.1f%%\n", a->policy,
-                pre_s > 0 ? (double)a->n_prompt / pre_s : 0.0, dec_s > 0 ? (double)nd / dec_s : 0.0, ttft, 1e3 * tmean,
-                1e3 * p50, 1e3 * p99, (long long)ex_rt_n_reschedules(rt), h2d / 1e9, tr > 0 ? 100.0 * gb / tr : 0.0);
+        char tp[3][32]; /* TPOT mean, p50, p99 [ms]; '-' without a decode round (as ats sim prints) */
+        const double tv[3] = {tmean, p50, p99};
+        for (int k = 0; k < 3; k++) {
+            if (nd > 0 && isfinite(tv[k])) snprintf(tp[k], sizeof tp[k], "%.2f", 1e3 * tv[k]);
+            else snprintf(tp[k], sizeof tp[k], "-");
+        }
+        fprintf(stderr, "%-16s %10.2f %10.2f %9.3f %10s %10s %10s %7lld %9.3f %5.1f%%\n", a->policy,
+                pre_s > 0 ? (double)a->n_prompt / pre_s : 0.0, dec_s > 0 ? (double)nd / dec_s : 0.0, ttft, tp[0],
+                tp[1], tp[2], (long long)ex_rt_n_reschedules(rt), h2d / 1e9, tr > 0 ? 100.0 * gb / tr : 0.0);
         fprintf(stderr, "ats run: re-plans cost %.3f ms in all; %d op runs off the plan (exec/README.md \"Plans\")\n",
                 1e3 * resched_s, off);
     }
