@@ -115,6 +115,114 @@ static int one_round(ex_rt *rt, const run_policy_args *a, atsc_results *w, int64
     return ATS_EXIT_OK;
 }
 
+/* The run's counters for the summary line [s], [bytes]. */
+typedef struct policy_stats {
+    double pre_s, dec_s, ttft, resched_s, t_new_s;
+    double *tpot; /* nd decode latencies [s]; sorted in place by the percentiles */
+    int64_t nd;
+    uint64_t h2d;
+    int32_t off;
+    int cuda;
+} policy_stats;
+
+/* --out and --timeline opened (w, tl->tl; NULL when not asked). ATS_EXIT_OK or the exit code. */
+static int open_outputs(const ex_model *m, const run_policy_args *a, int cuda, int64_t n_gen, atsc_results **w,
+                        tl_ids *tl)
+{
+    ats_err err = {{0}};
+    if (a->out_path) {
+        char cf[1024];
+        snprintf(cf, sizeof cf,
+                 "{\"command\": \"run\", \"model\": \"%s\", \"policy\": \"%s\", \"vram_budget\": %llu, \"hw\": \"%s\", "
+                 "\"device\": \"%s\", \"threads\": %d, \"chunk\": %lld, \"n\": %lld, \"prompt_tokens\": %lld, "
+                 "\"eps\": %g, \"serialized\": %d}",
+                 m->arch.name, a->policy, (unsigned long long)a->vram_budget, a->hw, cuda ? "cuda" : "cpu",
+                 omp_get_max_threads(), (long long)a->chunk, (long long)n_gen, (long long)a->n_prompt, a->ctrl.eps,
+                 a->serialized);
+        atsc_results_meta meta = {"ats run", cf, a->seed, m->arch.name, "", ""};
+        if (atsc_results_open(a->out_path, &meta, w, &err) != ATS_OK ||
+            atsc_results_begin_run(*w, a->policy, a->policy, NULL, 1, &err) != ATS_OK) {
+            ats_cli_error("run", "--out: %s", err.msg);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    if (a->timeline_path) {
+        char cf[256];
+        snprintf(cf, sizeof cf, "{\"command\": \"run\", \"policy\": \"%s\", \"model\": \"%s\", \"vram_budget\": %llu}",
+                 a->policy, m->arch.name, (unsigned long long)a->vram_budget);
+        if (atsc_timeline_open(a->timeline_path, cf, &tl->tl, &err) != ATS_OK) {
+            ats_cli_error("run", "--timeline: %s", err.msg);
+            return ATS_EXIT_USAGE;
+        }
+        tl->pid = atsc_timeline_process(tl->tl, a->policy);
+        tl->rounds = atsc_timeline_track(tl->tl, tl->pid, "rounds");
+        tl->cpu = atsc_timeline_track(tl->tl, tl->pid, "CPU");
+        tl->gpu = atsc_timeline_track(tl->tl, tl->pid, "GPU compute stream");
+        tl->ce = atsc_timeline_track(tl->tl, tl->pid, "copy engine 0");
+    }
+    return ATS_EXIT_OK;
+}
+
+/* The summary on stderr, in the simulator's columns. */
+static void print_summary(ex_rt *rt, const run_policy_args *a, const policy_stats *ps)
+{
+    uint64_t res, tmp, kv, comp;
+    ex_rt_layout(rt, &res, &tmp, &kv, &comp);
+    double gb, tr;
+    ex_rt_gpu_busy(rt, &gb, &tr);
+    const int64_t nd = ps->nd;
+    double tmean = nd ? ps->dec_s / (double)nd : NAN, p50 = pct(ps->tpot, (size_t)nd, 50),
+           p99 = pct(ps->tpot, (size_t)nd, 99);
+    fprintf(stderr,
+            "ats run: policy %s on %s, --vram-budget %.3f GiB: resident %.3f GiB + temp %.3f + KV %.3f + compute "
+            "%.3f (est.); setup %.3f s, resident upload %.3f s (%.1f GB/s)\n",
+            a->policy, ps->cuda ? "cuda" : "cpu only", a->vram_budget / 1073741824.0, res / 1073741824.0,
+            tmp / 1073741824.0, kv / 1073741824.0, comp / 1073741824.0, ps->t_new_s, ex_rt_upload_s(rt),
+            ex_rt_upload_s(rt) > 0 ? res / ex_rt_upload_s(rt) / 1e9 : 0.0);
+    fprintf(stderr, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "policy", "prefill", "decode", "TTFT",
+            "TPOT mean", "TPOT p50", "TPOT p99", "resched", "GB h2d", "GPU");
+    fprintf(stderr, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "", "tok/s", "tok/s", "s", "ms", "ms", "ms",
+            "", "", "busy");
+    char tp[3][32]; /* TPOT mean, p50, p99 [ms]; '-' without a decode round (as ats sim prints) */
+    const double tv[3] = {tmean, p50, p99};
+    for (int k = 0; k < 3; k++) {
+        if (nd > 0 && isfinite(tv[k])) snprintf(tp[k], sizeof tp[k], "%.2f", 1e3 * tv[k]);
+        else snprintf(tp[k], sizeof tp[k], "-");
+    }
+    fprintf(stderr, "%-16s %10.2f %10.2f %9.3f %10s %10s %10s %7lld %9.3f %5.1f%%\n", a->policy,
+            ps->pre_s > 0 ? (double)a->n_prompt / ps->pre_s : 0.0, ps->dec_s > 0 ? (double)nd / ps->dec_s : 0.0,
+            ps->ttft, tp[0], tp[1], tp[2], (long long)ex_rt_n_reschedules(rt), ps->h2d / 1e9,
+            tr > 0 ? 100.0 * gb / tr : 0.0);
+    fprintf(stderr, "ats run: re-plans cost %.3f ms in all; %d op runs off the plan (exec/README.md \"Plans\")\n",
+            1e3 * ps->resched_s, ps->off);
+}
+
+/* --timeline and --out closed when the run succeeded, else dropped (nothing half-written). */
+static void close_outputs(const run_policy_args *a, atsc_results *w, tl_ids *tl, int *rc)
+{
+    ats_err err = {{0}};
+    if (tl->tl) {
+        if (*rc == ATS_EXIT_OK && atsc_timeline_close(tl->tl, &err) != ATS_OK) {
+            ats_cli_error("run", "--timeline: %s", err.msg);
+            *rc = ATS_EXIT_FAIL;
+        } else if (*rc != ATS_EXIT_OK) {
+            atsc_timeline_abort(tl->tl);
+        }
+        tl->tl = NULL;
+    }
+    if (w) {
+        if (*rc == ATS_EXIT_OK && atsc_results_close(w, &err) != ATS_OK) {
+            ats_cli_error("run", "--out: %s", err.msg);
+            *rc = ATS_EXIT_FAIL;
+        } else if (*rc != ATS_EXIT_OK) {
+            atsc_results_abort(w); /* nothing half-written */
+            fprintf(stderr, "ats run: --out %s not written\n", a->out_path);
+        } else {
+            fprintf(stderr, "ats run: wrote %s\n", a->out_path);
+        }
+    }
+}
+
 int ats_run_policy(const ex_model *m, const run_policy_args *a)
 {
     ats_err err = {{0}};
@@ -179,44 +287,14 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     atsc_op_row *ops = malloc((size_t)g->n_ops * sizeof *ops);
     double *tpot = malloc((size_t)(n_gen + 1) * sizeof *tpot);
     atsc_results *w = NULL;
+    tl_ids tl = {NULL, 0, 0, 0, 0, 0, g};
     int rc = ATS_EXIT_OK;
     if (!logits || !ops || !tpot) {
         rc = ATS_EXIT_FAIL;
         goto done;
     }
-    if (a->out_path) {
-        char cf[1024];
-        snprintf(cf, sizeof cf,
-                 "{\"command\": \"run\", \"model\": \"%s\", \"policy\": \"%s\", \"vram_budget\": %llu, \"hw\": \"%s\", "
-                 "\"device\": \"%s\", \"threads\": %d, \"chunk\": %lld, \"n\": %lld, \"prompt_tokens\": %lld, "
-                 "\"eps\": %g, \"serialized\": %d}",
-                 m->arch.name, a->policy, (unsigned long long)a->vram_budget, a->hw, cuda ? "cuda" : "cpu",
-                 omp_get_max_threads(), (long long)a->chunk, (long long)n_gen, (long long)a->n_prompt, a->ctrl.eps,
-                 a->serialized);
-        atsc_results_meta meta = {"ats run", cf, a->seed, m->arch.name, "", ""};
-        if (atsc_results_open(a->out_path, &meta, &w, &err) != ATS_OK ||
-            atsc_results_begin_run(w, a->policy, a->policy, NULL, 1, &err) != ATS_OK) {
-            ats_cli_error("run", "--out: %s", err.msg);
-            rc = ATS_EXIT_USAGE;
-            goto done;
-        }
-    }
-    tl_ids tl = {NULL, 0, 0, 0, 0, 0, g};
-    if (a->timeline_path) {
-        char cf[256];
-        snprintf(cf, sizeof cf, "{\"command\": \"run\", \"policy\": \"%s\", \"model\": \"%s\", \"vram_budget\": %llu}",
-                 a->policy, m->arch.name, (unsigned long long)a->vram_budget);
-        if (atsc_timeline_open(a->timeline_path, cf, &tl.tl, &err) != ATS_OK) {
-            ats_cli_error("run", "--timeline: %s", err.msg);
-            rc = ATS_EXIT_USAGE;
-            goto done;
-        }
-        tl.pid = atsc_timeline_process(tl.tl, a->policy);
-        tl.rounds = atsc_timeline_track(tl.tl, tl.pid, "rounds");
-        tl.cpu = atsc_timeline_track(tl.tl, tl.pid, "CPU");
-        tl.gpu = atsc_timeline_track(tl.tl, tl.pid, "GPU compute stream");
-        tl.ce = atsc_timeline_track(tl.tl, tl.pid, "copy engine 0");
-    }
+    rc = open_outputs(m, a, cuda, n_gen, &w, &tl);
+    if (rc != ATS_EXIT_OK) goto done;
     uint64_t h2d = 0;
     int32_t off = 0;
     int64_t idx = 0;
@@ -269,54 +347,11 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     printf("\n");
     if (ats_cli_stop) rc = ATS_EXIT_FAIL;
     if (rc == ATS_EXIT_OK) {
-        uint64_t res, tmp, kv, comp;
-        ex_rt_layout(rt, &res, &tmp, &kv, &comp);
-        double gb, tr;
-        ex_rt_gpu_busy(rt, &gb, &tr);
-        double tmean = nd ? dec_s / (double)nd : NAN, p50 = pct(tpot, (size_t)nd, 50), p99 = pct(tpot, (size_t)nd, 99);
-        fprintf(stderr,
-                "ats run: policy %s on %s, --vram-budget %.3f GiB: resident %.3f GiB + temp %.3f + KV %.3f + compute "
-                "%.3f (est.); setup %.3f s, resident upload %.3f s (%.1f GB/s)\n",
-                a->policy, cuda ? "cuda" : "cpu only", a->vram_budget / 1073741824.0, res / 1073741824.0,
-                tmp / 1073741824.0, kv / 1073741824.0, comp / 1073741824.0, (double)t_new * 1e-9, ex_rt_upload_s(rt),
-                ex_rt_upload_s(rt) > 0 ? res / ex_rt_upload_s(rt) / 1e9 : 0.0);
-        fprintf(stderr, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "policy", "prefill", "decode", "TTFT",
-                "TPOT mean", "TPOT p50", "TPOT p99", "resched", "GB h2d", "GPU");
-        fprintf(stderr, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "", "tok/s", "tok/s", "s", "ms", "ms", "ms",
-                "", "", "busy");
-        char tp[3][32]; /* TPOT mean, p50, p99 [ms]; '-' without a decode round (as ats sim prints) */
-        const double tv[3] = {tmean, p50, p99};
-        for (int k = 0; k < 3; k++) {
-            if (nd > 0 && isfinite(tv[k])) snprintf(tp[k], sizeof tp[k], "%.2f", 1e3 * tv[k]);
-            else snprintf(tp[k], sizeof tp[k], "-");
-        }
-        fprintf(stderr, "%-16s %10.2f %10.2f %9.3f %10s %10s %10s %7lld %9.3f %5.1f%%\n", a->policy,
-                pre_s > 0 ? (double)a->n_prompt / pre_s : 0.0, dec_s > 0 ? (double)nd / dec_s : 0.0, ttft, tp[0],
-                tp[1], tp[2], (long long)ex_rt_n_reschedules(rt), h2d / 1e9, tr > 0 ? 100.0 * gb / tr : 0.0);
-        fprintf(stderr, "ats run: re-plans cost %.3f ms in all; %d op runs off the plan (exec/README.md \"Plans\")\n",
-                1e3 * resched_s, off);
+        policy_stats ps = {pre_s, dec_s, ttft, resched_s, (double)t_new * 1e-9, tpot, nd, h2d, off, cuda};
+        print_summary(rt, a, &ps);
     }
 done:
-    if (tl.tl) {
-        if (rc == ATS_EXIT_OK && atsc_timeline_close(tl.tl, &err) != ATS_OK) {
-            ats_cli_error("run", "--timeline: %s", err.msg);
-            rc = ATS_EXIT_FAIL;
-        } else if (rc != ATS_EXIT_OK) {
-            atsc_timeline_abort(tl.tl);
-        }
-        tl.tl = NULL;
-    }
-    if (w) {
-        if (rc == ATS_EXIT_OK && atsc_results_close(w, &err) != ATS_OK) {
-            ats_cli_error("run", "--out: %s", err.msg);
-            rc = ATS_EXIT_FAIL;
-        } else if (rc != ATS_EXIT_OK) {
-            atsc_results_abort(w); /* nothing half-written */
-            fprintf(stderr, "ats run: --out %s not written\n", a->out_path);
-        } else {
-            fprintf(stderr, "ats run: wrote %s\n", a->out_path);
-        }
-    }
+    close_outputs(a, w, &tl, &rc);
     free(logits);
     free(ops);
     free(tpot);
