@@ -36,7 +36,7 @@ enum ats_status bench_model_load(const bench_model_src *src, ex_model **out, dou
 struct bench_model_dev {
     bench_model_exec ex;
     const ex_backend *a, *b;
-    char gpu_name[64];
+    char gpu_name[256]; /* ex_gpu_props.name's size */
 #ifdef ATS_HAVE_CUDA
     ex_gpu *gpu;
     struct ex_backend *cuda;
