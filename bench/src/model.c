@@ -142,7 +142,7 @@ enum ats_status bench_model_run(const ex_model *m, const bench_model_dev *d, con
     if (o->threads > 0) omp_set_num_threads(o->threads);
     memset(row, 0, sizeof *row);
     row->exec = d->ex;
-    snprintf(row->gpu, sizeof row->gpu, "%s", d->gpu_name);
+    snprintf(row->gpu, sizeof row->gpu, "%.63s", d->gpu_name); /* the column holds 63 characters */
     row->threads = omp_get_max_threads();
     row->test = *t;
     row->reps = o->reps;
