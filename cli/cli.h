@@ -185,6 +185,11 @@ void ats_cli_catch_stop_signals(void);
  *  130 SIGINT, 143 SIGTERM, 129 SIGHUP, as `ats sim` after Ctrl-C). */
 int ats_cli_exit_after_signal(int rc);
 
+/** `ats run`'s prompt against the session's context: a prompt longer than ctx [tokens] is refused (one line,
+ *  ATS_EXIT_USAGE); *n_gen is limited to what fits after it (ctx - n_prompt + 1: the last sampled token needs
+ *  no forward), with a note on stderr. ATS_EXIT_OK otherwise. */
+int ats_cli_fit_context(int64_t n_prompt, int64_t ctx, int64_t *n_gen);
+
 /* Subcommands (each in cli/cmd_<name>.c). */
 int ats_cmd_inspect(int argc, char **argv);
 int ats_cmd_sim(int argc, char **argv);   /* cli/cmd_sim.c */

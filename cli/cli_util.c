@@ -451,3 +451,18 @@ const char *ats_cli_machine(char *buf, size_t len, const char *gpu_name)
     snprintf(buf, len, "%s%s%s", cpu, gpu_name && *gpu_name ? ", " : "", gpu_name ? gpu_name : "");
     return buf;
 }
+
+int ats_cli_fit_context(int64_t n_prompt, int64_t ctx, int64_t *n_gen)
+{
+    if (n_prompt > ctx) {
+        ats_cli_error("run", "prompt of %lld tokens is longer than the context (%lld tokens; --ctx)",
+                      (long long)n_prompt, (long long)ctx);
+        return ATS_EXIT_USAGE;
+    }
+    if (n_prompt + *n_gen - 1 > ctx) {
+        fprintf(stderr, "ats run: note: -n %lld limited to %lld by the context of %lld tokens\n", (long long)*n_gen,
+                (long long)(ctx - n_prompt + 1), (long long)ctx);
+        *n_gen = ctx - n_prompt + 1;
+    }
+    return ATS_EXIT_OK;
+}

@@ -534,17 +534,8 @@ static int prepare_prompt(run_state *r)
         ats_cli_error("run", "empty prompt and the vocabulary has no BOS token");
         return ATS_EXIT_USAGE;
     }
-    if (r->n_prompt > ctx) {
-        ats_cli_error("run", "prompt of %lld tokens is longer than the context (%lld tokens; --ctx)",
-                      (long long)r->n_prompt, (long long)ctx);
-        return ATS_EXIT_USAGE;
-    }
     r->n_gen = o->n_gen;
-    if (r->n_prompt + r->n_gen - 1 > ctx) {
-        fprintf(stderr, "ats run: note: -n %lld limited to %lld by the context of %lld tokens\n", o->n_gen,
-                (long long)(ctx - r->n_prompt + 1), (long long)ctx);
-        r->n_gen = ctx - r->n_prompt + 1;
-    }
+    if ((rc = ats_cli_fit_context(r->n_prompt, ctx, &r->n_gen)) != ATS_EXIT_OK) return rc;
     r->logits = malloc((size_t)r->m->arch.n_vocab * sizeof *r->logits);
     return r->logits ? ATS_EXIT_OK : ATS_EXIT_FAIL;
 }

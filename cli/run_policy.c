@@ -269,18 +269,10 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     const ats_graph *g = ex_session_graph(s);
     /* -n limited to what the context holds after the prompt, as the split-backend run does */
     int64_t n_gen = a->n_gen;
-    const int64_t ctx = ex_session_n_ctx(s);
-    if (a->n_prompt > ctx) {
-        ats_cli_error("run", "prompt of %lld tokens is longer than the context (%lld tokens; --ctx)",
-                      (long long)a->n_prompt, (long long)ctx);
+    if (ats_cli_fit_context(a->n_prompt, ex_session_n_ctx(s), &n_gen) != ATS_EXIT_OK) {
         ex_rt_free(rt);
         if (dev) ex_device_cuda_free(dev);
         return ATS_EXIT_USAGE;
-    }
-    if (a->n_prompt + n_gen - 1 > ctx) {
-        fprintf(stderr, "ats run: note: -n %lld limited to %lld by the context of %lld tokens\n", (long long)n_gen,
-                (long long)(ctx - a->n_prompt + 1), (long long)ctx);
-        n_gen = ctx - a->n_prompt + 1;
     }
     const int64_t V = m->arch.n_vocab;
     float *logits = malloc((size_t)V * sizeof *logits);

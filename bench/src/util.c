@@ -8,37 +8,40 @@
 
 #include "bench/bench.h"
 
+/* fmt formatted into a buffer of n bytes, handed to fn (skipped when the sink has no such entry) */
+static void sink_vsend(void (*fn)(void *, const char *), void *ctx, size_t n, const char *fmt, va_list ap)
+{
+    if (!fn) return;
+    char buf[4096];
+    vsnprintf(buf, n < sizeof buf ? n : sizeof buf, fmt, ap);
+    fn(ctx, buf);
+}
+
 void bench_table(const bench_sink *sink, const char *fmt, ...)
 {
-    if (!sink || !sink->table) return;
-    char buf[4096];
+    if (!sink) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    sink_vsend(sink->table, sink->ctx, 4096, fmt, ap);
     va_end(ap);
-    sink->table(sink->ctx, buf);
 }
 
 void bench_note(const bench_sink *sink, const char *fmt, ...)
 {
-    if (!sink || !sink->note) return;
-    char buf[1024];
+    if (!sink) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    sink_vsend(sink->note, sink->ctx, 1024, fmt, ap);
     va_end(ap);
-    sink->note(sink->ctx, buf);
 }
 
 void bench_progress(const bench_sink *sink, const char *fmt, ...)
 {
-    if (!sink || !sink->progress) return;
-    char buf[512];
+    if (!sink) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    sink_vsend(sink->progress, sink->ctx, 512, fmt, ap);
     va_end(ap);
-    sink->progress(sink->ctx, buf);
 }
 
 void bench_progress_bytes(void *sink, uint64_t done, uint64_t total)
