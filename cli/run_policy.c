@@ -287,6 +287,11 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     }
     rc = open_outputs(m, a, cuda, n_gen, &w, &tl);
     if (rc != ATS_EXIT_OK) goto done;
+    int hooked = 0; /* before_rounds called: after_rounds is owed */
+    if (a->before_rounds) {
+        hooked = 1;
+        rc = a->before_rounds(a->hook_ctx);
+    }
     uint64_t h2d = 0;
     int32_t off = 0;
     int64_t idx = 0;
@@ -307,7 +312,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
        sees it, then the generated text piece by piece */
     const int ids = a->print_ids || !m->tok;
     char piece[512];
-    if (!ids && rc == ATS_EXIT_OK)
+    if (!ids && rc == ATS_EXIT_OK && !a->quiet)
         for (int64_t i = 1; i < a->n_prompt; i++) {
             ex_tokenizer_decode(m->tok, a->prompt[i - 1], a->prompt[i], piece, sizeof piece);
             fputs(piece, stdout);
@@ -320,13 +325,14 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
             break;
         }
         if (!a->no_eos && m->tok && next == m->eos_id) break;
-        if (ids) {
+        if (a->quiet) {
+        } else if (ids) {
             printf(d ? " %d" : "%d", next);
         } else {
             ex_tokenizer_decode(m->tok, prev, next, piece, sizeof piece);
             fputs(piece, stdout);
         }
-        fflush(stdout);
+        if (!a->quiet) fflush(stdout);
         prev = next;
         if (d + 1 == n_gen) break;
         rc = one_round(rt, a, w, idx++, ATS_PHASE_DECODE, &next, 1, logits, &info, &h2d, &off, ops, &tl);
@@ -336,7 +342,8 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
             resched_s += info.resched_cost_s;
         }
     }
-    printf("\n");
+    if (hooked && a->after_rounds) a->after_rounds(a->hook_ctx);
+    if (!a->quiet) printf("\n");
     if (ats_cli_stop) rc = ATS_EXIT_FAIL;
     if (rc == ATS_EXIT_OK) {
         policy_stats ps = {pre_s, dec_s, ttft, resched_s, (double)t_new * 1e-9, tpot, nd, h2d, off, cuda};
