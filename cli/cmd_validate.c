@@ -216,6 +216,11 @@ static int parse_args(int argc, char **argv, val_opts *o)
         ats_cli_error("validate", "--out and --summary name the same file '%s' (give two paths)", o->out);
         return ATS_EXIT_USAGE;
     }
+    ats_err err = {{0}};
+    if (atsc_val_summary_check(o->summary, &err) != ATS_OK) { /* before hours of runs, not after */
+        ats_cli_error("validate", "--summary: %s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
     return ATS_EXIT_OK;
 }
 

@@ -228,6 +228,7 @@ enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_r
         hid_t a = H5Aopen(f, "schema", H5P_DEFAULT);
         hid_t t = H5Tcopy(H5T_C_S1);
         H5Tset_size(t, H5T_VARIABLE);
+        H5Tset_cset(t, H5T_CSET_UTF8); /* as written (str_attr): HDF5 converts no ASCII <-> UTF-8 */
         char *v = NULL;
         if (a >= 0 && H5Aread(a, t, &v) >= 0 && v) {
             snprintf(schema, sizeof schema, "%s", v);
@@ -295,6 +296,44 @@ enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_r
 
 /* ---------------------------------------------------------------- summary.json */
 
+/* The list in path into *out (new; a missing file: an empty list), or ATS_EINVAL naming what is wrong. */
+static enum ats_status load_list(const char *path, json_t **out, ats_err *err)
+{
+    *out = NULL;
+    enum ats_status st = ATS_OK;
+    json_t *list = NULL;
+    if (access(path, F_OK) == 0) {
+        json_error_t je;
+        list = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+        if (!list)
+            st = ats_err_set(err, ATS_EINVAL, "%s: not JSON (line %d: %s); left as it is", path, je.line, je.text);
+        else if (!json_is_array(list))
+            st = ats_err_set(err, ATS_EINVAL, "%s: top level is a JSON %s, not a list of records; left as it is", path,
+                             json_is_object(list) ? "object" : "value");
+        for (size_t i = 0; !st && i < json_array_size(list); i++)
+            if (!json_is_object(json_array_get(list, i)))
+                st = ats_err_set(err, ATS_EINVAL, "%s: entry %zu is not a record (JSON object); left as it is", path, i);
+    } else if (errno != ENOENT) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: %s", path, strerror(errno));
+    } else {
+        list = json_array();
+        if (!list) st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+    }
+    if (st) json_decref(list);
+    else *out = list;
+    return st;
+}
+
+enum ats_status atsc_val_summary_check(const char *path, ats_err *err)
+{
+    if (!path) return ats_err_set(err, ATS_EINVAL, "atsc_val_summary_check: NULL argument");
+    enum ats_status st = atsc_out_check(path, err);
+    json_t *list = NULL;
+    if (!st) st = load_list(path, &list, err);
+    json_decref(list);
+    return st;
+}
+
 enum ats_status atsc_val_summary_append(const char *path, const json_t *records, ats_err *err)
 {
     if (!path || !records) return ats_err_set(err, ATS_EINVAL, "atsc_val_summary_append: NULL argument");
@@ -315,23 +354,7 @@ enum ats_status atsc_val_summary_append(const char *path, const json_t *records,
         return ats_err_set(err, ATS_EINVAL, "%s: cannot lock its directory: %s", path, strerror(e));
     }
     json_t *list = NULL;
-    if (access(path, F_OK) == 0) {
-        json_error_t je;
-        list = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-        if (!list)
-            st = ats_err_set(err, ATS_EINVAL, "%s: not JSON (line %d: %s); left as it is", path, je.line, je.text);
-        else if (!json_is_array(list))
-            st = ats_err_set(err, ATS_EINVAL, "%s: top level is a JSON %s, not a list of records; left as it is", path,
-                             json_is_object(list) ? "object" : "value");
-        for (size_t i = 0; !st && i < json_array_size(list); i++)
-            if (!json_is_object(json_array_get(list, i)))
-                st = ats_err_set(err, ATS_EINVAL, "%s: entry %zu is not a record (JSON object); left as it is", path, i);
-    } else if (errno != ENOENT) {
-        st = ats_err_set(err, ATS_EINVAL, "%s: %s", path, strerror(errno));
-    } else {
-        list = json_array();
-        if (!list) st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
-    }
+    st = load_list(path, &list, err);
     for (size_t i = 0; !st && i < json_array_size(records); i++)
         if (json_array_append(list, json_array_get(records, i)) != 0)
             st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);

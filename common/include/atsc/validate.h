@@ -108,6 +108,11 @@ struct json_t;
  */
 enum ats_status atsc_val_summary_append(const char *path, const struct json_t *records, ats_err *err);
 
+/** The checks of atsc_val_summary_append on the list in `path` as it is now (writable place, a list of
+ *  objects or no file), without writing: `ats validate` refuses a bad list before its runs. ATS_OK or
+ *  ATS_EINVAL with the same message. */
+enum ats_status atsc_val_summary_check(const char *path, ats_err *err);
+
 /**
  * The window [t0_s, t1_s) of trace tr (borrowed) as a trace of its own (new, atsc_trace_free) that
  * starts at 0: the value in force at t0_s, then every sample strictly inside the window shifted by
