@@ -15,6 +15,7 @@
 #include <math.h>
 #include <omp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,8 @@
 #include "ld/load.h"
 #include "run_policy.h"
 #include "sim_cli.h"
+
+extern char **environ;
 
 #define VAL_MAX_POLICIES 16
 #define VAL_CHANGE_TOL 0.05 /* a load change: > 0.05 in some resource (the stressor's step threshold) */
@@ -217,6 +220,10 @@ static int parse_args(int argc, char **argv, val_opts *o)
         return ATS_EXIT_USAGE;
     }
     ats_err err = {{0}};
+    if (o->baseline && atsc_in_readable(o->baseline, "baseline (ats record --save-baseline)", &err) != ATS_OK) {
+        ats_cli_error("validate", "--baseline: %s", err.msg);
+        return ATS_EXIT_USAGE;
+    }
     if (atsc_val_summary_check(o->summary, &err) != ATS_OK) { /* before hours of runs, not after */
         ats_cli_error("validate", "--summary: %s", err.msg);
         return ATS_EXIT_USAGE;
@@ -484,28 +491,28 @@ static int stress_start(void *ctx)
         return ATS_EXIT_FAIL;
     }
     self[n] = 0;
+    /* posix_spawn (vfork-like): no copy of this process's page tables, which map the model's gigabytes */
+    const char *argv[16];
+    int k = 0;
+    argv[k++] = self;
+    argv[k++] = "stress";
+    argv[k++] = "--trace";
+    argv[k++] = s->stress_path;
+    argv[k++] = "--duration";
+    argv[k++] = "1000000"; /* past any run: the last value holds until validate stops it */
+    if (s->o->baseline) argv[k++] = "--baseline", argv[k++] = s->o->baseline;
+    if (!s->stress_gpu) argv[k++] = "--cpu-only";
+    argv[k] = NULL;
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        ats_cli_error("validate", "fork for ats stress: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO); /* its report: stdout is the table's */
+    pid_t pid;
+    int e = posix_spawn(&pid, self, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0) {
+        ats_cli_error("validate", "cannot start %s stress: %s", self, strerror(e));
         return ATS_EXIT_FAIL;
-    }
-    if (pid == 0) { /* the stressor's report (stdout) goes to our stderr: stdout is the table's */
-        dup2(STDERR_FILENO, STDOUT_FILENO);
-        const char *argv[16];
-        int k = 0;
-        argv[k++] = self;
-        argv[k++] = "stress";
-        argv[k++] = "--trace";
-        argv[k++] = s->stress_path;
-        argv[k++] = "--duration";
-        argv[k++] = "1000000"; /* past any run: the last value holds until validate stops it */
-        if (s->o->baseline) argv[k++] = "--baseline", argv[k++] = s->o->baseline;
-        if (!s->stress_gpu) argv[k++] = "--cpu-only";
-        argv[k] = NULL;
-        execv(self, (char *const *)argv);
-        fprintf(stderr, "ats validate: exec %s stress: %s\n", self, strerror(errno));
-        _exit(127);
     }
     s->stress_pid = pid;
     int64_t end = now_ns() + (int64_t)((s->lead_s > 0.2 ? s->lead_s : 0.2) * 1e9);

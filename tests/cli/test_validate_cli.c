@@ -141,10 +141,11 @@ static void test_bad(void)
         {"--trace fig13-synth --no-stress --baseline b.txt", "does not go with --no-stress"},
         {"--trace fig13-synth --quant q8_0", "--quant only applies"},
         {"--trace no-such-trace", "no-such-trace"},
+        {"--trace fig13-synth --baseline /nonexistent/base.txt", "--baseline: /nonexistent/base.txt"},
         {"", "--trace is required"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(args, sizeof args, "validate --model %s --vram-budget 1GiB --prompt 16 --gen 4 --no-stress %s --out %s "
+        snprintf(args, sizeof args, "validate --model %s --vram-budget 1GiB --prompt 16 --gen 4 %s --out %s "
                  "--summary %s", model, cases[i].extra, vp, sp);
         int rc = run(args);
         CHECK_MSG(rc == 2, "case %zu: rc %d", i, rc);
