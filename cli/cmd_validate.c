@@ -41,6 +41,7 @@
 extern char **environ;
 
 #define VAL_MAX_POLICIES 16
+#define VAL_MAX_STRESS_ARGS 16
 #define VAL_CHANGE_TOL 0.05 /* a load change: > 0.05 in some resource (the stressor's step threshold) */
 
 static void usage(FILE *f)
@@ -75,6 +76,7 @@ static void usage(FILE *f)
             "                     CI box); the simulator still replays the window\n"
             "  --baseline FILE    closed-loop stressor (ats record --save-baseline FILE); else open loop\n"
             "  --lead S           the stressor starts S s earlier in the trace and S s before the first round [2]\n"
+            "  --stress-args 'A B'  more flags of ats stress, split at spaces (e.g. '--hogs-gpu 16')\n"
             "  --ops              per-op rows in both runs\n"
             "  --out FILE.h5      the validation file (required)\n"
             "  --summary FILE     JSON list the records are appended to [experiments/validation/summary.json of\n"
@@ -83,7 +85,7 @@ static void usage(FILE *f)
 }
 
 typedef struct val_opts {
-    const char *model, *quant, *hw, *trace, *policy, *out, *summary, *baseline;
+    const char *model, *quant, *hw, *trace, *policy, *out, *summary, *baseline, *stress_args;
     int dummy, cpu_only, no_stress, ops, window_given, gen_auto;
     double win0, win1, lead_s;
     long long threads, prompt, gen, chunk, ctx, seed;
@@ -109,7 +111,7 @@ static int parse_args(int argc, char **argv, val_opts *o)
 {
     enum { O_MODEL = 256, O_DUMMY, O_QUANT, O_HW, O_TRACE, O_WINDOW, O_POLICY, O_VRAM, O_THREADS, O_PROMPT, O_GEN,
            O_CHUNK, O_CTX, O_EPS, O_INTERVAL, O_SEED, O_CPUONLY, O_NOSTRESS, O_BASELINE, O_LEAD, O_OPS, O_OUT,
-           O_SUMMARY, O_HELP };
+           O_SUMMARY, O_STRESS_ARGS, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"hw", required_argument, 0, O_HW},
@@ -122,7 +124,8 @@ static int parse_args(int argc, char **argv, val_opts *o)
         {"cpu-only", no_argument, 0, O_CPUONLY}, {"no-stress", no_argument, 0, O_NOSTRESS},
         {"baseline", required_argument, 0, O_BASELINE}, {"lead", required_argument, 0, O_LEAD},
         {"ops", no_argument, 0, O_OPS}, {"out", required_argument, 0, O_OUT},
-        {"summary", required_argument, 0, O_SUMMARY}, {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
+        {"summary", required_argument, 0, O_SUMMARY}, {"stress-args", required_argument, 0, O_STRESS_ARGS},
+        {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c, li;
@@ -179,6 +182,13 @@ static int parse_args(int argc, char **argv, val_opts *o)
         case O_OPS: o->ops = 1; break;
         case O_OUT: o->out = optarg; break;
         case O_SUMMARY: o->summary = optarg; break;
+        case O_STRESS_ARGS: {
+            int nw = 0, in = 0;
+            for (const char *p = optarg; *p; p++) nw += !in && *p != ' ', in = *p != ' ';
+            bad = nw > VAL_MAX_STRESS_ARGS, want = "at most 16 words";
+            o->stress_args = optarg;
+            break;
+        }
         case O_HELP:
         case 'h': usage(stdout); return -1;
         case ':': ats_cli_missing_value("validate", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
@@ -202,8 +212,8 @@ static int parse_args(int argc, char **argv, val_opts *o)
         ats_cli_error("validate", "--quant only applies to --dummy-weights (a GGUF file says its types)");
         return ATS_EXIT_USAGE;
     }
-    if (o->no_stress && o->baseline) {
-        ats_cli_error("validate", "--baseline is the stressor's; it does not go with --no-stress");
+    if (o->no_stress && (o->baseline || o->stress_args)) {
+        ats_cli_error("validate", "--baseline and --stress-args are the stressor's; they do not go with --no-stress");
         return ATS_EXIT_USAGE;
     }
     if (!o->summary) { /* the source tree's list: the models directory's parent */
@@ -492,7 +502,8 @@ static int stress_start(void *ctx)
     }
     self[n] = 0;
     /* posix_spawn (vfork-like): no copy of this process's page tables, which map the model's gigabytes */
-    const char *argv[16];
+    const char *argv[16 + VAL_MAX_STRESS_ARGS];
+    char words[1024];
     int k = 0;
     argv[k++] = self;
     argv[k++] = "stress";
@@ -502,6 +513,10 @@ static int stress_start(void *ctx)
     argv[k++] = "1000000"; /* past any run: the last value holds until validate stops it */
     if (s->o->baseline) argv[k++] = "--baseline", argv[k++] = s->o->baseline;
     if (!s->stress_gpu) argv[k++] = "--cpu-only";
+    snprintf(words, sizeof words, "%s", s->o->stress_args ? s->o->stress_args : "");
+    char *save = NULL;
+    for (char *w = strtok_r(words, " ", &save); w && k < 15 + VAL_MAX_STRESS_ARGS; w = strtok_r(NULL, " ", &save))
+        argv[k++] = w;
     argv[k] = NULL;
     fflush(NULL);
     posix_spawn_file_actions_t fa;
@@ -723,14 +738,6 @@ static int report(val_state *s, int rc)
         ats_cli_error("validate", "%s", err.msg);
         return ATS_EXIT_FAIL;
     }
-    printf("# ats validate: %s, trace %s window %g:%g s, VRAM budget %.2f GiB, %d threads, prompt %lld, hw %s, "
-           "stressor %s\n", s->m->arch.name, s->trace_name, o->win0, o->win1, (double)o->vram / (1 << 30),
-           omp_get_max_threads(), o->prompt, s->sc.hw_desc.name,
-           o->no_stress ? "off" : o->baseline ? "closed loop" : "open loop");
-    printf("%-10s %6s %10s %10s %8s %8s %8s %11s %11s %9s\n", "policy", "rounds", "real TPOT", "sim TPOT", "err mean",
-           "MAPE", "p90 err", "real pre", "sim pre", "resched");
-    printf("%-10s %6s %10s %10s %8s %8s %8s %11s %11s %9s\n", "", "", "ms", "ms", "%", "%", "%", "tok/s", "tok/s",
-           "real/sim");
     for (int i = 0; i < s->n_pol; i++) {
         const atsc_results_run *r = s->real_ok[i] ? atsc_results_find_run(real, s->pol[i]) : NULL;
         if (!r || !s->sim_ok[i]) continue;
@@ -745,16 +752,27 @@ static int report(val_state *s, int rc)
             rc = ATS_EXIT_FAIL;
             continue;
         }
-        printf("%-10s %6lld %10.3f %10.3f %+8.2f %8.2f %8.2f %11.1f %11.1f %4d/%-4d\n", v->policy,
-               (long long)v->s.n_rounds, 1e3 * v->s.real_tpot_s, 1e3 * v->s.sim_tpot_s, v->s.mean_tpot_error_pct,
-               v->s.mape_pct, v->s.p90_round_error_pct, v->s.real_prefill_tok_s, v->s.sim_prefill_tok_s,
-               v->s.real_resched, v->s.sim_resched);
         n++;
     }
     atsc_results_file_free(real);
     if (n == 0) {
         ats_cli_error("validate", "no policy has both runs to compare; %s not written", o->out);
         return ATS_EXIT_FAIL;
+    }
+    printf("# ats validate: %s, trace %s window %g:%g s, VRAM budget %.2f GiB, %d threads, prompt %lld, hw %s, "
+           "stressor %s\n", s->m->arch.name, s->trace_name, o->win0, o->win1, (double)o->vram / (1 << 30),
+           omp_get_max_threads(), o->prompt, s->sc.hw_desc.name,
+           o->no_stress ? "off" : o->baseline ? "closed loop" : "open loop");
+    printf("%-10s %6s %10s %10s %8s %8s %8s %11s %11s %9s\n", "policy", "rounds", "real TPOT", "sim TPOT", "err mean",
+           "MAPE", "p90 err", "real pre", "sim pre", "resched");
+    printf("%-10s %6s %10s %10s %8s %8s %8s %11s %11s %9s\n", "", "", "ms", "ms", "%", "%", "%", "tok/s", "tok/s",
+           "real/sim");
+    for (int i = 0; i < n; i++) {
+        const atsc_val_row *v = &rows[i];
+        printf("%-10s %6lld %10.3f %10.3f %+8.2f %8.2f %8.2f %11.1f %11.1f %4d/%-4d\n", v->policy,
+               (long long)v->s.n_rounds, 1e3 * v->s.real_tpot_s, 1e3 * v->s.sim_tpot_s, v->s.mean_tpot_error_pct,
+               v->s.mape_pct, v->s.p90_round_error_pct, v->s.real_prefill_tok_s, v->s.sim_prefill_tok_s,
+               v->s.real_resched, v->s.sim_resched);
     }
     char cfg[2048];
     snprintf(cfg, sizeof cfg, "{\"command\": \"validate\", \"model\": \"%s\", \"hw\": \"%s\", \"trace\": \"%s\", "

@@ -104,7 +104,8 @@ static void test_auto_under_stress(void)
     snprintf(sp, sizeof sp, "%s/summary-stress.json", dir);
     snprintf(args, sizeof args,
              "validate --model %s --vram-budget 1GiB --trace h200-cpu-compile --window 20:21 --policy static --prompt 16 "
-             "--chunk 16 --ctx 80 --threads 2 --lead 0.3 --cpu-only --out %s --summary %s", model, vp, sp);
+             "--chunk 16 --ctx 80 --threads 2 --lead 0.3 --cpu-only --stress-args '--hogs-cpu 1 --period 0.01' --out %s "
+             "--summary %s", model, vp, sp);
     int rc = run(args);
     CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
     CHECK_MSG(strstr(err, "ats stress") != NULL, "no stressor in stderr: %s", err);
@@ -138,7 +139,7 @@ static void test_bad(void)
         {"--trace fig13-synth --policy ats,ats", "given twice"},
         {"--trace fig13-synth --chunk 0", "--chunk: bad value"},
         {"--trace fig13-synth --gen 4", "--gen given twice"},
-        {"--trace fig13-synth --no-stress --baseline b.txt", "does not go with --no-stress"},
+        {"--trace fig13-synth --no-stress --baseline b.txt", "do not go with --no-stress"},
         {"--trace fig13-synth --quant q8_0", "--quant only applies"},
         {"--trace no-such-trace", "no-such-trace"},
         {"--trace fig13-synth --baseline /nonexistent/base.txt", "--baseline: /nonexistent/base.txt"},
