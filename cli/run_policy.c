@@ -141,7 +141,7 @@ static int open_outputs(const ex_model *m, const run_policy_args *a, int cuda, i
                  a->serialized);
         atsc_results_meta meta = {"ats run", cf, a->seed, m->arch.name, "", ""};
         if (atsc_results_open(a->out_path, &meta, w, &err) != ATS_OK ||
-            atsc_results_begin_run(*w, a->policy, a->policy, NULL, 1, &err) != ATS_OK) {
+            atsc_results_begin_run(*w, a->policy, a->policy, NULL, a->record_ops, &err) != ATS_OK) {
             ats_cli_error("run", "--out: %s", err.msg);
             return ATS_EXIT_USAGE;
         }
