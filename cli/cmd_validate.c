@@ -43,6 +43,8 @@ extern char **environ;
 #define VAL_MAX_POLICIES 16
 #define VAL_MAX_STRESS_ARGS 16
 #define VAL_CHANGE_TOL 0.05 /* a load change: > 0.05 in some resource (the stressor's step threshold) */
+#define VAL_MAX_SEGS 4096   /* load segments per policy kept in /validation_segments */
+#define VAL_PRINT_SEGS 8    /* at most this many are printed and put into the summary record */
 
 static void usage(FILE *f)
 {
@@ -277,6 +279,7 @@ typedef struct val_state {
     const char *pol[VAL_MAX_POLICIES];
     int n_pol;
     atsc_trace *tr;             /* the whole trace */
+    atsc_trace *win;            /* its window, time 0 = the window's start */
     char trace_path[1024], trace_name[64];
     char dir[1024];             /* scratch folder */
     char win_path[1100], stress_path[1100], sim_path[1100], real_path[1100];
@@ -362,7 +365,7 @@ static int load_window(val_state *s)
     if (!st) st = atsc_val_trace_window(s->tr, s->trace_path, o->win0 - s->lead_s, o->win1, &ws, &err);
     if (!st) st = atsc_trace_save(w, s->win_path, &err);
     if (!st) st = atsc_trace_save(ws, s->stress_path, &err);
-    atsc_trace_free(w);
+    s->win = w;
     atsc_trace_free(ws);
     if (st) {
         ats_cli_error("validate", "%s", err.msg);
@@ -732,16 +735,56 @@ static json_t *record_of(const val_state *s, const atsc_val_row *r, const char *
     return j;
 }
 
+/* One line per load segment under the policy's line (a recorded trace has hundreds: counted only). */
+static void print_segments(const atsc_val_seg *g, size_t n)
+{
+    if (n > VAL_PRINT_SEGS) {
+        printf("  %zu load segments (per-segment errors in /validation_segments)\n", n);
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        char t1[32];
+        snprintf(t1, sizeof t1, isfinite(g[k].t1_s) ? "%.1f" : "end", g[k].t1_s);
+        if (g[k].n_decode == 0)
+            printf("  %6.1f-%-5s s  cpu %.2f gpu %.2f pcie %.2f: no decode round of both runs\n", g[k].t0_s, t1,
+                   g[k].cpu, g[k].gpu, g[k].pcie);
+        else
+            printf("  %6.1f-%-5s s  cpu %.2f gpu %.2f pcie %.2f: %5lld rounds, real %.3f ms, sim %.3f ms, %+.2f %%\n",
+                   g[k].t0_s, t1, g[k].cpu, g[k].gpu, g[k].pcie, (long long)g[k].n_decode, 1e3 * g[k].real_tpot_s,
+                   1e3 * g[k].sim_tpot_s, g[k].mean_tpot_error_pct);
+    }
+}
+
+static json_t *segments_json(const atsc_val_seg *g, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; k < n; k++)
+        json_array_append_new(a, json_pack("{s:f, s:o, s:f, s:f, s:f, s:I, s:o, s:o, s:o}", "t0_s", g[k].t0_s, "t1_s",
+                                           num_or_null(g[k].t1_s), "cpu", g[k].cpu, "gpu", g[k].gpu, "pcie", g[k].pcie,
+                                           "n_decode", (json_int_t)g[k].n_decode, "real_tpot_ms",
+                                           num_or_null(1e3 * g[k].real_tpot_s), "sim_tpot_ms",
+                                           num_or_null(1e3 * g[k].sim_tpot_s), "mean_tpot_error_pct",
+                                           num_or_null(g[k].mean_tpot_error_pct)));
+    return a;
+}
+
 /* Compares, prints, writes the validation file and appends the records. The exit code. */
 static int report(val_state *s, int rc)
 {
     val_opts *o = s->o;
     ats_err err = {{0}};
     atsc_val_row rows[VAL_MAX_POLICIES];
+    size_t seg_first[VAL_MAX_POLICIES] = {0}, seg_n[VAL_MAX_POLICIES] = {0}, n_seg = 0;
+    atsc_val_seg *segs = malloc((size_t)s->n_pol * VAL_MAX_SEGS * sizeof *segs);
     int n = 0;
+    if (!segs) {
+        ats_cli_error("validate", "out of memory");
+        return ATS_EXIT_FAIL;
+    }
     atsc_results_file *real = NULL;
     if (atsc_results_read(s->real_path, &real, &err) != ATS_OK) {
         ats_cli_error("validate", "%s", err.msg);
+        free(segs);
         return ATS_EXIT_FAIL;
     }
     for (int i = 0; i < s->n_pol; i++) {
@@ -758,11 +801,21 @@ static int report(val_state *s, int rc)
             rc = ATS_EXIT_FAIL;
             continue;
         }
+        size_t ns = 0;
+        if (n_seg < VAL_MAX_SEGS * VAL_MAX_POLICIES &&
+            atsc_val_segments(r->rounds, s->res[i].rounds, r->n_rounds, s->win, VAL_CHANGE_TOL, segs + n_seg,
+                              VAL_MAX_SEGS, &ns, &err) == ATS_OK) {
+            seg_first[n] = n_seg;
+            seg_n[n] = ns < VAL_MAX_SEGS ? ns : VAL_MAX_SEGS;
+            for (size_t k = 0; k < seg_n[n]; k++) snprintf(segs[n_seg + k].policy, ATSC_RESULTS_NAME_LEN, "%s", s->pol[i]);
+            n_seg += seg_n[n];
+        }
         n++;
     }
     atsc_results_file_free(real);
     if (n == 0) {
         ats_cli_error("validate", "no policy has both runs to compare; %s not written", o->out);
+        free(segs);
         return ATS_EXIT_FAIL;
     }
     printf("# ats validate: %s, trace %s window %g:%g s, VRAM budget %.2f GiB, %d threads, prompt %lld, hw %s, "
@@ -779,6 +832,7 @@ static int report(val_state *s, int rc)
                (long long)v->s.n_rounds, 1e3 * v->s.real_tpot_s, 1e3 * v->s.sim_tpot_s, v->s.mean_tpot_error_pct,
                v->s.mape_pct, v->s.p90_round_error_pct, v->s.real_prefill_tok_s, v->s.sim_prefill_tok_s,
                v->s.real_resched, v->s.sim_resched);
+        print_segments(segs + seg_first[i], seg_n[i]); /* rows[i] has its segments at seg_first[i] */
     }
     char cfg[2048];
     snprintf(cfg, sizeof cfg, "{\"command\": \"validate\", \"model\": \"%s\", \"hw\": \"%s\", \"trace\": \"%s\", "
@@ -789,15 +843,18 @@ static int report(val_state *s, int rc)
              (unsigned long long)o->vram, omp_get_max_threads(), o->prompt, o->chunk, o->gen_auto ? "auto" : "given",
              o->ctrl.eps, o->ctrl.tau_s, o->ctrl.tau_tpot_mult, o->seed,
              o->no_stress ? "off" : o->baseline ? "closed loop" : "open loop", o->cpu_only);
-    if (atsc_val_write(o->out, s->real_path, s->sim_path, cfg, rows, (size_t)n, &err) != ATS_OK) {
+    if (atsc_val_write(o->out, s->real_path, s->sim_path, cfg, rows, (size_t)n, segs, n_seg, &err) != ATS_OK) {
         ats_cli_error("validate", "%s", err.msg);
+        free(segs);
         return ATS_EXIT_FAIL;
     }
     printf("wrote %s\n", o->out);
     json_t *recs = json_array();
     for (int i = 0; i < n; i++) {
         char dev[32];
-        json_array_append_new(recs, record_of(s, &rows[i], real_device(s->real_path, rows[i].policy, dev, sizeof dev)));
+        json_t *r = record_of(s, &rows[i], real_device(s->real_path, rows[i].policy, dev, sizeof dev));
+        if (seg_n[i] <= VAL_PRINT_SEGS) json_object_set_new(r, "segments", segments_json(segs + seg_first[i], seg_n[i]));
+        json_array_append_new(recs, r);
     }
     if (atsc_val_summary_append(o->summary, recs, &err) != ATS_OK) {
         ats_cli_error("validate", "--summary: %s (the validation file %s is written)", err.msg, o->out);
@@ -806,6 +863,7 @@ static int report(val_state *s, int rc)
         printf("appended %d record%s to %s\n", n, n == 1 ? "" : "s", o->summary);
     }
     json_decref(recs);
+    free(segs);
     return rc;
 }
 
@@ -815,6 +873,7 @@ static void state_free(val_state *s)
     for (int i = 0; i < s->n_pol; i++) sim_session_result_free(&s->res[i]);
     if (s->sc_loaded) sim_cli_free(&s->sc);
     atsc_trace_free(s->tr);
+    atsc_trace_free(s->win);
     free(s->prompt);
     ex_model_free(s->m);
     rm_scratch(s);

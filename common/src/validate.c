@@ -83,7 +83,90 @@ enum ats_status atsc_val_compare(const atsc_round_row *real, size_t n_real, cons
     return ATS_OK;
 }
 
+/* Index of the segment of window time t: the last boundary <= t (bounds[0] = 0). */
+static size_t seg_of(const double *bounds, size_t nb, double t)
+{
+    size_t k = 0;
+    while (k + 1 < nb && bounds[k + 1] <= t) k++;
+    return k;
+}
+
+enum ats_status atsc_val_segments(const atsc_round_row *real, const atsc_round_row *sim, size_t n,
+                                  const atsc_trace *window, double tol, atsc_val_seg *segs, size_t max,
+                                  size_t *n_segs, ats_err *err)
+{
+    if (!real || !sim || !window || !n_segs || (max && !segs) || n == 0)
+        return ats_err_set(err, ATS_EINVAL, "atsc_val_segments: NULL argument or no round");
+    /* boundaries: 0, then every sample that changes some resource by more than tol */
+    size_t nb = 1;
+    for (size_t i = 1; i < window->n; i++)
+        nb += fabs(window->cpu_avail[i] - window->cpu_avail[i - 1]) > tol ||
+              fabs(window->gpu_avail[i] - window->gpu_avail[i - 1]) > tol ||
+              fabs(window->pcie_avail[i] - window->pcie_avail[i - 1]) > tol;
+    double *b = malloc(nb * sizeof *b), *sr = calloc(nb, sizeof *sr), *ss = calloc(nb, sizeof *ss);
+    int64_t *cnt = calloc(nb, sizeof *cnt);
+    size_t *first = malloc(nb * sizeof *first);
+    if (!b || !sr || !ss || !cnt || !first) {
+        free(b), free(sr), free(ss), free(cnt), free(first);
+        return ats_err_set(err, ATS_ENOMEM, "atsc_val_segments: out of memory");
+    }
+    b[0] = 0.0;
+    first[0] = 0;
+    for (size_t i = 1, k = 1; i < window->n; i++)
+        if (fabs(window->cpu_avail[i] - window->cpu_avail[i - 1]) > tol ||
+            fabs(window->gpu_avail[i] - window->gpu_avail[i - 1]) > tol ||
+            fabs(window->pcie_avail[i] - window->pcie_avail[i - 1]) > tol)
+            b[k] = window->t_s[i], first[k++] = i;
+    for (size_t i = 0; i < n; i++) {
+        if (real[i].phase != ATSC_PHASE_DECODE || sim[i].phase != ATSC_PHASE_DECODE) continue;
+        size_t kr = seg_of(b, nb, real[i].t_start_s - real[0].t_start_s);
+        size_t ks = seg_of(b, nb, sim[i].t_start_s - sim[0].t_start_s);
+        if (kr != ks) continue;
+        cnt[kr]++;
+        sr[kr] += real[i].latency_s;
+        ss[kr] += sim[i].latency_s;
+    }
+    for (size_t k = 0; k < nb && k < max; k++) {
+        atsc_val_seg *g = &segs[k];
+        memset(g, 0, sizeof *g);
+        g->t0_s = b[k];
+        g->t1_s = k + 1 < nb ? b[k + 1] : INFINITY;
+        g->cpu = window->cpu_avail[first[k]];
+        g->gpu = window->gpu_avail[first[k]];
+        g->pcie = window->pcie_avail[first[k]];
+        g->n_decode = cnt[k];
+        g->real_tpot_s = cnt[k] ? sr[k] / (double)cnt[k] : NAN;
+        g->sim_tpot_s = cnt[k] ? ss[k] / (double)cnt[k] : NAN;
+        g->mean_tpot_error_pct = cnt[k] && sr[k] > 0 ? 100.0 * (ss[k] - sr[k]) / sr[k] : NAN;
+    }
+    *n_segs = nb;
+    free(b), free(sr), free(ss), free(cnt), free(first);
+    return ATS_OK;
+}
+
 /* ---------------------------------------------------------------- validation file */
+
+static hid_t seg_type(void)
+{
+    hid_t s = H5Tcopy(H5T_C_S1);
+    H5Tset_size(s, ATSC_RESULTS_NAME_LEN);
+    H5Tset_strpad(s, H5T_STR_NULLTERM);
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(atsc_val_seg));
+#define M(f, ty) H5Tinsert(t, #f, HOFFSET(atsc_val_seg, f), ty)
+    M(policy, s);
+    M(t0_s, H5T_NATIVE_DOUBLE);
+    M(t1_s, H5T_NATIVE_DOUBLE);
+    M(cpu, H5T_NATIVE_DOUBLE);
+    M(gpu, H5T_NATIVE_DOUBLE);
+    M(pcie, H5T_NATIVE_DOUBLE);
+    M(n_decode, H5T_NATIVE_INT64);
+    M(real_tpot_s, H5T_NATIVE_DOUBLE);
+    M(sim_tpot_s, H5T_NATIVE_DOUBLE);
+    M(mean_tpot_error_pct, H5T_NATIVE_DOUBLE);
+#undef M
+    H5Tclose(s);
+    return t;
+}
 
 static hid_t row_type(void)
 {
@@ -150,10 +233,31 @@ static enum ats_status copy_tree(hid_t out, const char *path, const char *src_pa
     return ATS_OK;
 }
 
-enum ats_status atsc_val_write(const char *path, const char *real_path, const char *sim_path,
-                               const char *config_json, const atsc_val_row *rows, size_t n, ats_err *err)
+/* A 1-D compound table `name` of n rows of type t (closed here) in f. */
+static enum ats_status write_table(hid_t f, const char *path, const char *name, hid_t t, const void *rows, size_t n,
+                                   ats_err *err)
 {
-    if (!path || !real_path || !sim_path || (n && !rows))
+    hsize_t dims = n;
+    hid_t ds = H5Screate_simple(1, &dims, NULL);
+    hid_t dpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dpl, 0);
+    hid_t d = H5Dcreate2(f, name, t, ds, H5P_DEFAULT, dpl, H5P_DEFAULT);
+    H5Pclose(dpl);
+    herr_t e = d < 0 ? -1 : (n ? H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) : 0);
+    int why = e < 0 ? atsc_h5_errno() : 0;
+    if (d >= 0 && H5Dclose(d) < 0 && e >= 0) e = -1, why = atsc_h5_errno();
+    H5Sclose(ds);
+    H5Tclose(t);
+    if (e < 0)
+        return ats_err_set(err, ATS_EINVAL, "%s: write failed: %s (dataset '/%s')", path, strerror(why ? why : EIO), name);
+    return ATS_OK;
+}
+
+enum ats_status atsc_val_write(const char *path, const char *real_path, const char *sim_path,
+                               const char *config_json, const atsc_val_row *rows, size_t n,
+                               const atsc_val_seg *segs, size_t n_segs, ats_err *err)
+{
+    if (!path || !real_path || !sim_path || (n && !rows) || (n_segs && !segs))
         return ats_err_set(err, ATS_EINVAL, "atsc_val_write: NULL argument");
     json_error_t je;
     json_t *cj = json_loads(config_json ? config_json : "{}", 0, &je);
@@ -179,22 +283,8 @@ enum ats_status atsc_val_write(const char *path, const char *real_path, const ch
     if (bad) st = ats_err_set(err, ATS_EINVAL, "%s: writing the root attributes failed", path);
     if (!st) st = copy_tree(f, path, real_path, "real", err);
     if (!st) st = copy_tree(f, path, sim_path, "sim", err);
-    if (!st) {
-        hid_t t = row_type();
-        hsize_t dims = n;
-        hid_t ds = H5Screate_simple(1, &dims, NULL);
-        hid_t dpl = H5Pcreate(H5P_DATASET_CREATE);
-        H5Pset_obj_track_times(dpl, 0);
-        hid_t d = H5Dcreate2(f, "validation", t, ds, H5P_DEFAULT, dpl, H5P_DEFAULT);
-        H5Pclose(dpl);
-        herr_t e = d < 0 ? -1 : (n ? H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) : 0);
-        int why = e < 0 ? atsc_h5_errno() : 0;
-        if (d >= 0 && H5Dclose(d) < 0 && e >= 0) e = -1, why = atsc_h5_errno();
-        H5Sclose(ds);
-        H5Tclose(t);
-        if (e < 0) st = ats_err_set(err, ATS_EINVAL, "%s: write failed: %s (dataset '/validation')", path,
-                                    strerror(why ? why : EIO));
-    }
+    if (!st) st = write_table(f, path, "validation", row_type(), rows, n, err);
+    if (!st) st = write_table(f, path, "validation_segments", seg_type(), segs, n_segs, err);
     if (st) atsc_h5_discard(f); /* removed below: its close must not fail (h5write.h) */
     if (H5Fclose(f) < 0 && !st) {
         int e = atsc_h5_errno();
@@ -207,25 +297,20 @@ enum ats_status atsc_val_write(const char *path, const char *real_path, const ch
     return atsc_out_commit(o, err);
 }
 
-enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_results_file **sim,
-                              atsc_val_row **rows, size_t *n, ats_err *err)
+/* Opens validation file path (schema and version checked) into *f. */
+static enum ats_status open_checked(const char *path, hid_t *f, ats_err *err)
 {
-    if (!path || !rows || !n) return ats_err_set(err, ATS_EINVAL, "atsc_val_read: NULL argument");
-    if (real) *real = NULL;
-    if (sim) *sim = NULL;
-    *rows = NULL;
-    *n = 0;
+    *f = -1;
     enum ats_status st = atsc_in_readable(path, "validation file", err);
     if (st) return st;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (H5Fis_hdf5(path) <= 0) return ats_err_set(err, ATS_EINVAL, "%s: not an HDF5 file", path);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot open as HDF5", path);
-    /* schema and version */
+    hid_t h = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (h < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot open as HDF5", path);
     char schema[32] = "";
     int ver = -1;
-    if (H5Aexists(f, "schema") > 0) {
-        hid_t a = H5Aopen(f, "schema", H5P_DEFAULT);
+    if (H5Aexists(h, "schema") > 0) {
+        hid_t a = H5Aopen(h, "schema", H5P_DEFAULT);
         hid_t t = H5Tcopy(H5T_C_S1);
         H5Tset_size(t, H5T_VARIABLE);
         H5Tset_cset(t, H5T_CSET_UTF8); /* as written (str_attr): HDF5 converts no ASCII <-> UTF-8 */
@@ -237,8 +322,8 @@ enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_r
         H5Tclose(t);
         if (a >= 0) H5Aclose(a);
     }
-    if (H5Aexists(f, "schema_version") > 0) {
-        hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+    if (H5Aexists(h, "schema_version") > 0) {
+        hid_t a = H5Aopen(h, "schema_version", H5P_DEFAULT);
         if (a < 0 || H5Aread(a, H5T_NATIVE_INT, &ver) < 0) ver = -1;
         if (a >= 0) H5Aclose(a);
     }
@@ -247,41 +332,73 @@ enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_r
     else if (ver != ATSC_VAL_SCHEMA_VERSION)
         st = ats_err_set(err, ATS_EINVAL, "%s: attribute '/schema_version': %d (this program reads %d)", path, ver,
                          ATSC_VAL_SCHEMA_VERSION);
-    if (!st && H5Lexists(f, "validation", H5P_DEFAULT) <= 0)
-        st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/validation': missing", path);
-    if (!st) {
-        hid_t d = H5Dopen2(f, "validation", H5P_DEFAULT);
-        hid_t t = row_type();
-        hid_t ft = d < 0 ? -1 : H5Dget_type(d);
-        hid_t sp = d < 0 ? -1 : H5Dget_space(d);
-        hsize_t dims = 0;
-        if (d < 0 || H5Tget_class(ft) != H5T_COMPOUND || H5Sget_simple_extent_ndims(sp) != 1) {
-            st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/validation': not a 1-D compound table", path);
-        } else {
-            for (int i = 0; i < H5Tget_nmembers(t) && !st; i++) {
-                char *m = H5Tget_member_name(t, (unsigned)i);
-                if (H5Tget_member_index(ft, m) < 0)
-                    st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/validation': member '%s' missing", path, m);
-                H5free_memory(m);
-            }
-            H5Sget_simple_extent_dims(sp, &dims, NULL);
-        }
-        if (!st) {
-            *rows = calloc(dims ? dims : 1, sizeof **rows);
-            if (!*rows) st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
-            else if (dims && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows) < 0)
-                st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/validation': cannot read", path);
-            else *n = (size_t)dims;
-            for (size_t i = 0; !st && i < *n; i++) {
-                (*rows)[i].policy[ATSC_RESULTS_NAME_LEN - 1] = (*rows)[i].trace[ATSC_RESULTS_NAME_LEN - 1] = '\0';
-            }
-        }
-        if (sp >= 0) H5Sclose(sp);
-        if (ft >= 0) H5Tclose(ft);
+    if (st) H5Fclose(h);
+    else *f = h;
+    return st;
+}
+
+/* The whole 1-D compound table `name` of f as rows of type t (closed here) and size rsz: *rows new. */
+static enum ats_status read_table(hid_t f, const char *path, const char *name, hid_t t, size_t rsz, void **rows,
+                                  size_t *n, ats_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    enum ats_status st = ATS_OK;
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
         H5Tclose(t);
-        if (d >= 0) H5Dclose(d);
+        return ats_err_set(err, ATS_EINVAL, "%s: dataset '/%s': missing", path, name);
     }
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    hid_t ft = d < 0 ? -1 : H5Dget_type(d);
+    hid_t sp = d < 0 ? -1 : H5Dget_space(d);
+    hsize_t dims = 0;
+    if (d < 0 || H5Tget_class(ft) != H5T_COMPOUND || H5Sget_simple_extent_ndims(sp) != 1) {
+        st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/%s': not a 1-D compound table", path, name);
+    } else {
+        for (int i = 0; i < H5Tget_nmembers(t) && !st; i++) {
+            char *m = H5Tget_member_name(t, (unsigned)i);
+            if (H5Tget_member_index(ft, m) < 0)
+                st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/%s': member '%s' missing", path, name, m);
+            H5free_memory(m);
+        }
+        H5Sget_simple_extent_dims(sp, &dims, NULL);
+    }
+    if (!st) {
+        *rows = calloc(dims ? dims : 1, rsz);
+        if (!*rows) st = ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
+        else if (dims && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows) < 0)
+            st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/%s': cannot read", path, name);
+        else *n = (size_t)dims;
+    }
+    if (sp >= 0) H5Sclose(sp);
+    if (ft >= 0) H5Tclose(ft);
+    H5Tclose(t);
+    if (d >= 0) H5Dclose(d);
+    if (st) {
+        free(*rows);
+        *rows = NULL;
+        *n = 0;
+    }
+    return st;
+}
+
+enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_results_file **sim,
+                              atsc_val_row **rows, size_t *n, ats_err *err)
+{
+    if (!path || !rows || !n) return ats_err_set(err, ATS_EINVAL, "atsc_val_read: NULL argument");
+    if (real) *real = NULL;
+    if (sim) *sim = NULL;
+    *rows = NULL;
+    *n = 0;
+    hid_t f;
+    enum ats_status st = open_checked(path, &f, err);
+    if (st) return st;
+    void *r = NULL;
+    st = read_table(f, path, "validation", row_type(), sizeof(atsc_val_row), &r, n, err);
     H5Fclose(f);
+    *rows = r;
+    for (size_t i = 0; !st && i < *n; i++)
+        (*rows)[i].policy[ATSC_RESULTS_NAME_LEN - 1] = (*rows)[i].trace[ATSC_RESULTS_NAME_LEN - 1] = '\0';
     if (!st && real) st = atsc_results_read_group(path, "/real", real, err);
     if (!st && sim) st = atsc_results_read_group(path, "/sim", sim, err);
     if (st) {
@@ -291,6 +408,22 @@ enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_r
         if (real) atsc_results_file_free(*real), *real = NULL;
         if (sim) atsc_results_file_free(*sim), *sim = NULL;
     }
+    return st;
+}
+
+enum ats_status atsc_val_read_segments(const char *path, atsc_val_seg **segs, size_t *n, ats_err *err)
+{
+    if (!path || !segs || !n) return ats_err_set(err, ATS_EINVAL, "atsc_val_read_segments: NULL argument");
+    *segs = NULL;
+    *n = 0;
+    hid_t f;
+    enum ats_status st = open_checked(path, &f, err);
+    if (st) return st;
+    void *r = NULL;
+    st = read_table(f, path, "validation_segments", seg_type(), sizeof(atsc_val_seg), &r, n, err);
+    H5Fclose(f);
+    *segs = r;
+    for (size_t i = 0; !st && i < *n; i++) (*segs)[i].policy[ATSC_RESULTS_NAME_LEN - 1] = '\0';
     return st;
 }
 

@@ -92,6 +92,18 @@ static void test_two_policies(void)
         CHECK(json_string_value(json_object_get(r, "machine")) != NULL);
     }
     json_decref(l);
+    /* load segments of 59-121 s: 0-1 s idle, 1-61 s CPU 0.4, from 61 s GPU and PCIe 0.4; per policy */
+    atsc_val_seg *g = NULL;
+    size_t ng = 0;
+    CHECK_MSG(atsc_val_read_segments(vp, &g, &ng, &e) == ATS_OK, "%s", e.msg);
+    CHECK(ng == 6);
+    const double t0[3] = {0, 1, 61};
+    for (size_t k = 0; k < ng && ng == 6; k++) {
+        CHECK(!strcmp(g[k].policy, k < 3 ? rows[0].policy : rows[1].policy));
+        CHECK(g[k].t0_s == t0[k % 3] && g[k].cpu == (k % 3 == 1 ? 0.4 : 1.0));
+        CHECK(g[k].n_decode >= 0 && g[k].n_decode <= 20);
+    }
+    free(g);
     atsc_results_file_free(real);
     atsc_results_file_free(sim);
     free(rows);

@@ -2,7 +2,7 @@
  * common/validate: the sim-versus-real statistics against hand-computed values (mean TPOT error, MAPE,
  * p90 of the per-round error, prefill tok/s, re-schedules) and on random rounds against a direct
  * computation; the refusals (zero-length window, round counts or requests that differ, no decode round,
- * a zero real latency); trace windows; the validation file written and read back (/real, /sim,
+ * a zero real latency); trace windows; decode rounds by load segment (hand-computed); the validation file written and read back (/real, /sim,
  * /validation); the summary list appended to, and a bad list refused and left as it was.
  */
 #include <jansson.h>
@@ -151,6 +151,45 @@ static void test_window(void)
     atsc_trace_free(t);
 }
 
+static void test_segments(void)
+{
+    /* boundaries 0, 10 (cpu 1 -> 0.4), 25 (gpu 1 -> 0.5); the 0.02 step at 20 is none */
+    atsc_trace *w = atsc_trace_new(4);
+    const double ts[4] = {0, 10, 20, 25}, cpu[4] = {1, 0.4, 0.42, 0.42}, gpu[4] = {1, 1, 1, 0.5};
+    for (int i = 0; i < 4; i++) w->t_s[i] = ts[i], w->cpu_avail[i] = cpu[i], w->gpu_avail[i] = gpu[i], w->pcie_avail[i] = 1;
+    /* a prefill at 0, decode rounds real at 1 5 12 30 s, sim at 1 11 13 26 s: round 2 is in segment 0 for the
+       real run and 1 for the simulator (counted in none) */
+    atsc_round_row a[5] = {rr(0, 0, 8, 1e-3, 0), rr(1, 1, 1, 1e-3, 0), rr(2, 1, 1, 2e-3, 0), rr(3, 1, 1, 3e-3, 0),
+                           rr(4, 1, 1, 4e-3, 0)};
+    atsc_round_row b[5] = {rr(0, 0, 8, 1e-3, 0), rr(1, 1, 1, 2e-3, 0), rr(2, 1, 1, 2e-3, 0), rr(3, 1, 1, 6e-3, 0),
+                           rr(4, 1, 1, 6e-3, 0)};
+    const double ta[5] = {0, 1, 5, 12, 30}, tb[5] = {0, 1, 11, 13, 26};
+    for (int i = 0; i < 5; i++) a[i].t_start_s = ta[i] + 7.0, b[i].t_start_s = tb[i]; /* the real run's clock: + 7 s */
+    atsc_val_seg g[4];
+    size_t n = 0;
+    ats_err err = {{0}};
+    CHECK_MSG(atsc_val_segments(a, b, 5, w, 0.05, g, 4, &n, &err) == ATS_OK, "%s", err.msg);
+    CHECK(n == 3);
+    if (n == 3) {
+        CHECK(g[0].t0_s == 0 && g[0].t1_s == 10 && g[0].cpu == 1 && g[0].gpu == 1 && g[0].n_decode == 1);
+        CHECK_NEAR(g[0].mean_tpot_error_pct, 100.0, 1e-9);
+        CHECK(g[1].t0_s == 10 && g[1].t1_s == 25 && g[1].cpu == 0.4 && g[1].n_decode == 1);
+        CHECK_NEAR(g[1].real_tpot_s, 3e-3, 1e-15);
+        CHECK_NEAR(g[1].mean_tpot_error_pct, 100.0, 1e-9);
+        CHECK(g[2].t0_s == 25 && isinf(g[2].t1_s) && g[2].gpu == 0.5 && g[2].cpu == 0.42 && g[2].n_decode == 1);
+        CHECK_NEAR(g[2].mean_tpot_error_pct, 50.0, 1e-9);
+    }
+    /* fewer slots than segments: the first ones, the count of all */
+    CHECK(atsc_val_segments(a, b, 5, w, 0.05, g, 2, &n, &err) == ATS_OK && n == 3 && g[1].t0_s == 10);
+    /* a coarser tolerance: one segment, every decode round in it; empty segments have NaN means */
+    CHECK(atsc_val_segments(a, b, 5, w, 0.7, g, 4, &n, &err) == ATS_OK && n == 1 && g[0].n_decode == 4);
+    atsc_round_row p1 = rr(0, 0, 8, 1e-3, 0);
+    CHECK(atsc_val_segments(&p1, &p1, 1, w, 0.05, g, 4, &n, &err) == ATS_OK && n == 3 && g[0].n_decode == 0 &&
+          isnan(g[0].real_tpot_s) && isnan(g[0].mean_tpot_error_pct));
+    CHECK(atsc_val_segments(a, b, 0, w, 0.05, g, 4, &n, &err) == ATS_EINVAL);
+    atsc_trace_free(w);
+}
+
 static void write_results(const char *path, const char *producer, const atsc_round_row *r, size_t n)
 {
     atsc_results_meta meta = {producer, "{\"a\": 1}", 7, "m", "hw", "tr"};
@@ -179,8 +218,21 @@ static void test_file(void)
     row.window_start_s = 50, row.window_end_s = 130;
     ats_err err = {{0}};
     CHECK(atsc_val_compare(a, 3, b, 3, &row.s, &err) == ATS_OK);
-    CHECK(atsc_val_write(vp, rp, sp, "not json", &row, 1, &err) == ATS_EINVAL);
-    CHECK_MSG(atsc_val_write(vp, rp, sp, "{\"x\": 2}", &row, 1, &err) == ATS_OK, "%s", err.msg);
+    atsc_val_seg seg[2];
+    memset(seg, 0, sizeof seg);
+    for (int k = 0; k < 2; k++) {
+        snprintf(seg[k].policy, sizeof seg[k].policy, "ats");
+        seg[k].t0_s = 10.0 * k, seg[k].t1_s = k ? INFINITY : 10.0, seg[k].cpu = k ? 0.4 : 1.0, seg[k].n_decode = 1;
+        seg[k].real_tpot_s = 1e-3, seg[k].sim_tpot_s = 1.5e-3, seg[k].mean_tpot_error_pct = 50.0;
+    }
+    CHECK(atsc_val_write(vp, rp, sp, "not json", &row, 1, seg, 2, &err) == ATS_EINVAL);
+    CHECK_MSG(atsc_val_write(vp, rp, sp, "{\"x\": 2}", &row, 1, seg, 2, &err) == ATS_OK, "%s", err.msg);
+    atsc_val_seg *gs = NULL;
+    size_t ng = 0;
+    CHECK_MSG(atsc_val_read_segments(vp, &gs, &ng, &err) == ATS_OK, "%s", err.msg);
+    CHECK(ng == 2 && gs && !strcmp(gs[1].policy, "ats") && isinf(gs[1].t1_s) && gs[1].cpu == 0.4 &&
+          gs[0].mean_tpot_error_pct == 50.0);
+    free(gs);
     atsc_results_file *real = NULL, *sim = NULL;
     atsc_val_row *rows = NULL;
     size_t n = 0;
@@ -201,7 +253,7 @@ static void test_file(void)
     /* an input that is not a results file: nothing written */
     char vp2[600];
     snprintf(vp2, sizeof vp2, "%s/val2.h5", dir);
-    CHECK(atsc_val_write(vp2, vp, sp, "{}", &row, 1, &err) == ATS_EINVAL);
+    CHECK(atsc_val_write(vp2, vp, sp, "{}", &row, 1, NULL, 0, &err) == ATS_EINVAL);
     struct stat st;
     CHECK(stat(vp2, &st) != 0);
 }
@@ -254,6 +306,7 @@ int main(void)
     test_random(&rng);
     test_refusals();
     test_window();
+    test_segments();
     test_file();
     test_summary();
     return tu_finish("test_validate");

@@ -14,6 +14,8 @@
  *   /real, /sim       each a results tree: the attributes and runs/ of a results file (atsc/results.h,
  *                     read with atsc_results_read_group(path, "/real"))
  *   /validation       compound table, one row per policy (atsc_val_row)
+ *   /validation_segments  compound table, one row per policy and load segment of the window
+ *                     (atsc_val_seg)
  * It is written through atsc/outfile.h (temporary, fsync, rename).
  *
  * summary.json (experiments/validation/): a JSON list of records, one per policy and validation run;
@@ -69,6 +71,33 @@ typedef struct atsc_val_stats {
 enum ats_status atsc_val_compare(const atsc_round_row *real, size_t n_real, const atsc_round_row *sim,
                                  size_t n_sim, atsc_val_stats *out, ats_err *err);
 
+/** Decode rounds of one load segment of the window: where the per-round error sits tells which
+ *  resource's model is off (a CPU-loaded segment: the CPU's; a GPU/PCIe-loaded one: the GPU's or the
+ *  link's). */
+typedef struct atsc_val_seg {
+    char policy[ATSC_RESULTS_NAME_LEN]; /**< filled by the caller (the /validation_segments table) */
+    double t0_s, t1_s;          /**< the segment in window time [s] (0 = the window's start); t1_s of the
+                                     last segment is +inf: its load holds after the window */
+    double cpu, gpu, pcie;      /**< availability at the segment's start */
+    int64_t n_decode;           /**< decode rounds that both runs started inside the segment */
+    double real_tpot_s, sim_tpot_s; /**< their mean latencies [s]; NaN when n_decode == 0 */
+    double mean_tpot_error_pct; /**< 100 (sim - real) / real of those means [%]; NaN when n_decode == 0 */
+} atsc_val_seg;
+
+/**
+ * The decode rounds of real and sim (n rows each, matched by index as atsc_val_compare) by load
+ * segment of `window` (atsc_val_trace_window's trace: time 0 = the window's start = the start of both
+ * runs' first round): a new segment starts at every sample whose availability of some resource differs
+ * from the previous sample's by more than tol. A round counts in a segment when both runs started it
+ * there (round i at t_start_s[i] - t_start_s[0] in each run); rounds whose runs were in different
+ * segments (the runs drift apart in time) count in none. Writes at most max segments into segs (n_segs:
+ * how many the window has; more than max: the first max are written). ATS_EINVAL on n == 0 or NULL.
+ * Pure; thread-safe.
+ */
+enum ats_status atsc_val_segments(const atsc_round_row *real, const atsc_round_row *sim, size_t n,
+                                  const atsc_trace *window, double tol, atsc_val_seg *segs, size_t max,
+                                  size_t *n_segs, ats_err *err);
+
 /** One row of /validation. */
 typedef struct atsc_val_row {
     char policy[ATSC_RESULTS_NAME_LEN]; /**< policy name (the run's name in /real and /sim) */
@@ -82,11 +111,13 @@ typedef struct atsc_val_row {
  * Writes the validation file `path` (atomically): the results files real_path and sim_path (read
  * only; written by `ats run --policy --out` and `ats sim --out`, every run of each) copied whole under
  * /real and /sim (their /rounds and /ops shortcut links left out: they point at the file's root), root
- * attributes with `config_json` (must be JSON), and the n rows (borrowed) as /validation.
+ * attributes with `config_json` (must be JSON), the n rows (borrowed) as /validation and the n_segs
+ * segment rows (borrowed; atsc_val_segments with the policy filled in) as /validation_segments.
  * ATS_EINVAL (a bad input file, a path that cannot be written; the message names it), ATS_ENOMEM.
  */
 enum ats_status atsc_val_write(const char *path, const char *real_path, const char *sim_path,
-                               const char *config_json, const atsc_val_row *rows, size_t n, ats_err *err);
+                               const char *config_json, const atsc_val_row *rows, size_t n,
+                               const atsc_val_seg *segs, size_t n_segs, ats_err *err);
 
 /**
  * Reads a validation file: *real and *sim (new, atsc_results_file_free; either pointer may be NULL to
@@ -95,6 +126,10 @@ enum ats_status atsc_val_write(const char *path, const char *real_path, const ch
  */
 enum ats_status atsc_val_read(const char *path, atsc_results_file **real, atsc_results_file **sim,
                               atsc_val_row **rows, size_t *n, ats_err *err);
+
+/** The /validation_segments rows of a validation file (*segs new, free(); *n of them). Errors as
+ *  atsc_val_read. */
+enum ats_status atsc_val_read_segments(const char *path, atsc_val_seg **segs, size_t *n, ats_err *err);
 
 struct json_t;
 
