@@ -72,6 +72,7 @@ static void usage(FILE *f)
             "                     window (at most the context minus the prompt) [auto]\n"
             "  --chunk C          prefill chunk [512]\n"
             "  --ctx N            context for --gen auto's upper bound [min(model's, 4096)]\n"
+            "  --kv-type T        the executor's KV cache: f16 (what sched and the simulator count) or f32 [f16]\n"
             "  --eps E, --interval I   controller threshold and minimum interval (as ats run / ats sim)\n"
             "  --seed S           weights, prompt ids, simulator seed [42]\n"
             "  --cpu-only         the executor uses no GPU even where there is one\n"
@@ -90,6 +91,7 @@ static void usage(FILE *f)
 typedef struct val_opts {
     const char *model, *quant, *hw, *trace, *policy, *out, *summary, *baseline, *stress_args;
     int dummy, cpu_only, no_stress, ops, window_given, gen_auto;
+    ats_qtype kv_type;
     double win0, win1, lead_s;
     long long threads, prompt, gen, chunk, ctx, seed;
     uint64_t vram;
@@ -114,7 +116,7 @@ static int parse_args(int argc, char **argv, val_opts *o)
 {
     enum { O_MODEL = 256, O_DUMMY, O_QUANT, O_HW, O_TRACE, O_WINDOW, O_POLICY, O_VRAM, O_THREADS, O_PROMPT, O_GEN,
            O_CHUNK, O_CTX, O_EPS, O_INTERVAL, O_SEED, O_CPUONLY, O_NOSTRESS, O_BASELINE, O_LEAD, O_OPS, O_OUT,
-           O_SUMMARY, O_STRESS_ARGS, O_HELP };
+           O_SUMMARY, O_STRESS_ARGS, O_KVTYPE, O_HELP };
     static const struct option opts[] = {
         {"model", required_argument, 0, O_MODEL}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"hw", required_argument, 0, O_HW},
@@ -128,6 +130,7 @@ static int parse_args(int argc, char **argv, val_opts *o)
         {"baseline", required_argument, 0, O_BASELINE}, {"lead", required_argument, 0, O_LEAD},
         {"ops", no_argument, 0, O_OPS}, {"out", required_argument, 0, O_OUT},
         {"summary", required_argument, 0, O_SUMMARY}, {"stress-args", required_argument, 0, O_STRESS_ARGS},
+        {"kv-type", required_argument, 0, O_KVTYPE},
         {"help", no_argument, 0, O_HELP}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
@@ -185,6 +188,10 @@ static int parse_args(int argc, char **argv, val_opts *o)
         case O_OPS: o->ops = 1; break;
         case O_OUT: o->out = optarg; break;
         case O_SUMMARY: o->summary = optarg; break;
+        case O_KVTYPE:
+            bad = strcmp(optarg, "f16") && strcmp(optarg, "f32"), want = "f16 or f32";
+            o->kv_type = strcmp(optarg, "f32") ? ATS_Q_F16 : ATS_Q_F32;
+            break;
         case O_STRESS_ARGS: {
             int nw = 0, in = 0;
             for (const char *p = optarg; *p; p++) nw += !in && *p != ' ', in = *p != ' ';
@@ -621,7 +628,7 @@ static int real_policy(val_state *s, int i)
     ra.ctrl = o->ctrl;
     ra.so = ex_session_opts_default();
     ra.so.n_ctx = o->prompt + s->gen[i]; /* the simulator's context (prompt + decode steps): same KV bytes */
-    ra.so.kv_type = ATS_Q_F16;           /* what sched and the simulator count */
+    ra.so.kv_type = o->kv_type;          /* f16 by default: what sched and the simulator count */
     ra.prompt = s->prompt;
     ra.n_prompt = o->prompt;
     ra.n_gen = s->gen[i] + 1; /* the first token comes from the prefill: gen decode rounds */
@@ -839,11 +846,11 @@ static int report(val_state *s, int rc)
     snprintf(cfg, sizeof cfg, "{\"command\": \"validate\", \"model\": \"%s\", \"hw\": \"%s\", \"trace\": \"%s\", "
              "\"window_s\": [%.9g, %.9g], \"lead_s\": %.9g, \"vram_budget_bytes\": %llu, \"threads\": %d, "
              "\"prompt_tok\": %lld, \"chunk_tok\": %lld, \"gen\": \"%s\", \"eps\": %.9g, \"tau_s\": %.9g, "
-             "\"tau_tpot_mult\": %.9g, \"seed\": %lld, \"stress\": \"%s\", \"cpu_only\": %d}",
+             "\"tau_tpot_mult\": %.9g, \"seed\": %lld, \"stress\": \"%s\", \"cpu_only\": %d, \"kv_type\": \"%s\"}",
              s->m->arch.name, s->sc.hw_desc.name, s->trace_name, o->win0, o->win1, s->lead_s,
              (unsigned long long)o->vram, omp_get_max_threads(), o->prompt, o->chunk, o->gen_auto ? "auto" : "given",
              o->ctrl.eps, o->ctrl.tau_s, o->ctrl.tau_tpot_mult, o->seed,
-             o->no_stress ? "off" : o->baseline ? "closed loop" : "open loop", o->cpu_only);
+             o->no_stress ? "off" : o->baseline ? "closed loop" : "open loop", o->cpu_only, ats_qtype_name(o->kv_type));
     if (atsc_val_write(o->out, s->real_path, s->sim_path, cfg, rows, (size_t)n, segs, n_seg, &err) != ATS_OK) {
         ats_cli_error("validate", "%s", err.msg);
         free(segs);
@@ -891,6 +898,7 @@ int ats_cmd_validate(int argc, char **argv)
     o.chunk = 512;
     o.seed = 42;
     o.lead_s = 2.0;
+    o.kv_type = ATS_Q_F16;
     o.ctrl = ats_controller_cfg_default();
     int rc = parse_args(argc, argv, &o);
     if (rc) return rc < 0 ? ATS_EXIT_OK : rc;

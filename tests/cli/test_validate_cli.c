@@ -150,6 +150,7 @@ static void test_bad(void)
         {"--trace fig13-synth --policy nope", "unknown policy 'nope'"},
         {"--trace fig13-synth --policy ats,ats", "given twice"},
         {"--trace fig13-synth --chunk 0", "--chunk: bad value"},
+        {"--trace fig13-synth --kv-type q8_0", "--kv-type: bad value"},
         {"--trace fig13-synth --gen 4", "--gen given twice"},
         {"--trace fig13-synth --no-stress --baseline b.txt", "do not go with --no-stress"},
         {"--trace fig13-synth --quant q8_0", "--quant only applies"},
