@@ -722,11 +722,16 @@ static enum ats_status hook(void *user, int32_t i, int after, ats_err *err)
         void *kc, *vc;
         size_t kb;
         ex_session_kv_layer(rt->s, g->ops[i].layer, &kc, &vc, &kb);
-        if (rt->gbe->flush && (st = rt->gbe->flush(rt->gbe->ctx, 1)))
-            return ats_err_set(err, st, "op %d '%s': bringing its KV rows back", i, g->ops[i].name);
-        if (rt->gbe->forget) {
-            rt->gbe->forget(rt->gbe->ctx, kc, kb);
-            rt->gbe->forget(rt->gbe->ctx, vc, kb);
+        if (rt->gbe->evict) { /* only this layer's KV rows come back; activations stay on the device */
+            if ((st = rt->gbe->evict(rt->gbe->ctx, kc, kb)) || (st = rt->gbe->evict(rt->gbe->ctx, vc, kb)))
+                return ats_err_set(err, st, "op %d '%s': bringing its KV rows back", i, g->ops[i].name);
+        } else {
+            if (rt->gbe->flush && (st = rt->gbe->flush(rt->gbe->ctx, 1)))
+                return ats_err_set(err, st, "op %d '%s': bringing its KV rows back", i, g->ops[i].name);
+            if (rt->gbe->forget) {
+                rt->gbe->forget(rt->gbe->ctx, kc, kb);
+                rt->gbe->forget(rt->gbe->ctx, vc, kb);
+            }
         }
         rt->round_h2d += 2 * kb * (size_t)ex_session_pos(rt->s) / (size_t)ex_session_n_ctx(rt->s); /* rows uploaded */
     }

@@ -65,7 +65,7 @@ static enum ats_status c_output(void *c, const ex_tensor *w, const float *x, int
 static const ex_backend CPU_BACKEND = {
     "cpu", NULL, c_embedding, c_rmsnorm, c_matmul, c_qk_norm, c_rope, c_kv_store,
     c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
-    NULL, NULL, NULL, /* flush, host_wrote, forget: everything stays in host memory */
+    NULL, NULL, NULL, NULL, /* flush, host_wrote, forget, evict: everything stays in host memory */
     c_kv_store_f16, c_attention_f16,
     NULL, NULL, /* bind_weight, bound_only: the CPU reads weights where the model keeps them */
 };
