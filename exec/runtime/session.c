@@ -419,6 +419,26 @@ enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const in
 }
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
+
+enum ats_status ex_session_rewind(ex_session *s, int64_t pos, ats_err *err)
+{
+    if (pos < 0 || pos > s->pos)
+        return ats_err_set(err, ATS_EINVAL, "rewind to position %lld: the session holds %lld tokens", (long long)pos,
+                           (long long)s->pos);
+    if (pos == s->pos) return ATS_OK;
+    /* the backends' KV copies assume rows only grow: every row comes back to the host, then the
+     * device copies go (re-uploaded from the host where a layer's attention runs there next) */
+    for (int i = 0; i < s->n_uniq; i++)
+        if (s->uniq[i]->flush) {
+            enum ats_status st = s->uniq[i]->flush(s->uniq[i]->ctx, 1);
+            if (st) return ats_err_set(err, st, "rewind to position %lld: bringing the KV rows back", (long long)pos);
+        }
+    forget_range(s, s->k_cache, kv_slab_bytes(s));
+    forget_range(s, s->v_cache, kv_slab_bytes(s));
+    for (int64_t l = 0; l < s->m->arch.n_layer; l++) s->kv_be[l] = NULL;
+    s->pos = pos;
+    return ATS_OK;
+}
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ats_qtype ex_session_kv_type(const ex_session *s) { return s->kv_type; }
 uint64_t ex_session_kv_bytes(const ex_session *s) { return 2u * (uint64_t)kv_slab_bytes(s); }
