@@ -634,7 +634,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
     for (int32_t i = 0; i < s->graph->n_ops; i++) {
         const ex_backend *be = s->op_be[i];
         const char *who = be->name, *when = NULL; /* when != NULL: a flush failed, before or after op i */
-        int64_t t0 = now_ns();
+        const int64_t t_in = now_ns();
+        int64_t t0 = t_in;
         enum ats_status st = switch_to(s, i, be, &who);
         if (st != ATS_OK) when = "before";
         else if (s->hook && (st = s->hook(s->hook_user, i, 0, err)) != ATS_OK) {
@@ -642,6 +643,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
             return st; /* the hook's message names the op and the call */
         } else {
             who = be->name;
+            /* the op's own time: not the wait for another backend (switch_to) or the hook's work */
+            t0 = now_ns();
             st = run_op(s, i, tokens, n, logits);
             if (st == ATS_OK && s->sync_ops && be->flush && (st = be->flush(be->ctx, 0)) != ATS_OK) when = "after";
             if (st == ATS_OK && s->hook && (st = s->hook(s->hook_user, i, 1, err)) != ATS_OK) {
@@ -651,7 +654,7 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
         }
         /* the forward's last op also waits for the final flush (the logits) */
         if (st == ATS_OK && i + 1 == s->graph->n_ops && (st = flush_last(s)) != ATS_OK) when = "after";
-        int64_t t1 = now_ns(), dt = t1 - t0;
+        int64_t t1 = now_ns(), dt = t1 - t_in;
         s->op_t0[i] = t0;
         s->op_t1[i] = t1;
         s->op_ns[i] += dt;

@@ -93,7 +93,9 @@ const int64_t *ex_session_op_ns(const ex_session *s);
 /** The backend table graph op i runs on (borrowed; NULL for i outside [0, n_ops)). */
 const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
 /** Start and end of each graph op in the last ex_session_forward [ns of CLOCK_MONOTONIC]
- *  (graph->n_ops entries each, borrowed; valid until the next forward). */
+ *  (graph->n_ops entries each, borrowed; valid until the next forward). The start is when the
+ *  op's backend call began: a wait for the previous backend (its flush) and the hook's work before
+ *  the op are not the op's time (ex_session_op_ns counts them). */
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
 
 /* ---- hooks of the plan executor (ex/runtime.h) --------------------------------------------- */
