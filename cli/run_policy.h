@@ -20,6 +20,7 @@ typedef struct run_policy_args {
     int32_t top_k;               /* --top-k (0 off) */
     double top_p;                /* --top-p (1 off) */
     int serialized, cpu_only, record_ops;
+    int no_warmup;               /* 1: no ex_rt_warmup before the first round */
     int print_ids;               /* 1: generated ids (always so without a vocabulary); 0: the text, as plain ats run */
     int no_eos;                  /* 1: do not stop at the vocabulary's end-of-sequence token */
     int quiet;                   /* 1: nothing on stdout (the generated text or ids are not printed) */

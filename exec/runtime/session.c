@@ -65,7 +65,7 @@ static enum ats_status c_output(void *c, const ex_tensor *w, const float *x, int
 static const ex_backend CPU_BACKEND = {
     "cpu", NULL, c_embedding, c_rmsnorm, c_matmul, c_qk_norm, c_rope, c_kv_store,
     c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
-    NULL, NULL, NULL, /* flush, host_wrote, forget: everything stays in host memory */
+    NULL, NULL, NULL, NULL, /* flush, host_wrote, forget, evict: everything stays in host memory */
     c_kv_store_f16, c_attention_f16,
     NULL, NULL, /* bind_weight, bound_only: the CPU reads weights where the model keeps them */
 };
@@ -419,6 +419,26 @@ enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const in
 }
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
+
+enum ats_status ex_session_rewind(ex_session *s, int64_t pos, ats_err *err)
+{
+    if (pos < 0 || pos > s->pos)
+        return ats_err_set(err, ATS_EINVAL, "rewind to position %lld: the session holds %lld tokens", (long long)pos,
+                           (long long)s->pos);
+    if (pos == s->pos) return ATS_OK;
+    /* the backends' KV copies assume rows only grow: every row comes back to the host, then the
+     * device copies go (re-uploaded from the host where a layer's attention runs there next) */
+    for (int i = 0; i < s->n_uniq; i++)
+        if (s->uniq[i]->flush) {
+            enum ats_status st = s->uniq[i]->flush(s->uniq[i]->ctx, 1);
+            if (st) return ats_err_set(err, st, "rewind to position %lld: bringing the KV rows back", (long long)pos);
+        }
+    forget_range(s, s->k_cache, kv_slab_bytes(s));
+    forget_range(s, s->v_cache, kv_slab_bytes(s));
+    for (int64_t l = 0; l < s->m->arch.n_layer; l++) s->kv_be[l] = NULL;
+    s->pos = pos;
+    return ATS_OK;
+}
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ats_qtype ex_session_kv_type(const ex_session *s) { return s->kv_type; }
 uint64_t ex_session_kv_bytes(const ex_session *s) { return 2u * (uint64_t)kv_slab_bytes(s); }
@@ -614,7 +634,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
     for (int32_t i = 0; i < s->graph->n_ops; i++) {
         const ex_backend *be = s->op_be[i];
         const char *who = be->name, *when = NULL; /* when != NULL: a flush failed, before or after op i */
-        int64_t t0 = now_ns();
+        const int64_t t_in = now_ns();
+        int64_t t0 = t_in;
         enum ats_status st = switch_to(s, i, be, &who);
         if (st != ATS_OK) when = "before";
         else if (s->hook && (st = s->hook(s->hook_user, i, 0, err)) != ATS_OK) {
@@ -622,6 +643,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
             return st; /* the hook's message names the op and the call */
         } else {
             who = be->name;
+            /* the op's own time: not the wait for another backend (switch_to) or the hook's work */
+            t0 = now_ns();
             st = run_op(s, i, tokens, n, logits);
             if (st == ATS_OK && s->sync_ops && be->flush && (st = be->flush(be->ctx, 0)) != ATS_OK) when = "after";
             if (st == ATS_OK && s->hook && (st = s->hook(s->hook_user, i, 1, err)) != ATS_OK) {
@@ -631,7 +654,7 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
         }
         /* the forward's last op also waits for the final flush (the logits) */
         if (st == ATS_OK && i + 1 == s->graph->n_ops && (st = flush_last(s)) != ATS_OK) when = "after";
-        int64_t t1 = now_ns(), dt = t1 - t0;
+        int64_t t1 = now_ns(), dt = t1 - t_in;
         s->op_t0[i] = t0;
         s->op_t1[i] = t1;
         s->op_ns[i] += dt;

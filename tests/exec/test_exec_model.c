@@ -249,7 +249,7 @@ static enum ats_status k_attn16(void *c, const float *q, int64_t n, int64_t p, c
 static ex_backend counting_backend(const char *name, counter *cnt, int f16)
 {
     ex_backend b = {name, cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, f16 ? k_kv16 : NULL, f16 ? k_attn16 : NULL, NULL, NULL};
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, NULL, f16 ? k_kv16 : NULL, f16 ? k_attn16 : NULL, NULL, NULL};
     return b;
 }
 

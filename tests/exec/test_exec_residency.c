@@ -1001,16 +1001,39 @@ static void check_cuda_table_direct(void)
     ex_cpu_attention(q, 1, 3, kr, vr, H, HKV, HD, sc, oref);
     CHECK_MSG(memcmp(o, oref, H * HD * 4) == 0 && memcmp(kc, kr, 4 * KVD * 4) == 0,
               "kv_store at an earlier position: attention or host KV rows differ");
-    /* forget drops the ranges inside freed memory */
+    /* evict: row 4 written on the device comes back to the host K slab, which then leaves the
+       device; the attention output (an activation written since) stays on the device, not copied */
     const cuda_be *cb = (const cuda_be *)c;
-    int n_kv = cb->kv.n;
-    gb->forget(c, kc, NCTX * KVD * 4);
+    fill(k, KVD);
+    fill(v, KVD);
+    fill(q, H * HD);
+    gb->host_wrote(c);
+    CHECK(gb->kv_store(c, k, v, 1, 4, KVD, NCTX, kc, vc) == ATS_OK);
+    memset(o, 0, H * HD * 4);
+    CHECK(gb->attention(c, q, 1, 4, kc, vc, H, HKV, HD, sc, o) == ATS_OK);
+    ex_cpu_kv_store(k, v, 1, 4, KVD, NCTX, kr, vr);
+    int n_kv = cb->kv.n, n_act = cb->act.n;
+    CHECK(gb->evict(c, kc, NCTX * KVD * 4) == ATS_OK);
+    CHECK_MSG(cb->kv.n == n_kv - 1 && cb->act.n == n_act, "evict(K slab): %d -> %d KV ranges, %d -> %d activation ranges",
+              n_kv, cb->kv.n, n_act, cb->act.n);
+    CHECK_MSG(memcmp(kc, kr, 5 * KVD * 4) == 0, "evict: host K rows differ from the CPU's");
+    int o_zero = 1;
+    for (int j = 0; j < H * HD; j++) o_zero &= o[j] == 0.0f;
+    CHECK_MSG(o_zero, "evict(K slab) copied an activation back");
+    CHECK(gb->evict(c, kc, NCTX * KVD * 4) == ATS_OK); /* nothing left there: a no-op */
+    CHECK(gb->flush(c, 1) == ATS_OK);
+    ex_cpu_attention(q, 1, 4, kr, vr, H, HKV, HD, sc, oref);
+    CHECK_MSG(memcmp(o, oref, H * HD * 4) == 0 && memcmp(vc, vr, 5 * KVD * 4) == 0,
+              "after evict and flush: attention output or host V rows differ");
+    /* forget drops the ranges inside freed memory */
+    n_kv = cb->kv.n;
+    gb->forget(c, vc, NCTX * KVD * 4);
     CHECK(cb->kv.n == n_kv - 1);
     emu_backend_cuda_free(gb);
     free(x); free(w); free(y); free(ref); free(kc); free(vc); free(kr); free(vr); free(k); free(v); free(q); free(o);
     free(oref);
     fprintf(stderr, "test_exec_residency: CUDA table entries called directly (interior/disjoint inputs, host-written "
-                    "KV rows, KV flush rules, a retried position): equal to the CPU\n");
+                    "KV rows, KV flush rules, a retried position, evict of one slab): equal to the CPU\n");
 }
 
 int main(void)

@@ -71,6 +71,10 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
+/** Forgets the tokens at positions >= pos (0 <= pos <= ex_session_pos): the next forward writes
+ *  its KV rows from pos on (the backends' KV copies accept a retried position). ATS_EINVAL
+ *  (message) for pos out of range. */
+enum ats_status ex_session_rewind(ex_session *s, int64_t pos, ats_err *err);
 int64_t ex_session_n_ctx(const ex_session *s);
 /** The KV cache's element type (ATS_Q_F32 or ATS_Q_F16, from ex_session_opts.kv_type). */
 ats_qtype ex_session_kv_type(const ex_session *s);
@@ -89,7 +93,9 @@ const int64_t *ex_session_op_ns(const ex_session *s);
 /** The backend table graph op i runs on (borrowed; NULL for i outside [0, n_ops)). */
 const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
 /** Start and end of each graph op in the last ex_session_forward [ns of CLOCK_MONOTONIC]
- *  (graph->n_ops entries each, borrowed; valid until the next forward). */
+ *  (graph->n_ops entries each, borrowed; valid until the next forward). The start is when the
+ *  op's backend call began: a wait for the previous backend (its flush) and the hook's work before
+ *  the op are not the op's time (ex_session_op_ns counts them). */
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
 
 /* ---- hooks of the plan executor (ex/runtime.h) --------------------------------------------- */
