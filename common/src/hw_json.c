@@ -531,7 +531,7 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
         goto done;
     }
     static const char *const top_keys[] = {"name", "source", "cpu", "gpu", "pcie", "host_memory",
-                                           "efficiency", "op_table", NULL};
+                                           "efficiency", "op_table", "measurements", NULL};
     if ((st = check_keys(&c, "", root, NULL, 0, top_keys))) goto done;
     if ((st = read_string(&c, root, "name", out->name, sizeof out->name))) goto done;
     if ((st = read_string(&c, root, "source", out->source, sizeof out->source))) goto done;
@@ -550,6 +550,11 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
     if ((st = read_backend_eff(&c, eff, "gpu", &out->eff_gpu))) goto done;
 
     if (json_object_get(root, "op_table") && (st = read_op_table(&c, root, &out->op_table))) goto done;
+    json_t *meas = json_object_get(root, "measurements"); /* ats profile's raw figures: not read */
+    if (meas && !json_is_object(meas)) {
+        st = fail(&c, "field 'measurements': must be an object");
+        goto done;
+    }
 
     /* Cross-field rules of the shared contract (sched/src/costs.c). */
     ats_err verr;

@@ -419,6 +419,15 @@ enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const in
 }
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
+
+void ex_session_clear(ex_session *s)
+{
+    /* device copies of the KV slabs dropped: the next kv_store of any backend starts from row 0 */
+    forget_range(s, s->k_cache, kv_slab_bytes(s));
+    forget_range(s, s->v_cache, kv_slab_bytes(s));
+    for (int64_t l = 0; l < s->m->arch.n_layer; l++) s->kv_be[l] = NULL;
+    s->pos = 0;
+}
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ats_qtype ex_session_kv_type(const ex_session *s) { return s->kv_type; }
 uint64_t ex_session_kv_bytes(const ex_session *s) { return 2u * (uint64_t)kv_slab_bytes(s); }

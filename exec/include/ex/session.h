@@ -72,6 +72,10 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
 int64_t ex_session_n_ctx(const ex_session *s);
+/** Empties the KV cache: the next forward starts at position 0 (a new request over the same
+ *  session). Device backends drop their copies of the KV slabs (their `forget` entry), so the next
+ *  round re-creates them (a device allocation inside its first attention op: time it as a warm-up). */
+void ex_session_clear(ex_session *s);
 /** The KV cache's element type (ATS_Q_F32 or ATS_Q_F16, from ex_session_opts.kv_type). */
 ats_qtype ex_session_kv_type(const ex_session *s);
 /** Bytes of the session's KV cache, K and V of every layer at its n_ctx capacity [bytes]:
