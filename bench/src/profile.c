@@ -269,10 +269,16 @@ static void set_fig(json_t *doc, const char *section, const char *key, double v,
     json_object_set_new(json_object_get(s, "sources"), key, json_string(src));
 }
 
+static void print_fig_header(const bench_profile_opts *o)
+{
+    bench_table(&o->sink, "\n%-26s %12s %-6s  %-17s %7s  %s\n", "figure", "measured", "unit", "base (ceiling)", "ratio",
+                "what the base figure is");
+}
+
 static void print_fig(const bench_profile_opts *o, const char *name, double v, double base, const char *unit,
                       const char *vs)
 {
-    bench_table(&o->sink, "%-26s %12.4g %-6s  base %12.4g  %6.1f%%  %s\n", name, v, unit, base,
+    bench_table(&o->sink, "%-26s %12.4g %-6s  %17.4g %6.1f%%  %s\n", name, v, unit, base,
                 base > 0 ? 100.0 * v / base : 0.0, vs);
 }
 
@@ -339,8 +345,6 @@ enum ats_status bench_profile_run(const bench_profile_opts *o, json_t **doc, ats
 
     bench_table(&o->sink, "ats profile: %s, base %s, %d CPU threads%s\n\n", o->model_desc ? o->model_desc : "model",
                 o->base_path, o->threads, o->quick ? ", --quick" : "");
-    bench_table(&o->sink, "%-26s %12s %-6s  %-17s %7s  %s\n", "figure", "measured", "unit", "base (ceiling)", "ratio",
-                "what the base figure is");
     /* threads */
     snprintf(src, sizeof src, "%s: the --threads of the run (the CPU op table and DRAM rate are at this count)", host_note);
     set_fig(d, "cpu", "threads", o->threads, 1, src);
@@ -352,6 +356,7 @@ enum ats_status bench_profile_run(const bench_profile_opts *o, json_t **doc, ats
     snprintf(src, sizeof src, "%s: best DRAM read rate at %d threads (bench_dram_probe, %s buffer)", host_note,
              o->threads, o->quick ? "64 MiB" : "1 GiB");
     set_fig(d, "cpu", "mem_bw_GBps", cpu_bw * 1e-9, 0, src);
+    print_fig_header(o);
     print_fig(o, "cpu.mem_bw_GBps", cpu_bw * 1e-9, base.cpu_mem_bw * 1e-9, "GB/s", "base description's DRAM read");
     hw.cpu_mem_bw = cpu_bw;
 
@@ -417,6 +422,7 @@ enum ats_status bench_profile_run(const bench_profile_opts *o, json_t **doc, ats
         json_object_set_new(itf, "dma_alone_GBps", json_real(gf.dma_alone_Bps * 1e-9));
         json_object_set_new(itf, "dma_with_cpu_GBps", json_real(gf.dma_with_cpu_Bps * 1e-9));
         json_object_set_new(prof, "interference", itf);
+        print_fig_header(o);
         print_fig(o, "pcie.h2d_GBps", gf.h2d_Bps[gf.n_sizes - 1] * 1e-9, base.pcie_h2d_bw * 1e-9, "GB/s", "link");
         print_fig(o, "pcie.d2h_GBps", gf.d2h_Bps[gf.n_sizes - 1] * 1e-9, base.pcie_d2h_bw * 1e-9, "GB/s", "link");
         print_fig(o, "pcie.sm_copy_GBps", gf.sm_copy_Bps * 1e-9, base.pcie_sm_copy_bw * 1e-9, "GB/s", "link");
