@@ -205,7 +205,7 @@ static enum ats_status op_table(const bench_profile_opts *o, ex_device *dev, uin
                 st = ex_rt_round_run(rt, ATS_PHASE_DECODE, tok, 1, logits, NULL, err);
                 if (!st && rep > 0) collect(&r, rt); /* the first step is the warm-up */
             }
-            ctx = decode_ctx + 1; /* the median step's context */
+            ctx = decode_ctx + (dec_reps + 1) / 2; /* the median timed step's context */
         } else {
             /* CPU chunks of >= 256 tokens are long and steady: one timed round; else 3 */
             int reps = o->quick ? 1 : (!gpu && n >= 256 ? 1 : 3);
@@ -218,7 +218,7 @@ static enum ats_status op_table(const bench_profile_opts *o, ex_device *dev, uin
             }
         }
         if (!st) st = close_point(&r, rt, p, n, n == 1 ? ATS_PHASE_DECODE : ATS_PHASE_PREFILL,
-                                  n == 1 ? ctx - 1 : 0, err);
+                                  ctx, err);
     }
     if (!st) compact(&r);
 done:

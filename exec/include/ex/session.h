@@ -73,8 +73,10 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 int64_t ex_session_pos(const ex_session *s);
 int64_t ex_session_n_ctx(const ex_session *s);
 /** Empties the KV cache: the next forward starts at position 0 (a new request over the same
- *  session). Device backends drop their copies of the KV slabs (their `forget` entry), so the next
- *  round re-creates them (a device allocation inside its first attention op: time it as a warm-up). */
+ *  session; `ats profile` times rounds from position 0 this way). A device backend keeps its copy of
+ *  the KV slabs of the layers it appended last (it rewrites them from row 0: no reallocation while it
+ *  keeps running them) and drops every other copy now (its `forget` entry); when another backend
+ *  later runs such a layer's attention, the old appender flushes and drops its copy first. */
 void ex_session_clear(ex_session *s);
 /** The KV cache's element type (ATS_Q_F32 or ATS_Q_F16, from ex_session_opts.kv_type). */
 ats_qtype ex_session_kv_type(const ex_session *s);
