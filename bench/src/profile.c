@@ -207,14 +207,14 @@ static enum ats_status op_table(const bench_profile_opts *o, ex_device *dev, uin
             }
             ctx = decode_ctx + (dec_reps + 1) / 2; /* the median timed step's context */
         } else {
-            /* CPU chunks of >= 256 tokens are long and steady: one timed round; else 3 */
-            int reps = o->quick ? 1 : (!gpu && n >= 256 ? 1 : 3);
-            for (int rep = 0; rep <= reps && !st; rep++) {
+            /* GPU: one warm-up round, 3 timed; CPU (warmed up by the decode point before): chunks of
+               >= 256 tokens are long and steady, one timed round, else 2; --quick: one of each */
+            int warm = o->quick || gpu ? 1 : 0, timed = o->quick ? 1 : gpu ? 3 : n >= 256 ? 1 : 2;
+            for (int rep = 0; rep < warm + timed && !st; rep++) {
                 ex_session_clear(ex_rt_session(rt));
                 rand_tokens(tok, n, a->n_vocab, &seed);
                 st = ex_rt_round_run(rt, ATS_PHASE_PREFILL, tok, n, logits, NULL, err);
-                if (!st && (rep > 0 || (!gpu && reps == 1 && n >= 256 && !o->quick))) collect(&r, rt);
-                if (!gpu && reps == 1 && n >= 256 && !o->quick) break; /* no warm-up needed on the CPU */
+                if (!st && rep >= warm) collect(&r, rt);
             }
         }
         if (!st) st = close_point(&r, rt, p, n, n == 1 ? ATS_PHASE_DECODE : ATS_PHASE_PREFILL,
