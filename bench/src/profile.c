@@ -42,6 +42,9 @@ typedef struct table_run {
     double *samples;          /* per entry, up to max_samples times of the current point */
     int *n_samples;
     int max_samples;
+    double lat_t[64], lat_u[64]; /* GPU: latency of rounds with per-op events / without, this point [s] */
+    int n_t, n_u;
+    double scale[ATS_PROF_MAX_POINTS]; /* per point: median untimed / median timed latency (1: CPU) */
 } table_run;
 
 static int32_t entry_of(table_run *r, const ats_op *op)
@@ -86,13 +89,39 @@ static void collect(table_run *r, ex_rt *rt)
     }
 }
 
-/* Point p of every entry: the median of its samples, and the work of its first op in the round graph. */
+/* Runs one round; CPU: its op times are samples; GPU: a round with events around every op gives the
+ * samples and its latency, a round without (ex_rt times every 2nd) only its latency. */
+static enum ats_status run_round(table_run *r, ex_rt *rt, ats_phase_kind kind, const int32_t *tok, int64_t n,
+                             float *logits, int timed, ats_err *err)
+{
+    ex_rt_round info;
+    enum ats_status st = ex_rt_round_run(rt, kind, tok, n, logits, &info, err);
+    if (st || !timed) return st;
+    if (r->backend == ATS_CPU) {
+        collect(r, rt);
+    } else if (info.timed_gpu) {
+        collect(r, rt);
+        if (r->n_t < 64) r->lat_t[r->n_t++] = info.latency_s;
+    } else if (r->n_u < 64) {
+        r->lat_u[r->n_u++] = info.latency_s;
+    }
+    return ATS_OK;
+}
+
+/* Point p of every entry: the median of its samples, and the work of its first op in the round graph.
+ * GPU: the samples are scaled by median untimed / median timed round latency (the events' own cost:
+ * the executor times every 8th round only). */
 static enum ats_status close_point(table_run *r, ex_rt *rt, int p, int64_t tokens, ats_phase_kind kind,
                                    int64_t ctx_pos, ats_err *err)
 {
     ats_graph *g = NULL;
     enum ats_status st = ex_session_round_graph(ex_rt_session(rt), kind, tokens, ctx_pos, &g, err);
     if (st) return st;
+    double sc = 1.0;
+    if (r->backend == ATS_GPU && r->n_t > 0 && r->n_u > 0)
+        sc = bench_median(r->lat_u, r->n_u) / bench_median(r->lat_t, r->n_t);
+    r->scale[p] = sc;
+    r->n_t = r->n_u = 0;
     for (int32_t k = r->first; k < r->t->n; k++) {
         ats_prof_entry *e = &r->t->e[k];
         int32_t kk = k - r->first;
@@ -109,6 +138,7 @@ static enum ats_status close_point(table_run *r, ex_rt *rt, int p, int64_t token
         double f = 0, b = 0;
         ats_op_work(g, &g->ops[op], &f, &b);
         e->tokens[p] = tokens;
+        t *= sc;
         e->t_s[p] = t > 1e-9 ? t : 1e-9; /* fused members (routed experts' up/down) measure ~0 */
         e->flop[p] = f;
         e->bytes[p] = b;
@@ -143,7 +173,7 @@ static enum ats_status op_table(const bench_profile_opts *o, ex_device *dev, uin
     int64_t max_ctx = a->n_ctx_max > 0 ? a->n_ctx_max : 4096;
     int64_t decode_ctx = o->quick ? 64 : 512;
     if (decode_ctx > max_ctx / 2) decode_ctx = max_ctx / 2;
-    const int dec_reps = o->quick ? 3 : 8;
+    const int dec_reps = o->quick ? 4 : gpu ? 16 : 8; /* GPU: half of them with events */
     int64_t need = toks[n_tok - 1] > decode_ctx + dec_reps + 2 ? toks[n_tok - 1] : decode_ctx + dec_reps + 2;
     ex_session_opts so = ex_session_opts_default();
     so.kv_type = ATS_Q_F16;
@@ -157,13 +187,19 @@ static enum ats_status op_table(const bench_profile_opts *o, ex_device *dev, uin
     cfg.ctrl.eps = 1e9; /* one plan: no re-planning between the timed rounds */
     cfg.prompt_tok = decode_ctx;
     cfg.chunk_tok = 512;
-    cfg.time_every = 1;
+    cfg.time_every = 2;
     cfg.measured = 0;
     ex_rt *rt = NULL;
     enum ats_status st = ex_rt_new(o->model, &so, dev, &cfg, &rt, err);
     if (st) return st;
     const ats_graph *g = ex_session_graph(ex_rt_session(rt));
-    table_run r = {o, gpu ? ATS_GPU : ATS_CPU, t, t->n, g->n_ops, NULL, NULL, NULL, 0};
+    table_run r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.backend = gpu ? ATS_GPU : ATS_CPU;
+    r.t = t;
+    r.first = t->n;
+    r.n_ops = g->n_ops;
     r.max_samples = 8 * (int)(a->n_layer + 2) * (dec_reps > 3 ? dec_reps : 3);
     r.entry = malloc((size_t)g->n_ops * sizeof *r.entry);
     int32_t *tok = malloc((size_t)so.n_ctx * sizeof *tok);
@@ -197,28 +233,31 @@ static enum ats_status op_table(const bench_profile_opts *o, ex_device *dev, uin
             for (int64_t i = 0; i < decode_ctx && !st; i += 512) {
                 int64_t c = decode_ctx - i < 512 ? decode_ctx - i : 512;
                 rand_tokens(tok, c, a->n_vocab, &seed);
-                st = ex_rt_round_run(rt, ATS_PHASE_PREFILL, tok, c, logits, NULL, err);
+                st = run_round(&r, rt, ATS_PHASE_PREFILL, tok, c, logits, 0, err);
             }
-            ctx = decode_ctx;
-            for (int rep = 0; rep <= dec_reps && !st; rep++) {
+            for (int rep = 0; rep <= dec_reps && !st; rep++) { /* the first step is the warm-up */
                 rand_tokens(tok, 1, a->n_vocab, &seed);
-                st = ex_rt_round_run(rt, ATS_PHASE_DECODE, tok, 1, logits, NULL, err);
-                if (!st && rep > 0) collect(&r, rt); /* the first step is the warm-up */
+                st = run_round(&r, rt, ATS_PHASE_DECODE, tok, 1, logits, rep > 0, err);
             }
             ctx = decode_ctx + (dec_reps + 1) / 2; /* the median timed step's context */
         } else {
             /* GPU: one warm-up round, 3 timed; CPU (warmed up by the decode point before): chunks of
                >= 256 tokens are long and steady, one timed round, else 2; --quick: one of each */
             int warm = o->quick || gpu ? 1 : 0, timed = o->quick ? 1 : gpu ? 3 : n >= 256 ? 1 : 2;
+            if (gpu) timed *= 2; /* every 2nd round has events */
             for (int rep = 0; rep < warm + timed && !st; rep++) {
                 ex_session_clear(ex_rt_session(rt));
                 rand_tokens(tok, n, a->n_vocab, &seed);
-                st = ex_rt_round_run(rt, ATS_PHASE_PREFILL, tok, n, logits, NULL, err);
-                if (!st && rep >= warm) collect(&r, rt);
+                st = run_round(&r, rt, ATS_PHASE_PREFILL, tok, n, logits, rep >= warm, err);
             }
         }
         if (!st) st = close_point(&r, rt, p, n, n == 1 ? ATS_PHASE_DECODE : ATS_PHASE_PREFILL,
                                   ctx, err);
+    }
+    if (!st && gpu) {
+        bench_table(&o->sink, "\nGPU op table: per-op event times scaled by untimed / timed round latency:");
+        for (int p = 0; p < n_tok && toks[p] <= so.n_ctx; p++)
+            bench_table(&o->sink, " %lld tok %.3f%s", (long long)toks[p], r.scale[p], p + 1 < n_tok ? "," : "\n");
     }
     if (!st) compact(&r);
 done:
@@ -242,7 +281,10 @@ static void print_table(const bench_profile_opts *o, const ats_prof_table *t, co
                 backend ? "GPU" : "CPU", backend ? "gpu.mem_bw_GBps" : "cpu.mem_bw_GBps", bw * 1e-9, peak * 1e-12,
                 backend ? "FLOP" : "OP");
     bench_table(sk, "%-8s %-18s %-6s %-13s", "kind", "role", "type", "shape");
-    for (int p = 0; p < t->e[0].n_points && t->n > 0; p++) bench_table(sk, " %15lld", (long long)t->e[0].tokens[p]);
+    const ats_prof_entry *first = NULL;
+    for (int32_t i = 0; i < t->n && !first; i++)
+        if (t->e[i].backend == backend) first = &t->e[i];
+    for (int p = 0; first && p < first->n_points; p++) bench_table(sk, " %15lld", (long long)first->tokens[p]);
     bench_table(sk, "\n");
     for (int32_t i = 0; i < t->n; i++) {
         const ats_prof_entry *e = &t->e[i];
