@@ -57,10 +57,14 @@ int ats_cmd_profile(int argc, char **argv)
     int dummy = 0, quick = 0, skip_gpu = 0, c;
     ats_cli_seen seen = {0};
     optind = 1;
-    while ((c = getopt_long(argc, argv, "m:t:w:o:h", opts, NULL)) != -1) {
+    opterr = 0; /* one line of our own per bad option */
+    while ((c = getopt_long(argc, argv, ":m:t:w:o:h", opts, NULL)) != -1) {
         if (ats_cli_once_opt(CMD, &seen, opts, c, optarg)) return ATS_EXIT_USAGE;
         switch (c) {
-        case 'm': model = optarg; break;
+        case 'm':
+            if (ats_cli_file_value(CMD, "--model", optarg)) return ATS_EXIT_USAGE;
+            model = optarg;
+            break;
         case O_DUMMY: dummy = 1; break;
         case O_QUANT: quant = optarg; break;
         case 't':
@@ -80,7 +84,8 @@ int ats_cmd_profile(int argc, char **argv)
             }
             break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
-        default: usage(stderr); return ATS_EXIT_USAGE;
+        case ':': ats_cli_missing_value(CMD, argv[optind - 1], optopt); return ATS_EXIT_USAGE;
+        default: ats_cli_bad_option(CMD, argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
         }
     }
     if (optind < argc) {
