@@ -429,6 +429,10 @@ enum ats_status bench_profile_run(const bench_profile_opts *o, json_t **doc, ats
             json_array_append_new(cs, x);
         }
         json_object_set_new(prof, "copy_engine_over_sizes", cs);
+        json_object_set_new(prof, "h2d_latency_us", json_real(gf.h2d_lat_s * 1e6));
+        json_object_set_new(prof, "d2h_latency_us", json_real(gf.d2h_lat_s * 1e6));
+        json_object_set_new(prof, "link_ce_GBps", json_real(gf.link_ce_Bps * 1e-9));
+        json_object_set_new(prof, "link_sm_GBps", json_real(gf.link_sm_Bps * 1e-9));
         json_object_set_new(prof, "gpu", json_string(gf.name));
         size_t big = gf.sizes[gf.n_sizes - 1];
         const char *fmt_ce = "%s: copy engine %s, %zu MiB copies from pinned memory, median (%s)";
