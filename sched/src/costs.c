@@ -295,6 +295,8 @@ double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, 
 {
     const ats_prof_entry *e = prof_find(&hw->op_table, op, b);
     if (!e) return NAN;
+    const ats_op_kind ek = (ats_op_kind)e->kind;
+    const ats_qtype eq = (ats_qtype)e->qtype;
     double n = (double)g->phase.n_tokens;
     int32_t k = 0;
     while (k + 1 < e->n_points && (double)e->tokens[k + 1] <= n) k++;
@@ -307,10 +309,22 @@ double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, 
     }
     double fq, bq;
     ats_op_work(g, op, &fq, &bq);
-    double rm = ats_roofline_s(hw, b, (ats_op_kind)e->kind, (ats_qtype)e->qtype, f, by);
+    double rm = ats_roofline_s(hw, b, ek, eq, f, by);
     double rq = ats_roofline_s(hw, b, op->kind, op->qtype, fq, bq);
-    if (!(rm > 0) || !isfinite(rq)) return t; /* nothing to scale by */
-    return rq == rm ? t : t * (rq / rm);
+    if (rq == rm || !(rm > 0) || !isfinite(rq)) return t;
+    /* other work than measured: the entry's marginal time per roofline second (its slope from the
+     * first to the last point; one point: t / rm) times the difference, so a fixed cost (launches,
+     * the host's issue time) is not scaled; never below the proportional value t · rq / rm */
+    double slope = t / rm;
+    const int32_t last = e->n_points - 1;
+    if (last > 0) {
+        double r0 = ats_roofline_s(hw, b, ek, eq, e->flop[0], e->bytes[0]);
+        double r1 = ats_roofline_s(hw, b, ek, eq, e->flop[last], e->bytes[last]);
+        if (r1 > r0) slope = (e->t_s[last] - e->t_s[0]) / (r1 - r0);
+        if (!(slope > 0)) slope = 0.0;
+    }
+    double tq = t + slope * (rq - rm), prop = t * (rq / rm);
+    return tq > prop ? tq : prop;
 }
 
 enum ats_status ats_costs_from_model(const ats_graph *g, const ats_hw *hw, ats_costs *out,

@@ -2,8 +2,9 @@
  * test_costs — cost snapshots: validation messages, the roofline model on a real graph (hand-checked
  * op, PCIe terms, experts), load scaling, load estimation recovering the factors it was given, and
  * hardware-description checks; a measured op table (ats_hw.op_table): its time at measured points,
- * piecewise-linear interpolation between them, roofline-ratio scaling for other shapes and token
- * counts outside, the roofline for kinds it lacks, and its validation.
+ * piecewise-linear interpolation between them, other shapes and token counts outside the range by the
+ * entry's marginal time per roofline second (a fixed cost not scaled), the roofline for kinds it
+ * lacks, and its validation.
  */
 #include <math.h>
 #include <stdio.h>
@@ -223,11 +224,17 @@ static void test_table(uint64_t *rng)
     /* kinds the table lacks (norm) and the GPU side: the roofline, unchanged */
     CHECK(c.t_cpu[norm] == c0.t_cpu[norm]);
     for (int32_t i = 0; i < g16->n_ops; i++) CHECK(c.t_gpu[i] == c0.t_gpu[i] && c.w[i] == c0.w[i] && c.c[i] == c0.c[i]);
-    /* another matmul shape: the table's time scaled by the roofline ratio (by hand) */
+    /* another matmul shape: the table's time plus the entry's marginal time per roofline second
+       times the difference in roofline time, at least the proportional value (by hand) */
     double f, b;
+    double r16 = cpu_matmul_roof(&hw, oq, e->flop[0], e->bytes[0]), r64 = cpu_matmul_roof(&hw, oq, e->flop[1], e->bytes[1]);
+    double slope = (e->t_s[1] - e->t_s[0]) / (r64 - r16);
+    CHECK(r64 > r16 && slope > 0);
     ats_op_work(g16, &g16->ops[other], &f, &b);
-    double want = e->t_s[0] * cpu_matmul_roof(&hw, &g16->ops[other], f, b) / cpu_matmul_roof(&hw, oq, e->flop[0], e->bytes[0]);
+    double rq = cpu_matmul_roof(&hw, &g16->ops[other], f, b);
+    double want = fmax(e->t_s[0] + slope * (rq - r16), e->t_s[0] * rq / r16);
     CHECK_REL(c.t_cpu[other], want, 1e-12, 0);
+    CHECK(c.t_cpu[other] != e->t_s[0]);
     ats_costs_free(&c);
     CHECK(ats_costs_init(&c, g64->n_ops) == ATS_OK && ats_costs_from_model(g64, &hw, &c, &err) == ATS_OK);
     CHECK(c.t_cpu[q] == e->t_s[1]);
@@ -239,13 +246,31 @@ static void test_table(uint64_t *rng)
     CHECK_REL(ats_prof_op_time(g40, &g40->ops[q], &hw, ATS_CPU), 0.5 * (e->t_s[0] + e->t_s[1]), 1e-12, 0);
     CHECK(isnan(ats_prof_op_time(g40, &g40->ops[q], &hw, ATS_GPU))); /* no GPU entry */
     ats_costs_free(&c);
-    /* below the first point: the first point scaled by the roofline ratio */
+    /* below the first point (1 token): the first point's time less slope times the roofline
+       difference, not below the proportional value */
     CHECK(ats_costs_init(&c, g1->n_ops) == ATS_OK && ats_costs_from_model(g1, &hw, &c, &err) == ATS_OK);
     ats_op_work(g1, &g1->ops[q], &f, &b);
-    want = e->t_s[0] * cpu_matmul_roof(&hw, oq, f, b) / cpu_matmul_roof(&hw, oq, e->flop[0], e->bytes[0]);
+    rq = cpu_matmul_roof(&hw, oq, f, b);
+    want = fmax(e->t_s[0] + slope * (rq - r16), e->t_s[0] * rq / r16);
     CHECK_REL(c.t_cpu[q], want, 1e-12, 0);
     CHECK(c.t_cpu[q] < e->t_s[0]);
     ats_costs_free(&c);
+    /* a fixed cost is not scaled: with times t0 + slope·r at both points (t0 = 1 ms of launches), an
+       op of other work gets t0 + slope·rq exactly, where the proportional rule would scale t0 too */
+    {
+        ats_hw h2 = hw;
+        ats_prof_entry *x = &h2.op_table.e[0];
+        double t0 = 1e-3, sl = 3.0;
+        x->t_s[0] = t0 + sl * r16;
+        x->t_s[1] = t0 + sl * r64;
+        ats_costs c2;
+        CHECK(ats_costs_init(&c2, g16->n_ops) == ATS_OK && ats_costs_from_model(g16, &h2, &c2, &err) == ATS_OK);
+        ats_op_work(g16, &g16->ops[other], &f, &b);
+        rq = cpu_matmul_roof(&hw, &g16->ops[other], f, b);
+        CHECK_REL(c2.t_cpu[other], fmax(t0 + sl * rq, x->t_s[0] * rq / r16), 1e-9, 0);
+        CHECK_REL(c2.t_cpu[other], t0 + sl * rq, 1e-9, 0); /* above the proportional value: t0 > 0 */
+        ats_costs_free(&c2);
+    }
     ats_costs_free(&c0);
     /* bad entries are refused, naming entry and point */
     e->tokens[1] = 16;

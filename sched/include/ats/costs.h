@@ -76,8 +76,13 @@ double ats_roofline_s(const ats_hw *hw, ats_backend b, ats_op_kind kind, ats_qty
  * the op's kind on that backend. The entry: the one with the op's role, type and shape; else the
  * nearest in n_out · n_in of the op's kind and type; else of its kind. Within the entry, piecewise
  * linear in tokens between the bracketing measured points (time, flop and bytes alike; the first or
- * last point outside the measured range), then scaled by ats_roofline_s(op's work) /
- * ats_roofline_s(the measured work) (exactly 1 at a measured point of the op's own shape).
+ * last point outside the measured range): t, rm = ats_roofline_s(that work). When the op's own work
+ * has another roofline time rq (another shape, context or token count outside the range):
+ *   t + slope · (rq - rm), at least t · rq / rm,
+ * slope = (t_last - t_first) / (roofline of the last point's work - of the first's), the entry's
+ * marginal time per roofline second (0 when not positive; t / rm for an entry of one point), so a
+ * fixed cost per op (kernel launches, the host's issue time) is not scaled with the work.
+ * Exactly the table's time at a measured point of the op's own shape.
  */
 double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, ats_backend b);
 
