@@ -3,7 +3,7 @@
  *  1. --skip-gpu --quick writes a profile that atsc_hw_load reads: cpu.threads as given, a CPU op table
  *     (every entry CPU, 3 points 1/16/64 tokens, times > 0) whose sources say "measured by ats profile",
  *     the GPU figures and sources of the base untouched; `ats sim --hw thatfile --model stories.gguf`
- *     runs on it (exit 0) and predicts another TPOT than the base description (its CPU op: the embedding);
+ *     runs on it (exit 0) and predicts another decode rate than the base description (its CPU op: the embedding);
  *  2. no progress text (no '\r') when stderr is not a terminal;
  *  3. bad input: no --model, --threads 0, an unknown --hw, --quant without --dummy-weights: exit 2 with
  *     one line; a profile with a bad op-table time given to `ats sim --hw`: exit 2 naming file and field.
@@ -23,8 +23,9 @@ static char out[1 << 16], err[1 << 16];
 
 static int ats(const char *args, int timeout_s) { return tu_run_ats_split(NULL, args, timeout_s, dir, out, sizeof out, err, sizeof err); }
 
-/* the decode TPOT of `ats sim` on stories, policy layer (the embedding lookup runs on the CPU) */
-static double sim_tpot(const char *hw)
+/* the decode tok/s of `ats sim` on stories (CSV: 4 decimals of tok/s), policy layer (the embedding lookup
+ * runs on the CPU) */
+static double sim_decode_rate(const char *hw)
 {
     char args[4096];
     snprintf(args, sizeof args, "sim --hw '%s' --model '%s' --trace none --prompt 64 --gen 8 --policy layer --format csv",
@@ -41,7 +42,7 @@ static double sim_tpot(const char *hw)
     for (char *p = hdr, *c; p; p = c ? c + 1 : NULL, k++) {
         c = strchr(p, ',');
         if (c) *c = 0;
-        if (strstr(p, "tpot") && strstr(p, "mean") && col < 0) col = k;
+        if (!strcmp(p, "decode_tok_s") && col < 0) col = k;
     }
     char *row = nl + 1, *f = row;
     for (int i = 0; i < col && f; i++) f = strchr(f, ',') ? strchr(f, ',') + 1 : NULL;
@@ -108,8 +109,8 @@ int main(int argc, char **argv)
     /* GPU sources of the base kept (no GPU part) */
     CHECK(text && strstr(text, "sim/hw/measure/linkprobe.cu"));
     free(text);
-    double t_prof = sim_tpot(path), t_base = sim_tpot(base);
-    CHECK_MSG(t_prof > 0 && t_base > 0 && t_prof != t_base, "TPOT with the profile %g, with the base %g", t_prof, t_base);
+    double t_prof = sim_decode_rate(path), t_base = sim_decode_rate(base);
+    CHECK_MSG(t_prof > 0 && t_base > 0 && t_prof != t_base, "decode tok/s with the profile %g, with the base %g", t_prof, t_base);
     /* 3. */
     static const char *const bad[][2] = {
         {"profile --skip-gpu --quick", "--model is required"},
