@@ -839,7 +839,8 @@ enum ats_status ex_rt_warmup(ex_rt *rt, int64_t n_tok, ats_err *err)
     free(logits);
     if (st == ATS_ENOMEM && !err->msg[0]) return ats_err_set(err, st, "warm-up: out of host memory");
     if (st) return st;
-    return ex_session_rewind(rt->s, 0, err);
+    ex_session_clear(rt->s);
+    return ATS_OK;
 }
 
 enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *tokens, int64_t n_tok, float *logits,

@@ -91,6 +91,7 @@ struct ex_session {
     int sync_ops;                   /* ex_session_opts.sync_ops */
     const ex_backend *last;         /* backend of the last op run (NULL: none yet, or scratch moved) */
     const ex_backend **kv_be;       /* per layer: backend of the last kv_store into its KV rows */
+    uint8_t *kv_stale;              /* per layer: kv_be's device copy predates an ex_session_clear */
     const ex_backend **uniq;        /* the distinct backends of op_be (n_uniq), for forget */
     int n_uniq, cap_uniq;
     int64_t cur_n;                  /* tokens of the forward running (or last run) */
@@ -168,6 +169,7 @@ void ex_session_free(ex_session *s)
     free(s->emap);
     free(s->types);
     free(s->kv_be);
+    free(s->kv_stale);
     free(s->uniq);
     free(s->op_be);
     free(s->op_ns);
@@ -300,9 +302,10 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->op_t0 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t0);
     s->op_t1 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t1);
     s->kv_be = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), sizeof *s->kv_be);
+    s->kv_stale = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), 1);
     s->cap_uniq = s->graph->n_ops + 4;
     s->uniq = calloc((size_t)s->cap_uniq, sizeof *s->uniq);
-    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->uniq) {
+    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->kv_stale || !s->uniq) {
         long long nc = (long long)s->n_ctx;
         const char *ty = ats_qtype_name(s->kv_type);
         ex_session_free(s);
@@ -420,24 +423,31 @@ enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const in
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
 
-enum ats_status ex_session_rewind(ex_session *s, int64_t pos, ats_err *err)
+/* Drops backend be's copy of layer l's K and V slabs. */
+static void forget_layer(ex_session *s, const ex_backend *be, int64_t l)
 {
-    if (pos < 0 || pos > s->pos)
-        return ats_err_set(err, ATS_EINVAL, "rewind to position %lld: the session holds %lld tokens", (long long)pos,
-                           (long long)s->pos);
-    if (pos == s->pos) return ATS_OK;
-    /* the backends' KV copies assume rows only grow: every row comes back to the host, then the
-     * device copies go (re-uploaded from the host where a layer's attention runs there next) */
-    for (int i = 0; i < s->n_uniq; i++)
-        if (s->uniq[i]->flush) {
-            enum ats_status st = s->uniq[i]->flush(s->uniq[i]->ctx, 1);
-            if (st) return ats_err_set(err, st, "rewind to position %lld: bringing the KV rows back", (long long)pos);
+    void *k, *v;
+    size_t b;
+    ex_session_kv_layer(s, l, &k, &v, &b);
+    if (k) be->forget(be->ctx, k, b);
+    if (v) be->forget(be->ctx, v, b);
+}
+
+void ex_session_clear(ex_session *s)
+{
+    /* A device's copy of a layer's KV rows is a row prefix it extends by uploads (exec/README.md
+     * "Residency"); after a clear its prefix no longer matches the host's rows. Copies of backends
+     * that did not append the layer's rows last are dropped now; the last appender keeps its copy
+     * (it rewrites the rows from 0 itself: no reallocation while one backend runs the layer) until
+     * another backend runs that layer's attention: then it flushes and drops it (kv_stale). */
+    for (int64_t l = 0; l < s->m->arch.n_layer; l++)
+        for (int i = 0; i < s->n_uniq; i++) {
+            const ex_backend *u = s->uniq[i];
+            if (!u->forget) continue;
+            if (u == s->kv_be[l]) s->kv_stale[l] = 1;
+            else forget_layer(s, u, l);
         }
-    forget_range(s, s->k_cache, kv_slab_bytes(s));
-    forget_range(s, s->v_cache, kv_slab_bytes(s));
-    for (int64_t l = 0; l < s->m->arch.n_layer; l++) s->kv_be[l] = NULL;
-    s->pos = pos;
-    return ATS_OK;
+    s->pos = 0;
 }
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ats_qtype ex_session_kv_type(const ex_session *s) { return s->kv_type; }
@@ -603,6 +613,10 @@ static enum ats_status switch_to(ex_session *s, int32_t i, const ex_backend *be,
         if (w && w != be && w->flush) {
             *who = w->name;
             if ((st = w->flush(w->ctx, 1))) return st;
+        }
+        if (w && w != be && s->kv_stale[op->layer]) { /* its copy predates an ex_session_clear */
+            if (w->forget) forget_layer(s, w, op->layer);
+            s->kv_stale[op->layer] = 0;
         }
         s->kv_be[op->layer] = be;
     }

@@ -9,7 +9,8 @@
  *     compute different functions; with F32 weights the routes must agree);
  *  2. a prefill chunk gives the same last-token logits as token-by-token decode;
  *  3. the backend hook: with --split k a counting backend B receives exactly the ops of layers >= k
- *     and the logits equal the unsplit run; thread count does not change the logits;
+ *     and the logits equal the unsplit run; thread count does not change the logits; after
+ *     ex_session_clear the same prompt gives the same logits;
  *  4. context overflow returns ATS_ERANGE with a message; out-of-vocabulary tokens ATS_EINVAL;
  *  5. the F16 KV cache (ex_session_opts.kv_type = ATS_Q_F16): the naive forward with K and V rounded
  *     to F16 agrees within the same bounds, prefill = decode, splits over a counting backend equal the
@@ -384,6 +385,12 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     omp_set_num_threads(1);
     CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
     CHECK(ex_session_forward(s, tok, T, ld, &err) == ATS_OK);
+    CHECK(memcmp(ld, lp, (size_t)V * sizeof *ld) == 0);
+    /* ex_session_clear: the same prompt again from position 0 gives the same logits */
+    ex_session_clear(s);
+    CHECK(ex_session_pos(s) == 0);
+    CHECK(ex_session_forward(s, tok, T, ld, &err) == ATS_OK);
+    CHECK(ex_session_pos(s) == T);
     CHECK(memcmp(ld, lp, (size_t)V * sizeof *ld) == 0);
     omp_set_num_threads(nt);
     /* 4: errors */

@@ -156,7 +156,7 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
 
 /** Warm-up before the first round (llama.cpp's and llama-bench's warm-up run): one prefill round
  *  of n tokens (capped at the context) and one decode round under the controllers' first plans,
- *  then the session rewound to position 0. Device kernels load, workspaces grow and library
+ *  then the session's KV cache emptied (ex_session_clear). Device kernels load, workspaces grow and library
  *  handles initialise here instead of in the first timed round; nothing is measured or fed to the
  *  controllers (the controllers start here). No-op on the CPU only runtime. ATS_EINVAL when a round
  *  already ran; the round's statuses otherwise. */

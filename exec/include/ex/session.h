@@ -71,11 +71,13 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
-/** Forgets the tokens at positions >= pos (0 <= pos <= ex_session_pos): the next forward writes
- *  its KV rows from pos on (the backends' KV copies accept a retried position). ATS_EINVAL
- *  (message) for pos out of range. */
-enum ats_status ex_session_rewind(ex_session *s, int64_t pos, ats_err *err);
 int64_t ex_session_n_ctx(const ex_session *s);
+/** Empties the KV cache: the next forward starts at position 0 (a new request over the same
+ *  session; `ats profile` times rounds from position 0 this way). A device backend keeps its copy of
+ *  the KV slabs of the layers it appended last (it rewrites them from row 0: no reallocation while it
+ *  keeps running them) and drops every other copy now (its `forget` entry); when another backend
+ *  later runs such a layer's attention, the old appender flushes and drops its copy first. */
+void ex_session_clear(ex_session *s);
 /** The KV cache's element type (ATS_Q_F32 or ATS_Q_F16, from ex_session_opts.kv_type). */
 ats_qtype ex_session_kv_type(const ex_session *s);
 /** Bytes of the session's KV cache, K and V of every layer at its n_ctx capacity [bytes]:
