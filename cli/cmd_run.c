@@ -65,7 +65,7 @@ static void usage(FILE *f)
             "  --interval I       minimum re-plan interval: TPOT multiple (default 5) or e.g. 200ms\n"
             "  --serialized       every plan serialized (llama.cpp's path: no copy/compute overlap)\n"
             "  --no-warmup        no warm-up round before timing (default: one prefill chunk and one decode\n"
-            "                     step of token 0, then the KV cache rewound, as llama.cpp warms up)\n"
+            "                     step of token 0, then the KV cache emptied, as llama.cpp warms up)\n"
             "  --cpu-only         no device even where there is one (every op on the CPU)\n"
             "  --timeline FILE    Chrome trace-event JSON (Perfetto) as ats sim writes: CPU, GPU compute stream,\n"
             "                     copy engine, PCIe H2D (GPU op times from events on timed rounds)\n",
