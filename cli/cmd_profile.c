@@ -154,6 +154,15 @@ int ats_cmd_profile(int argc, char **argv)
         ats_cli_error(CMD, "%s", err.msg);
         return st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
     }
+    { /* the profile's name: its file's stem (h200-host-profile.json -> h200-host-profile), not the base's */
+        const char *b = strrchr(out, '/');
+        b = b ? b + 1 : out;
+        char name[256];
+        snprintf(name, sizeof name, "%s", b);
+        char *dot = strrchr(name, '.');
+        if (dot && dot != name) *dot = 0;
+        json_object_set_new(doc, "name", json_string(name));
+    }
     int rc = ats_cli_bench_write(CMD, out, doc, JSON_INDENT(2), NULL);
     json_decref(doc);
     if (rc != ATS_EXIT_OK) return rc;
