@@ -177,7 +177,7 @@ def cmd_compare(argv):
         cells = [r.get(k, "") for k in keys]
         for m in metrics:
             s, x = fnum(r.get(m)), fnum(h.get(m))
-            cells += [r.get(m) or "-", h.get(m) or "-", "%.2f" % (x / s) if s and x is not None else "-"]
+            cells += [r.get(m) or "-", h.get(m) or "-", "%.3g" % (x / s) if s and x is not None else "-"]
         print("| " + " | ".join(cells) + " |")
     unmatched = [r for k, r in hwi.items() if k not in {tuple(s.get(kk) for kk in keys) for s in sim}]
     if unmatched:
@@ -367,7 +367,12 @@ def cmd_tpotplot(argv):
         if window > 1 and len(y) >= window:
             y = np.median(np.lib.stride_tricks.sliding_window_view(np.pad(y, (window // 2, window - 1 - window // 2),
                                                                             mode="edge"), window), axis=1)
-        ax.plot(d["t_start_s"], y, lw=1, label=label)
+        x = np.asarray(d["t_start_s"], dtype=float)
+        y = np.asarray(y, dtype=float)
+        if len(x) > 2:  # a line breaks where a prefill or an idle gap lies between two decode rounds
+            gap = np.nonzero(np.diff(x) > 2 * np.median(d["latency_s"]))[0] + 1
+            x, y = np.insert(x, gap, np.nan), np.insert(y, gap, np.nan)
+        ax.plot(x, y, lw=1, label=label)
         rr = d[d["rescheduled"] != 0] if "rescheduled" in d.dtype.names else d[:0]
         if len(rr):
             ax.plot(rr["t_start_s"], 1e3 * rr["latency_s"], ".", ms=3, color=ax.lines[-1].get_color())
