@@ -33,9 +33,12 @@ Subcommands (run from the repository root with /usr/bin/python3):
   tpotplot -o PNG [--trace T.h5] [--window N] [--title T] LABEL=RESULTS.h5:RUN ...
                                  decode TPOT over time of several results files in one plot (rolling
                                  median of N rounds), the trace's availabilities below
-  sweeprows SWEEP.h5 [--default EPS,TAU]   per trace of an `ats sweep --out` file: its best (ε, τ)
-                                 by mean TPOT and the default point, as CSV:
+  sweeprows SWEEP.h5 [--default EPS,TAU]   per trace of an `ats sweep --out` file: its best and its
+                                 worst (ε, τ) by mean TPOT and the default point, as CSV:
                                  trace,point,eps,interval,tpot_mean_ms,reschedules
+  rank SIM.csv HW.csv [--metric M]   per trace (columns trace, point): the points in order of M
+                                 (default tpot_mean_ms) simulated and measured, and whether the
+                                 simulator's best point is also the measured best
 Exit codes: 0 ok, 1 nothing found where a result was expected, 2 bad input.
 """
 import csv
@@ -418,14 +421,39 @@ def cmd_sweeprows(argv):
         if len(ok):
             b = ok[np.argmin(ok["tpot_mean_s"])]
             print(f"{t},best,{b['eps']:g},{b['interval']:g},{1e3 * b['tpot_mean_s']:.2f},{int(b['n_resched'])}")
+        if len(ok):
+            w = ok[np.argmax(ok["tpot_mean_s"])]
+            print(f"{t},worst,{w['eps']:g},{w['interval']:g},{1e3 * w['tpot_mean_s']:.2f},{int(w['n_resched'])}")
         d = s[(np.abs(s["eps"] - de) < 1e-9) & (np.abs(s["interval"] - dt) < 1e-9)]
         if len(d):
             print(f"{t},default,{de:g},{dt:g},{1e3 * d[0]['tpot_mean_s']:.2f},{int(d[0]['n_resched'])}")
 
 
+def cmd_rank(argv):
+    metric = opt(argv, "--metric", "tpot_mean_ms")
+    if len(argv) != 2:
+        die("usage: rank SIM.csv HW.csv [--metric M]")
+    sim = read_csv(argv[0])
+    hw = read_csv(argv[1]) if os.path.exists(argv[1]) else []
+    print("trace,sim_order,sim_spread_pct,hw_order,hw_spread_pct,sim_best_is_hw_best")
+    for t in dict.fromkeys(r["trace"] for r in sim):
+        def order(rows):
+            v = sorted((fnum(r[metric]), r["point"]) for r in rows if r["trace"] == t and fnum(r[metric]) is not None)
+            spread = 100 * (v[-1][0] / v[0][0] - 1) if v and v[0][0] > 0 else 0.0
+            return [p for _, p in v], spread
+        (so, ss), (ho, hs) = order(sim), order(hw)
+        if not ho:
+            verdict = "not measured"
+        elif ss < 1:
+            verdict = "tie in the simulator (spread < 1%)"
+        else:
+            verdict = "yes" if so[0] == ho[0] else "no"
+        print(f"{t},{' < '.join(so)},{ss:.1f},{' < '.join(ho) or '-'},{hs:.1f},{verdict}")
+
+
 CMDS = {"header": cmd_header, "simrows": cmd_simrows, "runrow": cmd_runrow, "compare": cmd_compare,
         "bars": cmd_bars, "trimtrace": cmd_trimtrace, "segments": cmd_segments, "cut": cmd_cut,
-        "tpotplot": cmd_tpotplot, "sweeprows": cmd_sweeprows}
+        "tpotplot": cmd_tpotplot, "sweeprows": cmd_sweeprows, "rank": cmd_rank}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
