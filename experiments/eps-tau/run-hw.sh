@@ -10,7 +10,7 @@
 # OUT/points.csv, OUT/rank.csv (per trace: the points in order of mean TPOT, simulated and measured;
 # is the simulator's best the measured best), OUT/compare.md, OUT/summary.txt, OUT/logs/.
 # Environment: TRACES (every traces/*.h5), WINDOW_S (60), POINTS ("best default worst never"),
-# STRESS_ARGS ("--hogs-gpu 16"), LIMIT_S (0: none), RUN_TIMEOUT (3 x WINDOW_S + 60).
+# STRESS_ARGS ("--hogs-gpu 16"), LIMIT_S (0: none), RUN_TIMEOUT (3 x WINDOW_S + 60), MODEL (qwen3-14b).
 set -u
 source experiments/evalkit.sh
 hw_setup "${1:-}" "${2:-}"
@@ -24,7 +24,7 @@ experiments/eps-tau/sim-points.sh "$OUT/simpoints" "$A" $WIN $TRACES > "$OUT/log
     { say "sim-points.sh failed: $(tail -1 "$OUT/logs/sim-points.txt")"; exit 1; }
 cp "$OUT/simpoints/points.csv" "$OUT/simpoints/sim.csv" "$OUT/"
 say "[$((SECONDS - T0)) s] simulator: $(head -1 "$OUT/logs/sim-points.txt")"
-RUN=(--model qwen3-14b --dummy-weights --policy ats --threads 4 --vram-budget 5.1GiB --chunk 512 --hw $hw --prompt-tokens 512)
+RUN=(--model ${MODEL:-qwen3-14b} --dummy-weights --policy ats --threads 4 --vram-budget 5.1GiB --chunk 512 --hw $hw --prompt-tokens 512)
 hw_header trace,point,eps,interval,prompt,gen
 hw_run calibrate "trace=none,point=calibrate,eps=0.15,interval=5,prompt=512,gen=24" -- "${RUN[@]}" -n 24 --ctx 552
 tpot=$(awk -F, '$1=="none"{print $12}' "$OUT/hw.csv")   # TPOT p50 [ms]

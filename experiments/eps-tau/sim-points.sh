@@ -12,7 +12,7 @@ set -eu
 OUT=$1; A=$2; WIN=$3; shift 3
 K=experiments/evalkit.py; PY=/usr/bin/python3
 HW=experiments/end-to-end/h200-laptop.json
-SIMF=(--model qwen3-14b --hw $HW --vram-budget 5.1GiB --chunk 512 --requests 1 --prompt 512)
+SIMF=(--model ${MODEL:-qwen3-14b} --hw $HW --vram-budget 5.1GiB --chunk 512 --requests 1 --prompt 512)
 mkdir -p "$OUT/traces"
 tpot=$("$A" sim "${SIMF[@]}" --gen 24 --trace none --policy ats --format csv | awk -F, 'NR==2{print $6}')
 G=$(awk -v d=$WIN -v t="$tpot" 'BEGIN{ print int(d * 1000 / t) + 8 }')
