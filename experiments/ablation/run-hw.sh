@@ -26,7 +26,7 @@ for model in $MODELS; do
         if ! left; then say "skipped (LIMIT_S): $model $step"; continue; fi
         keys="role=laptop,hw=h200-laptop,model=$mn,step=$step,prompt=$P,gen=$G"
         n=$(echo "$step" | tr -c 'A-Za-z0-9+\n' _)
-        hw_run "$mn-$n" "${keys// /_}" -- --model $model --dummy-weights --policy $args --threads 4 --vram-budget 5.1GiB \
+        hw_run "$mn-$n" "${keys// /_}" -- --model $model --dummy-weights --kv-type f16 --policy $args --threads 4 --vram-budget 5.1GiB \
             --chunk 512 --hw $hw --prompt-tokens $P -n $G --ctx $((P + G + 16)) < /dev/null
         sim_row "${keys// /_}" -- --model $model --hw $hw --vram-budget 5.1GiB --chunk 512 --trace none --requests 1 \
             --prompt $P --gen $G --policy $args < /dev/null

@@ -44,7 +44,7 @@ for role in $ROLES; do
                 if ! left; then say "skipped (LIMIT_S): $role $model $phase P=$P $p"; continue; fi
                 mn=$(basename "$model" .json)
                 keys=role=$role,hw=h200-$role,model=$mn,phase=$phase,prompt=$P,gen=$G
-                hw_run "$role-$mn-$phase-$P-$p" $keys -- --model $model --dummy-weights --policy $p --threads $thr \
+                hw_run "$role-$mn-$phase-$P-$p" $keys -- --model $model --dummy-weights --kv-type f16 --policy $p --threads $thr \
                     --vram-budget $budget --chunk $chunk --hw $hw --prompt-tokens $P -n $G --ctx $((P + G + 16))
                 sim_row $keys -- --model $model --hw $hw --vram-budget $budget --chunk $chunk --trace none --requests 1 \
                     --prompt $P --gen $G --policy $p

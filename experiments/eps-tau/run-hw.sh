@@ -24,7 +24,7 @@ experiments/eps-tau/sim-points.sh "$OUT/simpoints" "$A" $WIN $TRACES > "$OUT/log
     { say "sim-points.sh failed: $(tail -1 "$OUT/logs/sim-points.txt")"; exit 1; }
 cp "$OUT/simpoints/points.csv" "$OUT/simpoints/sim.csv" "$OUT/"
 say "[$((SECONDS - T0)) s] simulator: $(head -1 "$OUT/logs/sim-points.txt")"
-RUN=(--model ${MODEL:-qwen3-14b} --dummy-weights --policy ats --threads 4 --vram-budget 5.1GiB --chunk 512 --hw $hw --prompt-tokens 512)
+RUN=(--model ${MODEL:-qwen3-14b} --dummy-weights --kv-type f16 --policy ats --threads 4 --vram-budget 5.1GiB --chunk 512 --hw $hw --prompt-tokens 512)
 hw_header trace,point,eps,interval,prompt,gen
 hw_run calibrate "trace=none,point=calibrate,eps=0.15,interval=5,prompt=512,gen=24" -- "${RUN[@]}" -n 24 --ctx 552
 tpot=$(awk -F, '$1=="none"{print $12}' "$OUT/hw.csv")   # TPOT p50 [ms]

@@ -19,7 +19,7 @@ hw_setup "${1:-}" "${2:-}"
 MODEL=${MODEL:-qwen3-14b}; MN=$(basename "$MODEL" .json); PH=${PHASE_S:-60}; P=${PROMPT:-512}; DUR=$((3 * PH))
 RUN_TIMEOUT=${RUN_TIMEOUT:-$((5 * PH + 120))}
 hw=experiments/end-to-end/h200-laptop.json
-RUN=(--model $MODEL --dummy-weights --policy ats --threads 4 --vram-budget 5.1GiB --chunk 512 --hw $hw --prompt-tokens $P)
+RUN=(--model $MODEL --dummy-weights --kv-type f16 --policy ats --threads 4 --vram-budget 5.1GiB --chunk 512 --hw $hw --prompt-tokens $P)
 R=$(mktemp -d); trap 'rm -rf "$R"' EXIT
 "$A" trace synth --out "$R/full.h5" --duration $DUR --cpu step:$PH=0.4,$((2 * PH))=1 --gpu step:$((2 * PH))=0.4 \
     --pcie step:$((2 * PH))=0.4 --description "paper Fig. 13 with $PH s phases" > /dev/null || { say "trace synth failed"; exit 1; }
