@@ -456,6 +456,8 @@ CMDS = {"header": cmd_header, "simrows": cmd_simrows, "runrow": cmd_runrow, "com
         "tpotplot": cmd_tpotplot, "sweeprows": cmd_sweeprows, "rank": cmd_rank}
 
 if __name__ == "__main__":
+    import signal
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # a closed pipe (| head) ends it quietly, as the C tools
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         sys.exit(0 if len(sys.argv) > 1 else 2)
