@@ -217,5 +217,7 @@ int ats_cmd_record(int argc, char **argv);
 int ats_cmd_stress(int argc, char **argv);
 int ats_cmd_run(int argc, char **argv);
 int ats_cmd_quantize(int argc, char **argv);
+int ats_cmd_validate(int argc, char **argv); /* cli/cmd_validate.c */
+int ats_cmd_profile(int argc, char **argv); /* cli/cmd_profile.c (bench/profile.h) */
 
 #endif

@@ -64,6 +64,8 @@ static void usage(FILE *f)
             "  --eps E            re-plan when the load deviates by >= E (default 0.15)\n"
             "  --interval I       minimum re-plan interval: TPOT multiple (default 5) or e.g. 200ms\n"
             "  --serialized       every plan serialized (llama.cpp's path: no copy/compute overlap)\n"
+            "  --no-warmup        no warm-up round before timing (default: one prefill chunk and one decode\n"
+            "                     step of token 0, then the KV cache rewound, as llama.cpp warms up)\n"
             "  --cpu-only         no device even where there is one (every op on the CPU)\n"
             "  --timeline FILE    Chrome trace-event JSON (Perfetto) as ats sim writes: CPU, GPU compute stream,\n"
             "                     copy engine, PCIe H2D (GPU op times from events on timed rounds)\n",
@@ -178,6 +180,7 @@ typedef struct run_opts {
     int check_tensors;
     int serialized;
     int cpu_only;
+    int no_warmup;
     uint64_t vram;
     ats_controller_cfg ctrl;
     ats_qtype kv_type;
@@ -194,7 +197,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
     int dummy = 0, print_ids = 0, no_eos = 0, check_tensors = 0;
     enum { O_DUMMY = 256, O_QUANT, O_TEMP, O_TOPK, O_TOPP, O_SEED, O_THREADS, O_CTX, O_CHUNK, O_SPLIT,
            O_IDS, O_NOEOS, O_PTOK, O_OUT, O_BACKEND, O_KVTYPE, O_CHECK, O_POLICY, O_VRAM, O_HW, O_EPS,
-           O_INTERVAL, O_SERIAL, O_CPUONLY, O_TIMELINE };
+           O_INTERVAL, O_SERIAL, O_CPUONLY, O_TIMELINE, O_NOWARM };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"dummy-weights", no_argument, 0, O_DUMMY},
         {"quant", required_argument, 0, O_QUANT}, {"prompt", required_argument, 0, 'p'},
@@ -209,11 +212,11 @@ static int run_parse(int argc, char **argv, run_opts *o)
         {"vram-budget", required_argument, 0, O_VRAM}, {"hw", required_argument, 0, O_HW},
         {"eps", required_argument, 0, O_EPS}, {"interval", required_argument, 0, O_INTERVAL},
         {"serialized", no_argument, 0, O_SERIAL}, {"cpu-only", no_argument, 0, O_CPUONLY},
-        {"timeline", required_argument, 0, O_TIMELINE},
+        {"timeline", required_argument, 0, O_TIMELINE}, {"no-warmup", no_argument, 0, O_NOWARM},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *policy = NULL, *hw = "h200-host", *tl_path = NULL;
     uint64_t vram = 0;
-    int serialized = 0, cpu_only = 0;
+    int serialized = 0, cpu_only = 0, no_warmup = 0;
     ats_controller_cfg ctrl = ats_controller_cfg_default();
     const char *backend = "cpu";
     ats_qtype kv_type = ATS_Q_F32;
@@ -294,6 +297,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
         }
         case O_SERIAL: serialized = 1; break;
         case O_CPUONLY: cpu_only = 1; break;
+        case O_NOWARM: no_warmup = 1; break;
         case O_TIMELINE: tl_path = optarg; break;
         case 'h': usage(stdout); return ATS_EXIT_OK;
         case ':': ats_cli_missing_value("run", argv[optind - 1], optopt); return ATS_EXIT_USAGE;
@@ -336,6 +340,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
     r.check_tensors = check_tensors;
     r.serialized = serialized;
     r.cpu_only = cpu_only;
+    r.no_warmup = no_warmup;
     r.vram = vram;
     r.ctrl = ctrl;
     r.kv_type = kv_type;
@@ -437,6 +442,7 @@ static int run_with_policy(const run_opts *o, const ex_model *m, const ex_sessio
     ra.seed = (uint64_t)o->seed;
     ra.serialized = o->serialized;
     ra.cpu_only = o->cpu_only;
+    ra.no_warmup = o->no_warmup;
     ra.print_ids = o->print_ids;
     ra.no_eos = o->no_eos;
     ra.top_k = (int32_t)o->top_k;
@@ -715,8 +721,8 @@ int ats_cmd_run(int argc, char **argv)
         run_free(&r);
         return rc;
     }
-    if (o.vram || o.serialized || o.cpu_only || o.tl_path) {
-        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only and --timeline go with --policy");
+    if (o.vram || o.serialized || o.cpu_only || o.tl_path || o.no_warmup) {
+        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only, --no-warmup and --timeline go with --policy");
         run_free(&r);
         return ATS_EXIT_USAGE;
     }

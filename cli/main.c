@@ -24,6 +24,8 @@ static const ats_cmd commands[] = {
     {"record", ats_cmd_record, "record a load trace of this machine with CPU/GPU/PCIe probes"},
     {"stress", ats_cmd_stress, "generate CPU/GPU/PCIe background load that follows a load trace"},
     {"run", ats_cmd_run, "generate text with the executor (GGUF or --dummy-weights)"},
+    {"validate", ats_cmd_validate, "sim versus real: the executor under ats stress and the simulator, per policy"},
+    {"profile", ats_cmd_profile, "measure this machine for a model: a hardware profile for --hw (op times, link, DRAM)"},
     {"bench", ats_cmd_bench, "benchmarks: sched, sim, kernels (tables + JSON result files)"},
     {"quantize", ats_cmd_quantize, "re-quantize a GGUF file: q8_0, q4_0 or q4_k"},
 };

@@ -117,7 +117,7 @@ static int one_round(ex_rt *rt, const run_policy_args *a, atsc_results *w, int64
 
 /* The run's counters for the summary line [s], [bytes]. */
 typedef struct policy_stats {
-    double pre_s, dec_s, ttft, resched_s, t_new_s;
+    double pre_s, dec_s, ttft, resched_s, t_new_s, warm_s;
     double *tpot; /* nd decode latencies [s]; sorted in place by the percentiles */
     int64_t nd;
     uint64_t h2d;
@@ -141,7 +141,7 @@ static int open_outputs(const ex_model *m, const run_policy_args *a, int cuda, i
                  a->serialized);
         atsc_results_meta meta = {"ats run", cf, a->seed, m->arch.name, "", ""};
         if (atsc_results_open(a->out_path, &meta, w, &err) != ATS_OK ||
-            atsc_results_begin_run(*w, a->policy, a->policy, NULL, 1, &err) != ATS_OK) {
+            atsc_results_begin_run(*w, a->policy, a->policy, NULL, a->record_ops, &err) != ATS_OK) {
             ats_cli_error("run", "--out: %s", err.msg);
             return ATS_EXIT_USAGE;
         }
@@ -175,10 +175,11 @@ static void print_summary(ex_rt *rt, const run_policy_args *a, const policy_stat
            p99 = pct(ps->tpot, (size_t)nd, 99);
     fprintf(stderr,
             "ats run: policy %s on %s, --vram-budget %.3f GiB: resident %.3f GiB + temp %.3f + KV %.3f + compute "
-            "%.3f (est.); setup %.3f s, resident upload %.3f s (%.1f GB/s)\n",
+            "%.3f (est.); setup %.3f s, resident upload %.3f s (%.1f GB/s), warm-up %.3f s%s\n",
             a->policy, ps->cuda ? "cuda" : "cpu only", a->vram_budget / 1073741824.0, res / 1073741824.0,
             tmp / 1073741824.0, kv / 1073741824.0, comp / 1073741824.0, ps->t_new_s, ex_rt_upload_s(rt),
-            ex_rt_upload_s(rt) > 0 ? res / ex_rt_upload_s(rt) / 1e9 : 0.0);
+            ex_rt_upload_s(rt) > 0 ? res / ex_rt_upload_s(rt) / 1e9 : 0.0, ps->warm_s,
+            a->no_warmup ? " (--no-warmup)" : "");
     fprintf(stderr, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "policy", "prefill", "decode", "TTFT",
             "TPOT mean", "TPOT p50", "TPOT p99", "resched", "GB h2d", "GPU");
     fprintf(stderr, "%-16s %10s %10s %9s %10s %10s %10s %7s %9s %6s\n", "", "tok/s", "tok/s", "s", "ms", "ms", "ms",
@@ -260,8 +261,12 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     int64_t t_new = now_ns();
     enum ats_status st = ex_rt_new(m, &a->so, dev, &cfg, &rt, &err);
     t_new = now_ns() - t_new;
+    int64_t t_warm = now_ns();
+    if (st == ATS_OK && !a->no_warmup) st = ex_rt_warmup(rt, a->n_prompt < a->chunk ? a->n_prompt : a->chunk, &err);
+    t_warm = now_ns() - t_warm;
     if (st != ATS_OK) {
         ats_cli_error("run", "%s", err.msg);
+        ex_rt_free(rt);
         if (dev) ex_device_cuda_free(dev);
         return st == ATS_EINFEASIBLE || st == ATS_ENOTFOUND || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
     }
@@ -287,6 +292,11 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     }
     rc = open_outputs(m, a, cuda, n_gen, &w, &tl);
     if (rc != ATS_EXIT_OK) goto done;
+    int hooked = 0; /* before_rounds called: after_rounds is owed */
+    if (a->before_rounds) {
+        hooked = 1;
+        rc = a->before_rounds(a->hook_ctx);
+    }
     uint64_t h2d = 0;
     int32_t off = 0;
     int64_t idx = 0;
@@ -307,7 +317,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
        sees it, then the generated text piece by piece */
     const int ids = a->print_ids || !m->tok;
     char piece[512];
-    if (!ids && rc == ATS_EXIT_OK)
+    if (!ids && rc == ATS_EXIT_OK && !a->quiet)
         for (int64_t i = 1; i < a->n_prompt; i++) {
             ex_tokenizer_decode(m->tok, a->prompt[i - 1], a->prompt[i], piece, sizeof piece);
             fputs(piece, stdout);
@@ -320,13 +330,14 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
             break;
         }
         if (!a->no_eos && m->tok && next == m->eos_id) break;
-        if (ids) {
+        if (a->quiet) {
+        } else if (ids) {
             printf(d ? " %d" : "%d", next);
         } else {
             ex_tokenizer_decode(m->tok, prev, next, piece, sizeof piece);
             fputs(piece, stdout);
         }
-        fflush(stdout);
+        if (!a->quiet) fflush(stdout);
         prev = next;
         if (d + 1 == n_gen) break;
         rc = one_round(rt, a, w, idx++, ATS_PHASE_DECODE, &next, 1, logits, &info, &h2d, &off, ops, &tl);
@@ -336,10 +347,11 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
             resched_s += info.resched_cost_s;
         }
     }
-    printf("\n");
+    if (hooked && a->after_rounds) a->after_rounds(a->hook_ctx);
+    if (!a->quiet) printf("\n");
     if (ats_cli_stop) rc = ATS_EXIT_FAIL;
     if (rc == ATS_EXIT_OK) {
-        policy_stats ps = {pre_s, dec_s, ttft, resched_s, (double)t_new * 1e-9, tpot, nd, h2d, off, cuda};
+        policy_stats ps = {pre_s, dec_s, ttft, resched_s, (double)t_new * 1e-9, (double)t_warm * 1e-9, tpot, nd, h2d, off, cuda};
         print_summary(rt, a, &ps);
     }
 done:

@@ -1,6 +1,7 @@
 /* Hardware description JSON loader (jansson). Keys: sim/hw/README.md and atsc/hw_json.h. */
 #include "atsc/hw_json.h"
 #include "atsc/outfile.h"
+#include "ats/graph.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -307,6 +308,197 @@ static enum ats_status read_string(ctx *c, json_t *root, const char *key, char *
     return ATS_OK;
 }
 
+/* ---- op_table: the measured per-op times of `ats profile` ---------------------------------- */
+
+static const char *const SIDE_NAMES[2] = {"cpu", "gpu"};
+static const char *const ENTRY_KEYS[] = {"kind", "role", "type", "n_out", "n_in", "tokens", "t_s", "flop", "bytes", NULL};
+
+static enum ats_status read_int_key(ctx *c, const char *path, json_t *o, const char *key, int64_t lo, int64_t *out)
+{
+    char vt[80];
+    json_t *v = json_object_get(o, key);
+    if (!v) return fail(c, "field '%s.%s': missing", path, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo) {
+        value_text(v, vt, sizeof vt);
+        return fail(c, "field '%s.%s': %s (must be an integer >= %lld)", path, key, vt, (long long)lo);
+    }
+    *out = (int64_t)json_integer_value(v);
+    return ATS_OK;
+}
+
+static enum ats_status read_name_key(ctx *c, const char *path, json_t *o, const char *key, const char **out)
+{
+    char vt[80];
+    json_t *v = json_object_get(o, key);
+    if (!v) return fail(c, "field '%s.%s': missing", path, key);
+    if (!json_is_string(v)) {
+        value_text(v, vt, sizeof vt);
+        return fail(c, "field '%s.%s': %s (must be a string)", path, key, vt);
+    }
+    *out = json_string_value(v);
+    return ATS_OK;
+}
+
+/* One array of numbers (tokens: integers >= 1 increasing; t_s > 0; flop, bytes >= 0) of n entries. */
+static enum ats_status read_points(ctx *c, const char *path, json_t *o, const char *key, int32_t *n, int64_t *ti,
+                                   double *td)
+{
+    char vt[80];
+    json_t *a = json_object_get(o, key);
+    if (!a) return fail(c, "field '%s.%s': missing", path, key);
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > ATS_PROF_MAX_POINTS) {
+        value_text(a, vt, sizeof vt);
+        return fail(c, "field '%s.%s': %s (must be an array of 1..%d numbers)", path, key, vt, ATS_PROF_MAX_POINTS);
+    }
+    if (*n > 0 && (int32_t)json_array_size(a) != *n)
+        return fail(c, "field '%s.%s': %zu values (must be %d, as 'tokens')", path, key, json_array_size(a), (int)*n);
+    *n = (int32_t)json_array_size(a);
+    for (int32_t k = 0; k < *n; k++) {
+        json_t *v = json_array_get(a, (size_t)k);
+        value_text(v, vt, sizeof vt);
+        if (ti) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 || (k > 0 && json_integer_value(v) <= ti[k - 1]))
+                return fail(c, "field '%s.%s[%d]': %s (must be an integer >= 1, above the previous one)", path, key,
+                            (int)k, vt);
+            ti[k] = (int64_t)json_integer_value(v);
+            continue;
+        }
+        double x = json_is_number(v) ? json_number_value(v) : NAN;
+        int t_s = strcmp(key, "t_s") == 0;
+        if (!isfinite(x) || (t_s ? !(x > 0 && x <= 1e6) : !(x >= 0)))
+            return fail(c, "field '%s.%s[%d]': %s (must be a number %s)", path, key, (int)k, vt,
+                        t_s ? "in (0, 1e6] s" : ">= 0");
+        td[k] = x;
+    }
+    return ATS_OK;
+}
+
+static enum ats_status read_entry(ctx *c, const char *path, json_t *o, int side, ats_prof_entry *e)
+{
+    char vt[80];
+    if (!json_is_object(o)) {
+        value_text(o, vt, sizeof vt);
+        return fail(c, "field '%s': %s (must be an object)", path, vt);
+    }
+    enum ats_status st;
+    if ((st = check_keys(c, path, o, NULL, 0, ENTRY_KEYS))) return st;
+    memset(e, 0, sizeof *e);
+    e->backend = side;
+    const char *kn, *rn, *tn;
+    if ((st = read_name_key(c, path, o, "kind", &kn)) || (st = read_name_key(c, path, o, "role", &rn)) ||
+        (st = read_name_key(c, path, o, "type", &tn)))
+        return st;
+    e->kind = -1;
+    for (int k = 0; k < ATS_OP_KIND_COUNT; k++)
+        if (strcmp(kn, ats_op_kind_name((ats_op_kind)k)) == 0) e->kind = k;
+    if (e->kind < 0) return fail(c, "field '%s.kind': \"%.40s\" (no such op kind: embed, norm, matmul, attn, experts, shexp)", path, kn);
+    ats_role r;
+    if (ats_role_from_name(rn, &r) != ATS_OK) return fail(c, "field '%s.role': \"%.40s\" (no such role)", path, rn);
+    e->role = (int32_t)r;
+    ats_qtype q;
+    if (ats_qtype_from_name(tn, &q) != ATS_OK || (int)q < 0 || (int)q >= 64)
+        return fail(c, "field '%s.type': \"%.40s\" (unknown quant type)", path, tn);
+    e->qtype = (int32_t)q;
+    if ((st = read_int_key(c, path, o, "n_out", 0, &e->n_out)) || (st = read_int_key(c, path, o, "n_in", 0, &e->n_in)))
+        return st;
+    int32_t n = 0;
+    if ((st = read_points(c, path, o, "tokens", &n, e->tokens, NULL)) || (st = read_points(c, path, o, "t_s", &n, NULL, e->t_s)) ||
+        (st = read_points(c, path, o, "flop", &n, NULL, e->flop)) || (st = read_points(c, path, o, "bytes", &n, NULL, e->bytes)))
+        return st;
+    e->n_points = n;
+    return ATS_OK;
+}
+
+/* "op_table": { "cpu": [entries], "gpu": [entries], "sources": { "cpu": "...", "gpu": "..." } };
+ * each side optional, and a side present needs its source. */
+static enum ats_status read_op_table(ctx *c, json_t *root, ats_prof_table *t)
+{
+    json_t *o;
+    enum ats_status st = get_object(c, root, "", "op_table", &o);
+    if (st) return st;
+    static const char *const keys[] = {"cpu", "gpu", NULL};
+    if ((st = check_keys(c, "op_table", o, NULL, 0, keys))) return st;
+    json_t *src = json_object_get(o, "sources");
+    char vt[80], path[96];
+    if (!src || !json_is_object(src)) return fail(c, "field 'op_table.sources': missing or not an object (every figure needs a source)");
+    const char *k;
+    json_t *v;
+    json_object_foreach(src, k, v) {
+        if (strcmp(k, "cpu") && strcmp(k, "gpu")) return fail(c, "field 'op_table.sources.%s': names no figure of 'op_table'", k);
+        if (!json_is_string(v) || json_string_length(v) == 0) {
+            value_text(v, vt, sizeof vt);
+            return fail(c, "field 'op_table.sources.%s': %s (must be a non-empty string)", k, vt);
+        }
+    }
+    t->n = 0;
+    for (int side = 0; side < 2; side++) {
+        json_t *a = json_object_get(o, SIDE_NAMES[side]);
+        if (!a) continue;
+        if (!json_object_get(src, SIDE_NAMES[side]))
+            return fail(c, "field 'op_table.sources.%s': missing (every figure needs a source)", SIDE_NAMES[side]);
+        if (!json_is_array(a)) {
+            value_text(a, vt, sizeof vt);
+            return fail(c, "field 'op_table.%s': %s (must be an array)", SIDE_NAMES[side], vt);
+        }
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            snprintf(path, sizeof path, "op_table.%s[%zu]", SIDE_NAMES[side], i);
+            if (t->n >= ATS_PROF_MAX_ENTRIES)
+                return fail(c, "field '%s': more than %d entries in all", path, ATS_PROF_MAX_ENTRIES);
+            if ((st = read_entry(c, path, json_array_get(a, i), side, &t->e[t->n]))) return st;
+            t->n++;
+        }
+    }
+    return ATS_OK;
+}
+
+struct json_t *atsc_hw_table_json(const ats_prof_table *t, const char *source_cpu, const char *source_gpu)
+{
+    json_t *o = json_object(), *src = json_object();
+    if (!o || !src) goto oom;
+    for (int side = 0; side < 2; side++) {
+        const char *sname = side ? source_gpu : source_cpu;
+        json_t *a = json_array();
+        if (!a) goto oom;
+        for (int32_t i = 0; i < t->n; i++) {
+            const ats_prof_entry *e = &t->e[i];
+            if (e->backend != side) continue;
+            json_t *x = json_object(), *tk = json_array(), *ts = json_array(), *fl = json_array(), *by = json_array();
+            if (!x || !tk || !ts || !fl || !by) {
+                json_decref(x); json_decref(tk); json_decref(ts); json_decref(fl); json_decref(by); json_decref(a);
+                goto oom;
+            }
+            json_object_set_new(x, "kind", json_string(ats_op_kind_name((ats_op_kind)e->kind)));
+            json_object_set_new(x, "role", json_string(ats_role_name((ats_role)e->role)));
+            json_object_set_new(x, "type", json_string(ats_qtype_name((ats_qtype)e->qtype)));
+            json_object_set_new(x, "n_out", json_integer(e->n_out));
+            json_object_set_new(x, "n_in", json_integer(e->n_in));
+            for (int32_t k = 0; k < e->n_points; k++) {
+                json_array_append_new(tk, json_integer(e->tokens[k]));
+                json_array_append_new(ts, json_real(e->t_s[k]));
+                json_array_append_new(fl, json_real(e->flop[k]));
+                json_array_append_new(by, json_real(e->bytes[k]));
+            }
+            json_object_set_new(x, "tokens", tk);
+            json_object_set_new(x, "t_s", ts);
+            json_object_set_new(x, "flop", fl);
+            json_object_set_new(x, "bytes", by);
+            json_array_append_new(a, x);
+        }
+        if (json_array_size(a) == 0 || !sname) {
+            json_decref(a);
+            continue;
+        }
+        json_object_set_new(o, SIDE_NAMES[side], a);
+        json_object_set_new(src, SIDE_NAMES[side], json_string(sname));
+    }
+    json_object_set_new(o, "sources", src);
+    return o;
+oom:
+    json_decref(o);
+    json_decref(src);
+    return NULL;
+}
+
 enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
 {
     ctx c = {path ? path : "(null)", err};
@@ -339,7 +531,7 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
         goto done;
     }
     static const char *const top_keys[] = {"name", "source", "cpu", "gpu", "pcie", "host_memory",
-                                           "efficiency", NULL};
+                                           "efficiency", "op_table", "measurements", NULL};
     if ((st = check_keys(&c, "", root, NULL, 0, top_keys))) goto done;
     if ((st = read_string(&c, root, "name", out->name, sizeof out->name))) goto done;
     if ((st = read_string(&c, root, "source", out->source, sizeof out->source))) goto done;
@@ -356,6 +548,13 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
     if ((st = check_sources(&c, "efficiency", eff, EFF_FIGS, NFIG(EFF_FIGS), NULL, 0))) goto done;
     if ((st = read_backend_eff(&c, eff, "cpu", &out->eff_cpu))) goto done;
     if ((st = read_backend_eff(&c, eff, "gpu", &out->eff_gpu))) goto done;
+
+    if (json_object_get(root, "op_table") && (st = read_op_table(&c, root, &out->op_table))) goto done;
+    json_t *meas = json_object_get(root, "measurements"); /* ats profile's raw figures: not read */
+    if (meas && !json_is_object(meas)) {
+        st = fail(&c, "field 'measurements': must be an object");
+        goto done;
+    }
 
     /* Cross-field rules of the shared contract (sched/src/costs.c). */
     ats_err verr;

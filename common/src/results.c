@@ -608,6 +608,7 @@ void atsc_results_abort(atsc_results *w)
 typedef struct {
     const char *file;
     ats_err *err;
+    const char *root; /* "" for the file's root, else the group ("/real"): prefixes every path */
 } rctx;
 
 /* Reads string attribute `name` of obj (variable or fixed length) into a new string. */
@@ -656,12 +657,12 @@ static enum ats_status read_str_attr(rctx *c, hid_t obj, const char *where, cons
 static enum ats_status read_int_attr(rctx *c, hid_t obj, const char *name, hid_t mt, void *out)
 {
     if (H5Aexists(obj, name) <= 0)
-        return ats_err_set(c->err, ATS_EINVAL, "%s: attribute '/%s': missing", c->file, name);
+        return ats_err_set(c->err, ATS_EINVAL, "%s: attribute '%s/%s': missing", c->file, c->root, name);
     hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
     hid_t ft = H5Aget_type(a);
     enum ats_status st = ATS_OK;
     if (H5Tget_class(ft) != H5T_INTEGER || H5Aread(a, mt, out) < 0)
-        st = ats_err_set(c->err, ATS_EINVAL, "%s: attribute '/%s': not an integer", c->file, name);
+        st = ats_err_set(c->err, ATS_EINVAL, "%s: attribute '%s/%s': not an integer", c->file, c->root, name);
     H5Tclose(ft);
     H5Aclose(a);
     return st;
@@ -759,14 +760,14 @@ const atsc_results_run *atsc_results_find_run(const atsc_results_file *f, const 
 
 static enum ats_status read_run(rctx *c, hid_t file, atsc_results_run *r, hid_t t_round, hid_t t_op)
 {
-    char g[ATSC_RESULTS_NAME_LEN + 8], dp[ATSC_RESULTS_NAME_LEN + 16], why[160];
-    snprintf(g, sizeof g, "/runs/%s", r->name);
+    char g[ATSC_RESULTS_NAME_LEN + 80], dp[ATSC_RESULTS_NAME_LEN + 96], why[160];
+    snprintf(g, sizeof g, "%s/runs/%s", c->root, r->name);
     if (H5Lexists(file, g, H5P_DEFAULT) <= 0)
         return ats_err_set(c->err, ATS_EINVAL, "%s: group '%s' (listed in attribute 'runs'): missing",
                            c->file, g);
     hid_t grp = H5Gopen2(file, g, H5P_DEFAULT);
     if (grp < 0) return ats_err_set(c->err, ATS_EINVAL, "%s: '%s': not a group", c->file, g);
-    char where[ATSC_RESULTS_NAME_LEN + 16];
+    char where[ATSC_RESULTS_NAME_LEN + 96];
     snprintf(where, sizeof where, "%s/", g);
     char *pol = NULL;
     enum ats_status st = read_str_attr(c, grp, where, "policy", &pol);
@@ -804,36 +805,51 @@ static enum ats_status read_run(rctx *c, hid_t file, atsc_results_run *r, hid_t 
 
 enum ats_status atsc_results_read(const char *path, atsc_results_file **out, ats_err *err)
 {
-    if (!path || !out) return ats_err_set(err, ATS_EINVAL, "atsc_results_read: NULL argument");
+    return atsc_results_read_group(path, "/", out, err);
+}
+
+enum ats_status atsc_results_read_group(const char *path, const char *group, atsc_results_file **out,
+                                        ats_err *err)
+{
+    if (!path || !out || !group || group[0] != '/')
+        return ats_err_set(err, ATS_EINVAL, "atsc_results_read_group: NULL argument or group not absolute");
     *out = NULL;
+    const char *root = strcmp(group, "/") == 0 ? "" : group; /* message prefix of every path */
     enum ats_status rst = atsc_in_readable(path, "results file", err);
     if (rst != ATS_OK) return rst;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (H5Fis_hdf5(path) <= 0) return ats_err_set(err, ATS_EINVAL, "%s: not an HDF5 file", path);
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0) return ats_err_set(err, ATS_EINVAL, "%s: cannot open as HDF5", path);
-    rctx c = {path, err};
+    hid_t top = root[0] && H5Lexists(file, root, H5P_DEFAULT) <= 0 ? -1 : H5Oopen(file, group, H5P_DEFAULT);
+    if (top < 0) {
+        H5Fclose(file);
+        return ats_err_set(err, ATS_EINVAL, "%s: group '%s': missing", path, group);
+    }
+    rctx c = {path, err, root};
+    char where[160];
+    snprintf(where, sizeof where, "%s/", root);
     atsc_results_file *f = calloc(1, sizeof *f);
     hid_t t_round = round_type(), t_op = op_type(), t_sweep = sweep_type();
     enum ats_status st = f ? ATS_OK : ats_err_set(err, ATS_ENOMEM, "%s: out of memory", path);
     char *schema = NULL, *runs = NULL;
-    if (!st) st = read_str_attr(&c, file, "/", "schema", &schema);
+    if (!st) st = read_str_attr(&c, top, where, "schema", &schema);
     if (!st && strcmp(schema, "ats-results") != 0)
-        st = ats_err_set(err, ATS_EINVAL, "%s: attribute '/schema': '%s' (must be 'ats-results')", path,
-                         schema);
-    if (!st) st = read_int_attr(&c, file, "schema_version", H5T_NATIVE_INT, &f->schema_version);
+        st = ats_err_set(err, ATS_EINVAL, "%s: attribute '%sschema': '%s' (must be 'ats-results')", path,
+                         where, schema);
+    if (!st) st = read_int_attr(&c, top, "schema_version", H5T_NATIVE_INT, &f->schema_version);
     if (!st && f->schema_version != ATSC_RESULTS_SCHEMA_VERSION)
-        st = ats_err_set(err, ATS_EINVAL, "%s: attribute '/schema_version': %d (this program reads %d)",
-                         path, f->schema_version, ATSC_RESULTS_SCHEMA_VERSION);
-    if (!st) st = read_int_attr(&c, file, "seed", H5T_NATIVE_UINT64, &f->seed);
+        st = ats_err_set(err, ATS_EINVAL, "%s: attribute '%sschema_version': %d (this program reads %d)",
+                         path, where, f->schema_version, ATSC_RESULTS_SCHEMA_VERSION);
+    if (!st) st = read_int_attr(&c, top, "seed", H5T_NATIVE_UINT64, &f->seed);
     struct { const char *name; char **dst; } sa[] = {
         {"producer", &f->producer}, {"version", &f->version}, {"commit", &f->commit},
         {"config", &f->config_json}, {"model", &f->model}, {"hw", &f->hw}, {"trace", &f->trace},
         {"policy", &f->policy}, {"runs", &runs}};
     for (size_t i = 0; i < sizeof sa / sizeof sa[0] && !st; i++)
-        st = read_str_attr(&c, file, "/", sa[i].name, sa[i].dst);
+        st = read_str_attr(&c, top, where, sa[i].name, sa[i].dst);
     if (!st && !json_ok(f->config_json))
-        st = ats_err_set(err, ATS_EINVAL, "%s: attribute '/config': not valid JSON", path);
+        st = ats_err_set(err, ATS_EINVAL, "%s: attribute '%sconfig': not valid JSON", path, where);
     /* runs: comma-separated names */
     if (!st && runs[0]) {
         size_t n = 1;
@@ -843,8 +859,8 @@ enum ats_status atsc_results_read(const char *path, atsc_results_file **out, ats
         char *save = NULL;
         for (char *tok = st ? NULL : strtok_r(runs, ",", &save); tok && !st; tok = strtok_r(NULL, ",", &save)) {
             if (!valid_name(tok)) {
-                st = ats_err_set(err, ATS_EINVAL, "%s: attribute '/runs': entry %zu '%s' is not a run name",
-                                 path, f->n_runs, tok);
+                st = ats_err_set(err, ATS_EINVAL, "%s: attribute '%sruns': entry %zu '%s' is not a run name",
+                                 path, where, f->n_runs, tok);
                 break;
             }
             atsc_results_run *r = &f->runs[f->n_runs++];
@@ -852,17 +868,19 @@ enum ats_status atsc_results_read(const char *path, atsc_results_file **out, ats
             st = read_run(&c, file, r, t_round, t_op);
         }
     }
-    if (!st && H5Lexists(file, "/sweep", H5P_DEFAULT) > 0) {
+    char sweep_path[180];
+    snprintf(sweep_path, sizeof sweep_path, "%s/sweep", root);
+    if (!st && H5Lexists(file, sweep_path, H5P_DEFAULT) > 0) {
         void *rows;
         f->has_sweep = 1;
-        st = read_table(&c, file, "/sweep", t_sweep, sizeof(atsc_sweep_row), &rows, &f->n_sweep);
+        st = read_table(&c, file, sweep_path, t_sweep, sizeof(atsc_sweep_row), &rows, &f->n_sweep);
         if (!st) f->sweep = rows;
         for (size_t i = 0; !st && i < f->n_sweep; i++) {
             atsc_sweep_row *r = &f->sweep[i];
             r->trace[sizeof r->trace - 1] = r->policy[sizeof r->policy - 1] = '\0';
             if (!isfinite(r->eps) || !isfinite(r->interval))
-                st = ats_err_set(err, ATS_EINVAL, "%s: dataset '/sweep' row %zu: eps %g, interval %g "
-                                 "(must be finite)", path, i, r->eps, r->interval);
+                st = ats_err_set(err, ATS_EINVAL, "%s: dataset '%s' row %zu: eps %g, interval %g "
+                                 "(must be finite)", path, sweep_path, i, r->eps, r->interval);
         }
     }
     free(schema);
@@ -870,6 +888,7 @@ enum ats_status atsc_results_read(const char *path, atsc_results_file **out, ats
     H5Tclose(t_round);
     H5Tclose(t_op);
     H5Tclose(t_sweep);
+    H5Oclose(top);
     H5Fclose(file);
     if (st) {
         atsc_results_file_free(f);

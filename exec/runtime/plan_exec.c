@@ -722,11 +722,16 @@ static enum ats_status hook(void *user, int32_t i, int after, ats_err *err)
         void *kc, *vc;
         size_t kb;
         ex_session_kv_layer(rt->s, g->ops[i].layer, &kc, &vc, &kb);
-        if (rt->gbe->flush && (st = rt->gbe->flush(rt->gbe->ctx, 1)))
-            return ats_err_set(err, st, "op %d '%s': bringing its KV rows back", i, g->ops[i].name);
-        if (rt->gbe->forget) {
-            rt->gbe->forget(rt->gbe->ctx, kc, kb);
-            rt->gbe->forget(rt->gbe->ctx, vc, kb);
+        if (rt->gbe->evict) { /* only this layer's KV rows come back; activations stay on the device */
+            if ((st = rt->gbe->evict(rt->gbe->ctx, kc, kb)) || (st = rt->gbe->evict(rt->gbe->ctx, vc, kb)))
+                return ats_err_set(err, st, "op %d '%s': bringing its KV rows back", i, g->ops[i].name);
+        } else {
+            if (rt->gbe->flush && (st = rt->gbe->flush(rt->gbe->ctx, 1)))
+                return ats_err_set(err, st, "op %d '%s': bringing its KV rows back", i, g->ops[i].name);
+            if (rt->gbe->forget) {
+                rt->gbe->forget(rt->gbe->ctx, kc, kb);
+                rt->gbe->forget(rt->gbe->ctx, vc, kb);
+            }
         }
         rt->round_h2d += 2 * kb * (size_t)ex_session_pos(rt->s) / (size_t)ex_session_n_ctx(rt->s); /* rows uploaded */
     }
@@ -781,26 +786,27 @@ static void measure_into(ex_rt *rt, phase_rt *ph, const ats_costs *model)
     if (sm[2] > 0 && so[2] > 0) ph->r_w = so[2] / sm[2];
 }
 
-enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *tokens, int64_t n_tok, float *logits,
-                                ex_rt_round *info, ats_err *err)
+/* One forward under the phase's plan: the nominal costs of this round shape (until calibrated),
+ * the controller started on the phase's first round, the plan prepared, the ops run with the hook,
+ * both streams drained. *t0 (ns): when the round started, after the nominal costs were set. */
+static enum ats_status run_forward(ex_rt *rt, ats_phase_kind phase, const int32_t *tokens, int64_t n_tok,
+                                   float *logits, int timed, int64_t *t0, ats_err *err)
 {
     const int k = phase == ATS_PHASE_DECODE ? 1 : 0;
     phase_rt *ph = &rt->ph[k];
-    const int32_t n = rt->n;
     enum ats_status st;
     const int64_t pos = ex_session_pos(rt->s);
     /* this round's nominal costs (the controller re-predicts the plan that ran under them): the
      * model's for this round shape, then, once measured, the measured snapshot */
     if (!ph->calibrated && (st = shape_costs(rt, phase, n_tok, pos, &ph->nominal, NULL, err))) return st;
-    int64_t t0 = mono_ns();
+    *t0 = mono_ns();
     if (!ph->started) {
         ats_load l0 = k == 1 && rt->ph[0].started ? ats_controller_load(rt->ph[0].ctrl) : ats_load_idle();
-        if ((st = ats_controller_start(ph->ctrl, (double)(t0 - rt->epoch_ns) * 1e-9, l0, NULL, err))) return st;
+        if ((st = ats_controller_start(ph->ctrl, (double)(*t0 - rt->epoch_ns) * 1e-9, l0, NULL, err))) return st;
         ph->started = 1;
     }
     rt->plan = ats_controller_plan(ph->ctrl);
-    const int every = rt->cfg.time_every > 0 ? rt->cfg.time_every : 8;
-    rt->timed = rt->dev && (rt->round_idx < 4 || rt->round_idx % every == 0);
+    rt->timed = timed;
     rt->n_off = 0;
     if ((st = prepare(rt, &rt->n_off, err))) return st;
     rt->next_x = 0;
@@ -814,7 +820,42 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
         if ((st = rt->dev->sync(rt->dev->ctx, EX_DEV_TRANSFER, err)) == ATS_OK)
             st = rt->dev->sync(rt->dev->ctx, EX_DEV_COMPUTE, err);
     }
+    return st;
+}
+
+enum ats_status ex_rt_warmup(ex_rt *rt, int64_t n_tok, ats_err *err)
+{
+    if (!rt->dev || n_tok < 1) return ATS_OK;
+    const int64_t n_ctx = ex_session_n_ctx(rt->s), pos = ex_session_pos(rt->s);
+    if (pos != 0) return ats_err_set(err, ATS_EINVAL, "warm-up after %lld tokens (before the first round only)", (long long)pos);
+    if (n_tok > n_ctx - 1) n_tok = n_ctx - 1;
+    int32_t *tok = calloc((size_t)n_tok, sizeof *tok); /* token 0: any valid id does */
+    float *logits = malloc((size_t)rt->m->arch.n_vocab * sizeof *logits);
+    enum ats_status st = tok && logits ? ATS_OK : ATS_ENOMEM;
+    int64_t t0;
+    if (st == ATS_OK && n_tok >= 1) st = run_forward(rt, ATS_PHASE_PREFILL, tok, n_tok, logits, 0, &t0, err);
+    if (st == ATS_OK && n_tok + 1 <= n_ctx) st = run_forward(rt, ATS_PHASE_DECODE, tok, 1, logits, 0, &t0, err);
+    free(tok);
+    free(logits);
+    if (st == ATS_ENOMEM && !err->msg[0]) return ats_err_set(err, st, "warm-up: out of host memory");
     if (st) return st;
+    ex_session_clear(rt->s);
+    return ATS_OK;
+}
+
+enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *tokens, int64_t n_tok, float *logits,
+                                ex_rt_round *info, ats_err *err)
+{
+    const int k = phase == ATS_PHASE_DECODE ? 1 : 0;
+    phase_rt *ph = &rt->ph[k];
+    const int32_t n = rt->n;
+    enum ats_status st;
+    const int64_t pos = ex_session_pos(rt->s);
+    const int every = rt->cfg.time_every > 0 ? rt->cfg.time_every : 8;
+    int64_t t0;
+    if ((st = run_forward(rt, phase, tokens, n_tok, logits,
+                          rt->dev && (rt->round_idx < 4 || rt->round_idx % every == 0), &t0, err)))
+        return st;
     int64_t t1 = mono_ns();
     const double latency = (double)(t1 - t0) * 1e-9;
     /* measurements (contract 3) */

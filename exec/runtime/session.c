@@ -65,7 +65,7 @@ static enum ats_status c_output(void *c, const ex_tensor *w, const float *x, int
 static const ex_backend CPU_BACKEND = {
     "cpu", NULL, c_embedding, c_rmsnorm, c_matmul, c_qk_norm, c_rope, c_kv_store,
     c_attention, c_add, c_rope_ff, c_swiglu, c_ffn, c_router, c_moe, c_output,
-    NULL, NULL, NULL, /* flush, host_wrote, forget: everything stays in host memory */
+    NULL, NULL, NULL, NULL, /* flush, host_wrote, forget, evict: everything stays in host memory */
     c_kv_store_f16, c_attention_f16,
     NULL, NULL, /* bind_weight, bound_only: the CPU reads weights where the model keeps them */
 };
@@ -91,6 +91,7 @@ struct ex_session {
     int sync_ops;                   /* ex_session_opts.sync_ops */
     const ex_backend *last;         /* backend of the last op run (NULL: none yet, or scratch moved) */
     const ex_backend **kv_be;       /* per layer: backend of the last kv_store into its KV rows */
+    uint8_t *kv_stale;              /* per layer: kv_be's device copy predates an ex_session_clear */
     const ex_backend **uniq;        /* the distinct backends of op_be (n_uniq), for forget */
     int n_uniq, cap_uniq;
     int64_t cur_n;                  /* tokens of the forward running (or last run) */
@@ -168,6 +169,7 @@ void ex_session_free(ex_session *s)
     free(s->emap);
     free(s->types);
     free(s->kv_be);
+    free(s->kv_stale);
     free(s->uniq);
     free(s->op_be);
     free(s->op_ns);
@@ -300,9 +302,10 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->op_t0 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t0);
     s->op_t1 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t1);
     s->kv_be = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), sizeof *s->kv_be);
+    s->kv_stale = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), 1);
     s->cap_uniq = s->graph->n_ops + 4;
     s->uniq = calloc((size_t)s->cap_uniq, sizeof *s->uniq);
-    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->uniq) {
+    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->kv_stale || !s->uniq) {
         long long nc = (long long)s->n_ctx;
         const char *ty = ats_qtype_name(s->kv_type);
         ex_session_free(s);
@@ -419,6 +422,33 @@ enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const in
 }
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
+
+/* Drops backend be's copy of layer l's K and V slabs. */
+static void forget_layer(ex_session *s, const ex_backend *be, int64_t l)
+{
+    void *k, *v;
+    size_t b;
+    ex_session_kv_layer(s, l, &k, &v, &b);
+    if (k) be->forget(be->ctx, k, b);
+    if (v) be->forget(be->ctx, v, b);
+}
+
+void ex_session_clear(ex_session *s)
+{
+    /* A device's copy of a layer's KV rows is a row prefix it extends by uploads (exec/README.md
+     * "Residency"); after a clear its prefix no longer matches the host's rows. Copies of backends
+     * that did not append the layer's rows last are dropped now; the last appender keeps its copy
+     * (it rewrites the rows from 0 itself: no reallocation while one backend runs the layer) until
+     * another backend runs that layer's attention: then it flushes and drops it (kv_stale). */
+    for (int64_t l = 0; l < s->m->arch.n_layer; l++)
+        for (int i = 0; i < s->n_uniq; i++) {
+            const ex_backend *u = s->uniq[i];
+            if (!u->forget) continue;
+            if (u == s->kv_be[l]) s->kv_stale[l] = 1;
+            else forget_layer(s, u, l);
+        }
+    s->pos = 0;
+}
 int64_t ex_session_n_ctx(const ex_session *s) { return s->n_ctx; }
 ats_qtype ex_session_kv_type(const ex_session *s) { return s->kv_type; }
 uint64_t ex_session_kv_bytes(const ex_session *s) { return 2u * (uint64_t)kv_slab_bytes(s); }
@@ -584,6 +614,10 @@ static enum ats_status switch_to(ex_session *s, int32_t i, const ex_backend *be,
             *who = w->name;
             if ((st = w->flush(w->ctx, 1))) return st;
         }
+        if (w && w != be && s->kv_stale[op->layer]) { /* its copy predates an ex_session_clear */
+            if (w->forget) forget_layer(s, w, op->layer);
+            s->kv_stale[op->layer] = 0;
+        }
         s->kv_be[op->layer] = be;
     }
     if (be != s->last && be->host_wrote) be->host_wrote(be->ctx);
@@ -614,7 +648,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
     for (int32_t i = 0; i < s->graph->n_ops; i++) {
         const ex_backend *be = s->op_be[i];
         const char *who = be->name, *when = NULL; /* when != NULL: a flush failed, before or after op i */
-        int64_t t0 = now_ns();
+        const int64_t t_in = now_ns();
+        int64_t t0 = t_in;
         enum ats_status st = switch_to(s, i, be, &who);
         if (st != ATS_OK) when = "before";
         else if (s->hook && (st = s->hook(s->hook_user, i, 0, err)) != ATS_OK) {
@@ -622,6 +657,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
             return st; /* the hook's message names the op and the call */
         } else {
             who = be->name;
+            /* the op's own time: not the wait for another backend (switch_to) or the hook's work */
+            t0 = now_ns();
             st = run_op(s, i, tokens, n, logits);
             if (st == ATS_OK && s->sync_ops && be->flush && (st = be->flush(be->ctx, 0)) != ATS_OK) when = "after";
             if (st == ATS_OK && s->hook && (st = s->hook(s->hook_user, i, 1, err)) != ATS_OK) {
@@ -631,7 +668,7 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
         }
         /* the forward's last op also waits for the final flush (the logits) */
         if (st == ATS_OK && i + 1 == s->graph->n_ops && (st = flush_last(s)) != ATS_OK) when = "after";
-        int64_t t1 = now_ns(), dt = t1 - t0;
+        int64_t t1 = now_ns(), dt = t1 - t_in;
         s->op_t0[i] = t0;
         s->op_t1[i] = t1;
         s->op_ns[i] += dt;

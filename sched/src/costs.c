@@ -57,6 +57,43 @@ static enum ats_status eff_validate(const ats_hw_eff *e, const char *side, ats_e
     return ATS_OK;
 }
 
+static enum ats_status table_validate(const ats_prof_table *t, ats_err *err)
+{
+    if (t->n < 0 || t->n > ATS_PROF_MAX_ENTRIES)
+        return ats_err_set(err, ATS_EINVAL, "hw 'op_table.n': %d (must be in 0..%d)", (int)t->n, ATS_PROF_MAX_ENTRIES);
+    for (int32_t i = 0; i < t->n; i++) {
+        const ats_prof_entry *e = &t->e[i];
+        if (e->backend != ATS_CPU && e->backend != ATS_GPU)
+            return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d].backend': %d (must be 0 = CPU or 1 = GPU)", (int)i,
+                               (int)e->backend);
+        if (e->kind < 0 || e->kind >= ATS_OP_KIND_COUNT)
+            return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d].kind': %d (no such op kind)", (int)i, (int)e->kind);
+        if (e->role < 0 || e->role >= ATS_ROLE_COUNT)
+            return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d].role': %d (no such role)", (int)i, (int)e->role);
+        if (e->qtype < 0 || e->qtype >= 64)
+            return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d].qtype': %d (must be in 0..63)", (int)i, (int)e->qtype);
+        if (e->n_out < 0 || e->n_in < 0)
+            return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d]' shape %lld x %lld (must be >= 0)", (int)i,
+                               (long long)e->n_out, (long long)e->n_in);
+        if (e->n_points < 1 || e->n_points > ATS_PROF_MAX_POINTS)
+            return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d].n_points': %d (must be in 1..%d)", (int)i,
+                               (int)e->n_points, ATS_PROF_MAX_POINTS);
+        for (int32_t k = 0; k < e->n_points; k++) {
+            if (e->tokens[k] < 1 || (k > 0 && e->tokens[k] <= e->tokens[k - 1]))
+                return ats_err_set(err, ATS_EINVAL,
+                                   "hw 'op_table[%d].tokens[%d]': %lld (must be >= 1 and above the previous point)",
+                                   (int)i, (int)k, (long long)e->tokens[k]);
+            if (!(e->t_s[k] > 0) || !isfinite(e->t_s[k]))
+                return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d].t_s[%d]': %g (must be a finite value > 0)",
+                                   (int)i, (int)k, e->t_s[k]);
+            if (!(e->flop[k] >= 0) || !isfinite(e->flop[k]) || !(e->bytes[k] >= 0) || !isfinite(e->bytes[k]))
+                return ats_err_set(err, ATS_EINVAL, "hw 'op_table[%d]' point %d: flop %g, bytes %g (must be finite, >= 0)",
+                                   (int)i, (int)k, e->flop[k], e->bytes[k]);
+        }
+    }
+    return ATS_OK;
+}
+
 enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
 {
     if (!hw) return ats_err_set(err, ATS_EINVAL, "hw: NULL");
@@ -83,7 +120,8 @@ enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
                            (long long)hw->gemm_min_tokens);
     enum ats_status st = eff_validate(&hw->eff_cpu, "eff_cpu", err);
     if (st) return st;
-    return eff_validate(&hw->eff_gpu, "eff_gpu", err);
+    if ((st = eff_validate(&hw->eff_gpu, "eff_gpu", err))) return st;
+    return table_validate(&hw->op_table, err);
 }
 
 /* ---- snapshots --------------------------------------------------------------------------- */
@@ -195,6 +233,100 @@ static void op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, int 
     *out = roofline(op->flop, wbytes + act, peak, e->gemm_flop, bw, e->gemv_bw, qs, ovh);
 }
 
+/* ---- measured op table ------------------------------------------------------------------- */
+
+void ats_op_work(const ats_graph *g, const ats_op *op, double *flop, double *bytes)
+{
+    double act = (double)op->act_in_bytes + (double)op->act_out_bytes;
+    double wbytes = (double)op->weight_bytes;
+    if (op->kind == ATS_OP_EXPERTS) wbytes = op->n_expert_active * (double)op->expert_bytes;
+    *flop = op->flop;
+    if (op->kind == ATS_OP_ATTN) {
+        *bytes = (double)op->kv_read_bytes + act;
+    } else if (op->kind == ATS_OP_EMBED) { /* as op_time: the n_tokens rows gathered */
+        double rows = (double)g->phase.n_tokens;
+        double row_bytes = op->n_out > 0 ? wbytes / (double)op->n_out : wbytes;
+        if (op->n_out <= 0 && op->n_in > 0) row_bytes = wbytes / (double)op->n_in;
+        *flop = 0.0;
+        *bytes = rows * row_bytes + act;
+    } else {
+        *bytes = wbytes + act;
+    }
+}
+
+double ats_roofline_s(const ats_hw *hw, ats_backend b, ats_op_kind kind, ats_qtype qtype, double flop,
+                      double bytes)
+{
+    const ats_hw_eff *e = b == ATS_GPU ? &hw->eff_gpu : &hw->eff_cpu;
+    double peak = b == ATS_GPU ? hw->gpu_flops : hw->cpu_flops;
+    double bw = b == ATS_GPU ? hw->gpu_mem_bw : hw->cpu_mem_bw;
+    if (kind == ATS_OP_EMBED) return bytes / (bw * e->gemv_bw);
+    int attn = kind == ATS_OP_ATTN;
+    double tf = flop / (peak * (attn ? e->attn_flop : e->gemm_flop));
+    double tb = bytes / (bw * (attn ? e->attn_bw : e->gemv_bw));
+    double qs = (!attn && (int)qtype >= 0 && (int)qtype < 64) ? e->q_scale[qtype] : 1.0;
+    return (tf > tb ? tf : tb) * qs;
+}
+
+/* The table entry for `op` on backend b (NULL: none of its kind): same role, type and shape; else
+ * the nearest in n_out·n_in of its kind and type; else the nearest of its kind. */
+static const ats_prof_entry *prof_find(const ats_prof_table *t, const ats_op *op, ats_backend b)
+{
+    const ats_prof_entry *best[3] = {NULL, NULL, NULL};
+    double dist[3] = {INFINITY, INFINITY, INFINITY};
+    double size = (double)op->n_out * (double)op->n_in;
+    for (int32_t i = 0; i < t->n; i++) {
+        const ats_prof_entry *e = &t->e[i];
+        if (e->backend != (int32_t)b || e->kind != (int32_t)op->kind) continue;
+        if (e->qtype == (int32_t)op->qtype && e->role == (int32_t)op->role && e->n_out == op->n_out &&
+            e->n_in == op->n_in)
+            return e;
+        double d = fabs(log((double)e->n_out * (double)e->n_in + 1.0) - log(size + 1.0));
+        int tier = e->qtype == (int32_t)op->qtype ? 1 : 2;
+        if (d < dist[tier]) {
+            dist[tier] = d;
+            best[tier] = e;
+        }
+    }
+    return best[1] ? best[1] : best[2];
+}
+
+double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, ats_backend b)
+{
+    const ats_prof_entry *e = prof_find(&hw->op_table, op, b);
+    if (!e) return NAN;
+    const ats_op_kind ek = (ats_op_kind)e->kind;
+    const ats_qtype eq = (ats_qtype)e->qtype;
+    double n = (double)g->phase.n_tokens;
+    int32_t k = 0;
+    while (k + 1 < e->n_points && (double)e->tokens[k + 1] <= n) k++;
+    double t = e->t_s[k], f = e->flop[k], by = e->bytes[k];
+    if (k + 1 < e->n_points && n > (double)e->tokens[k]) { /* between points k and k + 1 */
+        double a = (n - (double)e->tokens[k]) / (double)(e->tokens[k + 1] - e->tokens[k]);
+        t += a * (e->t_s[k + 1] - t);
+        f += a * (e->flop[k + 1] - f);
+        by += a * (e->bytes[k + 1] - by);
+    }
+    double fq, bq;
+    ats_op_work(g, op, &fq, &bq);
+    double rm = ats_roofline_s(hw, b, ek, eq, f, by);
+    double rq = ats_roofline_s(hw, b, op->kind, op->qtype, fq, bq);
+    if (rq == rm || !(rm > 0) || !isfinite(rq)) return t;
+    /* other work than measured: the entry's marginal time per roofline second (its slope from the
+     * first to the last point; one point: t / rm) times the difference, so a fixed cost (launches,
+     * the host's issue time) is not scaled; never below the proportional value t · rq / rm */
+    double slope = t / rm;
+    const int32_t last = e->n_points - 1;
+    if (last > 0) {
+        double r0 = ats_roofline_s(hw, b, ek, eq, e->flop[0], e->bytes[0]);
+        double r1 = ats_roofline_s(hw, b, ek, eq, e->flop[last], e->bytes[last]);
+        if (r1 > r0) slope = (e->t_s[last] - e->t_s[0]) / (r1 - r0);
+        if (!(slope > 0)) slope = 0.0;
+    }
+    double tq = t + slope * (rq - rm), prop = t * (rq / rm);
+    return tq > prop ? tq : prop;
+}
+
 enum ats_status ats_costs_from_model(const ats_graph *g, const ats_hw *hw, ats_costs *out,
                                      ats_err *err)
 {
@@ -208,6 +340,11 @@ enum ats_status ats_costs_from_model(const ats_graph *g, const ats_hw *hw, ats_c
         const ats_op *op = &g->ops[i];
         op_time(g, op, hw, 0, &out->t_cpu[i]);
         op_time(g, op, hw, 1, &out->t_gpu[i]);
+        if (hw->op_table.n > 0) { /* measured where the table has the op's kind */
+            double tc = ats_prof_op_time(g, op, hw, ATS_CPU), tg = ats_prof_op_time(g, op, hw, ATS_GPU);
+            if (!isnan(tc)) out->t_cpu[i] = tc;
+            if (!isnan(tg)) out->t_gpu[i] = tg;
+        }
         double moved = (double)op->weight_bytes;
         if (op->kind == ATS_OP_ATTN) moved = (double)op->kv_cache_bytes;
         if (op->kind == ATS_OP_EXPERTS) moved = op->n_expert_active * (double)op->expert_bytes;

@@ -1,6 +1,7 @@
-/* atsc_hw_load: the committed descriptions load with their figures; random descriptions round-trip
- * (JSON units → SI units); every kind of bad input is refused with a message naming the file and
- * the field. */
+/* atsc_hw_load: the committed descriptions load with their figures (and no op table); random descriptions
+ * round-trip (JSON units → SI units); a random measured op table (`ats profile`'s) written by
+ * atsc_hw_table_json loads back with the same numbers; every kind of bad input is refused with a
+ * message naming the file and the field. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ats/graph.h"
 #include "atsc/hw_json.h"
 #include "testutil.h"
 
@@ -106,6 +108,7 @@ static void test_committed(void)
         if (st) continue;
         CHECK(strcmp(hw.name, names[i]) == 0);
         CHECK(hw.source[0] != '\0');
+        CHECK(hw.op_table.n == 0); /* descriptions, not profiles: the roofline model (golden outputs) */
         /* plausibility: GPU memory faster than CPU memory, link slower than both */
         CHECK(hw.gpu_mem_bw > hw.cpu_mem_bw);
         CHECK(hw.pcie_h2d_bw < hw.cpu_mem_bw);
@@ -355,6 +358,103 @@ static void test_bad_files(void)
     json_decref(j);
 }
 
+/* A random op table (CPU entries first, then GPU: the loader's order) → JSON → file → atsc_hw_load. */
+static void test_op_table(uint64_t *rng)
+{
+    static const ats_role roles[] = {ATS_ROLE_ATTN_Q, ATS_ROLE_ATTN, ATS_ROLE_FFN_DOWN, ATS_ROLE_ATTN_NORM, ATS_ROLE_TOKEN_EMBD};
+    static const ats_op_kind kinds[] = {ATS_OP_MATMUL, ATS_OP_ATTN, ATS_OP_MATMUL, ATS_OP_NORM, ATS_OP_EMBED};
+    static const ats_qtype types[] = {ATS_Q_Q4_K, ATS_Q_F16, ATS_Q_Q6_K, ATS_Q_F32, ATS_Q_Q8_0};
+    for (int rep = 0; rep < 10; rep++) {
+        static ats_hw want, got; /* large: not on the stack */
+        ats_hw_init(&want);
+        want.op_table.n = 2 + (int32_t)(tu_rand(rng) % 8);
+        for (int32_t i = 0; i < want.op_table.n; i++) {
+            ats_prof_entry *e = &want.op_table.e[i];
+            int k = (int)(tu_rand(rng) % 5);
+            e->backend = i < want.op_table.n / 2 ? 0 : 1;
+            e->kind = kinds[k];
+            e->role = roles[k];
+            e->qtype = types[k];
+            e->n_out = k == 1 ? 0 : 1 + (int64_t)(tu_rand(rng) % 20000);
+            e->n_in = k == 1 ? 0 : 1 + (int64_t)(tu_rand(rng) % 20000);
+            e->n_points = 1 + (int32_t)(tu_rand(rng) % ATS_PROF_MAX_POINTS);
+            int64_t tk = 0;
+            for (int32_t p = 0; p < e->n_points; p++) {
+                tk += 1 + (int64_t)(tu_rand(rng) % 300);
+                e->tokens[p] = tk;
+                e->t_s[p] = tu_uniform(rng, 1e-7, 2.0);
+                e->flop[p] = k == 4 ? 0.0 : tu_uniform(rng, 0, 1e13);
+                e->bytes[p] = tu_uniform(rng, 1, 1e10);
+            }
+        }
+        json_t *j = load_base();
+        json_t *t = atsc_hw_table_json(&want.op_table, "measured by test (cpu)", "measured by test (gpu)");
+        CHECK(t != NULL);
+        json_object_set_new(j, "op_table", t);
+        const char *path = write_json(j, "table.json");
+        ats_err e = {{0}};
+        CHECK_MSG(atsc_hw_load(path, &got, &e) == ATS_OK, "%s", e.msg);
+        CHECK(got.op_table.n == want.op_table.n);
+        for (int32_t i = 0; i < want.op_table.n && i < got.op_table.n; i++) {
+            const ats_prof_entry *a = &want.op_table.e[i], *b = &got.op_table.e[i];
+            CHECK_MSG(a->backend == b->backend && a->kind == b->kind && a->role == b->role && a->qtype == b->qtype &&
+                          a->n_out == b->n_out && a->n_in == b->n_in && a->n_points == b->n_points,
+                      "entry %d: keys differ", (int)i);
+            for (int32_t p = 0; p < a->n_points; p++)
+                CHECK_MSG(a->tokens[p] == b->tokens[p] && a->t_s[p] == b->t_s[p] && a->flop[p] == b->flop[p] &&
+                              a->bytes[p] == b->bytes[p],
+                          "entry %d point %d: %.17g s vs %.17g s", (int)i, (int)p, a->t_s[p], b->t_s[p]);
+        }
+        json_decref(j);
+    }
+    /* bad tables: one line naming file, field and value */
+    ats_prof_table one;
+    memset(&one, 0, sizeof one);
+    one.n = 1;
+    ats_prof_entry *e = &one.e[0];
+    e->kind = ATS_OP_MATMUL;
+    e->role = ATS_ROLE_ATTN_Q;
+    e->qtype = ATS_Q_Q4_K;
+    e->n_out = e->n_in = 64;
+    e->n_points = 3;
+    for (int p = 0; p < 3; p++) {
+        e->tokens[p] = 1 + 16 * p;
+        e->t_s[p] = 1e-5 * (p + 1);
+        e->flop[p] = 1e6;
+        e->bytes[p] = 1e4;
+    }
+    struct { const char *path; json_t *v; const char *w1, *w2; } cases[] = {
+        {"op_table.cpu.0.t_s.2", json_real(-1.0), "'op_table.cpu[0].t_s[2]'", "-1"},
+        {"op_table.cpu.0.tokens.1", json_integer(1), "'op_table.cpu[0].tokens[1]'", "above the previous"},
+        {"op_table.cpu.0.role", json_string("attn_qq"), "'op_table.cpu[0].role'", "attn_qq"},
+        {"op_table.cpu.0.kind", json_string("gemm"), "'op_table.cpu[0].kind'", "gemm"},
+        {"op_table.cpu.0.type", json_string("Q5_X"), "'op_table.cpu[0].type'", "Q5_X"},
+        {"op_table.cpu.0.flop", json_array(), "'op_table.cpu[0].flop'", "1.."},
+        {"op_table.cpu.0.speed", json_real(1), "'op_table.cpu[0].speed'", "unknown"},
+        {"op_table.cpu.0.n_in", json_real(2.5), "'op_table.cpu[0].n_in'", "2.5"},
+        {"op_table.sources.cpu", json_string(""), "'op_table.sources.cpu'", "non-empty"},
+        {"op_table.gpu", json_array(), "'op_table.sources.gpu'", "missing"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        json_t *j = load_base();
+        json_t *t = atsc_hw_table_json(&one, "measured by test", NULL);
+        json_object_set_new(j, "op_table", t);
+        /* dotted path with array indices */
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", cases[k].path);
+        json_t *o = j;
+        char *save = NULL, *tok = strtok_r(buf, ".", &save), *next;
+        while (tok && (next = strtok_r(NULL, ".", &save))) {
+            o = json_is_array(o) ? json_array_get(o, (size_t)atoi(tok)) : json_object_get(o, tok);
+            tok = next;
+        }
+        if (json_is_array(o)) json_array_set_new(o, (size_t)atoi(tok), cases[k].v);
+        else json_object_set_new(o, tok, cases[k].v);
+        expect_bad(j, cases[k].w1, cases[k].w2);
+        json_decref(j);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_hw_json");
@@ -364,6 +464,7 @@ int main(void)
     if (system(cmd) != 0) return 1;
     test_committed();
     test_round_trip(&rng);
+    test_op_table(&rng);
     test_bad_values();
     test_bad_files();
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

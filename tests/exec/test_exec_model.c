@@ -9,7 +9,8 @@
  *     compute different functions; with F32 weights the routes must agree);
  *  2. a prefill chunk gives the same last-token logits as token-by-token decode;
  *  3. the backend hook: with --split k a counting backend B receives exactly the ops of layers >= k
- *     and the logits equal the unsplit run; thread count does not change the logits;
+ *     and the logits equal the unsplit run; thread count does not change the logits; after
+ *     ex_session_clear the same prompt gives the same logits;
  *  4. context overflow returns ATS_ERANGE with a message; out-of-vocabulary tokens ATS_EINVAL;
  *  5. the F16 KV cache (ex_session_opts.kv_type = ATS_Q_F16): the naive forward with K and V rounded
  *     to F16 agrees within the same bounds, prefill = decode, splits over a counting backend equal the
@@ -249,7 +250,7 @@ static enum ats_status k_attn16(void *c, const float *q, int64_t n, int64_t p, c
 static ex_backend counting_backend(const char *name, counter *cnt, int f16)
 {
     ex_backend b = {name, cnt, k_embedding, k_rmsnorm, k_matmul, k_qk_norm, k_rope, k_kv, k_attn, k_add, NULL, k_swiglu,
-                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, f16 ? k_kv16 : NULL, f16 ? k_attn16 : NULL, NULL, NULL};
+                    k_ffn, k_router, k_moe, k_output, NULL, NULL, NULL, NULL, f16 ? k_kv16 : NULL, f16 ? k_attn16 : NULL, NULL, NULL};
     return b;
 }
 
@@ -384,6 +385,12 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
     omp_set_num_threads(1);
     CHECK(ex_session_new(m, NULL, &s, &err) == ATS_OK);
     CHECK(ex_session_forward(s, tok, T, ld, &err) == ATS_OK);
+    CHECK(memcmp(ld, lp, (size_t)V * sizeof *ld) == 0);
+    /* ex_session_clear: the same prompt again from position 0 gives the same logits */
+    ex_session_clear(s);
+    CHECK(ex_session_pos(s) == 0);
+    CHECK(ex_session_forward(s, tok, T, ld, &err) == ATS_OK);
+    CHECK(ex_session_pos(s) == T);
     CHECK(memcmp(ld, lp, (size_t)V * sizeof *ld) == 0);
     omp_set_num_threads(nt);
     /* 4: errors */

@@ -146,6 +146,7 @@ typedef struct totals {
 
 /* One run of `policy` at `budget` on a fresh host device; 1 when it ran, 0 when refused. */
 static int g_serialized; /* runs with ex_rt_cfg.serialized (R7, --serialized) */
+static int g_warmup;     /* runs after ex_rt_warmup (its rewound KV cache must not show) */
 
 static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint64_t budget, const int32_t *prompt,
                    const int32_t *gen, const float *ref, totals *t)
@@ -177,6 +178,10 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     if (st) {
         free_dev(dev);
         return 0;
+    }
+    if (g_warmup) {
+        st = ex_rt_warmup(rt, CHUNK, &err);
+        CHECK_MSG(st == ATS_OK, "%s warm-up at %llu bytes: %s", policy, (unsigned long long)budget, err.msg);
     }
     float *logits = malloc((size_t)V * sizeof *logits);
     double worst = 0.0;
@@ -217,6 +222,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
               policy, (unsigned long long)hs.peak_alloc_bytes, (unsigned long long)kv, (unsigned long long)comp,
               (unsigned long long)budget);
     CHECK(ex_rt_n_observed(rt) == 3 + DECODE);
+    CHECK(ex_rt_warmup(rt, CHUNK, &err) == ATS_EINVAL); /* only before the first round */
     t->runs++;
     t->copies += hs.copies;
     t->retired += hs.retired;
@@ -299,6 +305,9 @@ static void test_budgets(const ats_hw *hw, ex_model *m, uint64_t *rng, totals *t
         g_serialized = 1;
         for (int b = 1; b < 3; b++) run_one(m, hw, pols[p], budgets[b], prompt, gen, ref, t);
         g_serialized = 0;
+        g_warmup = 1; /* warm-up first: the same tokens and logits */
+        for (int b = 1; b < 3; b++) run_one(m, hw, pols[p], budgets[b], prompt, gen, ref, t);
+        g_warmup = 0;
         CHECK_MSG(ran > 0, "policy %s never ran on %s", pols[p], a.name);
     }
     /* a budget below the compute buffers: refused with the numbers */

@@ -18,7 +18,7 @@
  * all-lazy with sync_ops, layer splits CPU|lazy and lazy|CPU at every k, per-op interleavings via
  * opts.op_backend (alternating and random), a lazy table without its swiglu entry (the session's
  * host fallback must flush and invalidate around it), and two sessions sharing one lazy backend
- * with interleaved calls. All-lazy rounds after the first must upload nothing (token ids are read
+ * with interleaved calls, and ex_session_clear between requests while the ops' backends change. All-lazy rounds after the first must upload nothing (token ids are read
  * from the caller), flush once, and copy back each written activation buffer once and no KV rows.
  * Negative controls: a lazy variant whose flush copies nothing and one whose host_wrote forgets
  * nothing must make the comparison fail (asserted).
@@ -467,6 +467,63 @@ static void two_sessions(const ex_model *m, const ex_session_opts o2[2], const r
     }
 }
 
+/* Rounds r0 .. r1-1 (tokens from position 0 of the prompt) on session s: how many differ from ref.
+ * other: the tokens of another prompt instead (KV rows that differ from the prompt's), not compared. */
+static int rounds_on(ex_session *s, const ex_model *m, const run_in *in, int r0, int r1, int other)
+{
+    int64_t V = m->arch.n_vocab, pos = 0;
+    for (int r = 0; r < r0; r++) pos += ROUND_N[r];
+    float *lg = malloc((size_t)V * sizeof *lg);
+    ats_err err = {{0}};
+    int bad = 0;
+    for (int r = r0; r < r1; r++) {
+        poison((char *)lg, (size_t)V * sizeof *lg);
+        int32_t tk[MAX_TOK];
+        for (int64_t i = 0; i < ROUND_N[r]; i++) tk[i] = other ? (in->tok[pos + i] + 1) % (int32_t)V : in->tok[pos + i];
+        if (ex_session_forward(s, tk, ROUND_N[r], lg, &err) != ATS_OK) {
+            fprintf(stderr, "forward round %d: %s\n", r, err.msg);
+            bad = -1;
+            break;
+        }
+        pos += ROUND_N[r];
+        if (!other) bad += memcmp(lg, in->ref + r * V, (size_t)V * sizeof *lg) != 0;
+    }
+    free(lg);
+    return bad;
+}
+
+/* ex_session_clear between requests while the backends of the ops change: after a clear the prompt
+ * again from position 0 must give the CPU run's logits bit for bit. All lazy on another prompt (its KV
+ * copies are long and hold other rows), clear, all CPU for two rounds (rows 0..5 written on the host), then all lazy (must not read its old
+ * copies), clear, a random per-op mix, clear, all lazy again. */
+static void check_clear(const ex_model *m, const run_in *in, const ex_backend *L, const char *what)
+{
+    int32_t n_ops = graph_ops(m);
+    const ex_backend *cpu = ex_backend_cpu();
+    ex_session_opts o = ex_session_opts_default();
+    o.backend_a = L;
+    ex_session *s = NULL;
+    ats_err err = {{0}};
+    CHECK_MSG(ex_session_new(m, &o, &s, &err) == ATS_OK, "%s", err.msg);
+    if (!s) return;
+    int bad = rounds_on(s, m, in, 0, N_ROUNDS, 1);
+    ex_session_clear(s);
+    for (int32_t i = 0; i < n_ops; i++) ex_session_set_op_backend(s, i, cpu);
+    bad += rounds_on(s, m, in, 0, 2, 0);
+    for (int32_t i = 0; i < n_ops; i++) ex_session_set_op_backend(s, i, L);
+    bad += rounds_on(s, m, in, 2, N_ROUNDS, 0);
+    ex_session_clear(s);
+    bad += rounds_on(s, m, in, 0, N_ROUNDS, 1);
+    ex_session_clear(s);
+    for (int32_t i = 0; i < n_ops; i++) ex_session_set_op_backend(s, i, tu_rand(&rng) & 1 ? L : cpu);
+    bad += rounds_on(s, m, in, 0, N_ROUNDS, 0);
+    ex_session_clear(s);
+    for (int32_t i = 0; i < n_ops; i++) ex_session_set_op_backend(s, i, L);
+    bad += rounds_on(s, m, in, 0, N_ROUNDS, 0);
+    CHECK_MSG(bad == 0, "%s: after ex_session_clear %d rounds differ from the CPU run", what, bad);
+    ex_session_free(s);
+}
+
 static void check_model(const char *family, int moe, int shexp, ats_recipe recipe)
 {
     ats_arch a = make_arch(family, moe, shexp);
@@ -575,6 +632,8 @@ static void check_model(const char *family, int moe, int shexp, ats_recipe recip
         two_sessions(m, o2, &in, label);
         runs++;
     }
+    check_clear(m, &in, &L, what);
+    runs++;
     CHECK_MSG(z.dirty_at_host_wrote == 0, "%s: host_wrote found %ld dirty ranges (a switch without flush)", what,
               z.dirty_at_host_wrote);
     CHECK(z.overflow == 0);
@@ -1001,16 +1060,39 @@ static void check_cuda_table_direct(void)
     ex_cpu_attention(q, 1, 3, kr, vr, H, HKV, HD, sc, oref);
     CHECK_MSG(memcmp(o, oref, H * HD * 4) == 0 && memcmp(kc, kr, 4 * KVD * 4) == 0,
               "kv_store at an earlier position: attention or host KV rows differ");
-    /* forget drops the ranges inside freed memory */
+    /* evict: row 4 written on the device comes back to the host K slab, which then leaves the
+       device; the attention output (an activation written since) stays on the device, not copied */
     const cuda_be *cb = (const cuda_be *)c;
-    int n_kv = cb->kv.n;
-    gb->forget(c, kc, NCTX * KVD * 4);
+    fill(k, KVD);
+    fill(v, KVD);
+    fill(q, H * HD);
+    gb->host_wrote(c);
+    CHECK(gb->kv_store(c, k, v, 1, 4, KVD, NCTX, kc, vc) == ATS_OK);
+    memset(o, 0, H * HD * 4);
+    CHECK(gb->attention(c, q, 1, 4, kc, vc, H, HKV, HD, sc, o) == ATS_OK);
+    ex_cpu_kv_store(k, v, 1, 4, KVD, NCTX, kr, vr);
+    int n_kv = cb->kv.n, n_act = cb->act.n;
+    CHECK(gb->evict(c, kc, NCTX * KVD * 4) == ATS_OK);
+    CHECK_MSG(cb->kv.n == n_kv - 1 && cb->act.n == n_act, "evict(K slab): %d -> %d KV ranges, %d -> %d activation ranges",
+              n_kv, cb->kv.n, n_act, cb->act.n);
+    CHECK_MSG(memcmp(kc, kr, 5 * KVD * 4) == 0, "evict: host K rows differ from the CPU's");
+    int o_zero = 1;
+    for (int j = 0; j < H * HD; j++) o_zero &= o[j] == 0.0f;
+    CHECK_MSG(o_zero, "evict(K slab) copied an activation back");
+    CHECK(gb->evict(c, kc, NCTX * KVD * 4) == ATS_OK); /* nothing left there: a no-op */
+    CHECK(gb->flush(c, 1) == ATS_OK);
+    ex_cpu_attention(q, 1, 4, kr, vr, H, HKV, HD, sc, oref);
+    CHECK_MSG(memcmp(o, oref, H * HD * 4) == 0 && memcmp(vc, vr, 5 * KVD * 4) == 0,
+              "after evict and flush: attention output or host V rows differ");
+    /* forget drops the ranges inside freed memory */
+    n_kv = cb->kv.n;
+    gb->forget(c, vc, NCTX * KVD * 4);
     CHECK(cb->kv.n == n_kv - 1);
     emu_backend_cuda_free(gb);
     free(x); free(w); free(y); free(ref); free(kc); free(vc); free(kr); free(vr); free(k); free(v); free(q); free(o);
     free(oref);
     fprintf(stderr, "test_exec_residency: CUDA table entries called directly (interior/disjoint inputs, host-written "
-                    "KV rows, KV flush rules, a retried position): equal to the CPU\n");
+                    "KV rows, KV flush rules, a retried position, evict of one slab): equal to the CPU\n");
 }
 
 int main(void)

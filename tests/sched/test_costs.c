@@ -1,7 +1,10 @@
 /*
  * test_costs — cost snapshots: validation messages, the roofline model on a real graph (hand-checked
  * op, PCIe terms, experts), load scaling, load estimation recovering the factors it was given, and
- * hardware-description checks.
+ * hardware-description checks; a measured op table (ats_hw.op_table): its time at measured points,
+ * piecewise-linear interpolation between them, other shapes and token counts outside the range by the
+ * entry's marginal time per roofline second (a fixed cost not scaled), the roofline for kinds it
+ * lacks, and its validation.
  */
 #include <math.h>
 #include <stdio.h>
@@ -159,11 +162,141 @@ static void test_scale_and_estimate(uint64_t *rng)
     }
 }
 
+/* The roofline of a CPU matmul by hand (as documented in ats/costs.h, without the overhead). */
+static double cpu_matmul_roof(const ats_hw *hw, const ats_op *op, double flop, double bytes)
+{
+    double tf = flop / (hw->cpu_flops * hw->eff_cpu.gemm_flop);
+    double tb = bytes / (hw->cpu_mem_bw * hw->eff_cpu.gemv_bw);
+    return (tf > tb ? tf : tb) * hw->eff_cpu.q_scale[op->qtype];
+}
+
+static void test_table(uint64_t *rng)
+{
+    ats_hw hw;
+    if (!fx_hw("rtx4090-desktop", &hw)) return;
+    ats_graph *g16 = fx_model_graph("qwen3-14b", ATS_PHASE_PREFILL, 16, 0);
+    ats_graph *g64 = fx_model_graph("qwen3-14b", ATS_PHASE_PREFILL, 64, 0);
+    ats_graph *g40 = fx_model_graph("qwen3-14b", ATS_PHASE_PREFILL, 40, 0);
+    ats_graph *g1 = fx_model_graph("qwen3-14b", ATS_PHASE_PREFILL, 1, 0);
+    if (!g16 || !g64 || !g40 || !g1) goto out;
+    int32_t q = -1, other = -1, norm = -1;
+    for (int32_t i = 0; i < g16->n_ops; i++) {
+        const ats_op *op = &g16->ops[i];
+        if (op->kind == ATS_OP_MATMUL && op->role == ATS_ROLE_ATTN_Q && q < 0) q = i;
+        if (op->kind == ATS_OP_NORM && norm < 0) norm = i;
+    }
+    CHECK(q >= 0 && norm >= 0);
+    if (q < 0 || norm < 0) goto out;
+    for (int32_t i = 0; i < g16->n_ops && other < 0; i++) {
+        const ats_op *op = &g16->ops[i];
+        if (op->kind == ATS_OP_MATMUL && op->qtype == g16->ops[q].qtype && op->n_out * op->n_in != g16->ops[q].n_out * g16->ops[q].n_in)
+            other = i;
+    }
+    CHECK(other >= 0);
+    if (other < 0) goto out;
+    /* no table: the roofline, kept for comparison */
+    ats_costs c0, c;
+    ats_err err;
+    CHECK(ats_costs_init(&c0, g16->n_ops) == ATS_OK && ats_costs_init(&c, g16->n_ops) == ATS_OK);
+    CHECK(ats_costs_from_model(g16, &hw, &c0, &err) == ATS_OK);
+    /* one CPU entry: attn_q's role, type and shape, measured at 16 and 64 tokens */
+    ats_prof_entry *e = &hw.op_table.e[0];
+    memset(e, 0, sizeof *e);
+    const ats_op *oq = &g16->ops[q];
+    e->backend = ATS_CPU;
+    e->kind = oq->kind;
+    e->role = oq->role;
+    e->qtype = oq->qtype;
+    e->n_out = oq->n_out;
+    e->n_in = oq->n_in;
+    e->n_points = 2;
+    e->tokens[0] = 16;
+    e->tokens[1] = 64;
+    e->t_s[0] = tu_uniform(rng, 1e-4, 2e-4);
+    e->t_s[1] = tu_uniform(rng, 3e-4, 6e-4);
+    ats_op_work(g16, oq, &e->flop[0], &e->bytes[0]);
+    ats_op_work(g64, &g64->ops[q], &e->flop[1], &e->bytes[1]);
+    hw.op_table.n = 1;
+    CHECK_MSG(ats_hw_validate(&hw, &err) == ATS_OK, "%s", err.msg);
+    /* at the measured points: the table's times, exactly */
+    CHECK(ats_costs_from_model(g16, &hw, &c, &err) == ATS_OK);
+    CHECK_MSG(c.t_cpu[q] == e->t_s[0], "16 tokens: %.17g s, table %.17g s", c.t_cpu[q], e->t_s[0]);
+    /* kinds the table lacks (norm) and the GPU side: the roofline, unchanged */
+    CHECK(c.t_cpu[norm] == c0.t_cpu[norm]);
+    for (int32_t i = 0; i < g16->n_ops; i++) CHECK(c.t_gpu[i] == c0.t_gpu[i] && c.w[i] == c0.w[i] && c.c[i] == c0.c[i]);
+    /* another matmul shape: the table's time plus the entry's marginal time per roofline second
+       times the difference in roofline time, at least the proportional value (by hand) */
+    double f, b;
+    double r16 = cpu_matmul_roof(&hw, oq, e->flop[0], e->bytes[0]), r64 = cpu_matmul_roof(&hw, oq, e->flop[1], e->bytes[1]);
+    double slope = (e->t_s[1] - e->t_s[0]) / (r64 - r16);
+    CHECK(r64 > r16 && slope > 0);
+    ats_op_work(g16, &g16->ops[other], &f, &b);
+    double rq = cpu_matmul_roof(&hw, &g16->ops[other], f, b);
+    double want = fmax(e->t_s[0] + slope * (rq - r16), e->t_s[0] * rq / r16);
+    CHECK_REL(c.t_cpu[other], want, 1e-12, 0);
+    CHECK(c.t_cpu[other] != e->t_s[0]);
+    ats_costs_free(&c);
+    CHECK(ats_costs_init(&c, g64->n_ops) == ATS_OK && ats_costs_from_model(g64, &hw, &c, &err) == ATS_OK);
+    CHECK(c.t_cpu[q] == e->t_s[1]);
+    ats_costs_free(&c);
+    /* between the points: linear in tokens; 40 tokens is halfway; flop and bytes are linear in tokens
+       for a matmul, so the roofline ratio is 1 up to rounding */
+    CHECK(ats_costs_init(&c, g40->n_ops) == ATS_OK && ats_costs_from_model(g40, &hw, &c, &err) == ATS_OK);
+    CHECK_REL(c.t_cpu[q], 0.5 * (e->t_s[0] + e->t_s[1]), 1e-12, 0);
+    CHECK_REL(ats_prof_op_time(g40, &g40->ops[q], &hw, ATS_CPU), 0.5 * (e->t_s[0] + e->t_s[1]), 1e-12, 0);
+    CHECK(isnan(ats_prof_op_time(g40, &g40->ops[q], &hw, ATS_GPU))); /* no GPU entry */
+    ats_costs_free(&c);
+    /* below the first point (1 token): the first point's time less slope times the roofline
+       difference, not below the proportional value */
+    CHECK(ats_costs_init(&c, g1->n_ops) == ATS_OK && ats_costs_from_model(g1, &hw, &c, &err) == ATS_OK);
+    ats_op_work(g1, &g1->ops[q], &f, &b);
+    rq = cpu_matmul_roof(&hw, oq, f, b);
+    want = fmax(e->t_s[0] + slope * (rq - r16), e->t_s[0] * rq / r16);
+    CHECK_REL(c.t_cpu[q], want, 1e-12, 0);
+    CHECK(c.t_cpu[q] < e->t_s[0]);
+    ats_costs_free(&c);
+    /* a fixed cost is not scaled: with times t0 + slope·r at both points (t0 = 1 ms of launches), an
+       op of other work gets t0 + slope·rq exactly, where the proportional rule would scale t0 too */
+    {
+        ats_hw h2 = hw;
+        ats_prof_entry *x = &h2.op_table.e[0];
+        double t0 = 1e-3, sl = 3.0;
+        x->t_s[0] = t0 + sl * r16;
+        x->t_s[1] = t0 + sl * r64;
+        ats_costs c2;
+        CHECK(ats_costs_init(&c2, g16->n_ops) == ATS_OK && ats_costs_from_model(g16, &h2, &c2, &err) == ATS_OK);
+        ats_op_work(g16, &g16->ops[other], &f, &b);
+        rq = cpu_matmul_roof(&hw, &g16->ops[other], f, b);
+        CHECK_REL(c2.t_cpu[other], fmax(t0 + sl * rq, x->t_s[0] * rq / r16), 1e-9, 0);
+        CHECK_REL(c2.t_cpu[other], t0 + sl * rq, 1e-9, 0); /* above the proportional value: t0 > 0 */
+        ats_costs_free(&c2);
+    }
+    ats_costs_free(&c0);
+    /* bad entries are refused, naming entry and point */
+    e->tokens[1] = 16;
+    CHECK(ats_hw_validate(&hw, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "op_table[0].tokens[1]") != NULL, "%s", err.msg);
+    e->tokens[1] = 64;
+    e->t_s[1] = 0;
+    CHECK(ats_hw_validate(&hw, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "op_table[0].t_s[1]") != NULL, "%s", err.msg);
+    e->t_s[1] = 1e-4;
+    e->backend = 2;
+    CHECK(ats_hw_validate(&hw, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "op_table[0].backend") != NULL, "%s", err.msg);
+out:
+    ats_graph_free(g16);
+    ats_graph_free(g64);
+    ats_graph_free(g40);
+    ats_graph_free(g1);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_costs");
     test_validate(&rng);
     test_model();
     test_scale_and_estimate(&rng);
+    test_table(&rng);
     return tu_finish("test_costs");
 }

@@ -47,6 +47,22 @@ extern "C" {
  */
 enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err);
 
+struct json_t;
+
+/**
+ * The "op_table" section of a profile (`ats profile`) for the entries of `t` (borrowed): one array
+ * per backend ("cpu", "gpu") of objects {kind, role, type, n_out, n_in, tokens[], t_s[], flop[],
+ * bytes[]} (names as ats_op_kind_name / ats_role_name / ats_qtype_name; times in seconds, doubles
+ * written exactly, so atsc_hw_load reads the same numbers back) and "sources" with `source_cpu` /
+ * `source_gpu` (borrowed; a side whose source is NULL or that has no entry is left out).
+ * New reference (the caller decrefs), NULL when out of memory.
+ * The loader reads it as hw->op_table: an optional top-level key; every entry checked (known kind,
+ * role and type, 1..ATS_PROF_MAX_POINTS points, tokens strictly increasing, times in (0, 1e6] s,
+ * work >= 0, arrays of one length), each side with a source; errors name the entry and point:
+ *   "p.json: field 'op_table.cpu[3].t_s[2]': -1 (must be a number in (0, 1e6] s)"
+ */
+struct json_t *atsc_hw_table_json(const ats_prof_table *t, const char *source_cpu, const char *source_gpu);
+
 #ifdef __cplusplus
 }
 #endif

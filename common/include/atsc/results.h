@@ -203,6 +203,16 @@ typedef struct atsc_results_file {
  */
 enum ats_status atsc_results_read(const char *path, atsc_results_file **out, ats_err *err);
 
+/**
+ * atsc_results_read of a results tree stored under `group` (absolute, e.g. "/real") of a larger file:
+ * the group carries the root attributes and holds runs/ (and sweep) exactly as a results file's root
+ * does (`ats validate` keeps its two runs so, atsc/validate.h). "/" is atsc_results_read. Messages
+ * name every attribute and dataset with the group in front ("out.h5: dataset '/sim/runs/ats/rounds'
+ * row 3: ..."); a missing group is ATS_EINVAL naming it.
+ */
+enum ats_status atsc_results_read_group(const char *path, const char *group, atsc_results_file **out,
+                                        ats_err *err);
+
 /** Frees a file read by atsc_results_read; NULL is a no-op. */
 void atsc_results_file_free(atsc_results_file *f);
 

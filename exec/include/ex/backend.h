@@ -78,6 +78,13 @@ typedef struct ex_backend {
      *  freed): drop every cached copy and pending write-back inside them, never copy into them.
      *  (So a session must be freed before the backends it uses.) */
     void (*forget)(void *ctx, const void *host, size_t bytes);
+    /** [host, host + bytes) leaves the device: the bytes this backend wrote inside it (KV rows or
+     *  activations) are copied back to host memory first (waited for), then its device copies are
+     *  freed. Nothing else is copied back: other activations stay newer on the device. The plan
+     *  executor calls it on a promoted attention's KV slab after that attention (cheaper than
+     *  flush(ctx, 1), which copies every activation back). NULL: the caller flushes with_kv, then
+     *  forgets. ATS_OK, or the device failure's status. */
+    enum ats_status (*evict)(void *ctx, const void *host, size_t bytes);
     /* ---- F16 KV cache (optional; needed only by sessions with kv_type ATS_Q_F16) ----
        kv_store and attention over F16 slabs: k_cache / v_cache are one layer's (n_ctx, kv_dim)
        ex_fp16 caches (ex_cpu_kv_store_f16, ex_cpu_attention_f16). NULL: the backend cannot run an

@@ -154,6 +154,14 @@ void ex_rt_free(ex_rt *rt);
 enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *tokens, int64_t n, float *logits,
                                 ex_rt_round *info, ats_err *err);
 
+/** Warm-up before the first round (llama.cpp's and llama-bench's warm-up run): one prefill round
+ *  of n tokens (capped at the context) and one decode round under the controllers' first plans,
+ *  then the session's KV cache emptied (ex_session_clear). Device kernels load, workspaces grow and library
+ *  handles initialise here instead of in the first timed round; nothing is measured or fed to the
+ *  controllers (the controllers start here). No-op on the CPU only runtime. ATS_EINVAL when a round
+ *  already ran; the round's statuses otherwise. */
+enum ats_status ex_rt_warmup(ex_rt *rt, int64_t n, ats_err *err);
+
 /** The session (borrowed). */
 ex_session *ex_rt_session(ex_rt *rt);
 /** Seconds the resident upload took. */

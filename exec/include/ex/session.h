@@ -72,6 +72,12 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
 int64_t ex_session_n_ctx(const ex_session *s);
+/** Empties the KV cache: the next forward starts at position 0 (a new request over the same
+ *  session; `ats profile` times rounds from position 0 this way). A device backend keeps its copy of
+ *  the KV slabs of the layers it appended last (it rewrites them from row 0: no reallocation while it
+ *  keeps running them) and drops every other copy now (its `forget` entry); when another backend
+ *  later runs such a layer's attention, the old appender flushes and drops its copy first. */
+void ex_session_clear(ex_session *s);
 /** The KV cache's element type (ATS_Q_F32 or ATS_Q_F16, from ex_session_opts.kv_type). */
 ats_qtype ex_session_kv_type(const ex_session *s);
 /** Bytes of the session's KV cache, K and V of every layer at its n_ctx capacity [bytes]:
@@ -89,7 +95,9 @@ const int64_t *ex_session_op_ns(const ex_session *s);
 /** The backend table graph op i runs on (borrowed; NULL for i outside [0, n_ops)). */
 const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
 /** Start and end of each graph op in the last ex_session_forward [ns of CLOCK_MONOTONIC]
- *  (graph->n_ops entries each, borrowed; valid until the next forward). */
+ *  (graph->n_ops entries each, borrowed; valid until the next forward). The start is when the
+ *  op's backend call began: a wait for the previous backend (its flush) and the hook's work before
+ *  the op are not the op's time (ex_session_op_ns counts them). */
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
 
 /* ---- hooks of the plan executor (ex/runtime.h) --------------------------------------------- */

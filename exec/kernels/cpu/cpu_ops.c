@@ -297,32 +297,79 @@ enum ats_status ex_cpu_moe(const ex_tensor *gate_exps, const ex_tensor *up_exps,
     for (int64_t i = 0; i < n_tokens * k; i++)
         if (ids[i] < 0 || ids[i] >= n_expert) return ATS_EINVAL;
     if (n_tokens == 1 && k >= 1) return moe_decode(gate_exps, up_exps, down_exps, x, ids, weights, k, out);
-    float *xs = malloc((size_t)(2 * n_tokens * n_embd) * sizeof(float));
-    int64_t *rows = malloc((size_t)n_tokens * sizeof(int64_t));
-    float *rw = malloc((size_t)n_tokens * sizeof(float));
-    enum ats_status st = (xs && rows && rw) ? ATS_OK : ATS_ENOMEM;
-    float *ys = xs ? xs + n_tokens * n_embd : NULL;
-    if (st == ATS_OK) memset(out, 0, (size_t)(n_tokens * n_embd) * sizeof(float));
-    for (int64_t e = 0; e < n_expert && st == ATS_OK; e++) {
-        int64_t m = 0;
-        for (int64_t t = 0; t < n_tokens; t++)
-            for (int64_t j = 0; j < k; j++)
-                if (ids[t * k + j] == e) {
-                    rows[m] = t;
-                    rw[m] = weights[t * k + j];
-                    memcpy(xs + m * n_embd, x + t * n_embd, (size_t)n_embd * sizeof(float));
-                    m++;
-                }
-        if (m == 0) continue;
-        ex_tensor g = ex_tensor_matrix(gate_exps, e), u = ex_tensor_matrix(up_exps, e),
-                  d = ex_tensor_matrix(down_exps, e);
-        st = ex_cpu_ffn(&g, &u, &d, xs, m, ys);
-        for (int64_t r = 0; r < m && st == ATS_OK; r++)
-            for (int64_t i = 0; i < n_embd; i++) out[rows[r] * n_embd + i] += rw[r] * ys[r * n_embd + i];
+    /* Prefill: one expert per thread (a chunk's tokens spread over the experts: ~n_tokens·k/n_expert
+     * each, too few for every thread to share one expert's matmuls), largest first; the matmuls
+     * inside run on their thread (nested regions are inactive). Each (token, slot) result goes to
+     * its own row of y_slot; the sum per token then adds its experts in ascending id, the order of a
+     * sequential pass over the experts. */
+    const int64_t nk = n_tokens * k;
+    int64_t *cnt = calloc((size_t)n_expert + 1, sizeof *cnt), *first = malloc(((size_t)n_expert + 1) * sizeof *first);
+    int64_t *slots = malloc((size_t)nk * sizeof *slots), *order = malloc((size_t)n_expert * sizeof *order);
+    float *y_slot = malloc((size_t)nk * (size_t)n_embd * sizeof(float));
+    if (!cnt || !first || !slots || !order || !y_slot) {
+        free(cnt), free(first), free(slots), free(order), free(y_slot);
+        return ATS_ENOMEM;
     }
-    free(xs);
-    free(rows);
-    free(rw);
+    for (int64_t i = 0; i < nk; i++) cnt[ids[i]]++;
+    first[0] = 0;
+    for (int64_t e = 0; e < n_expert; e++) first[e + 1] = first[e] + cnt[e];
+    for (int64_t e = 0; e < n_expert; e++) cnt[e] = first[e];
+    for (int64_t i = 0; i < nk; i++) slots[cnt[ids[i]]++] = i; /* slots of expert e: token order */
+    int64_t n_used = 0, max_m = 0;
+    for (int64_t e = 0; e < n_expert; e++)
+        if (first[e + 1] > first[e]) {
+            order[n_used++] = e;
+            if (first[e + 1] - first[e] > max_m) max_m = first[e + 1] - first[e];
+        }
+    for (int64_t a = 1; a < n_used; a++) { /* most tokens first (insertion sort: n_expert is small) */
+        int64_t e = order[a], b = a;
+        for (; b > 0 && first[order[b - 1] + 1] - first[order[b - 1]] < first[e + 1] - first[e]; b--) order[b] = order[b - 1];
+        order[b] = e;
+    }
+    enum ats_status st = ATS_OK;
+#pragma omp parallel
+    {
+        float *xs = malloc((size_t)(2 * max_m * n_embd) * sizeof(float));
+        enum ats_status my = xs ? ATS_OK : ATS_ENOMEM;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t o = 0; o < n_used; o++) {
+            const int64_t e = order[o], m = first[e + 1] - first[e];
+            if (my != ATS_OK) continue;
+            float *ys = xs + max_m * n_embd;
+            for (int64_t r = 0; r < m; r++)
+                memcpy(xs + r * n_embd, x + slots[first[e] + r] / k * n_embd, (size_t)n_embd * sizeof(float));
+            ex_tensor g = ex_tensor_matrix(gate_exps, e), u = ex_tensor_matrix(up_exps, e),
+                      d = ex_tensor_matrix(down_exps, e);
+            my = ex_cpu_ffn(&g, &u, &d, xs, m, ys);
+            for (int64_t r = 0; r < m && my == ATS_OK; r++)
+                memcpy(y_slot + slots[first[e] + r] * n_embd, ys + r * n_embd, (size_t)n_embd * sizeof(float));
+        }
+        free(xs);
+        if (my != ATS_OK) {
+#pragma omp critical(ex_cpu_moe_status)
+            st = my;
+        }
+    }
+    if (st == ATS_OK) {
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < n_tokens; t++) {
+            const int32_t *id = ids + t * k;
+            float *o = out + t * n_embd;
+            memset(o, 0, (size_t)n_embd * sizeof(float));
+            int64_t prev = -1; /* the token's slots by ascending (expert id, slot) */
+            for (int64_t j = 0; j < k; j++) {
+                int64_t best = -1;
+                for (int64_t q = 0; q < k; q++) {
+                    const int64_t key = (int64_t)id[q] * k + q;
+                    if (key > prev && (best < 0 || key < (int64_t)id[best] * k + best)) best = q;
+                }
+                const float wgt = weights[t * k + best], *y = y_slot + (t * k + best) * n_embd;
+                for (int64_t i = 0; i < n_embd; i++) o[i] += wgt * y[i];
+                prev = (int64_t)id[best] * k + best;
+            }
+        }
+    }
+    free(cnt), free(first), free(slots), free(order), free(y_slot);
     return st;
 }
 

@@ -467,6 +467,34 @@ static void be_forget(void *ctx, const void *host, size_t bytes)
     forget_list(c, &c->kv, (const char *)host, bytes);
 }
 
+/* Copies back the dirty bytes of every range of `l` inside [p, p + bytes) (queued on the stream);
+ * *any: one was found. */
+static ex_gpu_status evict_copy(cuda_be *c, rlist *l, const char *p, size_t bytes, int *any)
+{
+    for (int i = 0; i < l->n; i++)
+        if (overlaps(&l->r[i], p, bytes)) {
+            *any = 1;
+            ex_gpu_status st = write_back(c, &l->r[i]);
+            if (st) return st;
+        }
+    return EX_GPU_OK;
+}
+
+static enum ats_status be_evict(void *ctx, const void *host, size_t bytes)
+{
+    cuda_be *c = (cuda_be *)ctx;
+    const char *p = (const char *)host;
+    int any = 0;
+    TRY(evict_copy(c, &c->act, p, bytes, &any));
+    TRY(evict_copy(c, &c->kv, p, bytes, &any));
+    if (!any) return ATS_OK;
+    cudaError_t e = cudaStreamSynchronize(c->s);
+    if (e != cudaSuccess) return to_ats(exc_fail(e, "cudaStreamSynchronize (evict)", __FILE__, __LINE__));
+    forget_list(c, &c->act, p, bytes); /* clean now: dropped without another wait */
+    forget_list(c, &c->kv, p, bytes);
+    return ATS_OK;
+}
+
 /* ---- ops ------------------------------------------------------------------------------------------ */
 
 #define F4(n) ((size_t)(n) * sizeof(float))
@@ -735,6 +763,7 @@ ex_gpu_status ex_backend_cuda_new(ex_gpu *g, ex_backend **out)
     b->flush = be_flush;
     b->host_wrote = be_host_wrote;
     b->forget = be_forget;
+    b->evict = be_evict;
     b->kv_store_f16 = be_kv_store_f16;
     b->attention_f16 = be_attention_f16;
     b->bind_weight = be_bind_weight;

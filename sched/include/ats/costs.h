@@ -45,7 +45,7 @@ void ats_costs_copy(ats_costs *dst, const ats_costs *src);
 /** ATS_EINVAL naming op index and field when a value is NaN, negative or infinite. */
 enum ats_status ats_costs_validate(const ats_costs *c, ats_err *err);
 
-/** One op's costs, as measured by a profile (`ats profile`, not implemented yet) [s]. */
+/** One op's costs [s] (set per op by a caller that measured them). */
 typedef struct ats_op_cost {
     double t_cpu, t_gpu, w, c, w_expert;
 } ats_op_cost;
@@ -58,7 +58,37 @@ typedef struct ats_op_cost {
 enum ats_status ats_costs_set_op(ats_costs *c, int32_t i, const ats_op_cost *m, ats_err *err);
 
 /**
- * Analytic roofline cost model. Per op and backend b:
+ * The work of op i in its round as the cost model counts it: *flop [FLOP] (op->flop; 0 for EMBED) and
+ * *bytes [bytes] read and written: weights actually read (EXPERTS: n_expert_active · expert_bytes;
+ * EMBED: the n_tokens rows gathered) + KV-cache bytes read (ATTN) + activations in and out.
+ * `ats profile` stores these counts of each measured op beside its time (ats_prof_entry).
+ */
+void ats_op_work(const ats_graph *g, const ats_op *op, double *flop, double *bytes);
+
+/** Roofline time of `flop` FLOP and `bytes` bytes of an op of kind `kind` and weight type `qtype`
+ *  on backend `b` of `hw`, without the per-op overhead [s]: max(flop / (peak · eff_flop),
+ *  bytes / (bw · eff_bw)) · q_scale (q_scale 1 for ATTN; EMBED: bytes only). */
+double ats_roofline_s(const ats_hw *hw, ats_backend b, ats_op_kind kind, ats_qtype qtype, double flop,
+                      double bytes);
+
+/**
+ * Time of op i of `g` on backend `b` from hw->op_table [s], or NAN when the table has no entry of
+ * the op's kind on that backend. The entry: the one with the op's role, type and shape; else the
+ * nearest in n_out · n_in of the op's kind and type; else of its kind. Within the entry, piecewise
+ * linear in tokens between the bracketing measured points (time, flop and bytes alike; the first or
+ * last point outside the measured range): t, rm = ats_roofline_s(that work). When the op's own work
+ * has another roofline time rq (another shape, context or token count outside the range):
+ *   t + slope · (rq - rm), at least t · rq / rm,
+ * slope = (t_last - t_first) / (roofline of the last point's work - of the first's), the entry's
+ * marginal time per roofline second (0 when not positive; t / rm for an entry of one point), so a
+ * fixed cost per op (kernel launches, the host's issue time) is not scaled with the work.
+ * Exactly the table's time at a measured point of the op's own shape.
+ */
+double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, ats_backend b);
+
+/**
+ * Cost model. t_cpu, t_gpu: ats_prof_op_time where hw->op_table has the op's kind on that backend,
+ * else the analytic roofline. Per op and backend b:
  *   t_b = max(flop / (peak_b · eff), bytes / (bw_b · eff)) · q_scale + overhead_b
  * with bytes = weight bytes actually read (routed experts: active experts only) + KV bytes read +
  * activations; GEMV efficiencies when n_tokens < gemm_min_tokens, GEMM ones otherwise.

@@ -2,9 +2,11 @@
  * ats/hw.h — a hardware description: CPU, GPU, PCIe link, copy engines, host-memory interference,
  * and effective efficiencies per op class and backend.
  *
- * Plain data. Filled from sim/hw/<name>.json by the common/ loader (atsc_hw_load), and refined by a
- * measured profile (`ats profile`, a later issue: not implemented yet). The analytic cost model (ats/costs.h) turns a graph and an
- * ats_hw into a nominal cost snapshot; the simulator uses the same figures as resource rates.
+ * Plain data (no pointers: copied by value, sent over MPI). Filled from sim/hw/<name>.json or from a
+ * profile written by `ats profile` (the same format plus an "op_table" section) by the common/ loader
+ * (atsc_hw_load). The cost model (ats/costs.h) turns a graph and an ats_hw into a nominal cost
+ * snapshot: from the measured op table where it has the op's kind, from the roofline efficiencies
+ * otherwise; the simulator uses the same figures as resource rates.
  * Units: bytes, seconds, FLOP; rates in bytes/s and FLOP/s.
  */
 #ifndef ATS_HW_H
@@ -28,6 +30,34 @@ typedef struct ats_hw_eff {
     double q_scale[64];/* per-qtype multiplier on compute time for dequantization cost, indexed by
                           ggml type id (1.0 = free; unset entries are 1.0) */
 } ats_hw_eff;
+
+/** Most token counts one table entry holds (`ats profile` measures 9: 1, 16, 32, ..., 2048). */
+#define ATS_PROF_MAX_POINTS 12
+/** Most entries of a measured op table (both backends together; a dense model has ~14 per backend). */
+#define ATS_PROF_MAX_ENTRIES 96
+
+/** Measured times of one op shape on one backend over token counts (`ats profile`): an op of role
+ *  `role` with weight type `qtype` and weight shape (n_out, n_in) took t_s[k] seconds in a round of
+ *  tokens[k] tokens, when its work was flop[k] FLOP and bytes[k] bytes (ats_op_work's counts of the
+ *  measured op, so shapes and contexts not measured scale by the roofline ratio). */
+typedef struct ats_prof_entry {
+    int32_t backend;                      /* 0 = CPU, 1 = GPU (ats_backend) */
+    int32_t kind;                         /* ats_op_kind */
+    int32_t role;                         /* ats_role */
+    int32_t qtype;                        /* ats_qtype of the weight (attention: of the KV cache) */
+    int64_t n_out, n_in;                  /* weight shape of one matrix (ats_op's); 0 for attention */
+    int32_t n_points;                     /* 1 .. ATS_PROF_MAX_POINTS */
+    int64_t tokens[ATS_PROF_MAX_POINTS];  /* strictly increasing [tok] */
+    double t_s[ATS_PROF_MAX_POINTS];      /* measured time (median) [s], > 0 */
+    double flop[ATS_PROF_MAX_POINTS];     /* work of the measured op [FLOP], >= 0 */
+    double bytes[ATS_PROF_MAX_POINTS];    /* bytes of the measured op [bytes], >= 0 */
+} ats_prof_entry;
+
+/** A measured op table; n = 0: none (the roofline efficiencies alone). */
+typedef struct ats_prof_table {
+    int32_t n;
+    ats_prof_entry e[ATS_PROF_MAX_ENTRIES];
+} ats_prof_table;
 
 typedef struct ats_hw {
     char name[ATS_NAME_LEN];
@@ -57,13 +87,15 @@ typedef struct ats_hw {
     double hostmem_dma_factor;
     int64_t gemm_min_tokens;   /* rounds with ≥ this many tokens use the GEMM efficiencies */
     ats_hw_eff eff_cpu, eff_gpu;
+    ats_prof_table op_table;   /* measured per-op times (`ats profile`); n = 0 in a plain description */
 } ats_hw;
 
 /** Zeroes `hw`, sets every q_scale to 1 and gemm_min_tokens to 8. */
 void ats_hw_init(ats_hw *hw);
 
 /** ATS_EINVAL with "field: value (why)" in err when a rate is ≤ 0 or NaN, a fraction outside (0,1],
- *  or n_copy_engines < 1. */
+ *  n_copy_engines < 1, or an op-table entry is malformed (backend, kind, role, points, tokens not
+ *  strictly increasing, a time ≤ 0, work < 0; the message names the entry and point). */
 enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err);
 
 #ifdef __cplusplus
