@@ -24,7 +24,7 @@ Subcommands (run from the repository root with /usr/bin/python3):
                                  grouped bars: one panel per value of the panel keys
   trimtrace IN.h5 OUT.h5 --end S     a copy of the load trace IN cut at S seconds, idle (1, 1, 1)
                                  from S on (what a stressor run for S seconds leaves)
-  segments --trace T.h5 [--margin S] [--end S] LABEL=RESULTS.h5:RUN ...
+  segments --trace T.h5 [--margin S] [--end S] LABEL=RESULTS.h5:[GROUP/]RUN ...
                                  mean decode TPOT per segment of constant load of the trace (by round
                                  start; the first S seconds of each segment left out), as CSV:
                                  label,segment,t0_s,t1_s,cpu,gpu,pcie,tpot_mean_ms,rounds
@@ -36,6 +36,8 @@ Subcommands (run from the repository root with /usr/bin/python3):
   sweeprows SWEEP.h5 [--default EPS,TAU]   per trace of an `ats sweep --out` file: its best and its
                                  worst (ε, τ) by mean TPOT and the default point, as CSV:
                                  trace,point,eps,interval,tpot_mean_ms,reschedules
+  valrows SUMMARY.json --side real|sim K=V...   rows (policy, prefill_tok_s, tpot_mean_ms,
+                                 reschedules) of the records of an `ats validate --summary` file
   rank SIM.csv HW.csv [--metric M]   per trace (columns trace, point): the points in order of M
                                  (default tpot_mean_ms) simulated and measured, and whether the
                                  simulator's best point is also the measured best
@@ -295,11 +297,13 @@ def segments_of(tr, end):
 
 
 def load_rounds(spec):
+    """FILE.h5:RUN, or FILE.h5:GROUP/RUN for a results tree inside GROUP (`ats validate`'s real/, sim/)."""
     import h5py
     path, run = spec.rsplit(":", 1)
+    grp, _, run = run.rpartition("/")
     try:
         with h5py.File(path, "r") as f:
-            return f["runs"][run]["rounds"][:]
+            return (f[grp] if grp else f)["runs"][run]["rounds"][:]
     except (OSError, KeyError) as e:
         die(f"{path}: no run '{run}' with /rounds: {e}")
 
@@ -429,6 +433,27 @@ def cmd_sweeprows(argv):
             print(f"{t},default,{de:g},{dt:g},{1e3 * d[0]['tpot_mean_s']:.2f},{int(d[0]['n_resched'])}")
 
 
+def cmd_valrows(argv):
+    """Rows of the metric CSV from the records of an `ats validate --summary` file: 'real' -> HW.csv,
+    'sim' -> SIM.csv (policy, prefill_tok_s, tpot_mean_ms, reschedules; the rest empty)."""
+    which = opt(argv, "--side")
+    if len(argv) < 1 or which not in ("real", "sim"):
+        die("usage: valrows SUMMARY.json --side real|sim K=V...")
+    import json
+    vals = kv_values(argv[1:], "valrows")
+    try:
+        recs = json.load(open(argv[0]))
+    except (OSError, ValueError) as e:
+        die(f"{argv[0]}: not a JSON list of validation records: {e}")
+    if not isinstance(recs, list) or not recs:
+        die(f"{argv[0]}: no validation record", 1)
+    for r in recs:
+        def g(k):
+            v = r.get(f"{which}_{k}")
+            return "" if v is None else f"{v:g}"
+        print(",".join(vals + [r.get("policy", ""), g("prefill_tok_s"), "", "", g("tpot_ms"), "", "", g("resched"), "", ""]))
+
+
 def cmd_rank(argv):
     metric = opt(argv, "--metric", "tpot_mean_ms")
     if len(argv) != 2:
@@ -453,7 +478,8 @@ def cmd_rank(argv):
 
 CMDS = {"header": cmd_header, "simrows": cmd_simrows, "runrow": cmd_runrow, "compare": cmd_compare,
         "bars": cmd_bars, "trimtrace": cmd_trimtrace, "segments": cmd_segments, "cut": cmd_cut,
-        "tpotplot": cmd_tpotplot, "sweeprows": cmd_sweeprows, "rank": cmd_rank}
+        "tpotplot": cmd_tpotplot, "sweeprows": cmd_sweeprows, "rank": cmd_rank,
+        "valrows": cmd_valrows}
 
 if __name__ == "__main__":
     import signal

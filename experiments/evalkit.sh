@@ -9,6 +9,9 @@
 #   hw_run NAME KEYS -- ARGS...
 #                      runs `ATS run ARGS` (timeout RUN_TIMEOUT s, default 300) with stderr in
 #                      OUT/logs/NAME.log, appends its row to OUT/hw.csv (KEYS: K=V,K=V) and says rc and time
+#   hw_baseline        sets BASELINE (environment) to OUT/base.txt, the idle probe times `ats record
+#                      --save-baseline` measures now, unless BASELINE names a file already: the closed-loop
+#                      stressor (the open loop misses a 0.4 target by up to 64%, experiments/stress-accuracy/)
 #   sim_row KEYS -- ARGS...
 #                      runs `ATS sim ARGS --format csv` and appends its rows to OUT/sim.csv
 # Rows go to OUT/hw.csv and OUT/sim.csv under the header of `evalkit.py header` (hw_header KEYS).
@@ -42,6 +45,14 @@ hw_run() {
     fi
     say "[$((SECONDS - T0)) s] $name rc=$rc ($((SECONDS - t)) s)$( [ $rc = 124 ] && echo ", killed after ${RUN_TIMEOUT:-300} s")"
     return 0
+}
+hw_baseline() {
+    if [ -n "${BASELINE:-}" ]; then say "stressor baseline: $BASELINE"; return; fi
+    if "$A" record --save-baseline "$OUT/base.txt" > "$OUT/logs/baseline.log" 2>&1; then
+        BASELINE=$OUT/base.txt; say "stressor baseline (closed loop): $(tr '\n' ' ' < "$BASELINE")"
+    else
+        say "ats record --save-baseline failed ($(tail -1 "$OUT/logs/baseline.log")): open-loop stressor"
+    fi
 }
 sim_row() {
     local keys=$1; shift 2

@@ -66,6 +66,10 @@ check "trimtrace: idle from 5 s" sh -c "\"$A\" trace show '$out/cut.h5' | grep -
 check "segments: the three load segments up to the cut" sh -c "$K segments --trace '$out/cut.h5' x='$out/r.h5:ats' > '$out/segs.csv' && test \$(wc -l < '$out/segs.csv') = 4"
 check "segments: rounds in the CPU-loaded one" sh -c "awk -F, '\$2==1 && \$5==0.4 && \$9>0' '$out/segs.csv' | grep -q ."
 check "tpotplot draws" sh -c "$K tpotplot -o '$out/t.png' --trace '$out/cut.h5' x='$out/r.h5:ats' > /dev/null && test -s '$out/t.png'"
+# valrows: the records of ats validate --summary
+printf '[{"policy": "ats", "real_tpot_ms": 80.5, "sim_tpot_ms": 70.25, "real_prefill_tok_s": 100, "sim_prefill_tok_s": 200, "real_resched": 3, "sim_resched": 2}]' > "$out/val.json"
+check "valrows: the measured side" sh -c "$K valrows '$out/val.json' --side real t=x | grep -qx 'x,ats,100,,,80.5,,,3,,'"
+check "valrows: the simulated side" sh -c "$K valrows '$out/val.json' --side sim t=x | grep -qx 'x,ats,200,,,70.25,,,2,,'"
 # sweeprows on a small sweep
 "$A" sweep --eps 0.1:0.2 --interval 2:4:2 --trace "$out/cut.h5" --policy ats --model "$here/hybrid-executor/small-moe.json" \
     --prompt 32 --gen 64 --duration 5 --threads 1 --out "$out/sw.h5" > /dev/null 2>&1

@@ -1,36 +1,32 @@
 #!/bin/bash
 # Is the simulator's best (ε, τ) also the executor's best? (experiments/eps-tau/README.md), on the GPU
-# machine's laptop stand-in (Qwen3-14B, --threads 4 --vram-budget 5.1GiB).
+# machine's laptop stand-in (Qwen3-14B, --threads 4 --vram-budget 5.1GiB, --hw experiments/end-to-end/h200-laptop.json).
 # Usage, from the repository root:  experiments/eps-tau/run-hw.sh OUT ATS     (ATS: built with CUDA)
 # Per trace: sim-points.sh finds, in the simulator, the best, worst and default (0.15, 5) points of the
-# first WINDOW_S seconds (and ε = 10, never re-plans); then each point runs on the executor while
-# `ats stress` (open loop) makes the same WINDOW_S seconds of load: one request of P = 512 whose decode
-# lasts WINDOW_S at the idle TPOT of a calibration run.
-# Writes OUT/hw.csv and OUT/sim.csv (trace,point,eps,interval,prompt,gen + the `ats sim` columns),
-# OUT/points.csv, OUT/rank.csv (per trace: the points in order of mean TPOT, simulated and measured;
-# is the simulator's best the measured best), OUT/compare.md, OUT/summary.txt, OUT/logs/.
-# Environment: TRACES (every traces/*.h5), WINDOW_S (60), POINTS ("best default worst never"),
-# STRESS_ARGS ("--hogs-gpu 16"), LIMIT_S (0: none), RUN_TIMEOUT (3 x WINDOW_S + 60), MODEL (qwen3-14b).
+# first WINDOW_S seconds (and ε = 10, never re-plans); then `ats validate --policy ats --eps E --interval
+# I --window 0:WINDOW_S` runs each point on the executor while `ats stress` replays those seconds, and
+# the simulator runs the same request (prompt 512, the decode steps it fits into the window).
+# Writes OUT/hw.csv and OUT/sim.csv (trace,point,eps,interval + the columns validate reports),
+# OUT/points.csv, OUT/rank.csv (per trace: the points in order of mean TPOT, simulated and measured; is
+# the simulator's best the measured best), OUT/compare.md, OUT/validate-<trace>-<point>.{h5,json},
+# OUT/summary.txt, OUT/logs/.
+# Environment: TRACES (every traces/*.h5), WINDOW_S (60), POINTS ("best default worst never"), BASELINE
+# (the closed-loop stressor's idle probe times; default: measured at the start, OUT/base.txt), STRESS_ARGS ("--hogs-gpu 16"), LIMIT_S (0: none), MODEL (qwen3-14b), CTX (16384).
 set -u
 source experiments/evalkit.sh
 hw_setup "${1:-}" "${2:-}"
 WIN=${WINDOW_S:-60}
 TRACES=${TRACES:-$(ls traces/*.h5 | xargs -n1 basename | sed 's/\.h5$//' | tr '\n' ' ')}
 POINTS=${POINTS:-best default worst never}
-RUN_TIMEOUT=${RUN_TIMEOUT:-$((3 * WIN + 60))}
 hw=experiments/end-to-end/h200-laptop.json
 say "traces: $TRACES; window ${WIN} s; points: $POINTS"
 experiments/eps-tau/sim-points.sh "$OUT/simpoints" "$A" $WIN $TRACES > "$OUT/logs/sim-points.txt" 2>&1 ||
     { say "sim-points.sh failed: $(tail -1 "$OUT/logs/sim-points.txt")"; exit 1; }
-cp "$OUT/simpoints/points.csv" "$OUT/simpoints/sim.csv" "$OUT/"
+rm -f "$OUT/simpoints/window-sweep.h5"
+cp "$OUT/simpoints/points.csv" "$OUT/"
 say "[$((SECONDS - T0)) s] simulator: $(head -1 "$OUT/logs/sim-points.txt")"
-RUN=(--model ${MODEL:-qwen3-14b} --dummy-weights --kv-type f16 --policy ats --threads 4 --vram-budget 5.1GiB --chunk 512 --hw $hw --prompt-tokens 512)
-hw_header trace,point,eps,interval,prompt,gen
-hw_run calibrate "trace=none,point=calibrate,eps=0.15,interval=5,prompt=512,gen=24" -- "${RUN[@]}" -n 24 --ctx 552
-tpot=$(awk -F, '$1=="none"{print $12}' "$OUT/hw.csv")   # TPOT p50 [ms]
-G=$(awk -v d=$WIN -v t="$tpot" 'BEGIN{ if (t > 0) printf "%d", d * 1000 / t + 8; else print 0 }')
-[ "$G" -gt 0 ] || { say "calibration gave no TPOT ('$tpot'): see logs/calibrate.log"; exit 1; }
-say "idle TPOT $tpot ms: $G decode steps for a ${WIN} s window"
+hw_baseline
+hw_header trace,point,eps,interval
 for t in $TRACES; do
     t=$(basename "$t" .h5)
     for p in $POINTS; do
@@ -38,17 +34,19 @@ for t in $TRACES; do
         row=$(awk -F, -v t=$t -v p=$p '$1==t && $2==p' "$OUT/points.csv")
         [ -n "$row" ] || { say "no point '$p' for trace $t in points.csv"; continue; }
         IFS=, read -r _ _ e i _ <<< "$row"
-        "$A" stress --trace "$OUT/simpoints/traces/$t.h5" --duration $WIN ${STRESS_ARGS:---hogs-gpu 16} \
-            > "$OUT/logs/stress-$t-$p.txt" 2>&1 &
-        spid=$!
-        hw_run "$t-$p" "trace=$t,point=$p,eps=$e,interval=$i,prompt=512,gen=$G" -- "${RUN[@]}" -n $G \
-            --ctx $((512 + G + 16)) --eps $e --interval $i
-        kill $spid 2> /dev/null; wait $spid 2> /dev/null
-        sleep 2   # the hogs' processes gone before the next run
+        s0=$SECONDS
+        "$A" validate --model ${MODEL:-qwen3-14b} --dummy-weights --vram-budget 5.1GiB --threads 4 --hw $hw \
+            --trace "$OUT/simpoints/traces/$t.h5" --window 0:$WIN --policy ats --eps $e --interval $i --prompt 512 \
+            --chunk 512 --ctx ${CTX:-16384} ${BASELINE:+--baseline "$BASELINE"} --stress-args "${STRESS_ARGS:---hogs-gpu 16}" \
+            --out "$OUT/validate-$t-$p.h5" --summary "$OUT/validate-$t-$p.json" > "$OUT/logs/validate-$t-$p.txt" 2>&1
+        rc=$?
+        say "[$((SECONDS - T0)) s] $t $p (eps $e, tau $i) rc=$rc ($((SECONDS - s0)) s)$([ $rc = 0 ] || echo ": $(tail -1 "$OUT/logs/validate-$t-$p.txt")")"
+        [ $rc = 0 ] || continue
+        $PY $K valrows "$OUT/validate-$t-$p.json" --side real trace=$t point=$p eps=$e interval=$i >> "$OUT/hw.csv"
+        $PY $K valrows "$OUT/validate-$t-$p.json" --side sim trace=$t point=$p eps=$e interval=$i >> "$OUT/sim.csv"
     done
 done
-rm -rf "$OUT/simpoints/window-sweep.h5"
 $PY $K rank "$OUT/sim.csv" "$OUT/hw.csv" > "$OUT/rank.csv"
 column -s, -t "$OUT/rank.csv" | tee -a "$OUT/summary.txt"
-$PY $K compare "$OUT/sim.csv" "$OUT/hw.csv" --on trace,point,eps,interval --metrics tpot_mean_ms,reschedules,gb_h2d \
+$PY $K compare "$OUT/sim.csv" "$OUT/hw.csv" --on trace,point,eps,interval --metrics tpot_mean_ms,reschedules \
     > "$OUT/compare.md"
