@@ -256,6 +256,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     cfg.ctrl = a->ctrl;
     cfg.prompt_tok = a->n_prompt;
     cfg.chunk_tok = a->chunk;
+    cfg.gen_tok = a->n_gen; /* the temp ring for this request: prompt + decode (ats_policy_place_request) */
     cfg.serialized = a->serialized;
     ex_rt *rt = NULL;
     int64_t t_new = now_ns();

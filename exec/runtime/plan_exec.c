@@ -472,7 +472,12 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     pc.hostmem_cpu_factor = cfg->hw->hostmem_cpu_factor > 0 ? cfg->hw->hostmem_cpu_factor : 1.0;
     if ((st = ats_policy_new(cfg->policy, &pc, &rt->pol, err))) goto fail;
     if ((st = ats_placement_init(&rt->place, n))) goto fail;
-    if ((st = ats_policy_place(rt->pol, rt->ph[1].g, &rt->ph[1].nominal, &rt->place, err))) goto fail;
+    { /* the temp ring for the request (ats_policy_place_request), as the simulator does */
+        const ats_request_shape req = {rt->ph[0].g, &rt->ph[0].nominal, (double)((P + C - 1) / C), (double)cfg->gen_tok};
+        if ((st = ats_policy_place_request(rt->pol, rt->ph[1].g, &rt->ph[1].nominal, cfg->gen_tok > 0 ? &req : NULL,
+                                           &rt->place, err)))
+            goto fail;
+    }
     for (int k = 0; k < 2; k++)
         if ((st = ats_controller_new(rt->pol, rt->ph[k].g, &rt->place, &rt->ph[k].nominal, &cfg->ctrl, &rt->ph[k].ctrl,
                                      err)))

@@ -396,9 +396,21 @@ static void fuse_assignment(const ats_policy *pol, const ats_graph *g, const ats
 /* Dynamic policies with an automatic temp ring: try 0, 2 × the largest movable op, M/16, M/8 and
  * M/4, and keep the one whose placement + assignment predicts the lowest latency for graph g under
  * the nominal costs (residency and promotion space trade off; 0 degenerates to `static`). */
-static enum ats_status choose_temp(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
-                                   ats_placement *scratch, ats_err *err)
+static enum ats_status round_latency(ats_policy *pol, const ats_graph *g, const ats_costs *c, const ats_placement *p,
+                                     ats_assignment *a, ats_plan *plan, double *lat, ats_err *err)
 {
+    enum ats_status st = pol->ops->assign(pol, g, p, c, NULL, a, err);
+    if (st) return st;
+    fuse_assignment(pol, g, p, NULL, a);
+    if ((st = ats_policy_plan(pol, g, p, a, c, NULL, plan, err))) return st;
+    ats_predict_opts po = ats_policy_predict_opts(pol, NULL);
+    return ats_plan_predict(plan, c, &po, lat, NULL, err);
+}
+
+static enum ats_status choose_temp(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
+                                   const ats_request_shape *req, ats_placement *scratch, ats_err *err)
+{
+    const int with_pre = req && req->g_prefill && req->n_prefill > 0;
     uint64_t M = pol->cfg.vram_budget_bytes, big = auto_temp(pol, g);
     uint64_t cand[5] = {0, big, M / 16, M / 8, M / 4};
     ats_assignment a;
@@ -420,15 +432,12 @@ static enum ats_status choose_temp(ats_policy *pol, const ats_graph *g, const at
         if (st == ATS_EINFEASIBLE) continue;
         if (st) break;
         ats_placement_fuse_groups(g, nominal, scratch);
-        st = pol->ops->assign(pol, g, scratch, nominal, NULL, &a, err);
-        if (st) break;
-        fuse_assignment(pol, g, scratch, NULL, &a);
-        st = ats_policy_plan(pol, g, scratch, &a, nominal, NULL, &plan, err);
-        if (st) break;
-        ats_predict_opts po = ats_policy_predict_opts(pol, NULL);
-        double lat;
-        st = ats_plan_predict(&plan, nominal, &po, &lat, NULL, err);
-        if (st) break;
+        double lat, lat_pre = 0.0;
+        if ((st = round_latency(pol, g, nominal, scratch, &a, &plan, &lat, err))) break;
+        if (with_pre) { /* the request: its prefill rounds under the same placement and ring */
+            if ((st = round_latency(pol, req->g_prefill, req->c_prefill, scratch, &a, &plan, &lat_pre, err))) break;
+            lat = req->n_decode * lat + req->n_prefill * lat_pre;
+        }
         if (lat < best) {
             best = lat;
             best_t = t;
@@ -505,8 +514,24 @@ static enum ats_status resident_small_ops(ats_policy *pol, const ats_graph *g, c
 enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
                                  ats_placement *out, ats_err *err)
 {
+    return ats_policy_place_request(pol, g, nominal, NULL, out, err);
+}
+
+enum ats_status ats_policy_place_request(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
+                                         const ats_request_shape *req, ats_placement *out, ats_err *err)
+{
     enum ats_status st = check_place_inputs(pol, g, nominal, out, err);
     if (st) return st;
+    if (req && req->g_prefill) {
+        if (req->g_prefill->n_ops != g->n_ops || !req->c_prefill || req->c_prefill->n != g->n_ops)
+            return ats_err_set(err, ATS_EINVAL, "policy %s: the request's prefill graph has %d ops (costs %d), decode %d",
+                               pol->ops->name, (int)req->g_prefill->n_ops, req->c_prefill ? (int)req->c_prefill->n : -1,
+                               (int)g->n_ops);
+        if (!(req->n_prefill >= 0) || !(req->n_decode >= 0))
+            return ats_err_set(err, ATS_EINVAL, "policy %s: request of %g prefill and %g decode rounds", pol->ops->name,
+                               req->n_prefill, req->n_decode);
+        if ((st = ats_costs_validate(req->c_prefill, err))) return st;
+    }
     pol->temp_bytes = 0;
     if (promotes(pol)) pol->temp_bytes = pol->cfg.temp_bytes ? pol->cfg.temp_bytes : auto_temp(pol, g);
     if ((strcmp(pol->ops->name, "layer-opoffload") == 0 || strcmp(pol->ops->name, "static-opoffload") == 0) &&
@@ -521,7 +546,7 @@ enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_
         pol->temp_bytes = big < M / 2 ? big : M / 2;
     }
     if (pol->ops->dynamic && pol->cfg.temp_bytes == 0) {
-        st = choose_temp(pol, g, nominal, out, err);
+        st = choose_temp(pol, g, nominal, req, out, err);
         if (st) return st;
     }
     st = pol->ops->place(pol, g, nominal, out, err);

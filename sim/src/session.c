@@ -394,7 +394,10 @@ static enum ats_status setup_controllers(session *s, ats_err *err)
     pc.hostmem_cpu_factor = cfg->hostmem ? s->hw->hostmem_cpu_factor : 1.0;
     if ((st = ats_policy_new(cfg->policy, &pc, &s->pol, err))) return st;
     if ((st = ats_placement_init(&s->place, n))) return st;
-    if ((st = ats_policy_place(s->pol, s->ph[1].g, &s->dec[0].nominal, &s->place, err))) return st;
+    /* the temp ring for the request (ats_policy_place_request): its prefill rounds count with its decode steps */
+    const ats_request_shape req = {s->ph[0].g, &s->pre[0].nominal,
+                                   (double)((cfg->prompt_tok + cfg->chunk_tok - 1) / cfg->chunk_tok), (double)cfg->gen_tok};
+    if ((st = ats_policy_place_request(s->pol, s->ph[1].g, &s->dec[0].nominal, &req, &s->place, err))) return st;
     for (int k = 0; k < 2; k++) {
         phase_state *ph = &s->ph[k];
         if ((st = ats_costs_init(&ph->ctrl_nominal, n))) return st;

@@ -128,6 +128,26 @@ const ats_policy_cfg *ats_policy_get_cfg(const ats_policy *pol);
 enum ats_status ats_policy_place(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
                                  ats_placement *out, ats_err *err);
 
+/** The request a placement is made for (ats_policy_place_request). Borrowed pointers. */
+typedef struct ats_request_shape {
+    const ats_graph *g_prefill;  /* a prefill round (its first chunk), same ops as the decode graph */
+    const ats_costs *c_prefill;  /* its nominal costs (n = g_prefill->n_ops) */
+    double n_prefill;            /* prefill rounds of a request (prompt / chunk, rounded up), >= 0 */
+    double n_decode;             /* decode rounds of a request, >= 0 */
+} ats_request_shape;
+
+/**
+ * ats_policy_place for a request shape: where the policy chooses its temp ring automatically
+ * (ats, ats-paper with cfg.temp_bytes 0), the candidate that minimises the request's predicted time
+ * n_prefill × (prefill round) + n_decode × (decode round) wins, instead of the decode round's alone.
+ * A ring sized for decode can be 0 (everything resident that fits, as `static`), which leaves a
+ * prefill nothing to stream through: Qwen3-30B-A3B at 9.5 GiB on h200-host kept 27 layers of routed
+ * experts on the CPU for a 512-token prefill. req NULL (or no prefill graph): ats_policy_place.
+ * ATS_EINVAL for a prefill graph with another op count or costs of another size.
+ */
+enum ats_status ats_policy_place_request(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
+                                         const ats_request_shape *req, ats_placement *out, ats_err *err);
+
 /** Temp ring capacity chosen at placement [bytes] (0 before ats_policy_place). */
 uint64_t ats_policy_temp_bytes(const ats_policy *pol);
 
