@@ -52,6 +52,8 @@ typedef struct phase_rt {
     int64_t n_calib;             /* re-plans on a new measured snapshot (not counted by the controller) */
     int calibrated;              /* the nominal is the measured snapshot (frozen; the controller's load
                                     factors are relative to it from then on) */
+    double lat_sum[2];           /* Σ latency of this phase's untimed [0] and timed [1] rounds [s] ... */
+    double tok_sum[2];           /* ... and their tokens: time_every 0 keeps the events' cost ~2% */
     ats_graph *g;          /* graph the controller plans on (the phase's first round shape) */
     ats_costs nominal;     /* the controller's nominal: this round's shape, set before each round */
     ats_controller *ctrl;
@@ -848,6 +850,19 @@ enum ats_status ex_rt_warmup(ex_rt *rt, int64_t n_tok, ats_err *err)
     return ATS_OK;
 }
 
+/* time_every 0: time GPU ops every `every` rounds of a phase so that the events' cost, measured as
+ * the timed rounds' latency per token over the untimed ones', stays near 2% of the phase's time
+ * (events around ~400 ops cost ~30% of a Qwen3-14B decode step on the H200, ~2% of a 512-token
+ * prefill: `ats profile`'s GPU table); at least every 8th round (the controller's measurements
+ * stay fresh), at most every 64th; 8 until both kinds of round were seen. */
+static int auto_every(const phase_rt *ph)
+{
+    if (ph->tok_sum[0] <= 0 || ph->tok_sum[1] <= 0) return 8;
+    const double over = (ph->lat_sum[1] / ph->tok_sum[1]) / (ph->lat_sum[0] / ph->tok_sum[0]) - 1.0;
+    const double e = ceil(over / 0.02);
+    return e <= 8 ? 8 : e >= 64 ? 64 : (int)e;
+}
+
 enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *tokens, int64_t n_tok, float *logits,
                                 ex_rt_round *info, ats_err *err)
 {
@@ -856,13 +871,15 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
     const int32_t n = rt->n;
     enum ats_status st;
     const int64_t pos = ex_session_pos(rt->s);
-    const int every = rt->cfg.time_every > 0 ? rt->cfg.time_every : 8;
+    const int every = rt->cfg.time_every > 0 ? rt->cfg.time_every : auto_every(ph);
     int64_t t0;
     if ((st = run_forward(rt, phase, tokens, n_tok, logits,
                           rt->dev && (rt->round_idx < 4 || rt->round_idx % every == 0), &t0, err)))
         return st;
     int64_t t1 = mono_ns();
     const double latency = (double)(t1 - t0) * 1e-9;
+    ph->lat_sum[rt->timed] += latency;
+    ph->tok_sum[rt->timed] += (double)n_tok;
     /* measurements (contract 3) */
     const int64_t *a, *b;
     ex_session_last_op_times(rt->s, &a, &b);
