@@ -80,8 +80,10 @@ static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_d
         d->rt_dev = NULL;
         memset(err, 0, sizeof *err);
     } else if (st != ATS_OK) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
         free(d);
-        return ats_err_set(err, ATS_EIO, "--policy %s: %s", ex->policy, err->msg);
+        return ats_err_set(err, ATS_EIO, "--policy %s: %s", ex->policy, msg);
     }
 #ifdef ATS_HAVE_CUDA
     ex_gpu *g = NULL;
@@ -619,7 +621,8 @@ json_t *bench_model_json(const bench_model_row *rows, int n, const bench_model_o
     json_object_set_new(par, "statistic", json_string("tokens / wall time of the prompt (ppN) or of the N decode steps "
                                                       "(tgN) in a fresh session, CLOCK_MONOTONIC; mean and sample "
                                                       "standard deviation over reps after one warm-up run"));
-    json_object_set_new(par, "policy_rows", json_string("one plan-executor runtime per row (placement and upload: setup_s); "
+    if (o->hw) /* policy rows: how they are run, and the cost snapshot */
+        json_object_set_new(par, "policy_rows", json_string("one plan-executor runtime per row (placement and upload: setup_s); "
                                                         "warm-up: ex_rt_warmup and one run of the test; each repetition "
                                                         "from an empty KV cache, the controllers' state carried over; "
                                                         "tgN: N decode rounds after a 1-token prefill round (not timed); "
