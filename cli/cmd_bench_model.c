@@ -409,7 +409,8 @@ static int run_model_rows(bm_args *a, ex_model *m, const char *name, const char 
                 if ((st = bench_model_run(m, d, &a->tests[k], &a->o, r, &err)) != ATS_OK) {
                     ats_cli_progress_end();
                     ats_cli_error(CMD, "%s: %s", name, err.msg);
-                    rc = st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+                    /* a policy's layout over the budget is bad input, as in ats run --policy */
+                    rc = st == ATS_EINVAL || st == ATS_EINFEASIBLE ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
                     break;
                 }
                 snprintf(r->model, sizeof r->model, "%s", name);

@@ -40,6 +40,7 @@ struct bench_model_dev {
     const ex_backend *a, *b;
     char gpu_name[256]; /* ex_gpu_props.name's size */
     ex_device *rt_dev;  /* policy row: the plan executor's device; NULL: every op on the CPU */
+    int own_rt_dev;     /* rt_dev opened here (ex_device_cuda_new), freed with the handle */
 #ifdef ATS_HAVE_CUDA
     ex_gpu *gpu;
     struct ex_backend *cuda;
@@ -76,6 +77,7 @@ static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_d
     d->ex = *ex;
     d->a = d->b = ex_backend_cpu();
     enum ats_status st = ex_device_cuda_new(&d->rt_dev, err);
+    d->own_rt_dev = st == ATS_OK;
     if (st == ATS_ENOTFOUND) { /* no device, or a build without CUDA: the CPU runs every op */
         d->rt_dev = NULL;
         memset(err, 0, sizeof *err);
@@ -94,6 +96,22 @@ static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_d
         snprintf(d->gpu_name, sizeof d->gpu_name, "%s", d->rt_dev->name);
     }
 #endif
+    *out = d;
+    return ATS_OK;
+}
+
+enum ats_status bench_model_dev_open_on(const bench_model_exec *ex, ex_device *dev, bench_model_dev **out, ats_err *err)
+{
+    const ats_policy_ops *po;
+    if (!ex->policy[0]) return ats_err_set(err, ATS_EINVAL, "--backend %s: a device of the plan executor needs a policy", ex->backend);
+    if (ats_policy_find(ex->policy, &po) != ATS_OK)
+        return ats_err_set(err, ATS_EINVAL, "--policy: unknown policy '%s' (%s)", ex->policy, ats_policy_names());
+    bench_model_dev *d = calloc(1, sizeof *d);
+    if (!d) return ATS_ENOMEM;
+    d->ex = *ex;
+    d->a = d->b = ex_backend_cpu();
+    d->rt_dev = dev;
+    if (dev) snprintf(d->gpu_name, sizeof d->gpu_name, "%s", dev->name);
     *out = d;
     return ATS_OK;
 }
@@ -142,7 +160,7 @@ enum ats_status bench_model_dev_open(const bench_model_exec *ex, bench_model_dev
 void bench_model_dev_free(bench_model_dev *d)
 {
     if (!d) return;
-    if (d->rt_dev) ex_device_cuda_free(d->rt_dev);
+    if (d->rt_dev && d->own_rt_dev) ex_device_cuda_free(d->rt_dev);
 #ifdef ATS_HAVE_CUDA
     if (d->cuda) ex_backend_cuda_free(d->cuda);
     if (d->gpu) ex_gpu_close(d->gpu);

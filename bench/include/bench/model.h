@@ -81,6 +81,13 @@ typedef struct bench_model_dev bench_model_dev;
  *  (every op on the CPU: bench_model_dev_gpu_name is ""); ATS_EIO for a device failure.
  *  *out new (bench_model_dev_free). */
 enum ats_status bench_model_dev_open(const bench_model_exec *ex, bench_model_dev **out, ats_err *err);
+/** A policy row's handle over a given plan-executor device (borrowed: it outlives the handle), e.g.
+ *  ex_device_host_new's device emulated over host memory, which runs the executor's device path
+ *  (resident upload, transfers, gb_h2d) without a GPU; the gpu column is dev->name. ATS_EINVAL for a
+ *  backend row or an unknown policy. *out new (bench_model_dev_free). */
+struct ex_device;
+enum ats_status bench_model_dev_open_on(const bench_model_exec *ex, struct ex_device *dev, bench_model_dev **out,
+                                        ats_err *err);
 void bench_model_dev_free(bench_model_dev *d);
 /** The device's name ("NVIDIA H200"), or "" when the configuration uses no GPU (borrowed). */
 const char *bench_model_dev_gpu_name(const bench_model_dev *d);
