@@ -3,7 +3,8 @@
  * this file parses the flags, checks them before any model is loaded, and prints).
  *   ats bench model -m a.gguf,b.gguf [-p 512] [-n 128] [-r 5] [-t 8,16] [--backend cpu] [--backend cuda]
  *   ats bench model --dummy-weights -m qwen3-14b [--quant q4_k_m] ...
- * One row per (model, backend, threads, test), mean ± std tok/s; -o md|csv|json on stdout; with --out the
+ *   ats bench model ... --policy layer,ats --vram-budget 4.5GiB [--hw h200-host] [--serialized]
+ * One row per (model, backend or policy, threads, test), mean ± std tok/s; -o md|csv|json on stdout; with --out the
  * result file holds the rows, every parameter, the commit and the machine.
  */
 #include <errno.h>
@@ -15,6 +16,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "ats/policy.h"
+#include "atsc/hw_json.h"
 #include "atsc/model_json.h"
 #include "atsc/outfile.h"
 #include "bench/model.h"
@@ -28,10 +31,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ats bench model -m A.gguf[,B.gguf...] [options]\n"
             "       ats bench model --dummy-weights -m NAME[,NAME...] [--quant R[,R...]] [options]\n\n"
-            "Tokens/s of whole models, as llama-bench: for each model, backend, thread count and test one row\n"
-            "with the mean ± sample standard deviation over -r runs after one warm-up run (not counted).\n"
-            "Weights are loaded, and uploaded by the warm-up, before timing; load and warm-up times are\n"
-            "printed apart.\n"
+            "Tokens/s of whole models, as llama-bench: for each model, backend or policy, thread count and test\n"
+            "one row with the mean ± sample standard deviation over -r runs after one warm-up run (not counted).\n"
+            "Weights are loaded, and uploaded by the warm-up (a policy: placed and uploaded first), before\n"
+            "timing; load, placement/upload and warm-up times are printed apart.\n"
             "  -m, --model LIST        GGUF files (comma-separated), or model names/JSON with --dummy-weights\n"
             "  --dummy-weights         seeded random weights of each model's shapes (ats run --dummy-weights)\n"
             "  --quant LIST            recipes for --dummy-weights (f32 f16 bf16 q8_0 q4_0 q4_k_m mxfp4;\n"
@@ -43,11 +46,25 @@ static void usage(FILE *f)
             "  --backend A[,B]         as ats run: backend of layers [0,K) and of the rest, cpu or cuda\n"
             "                          (default cpu); give it again for more rows (--backend cpu --backend cuda)\n"
             "  --split K               layers [0,K) on A, the rest on B\n"
+            "  --policy P[,P...]       as ats run --policy: the rounds follow sched's plans (plan executor); one row\n"
+            "                          group per policy, backend column P@BGiB; without a CUDA device every op\n"
+            "                          runs on the CPU (said on stderr). One runtime per row (placement and upload\n"
+            "                          before timing); each repetition from an empty KV cache, the controller's\n"
+            "                          state kept (a server that keeps running); tgN: N decode rounds after a\n"
+            "                          1-token prefill round. Without --backend: the policy rows only.\n"
+            "                          Policies: %s\n"
+            "  --vram-budget B         device bytes of the policy rows, e.g. 4.5GiB (required with --policy)\n"
+            "  --hw H                  policy rows' starting cost snapshot: sim/hw/H.json (default h200-host)\n"
+            "  --serialized            policy rows: every plan serialized (no copy/compute overlap)\n"
             "  --chunk N               prefill chunk in tokens (default 512)\n"
             "  --kv-type f16|f32       KV cache element (default f16, llama-bench's -ctk/-ctv)\n"
             "  --seed S                weight seed of --dummy-weights and token ids (default 42)\n"
             "  -o, --output md|csv|json  format on stdout (default md)\n"
-            "  --out FILE              also write the result file (JSON: rows, parameters, commit, machine)\n");
+            "  --out FILE              also write the result file (JSON: rows, parameters, commit, machine)\n"
+            "CSV/JSON columns of policy rows (after the others; 0 or empty on backend rows): policy,\n"
+            "vram_budget_bytes, serialized, setup_s (placement + upload), upload_s, resident_bytes,\n"
+            "n_reschedules (over the timed runs), gb_h2d (GB host->device per run).\n",
+            ats_policy_names());
 }
 
 /* comma-separated integers in [lo, hi] into v (at most MAX_LIST); -1 with one error line */
@@ -96,14 +113,15 @@ static void progress(int k, int total, const char *model, const char *backend, i
                      t->n_prompt > 0 ? "pp" : "tg", (long long)(t->n_prompt > 0 ? t->n_prompt : t->n_gen));
 }
 
-enum { O_DUMMY = 256, O_QUANT, O_BACKEND, O_SPLIT, O_CHUNK, O_KV, O_SEED, O_OUT };
+enum { O_DUMMY = 256, O_QUANT, O_BACKEND, O_SPLIT, O_CHUNK, O_KV, O_SEED, O_OUT, O_POLICY, O_VRAM, O_HW, O_SERIAL };
 
 /* the command line, as given and as checked */
 typedef struct bm_args {
-    char models_buf[2048], quants_buf[256];
-    const char *p_arg, *n_arg, *t_arg, *out;
+    char models_buf[2048], quants_buf[256], policies_buf[512];
+    const char *p_arg, *n_arg, *t_arg, *out, *hw_name;
     const char *backends[MAX_LIST];
-    int n_backends, dummy;
+    int n_backends, dummy, serialized;
+    uint64_t vram; /* --vram-budget [bytes]; 0: not given */
     long long reps, split, chunk, seed;
     bench_model_fmt fmt;
     bench_model_opts o;
@@ -112,9 +130,11 @@ typedef struct bm_args {
     int nt;
     bench_model_test tests[2 * MAX_LIST];
     int n_tests;
-    bench_model_exec execs[MAX_LIST];
-    char *names[MAX_LIST], *quants[MAX_LIST];
-    int n_names, n_quants;
+    bench_model_exec execs[2 * MAX_LIST]; /* the backends, then the policies */
+    int n_execs;
+    char *names[MAX_LIST], *quants[MAX_LIST], *policies[MAX_LIST];
+    int n_names, n_quants, n_policies;
+    ats_hw hw; /* --hw's snapshot, loaded when there are policies */
     ats_arch archs[MAX_LIST];
     ats_recipe recipes[MAX_LIST];
 } bm_args;
@@ -182,6 +202,16 @@ static int parse_opt(bm_args *a, int c, int argc, char **argv, const struct opti
         if (ats_cli_file_value(CMD, "--out", optarg)) return ATS_EXIT_USAGE;
         a->out = optarg;
         break;
+    case O_POLICY: snprintf(a->policies_buf, sizeof a->policies_buf, "%s", optarg); break;
+    case O_VRAM:
+        if (ats_cli_parse_vram(CMD, optarg, &a->vram)) return ATS_EXIT_USAGE;
+        if (a->vram == 0) {
+            ats_cli_error(CMD, "--vram-budget: bad value '%s' (a size > 0, e.g. 4.5GiB)", optarg);
+            return ATS_EXIT_USAGE;
+        }
+        break;
+    case O_HW: a->hw_name = optarg; break;
+    case O_SERIAL: a->serialized = 1; break;
     case 'h': usage(stdout); return -1;
     case ':': ats_cli_missing_value(CMD, argv[optind - 1], optopt); return ATS_EXIT_USAGE;
     default: ats_cli_bad_option(CMD, argv[optind - 1], optopt, opts); return ATS_EXIT_USAGE;
@@ -200,6 +230,8 @@ static int parse_args(bm_args *a, int argc, char **argv)
         {"split", required_argument, 0, O_SPLIT},  {"chunk", required_argument, 0, O_CHUNK},
         {"kv-type", required_argument, 0, O_KV},   {"seed", required_argument, 0, O_SEED},
         {"output", required_argument, 0, 'o'},     {"out", required_argument, 0, O_OUT},
+        {"policy", required_argument, 0, O_POLICY}, {"vram-budget", required_argument, 0, O_VRAM},
+        {"hw", required_argument, 0, O_HW},        {"serialized", no_argument, 0, O_SERIAL},
         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     a->p_arg = "512";
     a->n_arg = "128";
@@ -227,6 +259,14 @@ static int parse_args(bm_args *a, int argc, char **argv)
         ats_cli_error(CMD, "--quant only applies to --dummy-weights (use `ats quantize` for a GGUF file)");
         return ATS_EXIT_USAGE;
     }
+    if (a->policies_buf[0] && !a->vram) {
+        ats_cli_error(CMD, "--policy needs --vram-budget (the device bytes of the policy rows, e.g. 4.5GiB)");
+        return ATS_EXIT_USAGE;
+    }
+    if (!a->policies_buf[0] && (a->vram || a->hw_name || a->serialized)) {
+        ats_cli_error(CMD, "--vram-budget, --hw and --serialized go with --policy");
+        return ATS_EXIT_USAGE;
+    }
     return ATS_EXIT_OK;
 }
 
@@ -246,7 +286,8 @@ static int check_tests_backends(bm_args *a)
         ats_cli_error(CMD, "-p %s -n %s: no test (every value is 0)", a->p_arg, a->n_arg);
         return ATS_EXIT_USAGE;
     }
-    if (a->n_backends == 0) a->backends[a->n_backends++] = "cpu";
+    /* --policy alone: its rows only; else --backend's (default cpu) */
+    if (a->n_backends == 0 && !a->policies_buf[0]) a->backends[a->n_backends++] = "cpu";
     for (int i = 0; i < a->n_backends; i++) {
         const char *be = a->backends[i];
         bench_model_exec *x = &a->execs[i];
@@ -265,6 +306,37 @@ static int check_tests_backends(bm_args *a)
             return ATS_EXIT_USAGE;
         }
     }
+    a->n_execs = a->n_backends;
+    if (a->policies_buf[0] && split_names("--policy", a->policies_buf, a->policies, &a->n_policies)) return ATS_EXIT_USAGE;
+    for (int i = 0; i < a->n_policies; i++) {
+        const ats_policy_ops *po;
+        ats_err err = {{0}};
+        if (ats_policy_find(a->policies[i], &po) != ATS_OK) {
+            ats_cli_error(CMD, "--policy: unknown policy '%s' (%s)", a->policies[i], ats_policy_names());
+            return ATS_EXIT_USAGE;
+        }
+        if (bench_model_exec_policy(a->policies[i], a->vram, a->serialized, &a->execs[a->n_execs++], &err) != ATS_OK) {
+            ats_cli_error(CMD, "%s", err.msg);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    return ATS_EXIT_OK;
+}
+
+/* --hw's snapshot for the policy rows, and --vram-budget against its VRAM (as ats run) */
+static int check_hw(bm_args *a)
+{
+    if (!a->n_policies) return ATS_EXIT_OK;
+    char path[1024];
+    ats_err err = {{0}};
+    const char *name = a->hw_name ? a->hw_name : "h200-host";
+    if (atsc_hw_load(ats_cli_hw_path(name, path, sizeof path), &a->hw, &err) != ATS_OK) {
+        ats_cli_error(CMD, "--hw %s: %s", name, err.msg);
+        return ATS_EXIT_USAGE;
+    }
+    uint64_t budget = a->vram;
+    if (ats_cli_budget_for_hw(CMD, &budget, a->hw.gpu_vram_bytes, a->hw.name, path)) return ATS_EXIT_USAGE;
+    a->o.hw = &a->hw;
     return ATS_EXIT_OK;
 }
 
@@ -295,15 +367,20 @@ static int check_models(bm_args *a)
         ats_cli_error(CMD, "--out: %s", err.msg);
         return ATS_EXIT_USAGE;
     }
+    if (check_hw(a) != ATS_EXIT_OK) return ATS_EXIT_USAGE;
     /* every backend opened once before any model is built (a missing CUDA device is said before minutes of
        CPU rows, not after them) */
-    for (int b = 0; b < a->n_backends; b++) {
+    int said = 0;
+    for (int b = 0; b < a->n_execs; b++) {
         bench_model_dev *d = NULL;
         enum ats_status st = bench_model_dev_open(&a->execs[b], &d, &err);
         if (st != ATS_OK) {
             ats_cli_error(CMD, "%s", err.msg);
             return st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
         }
+        if (a->execs[b].policy[0] && !bench_model_dev_gpu_name(d)[0] && !said++) /* as ats run --policy says it */
+            fprintf(stderr, "ats bench model: no CUDA device: the policy rows run every op on the CPU (the plans still "
+                            "come from sched; nothing is promoted)\n");
         bench_model_dev_free(d);
     }
     return ATS_EXIT_OK;
@@ -317,7 +394,7 @@ static int run_model_rows(bm_args *a, ex_model *m, const char *name, const char 
     enum ats_status st;
     double n_params = 0;
     ats_arch_param_count(&m->arch, &n_params, NULL);
-    for (int b = 0; b < a->n_backends; b++) {
+    for (int b = 0; b < a->n_execs; b++) {
         bench_model_dev *d = NULL;
         if ((st = bench_model_dev_open(&a->execs[b], &d, &err)) != ATS_OK) {
             ats_cli_error(CMD, "%s", err.msg);
@@ -332,7 +409,8 @@ static int run_model_rows(bm_args *a, ex_model *m, const char *name, const char 
                 if ((st = bench_model_run(m, d, &a->tests[k], &a->o, r, &err)) != ATS_OK) {
                     ats_cli_progress_end();
                     ats_cli_error(CMD, "%s: %s", name, err.msg);
-                    rc = st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
+                    /* a policy's layout over the budget is bad input, as in ats run --policy */
+                    rc = st == ATS_EINVAL || st == ATS_EINFEASIBLE ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
                     break;
                 }
                 snprintf(r->model, sizeof r->model, "%s", name);
@@ -396,7 +474,7 @@ int ats_bench_model(int argc, char **argv)
     if (a->nt == 0) a->tv[a->nt++] = 0; /* all threads */
     /* models x recipes, each loaded once */
     const int n_variants = a->dummy && a->n_quants ? a->n_quants : 1;
-    const int total = a->n_names * n_variants * a->n_backends * a->nt * a->n_tests;
+    const int total = a->n_names * n_variants * a->n_execs * a->nt * a->n_tests;
     bench_model_row *rows = calloc((size_t)total, sizeof *rows);
     int n_rows = 0;
     if (!rows) {

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ats/policy.h"
 #include "ats_version.h"
 #include "bench/bench.h"
 #include "ex/backend.h"
+#include "ex/runtime.h"
 #include "ex/session.h"
 #ifdef ATS_HAVE_CUDA
 #include "ex/gpu.h"
@@ -17,7 +19,7 @@
 
 bench_model_opts bench_model_opts_default(void)
 {
-    bench_model_opts o = {5, 0, 512, ATS_Q_F16, 42};
+    bench_model_opts o = {5, 0, 512, ATS_Q_F16, 42, NULL};
     return o;
 }
 
@@ -37,14 +39,86 @@ struct bench_model_dev {
     bench_model_exec ex;
     const ex_backend *a, *b;
     char gpu_name[256]; /* ex_gpu_props.name's size */
+    ex_device *rt_dev;  /* policy row: the plan executor's device; NULL: every op on the CPU */
+    int own_rt_dev;     /* rt_dev opened here (ex_device_cuda_new), freed with the handle */
 #ifdef ATS_HAVE_CUDA
     ex_gpu *gpu;
     struct ex_backend *cuda;
 #endif
 };
 
+enum ats_status bench_model_exec_policy(const char *policy, uint64_t vram_budget_bytes, int serialized,
+                                        bench_model_exec *out, ats_err *err)
+{
+    memset(out, 0, sizeof *out);
+    char label[64];
+    /* the budget in GiB as short as it reads exactly enough: 4.5GiB, 1GiB, 0.0625GiB */
+    int w = snprintf(label, sizeof label, "%s@%.4gGiB%s", policy, (double)vram_budget_bytes / 1073741824.0,
+                     serialized ? " serialized" : "");
+    if (strlen(policy) >= sizeof out->policy || w < 0 || (size_t)w >= sizeof out->backend)
+        return ats_err_set(err, ATS_EINVAL, "--policy '%s': name too long", policy);
+    snprintf(out->policy, sizeof out->policy, "%s", policy);
+    memcpy(out->backend, label, (size_t)w + 1); /* w < sizeof backend: checked above */
+    out->split = -1;
+    out->vram_budget_bytes = vram_budget_bytes;
+    out->serialized = serialized;
+    return ATS_OK;
+}
+
+/* A policy row's device: the plan executor's CUDA device where there is one, its name from a
+ * short-lived handle (ex_device does not carry it) */
+static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_dev **out, ats_err *err)
+{
+    const ats_policy_ops *po;
+    if (ats_policy_find(ex->policy, &po) != ATS_OK)
+        return ats_err_set(err, ATS_EINVAL, "--policy: unknown policy '%s' (%s)", ex->policy, ats_policy_names());
+    bench_model_dev *d = calloc(1, sizeof *d);
+    if (!d) return ATS_ENOMEM;
+    d->ex = *ex;
+    d->a = d->b = ex_backend_cpu();
+    enum ats_status st = ex_device_cuda_new(&d->rt_dev, err);
+    d->own_rt_dev = st == ATS_OK;
+    if (st == ATS_ENOTFOUND) { /* no device, or a build without CUDA: the CPU runs every op */
+        d->rt_dev = NULL;
+        memset(err, 0, sizeof *err);
+    } else if (st != ATS_OK) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        free(d);
+        return ats_err_set(err, ATS_EIO, "--policy %s: %s", ex->policy, msg);
+    }
+#ifdef ATS_HAVE_CUDA
+    ex_gpu *g = NULL;
+    if (d->rt_dev && ex_gpu_open(0, &g) == EX_GPU_OK) {
+        snprintf(d->gpu_name, sizeof d->gpu_name, "%s", ex_gpu_info(g)->name);
+        ex_gpu_close(g);
+    } else if (d->rt_dev) {
+        snprintf(d->gpu_name, sizeof d->gpu_name, "%s", d->rt_dev->name);
+    }
+#endif
+    *out = d;
+    return ATS_OK;
+}
+
+enum ats_status bench_model_dev_open_on(const bench_model_exec *ex, ex_device *dev, bench_model_dev **out, ats_err *err)
+{
+    const ats_policy_ops *po;
+    if (!ex->policy[0]) return ats_err_set(err, ATS_EINVAL, "--backend %s: a device of the plan executor needs a policy", ex->backend);
+    if (ats_policy_find(ex->policy, &po) != ATS_OK)
+        return ats_err_set(err, ATS_EINVAL, "--policy: unknown policy '%s' (%s)", ex->policy, ats_policy_names());
+    bench_model_dev *d = calloc(1, sizeof *d);
+    if (!d) return ATS_ENOMEM;
+    d->ex = *ex;
+    d->a = d->b = ex_backend_cpu();
+    d->rt_dev = dev;
+    if (dev) snprintf(d->gpu_name, sizeof d->gpu_name, "%s", dev->name);
+    *out = d;
+    return ATS_OK;
+}
+
 enum ats_status bench_model_dev_open(const bench_model_exec *ex, bench_model_dev **out, ats_err *err)
 {
+    if (ex->policy[0]) return dev_open_policy(ex, out, err);
     char name[2][16] = {"", ""};
     const char *comma = strchr(ex->backend, ',');
     size_t n0 = comma ? (size_t)(comma - ex->backend) : strlen(ex->backend);
@@ -86,6 +160,7 @@ enum ats_status bench_model_dev_open(const bench_model_exec *ex, bench_model_dev
 void bench_model_dev_free(bench_model_dev *d)
 {
     if (!d) return;
+    if (d->rt_dev && d->own_rt_dev) ex_device_cuda_free(d->rt_dev);
 #ifdef ATS_HAVE_CUDA
     if (d->cuda) ex_backend_cuda_free(d->cuda);
     if (d->gpu) ex_gpu_close(d->gpu);
@@ -96,6 +171,15 @@ void bench_model_dev_free(bench_model_dev *d)
 const char *bench_model_dev_gpu_name(const bench_model_dev *d) { return d->gpu_name; }
 
 /* ---- running ---------------------------------------------------------------------------------- */
+
+/* n token ids drawn uniformly from the vocabulary with *rng */
+static void draw_tokens(uint64_t *rng, int32_t *tok, int64_t n, int64_t V)
+{
+    for (int64_t i = 0; i < n; i++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((*rng >> 33) % (uint64_t)V);
+    }
+}
 
 /* One run of test t in a fresh session: *dt_ns the time of the prompt chunks or of the decode steps
  * (session creation not counted). Token ids drawn uniformly from the vocabulary with *rng. */
@@ -112,11 +196,8 @@ static enum ats_status run_once(const ex_model *m, const bench_model_dev *d, con
     ex_session *s = NULL;
     enum ats_status st = ex_session_new(m, &so, &s, err);
     if (st != ATS_OK) return st;
-    const int64_t n = t->n_prompt > 0 ? t->n_prompt : t->n_gen, V = m->arch.n_vocab;
-    for (int64_t i = 0; i < n; i++) {
-        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
-        tok[i] = (int32_t)((*rng >> 33) % (uint64_t)V);
-    }
+    const int64_t n = t->n_prompt > 0 ? t->n_prompt : t->n_gen;
+    draw_tokens(rng, tok, n, m->arch.n_vocab);
     int64_t t0 = bench_now_ns();
     if (t->n_prompt > 0) {
         for (int64_t i = 0; i < n && st == ATS_OK; i += o->chunk)
@@ -126,6 +207,104 @@ static enum ats_status run_once(const ex_model *m, const bench_model_dev *d, con
     }
     *dt_ns = bench_now_ns() - t0; /* forward returns the logits in host memory: the device work is done */
     ex_session_free(s);
+    return st;
+}
+
+/* A backend row: one warm-up run, then the timed repetitions into row->samples_tok_s. */
+static enum ats_status backend_row(const ex_model *m, const bench_model_dev *d, const bench_model_test *t,
+                                   const bench_model_opts *o, bench_model_row *row, uint64_t *rng, int32_t *tok,
+                                   float *logits, ats_err *err)
+{
+    const int64_t n = t->n_prompt > 0 ? t->n_prompt : t->n_gen;
+    int64_t dt, tw = bench_now_ns();
+    enum ats_status st = run_once(m, d, t, o, rng, tok, logits, &dt, err); /* warm-up */
+    row->warmup_s = (double)(bench_now_ns() - tw) * 1e-9;
+    for (int r = 0; r < o->reps && st == ATS_OK; r++)
+        if ((st = run_once(m, d, t, o, rng, tok, logits, &dt, err)) == ATS_OK)
+            row->samples_tok_s[r] = (double)n / ((double)dt * 1e-9);
+    return st;
+}
+
+/* One run of test t through the plan executor from an empty KV cache: ppN the prefill rounds of the
+ * N-token prompt (chunks of o->chunk); tgN a 1-token prefill round (not timed), then N decode rounds.
+ * *dt_ns the host clock around the timed rounds (each round returns the logits in host memory, and
+ * the controller's observe and any re-plan after it are part of the round's cost, as in ats run);
+ * *h2d the bytes those rounds copied host → device. */
+static enum ats_status policy_once(ex_rt *rt, const ex_model *m, const bench_model_test *t, const bench_model_opts *o,
+                                   uint64_t *rng, int32_t *tok, float *logits, int64_t *dt_ns, uint64_t *h2d,
+                                   ats_err *err)
+{
+    ex_session_clear(ex_rt_session(rt));
+    const int pp = t->n_prompt > 0;
+    const int64_t n = pp ? t->n_prompt : t->n_gen;
+    draw_tokens(rng, tok, pp ? n : n + 1, m->arch.n_vocab);
+    ex_rt_round info;
+    enum ats_status st = ATS_OK;
+    *h2d = 0;
+    if (!pp) st = ex_rt_round_run(rt, ATS_PHASE_PREFILL, tok, 1, logits, &info, err);
+    int64_t t0 = bench_now_ns();
+    if (pp) {
+        for (int64_t i = 0; i < n && st == ATS_OK; i += o->chunk) {
+            st = ex_rt_round_run(rt, ATS_PHASE_PREFILL, tok + i, n - i < o->chunk ? n - i : o->chunk, logits, &info, err);
+            if (st == ATS_OK) *h2d += info.bytes_h2d;
+        }
+    } else {
+        for (int64_t i = 1; i <= n && st == ATS_OK; i++) {
+            st = ex_rt_round_run(rt, ATS_PHASE_DECODE, tok + i, 1, logits, &info, err);
+            if (st == ATS_OK) *h2d += info.bytes_h2d;
+        }
+    }
+    *dt_ns = bench_now_ns() - t0;
+    return st;
+}
+
+/* A policy row (bench/model.h's comment): one runtime over a session of N + 1 positions (ex_rt_new:
+ * placement and resident upload, timed apart), ex_rt_warmup and one untimed run of the test, then the
+ * timed repetitions, the controllers' state carried over between them. */
+static enum ats_status policy_row(const ex_model *m, const bench_model_dev *d, const bench_model_test *t,
+                                  const bench_model_opts *o, bench_model_row *row, uint64_t *rng, int32_t *tok,
+                                  float *logits, ats_err *err)
+{
+    if (!o->hw) return ats_err_set(err, ATS_EINVAL, "policy %s: no cost snapshot (bench_model_opts.hw)", d->ex.policy);
+    ats_hw hw = *o->hw;
+    hw.cpu_threads = omp_get_max_threads();
+    const int pp = t->n_prompt > 0;
+    const int64_t n = pp ? t->n_prompt : t->n_gen;
+    ex_session_opts so = ex_session_opts_default();
+    so.n_ctx = n + 1; /* pp: the runtime's placement is of a decode step after the prompt; tg: its 1-token prompt */
+    so.kv_type = o->kv_type;
+    ex_rt_cfg cfg = ex_rt_cfg_default();
+    cfg.policy = d->ex.policy;
+    cfg.vram_budget_bytes = d->ex.vram_budget_bytes;
+    cfg.hw = &hw;
+    cfg.prompt_tok = pp ? n : 1;
+    cfg.chunk_tok = o->chunk;
+    cfg.serialized = d->ex.serialized;
+    ex_rt *rt = NULL;
+    int64_t t0 = bench_now_ns();
+    enum ats_status st = ex_rt_new(m, &so, d->rt_dev, &cfg, &rt, err);
+    row->setup_s = (double)(bench_now_ns() - t0) * 1e-9;
+    if (st != ATS_OK) return st;
+    row->upload_s = ex_rt_upload_s(rt);
+    uint64_t temp, kv, compute;
+    ex_rt_layout(rt, &row->resident_bytes, &temp, &kv, &compute);
+    int64_t dt;
+    uint64_t h2d, h2d_sum = 0;
+    int64_t tw = bench_now_ns();
+    st = ex_rt_warmup(rt, pp ? (n < o->chunk ? n : o->chunk) : 1, err);
+    if (st == ATS_OK) st = policy_once(rt, m, t, o, rng, tok, logits, &dt, &h2d, err);
+    row->warmup_s = (double)(bench_now_ns() - tw) * 1e-9;
+    const int64_t resched0 = st == ATS_OK ? ex_rt_n_reschedules(rt) : 0;
+    for (int r = 0; r < o->reps && st == ATS_OK; r++)
+        if ((st = policy_once(rt, m, t, o, rng, tok, logits, &dt, &h2d, err)) == ATS_OK) {
+            row->samples_tok_s[r] = (double)n / ((double)dt * 1e-9);
+            h2d_sum += h2d;
+        }
+    if (st == ATS_OK) {
+        row->n_reschedules = ex_rt_n_reschedules(rt) - resched0;
+        row->gb_h2d = (double)h2d_sum / o->reps / 1e9;
+    }
+    ex_rt_free(rt);
     return st;
 }
 
@@ -147,23 +326,20 @@ enum ats_status bench_model_run(const ex_model *m, const bench_model_dev *d, con
     row->test = *t;
     row->reps = o->reps;
     const int64_t n = t->n_prompt > 0 ? t->n_prompt : t->n_gen;
-    int32_t *tok = malloc((size_t)n * sizeof *tok);
+    int32_t *tok = malloc((size_t)(n + 1) * sizeof *tok); /* a policy row's tgN: the prompt token too */
     float *logits = malloc((size_t)m->arch.n_vocab * sizeof *logits);
     row->samples_tok_s = calloc((size_t)o->reps, sizeof *row->samples_tok_s);
     enum ats_status st = ATS_OK;
-    if (!tok || !logits || !row->samples_tok_s) { st = ATS_ENOMEM; goto done; }
-    uint64_t rng = o->seed ^ 0x5DEECE66Dull;
-    int64_t dt;
-    int64_t tw = bench_now_ns();
-    if ((st = run_once(m, d, t, o, &rng, tok, logits, &dt, err)) != ATS_OK) goto done; /* warm-up */
-    row->warmup_s = (double)(bench_now_ns() - tw) * 1e-9;
-    double sum = 0, sum2 = 0;
-    for (int r = 0; r < o->reps; r++) {
-        if ((st = run_once(m, d, t, o, &rng, tok, logits, &dt, err)) != ATS_OK) goto done;
-        double v = (double)n / ((double)dt * 1e-9);
-        row->samples_tok_s[r] = v;
-        sum += v;
+    if (!tok || !logits || !row->samples_tok_s) {
+        st = ATS_ENOMEM;
+        goto done;
     }
+    uint64_t rng = o->seed ^ 0x5DEECE66Dull;
+    st = d->ex.policy[0] ? policy_row(m, d, t, o, row, &rng, tok, logits, err)
+                         : backend_row(m, d, t, o, row, &rng, tok, logits, err);
+    if (st != ATS_OK) goto done;
+    double sum = 0, sum2 = 0;
+    for (int r = 0; r < o->reps; r++) sum += row->samples_tok_s[r];
     row->mean_tok_s = sum / o->reps;
     for (int r = 0; r < o->reps; r++) sum2 += (row->samples_tok_s[r] - row->mean_tok_s) * (row->samples_tok_s[r] - row->mean_tok_s);
     row->std_tok_s = o->reps > 1 ? sqrt(sum2 / (o->reps - 1)) : 0.0;
@@ -256,6 +432,22 @@ static void c_ts(const bench_model_row *r, int csv, char *b, size_t n)
 static void c_std(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%.6g", r->std_tok_s); }
 static void c_load(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%.6g", r->load_s); }
 static void c_warm(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%.6g", r->warmup_s); }
+static void c_policy(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%s", r->exec.policy); }
+static void c_budget(const bench_model_row *r, int csv, char *b, size_t n)
+{
+    (void)csv;
+    snprintf(b, n, "%llu", (unsigned long long)r->exec.vram_budget_bytes);
+}
+static void c_serial(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%d", r->exec.serialized); }
+static void c_setup(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%.6g", r->setup_s); }
+static void c_upload(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%.6g", r->upload_s); }
+static void c_resident(const bench_model_row *r, int csv, char *b, size_t n)
+{
+    (void)csv;
+    snprintf(b, n, "%llu", (unsigned long long)r->resident_bytes);
+}
+static void c_resched(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%lld", (long long)r->n_reschedules); }
+static void c_h2d(const bench_model_row *r, int csv, char *b, size_t n) { (void)csv; snprintf(b, n, "%.6g", r->gb_h2d); }
 static void c_samples(const bench_model_row *r, int csv, char *b, size_t n)
 {
     (void)csv;
@@ -267,7 +459,8 @@ static void c_samples(const bench_model_row *r, int csv, char *b, size_t n)
     }
 }
 
-/* md: the table's columns (md header non-NULL); csv: all (csv header non-NULL) */
+/* md: the table's columns (md header non-NULL); csv: all (csv header non-NULL); the policy rows'
+ * columns last (0 or "" on backend rows), so the earlier columns keep their places */
 static const column COLUMNS[] = {
     {"model", "model", 0, c_model},       {NULL, "model_desc", 0, c_desc},
     {"size", "size_bytes", 1, c_size},    {"params", "n_params", 1, c_params},
@@ -277,7 +470,11 @@ static const column COLUMNS[] = {
     {NULL, "n_gen", 1, c_n_gen},          {NULL, "reps", 1, c_reps},
     {"t/s", "avg_ts", 1, c_ts},           {NULL, "stddev_ts", 1, c_std},
     {NULL, "samples_ts", 0, c_samples},   {NULL, "load_s", 1, c_load},
-    {NULL, "warmup_s", 1, c_warm},
+    {NULL, "warmup_s", 1, c_warm},        {NULL, "policy", 0, c_policy},
+    {NULL, "vram_budget_bytes", 1, c_budget}, {NULL, "serialized", 1, c_serial},
+    {NULL, "setup_s", 1, c_setup},        {NULL, "upload_s", 1, c_upload},
+    {NULL, "resident_bytes", 1, c_resident}, {NULL, "n_reschedules", 1, c_resched},
+    {NULL, "gb_h2d", 1, c_h2d},
 };
 #define N_COLUMNS (sizeof COLUMNS / sizeof COLUMNS[0])
 
@@ -329,11 +526,18 @@ static void print_md(FILE *f, const bench_model_row *rows, int n)
         if (first) fprintf(f, "load %s: %.3f s\n", rows[i].model, rows[i].load_s);
     }
     for (int i = 0; i < n; i++) {
+        const bench_model_row *r = &rows[i];
         char be[96], tn[32];
-        backend_name(&rows[i].exec, be, sizeof be);
-        test_name(&rows[i].test, tn, sizeof tn);
-        fprintf(f, "warm-up %s, %s%s%s, %d threads, %s: %.3f s (not counted)\n", rows[i].model, be,
-                rows[i].gpu[0] ? " on " : "", rows[i].gpu, rows[i].threads, tn, rows[i].warmup_s);
+        backend_name(&r->exec, be, sizeof be);
+        test_name(&r->test, tn, sizeof tn);
+        fprintf(f, "warm-up %s, %s%s%s, %d threads, %s: %.3f s (not counted)", r->model, be,
+                r->gpu[0] ? " on " : (r->exec.policy[0] ? " on the CPU only" : ""), r->gpu, r->threads, tn, r->warmup_s);
+        if (r->exec.policy[0])
+            fprintf(f, "; placement and upload %.3f s (upload %.3f s, %.3f GiB resident); %lld re-plans in the %d "
+                       "timed runs, %.3f GB host->device per run",
+                    r->setup_s, r->upload_s, (double)r->resident_bytes / 1073741824.0, (long long)r->n_reschedules,
+                    r->reps, r->gb_h2d);
+        fputc('\n', f);
     }
 }
 
@@ -391,6 +595,14 @@ static json_t *rows_json(const bench_model_row *rows, int n)
         json_object_set_new(o, "samples_ts", s);
         json_object_set_new(o, "load_s", json_real(r->load_s));
         json_object_set_new(o, "warmup_s", json_real(r->warmup_s));
+        json_object_set_new(o, "policy", json_string(r->exec.policy));
+        json_object_set_new(o, "vram_budget_bytes", json_integer((json_int_t)r->exec.vram_budget_bytes));
+        json_object_set_new(o, "serialized", json_boolean(r->exec.serialized));
+        json_object_set_new(o, "setup_s", json_real(r->setup_s));
+        json_object_set_new(o, "upload_s", json_real(r->upload_s));
+        json_object_set_new(o, "resident_bytes", json_integer((json_int_t)r->resident_bytes));
+        json_object_set_new(o, "n_reschedules", json_integer(r->n_reschedules));
+        json_object_set_new(o, "gb_h2d", json_real(r->gb_h2d));
         json_array_append_new(arr, o);
     }
     return arr;
@@ -427,6 +639,13 @@ json_t *bench_model_json(const bench_model_row *rows, int n, const bench_model_o
     json_object_set_new(par, "statistic", json_string("tokens / wall time of the prompt (ppN) or of the N decode steps "
                                                       "(tgN) in a fresh session, CLOCK_MONOTONIC; mean and sample "
                                                       "standard deviation over reps after one warm-up run"));
+    if (o->hw) /* policy rows: how they are run, and the cost snapshot */
+        json_object_set_new(par, "policy_rows", json_string("one plan-executor runtime per row (placement and upload: setup_s); "
+                                                        "warm-up: ex_rt_warmup and one run of the test; each repetition "
+                                                        "from an empty KV cache, the controllers' state carried over; "
+                                                        "tgN: N decode rounds after a 1-token prefill round (not timed); "
+                                                        "n_reschedules: over the timed runs; gb_h2d: per run"));
+    if (o->hw) json_object_set_new(par, "hw", json_string(o->hw->name));
     json_object_set_new(root, "parameters", par);
     json_object_set_new(root, "results", rows_json(rows, n));
     return root;
