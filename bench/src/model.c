@@ -279,6 +279,7 @@ static enum ats_status policy_row(const ex_model *m, const bench_model_dev *d, c
     cfg.hw = &hw;
     cfg.prompt_tok = pp ? n : 1;
     cfg.chunk_tok = o->chunk;
+    cfg.gen_tok = pp ? 0 : n; /* the temp ring for this test's request (ats_policy_place_request) */
     cfg.serialized = d->ex.serialized;
     ex_rt *rt = NULL;
     int64_t t0 = bench_now_ns();

@@ -126,6 +126,7 @@ ex_rt_cfg ex_rt_cfg_default(void)
     c.ctrl = ats_controller_cfg_default();
     c.prompt_tok = 512;
     c.chunk_tok = 512;
+    c.gen_tok = -1;
     c.act_path = -1;
     c.measured = 1;
     return c;
@@ -476,7 +477,7 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     if ((st = ats_placement_init(&rt->place, n))) goto fail;
     { /* the temp ring for the request (ats_policy_place_request), as the simulator does */
         const ats_request_shape req = {rt->ph[0].g, &rt->ph[0].nominal, (double)((P + C - 1) / C), (double)cfg->gen_tok};
-        if ((st = ats_policy_place_request(rt->pol, rt->ph[1].g, &rt->ph[1].nominal, cfg->gen_tok > 0 ? &req : NULL,
+        if ((st = ats_policy_place_request(rt->pol, rt->ph[1].g, &rt->ph[1].nominal, cfg->gen_tok >= 0 ? &req : NULL,
                                            &rt->place, err)))
             goto fail;
     }

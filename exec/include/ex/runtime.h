@@ -109,9 +109,10 @@ typedef struct ex_rt_cfg {
     ats_controller_cfg ctrl;     /* ε, τ (ats_controller_cfg_default) */
     int64_t prompt_tok;          /* prompt length: placement from the decode round at this context */
     int64_t chunk_tok;           /* prefill chunk [tok] */
-    int64_t gen_tok;             /* decode steps of the request (> 0: the policy's automatic temp ring is
-                                    chosen for prompt + decode, ats_policy_place_request; 0: for a
-                                    decode round alone) */
+    int64_t gen_tok;             /* decode steps of the request (>= 0: the policy's automatic temp ring
+                                    is chosen for ceil(prompt / chunk) prefill rounds + gen_tok decode
+                                    rounds, ats_policy_place_request; -1 (default): for a decode round
+                                    alone) */
     int serialized;              /* 1: every plan runs serialized (R7, llama.cpp's path) */
     int act_path;                /* -1: the plan's; ATS_ACT_SM / ATS_ACT_CE (the ablation's) */
     int time_every;              /* GPU op times by events every this many rounds (≥ 1; 0 = auto:
