@@ -157,6 +157,11 @@ int ats_cli_file_value(const char *cmd, const char *flag, const char *value);
  *  "" refused). Prints "ats <cmd>: <flag>: <path>: <why>" and returns ATS_EXIT_USAGE when it cannot be
  *  written (cli/cli_out.c). */
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path);
+/** ats_cli_check_out for a flag whose file is JSON (the bench result files, profile's hardware profile):
+ *  a path that does not end in ".json" is refused too (`bench sched --out r.h5` wrote JSON into r.h5), one
+ *  line "ats <cmd>: <flag>: <path>: <what> is written as JSON: give a file name ending in .json" and
+ *  ATS_EXIT_USAGE, before any work. */
+int ats_cli_check_json_out(const char *cmd, const char *flag, const char *path, const char *what);
 /** For a getopt loop: 1 (with one line "--NAME given twice ('a', then 'b')" on stderr) when option
  *  character c (a value-taking option) was already seen in `seen` (zeroed by the caller, 256 slots
  *  of the previous values' pointers), else records optarg and returns 0. Options that may repeat

@@ -319,10 +319,8 @@ static int check_models(bm_args *a)
             if (bad) return ATS_EXIT_USAGE;
         }
     }
-    if (a->out && atsc_out_check(a->out, &err) != ATS_OK) {
-        ats_cli_error(CMD, "--out: %s", err.msg);
+    if (ats_cli_check_json_out(CMD, "--out", a->out, "the result file (rows, parameters, commit, machine)"))
         return ATS_EXIT_USAGE;
-    }
     /* every backend opened once before any model is built (a missing CUDA device is said before minutes of
        CPU rows, not after them) */
     for (int b = 0; b < a->n_backends; b++) {

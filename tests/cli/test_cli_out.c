@@ -8,7 +8,9 @@
  *  - SIGPIPE (stdout closed under `ats run --out`), SIGINT, SIGQUIT and SIGHUP mid-write: no temporary left;
  *  - a file option given the next option as its value (`sim --out --help` wrote a file named
  *    --help), or "-", in every command: exit 2, one line, nothing written;
- *  - a dangling symbolic link and paths under /sys as OUT: refused before any work (exit 2).
+ *  - a dangling symbolic link and paths under /sys as OUT: refused before any work (exit 2);
+ *  - a JSON file (bench sched/model/sim/kernels --out, profile --out) named other than *.json: exit 2, one
+ *    line naming the file and what is written, nothing written.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -311,6 +313,38 @@ static void test_option_as_value(void)
     CHECK(stat(f, &sb) == 0 && S_ISREG(sb.st_mode));
 }
 
+/* A JSON result file under another extension (`bench sched --out X.h5` wrote JSON into X.h5): refused up front,
+ * one line naming the file and what is written, nothing printed or written. */
+static void test_json_out(void)
+{
+    static const char res[] = "the result file (parameters, commit, machine, figures) is written as JSON: give a "
+                              "file name ending in .json";
+    static const struct { const char *args, *file, *what; } cases[] = {
+        {"bench sched --runs 1 --out X.h5", "X.h5", res},
+        {"bench sched --runs 1 --out X", "X", res},
+        {"bench sched --runs 1 --out X.JSON.h5", "X.JSON.h5", res},
+        {"bench model --dummy-weights -m ../tiny.json -p 8 -n 0 -r 1 --out X.h5", "X.h5",
+         "the result file (rows, parameters, commit, machine) is written as JSON"},
+        {"bench sim --quick --out X.csv", "X.csv", res},
+        {"bench kernels --skip-gpu --out X.h5", "X.h5", "the result file (parameters, commit, machine, rows) is written"},
+        {"profile --model ../tiny.json --dummy-weights --skip-gpu --out X.h5", "X.h5", "the hardware profile is written as JSON"},
+    };
+    char dir[400];
+    fresh_dir(dir, sizeof dir, "json-out");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int st = spawn(dir, cases[i].args, 0, 0, STDOUT_FILE);
+        char want[600], of[500], left[2048];
+        snprintf(want, sizeof want, "--out: %s: %s", cases[i].file, cases[i].what);
+        snprintf(of, sizeof of, "%s/out.txt", dir);
+        char *o = tu_slurp(of, NULL);
+        CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && tu_count_lines(err) == 1 && strstr(err, want),
+                  "ats %s: status %#x, stderr '%s' (want '%s')", cases[i].args, st, err, want);
+        CHECK_MSG(!o || !o[0], "ats %s: printed '%.200s'", cases[i].args, o);
+        free(o);
+        CHECK_MSG(others(dir, NULL, left, sizeof left) == 0, "ats %s: wrote %s", cases[i].args, left);
+    }
+}
+
 /* A dangling link and /sys as OUT: refused up front, one line naming the path, nothing done. */
 static void test_bad_targets(void)
 {
@@ -354,5 +388,6 @@ int main(void)
     test_kill(SIGHUP, "sighup");
     test_option_as_value();
     test_bad_targets();
+    test_json_out();
     return tu_finish("test_cli_out");
 }
