@@ -157,6 +157,11 @@ int ats_cli_file_value(const char *cmd, const char *flag, const char *value);
  *  "" refused). Prints "ats <cmd>: <flag>: <path>: <why>" and returns ATS_EXIT_USAGE when it cannot be
  *  written (cli/cli_out.c). */
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path);
+/** ats_cli_check_out for a flag whose file is JSON (the bench result files, profile's hardware profile):
+ *  a path that does not end in ".json" is refused too (`bench sched --out r.h5` wrote JSON into r.h5), one
+ *  line "ats <cmd>: <flag>: <path>: <what> is written as JSON: give a file name ending in .json" and
+ *  ATS_EXIT_USAGE, before any work. */
+int ats_cli_check_json_out(const char *cmd, const char *flag, const char *path, const char *what);
 /** For a getopt loop: 1 (with one line "--NAME given twice ('a', then 'b')" on stderr) when option
  *  character c (a value-taking option) was already seen in `seen` (zeroed by the caller, 256 slots
  *  of the previous values' pointers), else records optarg and returns 0. Options that may repeat
@@ -178,9 +183,15 @@ struct option;
 int ats_cli_once_opt(const char *cmd, ats_cli_seen *seen, const struct option *opts, int c, const char *optarg_);
 
 /** Long runs that stop early and keep what they did (record, stress): SIGINT, SIGTERM and SIGHUP set
- *  ats_cli_stop (and ats_cli_stop_sig to the signal) instead of killing the process. */
+ *  ats_cli_stop (and ats_cli_stop_sig to the signal) instead of killing the process. SIGINT and SIGTERM
+ *  are caught also where the parent ignored them (a non-interactive shell starts `ats record ... &` with
+ *  SIGINT ignored: `kill -INT` must still stop it); an ignored SIGHUP stays ignored (nohup). */
 extern volatile sig_atomic_t ats_cli_stop, ats_cli_stop_sig;
 void ats_cli_catch_stop_signals(void);
+/** For commands that die of a stop signal (sweep): SIGINT and SIGTERM given common/outfile's handler
+ *  (temporaries removed, then the default action: exit status 130, 143) also where the parent ignored
+ *  them, as ats_cli_catch_stop_signals. */
+void ats_cli_take_stop_signals(void);
 /** rc, or, when a stop signal was caught: flush stdio and die of that signal (exit status 128 + sig:
  *  130 SIGINT, 143 SIGTERM, 129 SIGHUP, as `ats sim` after Ctrl-C). */
 int ats_cli_exit_after_signal(int rc);

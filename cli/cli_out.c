@@ -23,6 +23,16 @@ int ats_cli_file_value(const char *cmd, const char *flag, const char *value)
     return ATS_EXIT_USAGE;
 }
 
+int ats_cli_check_json_out(const char *cmd, const char *flag, const char *path, const char *what)
+{
+    int rc = ats_cli_check_out(cmd, flag, path);
+    if (rc || !path) return rc;
+    size_t n = strlen(path);
+    if (n > 5 && strcmp(path + n - 5, ".json") == 0) return ATS_EXIT_OK;
+    ats_cli_error(cmd, "%s: %s: %s is written as JSON: give a file name ending in .json", flag, path, what);
+    return ATS_EXIT_USAGE;
+}
+
 int ats_cli_check_out(const char *cmd, const char *flag, const char *path)
 {
     if (!path) return ATS_EXIT_OK; /* flag not given; "" is refused below */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ats_version.h"
+#include "atsc/outfile.h"
 #include "atsc/text.h"
 #include "atsc/trace_io.h"
 #include "ld/load.h"
@@ -396,12 +397,19 @@ static void on_stop_signal(int sig)
 
 void ats_cli_catch_stop_signals(void)
 {
-    struct sigaction sa;
+    struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
-    sigaction(SIGINT, &sa, NULL);
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL); /* also where the parent ignored it (a background job of a script) */
     sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL); /* nohup */
+}
+
+void ats_cli_take_stop_signals(void)
+{
+    atsc_out_cleanup_signal_take(SIGINT);
+    atsc_out_cleanup_signal_take(SIGTERM);
 }
 
 int ats_cli_exit_after_signal(int rc)

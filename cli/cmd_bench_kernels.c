@@ -114,11 +114,9 @@ int ats_bench_kernels(int argc, char **argv)
         ats_cli_error("bench kernels", "unexpected argument '%s' (ats bench kernels --help)", argv[optind]);
         return ATS_EXIT_USAGE;
     }
-    ats_err oerr = {{0}};
-    if (out && atsc_out_check(out, &oerr) != ATS_OK) { /* before the work */
-        ats_cli_error("bench kernels", "--out: %s", oerr.msg);
+    /* before the work */
+    if (ats_cli_check_json_out("bench kernels", "--out", out, "the result file (parameters, commit, machine, rows)"))
         return ATS_EXIT_USAGE;
-    }
     /* the whole-model part runs on the backends measured above it: with neither, nothing would run (it
      * built the dummy model's weights, ~25 s, for no row) */
     const char *no_gpu = o.skip_gpu ? NULL : bench_kernels_gpu_missing();
@@ -135,6 +133,7 @@ int ats_bench_kernels(int argc, char **argv)
     o.arch = &arch;
     o.sink = ats_cli_bench_sink("bench kernels");
     json_t *doc = NULL;
+    ats_err oerr = {{0}};
     enum ats_status st = bench_kernels_run(&o, &doc, &oerr);
     if (!doc) { /* bad options only: the parsing above should have refused them */
         ats_cli_error("bench kernels", "%s", oerr.msg);

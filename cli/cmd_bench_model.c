@@ -22,6 +22,7 @@
 #include "atsc/outfile.h"
 #include "bench/model.h"
 #include "cli.h"
+#include "ex/model.h"
 
 #define CMD "bench model"
 #define MAX_LIST 16
@@ -340,7 +341,23 @@ static int check_hw(bm_args *a)
     return ATS_EXIT_OK;
 }
 
-/* -m and --quant lists: names, recipes, model descriptions (dummy) or readable files; --out */
+/* every test of a fits model `name`'s context of ctx tokens (its max_position_embeddings, a GGUF's
+ * context_length; 0: not known, nothing checked). A test runs in a session of n_prompt + n_gen tokens. */
+static int check_context(const bm_args *a, const char *name, int64_t ctx)
+{
+    for (int k = 0; k < a->n_tests && ctx > 0; k++) {
+        const bench_model_test *t = &a->tests[k];
+        if (t->n_prompt + t->n_gen > ctx) {
+            ats_cli_error(CMD, "%s %lld: longer than the context of %s (%lld tokens)", t->n_prompt > 0 ? "-p" : "-n",
+                          (long long)(t->n_prompt > 0 ? t->n_prompt : t->n_gen), name, (long long)ctx);
+            return ATS_EXIT_USAGE;
+        }
+    }
+    return ATS_EXIT_OK;
+}
+
+/* -m and --quant lists: names, recipes, model descriptions (dummy) or readable files (a GGUF's header read
+ * for its context: the file is memory-mapped, its weights not read); --out */
 static int check_models(bm_args *a)
 {
     if (split_names("-m", a->models_buf, a->names, &a->n_names)) return ATS_EXIT_USAGE;
@@ -358,15 +375,24 @@ static int check_models(bm_args *a)
                 ats_cli_error(CMD, "%s", err.msg);
                 return ATS_EXIT_USAGE;
             }
+            if (check_context(a, a->names[i], a->archs[i].n_ctx_max)) return ATS_EXIT_USAGE;
         } else if (access(a->names[i], R_OK) != 0) {
             ats_cli_error(CMD, "-m: '%s': cannot open: %s", a->names[i], strerror(errno));
             return ATS_EXIT_USAGE;
+        } else {
+            ex_model *m = NULL;
+            enum ats_status st = ex_model_load_gguf(a->names[i], &m, &err);
+            if (st != ATS_OK) {
+                ats_cli_error(CMD, "%s", err.msg);
+                return st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
+            }
+            int bad = check_context(a, a->names[i], m->arch.n_ctx_max);
+            ex_model_free(m);
+            if (bad) return ATS_EXIT_USAGE;
         }
     }
-    if (a->out && atsc_out_check(a->out, &err) != ATS_OK) {
-        ats_cli_error(CMD, "--out: %s", err.msg);
+    if (ats_cli_check_json_out(CMD, "--out", a->out, "the result file (rows, parameters, commit, machine)"))
         return ATS_EXIT_USAGE;
-    }
     if (check_hw(a) != ATS_EXIT_OK) return ATS_EXIT_USAGE;
     /* every backend opened once before any model is built (a missing CUDA device is said before minutes of
        CPU rows, not after them) */

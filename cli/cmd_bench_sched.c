@@ -177,10 +177,8 @@ int ats_bench_sched(int argc, char **argv)
     char path[1024];
     ats_hw hw;
     ats_err err = {{0}};
-    if (a.out && atsc_out_check(a.out, &err) != ATS_OK) {
-        ats_cli_error("bench sched", "--out: %s", err.msg);
+    if (ats_cli_check_json_out("bench sched", "--out", a.out, "the result file (parameters, commit, machine, figures)"))
         return ATS_EXIT_USAGE;
-    }
     if (atsc_hw_load(ats_cli_hw_path(a.hw_name, path, sizeof path), &hw, &err) != ATS_OK) {
         ats_cli_error("bench sched", "%s", err.msg);
         return ATS_EXIT_USAGE;

@@ -117,10 +117,9 @@ int ats_bench_sim(int argc, char **argv)
     int rc = parse_args(argc, argv, &o, &threads, &quick, &out);
     if (rc) return rc < 0 ? ATS_EXIT_OK : rc;
     ats_err err = {{0}};
-    if (out && atsc_out_check(out, &err) != ATS_OK) { /* before minutes of work */
-        ats_cli_error("bench sim", "--out: %s", err.msg);
+    /* before minutes of work */
+    if (ats_cli_check_json_out("bench sim", "--out", out, "the result file (parameters, commit, machine, figures)"))
         return ATS_EXIT_USAGE;
-    }
     o.requests_given = 1; /* the shared loader must not set a duration from the trace */
     rc = sim_cli_load(&o, "bench sim");
     if (rc) return rc;

@@ -100,7 +100,7 @@ int ats_cmd_profile(int argc, char **argv)
         ats_cli_error(CMD, "--quant only applies to --dummy-weights (the GGUF file says its types)");
         return ATS_EXIT_USAGE;
     }
-    if (ats_cli_check_out(CMD, "--out", out)) return ATS_EXIT_USAGE;
+    if (ats_cli_check_json_out(CMD, "--out", out, "the hardware profile")) return ATS_EXIT_USAGE;
     char hw_path[1024];
     ats_cli_hw_path(hw, hw_path, sizeof hw_path);
     ats_err err = {{0}};

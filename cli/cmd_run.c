@@ -216,7 +216,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *policy = NULL, *hw = "h200-host", *tl_path = NULL;
     uint64_t vram = 0;
-    int serialized = 0, cpu_only = 0, no_warmup = 0;
+    int serialized = 0, cpu_only = 0, no_warmup = 0, backend_given = 0;
     ats_controller_cfg ctrl = ats_controller_cfg_default();
     const char *backend = "cpu";
     ats_qtype kv_type = ATS_Q_F32;
@@ -262,7 +262,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
             want = "an integer >= 0";
             break;
         case O_OUT: out_path = optarg; break;
-        case O_BACKEND: backend = optarg; break;
+        case O_BACKEND: backend = optarg, backend_given = 1; break;
         case O_KVTYPE:
             if (!strcasecmp(optarg, "f32")) kv_type = ATS_Q_F32; /* F16 too, as the stats line prints it */
             else if (!strcasecmp(optarg, "f16")) kv_type = ATS_Q_F16;
@@ -312,6 +312,15 @@ static int run_parse(int argc, char **argv, run_opts *o)
     if (!model || optind < argc) {
         if (optind < argc) ats_cli_error("run", "unexpected argument '%s' (ats run --help)", argv[optind]);
         else ats_cli_error("run", "--model is required: a GGUF file, or a model name with --dummy-weights (ats run --help)");
+        return ATS_EXIT_USAGE;
+    }
+    /* before loading the model; an explicit --backend cpu too (it was taken for the default and ignored) */
+    if (policy && (backend_given || split >= 0)) {
+        char what[96];
+        if (backend_given) snprintf(what, sizeof what, "--backend %s", backend);
+        else snprintf(what, sizeof what, "--split %lld", split);
+        ats_cli_error("run", "%s with --policy %s: --backend/--split are the split-run options; --policy runs sched's "
+                      "plans (--cpu-only keeps a policy run on the CPU)", what, policy);
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("run", "--out", out_path)) return ATS_EXIT_USAGE; /* before loading the model */
@@ -417,8 +426,8 @@ static int load_model(const run_opts *o, ex_model **out, int64_t *t_load_ns)
 /* --policy: the plan executor (cli/run_policy.c) over model m with session options so. Exit code. */
 static int run_with_policy(const run_opts *o, const ex_model *m, const ex_session_opts *so)
 {
-    if (o->vram == 0 || o->split >= 0 || strcmp(o->backend, "cpu")) {
-        ats_cli_error("run", o->vram == 0 ? "--policy needs --vram-budget" : "--policy replaces --backend and --split");
+    if (o->vram == 0) { /* --backend and --split with --policy: refused by run_parse */
+        ats_cli_error("run", "--policy needs --vram-budget");
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("run", "--timeline", o->tl_path)) return ATS_EXIT_USAGE;

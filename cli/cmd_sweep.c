@@ -546,7 +546,9 @@ static int on_checkpoint(void *ctx, const sim_sweep_grid *g)
 }
 
 /* rank 0: on SIGINT/SIGTERM/SIGHUP (Ctrl-C, mpirun ending the job because a rank died, a time limit)
- * name the points in flight, then the handler that was there (common's: remove temporaries, die) */
+ * name the points in flight, then the handler that was there (common's: remove temporaries, die; for
+ * SIGINT and SIGTERM also where the parent ignored them: ats_cli_take_stop_signals; an ignored SIGHUP,
+ * nohup's, stays ignored) */
 static const char *volatile in_flight_text;
 static struct sigaction prev_action[3];
 static const int stop_signals[3] = {SIGINT, SIGTERM, SIGHUP};
@@ -730,6 +732,7 @@ int ats_cmd_sweep(int argc, char **argv)
     snprintf(a->pbuf, sizeof a->pbuf, "ats");
     a->threads = omp_get_num_procs();
     a->checkpoint_s = 300;
+    ats_cli_take_stop_signals(); /* `ats sweep ... &` in a script: kill -INT stops it, no half file left */
     int rc = setup(par, a, argc, argv);
     if (rc < 0) rc = ATS_EXIT_OK; /* --help */
     else if (rc == 0) rc = run_grid(par, a);

@@ -77,6 +77,12 @@ int tu_finish(const char *test_name);
 const char *tu_tmpdir(char *buf, size_t len, const char *test_name);
 /** Path under ../shared ($ATS_SHARED_DIR); returns buf. */
 const char *tu_shared_path(char *buf, size_t len, const char *rel);
+/** The executor tests' made-up small architecture (tests/tu_arch.c; link ats_testutil_arch): qwen3, or
+ *  qwen3_moe when moe (8 experts, 2 used, expert FFN 256), 4 layers, n_embd 256, FFN 512 (dense), 4 heads,
+ *  2 KV heads of 64, vocabulary 1000, qk-norm, NEOX RoPE (theta 1e6), RMS eps 1e-6; context n_ctx_max
+ *  tokens; source "<test_name>: made-up small shapes". */
+struct ats_arch;
+void tu_tiny_arch(struct ats_arch *a, int moe, int64_t n_ctx_max, const char *test_name);
 /** Path under the source tree ($ATS_SOURCE_DIR or "."); returns buf. */
 const char *tu_source_path(char *buf, size_t len, const char *rel);
 

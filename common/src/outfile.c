@@ -99,6 +99,15 @@ int atsc_out_cleanup_signal_install(void)
     return 0;
 }
 
+int atsc_out_cleanup_signal_take(int sig)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(sig, &sa, NULL) == 0 ? 0 : -1;
+}
+
 /* ------------------------------------------------------------ checks */
 
 /* Directory part of path ("." when there is none); new string or NULL. */

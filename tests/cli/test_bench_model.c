@@ -9,7 +9,8 @@
  *  2. progress on stderr only when it is a terminal: none in a pipe, "[1/2] ..." under script(1) when
  *     it is there;
  *  3. bad -p/-n/-r/-t/-o values, a missing GGUF file, an unknown model name, -p 0 -n 0, an unknown
- *     backend, --quant without --dummy-weights, no -m: one line on stderr, exit 2, no result file.
+ *     backend, --quant without --dummy-weights, no -m, a -p or -n beyond the model's context (GGUF
+ *     context_length, JSON max_position_embeddings): one line on stderr, exit 2, no result file.
  */
 #include <jansson.h>
 #include <math.h>
@@ -233,6 +234,16 @@ int main(void)
     snprintf(args, sizeof args, "--dummy-weights -m '%s' --quant q3", json);
     expect_usage(args, "unknown recipe");
     expect_usage("-p 16", "-m is required");
+    /* a test beyond the model's context: refused before any weights are built or read (it ran for minutes) */
+    char want[1200];
+    snprintf(args, sizeof args, "-m '%s' -p 16,2049 -n 0", stories);
+    snprintf(want, sizeof want, "-p 2049: longer than the context of %s (2048 tokens)", stories);
+    expect_usage(args, want);
+    snprintf(args, sizeof args, "--dummy-weights -m '%s' -p 16 -n 129", json);
+    snprintf(want, sizeof want, "-n 129: longer than the context of %s (128 tokens)", json);
+    expect_usage(args, want);
+    snprintf(args, sizeof args, "bench model --dummy-weights -m '%s' -p 128 -n 0 -r 1 -t 1", json); /* the whole context: runs */
+    CHECK_MSG(run(args, NULL, e, sizeof e) == 0, "`ats %s`: %s", args, e);
     unlink(json);
     return tu_finish("test_bench_model");
 }

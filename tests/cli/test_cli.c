@@ -180,6 +180,16 @@ static void test_every_command(void)
         {"sweep --threads 0 --eps 0.1 --interval 1 --trace fig13-synth", "(an integer 1..1024)"},
     };
     for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) expect_one_line(range[i].args, range[i].want);
+    /* run --policy with the split-run options, refused before the model is read (--backend cpu was taken for
+       the default and ignored; x.gguf does not exist, so a later check would name it instead) */
+    static const struct { const char *args, *want; } pol[] = {
+        {"run --model x.gguf --policy layer --vram-budget 4GiB --backend cpu",
+         "ats run: --backend cpu with --policy layer: --backend/--split are the split-run options; --policy runs "
+         "sched's plans (--cpu-only keeps a policy run on the CPU)"},
+        {"run --model x.gguf --backend cuda --policy ats --vram-budget 4GiB", "--backend cuda with --policy ats"},
+        {"run --model x.gguf --policy ats --vram-budget 4GiB --split 2", "--split 2 with --policy ats"},
+    };
+    for (size_t i = 0; i < sizeof pol / sizeof pol[0]; i++) expect_one_line(pol[i].args, pol[i].want);
     /* lists with an empty entry or a name twice (strtok_r skipped 'ats,'; bench sched timed a model twice) */
     static const struct { const char *args, *want; } lists[] = {
         {"sim --policy ats,", "--policy: 'ats,' has an empty entry"},

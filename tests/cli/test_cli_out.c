@@ -6,9 +6,13 @@
  *    "FILE: write failed: File too large", and leave neither FILE nor FILE.tmp.*; with SIGXFSZ at its
  *    default the process dies of it and still leaves no temporary;
  *  - SIGPIPE (stdout closed under `ats run --out`), SIGINT, SIGQUIT and SIGHUP mid-write: no temporary left;
+ *  - `ats sweep --out s.h5 &` from a script (SIGINT ignored by the shell) stopped by kill -INT: status 130,
+ *    no s.h5, no temporary;
  *  - a file option given the next option as its value (`sim --out --help` wrote a file named
  *    --help), or "-", in every command: exit 2, one line, nothing written;
- *  - a dangling symbolic link and paths under /sys as OUT: refused before any work (exit 2).
+ *  - a dangling symbolic link and paths under /sys as OUT: refused before any work (exit 2);
+ *  - a JSON file (bench sched/model/sim/kernels --out, profile --out) named other than *.json: exit 2, one
+ *    line naming the file and what is written, nothing written.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -251,6 +255,50 @@ static void test_kill(int sig, const char *name)
     CHECK_MSG(others(dir, NULL, left, sizeof left) == 0, "ats sim killed by %s: left %s", name, left);
 }
 
+/* `ats sweep ... --out s.h5 &` from a script: the shell starts it with SIGINT ignored, and `kill -INT PID` did
+ * nothing (the sweep ran to its end and wrote s.h5). It dies of the signal now (the shell's $? 130, as after
+ * Ctrl-C) and leaves neither s.h5 nor a temporary. */
+static void test_sweep_background_sigint(void)
+{
+    char dir[400], script[2048], f[500];
+    fresh_dir(dir, sizeof dir, "sweep-bg");
+    /* 40 points, several seconds on one thread: the signal comes mid-run */
+    snprintf(script, sizeof script,
+             "cd '%s' || exit 1; '%s' sweep --trace fig13-synth --eps 0.05:0.5:0.05 --interval 1:4:1 --threads 1 --policy ats "
+             "--duration 60 --out s.h5 >/dev/null 2>err.txt & echo $! >pid.txt; wait $!; echo $? >rc.txt",
+             dir, bin);
+    fflush(NULL);
+    pid_t sh = fork();
+    if (sh == 0) {
+        signal(SIGINT, SIG_DFL); /* the shell, not the test's own disposition, makes the job ignore it */
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+        _exit(98);
+    }
+    snprintf(f, sizeof f, "%s/pid.txt", dir);
+    long pid = 0;
+    for (int i = 0; i < 500 && pid <= 0; i++) {
+        char *t = tu_slurp(f, NULL);
+        if (t) pid = strtol(t, NULL, 10);
+        free(t);
+        if (pid <= 0) usleep(10000);
+    }
+    CHECK_MSG(pid > 0, "no pid of the background sweep in %s", f);
+    usleep(1500000); /* the sweep under way */
+    if (pid > 0) kill((pid_t)pid, SIGINT);
+    int st = 0;
+    CHECK(waitpid(sh, &st, 0) == sh);
+    snprintf(f, sizeof f, "%s/rc.txt", dir);
+    char *rc = tu_slurp(f, NULL);
+    snprintf(f, sizeof f, "%s/err.txt", dir);
+    char *e = tu_slurp(f, NULL);
+    CHECK_MSG(rc && atoi(rc) == 128 + SIGINT, "ats sweep & then kill -INT: exit status %s (want %d), stderr '%s'",
+              rc ? rc : "?", 128 + SIGINT, e ? e : "");
+    free(rc);
+    free(e);
+    char left[2048];
+    CHECK_MSG(others(dir, "pid.txt rc.txt", left, sizeof left) == 0, "ats sweep & then kill -INT: left %s", left);
+}
+
 /* A file option followed by another option (or "-"): refused in every command, nothing written. */
 static void test_option_as_value(void)
 {
@@ -311,6 +359,38 @@ static void test_option_as_value(void)
     CHECK(stat(f, &sb) == 0 && S_ISREG(sb.st_mode));
 }
 
+/* A JSON result file under another extension (`bench sched --out X.h5` wrote JSON into X.h5): refused up front,
+ * one line naming the file and what is written, nothing printed or written. */
+static void test_json_out(void)
+{
+    static const char res[] = "the result file (parameters, commit, machine, figures) is written as JSON: give a "
+                              "file name ending in .json";
+    static const struct { const char *args, *file, *what; } cases[] = {
+        {"bench sched --runs 1 --out X.h5", "X.h5", res},
+        {"bench sched --runs 1 --out X", "X", res},
+        {"bench sched --runs 1 --out X.JSON.h5", "X.JSON.h5", res},
+        {"bench model --dummy-weights -m ../tiny.json -p 8 -n 0 -r 1 --out X.h5", "X.h5",
+         "the result file (rows, parameters, commit, machine) is written as JSON"},
+        {"bench sim --quick --out X.csv", "X.csv", res},
+        {"bench kernels --skip-gpu --out X.h5", "X.h5", "the result file (parameters, commit, machine, rows) is written"},
+        {"profile --model ../tiny.json --dummy-weights --skip-gpu --out X.h5", "X.h5", "the hardware profile is written as JSON"},
+    };
+    char dir[400];
+    fresh_dir(dir, sizeof dir, "json-out");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int st = spawn(dir, cases[i].args, 0, 0, STDOUT_FILE);
+        char want[600], of[500], left[2048];
+        snprintf(want, sizeof want, "--out: %s: %s", cases[i].file, cases[i].what);
+        snprintf(of, sizeof of, "%s/out.txt", dir);
+        char *o = tu_slurp(of, NULL);
+        CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && tu_count_lines(err) == 1 && strstr(err, want),
+                  "ats %s: status %#x, stderr '%s' (want '%s')", cases[i].args, st, err, want);
+        CHECK_MSG(!o || !o[0], "ats %s: printed '%.200s'", cases[i].args, o);
+        free(o);
+        CHECK_MSG(others(dir, NULL, left, sizeof left) == 0, "ats %s: wrote %s", cases[i].args, left);
+    }
+}
+
 /* A dangling link and /sys as OUT: refused up front, one line naming the path, nothing done. */
 static void test_bad_targets(void)
 {
@@ -352,7 +432,9 @@ int main(void)
     test_kill(SIGINT, "sigint"); /* Ctrl-C (test_cli had its own copy of this) */
     test_kill(SIGQUIT, "sigquit");
     test_kill(SIGHUP, "sighup");
+    test_sweep_background_sigint();
     test_option_as_value();
     test_bad_targets();
+    test_json_out();
     return tu_finish("test_cli_out");
 }

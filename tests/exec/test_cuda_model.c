@@ -65,30 +65,6 @@ int main(void)
 static ex_gpu *g_gpu;
 static uint64_t g_rng;
 
-static void tiny_arch(ats_arch *a, int moe)
-{
-    ats_arch_init(a);
-    snprintf(a->name, sizeof a->name, "%s", moe ? "tiny-qwen3moe" : "tiny-qwen3");
-    snprintf(a->family, sizeof a->family, "%s", moe ? "qwen3_moe" : "qwen3");
-    snprintf(a->source, sizeof a->source, "test_cuda_model: made-up small shapes");
-    a->n_embd = 256;
-    a->n_ff = moe ? 0 : 512;
-    a->n_layer = 4;
-    a->n_head = 4;
-    a->n_head_kv = 2;
-    a->head_dim = 64;
-    a->n_vocab = 1000;
-    a->n_expert = moe ? 8 : 0;
-    a->n_expert_used = moe ? 2 : 0;
-    a->n_ff_exp = moe ? 256 : 0;
-    a->n_ctx_max = 128;
-    a->rope_theta = 1000000.0;
-    a->rms_norm_eps = 1e-6;
-    a->qk_norm = 1;
-    a->rope_type = ATS_ROPE_NEOX;
-    a->partial_rotary = 1.0;
-}
-
 static int32_t argmax(const float *v, int64_t n)
 {
     int64_t b = 0;
@@ -460,7 +436,7 @@ static void test_models(const ex_backend *gpu)
     ats_arch a;
     ats_err err;
     for (int moe = 0; moe < 2; moe++) {
-        tiny_arch(&a, moe);
+        tu_tiny_arch(&a, moe, 128, "test_cuda_model");
         CHECK_MSG(ats_arch_validate(&a, &err) == ATS_OK, "%s", err.msg);
         const ats_recipe rs[] = {ATS_RECIPE_F32, ATS_RECIPE_Q8_0, ATS_RECIPE_Q4_K_M};
         for (int i = 0; i < 3; i++) {
@@ -469,7 +445,7 @@ static void test_models(const ex_backend *gpu)
         }
     }
     /* a wrong answer must fail */
-    tiny_arch(&a, 1);
+    tu_tiny_arch(&a, 1, 128, "test_cuda_model");
     const ats_recipe rw[] = {ATS_RECIPE_Q8_0, ATS_RECIPE_Q4_K_M};
     for (int i = 0; i < 2; i++) {
         verdict v = {.expect_wrong = 1};

@@ -59,30 +59,6 @@ static void free_dev(ex_device *d)
     else ex_device_host_free(d);
 }
 
-static void tiny_arch(ats_arch *a, int moe)
-{
-    ats_arch_init(a);
-    snprintf(a->name, sizeof a->name, "%s", moe ? "tiny-qwen3moe" : "tiny-qwen3");
-    snprintf(a->family, sizeof a->family, "%s", moe ? "qwen3_moe" : "qwen3");
-    snprintf(a->source, sizeof a->source, "test_exec_plan: made-up small shapes");
-    a->n_embd = 256;
-    a->n_ff = moe ? 0 : 512;
-    a->n_layer = 4;
-    a->n_head = 4;
-    a->n_head_kv = 2;
-    a->head_dim = 64;
-    a->n_vocab = 1000;
-    a->n_expert = moe ? 8 : 0;
-    a->n_expert_used = moe ? 2 : 0;
-    a->n_ff_exp = moe ? 256 : 0;
-    a->n_ctx_max = 64;
-    a->rope_theta = 1000000.0;
-    a->rms_norm_eps = 1e-6;
-    a->qk_norm = 1;
-    a->rope_type = ATS_ROPE_NEOX;
-    a->partial_rotary = 1.0;
-}
-
 static int32_t argmax(const float *v, int64_t n)
 {
     int64_t b = 0;
@@ -264,7 +240,7 @@ static void test_budgets(const ats_hw *hw, ex_model *m, uint64_t *rng, totals *t
 static void test_model(const ats_hw *hw, int moe, ats_recipe recipe, uint64_t *rng, totals *t)
 {
     ats_arch a;
-    tiny_arch(&a, moe);
+    tu_tiny_arch(&a, moe, 64, "test_exec_plan");
     ex_model *m = NULL;
     ats_err err;
     uint64_t seed = tu_rand(rng);

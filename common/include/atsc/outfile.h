@@ -110,6 +110,13 @@ void atsc_out_cleanup_all(void);
  */
 int atsc_out_cleanup_signal_install(void);
 
+/**
+ * The handler of atsc_out_cleanup_signal_install for `sig` even where the parent ignored it. For commands
+ * that a user stops with a signal: a non-interactive shell starts a background job (`ats sweep ... &`)
+ * with SIGINT ignored, and `kill -INT PID` then did nothing. Returns 0, or -1 when sigaction fails.
+ */
+int atsc_out_cleanup_signal_take(int sig);
+
 /** Number of registered temporaries now (for tests). */
 int atsc_out_registered(void);
 

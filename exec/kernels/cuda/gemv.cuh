@@ -19,6 +19,28 @@
 
 typedef enum { EXC_GEMV_WARP = 0, EXC_GEMV_RING, EXC_GEMV_ROWS2, EXC_GEMV_ROWS1, EXC_GEMV_TMA } exc_gemv_kind;
 
+/* Q6_K weights of task j (0..15) of the super-block at bp (210 bytes, 2-byte aligned; global or shared
+ * memory), the unpack of the warp (gemv.cu, task_q6_K) and ring (gemv_ring.cu, ring_q6_K) kernels: half
+ * h = j/8, l0 = 4·(j%8); q[g] = the 4 6-bit values at offsets 128h + l0 + {0..3} + 32g, one a byte, g = 0..3
+ * (QUANT_FORMATS.md §Q6_K; the caller subtracts 32, __vsubss4, next to its __dp4a); *S points at group g's
+ * scale S[2g]; *hp = h, *l0p = l0 (the task's first value is at 128h + l0). The callers read the activations
+ * their own way (gemv.cu from global memory through __ldg, gemv_ring.cu from shared memory). */
+static __device__ __forceinline__ void exc_q6_K_task(const uint8_t *bp, int j, int q[4], const int8_t **S, int *hp,
+                                                     int *l0p)
+{
+    int h = j >> 3, l0 = 4 * (j & 7), s = (j & 7) >> 2;
+    *hp = h;
+    *l0p = l0;
+    int a = exc_ld_u16x2(bp + 64 * h + l0);
+    int bb = exc_ld_u16x2(bp + 64 * h + 32 + l0);
+    int hh = exc_ld_u16x2(bp + 128 + 32 * h + l0);
+    q[0] = (a & 0x0F0F0F0F) | ((hh & 0x03030303) << 4);
+    q[1] = (bb & 0x0F0F0F0F) | (((hh >> 2) & 0x03030303) << 4);
+    q[2] = ((a >> 4) & 0x0F0F0F0F) | (((hh >> 4) & 0x03030303) << 4);
+    q[3] = ((bb >> 4) & 0x0F0F0F0F) | (((hh >> 6) & 0x03030303) << 4);
+    *S = (const int8_t *)(bp + 192 + 8 * h + s);
+}
+
 /* The ring kernel's launch geometry for one (type, cols): worked out once per handle, since the CUDA
  * queries behind it (occupancy) cost several µs of host time, as long as a small GEMV on the GPU. */
 typedef struct exc_gemv_ring_cfg {

@@ -83,23 +83,15 @@ struct ring_q8_0 {
 };
 
 
-/* Q6_K: 16 tasks per super-block (210 bytes, 2-byte aligned), as gemv.cu's task_q6_K with the
- * activations read from shared memory: task j = (half h = j/8, l0 = 4·(j%8)) makes the 16 values at
- * offsets 128h + l0 + {0..3} + 32g, g = 0..3 (QUANT_FORMATS.md §Q6_K), each group g with its scale. */
+/* Q6_K: 16 tasks per super-block (210 bytes, 2-byte aligned), the weights unpacked as gemv.cu's task_q6_K
+ * (exc_q6_K_task, gemv.cuh), the activations read from shared memory. */
 struct ring_q6_K {
     static constexpr int QK = 256, BYTES = EXC_Q6_K_BYTES, TPB = 16, NB = 6;
     static __device__ __forceinline__ float dot(const uint8_t *bp, int64_t b, int j, const ring_x &x)
     {
-        int h = j >> 3, l0 = 4 * (j & 7), s = (j & 7) >> 2;
-        int a = exc_ld_u16x2(bp + 64 * h + l0);
-        int bb = exc_ld_u16x2(bp + 64 * h + 32 + l0);
-        int hh = exc_ld_u16x2(bp + 128 + 32 * h + l0);
-        int q[4];
-        q[0] = (a & 0x0F0F0F0F) | ((hh & 0x03030303) << 4);
-        q[1] = (bb & 0x0F0F0F0F) | (((hh >> 2) & 0x03030303) << 4);
-        q[2] = ((a >> 4) & 0x0F0F0F0F) | (((hh >> 4) & 0x03030303) << 4);
-        q[3] = ((bb >> 4) & 0x0F0F0F0F) | (((hh >> 6) & 0x03030303) << 4);
-        const int8_t *S = (const int8_t *)(bp + 192 + 8 * h + s);
+        int q[4], h, l0;
+        const int8_t *S;
+        exc_q6_K_task(bp, j, q, &S, &h, &l0);
         int64_t e0 = b * 256 + 128 * h + l0;
         float acc = 0.0f;
 #pragma unroll
