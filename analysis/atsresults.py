@@ -261,16 +261,18 @@ def title(res):
 def decode_segments(run):
     """Index arrays into run.decode(), one per stretch of decode rounds to draw as one line. A stretch
     ends where a non-decode round (a prefill) ran between two decode rounds, or where the time between
-    one decode round's end and the next one's start exceeds the median decode latency (the machine
-    idled a round's length or more: a gap between requests). The microseconds `ats run` spends between
-    rounds (sampling, bookkeeping) join rounds, as they should."""
+    one decode round's end and the next one's start exceeds both the median decode latency and 50 ms
+    (the machine idled a round's length or more, and longer than the OS can pause a process: a gap
+    between requests). The time `ats run` spends between rounds (sampling, bookkeeping, a descheduled
+    process on a loaded machine) joins rounds, as it should: with stories260K a round takes ~0.4 ms, so
+    the median alone split a run wherever the OS paused it."""
     r = run.rounds
     pos = np.nonzero(r["phase"] == PHASE_DECODE)[0]
     if len(pos) == 0:
         return []
     t, lat = r["t_start_s"][pos], r["latency_s"][pos]
     idle = t[1:] - (t[:-1] + lat[:-1])
-    brk = (pos[1:] != pos[:-1] + 1) | (idle > np.median(lat))
+    brk = (pos[1:] != pos[:-1] + 1) | (idle > max(np.median(lat), 0.05))
     cuts = np.nonzero(brk)[0] + 1
     return np.split(np.arange(len(pos)), cuts)
 

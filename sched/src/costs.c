@@ -268,27 +268,26 @@ double ats_roofline_s(const ats_hw *hw, ats_backend b, ats_op_kind kind, ats_qty
     return (tf > tb ? tf : tb) * qs;
 }
 
-/* The table entry for `op` on backend b (NULL: none of its kind): same role, type and shape; else
- * the nearest in n_out·n_in of its kind and type; else the nearest of its kind. */
+/* The table entry for `op` on backend b: same role, type and shape; else the nearest in n_out·n_in
+ * of its kind and type within a factor 4 of its size; else NULL (the roofline prices it). A table
+ * measured on another model (other shapes, other types) prices none of its ops: scaling a
+ * measurement across a size ratio of 100 made costs grow with bandwidth. */
 static const ats_prof_entry *prof_find(const ats_prof_table *t, const ats_op *op, ats_backend b)
 {
-    const ats_prof_entry *best[3] = {NULL, NULL, NULL};
-    double dist[3] = {INFINITY, INFINITY, INFINITY};
+    const ats_prof_entry *best = NULL;
+    double dist = log(4.0) + 1e-9;
     double size = (double)op->n_out * (double)op->n_in;
     for (int32_t i = 0; i < t->n; i++) {
         const ats_prof_entry *e = &t->e[i];
-        if (e->backend != (int32_t)b || e->kind != (int32_t)op->kind) continue;
-        if (e->qtype == (int32_t)op->qtype && e->role == (int32_t)op->role && e->n_out == op->n_out &&
-            e->n_in == op->n_in)
-            return e;
+        if (e->backend != (int32_t)b || e->kind != (int32_t)op->kind || e->qtype != (int32_t)op->qtype) continue;
+        if (e->role == (int32_t)op->role && e->n_out == op->n_out && e->n_in == op->n_in) return e;
         double d = fabs(log((double)e->n_out * (double)e->n_in + 1.0) - log(size + 1.0));
-        int tier = e->qtype == (int32_t)op->qtype ? 1 : 2;
-        if (d < dist[tier]) {
-            dist[tier] = d;
-            best[tier] = e;
+        if (d <= dist) {
+            dist = d;
+            best = e;
         }
     }
-    return best[1] ? best[1] : best[2];
+    return best;
 }
 
 double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, ats_backend b)
