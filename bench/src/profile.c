@@ -47,12 +47,14 @@ typedef struct table_run {
     double scale[ATS_PROF_MAX_POINTS]; /* per point: median untimed / median timed latency (1: CPU) */
 } table_run;
 
-static int32_t entry_of(table_run *r, const ats_op *op)
+static int32_t entry_of(table_run *r, const ats_graph *g, const ats_op *op)
 {
+    int64_t no, ni;
+    ats_prof_op_shape(g, op, &no, &ni);
     for (int32_t i = r->first; i < r->t->n; i++) {
         const ats_prof_entry *e = &r->t->e[i];
         if (e->kind == (int32_t)op->kind && e->role == (int32_t)op->role && e->qtype == (int32_t)op->qtype &&
-            e->n_out == op->n_out && e->n_in == op->n_in)
+            e->n_out == no && e->n_in == ni)
             return i;
     }
     if (r->t->n >= ATS_PROF_MAX_ENTRIES) return -1;
@@ -62,8 +64,8 @@ static int32_t entry_of(table_run *r, const ats_op *op)
     e->kind = (int32_t)op->kind;
     e->role = (int32_t)op->role;
     e->qtype = (int32_t)op->qtype;
-    e->n_out = op->n_out;
-    e->n_in = op->n_in;
+    e->n_out = no;
+    e->n_in = ni;
     return r->t->n++;
 }
 
@@ -208,7 +210,7 @@ static enum ats_status op_table(const bench_profile_opts *o, ex_device *dev, uin
         st = ats_err_set(err, ATS_ENOMEM, "ats profile: out of memory (op table)");
         goto done;
     }
-    for (int32_t i = 0; i < g->n_ops; i++) r.entry[i] = entry_of(&r, &g->ops[i]);
+    for (int32_t i = 0; i < g->n_ops; i++) r.entry[i] = entry_of(&r, g, &g->ops[i]);
     int32_t n_entries = t->n - r.first;
     r.samples = malloc((size_t)n_entries * (size_t)r.max_samples * sizeof *r.samples);
     r.n_samples = calloc((size_t)n_entries, sizeof *r.n_samples);

@@ -272,15 +272,28 @@ double ats_roofline_s(const ats_hw *hw, ats_backend b, ats_op_kind kind, ats_qty
  * of its kind and type within a factor 4 of its size; else NULL (the roofline prices it). A table
  * measured on another model (other shapes, other types) prices none of its ops: scaling a
  * measurement across a size ratio of 100 made costs grow with bandwidth. */
-static const ats_prof_entry *prof_find(const ats_prof_table *t, const ats_op *op, ats_backend b)
+void ats_prof_op_shape(const ats_graph *g, const ats_op *op, int64_t *n_out, int64_t *n_in)
+{
+    *n_out = op->n_out;
+    *n_in = op->n_in;
+    if (op->kind == ATS_OP_ATTN) {
+        *n_out = g->arch.n_head * g->arch.head_dim;
+        *n_in = g->arch.n_head_kv * g->arch.head_dim;
+    }
+}
+
+static const ats_prof_entry *prof_find(const ats_prof_table *t, const ats_graph *g, const ats_op *op, ats_backend b)
 {
     const ats_prof_entry *best = NULL;
     double dist = log(4.0) + 1e-9;
-    double size = (double)op->n_out * (double)op->n_in;
+    int64_t no, ni;
+    ats_prof_op_shape(g, op, &no, &ni);
+    double size = (double)no * (double)ni;
     for (int32_t i = 0; i < t->n; i++) {
         const ats_prof_entry *e = &t->e[i];
         if (e->backend != (int32_t)b || e->kind != (int32_t)op->kind || e->qtype != (int32_t)op->qtype) continue;
-        if (e->role == (int32_t)op->role && e->n_out == op->n_out && e->n_in == op->n_in) return e;
+        if (e->n_out * e->n_in == 0 && size > 0) continue; /* an attention entry without its geometry */
+        if (e->role == (int32_t)op->role && e->n_out == no && e->n_in == ni) return e;
         double d = fabs(log((double)e->n_out * (double)e->n_in + 1.0) - log(size + 1.0));
         if (d <= dist) {
             dist = d;
@@ -292,7 +305,7 @@ static const ats_prof_entry *prof_find(const ats_prof_table *t, const ats_op *op
 
 double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, ats_backend b)
 {
-    const ats_prof_entry *e = prof_find(&hw->op_table, op, b);
+    const ats_prof_entry *e = prof_find(&hw->op_table, g, op, b);
     if (!e) return NAN;
     const ats_op_kind ek = (ats_op_kind)e->kind;
     const ats_qtype eq = (ats_qtype)e->qtype;

@@ -282,6 +282,30 @@ static void test_table(uint64_t *rng)
         ats_costs_free(&c2);
     }
     ats_costs_free(&c0);
+    /* attention is keyed by its widths (n_head·head_dim, n_head_kv·head_dim): an entry of another
+       model's (stories260K: 64 x 32) or of none (0 x 0) prices no Qwen3-14B attention */
+    {
+        int32_t at = -1;
+        for (int32_t i = 0; i < g16->n_ops && at < 0; i++)
+            if (g16->ops[i].kind == ATS_OP_ATTN) at = i;
+        CHECK(at >= 0);
+        int64_t qo, qi;
+        ats_prof_op_shape(g16, &g16->ops[at], &qo, &qi);
+        CHECK(qo == g16->arch.n_head * g16->arch.head_dim && qi == g16->arch.n_head_kv * g16->arch.head_dim);
+        ats_hw h3 = hw;
+        ats_prof_entry *x = &h3.op_table.e[0];
+        x->kind = ATS_OP_ATTN;
+        x->role = g16->ops[at].role;
+        x->qtype = g16->ops[at].qtype;
+        const int64_t widths[3][2] = {{64, 32}, {0, 0}, {qo, qi}};
+        for (int k = 0; k < 3; k++) {
+            x->n_out = widths[k][0];
+            x->n_in = widths[k][1];
+            const double t = ats_prof_op_time(g16, &g16->ops[at], &h3, ATS_CPU);
+            CHECK_MSG(k < 2 ? isnan(t) : isfinite(t), "attention entry %lldx%lld: %g s", (long long)x->n_out,
+                      (long long)x->n_in, t);
+        }
+    }
     /* bad entries are refused, naming entry and point */
     e->tokens[1] = 16;
     CHECK(ats_hw_validate(&hw, &err) == ATS_EINVAL);

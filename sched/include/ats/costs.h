@@ -71,10 +71,15 @@ void ats_op_work(const ats_graph *g, const ats_op *op, double *flop, double *byt
 double ats_roofline_s(const ats_hw *hw, ats_backend b, ats_op_kind kind, ats_qtype qtype, double flop,
                       double bytes);
 
+/** The shape a profile's op table keys op i by: its (n_out, n_in), and for attention (whose graph op
+ *  has none) the query and key/value widths n_head·head_dim and n_head_kv·head_dim. */
+void ats_prof_op_shape(const ats_graph *g, const ats_op *op, int64_t *n_out, int64_t *n_in);
 /**
- * Time of op i of `g` on backend `b` from hw->op_table [s], or NAN when the table has no entry of
- * the op's kind on that backend. The entry: the one with the op's role, type and shape; else the
- * nearest in n_out · n_in of the op's kind and type; else of its kind. Within the entry, piecewise
+ * Time of op i of `g` on backend `b` from hw->op_table [s], or NAN when the table has no entry for
+ * it. The entry: the one with the op's role, type and shape (ats_prof_op_shape); else the nearest in
+ * n_out · n_in of the op's kind and type within a factor 4 in size; else none (NAN: a table measured
+ * on another model prices none of its ops; an attention entry of shape 0x0, written before attention
+ * entries carried their widths, prices none). Within the entry, piecewise
  * linear in tokens between the bracketing measured points (time, flop and bytes alike; the first or
  * last point outside the measured range): t, rm = ats_roofline_s(that work). When the op's own work
  * has another roofline time rq (another shape, context or token count outside the range):
