@@ -83,8 +83,8 @@ static void usage(FILE *f)
             "  --stress-args 'A B'  more flags of ats stress, split at spaces (e.g. '--hogs-gpu 16')\n"
             "  --ops              per-op rows in both runs\n"
             "  --out FILE.h5      the validation file (required)\n"
-            "  --summary FILE     JSON list the records are appended to [experiments/validation/summary.json of\n"
-            "                     the source tree]\n",
+            "  --summary FILE     JSON list the records are appended to (the committed one of the GPU machine:\n"
+            "                     experiments/validation/summary.json) [none: no record appended]\n",
             ats_policy_names());
 }
 
@@ -96,7 +96,6 @@ typedef struct val_opts {
     long long threads, prompt, gen, chunk, ctx, seed;
     uint64_t vram;
     ats_controller_cfg ctrl;
-    char summary_buf[1200];
 } val_opts;
 
 /* "A:B" in seconds (each part as sim_cli_parse_time); 0 or -1 */
@@ -226,16 +225,11 @@ static int parse_args(int argc, char **argv, val_opts *o)
         ats_cli_error("validate", "--baseline and --stress-args are the stressor's; they do not go with --no-stress");
         return ATS_EXIT_USAGE;
     }
-    if (!o->summary) { /* the source tree's list: the models directory's parent */
-        snprintf(o->summary_buf, sizeof o->summary_buf, "%s", ATS_DEFAULT_MODELS_DIR);
-        char *slash = strrchr(o->summary_buf, '/');
-        if (slash) *slash = 0;
-        strncat(o->summary_buf, "/experiments/validation/summary.json", sizeof o->summary_buf - strlen(o->summary_buf) - 1);
-        o->summary = o->summary_buf;
-    }
-    if (ats_cli_check_out("validate", "--out", o->out) || ats_cli_check_out("validate", "--summary", o->summary))
+    /* no default list: a run elsewhere (a CPU-only machine, a test) must not add records to the
+       committed GPU-machine list of the source tree */
+    if (ats_cli_check_out("validate", "--out", o->out) || (o->summary && ats_cli_check_out("validate", "--summary", o->summary)))
         return ATS_EXIT_USAGE;
-    if (atsc_out_same_target(o->out, o->summary)) {
+    if (o->summary && atsc_out_same_target(o->out, o->summary)) {
         ats_cli_error("validate", "--out and --summary name the same file '%s' (give two paths)", o->out);
         return ATS_EXIT_USAGE;
     }
@@ -244,7 +238,7 @@ static int parse_args(int argc, char **argv, val_opts *o)
         ats_cli_error("validate", "--baseline: %s", err.msg);
         return ATS_EXIT_USAGE;
     }
-    if (atsc_val_summary_check(o->summary, &err) != ATS_OK) { /* before hours of runs, not after */
+    if (o->summary && atsc_val_summary_check(o->summary, &err) != ATS_OK) { /* before hours of runs, not after */
         ats_cli_error("validate", "--summary: %s", err.msg);
         return ATS_EXIT_USAGE;
     }
@@ -864,7 +858,9 @@ static int report(val_state *s, int rc)
         if (seg_n[i] <= VAL_PRINT_SEGS) json_object_set_new(r, "segments", segments_json(segs + seg_first[i], seg_n[i]));
         json_array_append_new(recs, r);
     }
-    if (atsc_val_summary_append(o->summary, recs, &err) != ATS_OK) {
+    if (!o->summary) {
+        /* no --summary: the records stay in the validation file's /validation */
+    } else if (atsc_val_summary_append(o->summary, recs, &err) != ATS_OK) {
         ats_cli_error("validate", "--summary: %s (the validation file %s is written)", err.msg, o->out);
         rc = ATS_EXIT_FAIL;
     } else {

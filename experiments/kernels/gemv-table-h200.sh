@@ -2,10 +2,10 @@
 # experiments/kernels/gemv-table-h200.sh — the decode GEMV table against the four-generation dispatch it
 # replaces, on the H200 (one GPU-machine call). Run from the root of a tree that holds, ignored by git:
 #   .dev/gemv-base   `git archive e79f6ed` (the tree before: gemv.cu, gemv_v2/v3/v4.cu chained, ATS_GEMV_* knobs)
-#   .dev/gemv-cut    `git archive HEAD` of this branch (the table of exec/kernels/cuda/gemv.cu)
-#   .dev/shared      a copy of ../shared (stories260K), .deps (GSL, jansson)
-# with run(command="bash .dev/gemv-cut/experiments/kernels/gemv-table-h200.sh",
-#          carry=[".dev/gemv-base", ".dev/gemv-cut", ".dev/shared", ".deps"]).
+#   .dev/gemv-cut    `git archive HEAD` of the tree to measure (the table of exec/kernels/cuda/gemv.cu)
+#   .dev/shared      a copy of ../shared (stories260K), .deps (GSL, jansson: ../shared/tools/device-deps.sh)
+# as `bash .dev/gemv-cut/experiments/kernels/gemv-table-h200.sh` with those four folders copied to the
+# GPU machine beside the tree.
 # 1. builds both (sm_90, RelWithDebInfo) side by side;
 # 2. the branch's GPU tests (ctest -L gpu: test_cuda_ops, test_cuda_model) and stories260K greedy on cuda
 #    against reference_greedy_from_BOS.txt;
