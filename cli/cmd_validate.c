@@ -229,6 +229,10 @@ static int parse_args(int argc, char **argv, val_opts *o)
        committed GPU-machine list of the source tree */
     if (ats_cli_check_out("validate", "--out", o->out) || (o->summary && ats_cli_check_out("validate", "--summary", o->summary)))
         return ATS_EXIT_USAGE;
+    if (o->model && atsc_out_same_target(o->out, o->model)) {
+        ats_cli_error("validate", "--out '%s' is the model file (give another path)", o->out);
+        return ATS_EXIT_USAGE;
+    }
     if (o->summary && atsc_out_same_target(o->out, o->summary)) {
         ats_cli_error("validate", "--out and --summary name the same file '%s' (give two paths)", o->out);
         return ATS_EXIT_USAGE;

@@ -526,6 +526,12 @@ enum ats_status bench_profile_run(const bench_profile_opts *o, json_t **doc, ats
     snprintf(desc, sizeof desc, "ats profile %s on %s over %s; figures not measured from %s", date, mc.host,
              o->model_desc ? o->model_desc : "the model", o->base_path);
     json_object_set_new(d, "source", json_string(desc));
+    { /* this machine, not the base's words (its peaks and unmeasured figures stay the base's: "source") */
+        char what[1400];
+        snprintf(what, sizeof what, "Measured by ats profile %s on %s: %s, %d threads; %s", date, mc.host, mc.cpu,
+                 o->threads, have_gpu ? gf.name : "no GPU part");
+        json_object_set_new(d, "description", json_string(what));
+    }
     json_t *params = json_object();
     json_object_set_new(params, "threads", json_integer(o->threads));
     json_object_set_new(params, "quick", json_boolean(o->quick));
