@@ -839,6 +839,11 @@ static int report(val_state *s, int rc)
                v->s.mape_pct, v->s.p90_round_error_pct, v->s.real_prefill_tok_s, v->s.sim_prefill_tok_s,
                v->s.real_resched, v->s.sim_resched);
         print_segments(segs + seg_first[i], seg_n[i]); /* rows[i] has its segments at seg_first[i] */
+        char dev[32];
+        if (strcmp(real_device(s->real_path, v->policy, dev, sizeof dev), "cpu") == 0)
+            fprintf(stderr, "ats validate: %s: the real run had no GPU (every op on the CPU) while the simulator models "
+                            "--hw %s with its GPU: the errors compare unlike runs, not the simulator's accuracy\n",
+                    v->policy, s->sc.hw_desc.name);
     }
     char cfg[2048];
     snprintf(cfg, sizeof cfg, "{\"command\": \"validate\", \"model\": \"%s\", \"hw\": \"%s\", \"trace\": \"%s\", "
