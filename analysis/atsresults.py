@@ -113,9 +113,13 @@ def _str(v):
 
 def load(path):
     """Reads a results file; raises ResultsError naming `path` when it is not one (a directory, a
-    missing or unreadable file, not HDF5, a load trace, not the schema)."""
+    missing or unreadable file, not HDF5, a load trace, not the schema). `FILE.h5:GROUP` reads the
+    results tree under GROUP: `ats validate`'s file holds two, `FILE.h5:real` and `FILE.h5:sim`."""
     import os
     import h5py
+    group = None
+    if not os.path.exists(path) and ":" in path and os.path.isfile(path.rsplit(":", 1)[0]):
+        path, group = path.rsplit(":", 1)
     if os.path.isdir(path):
         raise ResultsError(f"{path}: is a directory (give a results file, as written by `ats sim --out` "
                            f"or `ats run --out`)")
@@ -129,7 +133,15 @@ def load(path):
             raise ResultsError(f"{path}: not an HDF5 file (no HDF5 signature)") from None
         raise ResultsError(f"{path}: cannot open as HDF5 ({e})") from None
     with f:
-        a = f.attrs
+        root = f
+        if group is not None:
+            if group.strip("/") not in f:
+                raise ResultsError(f"{path}: group '/{group.strip('/')}': missing")
+            root = f[group.strip("/")]
+            path = f"{path}:{group}"
+        a = root.attrs
+        if group is None and "runs" not in a and "real" in f and "sim" in f:
+            raise ResultsError(f"{path}: a validation file (ats validate): give {path}:real or {path}:sim")
         if "schema" not in a and "load" in f:
             raise ResultsError(f"{path}: a load trace (it holds /load, as `ats trace synth` or `ats trace "
                                f"record` write it), not a results file (give one written by `ats sim --out` "
@@ -152,7 +164,7 @@ def load(path):
         runs = []
         names = [n for n in _str(a["runs"]).split(",") if n]
         for n in names:
-            g = f.get(f"/runs/{n}")
+            g = root.get(f"runs/{n}")
             if g is None:
                 raise ResultsError(f"{path}: group '/runs/{n}' (listed in attribute 'runs'): missing")
             if "rounds" not in g:
@@ -164,7 +176,7 @@ def load(path):
             ops = g["ops"][()] if "ops" in g else None
             cfg = json.loads(_str(g.attrs.get("config", "{}")))
             runs.append(Run(n, _str(g.attrs.get("policy", n)), cfg, rounds, ops, gen_tok))
-        sweep = f["sweep"][()] if "sweep" in f else None
+        sweep = root["sweep"][()] if "sweep" in root else None
     return Results(path, attrs, runs, sweep)
 
 

@@ -39,6 +39,16 @@ check "plot_sweep --metric n_resched draws" sh -c "$py '$here/plot_sweep.py' '$o
 check "plot_sweep: re-schedules best skips them" grep -q "trace-0 ats: best eps=0.5 tau=15 TPOT: re-schedules 4" "$out/sweep-nr.txt"
 check "plot_sweep --policy ats-paper draws" sh -c "$py '$here/plot_sweep.py' '$out/sweep.h5' --policy ats-paper -o '$out/sweep-none.png' >'$out/sweep-none.txt'"
 check "plot_sweep: no point completed a request" grep -q "trace-0 ats-paper: no point completed a request: no best point" "$out/sweep-none.txt"
+# a validation file's layout (ats validate): results trees under /real and /sim, read as FILE:real / FILE:sim
+check "validation-layout fixture" $py -c "
+import h5py, sys
+with h5py.File(sys.argv[1], 'r') as s, h5py.File(sys.argv[2], 'w') as d:
+    for g in ('real', 'sim'):
+        s.copy('/', d, name=g)
+" "$out/results.h5" "$out/val.h5"
+check "plot_tpot reads FILE:real" sh -c "$py '$here/plot_tpot.py' '$out/val.h5:real' -o '$out/val-real.png' >/dev/null 2>&1 && test -s '$out/val-real.png'"
+check "plot_tpot on a validation file names the groups" sh -c "$py '$here/plot_tpot.py' '$out/val.h5' -o '$out/val.png' 2>&1 | grep -q 'val.h5:real or'"
+check "compare_sim_real FILE:sim FILE:real" sh -c "$py '$here/compare_sim_real.py' '$out/val.h5:sim' '$out/val.h5:real' --no-plot >/dev/null"
 check "compare_sim_real draws" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' -o '$out/cmp.png' >'$out/cmp.txt'"
 check "cmp.png exists" test -s "$out/cmp.png"
 check "comparison names both runs" sh -c "grep -q '^ats ' '$out/cmp.txt' && grep -q '^layer ' '$out/cmp.txt'"
