@@ -744,6 +744,11 @@ static json_t *record_of(const val_state *s, const atsc_val_row *r, const char *
 /* One line per load segment under the policy's line (a recorded trace has hundreds: counted only). */
 static void print_segments(const atsc_val_seg *g, size_t n)
 {
+    size_t unseen = 0; /* loaded segments no decode round reached: the request ended before them */
+    for (size_t k = 0; k < n; k++) unseen += g[k].n_decode == 0 && (g[k].cpu < 1 || g[k].gpu < 1 || g[k].pcie < 1);
+    if (unseen)
+        fprintf(stderr, "ats validate: %zu loaded segment%s of the window saw no decode round of both runs (the request "
+                        "ended first): give a larger --gen or a shorter --window\n", unseen, unseen == 1 ? "" : "s");
     if (n > VAL_PRINT_SEGS) {
         printf("  %zu load segments (per-segment errors in /validation_segments)\n", n);
         return;
