@@ -64,8 +64,9 @@ static void usage(FILE *f)
             "  --eps E            re-plan when the load deviates by >= E (default 0.15)\n"
             "  --interval I       minimum re-plan interval: TPOT multiple (default 5) or e.g. 200ms\n"
             "  --serialized       every plan serialized (llama.cpp's path: no copy/compute overlap)\n"
-            "  --no-warmup        no warm-up round before timing (default: one prefill chunk and one decode\n"
-            "                     step of token 0, then the KV cache emptied, as llama.cpp warms up)\n"
+            "  --no-warmup        no warm-up before timing (default: a prompt chunk of token 0 (2 tokens when\n"
+            "                     every op is on the CPU) and one decode step, then the KV cache emptied, as\n"
+            "                     llama.cpp warms up; with --policy or --backend)\n"
             "  --cpu-only         no device even where there is one (every op on the CPU)\n"
             "  --timeline FILE    Chrome trace-event JSON (Perfetto) as ats sim writes: CPU, GPU compute stream,\n"
             "                     copy engine, PCIe H2D (GPU op times from events on timed rounds)\n",
@@ -480,7 +481,8 @@ typedef struct run_state {
     int32_t *ptok;
     int64_t n_prompt, n_gen, generated;
     float *logits;
-    int64_t t_load, t_prefill, t_decode; /* [ns] */
+    int64_t t_load, t_prefill, t_decode, t_warm; /* [ns] */
+    ex_op_times warm_ot;  /* the session's op times after the warm-up (subtracted in the statistics) */
 } run_state;
 
 static void run_free(run_state *r)
@@ -660,23 +662,55 @@ static void decode(run_state *r, int *rc)
     if (!line_ended) printf("\n");
 }
 
+/* Warm-up before timing, as llama.cpp: a prompt chunk of token 0 (up to the prompt's length; 2 tokens
+ * when every op runs on the CPU: enough to touch every weight page) and one decode step, then the KV
+ * cache emptied. On a device its weights upload, kernels load and workspaces grow here, not in the
+ * timed prefill. */
+static void warm_up(run_state *r, int *rc)
+{
+    int64_t t0 = now_ns();
+    int on_dev = r->cuda != NULL;
+    int64_t n = on_dev ? (r->n_prompt < r->o->chunk ? r->n_prompt : r->o->chunk) : 2;
+    if (n > ex_session_n_ctx(r->s) - 1) n = ex_session_n_ctx(r->s) - 1;
+    int32_t *tok = n > 0 ? calloc((size_t)n, sizeof *tok) : NULL;
+    ats_err err = {{0}};
+    if (n > 0 && !tok) {
+        ats_cli_error("run", "warm-up: out of memory");
+        *rc = ATS_EXIT_FAIL;
+        return;
+    }
+    if (n > 0 && (ex_session_forward(r->s, tok, n, r->logits, &err) != ATS_OK ||
+                  (n + 1 < ex_session_n_ctx(r->s) && ex_session_forward(r->s, tok, 1, r->logits, &err) != ATS_OK))) {
+        ats_cli_error("run", "warm-up: %s", err.msg);
+        *rc = ATS_EXIT_FAIL;
+    }
+    free(tok);
+    ex_session_clear(r->s);
+    r->warm_ot = ex_session_times(r->s);
+    r->t_warm = now_ns() - t0;
+}
+
 /* The statistics lines on stderr. */
 static void print_stats(const run_state *r)
 {
     const ex_model *m = r->m;
     const ats_arch *a = &m->arch;
     ex_op_times ot = ex_session_times(r->s);
+    ot.embed_ns -= r->warm_ot.embed_ns, ot.norm_ns -= r->warm_ot.norm_ns, ot.matmul_ns -= r->warm_ot.matmul_ns;
+    ot.attn_ns -= r->warm_ot.attn_ns, ot.ffn_ns -= r->warm_ot.ffn_ns, ot.moe_ns -= r->warm_ot.moe_ns;
+    ot.output_ns -= r->warm_ot.output_ns;
     double dec_steps = r->generated > 1 ? (double)(r->generated - 1) : 0;
     double t_prefill = (double)r->t_prefill * 1e-9, t_decode = (double)r->t_decode * 1e-9;
     fprintf(stderr,
             "ats run: model %s (%s, %lld layers, %.3f GiB weights), threads %d, ctx %lld (%s KV cache %.1f MiB), "
-            "load %.3f s\n"
+            "load %.3f s, warm-up %.3f s%s\n"
             "ats run: prompt %lld tok in %.3f s (%.2f tok/s); generated %lld tok, decode %.3f s (%.2f tok/s)\n"
             "ats run: decode reads %.3f GiB of weights per token: %.1f GB/s effective\n"
             "ats run: op time [s]: embed %.3f norm+add %.3f matmul %.3f attn %.3f ffn %.3f moe %.3f output %.3f\n",
             a->name, a->family, (long long)a->n_layer, (double)m->weight_bytes / 1073741824.0,
             omp_get_max_threads(), (long long)ex_session_n_ctx(r->s), ats_qtype_name(ex_session_kv_type(r->s)),
-            (double)ex_session_kv_bytes(r->s) / 1048576.0, (double)r->t_load * 1e-9, (long long)r->n_prompt,
+            (double)ex_session_kv_bytes(r->s) / 1048576.0, (double)r->t_load * 1e-9, (double)r->t_warm * 1e-9,
+            r->o->no_warmup ? " (--no-warmup)" : "", (long long)r->n_prompt,
             t_prefill, (double)r->n_prompt / (t_prefill + 1e-12), (long long)r->generated, t_decode,
             dec_steps > 0 ? dec_steps / (t_decode + 1e-12) : 0.0, (double)ex_model_decode_bytes(m) / 1073741824.0,
             dec_steps > 0 ? (double)ex_model_decode_bytes(m) * dec_steps / ((double)r->t_decode + 1e-3) : 0.0,
@@ -730,8 +764,8 @@ int ats_cmd_run(int argc, char **argv)
         run_free(&r);
         return rc;
     }
-    if (o.vram || o.serialized || o.cpu_only || o.tl_path || o.no_warmup) {
-        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only, --no-warmup and --timeline go with --policy");
+    if (o.vram || o.serialized || o.cpu_only || o.tl_path) {
+        ats_cli_error("run", "--vram-budget, --serialized, --cpu-only and --timeline go with --policy");
         run_free(&r);
         return ATS_EXIT_USAGE;
     }
@@ -743,6 +777,7 @@ int ats_cmd_run(int argc, char **argv)
         rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
     if (rc == ATS_EXIT_OK) rc = prepare_prompt(&r);
+    if (rc == ATS_EXIT_OK && !o.no_warmup) warm_up(&r, &rc);
     if (rc == ATS_EXIT_OK && o.out_path) rc = open_results(&r);
     if (rc == ATS_EXIT_OK) {
         prefill(&r, &rc);
