@@ -222,7 +222,7 @@ struct ats_graph;
 /* `ats inspect --policy P --vram-budget B`: placement, GPU bytes, predicted latency, plan (cli/inspect_plan.c),
  * printed to `out`; errors to stderr (the exit code returned) */
 int ats_inspect_plan(const struct ats_arch *arch, const struct ats_graph_opts *go, const struct ats_graph *g,
-                     const char *policy, uint64_t budget, const char *hw_name, FILE *out);
+                     const char *policy, uint64_t budget, const char *hw_name, int64_t chunk, int64_t gen, FILE *out);
 int ats_cmd_trace(int argc, char **argv);
 int ats_cmd_record(int argc, char **argv);
 int ats_cmd_stress(int argc, char **argv);

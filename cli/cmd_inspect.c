@@ -34,6 +34,8 @@ static void usage(FILE *f)
             "  --vram-budget B  VRAM budget for --policy, e.g. 6GiB (required with --policy, refused without)\n"
             "  --hw H           hardware description for --policy's cost model (sim/hw/H.json)\n"
             "                   [rtx3060-laptop] (refused without --policy)\n"
+            "  --gen G          decode steps of the request --policy's temp ring is chosen for, as ats sim and\n"
+            "                   ats run choose it (the prompt: this round's context, in chunks of --tokens) [128]\n"
             "example: ats inspect --model qwen3-14b --quant q4_k_m --phase decode --ctx 2048\n");
 }
 
@@ -57,6 +59,8 @@ static double weight_read(const ats_op *op)
 typedef struct inspect_args {
     const char *model, *quant, *phase, *format, *policy, *hw;
     long long ctx, tokens, n_ctx; /* ctx -1: the phase's default */
+    long long gen;                /* --gen: decode steps of the request --policy's temp ring is chosen for */
+    int gen_given;
     uint64_t vram_budget;
     int hw_given;
 } inspect_args;
@@ -70,7 +74,7 @@ static int parse_args(int argc, char **argv, inspect_args *a)
         {"tokens", required_argument, 0, 't'}, {"n-ctx", required_argument, 0, 'n'},
         {"format", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'},
         {"policy", required_argument, 0, 'P'}, {"vram-budget", required_argument, 0, 'B'},
-        {"hw", required_argument, 0, 'W'}, {0, 0, 0, 0}};
+        {"hw", required_argument, 0, 'W'}, {"gen", required_argument, 0, 'g'}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int c;
@@ -96,9 +100,10 @@ static int parse_args(int argc, char **argv, inspect_args *a)
             break;
         case 'c':
         case 't':
+        case 'g':
         case 'n': {
             long long v;
-            const char *name = c == 'c' ? "ctx" : c == 't' ? "tokens" : "n-ctx";
+            const char *name = c == 'c' ? "ctx" : c == 't' ? "tokens" : c == 'g' ? "gen" : "n-ctx";
             int r = ats_cli_parse_int(optarg, &v);
             if (r == -1 || (r == 0 && v < 0)) {
                 ats_cli_error("inspect", "--%s: '%s' is not a non-negative integer", name, optarg);
@@ -108,7 +113,8 @@ static int parse_args(int argc, char **argv, inspect_args *a)
                 ats_cli_error("inspect", "--%s: '%s' is out of range (0..%d tokens)", name, optarg, ATS_ARCH_MAX_CTX);
                 return ATS_EXIT_USAGE;
             }
-            if (c == 'c') a->ctx = v; else if (c == 't') a->tokens = v; else a->n_ctx = v;
+            if (c == 'c') a->ctx = v; else if (c == 't') a->tokens = v; else if (c == 'g') a->gen = v; else a->n_ctx = v;
+            a->gen_given |= c == 'g';
             break;
         }
         case 'h': usage(stdout); return -1;
@@ -125,6 +131,14 @@ static int parse_args(int argc, char **argv, inspect_args *a)
         ats_cli_error("inspect", "%s only appl%s with --policy (the op graph alone does not use %s)",
                       both ? "--hw and --vram-budget" : a->hw_given ? "--hw" : "--vram-budget", both ? "y" : "ies",
                       both ? "them" : "it");
+        return ATS_EXIT_USAGE;
+    }
+    if (!a->policy && a->gen_given) {
+        ats_cli_error("inspect", "--gen only applies with --policy (the request its temp ring is chosen for)");
+        return ATS_EXIT_USAGE;
+    }
+    if (a->gen_given && a->gen < 1) {
+        ats_cli_error("inspect", "--gen: %lld (must be >= 1)", a->gen);
         return ATS_EXIT_USAGE;
     }
     if (a->policy && strchr(a->policy, ',')) {
@@ -245,7 +259,7 @@ static void print_graph(FILE *gf, const ats_arch *arch, const ats_graph_opts *go
 int ats_cmd_inspect(int argc, char **argv)
 {
     inspect_args A = {.model = "qwen3-14b", .phase = "decode", .format = "table", .hw = "rtx3060-laptop",
-                      .ctx = -1, .tokens = 512}, *a = &A;
+                      .ctx = -1, .tokens = 512, .gen = 128}, *a = &A;
     int rc = parse_args(argc, argv, a);
     if (rc) return rc < 0 ? ATS_EXIT_OK : rc;
     char path[4096];
@@ -282,7 +296,7 @@ int ats_cmd_inspect(int argc, char **argv)
     fclose(gf);
     if (a->policy) {
         FILE *pf = open_memstream(&pbuf, &plen);
-        rc = pf ? ats_inspect_plan(&arch, &go, g, a->policy, a->vram_budget, a->hw, pf) : ATS_EXIT_FAIL;
+        rc = pf ? ats_inspect_plan(&arch, &go, g, a->policy, a->vram_budget, a->hw, a->tokens, a->gen, pf) : ATS_EXIT_FAIL;
         if (pf) fclose(pf);
         else ats_cli_error("inspect", "out of memory");
     }

@@ -20,7 +20,7 @@ static char mark(const ats_placement *p, const ats_assignment *a, int32_t i)
 }
 
 int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_graph *g, const char *policy,
-                     uint64_t budget, const char *hw_name, FILE *out)
+                     uint64_t budget, const char *hw_name, int64_t chunk, int64_t gen, FILE *out)
 {
     char path[4096];
     ats_hw hw;
@@ -69,7 +69,33 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
         rc = ATS_EXIT_USAGE;
         goto done;
     }
-    st = ats_policy_place(pol, gd, &cd, &pl, &err);
+    /* the temp ring for a request as `ats sim` and `ats run` choose it (ats_policy_place_request): the
+       prompt up to this round (at least one chunk) in chunks of --tokens, then --gen decode steps */
+    const int64_t prompt = go->phase.ctx_pos + (go->phase.kind == ATS_PHASE_PREFILL ? go->phase.n_tokens : 0) > 0
+                               ? go->phase.ctx_pos + (go->phase.kind == ATS_PHASE_PREFILL ? go->phase.n_tokens : 0)
+                               : chunk;
+    ats_graph_opts gop = *go;
+    gop.phase.kind = ATS_PHASE_PREFILL;
+    gop.phase.n_tokens = chunk < prompt ? chunk : prompt;
+    gop.phase.ctx_pos = 0;
+    gop.n_ctx = g->n_ctx;
+    ats_graph *gp = NULL;
+    ats_costs cp;
+    memset(&cp, 0, sizeof cp);
+    if (ats_graph_build(arch, &gop, &gp, &err) || ats_costs_init(&cp, n) || ats_costs_from_model(gp, &hw, &cp, &err)) {
+        fprintf(stderr, "ats inspect: %s\n", err.msg);
+        if (cp.t_cpu) ats_costs_free(&cp);
+        ats_graph_free(gp);
+        goto done;
+    }
+    const ats_request_shape req = {gp, &cp, (double)((prompt + chunk - 1) / chunk), (double)gen};
+    st = ats_policy_place_request(pol, gd, &cd, &req, &pl, &err);
+    ats_costs_free(&cp);
+    ats_graph_free(gp);
+    if (!st)
+        fprintf(out, "\n# placement and temp ring for a request of %lld prompt tokens in chunks of %lld, then %lld decode "
+                     "steps (--ctx/--tokens, --gen), as ats sim and ats run choose them\n",
+                (long long)prompt, (long long)chunk, (long long)gen);
     if (st) {
         fprintf(stderr, "ats inspect: %s\n", err.msg);
         rc = st == ATS_EINFEASIBLE || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
