@@ -36,14 +36,19 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))
-    ap.add_argument("sim", help="results file of `ats sim`")
-    ap.add_argument("real", help="results file of `ats run`")
+    ap.add_argument("sim", help="results file of `ats sim` (or an `ats validate` file alone: its /sim and /real)")
+    ap.add_argument("real", nargs="?", help="results file of `ats run`")
     ap.add_argument("-o", "--out", help="output image (default sim_vs_real.png; not with --no-plot)")
     ap.add_argument("--format", choices=("table", "csv", "json"), default="table", help="stdout format")
     ap.add_argument("--no-plot", action="store_true", help="print the comparison only")
     ap.add_argument("--pair", action="append", default=[], metavar="SIMRUN=REALRUN",
                     help="compare run SIMRUN of the sim file with run REALRUN of the real file (repeatable)")
     a = ap.parse_args(argv)
+    if a.real is None:  # one file: an `ats validate` file's two trees
+        a.sim, a.real = f"{a.sim}:sim", f"{a.sim}:real"
+    elif a.sim.endswith(":real") and a.real.endswith(":sim"):
+        print(f"compare_sim_real: warning: {a.sim} is the measured tree and {a.real} the simulated one: the columns "
+              f"are swapped (SIM first, then REAL)", file=sys.stderr)
     pairs = []
     for p in a.pair:
         sn, eq, rn = p.partition("=")

@@ -49,6 +49,8 @@ with h5py.File(sys.argv[1], 'r') as s, h5py.File(sys.argv[2], 'w') as d:
 check "plot_tpot reads FILE:real" sh -c "$py '$here/plot_tpot.py' '$out/val.h5:real' -o '$out/val-real.png' >/dev/null 2>&1 && test -s '$out/val-real.png'"
 check "plot_tpot on a validation file names the groups" sh -c "$py '$here/plot_tpot.py' '$out/val.h5' -o '$out/val.png' 2>&1 | grep -q 'val.h5:real or'"
 check "compare_sim_real FILE:sim FILE:real" sh -c "$py '$here/compare_sim_real.py' '$out/val.h5:sim' '$out/val.h5:real' --no-plot >/dev/null"
+check "compare_sim_real on a validation file alone" sh -c "$py '$here/compare_sim_real.py' '$out/val.h5' --no-plot >/dev/null"
+check "compare_sim_real: swapped groups warned" sh -c "$py '$here/compare_sim_real.py' '$out/val.h5:real' '$out/val.h5:sim' --no-plot 2>&1 >/dev/null | grep -q swapped"
 check "compare_sim_real draws" sh -c "$py '$here/compare_sim_real.py' '$out/results.h5' '$out/real.h5' -o '$out/cmp.png' >'$out/cmp.txt'"
 check "cmp.png exists" test -s "$out/cmp.png"
 check "comparison names both runs" sh -c "grep -q '^ats ' '$out/cmp.txt' && grep -q '^layer ' '$out/cmp.txt'"

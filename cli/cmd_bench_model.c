@@ -203,7 +203,13 @@ static int parse_opt(bm_args *a, int c, int argc, char **argv, const struct opti
         if (ats_cli_file_value(CMD, "--out", optarg)) return ATS_EXIT_USAGE;
         a->out = optarg;
         break;
-    case O_POLICY: snprintf(a->policies_buf, sizeof a->policies_buf, "%s", optarg); break;
+    case O_POLICY:
+        if (!*optarg) {
+            ats_cli_error(CMD, "--policy: empty (one or more of %s, comma-separated)", ats_policy_names());
+            return ATS_EXIT_USAGE;
+        }
+        snprintf(a->policies_buf, sizeof a->policies_buf, "%s", optarg);
+        break;
     case O_VRAM:
         if (ats_cli_parse_vram(CMD, optarg, &a->vram)) return ATS_EXIT_USAGE;
         if (a->vram == 0) {
@@ -309,9 +315,19 @@ static int check_tests_backends(bm_args *a)
     }
     a->n_execs = a->n_backends;
     if (a->policies_buf[0] && split_names("--policy", a->policies_buf, a->policies, &a->n_policies)) return ATS_EXIT_USAGE;
+    if (a->n_policies > 0 && a->n_backends == 0 && a->split >= 0) {
+        ats_cli_error(CMD, "--split %lld goes with --backend A,B (the split rows), not with --policy (its plans place "
+                           "every tensor)", a->split);
+        return ATS_EXIT_USAGE;
+    }
     for (int i = 0; i < a->n_policies; i++) {
         const ats_policy_ops *po;
         ats_err err = {{0}};
+        for (int j = 0; j < i; j++)
+            if (!strcmp(a->policies[i], a->policies[j])) {
+                ats_cli_error(CMD, "--policy: '%s' given twice (one row group each)", a->policies[i]);
+                return ATS_EXIT_USAGE;
+            }
         if (ats_policy_find(a->policies[i], &po) != ATS_OK) {
             ats_cli_error(CMD, "--policy: unknown policy '%s' (%s)", a->policies[i], ats_policy_names());
             return ATS_EXIT_USAGE;

@@ -256,7 +256,11 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     cfg.ctrl = a->ctrl;
     cfg.prompt_tok = a->n_prompt;
     cfg.chunk_tok = a->chunk;
-    cfg.gen_tok = a->n_gen; /* the temp ring for this request: prompt + decode (ats_policy_place_request) */
+    { /* the temp ring for this request: prompt + decode (ats_policy_place_request), -n as the context holds
+         it (the session's n_ctx) */
+        const int64_t room = ex_session_ctx_of(m, &a->so) - a->n_prompt;
+        cfg.gen_tok = a->n_gen < room ? a->n_gen : room > 0 ? room : 0;
+    }
     cfg.serialized = a->serialized;
     ex_rt *rt = NULL;
     int64_t t_new = now_ns();

@@ -268,7 +268,7 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     if (!s) return ATS_ENOMEM;
     s->m = m;
     s->kv_type = o.kv_type;
-    s->n_ctx = o.n_ctx > 0 ? o.n_ctx : (a->n_ctx_max > 0 && a->n_ctx_max < 4096 ? a->n_ctx_max : 4096);
+    s->n_ctx = ex_session_ctx_of(m, &o);
     /* the op order: one decode round of sched's graph at the model's tensor types */
     if (ex_model_tensor_types(m, &s->types) != ATS_OK) {
         ex_session_free(s);
@@ -422,6 +422,12 @@ enum ats_status ex_session_set_expert_map(ex_session *s, int64_t layer, const in
 }
 
 int64_t ex_session_pos(const ex_session *s) { return s->pos; }
+
+int64_t ex_session_ctx_of(const ex_model *m, const ex_session_opts *o)
+{
+    const int64_t mx = m->arch.n_ctx_max;
+    return o && o->n_ctx > 0 ? o->n_ctx : (mx > 0 && mx < 4096 ? mx : 4096);
+}
 
 /* Drops backend be's copy of layer l's K and V slabs. */
 static void forget_layer(ex_session *s, const ex_backend *be, int64_t l)

@@ -219,6 +219,12 @@ int main(void)
     expect_usage(args, "exceeds");
     snprintf(args, sizeof args, "--dummy-weights -m '%s' -p 8 -n 0 --policy ats --vram-budget 1GiB --hw no-such-hw", json);
     expect_usage(args, "no-such-hw");
+    snprintf(args, sizeof args, "--dummy-weights -m '%s' -p 8 -n 0 --policy '' --vram-budget 1GiB", json);
+    expect_usage(args, "--policy: empty");
+    snprintf(args, sizeof args, "--dummy-weights -m '%s' -p 8 -n 0 --policy ats,layer,ats --vram-budget 1GiB", json);
+    expect_usage(args, "'ats' given twice");
+    snprintf(args, sizeof args, "--dummy-weights -m '%s' -p 8 -n 0 --policy ats --vram-budget 1GiB --split 1", json);
+    expect_usage(args, "--split 1 goes with --backend");
     unlink(json);
     return tu_finish("test_bench_model_policy");
 }

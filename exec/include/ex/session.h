@@ -71,6 +71,9 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
+/** The KV capacity a session over m with opts gets [tokens]: opts->n_ctx, else the model's context up
+ *  to 4096 (opts NULL: the defaults). */
+int64_t ex_session_ctx_of(const ex_model *m, const ex_session_opts *opts);
 int64_t ex_session_n_ctx(const ex_session *s);
 /** Empties the KV cache: the next forward starts at position 0 (a new request over the same
  *  session; `ats profile` times rounds from position 0 this way). A device backend keeps its copy of
