@@ -173,3 +173,23 @@ char *tu_run_ats(const char *args, int *rc, int with_stderr)
     *rc = (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
     return buf;
 }
+
+int tu_run_capture(const char *bin, const char *args, const char *scratch_dir, char **out, char *err, size_t elen)
+{
+    char cmd[8192], ep[600];
+    snprintf(ep, sizeof ep, "%s/err.txt", scratch_dir);
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s'", bin, args, ep);
+    FILE *p = popen(cmd, "r");
+    size_t cap = 1 << 20, n = 0, k;
+    char *b = calloc(1, cap);
+    while (p && b && (k = fread(b + n, 1, cap - n - 1, p)) > 0) n += k;
+    int st = p ? pclose(p) : -1;
+    FILE *f = fopen(ep, "r");
+    size_t m = f ? fread(err, 1, elen - 1, f) : 0;
+    if (f) fclose(f);
+    err[m] = 0;
+    unlink(ep);
+    if (out) *out = b;
+    else free(b);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}

@@ -101,5 +101,9 @@ void tu_write_text(const char *path, const char *text);
 /** Runs `$ATS_BIN <args>` (default ./build/cli/ats) under `timeout 120`, returns its stdout (and
  *  stderr when with_stderr) as a malloc'd string (caller frees); *rc = exit code, -1 on a signal. */
 char *tu_run_ats(const char *args, int *rc, int with_stderr);
+/** Runs `bin <args>` (no time limit) with stdout into *out (malloc'd, caller frees; NULL: dropped) and
+ *  stderr into err (truncated to elen, through scratch_dir/err.txt); returns the exit code, -1 on a
+ *  signal. */
+int tu_run_capture(const char *bin, const char *args, const char *scratch_dir, char **out, char *err, size_t elen);
 
 #endif

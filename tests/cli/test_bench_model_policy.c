@@ -30,29 +30,7 @@ static char dir[512];
 /* runs `ats ARGS`, stdout into *out (new), stderr into err; returns the exit code */
 static int run(const char *args, char **out, char *err, size_t err_len)
 {
-    char cmd[4096], ep[600];
-    snprintf(ep, sizeof ep, "%s/err.txt", dir);
-    snprintf(cmd, sizeof cmd, "'%s' %s 2>'%s'", bin, args, ep);
-    FILE *p = popen(cmd, "r");
-    size_t cap = 1 << 20, n = 0, k;
-    char *b = calloc(1, cap);
-    while (p && (k = fread(b + n, 1, cap - n - 1, p)) > 0) n += k;
-    int st = p ? pclose(p) : -1;
-    FILE *f = fopen(ep, "r");
-    size_t m = f ? fread(err, 1, err_len - 1, f) : 0;
-    if (f) fclose(f);
-    err[m] = 0;
-    unlink(ep);
-    if (out) *out = b;
-    else free(b);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int count_char(const char *s, char c)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == c;
-    return n;
+    return tu_run_capture(bin, args, dir, out, err, err_len);
 }
 
 static double num(json_t *o, const char *key) { return json_number_value(json_object_get(o, key)); }
@@ -108,7 +86,7 @@ static void expect_usage(const char *args, const char *part)
     snprintf(res, sizeof res, "%s/bad.json", dir);
     snprintf(full, sizeof full, "bench model %s --out '%s'", args, res);
     int code = run(full, NULL, e, sizeof e);
-    CHECK_MSG(code == 2 && count_char(e, '\n') == 1 && strstr(e, part), "`ats %s`: exit %d, stderr '%s' (want one line with '%s')",
+    CHECK_MSG(code == 2 && tu_count_lines(e) == 1 && strstr(e, part), "`ats %s`: exit %d, stderr '%s' (want one line with '%s')",
               full, code, e, part);
     CHECK_MSG(access(res, F_OK) != 0, "`ats %s` wrote its result file", full);
     unlink(res);
@@ -176,7 +154,7 @@ int main(void)
                                  "reps,avg_ts,stddev_ts,samples_ts,load_s,warmup_s,policy,vram_budget_bytes,serialized,"
                                  "setup_s,upload_s,resident_bytes,n_reschedules,gb_h2d\n";
     CHECK_MSG(!strncmp(out, header, strlen(header)), "CSV header: %s", out);
-    CHECK_MSG(count_char(out, '\n') == 3 && strstr(out, ",cpu,-1,") && strstr(out, ",ats@1GiB,-1,") &&
+    CHECK_MSG(tu_count_lines(out) == 3 && strstr(out, ",cpu,-1,") && strstr(out, ",ats@1GiB,-1,") &&
               strstr(out, ",,0,0,0,0,0,0,0\n") && strstr(out, ",ats,1073741824,0,"),
               "CSV rows (cpu then ats@1GiB, the cpu row's policy columns empty / 0): %s", out);
     CHECK_MSG(strstr(out, ",cpu,") < strstr(out, ",ats@1GiB,"), "backend rows before policy rows: %s", out);
