@@ -499,6 +499,20 @@ static void run_free(run_state *r)
     ex_model_free(r->m);
 }
 
+#ifdef ATS_HAVE_CUDA
+/* ex_session_opts.pin over cudaHostRegister: activations and KV cache copied by DMA at switches */
+static int pin_host(void *ctx, void *host, size_t bytes)
+{
+    (void)ctx;
+    return ex_gpu_host_register(host, bytes) == EX_GPU_OK ? 0 : -1;
+}
+static void unpin_host(void *ctx, void *host)
+{
+    (void)ctx;
+    ex_gpu_host_unregister(host);
+}
+#endif
+
 /* --backend A[,B] ("cpu" or "cuda" for layers [0, split) and for the rest) into so; the CUDA device opened
  * when one is named. ATS_EXIT_OK or the exit code (message printed). */
 static int open_backends(run_state *r, ex_session_opts *so)
@@ -529,6 +543,10 @@ static int open_backends(run_state *r, ex_session_opts *so)
         }
         if (!strcmp(bk[0], "cuda")) so->backend_a = cuda;
         if (!strcmp(bk[1], "cuda")) so->backend_b = cuda;
+        if (strcmp(bk[0], bk[1])) { /* a split: activations cross at the split layer */
+            so->pin = pin_host;
+            so->unpin = unpin_host;
+        }
         r->rec.gpu = cuda;
     }
 #else

@@ -52,7 +52,10 @@ typedef struct tl_ids {
 
 /* One round on the timeline: CPU ops by the host clock; GPU ops by their events on timed rounds (on
  * the others their host enqueue interval, args timed 0); transfers by their events; the PCIe H2D
- * counter at each transfer's mean rate. */
+ * counter at each transfer's mean rate. The host thread's own work before an op, where it took at
+ * least 2 µs, on the CPU track as category "host": "switch to cpu/cuda" (the previous backend's
+ * flush: its activations copied back and waited for; KV rows back) and "issue" (transfers issued,
+ * stream waits, the router's choice read back). */
 static void tl_round(tl_ids *t, ex_rt *rt, const ex_rt_round *info, int64_t idx)
 {
     if (!t->tl) return;
@@ -65,6 +68,11 @@ static void tl_round(tl_ids *t, ex_rt *rt, const ex_rt_round *info, int64_t idx)
     const char *ok[3] = {"op", "timed", "exec_s"};
     for (int32_t i = 0; i < o.n; i++) {
         int gpu = o.backend[i] == ATS_GPU;
+        const double hsw = o.h_sw_s[i] - o.h_in_s[i], his = o.h_call_s[i] - o.h_sw_s[i];
+        if (hsw >= 2e-6)
+            (void)atsc_timeline_slice(t->tl, t->cpu, gpu ? "switch to cuda" : "switch to cpu", "host", o.h_in_s[i], hsw,
+                                      NULL, &err);
+        if (his >= 2e-6) (void)atsc_timeline_slice(t->tl, t->cpu, "issue", "host", o.h_sw_s[i], his, NULL, &err);
         double ov[3] = {(double)i, gpu ? (double)info->timed_gpu : 1.0, o.t_exec_s[i]};
         double d = o.t_end_s[i] - o.t_start_s[i];
         (void)atsc_timeline_slice_args(t->tl, gpu ? t->gpu : t->cpu, t->g->ops[i].name, "op", o.t_start_s[i],

@@ -8,6 +8,7 @@
  * are checked too: a copy over bytes an op read without the transfer stream having waited for an
  * event recorded after that op, or a read of bytes whose copy the compute stream did not wait for,
  * is counted (unwaited): on real streams either would be a race. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,6 +48,8 @@ typedef struct hdev {
     int64_t xfer_waited; /* the transfer stream has waited for reads up to this op_seq */
     int64_t comp_waited; /* the compute stream has waited for copies up to this copy_seq */
     tlist reads, copies;
+    struct { const char *lo, *hi; } *pin; /* host_pin ledger: page-rounded ranges pinned now */
+    int n_pin, cap_pin;
 } hdev;
 
 typedef struct hevent {
@@ -365,6 +368,48 @@ static enum ats_status d_output(void *c, const ex_tensor *t, const float *x, int
     return ex_cpu_output(&w, x, n, l);
 }
 
+/* host_pin as cudaHostRegister: the pages of [host, host + bytes); one overlapping a pinned range is
+ * refused (cudaErrorHostMemoryAlreadyRegistered) and counted. Nothing is locked: bookkeeping only. */
+static enum ats_status h_pin(void *ctx, void *host, size_t bytes, ats_err *err)
+{
+    hdev *h = ctx;
+    const char *lo = (const char *)((uintptr_t)host & ~(uintptr_t)4095);
+    const char *hi = (const char *)(((uintptr_t)host + bytes + 4095) & ~(uintptr_t)4095);
+    for (int i = 0; i < h->n_pin; i++)
+        if (lo < h->pin[i].hi && h->pin[i].lo < hi) {
+            h->st.pin_overlaps++;
+            return ats_err_set(err, ATS_ENOMEM, "host_pin: [%p, +%zu) overlaps a pinned range", host, bytes);
+        }
+    if (h->n_pin == h->cap_pin) {
+        int cap = h->cap_pin ? 2 * h->cap_pin : 8;
+        void *p = realloc(h->pin, (size_t)cap * sizeof *h->pin);
+        if (!p) return ats_err_set(err, ATS_ENOMEM, "host_pin: ledger");
+        h->pin = p;
+        h->cap_pin = cap;
+    }
+    h->pin[h->n_pin].lo = lo;
+    h->pin[h->n_pin].hi = hi;
+    h->n_pin++;
+    h->st.pins++;
+    h->st.pins_live++;
+    h->st.pinned_bytes += (uint64_t)(hi - lo);
+    return ATS_OK;
+}
+
+static void h_unpin(void *ctx, void *host)
+{
+    hdev *h = ctx;
+    const char *lo = (const char *)((uintptr_t)host & ~(uintptr_t)4095);
+    for (int i = 0; i < h->n_pin; i++)
+        if (h->pin[i].lo == lo) {
+            h->st.pinned_bytes -= (uint64_t)(h->pin[i].hi - h->pin[i].lo);
+            h->st.pins_live--;
+            h->pin[i] = h->pin[--h->n_pin];
+            return;
+        }
+    h->st.unpin_unknown++;
+}
+
 enum ats_status ex_device_host_new(ex_device **out)
 {
     hdev *h = calloc(1, sizeof *h);
@@ -406,6 +451,8 @@ enum ats_status ex_device_host_new(ex_device **out)
     d->elapsed_ns = h_elapsed;
     d->retire = h_retire;
     d->note_gather = h_note_gather;
+    d->host_pin = h_pin;
+    d->host_unpin = h_unpin;
     *out = d;
     return ATS_OK;
 }
@@ -414,6 +461,7 @@ void ex_device_host_free(ex_device *d)
 {
     if (!d) return;
     hdev *h = d->ctx;
+    free(h->pin);
     for (int i = 0; i < h->n_b; i++) free(h->b[i].ids);
     free(h->b);
     free(h->reads.t);

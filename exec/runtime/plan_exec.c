@@ -107,6 +107,7 @@ struct ex_rt {
     ats_round_obs obs;
     double *t_gpu_last;        /* last measured GPU time per op [s]; NaN never */
     double *t_start, *t_end, *t_exec, *x_start, *x_end;
+    double *h_in, *h_sw, *h_call;  /* the host's work before each op (ex_rt_op_times) */
     int64_t epoch_ns, round_idx, x_t0_ns;
     double gpu_busy_s, timed_round_s;
 };
@@ -208,7 +209,7 @@ void ex_rt_free(ex_rt *rt)
     free(rt->w_host); free(rt->w_bytes); free(rt->ev_end); free(rt->ev_start); free(rt->xev0); free(rt->xev1);
     free(rt->eff); free(rt->need_ev); free(rt->kv_drop); free(rt->skip); free(rt->issue_at); free(rt->wait_of); free(rt->xfer_of);
     free(rt->group_first); free(rt->t_gpu_last); free(rt->t_start); free(rt->t_end); free(rt->t_exec);
-    free(rt->x_start); free(rt->x_end); free(rt->x_bytes); free(rt->sel); free(rt->slot_of);
+    free(rt->x_start); free(rt->x_end); free(rt->h_in); free(rt->h_sw); free(rt->h_call); free(rt->x_bytes); free(rt->sel); free(rt->slot_of);
     free(rt);
 }
 
@@ -363,6 +364,19 @@ static void pin_weights(ex_rt *rt)
                 (double)(hi - lo) / 1073741824.0, e.msg);
 }
 
+/* The session's pin hooks over the device's (ex_session_opts.pin). */
+static int session_pin(void *ctx, void *host, size_t bytes)
+{
+    ex_device *d = ctx;
+    ats_err e;
+    return d->host_pin(d->ctx, host, bytes, &e) == ATS_OK ? 0 : -1;
+}
+static void session_unpin(void *ctx, void *host)
+{
+    ex_device *d = ctx;
+    d->host_unpin(d->ctx, host);
+}
+
 enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_device *dev, const ex_rt_cfg *cfg,
                           ex_rt **out, ats_err *err)
 {
@@ -386,8 +400,25 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     o.backend_a = o.backend_b = rt->cpu;
     o.op_backend = NULL;
     o.sync_ops = 0;
+    if (dev && dev->host_pin && dev->host_unpin) { /* activations and KV cache: DMA at backend switches */
+        o.pin = session_pin;
+        o.unpin = session_unpin;
+        o.pin_ctx = dev;
+    }
     enum ats_status st = ex_session_new(m, &o, &rt->s, err);
     if (st) goto fail;
+    int64_t n_res = cfg->chunk_tok < cfg->prompt_tok ? cfg->chunk_tok : cfg->prompt_tok;
+    if (n_res > ex_session_n_ctx(rt->s)) n_res = ex_session_n_ctx(rt->s);
+    if ((st = ex_session_reserve(rt->s, n_res))) {
+        st = ats_err_set(err, st, "scratch for a prefill chunk of %lld tokens", (long long)cfg->chunk_tok);
+        goto fail;
+    }
+    size_t pin_asked, pin_done;
+    ex_session_pinned(rt->s, &pin_asked, &pin_done);
+    if (pin_done < pin_asked)
+        fprintf(stderr, "ats run: warning: pinning %.2f GiB of KV cache and activations was refused (ulimit -l?): "
+                        "their copies at CPU/GPU switches run from pageable memory, each one waited for\n",
+                (double)(pin_asked - pin_done) / 1073741824.0);
     const ats_graph *sg = ex_session_graph(rt->s);
     const int32_t n = rt->n = sg->n_ops;
     if (rt->gbe) {
@@ -414,6 +445,9 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     rt->t_end = calloc((size_t)n, sizeof(double));
     rt->t_exec = calloc((size_t)n, sizeof(double));
     rt->x_start = calloc((size_t)n, sizeof(double));
+    rt->h_in = calloc((size_t)n, sizeof(double));
+    rt->h_sw = calloc((size_t)n, sizeof(double));
+    rt->h_call = calloc((size_t)n, sizeof(double));
     rt->x_end = calloc((size_t)n, sizeof(double));
     rt->x_bytes = calloc((size_t)n, sizeof *rt->x_bytes);
     {
@@ -426,7 +460,8 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
         }
     }
     if (!rt->w_host || !rt->w_bytes || !rt->ev_end || !rt->ev_start || !rt->eff || !rt->need_ev || !rt->kv_drop || !rt->xfer_of ||
-        !rt->group_first || !rt->t_gpu_last || !rt->t_start || !rt->t_end || !rt->t_exec || !rt->x_start || !rt->x_end) {
+        !rt->group_first || !rt->t_gpu_last || !rt->t_start || !rt->t_end || !rt->t_exec || !rt->x_start || !rt->x_end ||
+        !rt->h_in || !rt->h_sw || !rt->h_call) {
         st = ATS_ENOMEM;
         goto fail;
     }
@@ -882,10 +917,14 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
     ph->lat_sum[rt->timed] += latency;
     ph->tok_sum[rt->timed] += (double)n_tok;
     /* measurements (contract 3) */
-    const int64_t *a, *b;
+    const int64_t *a, *b, *hi, *hs;
     ex_session_last_op_times(rt->s, &a, &b);
+    ex_session_last_op_host(rt->s, &hi, &hs);
     double gpu_sum = 0.0;
     for (int32_t i = 0; i < n; i++) {
+        rt->h_in[i] = (double)(hi[i] - rt->epoch_ns) * 1e-9;
+        rt->h_sw[i] = (double)(hs[i] - rt->epoch_ns) * 1e-9;
+        rt->h_call[i] = (double)(a[i] - rt->epoch_ns) * 1e-9;
         rt->obs.backend[i] = rt->eff[i];
         rt->t_start[i] = (double)(a[i] - rt->epoch_ns) * 1e-9;
         rt->t_end[i] = (double)(b[i] - rt->epoch_ns) * 1e-9;
@@ -996,7 +1035,8 @@ void ex_rt_gpu_busy(const ex_rt *rt, double *gpu_s, double *timed_round_s)
 }
 ex_rt_op_times ex_rt_last_ops(const ex_rt *rt)
 {
-    ex_rt_op_times t = {rt->n, rt->obs.backend, rt->t_start, rt->t_end, rt->t_exec, rt->x_start, rt->x_end, rt->x_bytes};
+    ex_rt_op_times t = {rt->n,     rt->obs.backend, rt->t_start, rt->t_end, rt->t_exec, rt->x_start,
+                        rt->x_end, rt->x_bytes,     rt->h_in,    rt->h_sw,  rt->h_call};
     return t;
 }
 const ats_plan *ex_rt_last_plan(const ex_rt *rt) { return rt->plan; }

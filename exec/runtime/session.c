@@ -81,10 +81,18 @@ struct ex_session {
     const ex_backend **op_be;       /* backend of each graph op */
     int64_t *op_ns;                 /* accumulated wall-clock time of each graph op [ns] */
     int64_t *op_t0, *op_t1;         /* start / end of each op in the last forward [ns, monotonic] */
+    int64_t *op_tin, *op_tsw;       /* op taken up / its backend switch done (ex_session_last_op_host) */
     int64_t n_ctx, pos, cap_tokens; /* cap_tokens: rows of the scratch buffers */
     ats_qtype kv_type;              /* ATS_Q_F32 or ATS_Q_F16: the caches' element */
     void *k_cache, *v_cache;        /* (n_layer, n_ctx, kv_dim) of kv_type (float or ex_fp16) */
-    float *x, *xb, *q, *k, *v, *att, *tmp, *tmp2, *router, *g, *u; /* scratch */
+    float *x, *xb, *q, *k, *v, *att, *tmp, *tmp2, *router, *g, *u; /* scratch: views of `arena` */
+    void *arena;                    /* the scratch buffers, one page-aligned allocation */
+    size_t arena_bytes;
+    int arena_pinned, k_pinned, v_pinned;
+    size_t pin_asked, pin_done;     /* ex_session_pinned */
+    int (*pin)(void *, void *, size_t);
+    void (*unpin)(void *, void *);
+    void *pin_ctx;
     int32_t *ids;
     float *wts;
     ex_op_times times;
@@ -104,7 +112,7 @@ struct ex_session {
 
 ex_session_opts ex_session_opts_default(void)
 {
-    ex_session_opts o = {0, -1, NULL, NULL, NULL, 0, ATS_Q_F32};
+    ex_session_opts o = {0, -1, NULL, NULL, NULL, 0, ATS_Q_F32, NULL, NULL, NULL};
     return o;
 }
 
@@ -128,30 +136,13 @@ static size_t kv_slab_bytes(const ex_session *s)
 
 static void free_scratch(ex_session *s)
 {
-    if (s->cap_tokens > 0) {
-        const ats_arch *a = &s->m->arch;
-        size_t n = (size_t)s->cap_tokens, f = sizeof(float);
-        size_t E = (size_t)a->n_embd, qd = (size_t)(a->n_head * a->head_dim), kvd = (size_t)(a->n_head_kv * a->head_dim);
-        size_t X = a->n_expert > 0 ? (size_t)a->n_expert : 1, K = a->n_expert_used > 0 ? (size_t)a->n_expert_used : 1;
-        size_t F = a->n_ff > 0 ? (size_t)a->n_ff : 1;
-        forget_range(s, s->x, n * E * f);
-        forget_range(s, s->xb, n * E * f);
-        forget_range(s, s->q, n * qd * f);
-        forget_range(s, s->k, n * kvd * f);
-        forget_range(s, s->v, n * kvd * f);
-        forget_range(s, s->att, n * qd * f);
-        forget_range(s, s->tmp, n * E * f);
-        forget_range(s, s->tmp2, n * E * f);
-        forget_range(s, s->router, n * X * f);
-        forget_range(s, s->ids, n * K * sizeof(int32_t));
-        forget_range(s, s->ids_map, n * K * sizeof(int32_t));
-        forget_range(s, s->wts, n * K * f);
-        forget_range(s, s->g, n * F * f);
-        forget_range(s, s->u, n * F * f);
-    }
+    if (s->arena) forget_range(s, s->arena, s->arena_bytes); /* every backend drops its copies */
     s->last = NULL; /* the next op's backend is told that host buffers changed */
-    free(s->x); free(s->xb); free(s->q); free(s->k); free(s->v); free(s->att); free(s->tmp);
-    free(s->tmp2); free(s->router); free(s->ids); free(s->ids_map); free(s->wts); free(s->g); free(s->u);
+    if (s->arena_pinned) s->unpin(s->pin_ctx, s->arena);
+    s->arena_pinned = 0;
+    free(s->arena);
+    s->arena = NULL;
+    s->arena_bytes = 0;
     s->ids_map = NULL;
     s->x = s->xb = s->q = s->k = s->v = s->att = s->tmp = s->tmp2 = s->router = s->wts = s->g = s->u = NULL;
     s->ids = NULL;
@@ -164,8 +155,12 @@ void ex_session_free(ex_session *s)
     free_scratch(s);
     if (s->k_cache) forget_range(s, s->k_cache, kv_slab_bytes(s));
     if (s->v_cache) forget_range(s, s->v_cache, kv_slab_bytes(s));
+    if (s->k_pinned) s->unpin(s->pin_ctx, s->k_cache);
+    if (s->v_pinned) s->unpin(s->pin_ctx, s->v_cache);
     free(s->k_cache);
     free(s->v_cache);
+    free(s->op_tin);
+    free(s->op_tsw);
     free(s->emap);
     free(s->types);
     free(s->kv_be);
@@ -188,24 +183,41 @@ static int ensure_scratch(ex_session *s, int64_t n)
     int64_t X = a->n_expert > 0 ? a->n_expert : 1, K = a->n_expert_used > 0 ? a->n_expert_used : 1;
     int64_t F = a->n_ff > 0 ? a->n_ff : 1;
     size_t f = sizeof(float);
-    s->x = malloc((size_t)(n * E) * f);
-    s->xb = malloc((size_t)(n * E) * f);
-    s->q = malloc((size_t)(n * qd) * f);
-    s->k = malloc((size_t)(n * kvd) * f);
-    s->v = malloc((size_t)(n * kvd) * f);
-    s->att = malloc((size_t)(n * qd) * f);
-    s->tmp = malloc((size_t)(n * E) * f);
-    s->tmp2 = malloc((size_t)(n * E) * f);
-    s->router = malloc((size_t)(n * X) * f);
-    s->ids = malloc((size_t)(n * K) * sizeof(int32_t));
-    s->ids_map = malloc((size_t)(n * K) * sizeof(int32_t));
-    s->wts = malloc((size_t)(n * K) * f);
-    s->g = malloc((size_t)(n * F) * f);
-    s->u = malloc((size_t)(n * F) * f);
-    if (!s->x || !s->xb || !s->q || !s->k || !s->v || !s->att || !s->tmp || !s->tmp2 || !s->router ||
-        !s->ids || !s->ids_map || !s->wts || !s->g || !s->u) {
-        free_scratch(s);
-        return -1;
+    /* one allocation (a single pin covers every buffer), each buffer on its own 256-byte boundary */
+    const size_t sz[14] = {(size_t)(n * E) * f, (size_t)(n * E) * f, (size_t)(n * qd) * f, (size_t)(n * kvd) * f,
+                           (size_t)(n * kvd) * f, (size_t)(n * qd) * f, (size_t)(n * E) * f, (size_t)(n * E) * f,
+                           (size_t)(n * X) * f, (size_t)(n * K) * sizeof(int32_t), (size_t)(n * K) * sizeof(int32_t),
+                           (size_t)(n * K) * f, (size_t)(n * F) * f, (size_t)(n * F) * f};
+    size_t off[14], total = 0;
+    for (int i = 0; i < 14; i++) {
+        off[i] = total;
+        total += (sz[i] + 255) / 256 * 256;
+    }
+    total = (total + 4095) / 4096 * 4096;
+    char *p = aligned_alloc(4096, total);
+    if (!p) return -1;
+    s->arena = p;
+    s->arena_bytes = total;
+    s->x = (float *)(p + off[0]);
+    s->xb = (float *)(p + off[1]);
+    s->q = (float *)(p + off[2]);
+    s->k = (float *)(p + off[3]);
+    s->v = (float *)(p + off[4]);
+    s->att = (float *)(p + off[5]);
+    s->tmp = (float *)(p + off[6]);
+    s->tmp2 = (float *)(p + off[7]);
+    s->router = (float *)(p + off[8]);
+    s->ids = (int32_t *)(p + off[9]);
+    s->ids_map = (int32_t *)(p + off[10]);
+    s->wts = (float *)(p + off[11]);
+    s->g = (float *)(p + off[12]);
+    s->u = (float *)(p + off[13]);
+    if (s->pin) {
+        s->pin_asked += total;
+        if (s->pin(s->pin_ctx, p, total) == 0) {
+            s->arena_pinned = 1;
+            s->pin_done += total;
+        }
     }
     s->cap_tokens = n;
     return 0;
@@ -294,9 +306,20 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
             ex_session_free(s);
             return st;
         }
-    size_t cache = kv_slab_bytes(s);
-    s->k_cache = malloc(cache);
-    s->v_cache = malloc(cache);
+    size_t cache = kv_slab_bytes(s), cache_al = (cache + 4095) / 4096 * 4096;
+    s->pin = o.pin;
+    s->unpin = o.unpin;
+    s->pin_ctx = o.pin_ctx;
+    if (!s->pin || !s->unpin) s->pin = NULL; /* both or neither */
+    s->k_cache = aligned_alloc(4096, cache_al ? cache_al : 4096);
+    s->v_cache = aligned_alloc(4096, cache_al ? cache_al : 4096);
+    if (s->pin && s->k_cache && s->v_cache && cache_al) {
+        s->pin_asked += 2 * cache_al;
+        if ((s->k_pinned = s->pin(s->pin_ctx, s->k_cache, cache_al) == 0)) s->pin_done += cache_al;
+        if ((s->v_pinned = s->pin(s->pin_ctx, s->v_cache, cache_al) == 0)) s->pin_done += cache_al;
+    }
+    s->op_tin = calloc((size_t)s->graph->n_ops, sizeof *s->op_tin);
+    s->op_tsw = calloc((size_t)s->graph->n_ops, sizeof *s->op_tsw);
     s->op_be = calloc((size_t)s->graph->n_ops, sizeof *s->op_be);
     s->op_ns = calloc((size_t)s->graph->n_ops, sizeof *s->op_ns);
     s->op_t0 = calloc((size_t)s->graph->n_ops, sizeof *s->op_t0);
@@ -305,7 +328,7 @@ enum ats_status ex_session_new(const ex_model *m, const ex_session_opts *opts, e
     s->kv_stale = calloc((size_t)(a->n_layer > 0 ? a->n_layer : 1), 1);
     s->cap_uniq = s->graph->n_ops + 4;
     s->uniq = calloc((size_t)s->cap_uniq, sizeof *s->uniq);
-    if (!s->k_cache || !s->v_cache || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->kv_stale || !s->uniq) {
+    if (!s->k_cache || !s->v_cache || !s->op_tin || !s->op_tsw || !s->op_be || !s->op_ns || !s->op_t0 || !s->op_t1 || !s->kv_be || !s->kv_stale || !s->uniq) {
         long long nc = (long long)s->n_ctx;
         const char *ty = ats_qtype_name(s->kv_type);
         ex_session_free(s);
@@ -469,6 +492,21 @@ void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, c
 {
     *t_start_ns = s->op_t0;
     *t_end_ns = s->op_t1;
+}
+void ex_session_last_op_host(const ex_session *s, const int64_t **t_in_ns, const int64_t **t_sw_ns)
+{
+    *t_in_ns = s->op_tin;
+    *t_sw_ns = s->op_tsw;
+}
+enum ats_status ex_session_reserve(ex_session *s, int64_t n_tokens)
+{
+    if (n_tokens < 1) return ATS_EINVAL;
+    return ensure_scratch(s, n_tokens) ? ATS_ENOMEM : ATS_OK;
+}
+void ex_session_pinned(const ex_session *s, size_t *asked, size_t *pinned)
+{
+    *asked = s->pin_asked;
+    *pinned = s->pin_done;
 }
 
 static int64_t now_ns(void)
@@ -657,6 +695,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
         const int64_t t_in = now_ns();
         int64_t t0 = t_in;
         enum ats_status st = switch_to(s, i, be, &who);
+        s->op_tin[i] = t_in;
+        s->op_tsw[i] = now_ns();
         if (st != ATS_OK) when = "before";
         else if (s->hook && (st = s->hook(s->hook_user, i, 0, err)) != ATS_OK) {
             (void)flush_last(s);

@@ -17,7 +17,10 @@
  *  - no op ran off the plan (ex_rt_round.n_off_plan 0 in every round): sched keeps a fused
  *    expert group (ats_op_fused_head) on one backend, resident or promoted whole, and moves its
  *    weights before its first op into slots that hold every expert the router can choose;
- *  - over all runs, some promoted weights were copied and retired (the slot path ran).
+ *  - over all runs, some promoted weights were copied and retired (the slot path ran);
+ *  - the device's pin ledger (ex_device_host_stats): the weights, the KV cache and the activation
+ *    scratch were pinned without overlapping ranges (cudaHostRegister refuses those) and all
+ *    released when the runtime was freed.
  * Each policy also runs serialized (--serialized, R7) at two budgets, with the same checks.
  * Negative control: a bound weight retired (poisoned) and then read is counted as a bad read and
  * gives NaN outputs.
@@ -206,6 +209,13 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     t->gathers += hs.gathers;
     free(logits);
     ex_rt_free(rt);
+    if (!g_cuda) { /* the pin ledger: weights, KV cache and activation scratch pinned apart, all released */
+        ex_device_host_stats ps = ex_device_host_get_stats(dev);
+        CHECK_MSG(ps.pins >= 3 && ps.pin_overlaps == 0 && ps.unpin_unknown == 0 && ps.pins_live == 0,
+                  "%s budget %llu: %lld pins, %lld overlapping, %lld unknown unpins, %lld still pinned", policy,
+                  (unsigned long long)budget, (long long)ps.pins, (long long)ps.pin_overlaps,
+                  (long long)ps.unpin_unknown, (long long)ps.pins_live);
+    }
     free_dev(dev);
     return 1;
 }

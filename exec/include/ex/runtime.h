@@ -86,10 +86,15 @@ enum ats_status ex_device_host_new(ex_device **out);
 void ex_device_host_free(ex_device *d);
 /** What the host-memory device saw: weight reads from a binding whose bytes differed from the host
  *  weight (poison or a stale slot: must stay 0), stream-order violations (unwaited: must stay 0),
- *  bound reads, bytes allocated now and at peak. */
+ *  bound reads, bytes allocated now and at peak, and its host_pin ledger as cudaHostRegister would
+ *  keep it (page-rounded ranges; a pin overlapping a pinned range is refused and counted in
+ *  pin_overlaps, an unpin of a pointer never pinned in unpin_unknown: both must stay 0; pins_live
+ *  must be 0 once the runtime is freed). */
 typedef struct ex_device_host_stats {
     int64_t bad_reads, bound_reads, copies, retired, gathers; /* gathers: compact expert copies bound */
     int64_t unwaited; /* copies over bytes a not-waited-for op read, or reads of a not-waited-for copy */
+    int64_t pins, pins_live, pin_overlaps, unpin_unknown;
+    uint64_t pinned_bytes; /* page-rounded bytes pinned now */
     uint64_t alloc_bytes, peak_alloc_bytes;
 } ex_device_host_stats;
 ex_device_host_stats ex_device_host_get_stats(const ex_device *d);
@@ -186,6 +191,10 @@ typedef struct ex_rt_op_times {
     const double *t_start_s, *t_end_s, *t_exec_s;
     const double *x_start_s, *x_end_s;
     const size_t *x_bytes;      /* bytes each op's transfer moved (valid where x_start_s is not NaN) */
+    /* the host thread before each op's backend call [s since epoch]: taken up (h_in_s), the backend
+       switch done (h_sw_s: the previous backend's flush, KV rows back), the call (h_call_s; between
+       h_sw_s and h_call_s the executor issued transfers and stream waits) */
+    const double *h_in_s, *h_sw_s, *h_call_s;
 } ex_rt_op_times;
 ex_rt_op_times ex_rt_last_ops(const ex_rt *rt);
 /** The plan the last round ran (borrowed; valid until the next round). */

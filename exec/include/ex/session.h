@@ -40,6 +40,15 @@ typedef struct ex_session_opts {
     ats_qtype kv_type;      /* element type of the KV cache: ATS_Q_F32 (default; exact against
                                llama2.c's F32 run) or ATS_Q_F16 (llama.cpp's default, half the bytes;
                                what sched counts); anything else: ATS_EINVAL from ex_session_new */
+    /* Optional: pins host buffers the backends copy to and from (the activation scratch, one
+       allocation, and the K and V caches) so a device's copies of them are asynchronous DMA instead
+       of staged pageable copies; returns 0 when done. A refusal is not an error (the buffer stays
+       pageable; ex_session_pinned tells). unpin(pin_ctx, host) is called before a pinned buffer is
+       freed. The CUDA backend's copies at a backend switch then queue without a wait each; every
+       host write to these buffers follows a flush (the session's protocol), so none races a copy. */
+    int (*pin)(void *pin_ctx, void *host, size_t bytes);
+    void (*unpin)(void *pin_ctx, void *host);
+    void *pin_ctx;
 } ex_session_opts;
 
 ex_session_opts ex_session_opts_default(void);
@@ -71,6 +80,13 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
+/** Allocates the scratch buffers for forwards of up to n_tokens now (else the first forward of
+ *  more tokens than before does), pinned where opts->pin is given. ATS_ENOMEM when refused. */
+enum ats_status ex_session_reserve(ex_session *s, int64_t n_tokens);
+
+/** Host bytes the session asked opts->pin to pin (*asked) and those it pinned (*pinned). */
+void ex_session_pinned(const ex_session *s, size_t *asked, size_t *pinned);
+
 /** The KV capacity a session over m with opts gets [tokens]: opts->n_ctx, else the model's context up
  *  to 4096 (opts NULL: the defaults). */
 int64_t ex_session_ctx_of(const ex_model *m, const ex_session_opts *opts);
@@ -102,6 +118,11 @@ const ex_backend *ex_session_op_backend(const ex_session *s, int32_t i);
  *  op's backend call began: a wait for the previous backend (its flush) and the hook's work before
  *  the op are not the op's time (ex_session_op_ns counts them). */
 void ex_session_last_op_times(const ex_session *s, const int64_t **t_start_ns, const int64_t **t_end_ns);
+/** The host's work before each op's backend call in the last forward [ns of CLOCK_MONOTONIC]:
+ *  t_in[i] when the session took op i up, t_sw[i] when the backend switch before it (the previous
+ *  backend's flush, KV rows coming back) had ended; [t_sw, t_start) is the hook's work (the plan
+ *  executor issuing transfers). Borrowed, valid until the next forward. */
+void ex_session_last_op_host(const ex_session *s, const int64_t **t_in_ns, const int64_t **t_sw_ns);
 
 /* ---- hooks of the plan executor (ex/runtime.h) --------------------------------------------- */
 
