@@ -376,10 +376,13 @@ static void test_rope(void)
     CHECK(ex_cpu_rope(x, 1, 1, 16, 7, 0, 1e4f, ATS_ROPE_NORM) == ATS_EINVAL);
 }
 
-static void test_attention(void)
+/* hd 16 over up to 40 positions (one block of ex_cpu_attention's 64), hd 64 over 262-290 (five
+ * blocks; a decode step then takes the (token, KV head, block) layout with 2+ threads, a chunk the
+ * (token, KV head) one) */
+static void test_attention_case(int64_t hd, int64_t n_ctx)
 {
-    const int64_t H = 8, Hkv = 2, hd = 16, kvd = Hkv * hd, n_ctx = 40;
-    int64_t pos0 = 1 + (int64_t)(tu_rand(&rng) % 20), n_tok = 1 + (int64_t)(tu_rand(&rng) % 10);
+    const int64_t H = 8, Hkv = 2, kvd = Hkv * hd;
+    int64_t pos0 = n_ctx - 39 + (int64_t)(tu_rand(&rng) % 20), n_tok = 1 + (int64_t)(tu_rand(&rng) % 10);
     float *kc = calloc((size_t)(n_ctx * kvd), sizeof *kc), *vc = calloc((size_t)(n_ctx * kvd), sizeof *vc);
     float *k = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *k), *v = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *v);
     fill(k, (pos0 + n_tok) * kvd, -1, 1);
@@ -408,16 +411,23 @@ static void test_attention(void)
             }
             free(p);
         }
-    /* decode step by step equals the prefill chunk */
-    float o1[8 * 16];
+    /* decode step by step gives the prefill chunk's bits */
+    float o1[8 * 64];
     for (int64_t t = 0; t < n_tok; t++) {
         CHECK(ex_cpu_attention(q + t * H * hd, 1, pos0 + t, kc, vc, H, Hkv, hd, scale, o1) == ATS_OK);
-        double d = 0;
-        for (int64_t i = 0; i < H * hd; i++) d = fmax(d, fabs(o1[i] - o[t * H * hd + i]));
-        CHECK_NEAR(d, 0, 1e-6);
+        CHECK_MSG(memcmp(o1, o + t * H * hd, (size_t)(H * hd) * sizeof *o1) == 0,
+                  "attention hd %lld, %lld positions: decode of token %lld differs from the prefill chunk",
+                  (long long)hd, (long long)(pos0 + t + 1), (long long)t);
     }
     CHECK(ex_cpu_attention(q, 1, 0, kc, vc, 6, 4, hd, scale, o) == ATS_EINVAL);
     free(kc); free(vc); free(k); free(v); free(q); free(o);
+}
+
+static void test_attention(void)
+{
+    test_attention_case(16, 40);
+    test_attention_case(64, 300);
+    test_attention_case(64, 300);
 }
 
 /* The F16 KV store: every stored value is the nearest F16 (ties to even), checked by distance (at
@@ -496,8 +506,8 @@ static void test_attention_f16(void)
     const char *paths[] = {"0", "1", "3"};
     unsigned have = ex_cpu_features();
     for (size_t c = 0; c < sizeof hds / sizeof hds[0]; c++) {
-        const int64_t H = 8, Hkv = 2, hd = hds[c], kvd = Hkv * hd, n_ctx = 40;
-        int64_t pos0 = 1 + (int64_t)(tu_rand(&rng) % 20), n_tok = 1 + (int64_t)(tu_rand(&rng) % 10);
+        const int64_t H = 8, Hkv = 2, hd = hds[c], kvd = Hkv * hd, n_ctx = hd >= 64 ? 300 : 40; /* several blocks */
+        int64_t pos0 = n_ctx - 39 + (int64_t)(tu_rand(&rng) % 20), n_tok = 1 + (int64_t)(tu_rand(&rng) % 10);
         ex_fp16 *kc = calloc((size_t)(n_ctx * kvd), sizeof *kc), *vc = calloc((size_t)(n_ctx * kvd), sizeof *vc);
         float *k = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *k), *v = malloc((size_t)((pos0 + n_tok) * kvd) * sizeof *v);
         fill(k, (pos0 + n_tok) * kvd, -1, 1);

@@ -1013,87 +1013,109 @@ static AVX2_FN void axpy_f32_avx2(float *y, float a, const float *x, int64_t n)
 }
 #endif
 
-/* att[p] = exp(att[p] - mx) over one attention row (mx its maximum); returns 1 / sum of them. */
-static float softmax_exp(float *att, int64_t len, float mx)
+/* Scores s[p] = scale·q·k_p over n positions, their maximum m and exp-sum l (s[p] replaced by
+ * exp(s[p] - m)): the softmax half of an attention block partial (cpu_simd.h ex_attn_part_fn). */
+static void part_softmax(float *s, int64_t n, float *m, float *l)
 {
-    float sum = 0.0f;
-    for (int64_t p = 0; p < len; p++) sum += (att[p] = expf(att[p] - mx));
-    return 1.0f / sum;
+    float mx = -INFINITY, sum = 0.0f;
+    for (int64_t p = 0; p < n; p++) mx = fmaxf(mx, s[p]);
+    for (int64_t p = 0; p < n; p++) sum += (s[p] = expf(s[p] - mx));
+    *m = mx;
+    *l = sum;
 }
 
-static void attn_row_scalar(const float *q, const float *kb, const float *vb, int64_t kv_stride, int64_t len,
-                            int64_t hd, float scale, float *att, float *o)
+static void attn_part_scalar(const float *q, int64_t nh, const void *kbv, const void *vbv, int64_t kv_stride,
+                             int64_t n, int64_t hd, float scale, float *s, float *m, float *l, float *o)
 {
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < len; p++) {
-        att[p] = dot_f32_scalar(q, kb + p * kv_stride, hd) * scale;
-        if (att[p] > mx) mx = att[p];
+    const float *kb = kbv, *vb = vbv;
+    for (int64_t j = 0; j < nh; j++) {
+        for (int64_t p = 0; p < n; p++) s[p] = dot_f32_scalar(q + j * hd, kb + p * kv_stride, hd) * scale;
+        part_softmax(s, n, &m[j], &l[j]);
+        float *oj = o + j * hd;
+        for (int64_t i = 0; i < hd; i++) oj[i] = 0.0f;
+        for (int64_t p = 0; p < n; p++) axpy_f32_scalar(oj, s[p], vb + p * kv_stride, hd);
     }
-    const float inv = softmax_exp(att, len, mx);
-    for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int64_t p = 0; p < len; p++) axpy_f32_scalar(o, att[p] * inv, vb + p * kv_stride, hd);
 }
 
 #ifdef EX_X86
-/* head_dim a multiple of 8 and <= 256: q and the output row live in registers */
-static AVX2_FN void attn_row_avx2(const float *q, const float *kb, const float *vb, int64_t kv_stride, int64_t len,
-                                  int64_t hd, float scale, float *att, float *o)
+/* head_dim a multiple of 8 and <= 256 (else the scalar partial): per query head, q in registers,
+ * scores of 4 positions at a time (4 independent FMA chains), then the exp-weighted V rows summed
+ * in registers; the block's K and V rows stay in L1/L2 across the group's heads. */
+static AVX2_FN void attn_part_avx2(const float *q, int64_t nh, const void *kbv, const void *vbv, int64_t kv_stride,
+                                   int64_t n, int64_t hd, float scale, float *s, float *m, float *l, float *o)
 {
     if (hd % 8 || hd > 256) {
-        attn_row_scalar(q, kb, vb, kv_stride, len, hd, scale, att, o);
+        attn_part_scalar(q, nh, kbv, vbv, kv_stride, n, hd, scale, s, m, l, o);
         return;
     }
+    const float *kb = kbv, *vb = vbv;
     const int64_t nv = hd / 8;
-    __m256 qv[32], ov[32];
-    for (int64_t j = 0; j < nv; j++) {
-        qv[j] = _mm256_loadu_ps(q + 8 * j);
-        ov[j] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < nh; j++) {
+        __m256 qv[32], ov[32];
+        for (int64_t c = 0; c < nv; c++) qv[c] = _mm256_loadu_ps(q + j * hd + 8 * c);
+        int64_t p = 0;
+        for (; p + 4 <= n; p += 4) {
+            const float *k0 = kb + p * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride, *k3 = k2 + kv_stride;
+            __m256 a0 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k0)), a1 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k1));
+            __m256 a2 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k2)), a3 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k3));
+            for (int64_t c = 1; c < nv; c++) {
+                a0 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k0 + 8 * c), a0);
+                a1 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k1 + 8 * c), a1);
+                a2 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k2 + 8 * c), a2);
+                a3 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k3 + 8 * c), a3);
+            }
+            s[p] = hsum_ps(a0) * scale;
+            s[p + 1] = hsum_ps(a1) * scale;
+            s[p + 2] = hsum_ps(a2) * scale;
+            s[p + 3] = hsum_ps(a3) * scale;
+        }
+        for (; p < n; p++) {
+            const float *k = kb + p * kv_stride;
+            __m256 a = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k));
+            for (int64_t c = 1; c < nv; c++) a = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k + 8 * c), a);
+            s[p] = hsum_ps(a) * scale;
+        }
+        part_softmax(s, n, &m[j], &l[j]);
+        for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_setzero_ps();
+        for (p = 0; p < n; p++) {
+            const float *v = vb + p * kv_stride;
+            const __m256 a = _mm256_set1_ps(s[p]);
+            for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * c), ov[c]);
+        }
+        for (int64_t c = 0; c < nv; c++) _mm256_storeu_ps(o + j * hd + 8 * c, ov[c]);
     }
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < len; p++) {
-        const float *k = kb + p * kv_stride;
-        __m256 acc = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k));
-        for (int64_t j = 1; j < nv; j++) acc = _mm256_fmadd_ps(qv[j], _mm256_loadu_ps(k + 8 * j), acc);
-        att[p] = hsum_ps(acc) * scale;
-        if (att[p] > mx) mx = att[p];
-    }
-    const float inv = softmax_exp(att, len, mx);
-    for (int64_t p = 0; p < len; p++) {
-        const float *v = vb + p * kv_stride;
-        __m256 a = _mm256_set1_ps(att[p] * inv);
-        for (int64_t j = 0; j < nv; j++) ov[j] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * j), ov[j]);
-    }
-    for (int64_t j = 0; j < nv; j++) _mm256_storeu_ps(o + 8 * j, ov[j]);
 }
 #endif
 
-ex_attn_row_fn ex_pick_attn_row(void)
+ex_attn_part_fn ex_pick_attn_part(void)
 {
 #ifdef EX_X86
-    if (ex_cpu_features() & EX_CPU_AVX2) return attn_row_avx2;
+    if (ex_cpu_features() & EX_CPU_AVX2) return attn_part_avx2;
 #endif
-    return attn_row_scalar;
+    return attn_part_scalar;
 }
 
 /* ---- attention rows over an F16 KV cache, F32 -> F16 conversion (cpu_simd.h) ----------------- */
 
-static void attn_row_f16_scalar(const float *q, const ex_fp16 *kb, const ex_fp16 *vb, int64_t kv_stride, int64_t len,
-                                int64_t hd, float scale, float *att, float *o)
+static void attn_part_f16_scalar(const float *q, int64_t nh, const void *kbv, const void *vbv, int64_t kv_stride,
+                                 int64_t n, int64_t hd, float scale, float *s, float *m, float *l, float *o)
 {
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < len; p++) {
-        const ex_fp16 *k = kb + p * kv_stride;
-        float d = 0.0f;
-        for (int64_t i = 0; i < hd; i++) d += q[i] * ex_fp16_to_f32(k[i]);
-        att[p] = d * scale;
-        if (att[p] > mx) mx = att[p];
-    }
-    const float inv = softmax_exp(att, len, mx);
-    for (int64_t i = 0; i < hd; i++) o[i] = 0.0f;
-    for (int64_t p = 0; p < len; p++) {
-        const ex_fp16 *v = vb + p * kv_stride;
-        const float a = att[p] * inv;
-        for (int64_t i = 0; i < hd; i++) o[i] += a * ex_fp16_to_f32(v[i]);
+    const ex_fp16 *kb = kbv, *vb = vbv;
+    for (int64_t j = 0; j < nh; j++) {
+        const float *qj = q + j * hd;
+        for (int64_t p = 0; p < n; p++) {
+            const ex_fp16 *k = kb + p * kv_stride;
+            float d = 0.0f;
+            for (int64_t i = 0; i < hd; i++) d += qj[i] * ex_fp16_to_f32(k[i]);
+            s[p] = d * scale;
+        }
+        part_softmax(s, n, &m[j], &l[j]);
+        float *oj = o + j * hd;
+        for (int64_t i = 0; i < hd; i++) oj[i] = 0.0f;
+        for (int64_t p = 0; p < n; p++) {
+            const ex_fp16 *v = vb + p * kv_stride;
+            for (int64_t i = 0; i < hd; i++) oj[i] += s[p] * ex_fp16_to_f32(v[i]);
+        }
     }
 }
 
@@ -1103,7 +1125,6 @@ static void f32_to_f16_scalar(const float *src, ex_fp16 *dst, int64_t n)
 }
 
 #ifdef EX_X86
-#define AVX512_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
 
 /* 8 F16 values at h (any alignment) widened to F32 (vcvtph2ps, exact) */
 static inline AVX2_FN __m256 load8_f16(const ex_fp16 *h)
@@ -1111,72 +1132,50 @@ static inline AVX2_FN __m256 load8_f16(const ex_fp16 *h)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
-/* head_dim a multiple of 8 and <= 256: q and the output row live in registers (or stay in L1) */
-static AVX2_FN void attn_row_f16_avx2(const float *q, const ex_fp16 *kb, const ex_fp16 *vb, int64_t kv_stride,
-                                      int64_t len, int64_t hd, float scale, float *att, float *o)
+/* attn_part_avx2 over an F16 cache (rows widened with vcvtph2ps, exact) */
+static AVX2_FN void attn_part_f16_avx2(const float *q, int64_t nh, const void *kbv, const void *vbv, int64_t kv_stride,
+                                       int64_t n, int64_t hd, float scale, float *s, float *m, float *l, float *o)
 {
     if (hd % 8 || hd > 256) {
-        attn_row_f16_scalar(q, kb, vb, kv_stride, len, hd, scale, att, o);
+        attn_part_f16_scalar(q, nh, kbv, vbv, kv_stride, n, hd, scale, s, m, l, o);
         return;
     }
+    const ex_fp16 *kb = kbv, *vb = vbv;
     const int64_t nv = hd / 8;
-    __m256 qv[32], ov[32];
-    for (int64_t j = 0; j < nv; j++) {
-        qv[j] = _mm256_loadu_ps(q + 8 * j);
-        ov[j] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < nh; j++) {
+        __m256 qv[32], ov[32];
+        for (int64_t c = 0; c < nv; c++) qv[c] = _mm256_loadu_ps(q + j * hd + 8 * c);
+        int64_t p = 0;
+        for (; p + 4 <= n; p += 4) {
+            const ex_fp16 *k0 = kb + p * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride, *k3 = k2 + kv_stride;
+            __m256 a0 = _mm256_mul_ps(qv[0], load8_f16(k0)), a1 = _mm256_mul_ps(qv[0], load8_f16(k1));
+            __m256 a2 = _mm256_mul_ps(qv[0], load8_f16(k2)), a3 = _mm256_mul_ps(qv[0], load8_f16(k3));
+            for (int64_t c = 1; c < nv; c++) {
+                a0 = _mm256_fmadd_ps(qv[c], load8_f16(k0 + 8 * c), a0);
+                a1 = _mm256_fmadd_ps(qv[c], load8_f16(k1 + 8 * c), a1);
+                a2 = _mm256_fmadd_ps(qv[c], load8_f16(k2 + 8 * c), a2);
+                a3 = _mm256_fmadd_ps(qv[c], load8_f16(k3 + 8 * c), a3);
+            }
+            s[p] = hsum_ps(a0) * scale;
+            s[p + 1] = hsum_ps(a1) * scale;
+            s[p + 2] = hsum_ps(a2) * scale;
+            s[p + 3] = hsum_ps(a3) * scale;
+        }
+        for (; p < n; p++) {
+            const ex_fp16 *k = kb + p * kv_stride;
+            __m256 a = _mm256_mul_ps(qv[0], load8_f16(k));
+            for (int64_t c = 1; c < nv; c++) a = _mm256_fmadd_ps(qv[c], load8_f16(k + 8 * c), a);
+            s[p] = hsum_ps(a) * scale;
+        }
+        part_softmax(s, n, &m[j], &l[j]);
+        for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_setzero_ps();
+        for (p = 0; p < n; p++) {
+            const ex_fp16 *v = vb + p * kv_stride;
+            const __m256 a = _mm256_set1_ps(s[p]);
+            for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_fmadd_ps(a, load8_f16(v + 8 * c), ov[c]);
+        }
+        for (int64_t c = 0; c < nv; c++) _mm256_storeu_ps(o + j * hd + 8 * c, ov[c]);
     }
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < len; p++) {
-        const ex_fp16 *k = kb + p * kv_stride;
-        __m256 acc = _mm256_mul_ps(qv[0], load8_f16(k));
-        for (int64_t j = 1; j < nv; j++) acc = _mm256_fmadd_ps(qv[j], load8_f16(k + 8 * j), acc);
-        att[p] = hsum_ps(acc) * scale;
-        if (att[p] > mx) mx = att[p];
-    }
-    const float inv = softmax_exp(att, len, mx);
-    for (int64_t p = 0; p < len; p++) {
-        const ex_fp16 *v = vb + p * kv_stride;
-        __m256 a = _mm256_set1_ps(att[p] * inv);
-        for (int64_t j = 0; j < nv; j++) ov[j] = _mm256_fmadd_ps(a, load8_f16(v + 8 * j), ov[j]);
-    }
-    for (int64_t j = 0; j < nv; j++) _mm256_storeu_ps(o + 8 * j, ov[j]);
-}
-
-/* 16 F16 values at h widened to F32 */
-static inline AVX512_FN __m512 load16_f16(const ex_fp16 *h)
-{
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
-}
-
-/* head_dim a multiple of 16 and <= 256 (16 zmm for q, 16 for the output row); others: AVX2 */
-static AVX512_FN void attn_row_f16_avx512(const float *q, const ex_fp16 *kb, const ex_fp16 *vb, int64_t kv_stride,
-                                          int64_t len, int64_t hd, float scale, float *att, float *o)
-{
-    if (hd % 16 || hd > 256) {
-        attn_row_f16_avx2(q, kb, vb, kv_stride, len, hd, scale, att, o);
-        return;
-    }
-    const int64_t nv = hd / 16;
-    __m512 qv[16], ov[16];
-    for (int64_t j = 0; j < nv; j++) {
-        qv[j] = _mm512_loadu_ps(q + 16 * j);
-        ov[j] = _mm512_setzero_ps();
-    }
-    float mx = -INFINITY;
-    for (int64_t p = 0; p < len; p++) {
-        const ex_fp16 *k = kb + p * kv_stride;
-        __m512 acc = _mm512_mul_ps(qv[0], load16_f16(k));
-        for (int64_t j = 1; j < nv; j++) acc = _mm512_fmadd_ps(qv[j], load16_f16(k + 16 * j), acc);
-        att[p] = _mm512_reduce_add_ps(acc) * scale;
-        if (att[p] > mx) mx = att[p];
-    }
-    const float inv = softmax_exp(att, len, mx);
-    for (int64_t p = 0; p < len; p++) {
-        const ex_fp16 *v = vb + p * kv_stride;
-        __m512 a = _mm512_set1_ps(att[p] * inv);
-        for (int64_t j = 0; j < nv; j++) ov[j] = _mm512_fmadd_ps(a, load16_f16(v + 16 * j), ov[j]);
-    }
-    for (int64_t j = 0; j < nv; j++) _mm512_storeu_ps(o + 16 * j, ov[j]);
 }
 
 /* vcvtps2ph with round to nearest even (immediate, not MXCSR); the tail as the scalar path */
@@ -1190,14 +1189,12 @@ static AVX2_FN void f32_to_f16_avx2(const float *src, ex_fp16 *dst, int64_t n)
 }
 #endif
 
-ex_attn_row_f16_fn ex_pick_attn_row_f16(void)
+ex_attn_part_fn ex_pick_attn_part_f16(void)
 {
 #ifdef EX_X86
-    unsigned f = ex_cpu_features();
-    if (f & EX_CPU_AVX512) return attn_row_f16_avx512;
-    if (f & EX_CPU_AVX2) return attn_row_f16_avx2;
+    if (ex_cpu_features() & EX_CPU_AVX2) return attn_part_f16_avx2;
 #endif
-    return attn_row_f16_scalar;
+    return attn_part_f16_scalar;
 }
 
 ex_f32_to_f16_fn ex_pick_f32_to_f16(void)
