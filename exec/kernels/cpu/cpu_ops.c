@@ -122,25 +122,39 @@ enum ats_status ex_cpu_kv_store_f16(const float *k, const float *v, int64_t n_to
  * rows: 1252 / 305 µs). */
 enum { ATTN_BLOCK = 64 };
 
-/* The nh output rows of one (token, KV head) from its nb block partials, each P = nh·(hd + 2)
- * floats (m[nh], l[nh], o[nh·hd]): per head M = max m_b, o = Σ_b e^(m_b − M) o_b / Σ_b e^(m_b − M) l_b. */
-static void attn_combine(const float *part, int64_t nb, int64_t nh, int64_t hd, float *out)
+/* Output row j of the nh heads of one (token, KV head) from its nb block partials, each P = nh·(hd + 2)
+ * floats (m[nh], l[nh], o[nh·hd]): M = max m_b, o = Σ_b e^(m_b − M) o_b / Σ_b e^(m_b − M) l_b. */
+static void attn_combine_head(const float *part, int64_t nb, int64_t nh, int64_t hd, int64_t j, float *oj)
 {
     const int64_t P = nh * (hd + 2);
-    for (int64_t j = 0; j < nh; j++) {
-        float M = -INFINITY, L = 0.0f;
-        for (int64_t b = 0; b < nb; b++) M = fmaxf(M, part[b * P + j]);
-        float *oj = out + j * hd;
-        for (int64_t i = 0; i < hd; i++) oj[i] = 0.0f;
-        for (int64_t b = 0; b < nb; b++) {
-            const float *pb = part + b * P, *ob = pb + 2 * nh + j * hd;
-            const float w = expf(pb[j] - M);
-            L += w * pb[nh + j];
-            for (int64_t i = 0; i < hd; i++) oj[i] += w * ob[i];
-        }
-        const float inv = 1.0f / L;
-        for (int64_t i = 0; i < hd; i++) oj[i] *= inv;
+    float M = -INFINITY, L = 0.0f;
+    for (int64_t b = 0; b < nb; b++) M = fmaxf(M, part[b * P + j]);
+    for (int64_t i = 0; i < hd; i++) oj[i] = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const float *pb = part + b * P, *ob = pb + 2 * nh + j * hd;
+        const float w = expf(pb[j] - M);
+        L += w * pb[nh + j];
+        for (int64_t i = 0; i < hd; i++) oj[i] += w * ob[i];
     }
+    const float inv = 1.0f / L;
+    for (int64_t i = 0; i < hd; i++) oj[i] *= inv;
+}
+
+/* The decode layout's partials (items × blocks × P floats), kept per calling thread and grown as
+ * needed: a fresh allocation a call (~190 KB for Qwen3-14B at 512 positions) costs page faults on
+ * every thread that writes it. */
+static _Thread_local float *g_parts;
+static _Thread_local size_t g_parts_cap;
+
+static float *parts_buffer(size_t n)
+{
+    if (n > g_parts_cap) {
+        float *p = realloc(g_parts, n * sizeof *p);
+        if (!p) return NULL;
+        g_parts = p;
+        g_parts_cap = n;
+    }
+    return g_parts;
 }
 
 static enum ats_status attention_blocks(const float *q, int64_t n_tokens, int64_t pos0, ex_attn_part_fn part,
@@ -173,37 +187,32 @@ static enum ats_status attention_blocks(const float *q, int64_t n_tokens, int64_
                 if (!pt) continue;
                 const int64_t t = it / n_head_kv, g = it % n_head_kv, nb = (pos0 + t + B) / B;
                 for (int64_t b = 0; b < nb; b++) ATTN_PART(t, g, b, pt + b * P, pt + nbm * P);
-                attn_combine(pt, nb, group, head_dim, out + (t * n_head + g * group) * head_dim);
+                for (int64_t j = 0; j < group; j++)
+                    attn_combine_head(pt, nb, group, head_dim, j, out + (t * n_head + g * group + j) * head_dim);
             }
             free(pt);
         }
         return bad ? ATS_ENOMEM : ATS_OK;
     }
-    float *all = malloc((size_t)(items * nbm * P) * sizeof(float)); /* (token, KV head, block) items */
+    float *all = parts_buffer((size_t)(items * nbm * P)); /* (token, KV head, block) items */
     if (!all) return ATS_ENOMEM;
 #pragma omp parallel
     {
-        float *s = malloc((size_t)B * sizeof(float));
-        if (!s) {
-#pragma omp atomic write
-            bad = 1;
-        }
+        float s[ATTN_BLOCK];
 #pragma omp for schedule(dynamic, 1)
         for (int64_t w = 0; w < items * nbm; w++) {
             const int64_t it = w / nbm, b = w % nbm, t = it / n_head_kv, g = it % n_head_kv;
-            if (!s || b * B > pos0 + t) continue;
-            ATTN_PART(t, g, b, all + w * P, s);
+            if (b * B <= pos0 + t) ATTN_PART(t, g, b, all + w * P, s);
         }
-        free(s);
+#pragma omp for schedule(static)
+        for (int64_t h = 0; h < n_tokens * n_head; h++) { /* one head of one token: its group's partials */
+            const int64_t t = h / n_head, g = h % n_head / group, it = t * n_head_kv + g;
+            attn_combine_head(all + it * nbm * P, (pos0 + t + B) / B, group, head_dim, h % n_head % group,
+                              out + h * head_dim);
+        }
     }
 #undef ATTN_PART
-    if (!bad)
-        for (int64_t it = 0; it < items; it++) {
-            const int64_t t = it / n_head_kv, g = it % n_head_kv;
-            attn_combine(all + it * nbm * P, (pos0 + t + B) / B, group, head_dim, out + (t * n_head + g * group) * head_dim);
-        }
-    free(all);
-    return bad ? ATS_ENOMEM : ATS_OK;
+    return ATS_OK;
 }
 
 enum ats_status ex_cpu_attention(const float *q, int64_t n_tokens, int64_t pos0, const float *k_cache,
