@@ -380,6 +380,72 @@ static void test_request_temp(const ats_hw *base)
     ats_graph_free(gp);
 }
 
+/* A fused expert group timed as one op (how `ats profile` measures it: the whole group's time on its
+ * head, ~0 on the other members) is promoted whole where the same group timed member by member is:
+ * Qwen3-30B-A3B, a 512-token prefill, h200-host with CPU matmuls 4x slower, `ats` with a ring of M/8.
+ * The solver prices ops one by one, so it promotes the head alone; the group's vote weighs its ops
+ * by CPU time (a vote by count sent every group back to the CPU). */
+static void test_fused_head_costs(const ats_hw *base)
+{
+    ats_hw hw = *base;
+    hw.eff_cpu.gemm_flop *= 0.25;
+    ats_graph *gd = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_DECODE, 1, 512);
+    ats_graph *gp = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_PREFILL, 512, 0);
+    if (!gd || !gp) return;
+    const int32_t n = gd->n_ops;
+    ats_costs cd, cp, ch;
+    ats_err err;
+    CHECK(ats_costs_init(&cd, n) == 0 && ats_costs_init(&cp, n) == 0 && ats_costs_init(&ch, n) == 0);
+    CHECK(ats_costs_from_model(gd, &hw, &cd, &err) == ATS_OK && ats_costs_from_model(gp, &hw, &cp, &err) == ATS_OK);
+    CHECK(ats_costs_from_model(gp, &hw, &ch, &err) == ATS_OK);
+    int groups = 0;
+    for (int32_t h = 0; h < n; h++) { /* ch: each group's CPU and GPU time on its head */
+        if (ats_op_fused_head(gp, h) != h || h + 1 >= n || ats_op_fused_head(gp, h + 1) != h) continue;
+        groups++;
+        for (int32_t j = h + 1; j < n && ats_op_fused_head(gp, j) == h; j++) {
+            ch.t_cpu[h] += ch.t_cpu[j];
+            ch.t_gpu[h] += ch.t_gpu[j];
+            ch.t_cpu[j] = ch.t_gpu[j] = 1e-7;
+        }
+    }
+    CHECK(groups == 48);
+    const uint64_t M = 9 * GIB + GIB / 2;
+    ats_policy_cfg cfg = ats_policy_cfg_default();
+    cfg.vram_budget_bytes = M;
+    cfg.temp_bytes = M / 8;
+    cfg.hostmem_cpu_factor = hw.hostmem_cpu_factor;
+    int promoted[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        ats_policy *pol = NULL;
+        ats_placement pl;
+        ats_assignment a;
+        CHECK(ats_policy_new("ats", &cfg, &pol, &err) == ATS_OK && ats_placement_init(&pl, n) == 0 &&
+              ats_assignment_init(&a, n) == 0);
+        CHECK(ats_policy_place(pol, gd, &cd, &pl, &err) == ATS_OK);
+        CHECK(ats_policy_assign(pol, gp, &pl, k ? &ch : &cp, NULL, &a, &err) == ATS_OK);
+        for (int32_t h = 0; h < n; h++) {
+            if (ats_op_fused_head(gp, h) != h || h + 1 >= n || ats_op_fused_head(gp, h + 1) != h) continue;
+            int on = 0, m = 0;
+            for (int32_t j = h; j < n && ats_op_fused_head(gp, j) == h; j++, m++) on += a.backend[j] == ATS_GPU;
+            CHECK_MSG(on == 0 || on == m, "group at op %d split: %d of %d ops on the GPU", h, on, m);
+            promoted[k] += on == m && pl.backend[h] == ATS_CPU;
+        }
+        ats_assignment_free(&a);
+        ats_placement_free(&pl);
+        ats_policy_free(pol);
+    }
+    CHECK_MSG(promoted[0] > 0 && promoted[1] == promoted[0],
+              "expert groups promoted in a 512-token prefill: %d timed per member, %d timed on the head", promoted[0],
+              promoted[1]);
+    printf("  ats, qwen3-30b-a3b prefill 512, ring M/8: %d expert groups promoted (per-member costs), %d (head costs)\n",
+           promoted[0], promoted[1]);
+    ats_costs_free(&cd);
+    ats_costs_free(&cp);
+    ats_costs_free(&ch);
+    ats_graph_free(gd);
+    ats_graph_free(gp);
+}
+
 int main(void)
 {
     tu_seed("test_policy"); /* deterministic inputs (real models); printed for the record */
@@ -394,6 +460,9 @@ int main(void)
         test_ats_prefill_kv(&hw);
     }
     ats_hw h200;
-    if (fx_hw("h200-host", &h200)) test_request_temp(&h200);
+    if (fx_hw("h200-host", &h200)) {
+        test_request_temp(&h200);
+        test_fused_head_costs(&h200);
+    }
     return tu_finish("test_policy");
 }
