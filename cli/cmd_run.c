@@ -69,7 +69,9 @@ static void usage(FILE *f)
             "                     llama.cpp warms up; with --policy or --backend)\n"
             "  --cpu-only         no device even where there is one (every op on the CPU)\n"
             "  --timeline FILE    Chrome trace-event JSON (Perfetto) as ats sim writes: CPU, GPU compute stream,\n"
-            "                     copy engine, PCIe H2D (GPU op times from events on timed rounds)\n",
+            "                     copy engine, PCIe H2D (GPU op times from events on timed rounds); the host's\n"
+            "                     own work before an op, >= 2 us, on the CPU track as category host: switch to\n"
+            "                     cpu/cuda (the previous backend's flush) and issue (transfers, stream waits)\n",
             ats_policy_names());
 }
 
@@ -719,18 +721,20 @@ static void print_stats(const run_state *r)
     ot.output_ns -= r->warm_ot.output_ns;
     double dec_steps = r->generated > 1 ? (double)(r->generated - 1) : 0;
     double t_prefill = (double)r->t_prefill * 1e-9, t_decode = (double)r->t_decode * 1e-9;
+    char dec_rate[32] = "n/a"; /* no decode step ran: the one token came from the prompt's logits */
+    if (dec_steps > 0) snprintf(dec_rate, sizeof dec_rate, "%.2f", dec_steps / (t_decode + 1e-12));
     fprintf(stderr,
             "ats run: model %s (%s, %lld layers, %.3f GiB weights), threads %d, ctx %lld (%s KV cache %.1f MiB), "
             "load %.3f s, warm-up %.3f s%s\n"
-            "ats run: prompt %lld tok in %.3f s (%.2f tok/s); generated %lld tok, decode %.3f s (%.2f tok/s)\n"
+            "ats run: prompt %lld tok in %.3f s (%.2f tok/s); generated %lld tok, decode %.3f s (%s tok/s)\n"
             "ats run: decode reads %.3f GiB of weights per token: %.1f GB/s effective\n"
             "ats run: op time [s]: embed %.3f norm+add %.3f matmul %.3f attn %.3f ffn %.3f moe %.3f output %.3f\n",
             a->name, a->family, (long long)a->n_layer, (double)m->weight_bytes / 1073741824.0,
             omp_get_max_threads(), (long long)ex_session_n_ctx(r->s), ats_qtype_name(ex_session_kv_type(r->s)),
             (double)ex_session_kv_bytes(r->s) / 1048576.0, (double)r->t_load * 1e-9, (double)r->t_warm * 1e-9,
             r->o->no_warmup ? " (--no-warmup)" : "", (long long)r->n_prompt,
-            t_prefill, (double)r->n_prompt / (t_prefill + 1e-12), (long long)r->generated, t_decode,
-            dec_steps > 0 ? dec_steps / (t_decode + 1e-12) : 0.0, (double)ex_model_decode_bytes(m) / 1073741824.0,
+            t_prefill, (double)r->n_prompt / (t_prefill + 1e-12), (long long)r->generated, t_decode, dec_rate,
+            (double)ex_model_decode_bytes(m) / 1073741824.0,
             dec_steps > 0 ? (double)ex_model_decode_bytes(m) * dec_steps / ((double)r->t_decode + 1e-3) : 0.0,
             ot.embed_ns * 1e-9, ot.norm_ns * 1e-9, ot.matmul_ns * 1e-9, ot.attn_ns * 1e-9, ot.ffn_ns * 1e-9,
             ot.moe_ns * 1e-9, ot.output_ns * 1e-9);
@@ -795,6 +799,14 @@ int ats_cmd_run(int argc, char **argv)
         rc = st == ATS_ENOMEM ? ATS_EXIT_FAIL : ATS_EXIT_USAGE;
     }
     if (rc == ATS_EXIT_OK) rc = prepare_prompt(&r);
+    if (rc == ATS_EXIT_OK) { /* the scratch of the largest prefill chunk (pinned in a split) before timing */
+        int64_t nr = o.chunk < r.n_prompt ? o.chunk : r.n_prompt;
+        if (nr > ex_session_n_ctx(r.s)) nr = ex_session_n_ctx(r.s);
+        if (nr >= 1 && (st = ex_session_reserve(r.s, nr)) != ATS_OK) {
+            ats_cli_error("run", "scratch for a prefill chunk of %lld tokens: %s", (long long)nr, ats_status_str(st));
+            rc = ATS_EXIT_FAIL;
+        }
+    }
     if (rc == ATS_EXIT_OK && !o.no_warmup) warm_up(&r, &rc);
     if (rc == ATS_EXIT_OK && o.out_path) rc = open_results(&r);
     if (rc == ATS_EXIT_OK) {

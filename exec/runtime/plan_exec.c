@@ -410,7 +410,7 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     int64_t n_res = cfg->chunk_tok < cfg->prompt_tok ? cfg->chunk_tok : cfg->prompt_tok;
     if (n_res > ex_session_n_ctx(rt->s)) n_res = ex_session_n_ctx(rt->s);
     if ((st = ex_session_reserve(rt->s, n_res))) {
-        st = ats_err_set(err, st, "scratch for a prefill chunk of %lld tokens", (long long)cfg->chunk_tok);
+        st = ats_err_set(err, st, "scratch for a prefill chunk of %lld tokens", (long long)n_res);
         goto fail;
     }
     size_t pin_asked, pin_done;
@@ -427,7 +427,10 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
             goto fail;
     }
     if (cfg->prompt_tok >= ex_session_n_ctx(rt->s)) {
-        st = ats_err_set(err, ATS_EINVAL, "prompt of %lld tokens does not fit the context of %lld",
+        st = ats_err_set(err, ATS_EINVAL,
+                         "a prompt of %lld token(s) leaves no room for a decode round in the context of %lld (the "
+                         "plan executor needs prompt + 1 <= --ctx; without --policy a full context still gives "
+                         "the prompt's next token)",
                          (long long)cfg->prompt_tok, (long long)ex_session_n_ctx(rt->s));
         goto fail;
     }

@@ -500,7 +500,7 @@ void ex_session_last_op_host(const ex_session *s, const int64_t **t_in_ns, const
 }
 enum ats_status ex_session_reserve(ex_session *s, int64_t n_tokens)
 {
-    if (n_tokens < 1) return ATS_EINVAL;
+    if (n_tokens < 1 || n_tokens > s->n_ctx) return ATS_EINVAL; /* a forward never has more */
     return ensure_scratch(s, n_tokens) ? ATS_ENOMEM : ATS_OK;
 }
 void ex_session_pinned(const ex_session *s, size_t *asked, size_t *pinned)

@@ -27,6 +27,10 @@ static int cmp_d(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
+    if (argc != 1 && argc != 2 && argc != 5) {
+        fprintf(stderr, "usage: attention-decode [POS [N_HEAD N_HEAD_KV HEAD_DIM]]\n");
+        return 2;
+    }
     const int64_t pos = argc > 1 ? atoll(argv[1]) : 512, H = argc > 4 ? atoll(argv[2]) : 40,
                   KV = argc > 4 ? atoll(argv[3]) : 8, hd = argc > 4 ? atoll(argv[4]) : 128;
     if (pos < 0 || pos >= N_CTX || H < 1 || KV < 1 || H % KV || hd < 1) {

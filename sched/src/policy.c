@@ -358,13 +358,18 @@ const ats_policy_cfg *ats_policy_get_cfg(const ats_policy *pol) { return &pol->c
 uint64_t ats_policy_temp_bytes(const ats_policy *pol) { return pol->placed ? pol->temp_bytes : 0; }
 
 /* Fused groups in an assignment: a group runs on one backend. Where the solver split one (it prices
- * ops one by one), the group runs on the GPU when the ops the solver put there hold most of the
- * group's CPU time (c->t_cpu; by count where the group's CPU time is 0) and, promoted, its transfers
- * fit one temp slot together (the plan moves them before the group's first op); else on the CPU. A
- * resident group stays on the GPU. Weighted, not counted: a measured profile times a fused group
- * as one op, its head (Qwen3-30B-A3B experts at 512 tokens on the H200 host: gate 33 ms, up 0,
- * down 1 ms), and the solver then promoted the head alone; a vote by count sent the group back to
- * the CPU in every prefill (626 tok/s simulated where streaming the experts gives ~2400). */
+ * ops one by one), the group runs on the GPU when the solver promoted some of it, the whole group's
+ * GPU time and transfers (Σ t_gpu + w, in series: a routed-expert group's copies wait for its
+ * router, right before it) are below its CPU time (Σ t_cpu; with no costs at all, when most of its
+ * ops were promoted) and its transfers fit one temp slot together (the plan moves them before the
+ * group's first op); else on the CPU. A resident group stays on the GPU. The rule policies (op
+ * offload, gpu-stream: promoted by rule, not by cost) keep a vote by count. By the group's totals, not a
+ * vote of its ops: a measured profile times a fused group as one op, its head (Qwen3-30B-A3B experts
+ * at 512 tokens on the H200 host: gate 33 ms, up 0, down 1.0 ms on the CPU), so the solver promoted
+ * the head alone; a vote by count sent every group back to the CPU in prefill (626 tok/s simulated
+ * where streaming gives ~2400), a vote by CPU time promoted the groups in decode too, where moving
+ * the 8 chosen experts (0.43 ms) is no faster than the CPU (0.44 ms): decode 62 -> 43 tok/s on the
+ * executor. By the totals: simulated prefill 2361, decode 64.6 (not run on the executor yet). */
 static void fuse_assignment(const ats_policy *pol, const ats_graph *g, const ats_placement *p,
                             const ats_round_ctx *ctx, const ats_costs *c, ats_assignment *a)
 {
@@ -373,19 +378,19 @@ static void fuse_assignment(const ats_policy *pol, const ats_graph *g, const ats
     for (int32_t h = 0; h < g->n_ops; h++) {
         int32_t last = h, n_gpu = 0, n_res = 0;
         uint64_t bytes = 0;
-        double t_all = 0.0, t_gpu = 0.0;
+        double t_cpu = 0.0, t_dev = 0.0; /* the group on the CPU; on the GPU with its transfers */
         while (last + 1 < g->n_ops && ats_op_fused_head(g, last + 1) == h) last++;
         if (last == h) continue;
         for (int32_t j = h; j <= last; j++) {
             n_gpu += a->backend[j] == ATS_GPU;
             n_res += p->backend[j] == ATS_GPU;
             if (p->backend[j] == ATS_CPU) bytes += ats_op_slot_bytes(g, ctx ? ctx->routing : NULL, j);
-            t_all += c->t_cpu[j];
-            if (a->backend[j] == ATS_GPU) t_gpu += c->t_cpu[j];
+            t_cpu += c->t_cpu[j];
+            t_dev += c->t_gpu[j] + (p->backend[j] == ATS_CPU ? c->w[j] : 0.0);
         }
         const int32_t m = last - h + 1;
         if (n_res > 0) continue; /* resident whole (fuse_placement): already on the GPU */
-        const int most = t_all > 0.0 ? 2.0 * t_gpu > t_all : 2 * n_gpu > m;
+        const int most = pol->ops->dynamic && t_cpu + t_dev > 0.0 ? n_gpu > 0 && t_dev < t_cpu : 2 * n_gpu > m;
         uint8_t to = most && bytes <= room ? ATS_GPU : ATS_CPU;
         moved |= to == ATS_GPU;
         if (n_gpu == (to == ATS_GPU ? m : 0)) continue;

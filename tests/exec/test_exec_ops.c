@@ -17,6 +17,7 @@
  * unrounded F32 K/V.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -425,9 +426,12 @@ static void test_attention_case(int64_t hd, int64_t n_ctx)
 
 static void test_attention(void)
 {
+    const int thr = omp_get_max_threads();
     test_attention_case(16, 40);
+    omp_set_num_threads(4); /* a decode step's (token, KV head, block) layout needs items < 2 x threads */
     test_attention_case(64, 300);
     test_attention_case(64, 300);
+    omp_set_num_threads(thr);
 }
 
 /* The F16 KV store: every stored value is the nearest F16 (ties to even), checked by distance (at

@@ -81,7 +81,8 @@ enum ats_status ex_session_forward(ex_session *s, const int32_t *tokens, int64_t
 /** Tokens in the KV cache. */
 int64_t ex_session_pos(const ex_session *s);
 /** Allocates the scratch buffers for forwards of up to n_tokens now (else the first forward of
- *  more tokens than before does), pinned where opts->pin is given. ATS_ENOMEM when refused. */
+ *  more tokens than before does), pinned where opts->pin is given. ATS_EINVAL for n_tokens outside
+ *  [1, n_ctx] (no forward has more), ATS_ENOMEM when refused. */
 enum ats_status ex_session_reserve(ex_session *s, int64_t n_tokens);
 
 /** Host bytes the session asked opts->pin to pin (*asked) and those it pinned (*pinned). */
