@@ -316,22 +316,55 @@ static double request_time(const char *pname, uint64_t budget, uint64_t temp, co
     return t;
 }
 
+/* Qwen3-30B-A3B's decode round (context 512) and a 512-token prefill chunk with their costs on `base`
+ * with CPU matmuls 4x slower (the executor's MoE prefill on the GPU machine); 0 when the model files
+ * are missing (nothing allocated). */
+typedef struct moe_case {
+    ats_hw hw;
+    ats_graph *gd, *gp;
+    ats_costs cd, cp;
+} moe_case;
+
+static int moe_case_new(const ats_hw *base, moe_case *mc)
+{
+    ats_err err;
+    mc->hw = *base;
+    mc->hw.eff_cpu.gemm_flop *= 0.25;
+    mc->gd = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_DECODE, 1, 512);
+    mc->gp = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_PREFILL, 512, 0);
+    if (!mc->gd || !mc->gp) {
+        ats_graph_free(mc->gd);
+        ats_graph_free(mc->gp);
+        return 0;
+    }
+    const int32_t n = mc->gd->n_ops;
+    CHECK(ats_costs_init(&mc->cd, n) == 0 && ats_costs_init(&mc->cp, n) == 0);
+    CHECK(ats_costs_from_model(mc->gd, &mc->hw, &mc->cd, &err) == ATS_OK &&
+          ats_costs_from_model(mc->gp, &mc->hw, &mc->cp, &err) == ATS_OK);
+    return 1;
+}
+
+static void moe_case_free(moe_case *mc)
+{
+    ats_costs_free(&mc->cd);
+    ats_costs_free(&mc->cp);
+    ats_graph_free(mc->gd);
+    ats_graph_free(mc->gp);
+}
+
 /* ats_policy_place_request against brute force: no candidate ring (M/16, M/8, M/4), placed with
  * that ring given explicitly, predicts a faster request than the automatic choice; with a CPU 4x slower in prefill matmuls (the
  * executor's MoE on the GPU machine), Qwen3-30B-A3B at 9.5 GiB streams its routed experts in a
  * 512-token prefill (a ring > 0) where the decode-only choice keeps the ring at 0. */
 static void test_request_temp(const ats_hw *base)
 {
-    ats_hw hw = *base;
-    hw.eff_cpu.gemm_flop *= 0.25;
-    ats_graph *gd = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_DECODE, 1, 512);
-    ats_graph *gp = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_PREFILL, 512, 0);
-    if (!gd || !gp) return;
+    moe_case mc;
+    if (!moe_case_new(base, &mc)) return;
+    ats_hw hw = mc.hw;
+    ats_graph *gd = mc.gd, *gp = mc.gp;
+    ats_costs cd = mc.cd, cp = mc.cp;
     const int32_t n = gd->n_ops;
-    ats_costs cd, cp;
     ats_err err;
-    CHECK(ats_costs_init(&cd, n) == 0 && ats_costs_init(&cp, n) == 0);
-    CHECK(ats_costs_from_model(gd, &hw, &cd, &err) == ATS_OK && ats_costs_from_model(gp, &hw, &cp, &err) == ATS_OK);
     const uint64_t M = 9 * GIB + GIB / 2;
     const double shapes[][2] = {{1, 32}, {1, 128}, {4, 64}, {1, 4096}, {0, 32}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -374,10 +407,7 @@ static void test_request_temp(const ats_hw *base)
     }
     ats_placement_free(&pl);
     ats_policy_free(pol);
-    ats_costs_free(&cd);
-    ats_costs_free(&cp);
-    ats_graph_free(gd);
-    ats_graph_free(gp);
+    moe_case_free(&mc);
 }
 
 /* A fused expert group timed as one op (how `ats profile` measures it: the whole group's time on its
@@ -387,17 +417,14 @@ static void test_request_temp(const ats_hw *base)
  * by CPU time (a vote by count sent every group back to the CPU). */
 static void test_fused_head_costs(const ats_hw *base)
 {
-    ats_hw hw = *base;
-    hw.eff_cpu.gemm_flop *= 0.25;
-    ats_graph *gd = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_DECODE, 1, 512);
-    ats_graph *gp = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_PREFILL, 512, 0);
-    if (!gd || !gp) return;
+    moe_case mc;
+    if (!moe_case_new(base, &mc)) return;
+    const ats_hw hw = mc.hw;
+    const ats_graph *gd = mc.gd, *gp = mc.gp;
     const int32_t n = gd->n_ops;
-    ats_costs cd, cp, ch;
+    ats_costs ch;
     ats_err err;
-    CHECK(ats_costs_init(&cd, n) == 0 && ats_costs_init(&cp, n) == 0 && ats_costs_init(&ch, n) == 0);
-    CHECK(ats_costs_from_model(gd, &hw, &cd, &err) == ATS_OK && ats_costs_from_model(gp, &hw, &cp, &err) == ATS_OK);
-    CHECK(ats_costs_from_model(gp, &hw, &ch, &err) == ATS_OK);
+    CHECK(ats_costs_init(&ch, n) == 0 && ats_costs_from_model(gp, &hw, &ch, &err) == ATS_OK);
     int groups = 0;
     for (int32_t h = 0; h < n; h++) { /* ch: each group's CPU and GPU time on its head */
         if (ats_op_fused_head(gp, h) != h || h + 1 >= n || ats_op_fused_head(gp, h + 1) != h) continue;
@@ -421,8 +448,8 @@ static void test_fused_head_costs(const ats_hw *base)
         ats_assignment a;
         CHECK(ats_policy_new("ats", &cfg, &pol, &err) == ATS_OK && ats_placement_init(&pl, n) == 0 &&
               ats_assignment_init(&a, n) == 0);
-        CHECK(ats_policy_place(pol, gd, &cd, &pl, &err) == ATS_OK);
-        CHECK(ats_policy_assign(pol, gp, &pl, k ? &ch : &cp, NULL, &a, &err) == ATS_OK);
+        CHECK(ats_policy_place(pol, gd, &mc.cd, &pl, &err) == ATS_OK);
+        CHECK(ats_policy_assign(pol, gp, &pl, k ? &ch : &mc.cp, NULL, &a, &err) == ATS_OK);
         for (int32_t h = 0; h < n; h++) {
             if (ats_op_fused_head(gp, h) != h || h + 1 >= n || ats_op_fused_head(gp, h + 1) != h) continue;
             int on = 0, m = 0;
@@ -439,11 +466,8 @@ static void test_fused_head_costs(const ats_hw *base)
               promoted[1]);
     printf("  ats, qwen3-30b-a3b prefill 512, ring M/8: %d expert groups promoted (per-member costs), %d (head costs)\n",
            promoted[0], promoted[1]);
-    ats_costs_free(&cd);
-    ats_costs_free(&cp);
     ats_costs_free(&ch);
-    ats_graph_free(gd);
-    ats_graph_free(gp);
+    moe_case_free(&mc);
 }
 
 int main(void)

@@ -1037,63 +1037,7 @@ static void attn_part_scalar(const float *q, int64_t nh, const void *kbv, const 
     }
 }
 
-#ifdef EX_X86
-/* head_dim a multiple of 8 and <= 256 (else the scalar partial): per query head, q in registers,
- * scores of 4 positions at a time (4 independent FMA chains), then the exp-weighted V rows summed
- * in registers; the block's K and V rows stay in L1/L2 across the group's heads. */
-static AVX2_FN void attn_part_avx2(const float *q, int64_t nh, const void *kbv, const void *vbv, int64_t kv_stride,
-                                   int64_t n, int64_t hd, float scale, float *s, float *m, float *l, float *o)
-{
-    if (hd % 8 || hd > 256) {
-        attn_part_scalar(q, nh, kbv, vbv, kv_stride, n, hd, scale, s, m, l, o);
-        return;
-    }
-    const float *kb = kbv, *vb = vbv;
-    const int64_t nv = hd / 8;
-    for (int64_t j = 0; j < nh; j++) {
-        __m256 qv[32], ov[32];
-        for (int64_t c = 0; c < nv; c++) qv[c] = _mm256_loadu_ps(q + j * hd + 8 * c);
-        int64_t p = 0;
-        for (; p + 4 <= n; p += 4) {
-            const float *k0 = kb + p * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride, *k3 = k2 + kv_stride;
-            __m256 a0 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k0)), a1 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k1));
-            __m256 a2 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k2)), a3 = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k3));
-            for (int64_t c = 1; c < nv; c++) {
-                a0 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k0 + 8 * c), a0);
-                a1 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k1 + 8 * c), a1);
-                a2 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k2 + 8 * c), a2);
-                a3 = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k3 + 8 * c), a3);
-            }
-            s[p] = hsum_ps(a0) * scale;
-            s[p + 1] = hsum_ps(a1) * scale;
-            s[p + 2] = hsum_ps(a2) * scale;
-            s[p + 3] = hsum_ps(a3) * scale;
-        }
-        for (; p < n; p++) {
-            const float *k = kb + p * kv_stride;
-            __m256 a = _mm256_mul_ps(qv[0], _mm256_loadu_ps(k));
-            for (int64_t c = 1; c < nv; c++) a = _mm256_fmadd_ps(qv[c], _mm256_loadu_ps(k + 8 * c), a);
-            s[p] = hsum_ps(a) * scale;
-        }
-        part_softmax(s, n, &m[j], &l[j]);
-        for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_setzero_ps();
-        for (p = 0; p < n; p++) {
-            const float *v = vb + p * kv_stride;
-            const __m256 a = _mm256_set1_ps(s[p]);
-            for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * c), ov[c]);
-        }
-        for (int64_t c = 0; c < nv; c++) _mm256_storeu_ps(o + j * hd + 8 * c, ov[c]);
-    }
-}
-#endif
 
-ex_attn_part_fn ex_pick_attn_part(void)
-{
-#ifdef EX_X86
-    if (ex_cpu_features() & EX_CPU_AVX2) return attn_part_avx2;
-#endif
-    return attn_part_scalar;
-}
 
 /* ---- attention rows over an F16 KV cache, F32 -> F16 conversion (cpu_simd.h) ----------------- */
 
@@ -1132,51 +1076,59 @@ static inline AVX2_FN __m256 load8_f16(const ex_fp16 *h)
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
-/* attn_part_avx2 over an F16 cache (rows widened with vcvtph2ps, exact) */
-static AVX2_FN void attn_part_f16_avx2(const float *q, int64_t nh, const void *kbv, const void *vbv, int64_t kv_stride,
-                                       int64_t n, int64_t hd, float scale, float *s, float *m, float *l, float *o)
-{
-    if (hd % 8 || hd > 256) {
-        attn_part_f16_scalar(q, nh, kbv, vbv, kv_stride, n, hd, scale, s, m, l, o);
-        return;
+/* One block partial (ex_attn_part_fn) over a cache of T read 8 values at a time by LOAD8 (F32: a
+ * plain load; F16: widened with vcvtph2ps, exact); head_dim a multiple of 8 and <= 256, else FALLBACK
+ * (the scalar partial). Per query head: q in registers, scores of 4 positions at a time (4 independent
+ * FMA chains), then the exp-weighted V rows summed in registers; the block's K and V rows stay in
+ * L1/L2 across the group's heads. */
+#define DEF_ATTN_PART_AVX2(NAME, T, LOAD8, FALLBACK)                                                            \
+    static AVX2_FN void NAME(const float *q, int64_t nh, const void *kbv, const void *vbv, int64_t kv_stride,     \
+                             int64_t n, int64_t hd, float scale, float *s, float *m, float *l, float *o)          \
+    {                                                                                                           \
+        if (hd % 8 || hd > 256) {                                                                               \
+            FALLBACK(q, nh, kbv, vbv, kv_stride, n, hd, scale, s, m, l, o);                                     \
+            return;                                                                                             \
+        }                                                                                                       \
+        const T *kb = kbv, *vb = vbv;                                                                           \
+        const int64_t nv = hd / 8;                                                                              \
+        for (int64_t j = 0; j < nh; j++) {                                                                      \
+            __m256 qv[32], ov[32];                                                                              \
+            for (int64_t c = 0; c < nv; c++) qv[c] = _mm256_loadu_ps(q + j * hd + 8 * c);                      \
+            int64_t p = 0;                                                                                      \
+            for (; p + 4 <= n; p += 4) {                                                                        \
+                const T *k0 = kb + p * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride, *k3 = k2 + kv_stride; \
+                __m256 a0 = _mm256_mul_ps(qv[0], LOAD8(k0)), a1 = _mm256_mul_ps(qv[0], LOAD8(k1));              \
+                __m256 a2 = _mm256_mul_ps(qv[0], LOAD8(k2)), a3 = _mm256_mul_ps(qv[0], LOAD8(k3));              \
+                for (int64_t c = 1; c < nv; c++) {                                                              \
+                    a0 = _mm256_fmadd_ps(qv[c], LOAD8(k0 + 8 * c), a0);                                         \
+                    a1 = _mm256_fmadd_ps(qv[c], LOAD8(k1 + 8 * c), a1);                                         \
+                    a2 = _mm256_fmadd_ps(qv[c], LOAD8(k2 + 8 * c), a2);                                         \
+                    a3 = _mm256_fmadd_ps(qv[c], LOAD8(k3 + 8 * c), a3);                                         \
+                }                                                                                               \
+                s[p] = hsum_ps(a0) * scale;                                                                     \
+                s[p + 1] = hsum_ps(a1) * scale;                                                                 \
+                s[p + 2] = hsum_ps(a2) * scale;                                                                 \
+                s[p + 3] = hsum_ps(a3) * scale;                                                                 \
+            }                                                                                                   \
+            for (; p < n; p++) {                                                                                \
+                const T *k = kb + p * kv_stride;                                                                \
+                __m256 a = _mm256_mul_ps(qv[0], LOAD8(k));                                                      \
+                for (int64_t c = 1; c < nv; c++) a = _mm256_fmadd_ps(qv[c], LOAD8(k + 8 * c), a);               \
+                s[p] = hsum_ps(a) * scale;                                                                      \
+            }                                                                                                   \
+            part_softmax(s, n, &m[j], &l[j]);                                                                   \
+            for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_setzero_ps();                                       \
+            for (p = 0; p < n; p++) {                                                                           \
+                const T *v = vb + p * kv_stride;                                                                \
+                const __m256 a = _mm256_set1_ps(s[p]);                                                          \
+                for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_fmadd_ps(a, LOAD8(v + 8 * c), ov[c]);           \
+            }                                                                                                   \
+            for (int64_t c = 0; c < nv; c++) _mm256_storeu_ps(o + j * hd + 8 * c, ov[c]);                       \
+        }                                                                                                       \
     }
-    const ex_fp16 *kb = kbv, *vb = vbv;
-    const int64_t nv = hd / 8;
-    for (int64_t j = 0; j < nh; j++) {
-        __m256 qv[32], ov[32];
-        for (int64_t c = 0; c < nv; c++) qv[c] = _mm256_loadu_ps(q + j * hd + 8 * c);
-        int64_t p = 0;
-        for (; p + 4 <= n; p += 4) {
-            const ex_fp16 *k0 = kb + p * kv_stride, *k1 = k0 + kv_stride, *k2 = k1 + kv_stride, *k3 = k2 + kv_stride;
-            __m256 a0 = _mm256_mul_ps(qv[0], load8_f16(k0)), a1 = _mm256_mul_ps(qv[0], load8_f16(k1));
-            __m256 a2 = _mm256_mul_ps(qv[0], load8_f16(k2)), a3 = _mm256_mul_ps(qv[0], load8_f16(k3));
-            for (int64_t c = 1; c < nv; c++) {
-                a0 = _mm256_fmadd_ps(qv[c], load8_f16(k0 + 8 * c), a0);
-                a1 = _mm256_fmadd_ps(qv[c], load8_f16(k1 + 8 * c), a1);
-                a2 = _mm256_fmadd_ps(qv[c], load8_f16(k2 + 8 * c), a2);
-                a3 = _mm256_fmadd_ps(qv[c], load8_f16(k3 + 8 * c), a3);
-            }
-            s[p] = hsum_ps(a0) * scale;
-            s[p + 1] = hsum_ps(a1) * scale;
-            s[p + 2] = hsum_ps(a2) * scale;
-            s[p + 3] = hsum_ps(a3) * scale;
-        }
-        for (; p < n; p++) {
-            const ex_fp16 *k = kb + p * kv_stride;
-            __m256 a = _mm256_mul_ps(qv[0], load8_f16(k));
-            for (int64_t c = 1; c < nv; c++) a = _mm256_fmadd_ps(qv[c], load8_f16(k + 8 * c), a);
-            s[p] = hsum_ps(a) * scale;
-        }
-        part_softmax(s, n, &m[j], &l[j]);
-        for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_setzero_ps();
-        for (p = 0; p < n; p++) {
-            const ex_fp16 *v = vb + p * kv_stride;
-            const __m256 a = _mm256_set1_ps(s[p]);
-            for (int64_t c = 0; c < nv; c++) ov[c] = _mm256_fmadd_ps(a, load8_f16(v + 8 * c), ov[c]);
-        }
-        for (int64_t c = 0; c < nv; c++) _mm256_storeu_ps(o + j * hd + 8 * c, ov[c]);
-    }
-}
+
+DEF_ATTN_PART_AVX2(attn_part_avx2, float, _mm256_loadu_ps, attn_part_scalar)
+DEF_ATTN_PART_AVX2(attn_part_f16_avx2, ex_fp16, load8_f16, attn_part_f16_scalar)
 
 /* vcvtps2ph with round to nearest even (immediate, not MXCSR); the tail as the scalar path */
 static AVX2_FN void f32_to_f16_avx2(const float *src, ex_fp16 *dst, int64_t n)
@@ -1188,6 +1140,14 @@ static AVX2_FN void f32_to_f16_avx2(const float *src, ex_fp16 *dst, int64_t n)
     for (; i < n; i++) dst[i] = ex_f32_to_fp16(src[i]);
 }
 #endif
+
+ex_attn_part_fn ex_pick_attn_part(void)
+{
+#ifdef EX_X86
+    if (ex_cpu_features() & EX_CPU_AVX2) return attn_part_avx2;
+#endif
+    return attn_part_scalar;
+}
 
 ex_attn_part_fn ex_pick_attn_part_f16(void)
 {
