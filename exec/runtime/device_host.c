@@ -50,6 +50,7 @@ typedef struct hdev {
     tlist reads, copies;
     struct { const char *lo, *hi; } *pin; /* host_pin ledger: page-rounded ranges pinned now */
     int n_pin, cap_pin;
+    int refuse_pins;                      /* ex_device_host_refuse_pins */
 } hdev;
 
 typedef struct hevent {
@@ -373,6 +374,10 @@ static enum ats_status d_output(void *c, const ex_tensor *t, const float *x, int
 static enum ats_status h_pin(void *ctx, void *host, size_t bytes, ats_err *err)
 {
     hdev *h = ctx;
+    if (h->refuse_pins) {
+        h->st.pins_refused++;
+        return ats_err_set(err, ATS_ENOMEM, "host_pin: refused (ex_device_host_refuse_pins)");
+    }
     const char *lo = (const char *)((uintptr_t)host & ~(uintptr_t)4095);
     const char *hi = (const char *)(((uintptr_t)host + bytes + 4095) & ~(uintptr_t)4095);
     for (int i = 0; i < h->n_pin; i++)
@@ -470,3 +475,4 @@ void ex_device_host_free(ex_device *d)
 }
 
 ex_device_host_stats ex_device_host_get_stats(const ex_device *d) { return ((const hdev *)d->ctx)->st; }
+void ex_device_host_refuse_pins(ex_device *d, int on) { ((hdev *)d->ctx)->refuse_pins = on; }

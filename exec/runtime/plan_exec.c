@@ -79,6 +79,7 @@ struct ex_rt {
     void *res_region, *temp_region;
     uint64_t res_bytes, temp_bytes, kv_bytes, compute_bytes;
     void *pinned;
+    int pin_warned;            /* the one warning for refused pins was printed */
     double upload_s;
     /* events */
     void **ev_end, **ev_start; /* per op */
@@ -358,7 +359,7 @@ static void pin_weights(ex_rt *rt)
     ats_err e;
     if (rt->dev->host_pin(rt->dev->ctx, (void *)lo, (size_t)(hi - lo), &e) == ATS_OK)
         rt->pinned = (void *)lo;
-    else
+    else if (!rt->pin_warned) /* one warning for all refused pins */
         fprintf(stderr, "ats run: warning: pinning %.2f GiB of host weights was refused (%s; ulimit -l?): weight "
                         "copies run from pageable memory, slower and not overlapped\n",
                 (double)(hi - lo) / 1073741824.0, e.msg);
@@ -415,10 +416,12 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     }
     size_t pin_asked, pin_done;
     ex_session_pinned(rt->s, &pin_asked, &pin_done);
-    if (pin_done < pin_asked)
-        fprintf(stderr, "ats run: warning: pinning %.2f GiB of KV cache and activations was refused (ulimit -l?): "
+    if (pin_done < pin_asked) {
+        fprintf(stderr, "ats run: warning: pinning %.1f MiB of KV cache and activations was refused (ulimit -l?): "
                         "their copies at CPU/GPU switches run from pageable memory, each one waited for\n",
-                (double)(pin_asked - pin_done) / 1073741824.0);
+                (double)(pin_asked - pin_done) / 1048576.0);
+        rt->pin_warned = 1;
+    }
     const ats_graph *sg = ex_session_graph(rt->s);
     const int32_t n = rt->n = sg->n_ops;
     if (rt->gbe) {

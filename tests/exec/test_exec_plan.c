@@ -20,7 +20,7 @@
  *  - over all runs, some promoted weights were copied and retired (the slot path ran);
  *  - the device's pin ledger (ex_device_host_stats): the weights, the KV cache and the activation
  *    scratch were pinned without overlapping ranges (cudaHostRegister refuses those) and all
- *    released when the runtime was freed.
+ *    released when the runtime was freed; with every pin refused (ulimit -l), the same results.
  * Each policy also runs serialized (--serialized, R7) at two budgets, with the same checks.
  * Negative control: a bound weight retired (poisoned) and then read is counted as a bad read and
  * gives NaN outputs.
@@ -126,6 +126,7 @@ typedef struct totals {
 /* One run of `policy` at `budget` on a fresh host device; 1 when it ran, 0 when refused. */
 static int g_serialized; /* runs with ex_rt_cfg.serialized (R7, --serialized) */
 static int g_warmup;     /* runs after ex_rt_warmup (its rewound KV cache must not show) */
+static int g_no_pin;     /* the device refuses every pin (ulimit -l): pageable copies, same results */
 
 static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint64_t budget, const int32_t *prompt,
                    const int32_t *gen, const float *ref, totals *t)
@@ -133,6 +134,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     const int64_t V = m->arch.n_vocab;
     ex_device *dev = NULL;
     CHECK(new_dev(&dev) == ATS_OK);
+    if (g_no_pin && !g_cuda) ex_device_host_refuse_pins(dev, 1);
     ex_rt_cfg cfg = ex_rt_cfg_default();
     cfg.policy = policy;
     cfg.vram_budget_bytes = budget;
@@ -211,7 +213,8 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     ex_rt_free(rt);
     if (!g_cuda) { /* the pin ledger: weights, KV cache and activation scratch pinned apart, all released */
         ex_device_host_stats ps = ex_device_host_get_stats(dev);
-        CHECK_MSG(ps.pins >= 3 && ps.pin_overlaps == 0 && ps.unpin_unknown == 0 && ps.pins_live == 0,
+        CHECK_MSG((g_no_pin ? ps.pins == 0 && ps.pins_refused >= 3 : ps.pins >= 3) && ps.pin_overlaps == 0 &&
+                      ps.unpin_unknown == 0 && ps.pins_live == 0,
                   "%s budget %llu: %lld pins, %lld overlapping, %lld unknown unpins, %lld still pinned", policy,
                   (unsigned long long)budget, (long long)ps.pins, (long long)ps.pin_overlaps,
                   (long long)ps.unpin_unknown, (long long)ps.pins_live);
@@ -294,6 +297,9 @@ static void test_budgets(const ats_hw *hw, ex_model *m, uint64_t *rng, totals *t
         g_warmup = 1; /* warm-up first: the same tokens and logits */
         for (int b = 1; b < 3; b++) run_one(m, hw, pols[p], budgets[b], prompt, gen, ref, t);
         g_warmup = 0;
+        g_no_pin = 1; /* pins refused: the same tokens and logits from pageable memory, no crash */
+        run_one(m, hw, pols[p], budgets[1], prompt, gen, ref, t);
+        g_no_pin = 0;
         CHECK_MSG(ran > 0, "policy %s never ran on %s", pols[p], a.name);
     }
     /* a budget below the compute buffers: refused with the numbers */

@@ -93,11 +93,14 @@ void ex_device_host_free(ex_device *d);
 typedef struct ex_device_host_stats {
     int64_t bad_reads, bound_reads, copies, retired, gathers; /* gathers: compact expert copies bound */
     int64_t unwaited; /* copies over bytes a not-waited-for op read, or reads of a not-waited-for copy */
-    int64_t pins, pins_live, pin_overlaps, unpin_unknown;
+    int64_t pins, pins_live, pin_overlaps, unpin_unknown, pins_refused;
     uint64_t pinned_bytes; /* page-rounded bytes pinned now */
     uint64_t alloc_bytes, peak_alloc_bytes;
 } ex_device_host_stats;
 ex_device_host_stats ex_device_host_get_stats(const ex_device *d);
+/** on: every later host_pin is refused (ATS_ENOMEM, counted in pins_refused), as cudaHostRegister is
+ *  under a small `ulimit -l` or in a container: the runtime must fall back to pageable copies. */
+void ex_device_host_refuse_pins(ex_device *d, int on);
 
 /** The CUDA device over device 0 (compute stream, one transfer stream, events; the op table
  *  ex_backend_cuda_new's). ATS_ENOTFOUND without a device (no message printed), ATS_ERANGE on a
