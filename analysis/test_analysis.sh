@@ -21,7 +21,7 @@ check() { # description, command...
 }
 rm -rf "$out" && mkdir -p "$out" || exit 1
 check "fixture written" "$writer" --write-fixture "$out"
-for s in plot_tpot.py plot_sweep.py compare_sim_real.py plot_utilization.py; do
+for s in plot_tpot.py plot_sweep.py compare_sim_real.py plot_utilization.py timeline_rounds.py; do
     check "$s --help" sh -c "$py '$here/$s' --help >'$out/$s.help' 2>&1"
     check "$s --help mentions usage" grep -q "usage:" "$out/$s.help"
 done
@@ -205,4 +205,21 @@ $py "$here/plot_tpot.py" "$out/load.h5" -o "$out/lt.png" 2>"$out/lt.err"; rc=$?
 check "plot_tpot LOADTRACE: exit 2, a load trace" sh -c "test $rc -eq 2 && test \$(wc -l <'$out/lt.err') -eq 1 && grep -q 'load.h5: a load trace .*not a results file' '$out/lt.err'"
 $py "$here/compare_sim_real.py" "$out/results.h5" "$out/load.h5" --no-plot 2>"$out/lt.err"; rc=$?
 check "compare_sim_real REAL=LOADTRACE: exit 2, a load trace" sh -c "test $rc -eq 2 && grep -q 'load.h5: a load trace' '$out/lt.err'"
+# timeline_rounds.py on an `ats sim --timeline` file (ATS_BIN: the ats binary, set by CTest)
+if [ -n "${ATS_BIN:-}" ]; then
+    check "ats sim --timeline" sh -c "'$ATS_BIN' sim --model qwen3-30b-a3b --hw rtx3060-laptop --vram-budget 6GiB --policy static,ats --trace none --prompt 64 --gen 4 --requests 1 --timeline '$out/tl.json' >/dev/null 2>&1"
+    check "timeline_rounds: decode table" sh -c "$py '$here/timeline_rounds.py' '$out/tl.json' --phase decode --top 3 >'$out/tl.txt'"
+    check "timeline_rounds: both policies, 4 decode rounds each" sh -c "grep -q '^static: 4 decode round(s)' '$out/tl.txt' && grep -q '^ats: 4 decode round(s)' '$out/tl.txt'"
+    check "timeline_rounds: the CPU track's experts, layer prefix dropped" grep -q "^      ffn_gate_exps " "$out/tl.txt"
+    check "timeline_rounds --format json --process ats --phase prefill" sh -c "$py '$here/timeline_rounds.py' '$out/tl.json' --format json --process ats --phase prefill >'$out/tl-json.json'"
+    check "timeline_rounds: JSON records of ats's one prefill round" $py -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(not (r and all(x['process'] == 'ats' and x['rounds'] == 1 and x['ms_per_round'] >= 0 for x in r)))" "$out/tl-json.json"
+    echo '{"x": 1}' >"$out/notl.json"
+    $py "$here/timeline_rounds.py" "$out/notl.json" 2>"$out/notl.err"; rc=$?
+    check "timeline_rounds: no traceEvents: exit 2 naming the file" sh -c "test $rc -eq 2 && grep -q 'notl.json: not a Chrome trace-event file' '$out/notl.err'"
+    $py "$here/timeline_rounds.py" "$out/tl.json" --rounds 50: 2>"$out/tlr.err"; rc=$?
+    check "timeline_rounds: no round chosen: exit 2" sh -c "test $rc -eq 2 && grep -q 'tl.json: no rounds in --rounds 50:' '$out/tlr.err'"
+fi
 exit $fail
