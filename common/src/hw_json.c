@@ -25,42 +25,44 @@ typedef struct {
     size_t off;
     double lo, hi;
     const char *unit;
+    int optional;     /* 1: may be absent (then 0); present, it needs a source like any figure */
 } figdef;
 
 #define HW(f) offsetof(ats_hw, f)
 static const figdef CPU_FIGS[] = {
-    {"threads", F_INT, C_GE1, 1, HW(cpu_threads), 1, 4096, "threads"},
-    {"int8_peak_TOPS", F_NUM, C_POS, 1e12, HW(cpu_flops), 1e-3, 1e5, "TOPS (1e9..1e17 op/s)"},
-    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(cpu_mem_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
-    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(cpu_op_overhead_s), 0, 1e6, "us (0..1 s)"},
+    {"threads", F_INT, C_GE1, 1, HW(cpu_threads), 1, 4096, "threads", 0},
+    {"int8_peak_TOPS", F_NUM, C_POS, 1e12, HW(cpu_flops), 1e-3, 1e5, "TOPS (1e9..1e17 op/s)", 0},
+    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(cpu_mem_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)", 0},
+    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(cpu_op_overhead_s), 0, 1e6, "us (0..1 s)", 0},
 };
 static const figdef GPU_FIGS[] = {
-    {"fp16_tensor_peak_TFLOPS", F_NUM, C_POS, 1e12, HW(gpu_flops), 1e-3, 1e5, "TFLOPS (1e9..1e17 FLOP/s)"},
-    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(gpu_mem_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
-    {"vram_bytes", F_U64, C_GE1, 1, HW(gpu_vram_bytes), 16777216.0, 17592186044416.0, "bytes (16 MiB..16 TiB)"},
-    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(gpu_op_overhead_s), 0, 1e6, "us (0..1 s)"},
+    {"fp16_tensor_peak_TFLOPS", F_NUM, C_POS, 1e12, HW(gpu_flops), 1e-3, 1e5, "TFLOPS (1e9..1e17 FLOP/s)", 0},
+    {"mem_bw_GBps", F_NUM, C_POS, 1e9, HW(gpu_mem_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)", 0},
+    {"vram_bytes", F_U64, C_GE1, 1, HW(gpu_vram_bytes), 16777216.0, 17592186044416.0, "bytes (16 MiB..16 TiB)", 0},
+    {"op_overhead_us", F_NUM, C_NONNEG, 1e-6, HW(gpu_op_overhead_s), 0, 1e6, "us (0..1 s)", 0},
 };
 static const figdef PCIE_FIGS[] = {
-    {"h2d_GBps", F_NUM, C_POS, 1e9, HW(pcie_h2d_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
-    {"d2h_GBps", F_NUM, C_POS, 1e9, HW(pcie_d2h_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
-    {"sm_copy_GBps", F_NUM, C_POS, 1e9, HW(pcie_sm_copy_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
-    {"link_GBps", F_NUM, C_POS, 1e9, HW(pcie_link_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)"},
-    {"latency_us", F_NUM, C_NONNEG, 1e-6, HW(pcie_latency_s), 0, 1e6, "us (0..1 s)"},
-    {"copy_engines", F_INT, C_GE1, 1, HW(n_copy_engines), 1, 16, "copy engines"},
+    {"h2d_GBps", F_NUM, C_POS, 1e9, HW(pcie_h2d_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)", 0},
+    {"d2h_GBps", F_NUM, C_POS, 1e9, HW(pcie_d2h_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)", 0},
+    {"sm_copy_GBps", F_NUM, C_POS, 1e9, HW(pcie_sm_copy_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)", 0},
+    {"link_GBps", F_NUM, C_POS, 1e9, HW(pcie_link_bw), 0.1, 1e5, "GB/s (0.1 GB/s..100 TB/s)", 0},
+    {"latency_us", F_NUM, C_NONNEG, 1e-6, HW(pcie_latency_s), 0, 1e6, "us (0..1 s)", 0},
+    {"copy_engines", F_INT, C_GE1, 1, HW(n_copy_engines), 1, 16, "copy engines", 0},
+    {"switch_us", F_NUM, C_NONNEG, 1e-6, HW(host_switch_s), 0, 1e6, "us (0..1 s)", 1},
 };
 static const figdef HOSTMEM_FIGS[] = {
-    {"cpu_factor", F_NUM, C_FRAC, 1, HW(hostmem_cpu_factor), 0, 0, NULL},
-    {"dma_factor", F_NUM, C_FRAC, 1, HW(hostmem_dma_factor), 0, 0, NULL},
+    {"cpu_factor", F_NUM, C_FRAC, 1, HW(hostmem_cpu_factor), 0, 0, NULL, 0},
+    {"dma_factor", F_NUM, C_FRAC, 1, HW(hostmem_dma_factor), 0, 0, NULL, 0},
 };
 static const figdef EFF_FIGS[] = {
-    {"gemm_min_tokens", F_I64, C_GE1, 1, HW(gemm_min_tokens), 1, 1e6, "tokens"},
+    {"gemm_min_tokens", F_I64, C_GE1, 1, HW(gemm_min_tokens), 1, 1e6, "tokens", 0},
 };
 #define EF(f) offsetof(ats_hw_eff, f)
 static const figdef BACKEND_FIGS[] = {
-    {"gemv_bw", F_NUM, C_FRAC, 1, EF(gemv_bw), 0, 0, NULL},
-    {"gemm_flop", F_NUM, C_FRAC, 1, EF(gemm_flop), 0, 0, NULL},
-    {"attn_bw", F_NUM, C_FRAC, 1, EF(attn_bw), 0, 0, NULL},
-    {"attn_flop", F_NUM, C_FRAC, 1, EF(attn_flop), 0, 0, NULL},
+    {"gemv_bw", F_NUM, C_FRAC, 1, EF(gemv_bw), 0, 0, NULL, 0},
+    {"gemm_flop", F_NUM, C_FRAC, 1, EF(gemm_flop), 0, 0, NULL, 0},
+    {"attn_bw", F_NUM, C_FRAC, 1, EF(attn_bw), 0, 0, NULL, 0},
+    {"attn_flop", F_NUM, C_FRAC, 1, EF(attn_flop), 0, 0, NULL, 0},
 };
 #define NFIG(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -127,6 +129,7 @@ static enum ats_status read_fig(ctx *c, const char *prefix, json_t *obj, const f
     char path[160], vt[80];
     join(path, sizeof path, prefix, f->key);
     json_t *v = json_object_get(obj, f->key);
+    if (!v && f->optional) return ATS_OK; /* stays 0 (ats_hw_init) */
     if (!v) return fail(c, "field '%s': missing", path);
     if (f->kind == F_NUM) {
         if (!json_is_number(v)) {
@@ -192,7 +195,7 @@ static enum ats_status check_sources(ctx *c, const char *prefix, json_t *obj, co
         }
     }
     for (size_t i = 0; i < nfig; i++)
-        if (!json_object_get(src, figs[i].key))
+        if (!json_object_get(src, figs[i].key) && (!figs[i].optional || json_object_get(obj, figs[i].key)))
             return fail(c, "field '%s.%s': missing (every figure needs a source)", path, figs[i].key);
     if (extra && extra_present && !json_object_get(src, extra))
         return fail(c, "field '%s.%s': missing (every figure needs a source)", path, extra);

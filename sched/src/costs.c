@@ -111,6 +111,7 @@ enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
     HW_POS(pcie_sm_copy_bw);
     HW_POS(pcie_link_bw);
     HW_NONNEG(pcie_latency_s);
+    HW_NONNEG(host_switch_s);
     if (hw->n_copy_engines < 1)
         return ats_err_set(err, ATS_EINVAL, "hw 'n_copy_engines': %d (must be >= 1)", hw->n_copy_engines);
     HW_FRAC(hw->hostmem_cpu_factor, "hostmem_cpu_factor");
@@ -364,7 +365,8 @@ enum ats_status ats_costs_from_model(const ats_graph *g, const ats_hw *hw, ats_c
         out->w_expert[i] = (op->kind == ATS_OP_EXPERTS || op->kind == ATS_OP_SHEXP)
                                ? (double)op->expert_bytes / hw->pcie_h2d_bw
                                : 0.0;
-        out->c[i] = i == 0 ? 0.0 : hw->pcie_latency_s + (double)op->act_in_bytes / hw->pcie_sm_copy_bw;
+        out->c[i] = i == 0 ? 0.0
+                           : hw->pcie_latency_s + hw->host_switch_s + (double)op->act_in_bytes / hw->pcie_sm_copy_bw;
     }
     return ATS_OK;
 }

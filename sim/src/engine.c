@@ -279,6 +279,8 @@ enum ats_status sim_engine_new(const ats_hw *hw, const sim_trace *trace, const s
         if (!(rates[i].v > 0.0) || isinf(rates[i].v))
             return ats_err_set(err, ATS_EINVAL, "hw %s: %s: %g (must be > 0)", hw->name, rates[i].name,
                                rates[i].v);
+    if (!(hw->host_switch_s >= 0.0) || isinf(hw->host_switch_s))
+        return ats_err_set(err, ATS_EINVAL, "hw %s: host_switch_s: %g (must be >= 0)", hw->name, hw->host_switch_s);
     if (!(hw->pcie_latency_s >= 0.0) || isinf(hw->pcie_latency_s))
         return ats_err_set(err, ATS_EINVAL, "hw %s: pcie_latency_s: %g (must be >= 0)", hw->name,
                            hw->pcie_latency_s);
@@ -465,9 +467,10 @@ static int start_ready(sim_engine *e, const sim_prog *p)
         s->task = ti;
         s->remaining = t->work;
         s->rate = 0.0;
-        if (is_xfer(t->kind) && e->hw.pcie_latency_s > 0.0 && t->work > 0.0) { /* nothing to move: no latency */
+        const double lat = e->hw.pcie_latency_s + t->latency_s;
+        if (is_xfer(t->kind) && lat > 0.0 && t->work > 0.0) { /* nothing to move: no latency */
             s->phase = 0;
-            heap_set(e, e->now + e->hw.pcie_latency_s, EV_LAT, q);
+            heap_set(e, e->now + lat, EV_LAT, q);
         } else {
             s->phase = 1; /* solve() schedules the completion */
         }

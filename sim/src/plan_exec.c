@@ -120,6 +120,7 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
             if (serial && po->has_wait_xfer && po->wait_xfer < k) adeps[nad++] = xtask[po->wait_xfer];
             st = add(prog, kind, q, (double)a->bytes, adeps, nad, SIM_TAG_AXFER, i, &idx, err);
             if (st) goto out;
+            prog->tasks[idx].latency_s = opts->act_switch_s; /* the host's switch (ats_hw.host_switch_s) */
             if (act_task) act_task[i] = idx;
             prev = idx;
         }

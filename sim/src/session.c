@@ -314,6 +314,7 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
     eo.cpu_mem_frac = cfg->hostmem ? sh->mem_frac : NULL;
     eo.cpu_flop_frac = cfg->hostmem ? sh->flop_frac : NULL;
     eo.prefetched_bytes = s->prefetched;
+    eo.act_switch_s = s->hw->host_switch_s;
     st = sim_prog_from_plan(&s->prog, g, plan, &s->truth, &eo, s->op_task, s->xfer_task, s->act_task, err);
     if (st) return st;
     const double h2d0 = sim_engine_stats(s->eng)->bytes_h2d;

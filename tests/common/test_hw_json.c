@@ -455,6 +455,29 @@ static void test_op_table(uint64_t *rng)
     }
 }
 
+/* pcie.switch_us (ats_hw.host_switch_s): optional; absent 0, present with a source in seconds, present
+ * without one refused; the cost model charges it on every activation crossing (c[i]). */
+static void test_switch_us(void)
+{
+    ats_hw hw;
+    ats_err e = {{0}};
+    json_t *j = load_base();
+    CHECK(atsc_hw_load(write_json(j, "sw0.json"), &hw, &e) == ATS_OK && hw.host_switch_s == 0.0);
+    const double c0 = hw.pcie_latency_s;
+    set_path(j, "pcie.switch_us", json_real(20.0));
+    const char *path = write_json(j, "sw1.json");
+    CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, "switch_us': missing (every figure needs a source)") != NULL, "%s", e.msg);
+    set_path(j, "pcie.sources.switch_us", json_string("from timelines"));
+    CHECK(atsc_hw_load(write_json(j, "sw2.json"), &hw, &e) == ATS_OK);
+    CHECK_REL(hw.host_switch_s, 20e-6, 1e-12, 0);
+    CHECK_REL(hw.pcie_latency_s, c0, 1e-15, 0);
+    set_path(j, "pcie.switch_us", json_real(-1.0));
+    CHECK(atsc_hw_load(write_json(j, "sw3.json"), &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, "pcie.switch_us': -1 (must be >= 0)") != NULL, "%s", e.msg);
+    json_decref(j);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_hw_json");
@@ -467,6 +490,7 @@ int main(void)
     test_op_table(&rng);
     test_bad_values();
     test_bad_files();
+    test_switch_us();
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     return tu_finish("test_hw_json");

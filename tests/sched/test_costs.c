@@ -67,6 +67,18 @@ static void test_model(void)
         CHECK_MSG(ats_costs_from_model(g, &hw, &c, &err) == ATS_OK, "%s", err.msg);
         CHECK(ats_costs_validate(&c, &err) == ATS_OK);
         CHECK(c.c[0] == 0.0);
+        { /* a host switch cost (pcie.switch_us) adds to every activation crossing, nothing else */
+            ats_costs c2;
+            ats_hw h2 = hw;
+            h2.host_switch_s = 20e-6;
+            CHECK(ats_costs_init(&c2, g->n_ops) == ATS_OK && ats_costs_from_model(g, &h2, &c2, &err) == ATS_OK);
+            for (int32_t i = 1; i < g->n_ops; i++) {
+                CHECK_REL(c2.c[i], c.c[i] + 20e-6, 1e-12, 0);
+                CHECK(c2.w[i] == c.w[i] && c2.t_cpu[i] == c.t_cpu[i] && c2.t_gpu[i] == c.t_gpu[i]);
+            }
+            CHECK(c2.c[0] == 0.0);
+            ats_costs_free(&c2);
+        }
         int checked = 0;
         for (int32_t i = 0; i < g->n_ops; i++) {
             const ats_op *op = &g->ops[i];
@@ -80,7 +92,8 @@ static void test_model(void)
                     double want = (tb > tf ? tb : tf) * hw.eff_cpu.q_scale[op->qtype] + hw.cpu_op_overhead_s;
                     CHECK_REL(c.t_cpu[i], want, 1e-12, 0);
                     CHECK_REL(c.w[i], hw.pcie_latency_s + (double)op->weight_bytes / hw.pcie_h2d_bw, 1e-12, 0);
-                    CHECK_REL(c.c[i], hw.pcie_latency_s + (double)op->act_in_bytes / hw.pcie_sm_copy_bw, 1e-12, 0);
+                    CHECK_REL(c.c[i], hw.pcie_latency_s + hw.host_switch_s + (double)op->act_in_bytes / hw.pcie_sm_copy_bw,
+                              1e-12, 0);
                     checked = 1;
                 }
             }

@@ -79,6 +79,10 @@ typedef struct ats_hw {
     double pcie_sm_copy_bw;    /* SM copy kernel over zero-copy memory [bytes/s] */
     double pcie_link_bw;       /* both paths together (the link's shared capacity) [bytes/s] */
     double pcie_latency_s;     /* per-transfer latency [s] */
+    double host_switch_s;      /* host time of an activation crossing between CPU and GPU [s]: at
+                                  GPU→CPU the device backend's flush (its D2H copies issued and the
+                                  stream waited for), at CPU→GPU the re-upload of what the host wrote;
+                                  per crossing, the mean of both. 0 where not measured (optional) */
     int n_copy_engines;        /* host→device copy engines usable concurrently (consumer RTX: 1) */
     /* host memory interference (DESIGN.md table): while DMA streams from host memory at the full
        link rate, CPU ops see cpu_mem_bw · hostmem_cpu_factor; the DMA sees its rate times

@@ -63,6 +63,8 @@ typedef struct sim_task {
     double work;        /**< [s] at idle speed (CPU/GPU) or [bytes] (transfers) */
     double mem_frac;    /**< CPU: memory-time share of the roofline at idle (0..1); default 1 */
     double flop_frac;   /**< CPU: compute-time share of the roofline at idle (0..1); default 0 */
+    double latency_s;   /**< transfers: fixed time before the bytes move, beyond the link's latency
+                             (an activation crossing's host switch) [s]; default 0 */
     int32_t op;         /**< caller's op index (or -1) */
     int32_t dep_off;    /**< first entry in sim_prog.deps */
     int32_t n_dep;      /**< number of tasks this one waits for (all earlier in the program) */

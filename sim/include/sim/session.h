@@ -58,6 +58,7 @@ typedef struct sim_exec_opts {
     const double *cpu_flop_frac; /**< NULL or n_ops: compute share of each CPU op's roofline */
     const double *prefetched_bytes; /**< NULL or n_wxfers: bytes of prefetch transfers already
                                          moved during the previous round */
+    double act_switch_s;    /**< host time of each activation crossing (ats_hw.host_switch_s) [s] */
 } sim_exec_opts;
 
 sim_exec_opts sim_exec_opts_default(void);
