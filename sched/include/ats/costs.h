@@ -98,7 +98,8 @@ double ats_prof_op_time(const ats_graph *g, const ats_op *op, const ats_hw *hw, 
  * with bytes = weight bytes actually read (routed experts: active experts only) + KV bytes read +
  * activations; GEMV efficiencies when n_tokens < gemm_min_tokens, GEMM ones otherwise.
  * w = pcie_latency + moved bytes / pcie_h2d_bw (moved: all weights; EXPERTS: n_expert_active ·
- * expert_bytes); c[i] = pcie_latency + act_in_bytes[i] / pcie_sm_copy_bw.
+ * expert_bytes); c[i] = pcie_latency + host_switch + act_in_bytes[i] / pcie_sm_copy_bw (host_switch:
+ * the host's time for a CPU↔GPU crossing, pcie.switch_us, 0 when the description has none).
  * `out` must be initialised with n = g->n_ops. Source: the roofline model (Williams et al. 2009);
  * the PCIe term as in paper §4.3.2 (c_i = S_in,i / B_pcie).
  */
