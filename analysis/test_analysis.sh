@@ -219,6 +219,11 @@ sys.exit(not (r and all(x['process'] == 'ats' and x['rounds'] == 1 and x['ms_per
     echo '{"x": 1}' >"$out/notl.json"
     $py "$here/timeline_rounds.py" "$out/notl.json" 2>"$out/notl.err"; rc=$?
     check "timeline_rounds: no traceEvents: exit 2 naming the file" sh -c "test $rc -eq 2 && grep -q 'notl.json: not a Chrome trace-event file' '$out/notl.err'"
+    printf '{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": "0", "dur": 5}]}' >"$out/badts.json"
+    $py "$here/timeline_rounds.py" "$out/badts.json" 2>"$out/badts.err"; rc=$?
+    check "timeline_rounds: a string ts: exit 2, one line naming the event" sh -c "test $rc -eq 2 && test \$(wc -l <'$out/badts.err') -eq 1 && grep -q 'badts.json: traceEvents\[0\].ts' '$out/badts.err'"
+    $py "$here/timeline_rounds.py" "$out/tl.json" >/dev/full 2>"$out/full.err"; rc=$?
+    check "timeline_rounds > /dev/full: exit 1, one line" sh -c "test $rc -eq 1 && test \$(wc -l <'$out/full.err') -eq 1 && grep -q 'write failed' '$out/full.err'"
     $py "$here/timeline_rounds.py" "$out/tl.json" --rounds 50: 2>"$out/tlr.err"; rc=$?
     check "timeline_rounds: no round chosen: exit 2" sh -c "test $rc -eq 2 && grep -q 'tl.json: no rounds in --rounds 50:' '$out/tlr.err'"
 fi

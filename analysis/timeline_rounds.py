@@ -19,8 +19,12 @@ Exit 2 with one line naming the file on bad input (not JSON, no traceEvents, no 
 """
 import argparse
 import json
+import numbers
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 BLK = re.compile(r"blk\.\d+\.")
 
@@ -51,10 +55,33 @@ def load(path):
         fail(f"{path}: {e.strerror}")
     except (ValueError, UnicodeDecodeError) as e:
         fail(f"{path}: not JSON ({e})")
+    except RecursionError:
+        fail(f"{path}: JSON nested too deep to be a trace-event file")
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc if isinstance(doc, list) else None
     if not isinstance(events, list):
         fail(f"{path}: not a Chrome trace-event file (no traceEvents list)")
     return events
+
+
+def key_ok(v):
+    return isinstance(v, (int, str)) and not isinstance(v, bool)
+
+
+def check_events(path, events):
+    """One line naming the event for a slice or metadata event whose fields have the wrong types."""
+    for i, e in enumerate(events):
+        if not isinstance(e, dict) or e.get("ph") not in ("X", "M"):
+            continue
+        for f in ("pid", "tid"):
+            if f in e and not key_ok(e[f]):
+                fail(f"{path}: traceEvents[{i}].{f}: {json.dumps(e[f])[:40]} (must be an integer or a string)")
+        if "args" in e and not isinstance(e["args"], dict):
+            fail(f"{path}: traceEvents[{i}].args: {json.dumps(e['args'])[:40]} (must be an object)")
+        if e["ph"] == "X":
+            for f in ("ts", "dur"):
+                v = e.get(f)
+                if not isinstance(v, numbers.Real) or isinstance(v, bool) or v != v or v in (float("inf"), float("-inf")):
+                    fail(f"{path}: traceEvents[{i}].{f}: {json.dumps(v)[:40]} (must be a finite number)")
 
 
 def summarize(events, phase, rng, top, only):
@@ -69,7 +96,7 @@ def summarize(events, phase, rng, top, only):
             tracks[(e.get("pid"), e.get("tid"))] = args.get("name", str(e.get("tid")))
     slices = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e and "dur" in e]
     out = []
-    for pid in sorted({e.get("pid") for e in slices}, key=lambda p: (p is None, p)):
+    for pid in sorted({e.get("pid") for e in slices}, key=lambda p: (p is None, str(p))):
         pname = procs.get(pid, str(pid))
         if only and pname != only:
             continue
@@ -118,7 +145,9 @@ def main():
     a = ap.parse_args()
     if a.top < 1:
         fail(f"--top {a.top}: must be >= 1")
-    res = summarize(load(a.timeline), a.phase, parse_range(a.rounds), a.top, a.process)
+    events = load(a.timeline)
+    check_events(a.timeline, events)
+    res = summarize(events, a.phase, parse_range(a.rounds), a.top, a.process)
     if not res:
         what = f"{a.phase} rounds" if a.phase != "all" else "rounds"
         fail(f"{a.timeline}: no {what} in --rounds {a.rounds}" + (f" of process '{a.process}'" if a.process else ""))
@@ -146,4 +175,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import atsresults
+    atsresults.run_main(main)

@@ -21,6 +21,7 @@
 #include "ex/model.h"
 #include "ex/session.h"
 #ifdef ATS_HAVE_CUDA
+#include "atsc/outfile.h"
 #include "ex/gpu.h"
 #endif
 #include "ex/tokenizer.h"
@@ -434,7 +435,7 @@ static int run_with_policy(const run_opts *o, const ex_model *m, const ex_sessio
         return ATS_EXIT_USAGE;
     }
     if (ats_cli_check_out("run", "--timeline", o->tl_path)) return ATS_EXIT_USAGE;
-    if (o->tl_path && o->out_path && !strcmp(o->tl_path, o->out_path)) {
+    if (o->tl_path && o->out_path && atsc_out_same_target(o->tl_path, o->out_path)) {
         ats_cli_error("run", "--out and --timeline name the same file '%s' (give two paths)", o->out_path);
         return ATS_EXIT_USAGE;
     }

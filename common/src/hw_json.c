@@ -194,9 +194,14 @@ static enum ats_status check_sources(ctx *c, const char *prefix, json_t *obj, co
             return fail(c, "field '%s': %s (must be a non-empty string)", p2, vt);
         }
     }
-    for (size_t i = 0; i < nfig; i++)
-        if (!json_object_get(src, figs[i].key) && (!figs[i].optional || json_object_get(obj, figs[i].key)))
+    for (size_t i = 0; i < nfig; i++) {
+        const int has_src = json_object_get(src, figs[i].key) != NULL, has_fig = json_object_get(obj, figs[i].key) != NULL;
+        if (!has_src && (!figs[i].optional || has_fig))
             return fail(c, "field '%s.%s': missing (every figure needs a source)", path, figs[i].key);
+        if (has_src && figs[i].optional && !has_fig)
+            return fail(c, "field '%s.%s': a source for '%s.%s', which is absent", path, figs[i].key, prefix,
+                        figs[i].key);
+    }
     if (extra && extra_present && !json_object_get(src, extra))
         return fail(c, "field '%s.%s': missing (every figure needs a source)", path, extra);
     return ATS_OK;

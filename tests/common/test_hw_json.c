@@ -464,6 +464,11 @@ static void test_switch_us(void)
     json_t *j = load_base();
     CHECK(atsc_hw_load(write_json(j, "sw0.json"), &hw, &e) == ATS_OK && hw.host_switch_s == 0.0);
     const double c0 = hw.pcie_latency_s;
+    set_path(j, "pcie.sources.switch_us", json_string("from timelines"));
+    CHECK(atsc_hw_load(write_json(j, "sw4.json"), &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, "pcie.sources.switch_us': a source for 'pcie.switch_us', which is absent") != NULL, "%s",
+              e.msg);
+    del_path(j, "pcie.sources.switch_us");
     set_path(j, "pcie.switch_us", json_real(20.0));
     const char *path = write_json(j, "sw1.json");
     CHECK(atsc_hw_load(path, &hw, &e) == ATS_EINVAL);
