@@ -470,6 +470,40 @@ static void test_fused_head_costs(const ats_hw *base)
     moe_case_free(&mc);
 }
 
+/* The automatic ring may hold a prefill expert group: Mixtral-8x7B (8 experts of ~0.1 GB a tensor, a
+ * layer's group ~0.8 GB) at 4 GiB on h200-host, 512 + 32 tokens. Every fixed candidate (M/16, M/8,
+ * M/4) leaves ats's half slot too small for a prefill group, so the request ran as `static` (TTFT
+ * 2.5 s simulated); the ring of 2 x the prefill group streams it (~0.5 s). */
+static void test_prefill_group_ring(const ats_hw *hw)
+{
+    ats_graph *gd = fx_model_graph("mixtral-8x7b", ATS_PHASE_DECODE, 1, 512);
+    ats_graph *gp = fx_model_graph("mixtral-8x7b", ATS_PHASE_PREFILL, 512, 0);
+    if (!gd || !gp) {
+        ats_graph_free(gd);
+        ats_graph_free(gp);
+        return;
+    }
+    const int32_t n = gd->n_ops;
+    ats_costs cd, cp;
+    ats_err err;
+    CHECK(ats_costs_init(&cd, n) == 0 && ats_costs_init(&cp, n) == 0);
+    CHECK(ats_costs_from_model(gd, hw, &cd, &err) == ATS_OK && ats_costs_from_model(gp, hw, &cp, &err) == ATS_OK);
+    const uint64_t M = 4 * GIB;
+    uint64_t chosen = 0, t_dummy;
+    double t_auto = request_time("ats", M, 0, hw, gd, &cd, gp, &cp, 1, 32, &chosen);
+    double t_q = request_time("ats", M, M / 4, hw, gd, &cd, gp, &cp, 1, 32, &t_dummy);
+    double t_static = request_time("static", M, 0, hw, gd, &cd, gp, &cp, 1, 32, &t_dummy);
+    CHECK_MSG(t_auto < 0.8 * t_q && t_auto < 0.8 * t_static,
+              "mixtral 4 GiB 512+32: automatic ring %.3f GiB predicts %.3f s; ring M/4 %.3f s, static %.3f s",
+              (double)chosen / GIB, t_auto, t_q, t_static);
+    printf("  ats, mixtral-8x7b, 4 GiB, 512+32 tokens: ring %.3f GiB, %.3f s (ring M/4: %.3f s, static %.3f s)\n",
+           (double)chosen / GIB, t_auto, t_q, t_static);
+    ats_costs_free(&cd);
+    ats_costs_free(&cp);
+    ats_graph_free(gd);
+    ats_graph_free(gp);
+}
+
 int main(void)
 {
     tu_seed("test_policy"); /* deterministic inputs (real models); printed for the record */
@@ -487,6 +521,7 @@ int main(void)
     if (fx_hw("h200-host", &h200)) {
         test_request_temp(&h200);
         test_fused_head_costs(&h200);
+        test_prefill_group_ring(&h200);
     }
     return tu_finish("test_policy");
 }
