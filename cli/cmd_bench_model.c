@@ -348,7 +348,7 @@ static int check_hw(bm_args *a)
     ats_err err = {{0}};
     const char *name = a->hw_name ? a->hw_name : "h200-host";
     if (atsc_hw_load(ats_cli_hw_path(name, path, sizeof path), &a->hw, &err) != ATS_OK) {
-        ats_cli_error(CMD, "--hw %s: %s", name, err.msg);
+        ats_cli_error(CMD, "--hw: %s", err.msg); /* the message names the file */
         return ATS_EXIT_USAGE;
     }
     uint64_t budget = a->vram;

@@ -106,7 +106,7 @@ int ats_cmd_profile(int argc, char **argv)
     ats_err err = {{0}};
     ats_hw base;
     if (atsc_hw_load(hw_path, &base, &err) != ATS_OK) {
-        ats_cli_error(CMD, "--hw %s: %s", hw, err.msg);
+        ats_cli_error(CMD, "--hw: %s", err.msg); /* the message names the file */
         return ATS_EXIT_USAGE;
     }
     /* the model */

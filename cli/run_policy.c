@@ -238,7 +238,7 @@ int ats_run_policy(const ex_model *m, const run_policy_args *a)
     char path[1024];
     ats_hw hw;
     if (atsc_hw_load(ats_cli_hw_path(a->hw, path, sizeof path), &hw, &err) != ATS_OK) {
-        ats_cli_error("run", "--hw %s: %s", a->hw, err.msg);
+        ats_cli_error("run", "--hw: %s", err.msg); /* the message names the file */
         return ATS_EXIT_USAGE;
     }
     hw.cpu_threads = omp_get_max_threads();
