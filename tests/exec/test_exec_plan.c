@@ -203,6 +203,16 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
               policy, (unsigned long long)hs.peak_alloc_bytes, (unsigned long long)kv, (unsigned long long)comp,
               (unsigned long long)budget);
     CHECK(ex_rt_n_observed(rt) == 3 + DECODE);
+    { /* the host's work before each op of the last round, in order: taken up, switch done, backend call */
+        ex_rt_op_times o = ex_rt_last_ops(rt);
+        int bad = 0;
+        for (int32_t i = 0; i < o.n; i++) {
+            bad += !(o.h_in_s[i] <= o.h_sw_s[i] && o.h_sw_s[i] <= o.h_call_s[i]);
+            bad += i > 0 && !(o.h_in_s[i] >= o.h_call_s[i - 1]);
+            bad += o.backend[i] == ATS_CPU && !(o.h_call_s[i] <= o.t_end_s[i]);
+        }
+        CHECK_MSG(bad == 0, "%s budget %llu: %d ops with host times out of order", policy, (unsigned long long)budget, bad);
+    }
     CHECK(ex_rt_warmup(rt, CHUNK, &err) == ATS_EINVAL); /* only before the first round */
     t->runs++;
     t->copies += hs.copies;
