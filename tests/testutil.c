@@ -193,3 +193,28 @@ int tu_run_capture(const char *bin, const char *args, const char *scratch_dir, c
     else free(b);
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+void tu_expect_usage_out(const char *bin, const char *scratch_dir, const char *args, const char *part)
+{
+    char e[4096], full[2048], res[600];
+    snprintf(res, sizeof res, "%s/bad.json", scratch_dir);
+    snprintf(full, sizeof full, "%s --out '%s'", args, res);
+    int code = tu_run_capture(bin, full, scratch_dir, NULL, e, sizeof e);
+    CHECK_MSG(code == 2 && tu_count_lines(e) == 1 && strstr(e, part), "`ats %s`: exit %d, stderr '%s' (want one line with '%s')",
+              full, code, e, part);
+    CHECK_MSG(access(res, F_OK) != 0, "`ats %s` wrote its result file", full);
+    unlink(res);
+}
+
+void tu_write_tiny_qwen3(const char *path, const char *test_name)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"model_type\": \"qwen3\", \"hidden_size\": 256, \"intermediate_size\": 512,\n"
+             " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 64,\n"
+             " \"vocab_size\": 320, \"tie_word_embeddings\": false, \"qk_norm\": true, \"max_position_embeddings\": 128,\n"
+             " \"rope_theta\": 1000000.0, \"rms_norm_eps\": 1e-06, \"rope_type\": \"neox\",\n"
+             " \"default_quant\": \"q4_k_m\", \"source\": \"%s: a tiny qwen3\"}\n",
+             test_name);
+    tu_write_text(path, text);
+}

@@ -105,5 +105,11 @@ char *tu_run_ats(const char *args, int *rc, int with_stderr);
  *  stderr into err (truncated to elen, through scratch_dir/err.txt); returns the exit code, -1 on a
  *  signal. */
 int tu_run_capture(const char *bin, const char *args, const char *scratch_dir, char **out, char *err, size_t elen);
+/** `bin <args> --out 'scratch_dir/bad.json'` must be refused as bad input: exit 2, one line on stderr
+ *  holding `part`, and no result file (CHECKs; the file is removed if one was written). */
+void tu_expect_usage_out(const char *bin, const char *scratch_dir, const char *args, const char *part);
+/** Writes a tiny dense qwen3 description (2 layers, n_embd 256, FFN 512, 4 heads, 2 KV heads of 64,
+ *  vocabulary 320, context 128, q4_k_m) to path, its source "<test_name>: a tiny qwen3". */
+void tu_write_tiny_qwen3(const char *path, const char *test_name);
 
 #endif

@@ -65,9 +65,8 @@ enum ats_status bench_model_exec_policy(const char *policy, uint64_t vram_budget
     return ATS_OK;
 }
 
-/* A policy row's device: the plan executor's CUDA device where there is one, its name from a
- * short-lived handle (ex_device does not carry it) */
-static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_dev **out, ats_err *err)
+/* A policy row's handle without a device yet: the policy named must exist. */
+static enum ats_status policy_dev_new(const bench_model_exec *ex, bench_model_dev **out, ats_err *err)
 {
     const ats_policy_ops *po;
     if (ats_policy_find(ex->policy, &po) != ATS_OK)
@@ -76,7 +75,18 @@ static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_d
     if (!d) return ATS_ENOMEM;
     d->ex = *ex;
     d->a = d->b = ex_backend_cpu();
-    enum ats_status st = ex_device_cuda_new(&d->rt_dev, err);
+    *out = d;
+    return ATS_OK;
+}
+
+/* A policy row's device: the plan executor's CUDA device where there is one, its name from a
+ * short-lived handle (ex_device does not carry it) */
+static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_dev **out, ats_err *err)
+{
+    bench_model_dev *d;
+    enum ats_status st = policy_dev_new(ex, &d, err);
+    if (st) return st;
+    st = ex_device_cuda_new(&d->rt_dev, err);
     d->own_rt_dev = st == ATS_OK;
     if (st == ATS_ENOTFOUND) { /* no device, or a build without CUDA: the CPU runs every op */
         d->rt_dev = NULL;
@@ -102,14 +112,10 @@ static enum ats_status dev_open_policy(const bench_model_exec *ex, bench_model_d
 
 enum ats_status bench_model_dev_open_on(const bench_model_exec *ex, ex_device *dev, bench_model_dev **out, ats_err *err)
 {
-    const ats_policy_ops *po;
     if (!ex->policy[0]) return ats_err_set(err, ATS_EINVAL, "--backend %s: a device of the plan executor needs a policy", ex->backend);
-    if (ats_policy_find(ex->policy, &po) != ATS_OK)
-        return ats_err_set(err, ATS_EINVAL, "--policy: unknown policy '%s' (%s)", ex->policy, ats_policy_names());
-    bench_model_dev *d = calloc(1, sizeof *d);
-    if (!d) return ATS_ENOMEM;
-    d->ex = *ex;
-    d->a = d->b = ex_backend_cpu();
+    bench_model_dev *d;
+    enum ats_status st = policy_dev_new(ex, &d, err);
+    if (st) return st;
     d->rt_dev = dev;
     if (dev) snprintf(d->gpu_name, sizeof d->gpu_name, "%s", dev->name);
     *out = d;

@@ -82,14 +82,9 @@ static void check_policy_row(json_t *o, size_t i, const char *policy, const char
 
 static void expect_usage(const char *args, const char *part)
 {
-    char e[4096], full[2048], res[600];
-    snprintf(res, sizeof res, "%s/bad.json", dir);
-    snprintf(full, sizeof full, "bench model %s --out '%s'", args, res);
-    int code = run(full, NULL, e, sizeof e);
-    CHECK_MSG(code == 2 && tu_count_lines(e) == 1 && strstr(e, part), "`ats %s`: exit %d, stderr '%s' (want one line with '%s')",
-              full, code, e, part);
-    CHECK_MSG(access(res, F_OK) != 0, "`ats %s` wrote its result file", full);
-    unlink(res);
+    char full[2048];
+    snprintf(full, sizeof full, "bench model %s", args);
+    tu_expect_usage_out(bin, dir, full, part);
 }
 
 int main(void)
@@ -104,13 +99,7 @@ int main(void)
     char args[4096], e[8192], res[600], json[600];
     snprintf(res, sizeof res, "%s/bench-model.json", dir);
     snprintf(json, sizeof json, "%s/tiny.json", dir);
-    FILE *f = fopen(json, "w");
-    fprintf(f, "{\"model_type\": \"qwen3\", \"hidden_size\": 256, \"intermediate_size\": 512,\n"
-               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 64,\n"
-               " \"vocab_size\": 320, \"tie_word_embeddings\": false, \"qk_norm\": true, \"max_position_embeddings\": 128,\n"
-               " \"rope_theta\": 1000000.0, \"rms_norm_eps\": 1e-06, \"rope_type\": \"neox\",\n"
-               " \"default_quant\": \"q4_k_m\", \"source\": \"test_bench_model_policy: a tiny qwen3\"}\n");
-    fclose(f);
+    tu_write_tiny_qwen3(json, "test_bench_model_policy");
     /* 1. policy rows as JSON, and the result file */
     char *out = NULL;
     json_error_t je;

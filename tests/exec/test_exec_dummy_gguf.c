@@ -250,13 +250,7 @@ static void cli(uint64_t seed)
     }
     char json[600], out[600], lib[600], cmd[4096];
     snprintf(json, sizeof json, "%s/tiny.json", dir);
-    FILE *f = fopen(json, "w");
-    fprintf(f, "{\"model_type\": \"qwen3\", \"hidden_size\": 256, \"intermediate_size\": 512,\n"
-               " \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 64,\n"
-               " \"vocab_size\": 320, \"tie_word_embeddings\": false, \"qk_norm\": true, \"max_position_embeddings\": 128,\n"
-               " \"rope_theta\": 1000000.0, \"rms_norm_eps\": 1e-06, \"rope_type\": \"neox\",\n"
-               " \"default_quant\": \"q4_k_m\", \"source\": \"test_exec_dummy_gguf: a tiny qwen3\"}\n");
-    fclose(f);
+    tu_write_tiny_qwen3(json, "test_exec_dummy_gguf");
     snprintf(out, sizeof out, "%s/cli.gguf", dir);
     snprintf(cmd, sizeof cmd, "'%s' quantize --dummy-weights --model '%s' --quant q8_0 --seed %llu '%s' 2>/dev/null", bin,
              json, (unsigned long long)seed, out);

@@ -316,22 +316,22 @@ static double request_time(const char *pname, uint64_t budget, uint64_t temp, co
     return t;
 }
 
-/* Qwen3-30B-A3B's decode round (context 512) and a 512-token prefill chunk with their costs on `base`
- * with CPU matmuls 4x slower (the executor's MoE prefill on the GPU machine); 0 when the model files
- * are missing (nothing allocated). */
+/* A MoE model's decode round (context 512) and a 512-token prefill chunk with their costs on `base`
+ * with CPU matmul FLOP efficiency times cpu_scale; 0 when the model files are missing (nothing
+ * allocated). */
 typedef struct moe_case {
     ats_hw hw;
     ats_graph *gd, *gp;
     ats_costs cd, cp;
 } moe_case;
 
-static int moe_case_new(const ats_hw *base, moe_case *mc)
+static int moe_case_new(const ats_hw *base, const char *model, double cpu_scale, moe_case *mc)
 {
     ats_err err;
     mc->hw = *base;
-    mc->hw.eff_cpu.gemm_flop *= 0.25;
-    mc->gd = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_DECODE, 1, 512);
-    mc->gp = fx_model_graph("qwen3-30b-a3b", ATS_PHASE_PREFILL, 512, 0);
+    mc->hw.eff_cpu.gemm_flop *= cpu_scale;
+    mc->gd = fx_model_graph(model, ATS_PHASE_DECODE, 1, 512);
+    mc->gp = fx_model_graph(model, ATS_PHASE_PREFILL, 512, 0);
     if (!mc->gd || !mc->gp) {
         ats_graph_free(mc->gd);
         ats_graph_free(mc->gp);
@@ -359,7 +359,7 @@ static void moe_case_free(moe_case *mc)
 static void test_request_temp(const ats_hw *base)
 {
     moe_case mc;
-    if (!moe_case_new(base, &mc)) return;
+    if (!moe_case_new(base, "qwen3-30b-a3b", 0.25, &mc)) return; /* CPU 4x slower: the executor's MoE prefill */
     ats_hw hw = mc.hw;
     ats_graph *gd = mc.gd, *gp = mc.gp;
     ats_costs cd = mc.cd, cp = mc.cp;
@@ -418,7 +418,7 @@ static void test_request_temp(const ats_hw *base)
 static void test_fused_head_costs(const ats_hw *base)
 {
     moe_case mc;
-    if (!moe_case_new(base, &mc)) return;
+    if (!moe_case_new(base, "qwen3-30b-a3b", 0.25, &mc)) return; /* CPU 4x slower: the executor's MoE prefill */
     const ats_hw hw = mc.hw;
     const ats_graph *gd = mc.gd, *gp = mc.gp;
     const int32_t n = gd->n_ops;
@@ -474,34 +474,24 @@ static void test_fused_head_costs(const ats_hw *base)
  * layer's group ~0.8 GB) at 4 GiB on h200-host, 512 + 32 tokens. Every fixed candidate (M/16, M/8,
  * M/4) leaves ats's half slot too small for a prefill group, so the request ran as `static` (TTFT
  * 2.5 s simulated); the ring of 2 x the prefill group streams it (~0.5 s). */
-static void test_prefill_group_ring(const ats_hw *hw)
+static void test_prefill_group_ring(const ats_hw *base)
 {
-    ats_graph *gd = fx_model_graph("mixtral-8x7b", ATS_PHASE_DECODE, 1, 512);
-    ats_graph *gp = fx_model_graph("mixtral-8x7b", ATS_PHASE_PREFILL, 512, 0);
-    if (!gd || !gp) {
-        ats_graph_free(gd);
-        ats_graph_free(gp);
-        return;
-    }
-    const int32_t n = gd->n_ops;
-    ats_costs cd, cp;
-    ats_err err;
-    CHECK(ats_costs_init(&cd, n) == 0 && ats_costs_init(&cp, n) == 0);
-    CHECK(ats_costs_from_model(gd, hw, &cd, &err) == ATS_OK && ats_costs_from_model(gp, hw, &cp, &err) == ATS_OK);
+    moe_case mc;
+    if (!moe_case_new(base, "mixtral-8x7b", 1.0, &mc)) return;
+    const ats_hw *hw = &mc.hw;
+    const ats_graph *gd = mc.gd, *gp = mc.gp;
+    const ats_costs *cd = &mc.cd, *cp = &mc.cp;
     const uint64_t M = 4 * GIB;
     uint64_t chosen = 0, t_dummy;
-    double t_auto = request_time("ats", M, 0, hw, gd, &cd, gp, &cp, 1, 32, &chosen);
-    double t_q = request_time("ats", M, M / 4, hw, gd, &cd, gp, &cp, 1, 32, &t_dummy);
-    double t_static = request_time("static", M, 0, hw, gd, &cd, gp, &cp, 1, 32, &t_dummy);
+    double t_auto = request_time("ats", M, 0, hw, gd, cd, gp, cp, 1, 32, &chosen);
+    double t_q = request_time("ats", M, M / 4, hw, gd, cd, gp, cp, 1, 32, &t_dummy);
+    double t_static = request_time("static", M, 0, hw, gd, cd, gp, cp, 1, 32, &t_dummy);
     CHECK_MSG(t_auto < 0.8 * t_q && t_auto < 0.8 * t_static,
               "mixtral 4 GiB 512+32: automatic ring %.3f GiB predicts %.3f s; ring M/4 %.3f s, static %.3f s",
               (double)chosen / GIB, t_auto, t_q, t_static);
     printf("  ats, mixtral-8x7b, 4 GiB, 512+32 tokens: ring %.3f GiB, %.3f s (ring M/4: %.3f s, static %.3f s)\n",
            (double)chosen / GIB, t_auto, t_q, t_static);
-    ats_costs_free(&cd);
-    ats_costs_free(&cp);
-    ats_graph_free(gd);
-    ats_graph_free(gp);
+    moe_case_free(&mc);
 }
 
 int main(void)
