@@ -261,6 +261,86 @@ out:
     return rc;
 }
 
+/* CPU routed experts of one decode token (ex_cpu_moe, n_tokens 1): Qwen3-30B-A3B's shapes (128 experts
+ * 2048 -> 768 -> 2048, 8 a token, gate/up Q4_K, down Q6_K as its q4_k_m recipe), `reps` timed calls
+ * after 3 warm-ups, each on fresh random ids over NSET copies of the layer's experts (3 x 392 MB: a
+ * call's 8 experts are mostly outside the last-level cache, as in a model's decode). The rate counts
+ * the 8 experts' bytes (24.5 MB). The row the executor's CPU-resident MoE layers run at. */
+static int cpu_moe_row(const bench_sink *sk, int reps, double bw, json_t *cpu)
+{
+    enum { NSET = 3, E = 128, K = 8, D = 2048, F = 768 };
+    uint64_t gb = 0, db = 0;
+    int rc = -1, ns = 0;
+    void *g[NSET] = {0}, *u[NSET] = {0}, *dn[NSET] = {0};
+    float *x = malloc(D * sizeof(float)), *out = malloc(D * sizeof(float));
+    double *tm = malloc((size_t)reps * sizeof *tm);
+    g[0] = kb_make_weights(ATS_Q_Q4_K, (int64_t)E * F, D, 77, &gb);
+    u[0] = kb_make_weights(ATS_Q_Q4_K, (int64_t)E * F, D, 78, &gb);
+    dn[0] = kb_make_weights(ATS_Q_Q6_K, (int64_t)E * D, F, 79, &db);
+    if (!x || !out || !tm || !g[0] || !u[0] || !dn[0]) {
+        bench_note(sk, "cannot build the routed experts (3 x %d experts 2048 -> 768): out of memory", E);
+        goto out;
+    }
+    for (ns = 1; ns < NSET; ns++) {
+        if (!(g[ns] = malloc(gb)) || !(u[ns] = malloc(gb)) || !(dn[ns] = malloc(db))) break;
+        memcpy(g[ns], g[0], gb);
+        memcpy(u[ns], u[0], gb);
+        memcpy(dn[ns], dn[0], db);
+    }
+    uint64_t s = 4242;
+    for (int j = 0; j < D; j++) x[j] = kb_rand_pm1(&s);
+    const uint64_t grb = gb / ((uint64_t)E * F), drb = db / ((uint64_t)E * D);
+    for (int r = -3; r < reps; r++) {
+        const int c = (r + 3) % ns;
+        ex_tensor ge = {ATS_Q_Q4_K, {D, F, E}, grb, g[c]}, ue = {ATS_Q_Q4_K, {D, F, E}, grb, u[c]},
+                  de = {ATS_Q_Q6_K, {F, D, E}, drb, dn[c]};
+        int32_t ids[K];
+        float wt[K];
+        for (int j = 0; j < K; j++) { /* K distinct experts */
+            int dup;
+            do {
+                ids[j] = (int32_t)(kb_splitmix(&s) % E);
+                dup = 0;
+                for (int i = 0; i < j; i++) dup |= ids[i] == ids[j];
+            } while (dup);
+            wt[j] = 1.0f / K;
+        }
+        int64_t t0 = bench_now_ns();
+        enum ats_status mst = ex_cpu_moe(&ge, &ue, &de, x, 1, ids, wt, K, out);
+        if (r >= 0) tm[r] = (double)(bench_now_ns() - t0) * 1e-9;
+        if (mst != ATS_OK) {
+            bench_note(sk, "ex_cpu_moe (decode, 8 of 128 experts): %s", ats_status_str(mst));
+            goto out;
+        }
+    }
+    const double bytes = (double)K * (double)(2 * gb + db) / E, med = bench_median(tm, reps), gbs = bytes / med;
+    char frac[16] = "       -";
+    if (bw > 0) snprintf(frac, sizeof frac, "%7.1f%%", 100.0 * gbs / bw);
+    bench_table(sk, "%-6s %-22s %10.1f %10.1f %9.1f %s  8 of 128 experts, down Q6_K\n", "Q4_K", "moe 2048->768->2048",
+                bytes / 1e6, med * 1e6, gbs * 1e-9, frac);
+    json_t *e = json_object();
+    json_object_set_new(e, "shape", json_string("Qwen3-30B-A3B routed experts: 128 x (2048 -> 768 -> 2048), 8 a token"));
+    json_object_set_new(e, "types", json_string("gate/up Q4_K, down Q6_K"));
+    json_object_set_new(e, "expert_sets", json_integer(ns));
+    json_object_set_new(e, "bytes_per_token", json_real(bytes));
+    json_object_set_new(e, "reps", json_integer(reps));
+    json_object_set_new(e, "median_s", json_real(med));
+    json_object_set_new(e, "GBps", json_real(gbs * 1e-9));
+    if (bw > 0) json_object_set_new(e, "fraction_of_dram_read", json_real(gbs / bw));
+    json_object_set_new(cpu, "moe_decode", e);
+    rc = 0;
+out:
+    for (int c = 0; c < NSET; c++) {
+        free(g[c]);
+        free(u[c]);
+        free(dn[c]);
+    }
+    free(x);
+    free(out);
+    free(tm);
+    return rc;
+}
+
 static int bench_cpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
 {
     json_t *cpu = json_object(), *arr = json_array();
@@ -305,6 +385,7 @@ static int bench_cpu(const bench_kernels_opts *o, json_t *root, kb_ceilings *cl)
         for (int si = 0; si < 2 && rc == 0; si++) /* the two FFN shapes carry 2/3 of the weights */
             rc = cpu_gemv_row(&o->sink, CPU_TYPES[ti], &kb_shapes[si], 1234 + ti, reps, bw, arr);
     json_object_set_new(cpu, "gemv", arr);
+    if (rc == 0) rc = cpu_moe_row(&o->sink, reps, bw, cpu);
     if (rc == 0) {
         int bad = 0;
         json_object_set_new(cpu, "prefill_gemm", bench_cpu_prefill(o, &bad));
