@@ -835,6 +835,134 @@ static inline __attribute__((always_inline)) VNNI_FN void dotn_q6_K_vnni(const v
 DEF_DOTN_VNNI(q4_K)
 DEF_DOTN_VNNI(q6_K)
 
+/* ---- AVX-512 VNNI decode kernels for Q4_K / Q6_K: 4 weight rows a call ----------------------
+ * Per row and block the integer and float work of dotn_*_vnni with NT = 1, in its order, so a row
+ * equals its one-row call bit for bit (and so every prefill path that equals that call). Shared by the
+ * 4 rows: the activation block's loads, the scale bytes unpacked in one 512-bit vector (a 128-bit lane
+ * a row), the 4 rows' fp16 d (and dmin) converted in one instruction; 4 independent rows in flight.
+ * The one-row kernels spent ~75 instructions a Q4_K block, 25 of them unpacking scales and converting
+ * d/dmin, and a row of a routed expert (Qwen3-30B-A3B: 8 blocks, 3 for ffn_down) pays its epilogue
+ * every few blocks. `next` (the next call's 4 rows, 4·ws contiguous bytes) is prefetched into L2 a
+ * block's share at a time, as dotr4_q4_0_vnni does. */
+/* Prefetches the `b`-th `share`-byte part of next (a block of each of the 4 rows: 576 bytes of Q4_K,
+ * 840 of Q6_K; at most 14 lines). Always inlined: GCC finds a called function of prefetches "const"
+ * and deletes the call. */
+static inline __attribute__((always_inline)) void prefetch_next_k(const void *next, size_t bytes, int64_t b, size_t share)
+{
+    const char *p = (const char *)next + share * (size_t)b;
+    if (!next || share * (size_t)(b + 1) > bytes) return;
+#define PF(k) if (64 * (k) < share) _mm_prefetch(p + 64 * (k), _MM_HINT_T1)
+    PF(0); PF(1); PF(2); PF(3); PF(4); PF(5); PF(6); PF(7); PF(8); PF(9); PF(10); PF(11); PF(12); PF(13);
+#undef PF
+}
+
+static VNNI_FN void dotr4_q4_K_vnni(const void *wv, size_t ws, const void *av, int64_t nb, const void *next, float out[4])
+{
+    const ex_block_q4_K *w[4];
+    for (int r = 0; r < 4; r++) w[r] = (const ex_block_q4_K *)((const uint8_t *)wv + r * ws);
+    const ex_block_q8_K *a = av;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m512i m4 = _mm512_set1_epi8(0x0F), shr = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
+    const __m512i pk = _mm512_set_epi16(7, 7, 7, 7, 5, 5, 5, 5, 7, 7, 7, 7, 5, 5, 5, 5, 6, 6, 6, 6, 4, 4, 4, 4, 6, 6, 6, 6, 4, 4, 4, 4);
+    const __m512i pk0 = _mm512_sub_epi16(pk, _mm512_set1_epi16(4));
+    const __m256i midx = _mm256_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    /* q4k_unpack per 128-bit lane (u0 u1 u2 = the 12 scale bytes as 32-bit words): A = (u0, u2, u1, u2)
+       >> (0, 0, 0, 4) masked 3F/0F/3F/0F, or'ed with B = (u0, u0, u1, u1) >> 2 masked 0/30/0/30 */
+    const __m512i ush = _mm512_set_epi32(4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0);
+    const __m512i umlo = _mm512_set_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F,
+                                          0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F,
+                                          0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F);
+    const __m512i umhi = _mm512_set_epi32(0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0,
+                                          0x30303030, 0, 0x30303030, 0, 0x30303030, 0);
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_next_k(next, 4 * ws, i, 4 * sizeof(ex_block_q4_K));
+        __m512i u = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)w[0][i].scales));
+        u = _mm512_inserti32x4(u, _mm_loadu_si128((const __m128i *)w[1][i].scales), 1);
+        u = _mm512_inserti32x4(u, _mm_loadu_si128((const __m128i *)w[2][i].scales), 2);
+        u = _mm512_inserti32x4(u, _mm_loadu_si128((const __m128i *)w[3][i].scales), 3);
+        const __m512i A = _mm512_srlv_epi32(_mm512_shuffle_epi32(u, (_MM_PERM_ENUM)0x98), ush);
+        const __m512i sm = _mm512_or_si512(_mm512_and_si512(A, umlo),
+                                           _mm512_and_si512(_mm512_srli_epi32(_mm512_shuffle_epi32(u, (_MM_PERM_ENUM)0x50), 2), umhi));
+        uint32_t dm[4]; /* d, dmin of each row: in registers (a vector load of 4 scalar stores stalls) */
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < 4; r++) memcpy(&dm[r], &w[r][i].d, 4);
+        const __m256 dd = _mm256_cvtph_ps(_mm_set_epi32((int)dm[3], (int)dm[2], (int)dm[1], (int)dm[0])); /* d0 dmin0 d1 ... */
+        __m512i x[4];
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++) x[c] = _mm512_loadu_si512(a[i].qs + 64 * c);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        const __m256 ad = _mm256_set1_ps(a[i].d);
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < 4; r++) {
+            const __m256i sm16 = _mm256_cvtepu8_epi16(_mm512_extracti32x4_epi32(sm, r)); /* sc 0..7, m 0..7 */
+            const __m256i mdup = _mm256_permutexvar_epi16(midx, sm16);
+            const __m512i s16 = _mm512_castsi256_si512(sm16);
+            const __m256 d = _mm256_permutexvar_ps(_mm256_set1_epi32(2 * r), dd);
+            const __m256 dmin = _mm256_permutexvar_ps(_mm256_set1_epi32(2 * r + 1), dd);
+            __m512i p[4];
+            _Pragma("GCC unroll 4")
+            for (int c = 0; c < 4; c++) {
+                __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[r][i].qs + 32 * c)));
+                p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(_mm512_srlv_epi64(b, shr), m4), x[c]);
+            }
+            __m512i s = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_packs_epi32(p[0], p[1]),
+                                            _mm512_permutexvar_epi16(pk0, s16));
+            s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(p[2], p[3]), _mm512_permutexvar_epi16(pk, s16));
+            const __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+            const __m256i mins = _mm256_madd_epi16(bsums, mdup);
+            const __m256 t = _mm256_fmsub_ps(d, _mm256_cvtepi32_ps(sumi), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(mins)));
+            acc[r] = _mm256_fmadd_ps(ad, t, acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = hsum_ps(acc[r]);
+}
+
+static VNNI_FN void dotr4_q6_K_vnni(const void *wv, size_t ws, const void *av, int64_t nb, const void *next, float out[4])
+{
+    const ex_block_q6_K *w[4];
+    _Pragma("GCC unroll 4")
+    for (int r = 0; r < 4; r++) w[r] = (const ex_block_q6_K *)((const uint8_t *)wv + r * ws);
+    const ex_block_q8_K *a = av;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(3);
+    const __m512i pk6 = _mm512_set_epi16(7, 7, 7, 7, 3, 3, 3, 3, 6, 6, 6, 6, 2, 2, 2, 2, 5, 5, 5, 5, 1, 1, 1, 1, 4, 4, 4, 4, 0, 0, 0, 0);
+    const __m512i pk6h = _mm512_add_epi16(pk6, _mm512_set1_epi16(8));
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_next_k(next, 4 * ws, i, 4 * sizeof(ex_block_q6_K));
+        const __m256 dd = _mm256_castps128_ps256(_mm_mul_ps(
+            _mm_set1_ps(a[i].d), _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)w[3][i].d, (short)w[2][i].d, (short)w[1][i].d,
+                                                           (short)w[0][i].d)))); /* a.d * d of rows 0..3 */
+        __m512i x[4];
+        _Pragma("GCC unroll 4")
+        for (int c = 0; c < 4; c++) x[c] = _mm512_loadu_si512(a[i].qs + 64 * c);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)a[i].bsums);
+        _Pragma("GCC unroll 4")
+        for (int r = 0; r < 4; r++) {
+            const ex_block_q6_K *wb = &w[r][i];
+            const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)wb->scales));
+            const __m512i s16z = _mm512_castsi256_si512(s16);
+            __m512i s = _mm512_setzero_si512();
+            _Pragma("GCC unroll 2")
+            for (int h = 0; h < 2; h++) {
+                __m512i L = _mm512_loadu_si512(wb->ql + 64 * h);
+                __m256i H0 = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * h));
+                __m512i H = _mm512_inserti64x4(_mm512_castsi256_si512(H0), _mm256_srli_epi16(H0, 2), 1);
+                __m512i qa = _mm512_or_si512(_mm512_and_si512(L, m4), _mm512_slli_epi16(_mm512_and_si512(H, m2), 4));
+                __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), m4),
+                                             _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(H, 4), m2), 4));
+                __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qa, x[2 * h]);
+                __m512i pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qb, x[2 * h + 1]);
+                s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(pa, pb), _mm512_permutexvar_epi16(h ? pk6h : pk6, s16z));
+            }
+            __m256i corr = _mm256_madd_epi16(s16, bsums);
+            __m256i sumi = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(corr, 5));
+            acc[r] = _mm256_fmadd_ps(_mm256_permutexvar_ps(_mm256_set1_epi32(r), dd), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++) out[r] = hsum_ps(acc[r]);
+}
+
 /* ---- AVX-512 VNNI prefill kernels for Q4_0 / Q8_0: NT tokens (4 or 8) per weight row -------
  * Bit for bit the float work of the 1-token decode dot (DEF_Q4_0 / DEF_Q8_0 with dot_us_vnni), done
  * for two tokens per 512-bit vector: per block i and token, 8 int32 lanes of exact sums over 4
@@ -1235,6 +1363,8 @@ static vec_dotr4_fn pick_dotr4(ats_qtype t, unsigned f)
     switch (t) {
     case ATS_Q_Q4_0: return (f & EX_CPU_AVX512VNNI) ? dotr4_q4_0_vnni : (f & EX_CPU_AVX2) ? dotr4_q4_0_avx2 : NULL;
     case ATS_Q_MXFP4: return (f & EX_CPU_AVX512VNNI) ? dotr4_mxfp4_vnni : (f & EX_CPU_AVX2) ? dotr4_mxfp4_avx2 : NULL;
+    case ATS_Q_Q4_K: return (f & EX_CPU_AVX512VNNI) ? dotr4_q4_K_vnni : NULL;
+    case ATS_Q_Q6_K: return (f & EX_CPU_AVX512VNNI) ? dotr4_q6_K_vnni : NULL;
     default: break;
     }
 #endif
