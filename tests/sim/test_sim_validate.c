@@ -256,6 +256,23 @@ static void test_cli(void)
               rc_ign, out ? out : "");
     free(out);
     unlink(p);
+    /* a model the file has no figures for (a GGUF file, a JSON of one's own): its decode graph's ops times
+     * the largest per-op DP and plan-build times of the file's models (was the paper's 16 ms: 1000x a
+     * measured re-plan); a file without n_ops to scale by keeps 16 ms and says why */
+    tu_write_text(p, "{\"results\": {\"m1\": {\"dynamic_transfer_us\": 100, \"dynamic_transfer_paper_us\": 50, "
+                     "\"plan_build_us\": 10, \"n_ops\": 100}, \"m2\": {\"dynamic_transfer_us\": 20, "
+                     "\"dynamic_transfer_paper_us\": 20, \"plan_build_us\": 1, \"n_ops\": 100}}}\n");
+    out = tu_run_ats(a, &rc_ign, 1);
+    CHECK_MSG(rc_ign == 0 && out && strstr(out, "# re-schedule cost 0.443 ms (estimated: 'qwen3-14b' is not in ") &&
+                  strstr(out, "; 403 ops x 1 us DP + 0.1 us plan build, the largest per-op times of its 2 models"),
+              "estimate: exit %d: %s", rc_ign, out ? out : "");
+    free(out);
+    tu_write_text(p, "{\"results\": {\"m1\": {\"dynamic_transfer_us\": 100, \"dynamic_transfer_paper_us\": 50, "
+                     "\"plan_build_us\": 10}}}\n");
+    out = tu_run_ats(a, &rc_ign, 1);
+    CHECK_MSG(rc_ign == 0 && out && strstr(out, "# re-schedule cost 16 ms (paper 9 ms + 7 ms: no 'qwen3-14b' in ") &&
+                  strstr(out, "and no figures to estimate it from"), "no n_ops: exit %d: %s", rc_ign, out ? out : "");
+    free(out);
     /* a directory said as one (was "not JSON (line 0: ... near end of file)") */
     setenv("ATS_BENCH_SCHED", tmpdir, 1);
     expect_usage(a, tmpdir, "': is a directory; expected the result file of `ats bench sched`");
