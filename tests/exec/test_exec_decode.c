@@ -1,7 +1,8 @@
 /*
  * test_exec_decode — the CPU decode (one-token) GEMV kernels of exec/kernels/cpu/cpu_matmul.c for Q4_0 and
- * MXFP4 (4 weight rows a call on AVX2 / AVX-512 VNNI) and the SIMD activation quantizer, on fresh
- * random inputs (seed printed; replay with ATS_TEST_SEED).
+ * MXFP4 (4 weight rows a call on AVX2 / AVX-512 VNNI), Q4_K and Q6_K (4 rows a call on AVX-512 VNNI:
+ * each row of a matrix equals the row alone bit for bit on every path, test_kquant_rows) and the SIMD
+ * activation quantizer, on fresh random inputs (seed printed; replay with ATS_TEST_SEED).
  *
  * - Every SIMD path present (ATS_CPU_FEATURES 1 AVX2, 3 +AVX-512 F/BW, 7 +VNNI) against the scalar
  *   path (0: dot_q4_0_scalar / dot_mxfp4_scalar over the scalar quantizer): random weight blocks with
@@ -261,6 +262,70 @@ static void test_quantizer(int64_t nb)
     free(x);
 }
 
+/* one fp16 scale of the K-quant rows: normal, huge (65504), subnormal or zero */
+static ex_fp16 k_scale(void)
+{
+    unsigned kind = (unsigned)(tu_rand(&rng) % 8);
+    if (kind == 0) return 0x7BFF;
+    if (kind == 1) return (ex_fp16)(1 + tu_rand(&rng) % 0x3FF);
+    if (kind == 2) return 0;
+    return ex_f32_to_fp16((float)tu_uniform(&rng, -0.1, 0.1));
+}
+
+/* Q4_K / Q6_K decode (4 weight rows a call on AVX-512 VNNI): random blocks (raw random quants and
+ * scale bytes, fp16 d / dmin drawn by k_scale), activations at magnitudes 1e-20..1e3 per block; on every
+ * path present each row of the matrix equals the row computed alone (the one-row kernel) bit for bit,
+ * finite where the row alone is; n_out around the 4-row groups, the 16-row tiles and the next-rows
+ * prefetch's end (8 rows). */
+static void test_kquant_rows(ats_qtype t, int64_t nb, int64_t n_out)
+{
+    const unsigned have = ex_cpu_features();
+    const int64_t n_in = 256 * nb;
+    ex_tensor w = {t, {n_in, n_out, 1}, 0, NULL};
+    CHECK(ats_qtype_bytes(t, n_in, &w.row_bytes) == ATS_OK);
+    const size_t bb = t == ATS_Q_Q4_K ? sizeof(ex_block_q4_K) : sizeof(ex_block_q6_K);
+    uint8_t *buf = malloc((size_t)w.row_bytes * (size_t)n_out);
+    float *x = malloc((size_t)n_in * sizeof *x), *y = malloc((size_t)n_out * sizeof *y), y1;
+    for (int64_t b = 0; b < nb * n_out; b++) {
+        uint8_t *blk = buf + (size_t)b * bb;
+        for (size_t j = 0; j < bb; j++) blk[j] = (uint8_t)tu_rand(&rng);
+        if (t == ATS_Q_Q4_K) {
+            ex_block_q4_K *q = (ex_block_q4_K *)blk;
+            q->d = k_scale();
+            q->dmin = k_scale();
+        } else {
+            ((ex_block_q6_K *)blk)->d = k_scale();
+        }
+    }
+    w.data = buf;
+    const double mags[] = {1.0, 1e-3, 1e3, 1e-20};
+    for (int64_t b = 0; b < nb; b++) {
+        double m = mags[tu_rand(&rng) % 4];
+        for (int j = 0; j < 256; j++) x[256 * b + j] = (float)tu_uniform(&rng, -m, m);
+    }
+    int ran = 0;
+    for (size_t p = 0; p < sizeof PATHS / sizeof PATHS[0]; p++) {
+        unsigned mask = (unsigned)strtoul(PATHS[p], NULL, 0);
+        if ((mask & have) != mask) continue;
+        setenv("ATS_CPU_FEATURES", PATHS[p], 1);
+        CHECK(ex_cpu_matmul(&w, x, 1, y) == ATS_OK);
+        for (int64_t r = 0; r < n_out; r++) {
+            ex_tensor v = w;
+            v.ne[1] = 1;
+            v.data = buf + r * (int64_t)w.row_bytes;
+            CHECK(ex_cpu_matmul(&v, x, 1, &y1) == ATS_OK);
+            CHECK_MSG(memcmp(&y1, y + r, sizeof y1) == 0, "%s path %s nb %lld row %lld of %lld: %.9g alone, %.9g in the matrix",
+                      ats_qtype_name(t), PATHS[p], (long long)nb, (long long)r, (long long)n_out, y1, y[r]);
+        }
+        ran++;
+    }
+    unsetenv("ATS_CPU_FEATURES");
+    CHECK(ran >= 1);
+    fprintf(stderr, "  %-5s nb %3lld x %2lld rows: %d paths, rows in the matrix == alone\n", ats_qtype_name(t),
+            (long long)nb, (long long)n_out, ran);
+    free(buf); free(x); free(y);
+}
+
 int main(void)
 {
     rng = tu_seed("test_exec_decode");
@@ -272,6 +337,13 @@ int main(void)
             test_kernels(types[k], nbs[i], 1 + (int64_t)(tu_rand(&rng) % 40));
             test_kernels(types[k], nbs[i], 4 * (1 + (int64_t)(tu_rand(&rng) % 10)));
         }
+    }
+    const ats_qtype kq[] = {ATS_Q_Q4_K, ATS_Q_Q6_K};
+    for (size_t k = 0; k < 2; k++) {
+        const int64_t nbs[] = {1, 3, 8, 20};
+        const int64_t rows[] = {1, 3, 4, 7, 8, 9, 12, 13, 16, 33, 4 * (1 + (int64_t)(tu_rand(&rng) % 12))};
+        for (size_t i = 0; i < sizeof nbs / sizeof nbs[0]; i++)
+            for (size_t j = 0; j < sizeof rows / sizeof rows[0]; j++) test_kquant_rows(kq[k], nbs[i], rows[j]);
     }
     test_quantizer(8);
     test_quantizer(8 * (1 + (int64_t)(tu_rand(&rng) % 6)) + 1);
