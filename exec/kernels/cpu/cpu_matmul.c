@@ -849,11 +849,23 @@ DEF_DOTN_VNNI(q6_K)
  * and deletes the call. */
 static inline __attribute__((always_inline)) void prefetch_next_k(const void *next, size_t bytes, int64_t b, size_t share)
 {
-    const char *p = (const char *)next + share * (size_t)b;
     if (!next || share * (size_t)(b + 1) > bytes) return;
+    const char *p = (const char *)next + share * (size_t)b;
 #define PF(k) if (64 * (k) < share) _mm_prefetch(p + 64 * (k), _MM_HINT_T1)
     PF(0); PF(1); PF(2); PF(3); PF(4); PF(5); PF(6); PF(7); PF(8); PF(9); PF(10); PF(11); PF(12); PF(13);
 #undef PF
+}
+
+/* 128-bit lane r of v: an immediate per case (the intrinsic takes only a constant), one instruction once
+ * the caller's loop over r is unrolled; a variable r does not build at -O0 or with clang. */
+static inline __attribute__((always_inline)) VNNI_FN __m128i lane128(__m512i v, int r)
+{
+    switch (r) {
+    case 0: return _mm512_extracti32x4_epi32(v, 0);
+    case 1: return _mm512_extracti32x4_epi32(v, 1);
+    case 2: return _mm512_extracti32x4_epi32(v, 2);
+    default: return _mm512_extracti32x4_epi32(v, 3);
+    }
 }
 
 static VNNI_FN void dotr4_q4_K_vnni(const void *wv, size_t ws, const void *av, int64_t nb, const void *next, float out[4])
@@ -894,7 +906,7 @@ static VNNI_FN void dotr4_q4_K_vnni(const void *wv, size_t ws, const void *av, i
         const __m256 ad = _mm256_set1_ps(a[i].d);
         _Pragma("GCC unroll 4")
         for (int r = 0; r < 4; r++) {
-            const __m256i sm16 = _mm256_cvtepu8_epi16(_mm512_extracti32x4_epi32(sm, r)); /* sc 0..7, m 0..7 */
+            const __m256i sm16 = _mm256_cvtepu8_epi16(lane128(sm, r)); /* sc 0..7, m 0..7 */
             const __m256i mdup = _mm256_permutexvar_epi16(midx, sm16);
             const __m512i s16 = _mm512_castsi256_si512(sm16);
             const __m256 d = _mm256_permutexvar_ps(_mm256_set1_epi32(2 * r), dd);
