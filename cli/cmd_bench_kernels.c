@@ -40,6 +40,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: ats bench kernels [--threads N] [--reps N] [--tokens N] [--skip-cpu] [--skip-gpu]\n"
                "                         [--skip-model] [--model NAME] [--prompt N] [--decode N] [--out FILE]\n"
                "  decode GEMV per weight type at Qwen3-14B shapes vs measured HBM / DRAM read bandwidth,\n"
+               "  CPU routed experts of one decode token (Qwen3-30B-A3B: 8 of 128, gate/up Q4_K, down Q6_K) vs DRAM,\n"
                "  prefill GEMM TFLOP/s vs cuBLAS (GPU) and GMAC/s (CPU, at most 2048 tokens: compute-bound, no ceiling),\n"
                "  whole-model (dummy Q4_K_M weights) prefill/decode tok/s on each backend vs bytes/bandwidth\n"
                "  floors (a CPU prefill chunk is compute-bound: far below its bandwidth floor).\n"

@@ -9,6 +9,7 @@
  * dropped or 0.0 before), exit 0 as the GEMV
  * rows are still measured. One run of ~30-60 s on a 2-core machine.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +81,12 @@ static void test_reps_used_probe_failed(void)
     CHECK(json_integer_value(json_object_get(p, "reps")) == 2);
     CHECK(json_integer_value(json_object_get(p, "gpu_prefill_gemm_reps")) == 2 / 2 + 3);
     CHECK(json_integer_value(json_object_get(p, "cpu_prefill_gemm_reps")) == 3);
+    /* the CPU routed-experts decode row: 8 of 128 Qwen3-30B-A3B experts, 24.5 MB a token, timed reps times */
+    json_t *moe = json_object_get(json_object_get(j, "cpu"), "moe_decode");
+    CHECK_MSG(moe && json_integer_value(json_object_get(moe, "reps")) == 2 &&
+                  fabs(json_real_value(json_object_get(moe, "bytes_per_token")) - 24.5e6) < 0.5e6 &&
+                  json_real_value(json_object_get(moe, "median_s")) > 0 && json_real_value(json_object_get(moe, "GBps")) > 0,
+              "cpu.moe_decode missing or wrong");
     json_t *gemv = json_object_get(json_object_get(j, "cpu"), "gemv");
     CHECK_MSG(json_array_size(gemv) >= 8, "%zu CPU GEMV rows", json_array_size(gemv));
     size_t i;
