@@ -101,6 +101,24 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
         rc = st == ATS_EINFEASIBLE || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
         goto done;
     }
+    uint64_t dec_rb = 0; /* the decode placement's ring starts there in the temp region */
+    {
+        uint64_t rb = 0, t = ats_policy_temp_bytes(pol), base_bytes = pl.gpu_bytes;
+        const ats_placement *pd = ats_policy_decode_placement(pol, &rb);
+        if (pd && go->phase.kind == ATS_PHASE_DECODE) {
+            ats_placement_copy(&pl, pd);
+            dec_rb = rb;
+            fprintf(out, "decode placement (this round's): %.3f GiB more weights resident in the front %.3f GiB of the "
+                         "%.3f GiB temp ring from the first decode round to the next prefill, decode ring %.3f GiB\n",
+                    (double)(pd->gpu_bytes - base_bytes) / 1073741824.0, (double)rb / 1073741824.0,
+                    (double)t / 1073741824.0, (double)(t - rb) / 1073741824.0);
+        } else if (pd) {
+            fprintf(out, "decode rounds: a decode placement with %.3f GiB more weights resident in the front %.3f GiB "
+                         "of the %.3f GiB temp ring (ats inspect --phase decode shows it)\n",
+                    (double)(pd->gpu_bytes - base_bytes) / 1073741824.0, (double)rb / 1073741824.0,
+                    (double)t / 1073741824.0);
+        }
+    }
     ats_round_ctx ctx = ats_round_ctx_default();
     if (ats_policy_assign(pol, g, &pl, &c, &ctx, &a, &err) || ats_policy_plan(pol, g, &pl, &a, &c, &ctx, &plan, &err)) {
         fprintf(stderr, "ats inspect: %s\n", err.msg);
@@ -151,7 +169,7 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
             kv_gpu += gd->ops[i].kv_cache_bytes;
             w_gpu += gd->ops[i].weight_bytes;
         }
-    uint64_t temp = ats_policy_temp_bytes(pol);
+    uint64_t temp = ats_policy_temp_bytes(pol) - dec_rb;
     fprintf(out, "GPU bytes: resident %.3f GiB (weights %.3f GiB + KV cache %.3f GiB) + temp ring %.3f GiB "
            "(peak %.3f GiB this round) = %.3f GiB of %.3f GiB budget\n",
            (double)pl.gpu_bytes / (1 << 30), (double)w_gpu / (1 << 30), (double)kv_gpu / (1 << 30),

@@ -204,6 +204,13 @@ static void print_summary(ex_rt *rt, const run_policy_args *a, const policy_stat
             tr > 0 ? 100.0 * gb / tr : 0.0);
     fprintf(stderr, "ats run: re-plans cost %.3f ms in all; %d op runs off the plan (exec/README.md \"Plans\")\n",
             1e3 * ps->resched_s, ps->off);
+    uint64_t xb = 0;
+    int64_t ups = 0;
+    ex_rt_decode_placement(rt, &xb, &ups);
+    if (xb > 0)
+        fprintf(stderr, "ats run: decode placement: %.3f GiB more weights resident in the temp ring's front during "
+                        "decode, uploaded %lld time%s (exec/README.md \"Plans\")\n",
+                (double)xb / 1073741824.0, (long long)ups, ups == 1 ? "" : "s");
 }
 
 /* --timeline and --out closed when the run succeeded, else dropped (nothing half-written). */

@@ -70,6 +70,15 @@ struct ex_rt {
     ex_rt_cfg cfg;
     ats_policy *pol;
     ats_placement place;
+    ats_placement place_dec;   /* the decode placement (ats_policy_decode_placement; n 0: none) */
+    uint64_t dec_base;         /* its ring starts there in the temp region; its extra weights below */
+    uint64_t *dec_off;         /* per op: offset of its extra weight in the temp region (UINT64_MAX: none) */
+    int dec_loaded;            /* the extra weights are on the device and bound (until a prefill round) */
+    uint64_t dec_bytes;        /* their bytes (deduplicated by host address) */
+    int64_t dec_uploads;       /* times they were uploaded */
+    void *ev_upload;           /* recorded on the transfer stream after their upload */
+    const ats_placement *cur;  /* the placement of the round being run ... */
+    uint64_t ring_base;        /* ... and where its plans' ring starts in the temp region */
     phase_rt ph[2];
     int32_t n;
     /* weights per op */
@@ -191,6 +200,7 @@ void ex_rt_free(ex_rt *rt)
             if (rt->xev1[k]) rt->dev->event_free(rt->dev->ctx, rt->xev1[k]);
         }
         if (rt->ev_round) rt->dev->event_free(rt->dev->ctx, rt->ev_round);
+        if (rt->ev_upload) rt->dev->event_free(rt->dev->ctx, rt->ev_upload);
         if (rt->res_region) rt->dev->free_mem(rt->dev->ctx, rt->res_region);
         if (rt->temp_region) rt->dev->free_mem(rt->dev->ctx, rt->temp_region);
         if (rt->pinned && rt->dev->host_unpin) rt->dev->host_unpin(rt->dev->ctx, rt->pinned);
@@ -205,6 +215,8 @@ void ex_rt_free(ex_rt *rt)
         ats_graph_free(rt->ph[k].g);
     }
     ats_placement_free(&rt->place);
+    ats_placement_free(&rt->place_dec);
+    free(rt->dec_off);
     ats_policy_free(rt->pol);
     ats_round_obs_free(&rt->obs);
     free(rt->w_host); free(rt->w_bytes); free(rt->ev_end); free(rt->ev_start); free(rt->xev0); free(rt->xev1);
@@ -253,6 +265,42 @@ static enum ats_status grow_x(ex_rt *rt, int32_t nx, ats_err *err)
     int32_t *wo = realloc(rt->wait_of, (size_t)nc * sizeof *wo);
     if (wo) rt->wait_of = wo;
     if (!sk || !ia || !wo) return ATS_ENOMEM;
+    return ATS_OK;
+}
+
+/* The placement rounds of phase k (0 prefill, 1 decode) run on. */
+static const ats_placement *phase_place(const ex_rt *rt, int k)
+{
+    return k == 1 && rt->place_dec.n ? &rt->place_dec : &rt->place;
+}
+
+/* The decode placement's extra weights (ats_policy_decode_placement): before a decode round, when
+ * not there yet, copied into the front of the temp region on the transfer stream and bound (the
+ * compute stream waits for them: the round's first op runs after them, as the simulator's upload
+ * task); before a prefill round, unbound (its transfers overwrite the ring that held them). */
+static enum ats_status decode_weights(ex_rt *rt, int decode, ats_err *err)
+{
+    ex_device *d = rt->dev;
+    const ats_graph *g = ex_session_graph(rt->s);
+    enum ats_status st;
+    if (decode == rt->dec_loaded) return ATS_OK;
+    for (int32_t i = 0; i < rt->n; i++) {
+        if (rt->dec_off[i] == UINT64_MAX) continue;
+        char *dst = (char *)rt->temp_region + rt->dec_off[i];
+        int own = 1;
+        for (int32_t j = 0; j < i && own; j++) own = !(rt->dec_off[j] != UINT64_MAX && rt->w_host[j] == rt->w_host[i]);
+        if (decode && own && (st = d->h2d(d->ctx, dst, rt->w_host[i], rt->w_bytes[i], EX_DEV_TRANSFER, err)))
+            return ats_err_set(err, st, "uploading the decode placement's weight of op %d '%s': %s", i, g->ops[i].name,
+                               err->msg);
+        if (decode && own) rt->round_h2d += rt->w_bytes[i];
+        if ((st = rt->gbe->bind_weight(rt->gbe->ctx, rt->w_host[i], decode ? rt->w_bytes[i] : 0, decode ? dst : NULL)))
+            return ats_err_set(err, st, "binding the decode placement's weight of op %d '%s'", i, g->ops[i].name);
+    }
+    if (decode && ((st = d->record(d->ctx, rt->ev_upload, EX_DEV_TRANSFER, err)) ||
+                   (st = d->wait(d->ctx, EX_DEV_COMPUTE, rt->ev_upload, err))))
+        return st;
+    rt->dec_loaded = decode;
+    rt->dec_uploads += decode;
     return ATS_OK;
 }
 
@@ -306,6 +354,25 @@ static enum ats_status layout(ex_rt *rt, const ats_graph *gd, ats_err *err)
     }
     if ((st = d->alloc(d->ctx, rt->res_bytes, &rt->res_region, err))) goto out;
     if (rt->temp_bytes && (st = d->alloc(d->ctx, rt->temp_bytes, &rt->temp_region, err))) goto out;
+    if (rt->place_dec.n) { /* the decode placement's extra weights: packed in op order below its ring */
+        uint64_t eo = 0;
+        for (int32_t i = 0; i < n; i++) {
+            rt->dec_off[i] = UINT64_MAX;
+            if (rt->place_dec.backend[i] != ATS_GPU || rt->place.backend[i] == ATS_GPU || !rt->w_host[i]) continue;
+            for (int32_t j = 0; j < i && rt->dec_off[i] == UINT64_MAX; j++)
+                if (rt->dec_off[j] != UINT64_MAX && rt->w_host[j] == rt->w_host[i]) rt->dec_off[i] = rt->dec_off[j];
+            if (rt->dec_off[i] != UINT64_MAX) continue;
+            rt->dec_off[i] = eo;
+            rt->dec_bytes += rt->w_bytes[i];
+            eo = align_up(eo + rt->w_bytes[i]);
+        }
+        if (eo > rt->dec_base) {
+            st = ats_err_set(err, ATS_EINVAL,
+                             "policy %s: the decode placement's extra weights take %llu bytes, its ring starts at %llu",
+                             rt->cfg.policy, (unsigned long long)eo, (unsigned long long)rt->dec_base);
+            goto out;
+        }
+    }
     const ex_backend *be = rt->gbe;
     int64_t t0 = mono_ns();
     for (int32_t i = 0; i < n; i++) {
@@ -513,6 +580,7 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
        16-byte alignment the GPU's vector loads need */
     pc.vram_budget_bytes = (cfg->vram_budget_bytes - rt->compute_bytes - extras) & ~(uint64_t)65535;
     pc.n_copy_engines = 1;
+    if (cfg->quantum_bytes) pc.quantum_bytes = cfg->quantum_bytes;
     pc.hostmem_cpu_factor = cfg->hw->hostmem_cpu_factor > 0 ? cfg->hw->hostmem_cpu_factor : 1.0;
     if ((st = ats_policy_new(cfg->policy, &pc, &rt->pol, err))) goto fail;
     if ((st = ats_placement_init(&rt->place, n))) goto fail;
@@ -522,15 +590,27 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
                                            &rt->place, err)))
             goto fail;
     }
+    {
+        const ats_placement *pd = ats_policy_decode_placement(rt->pol, &rt->dec_base);
+        if (pd) {
+            if ((st = ats_placement_init(&rt->place_dec, n))) goto fail;
+            ats_placement_copy(&rt->place_dec, pd);
+            if (!(rt->dec_off = malloc((size_t)n * sizeof *rt->dec_off))) {
+                st = ATS_ENOMEM;
+                goto fail;
+            }
+        }
+    }
     for (int k = 0; k < 2; k++)
-        if ((st = ats_controller_new(rt->pol, rt->ph[k].g, &rt->place, &rt->ph[k].nominal, &cfg->ctrl, &rt->ph[k].ctrl,
-                                     err)))
+        if ((st = ats_controller_new(rt->pol, rt->ph[k].g, phase_place(rt, k), &rt->ph[k].nominal, &cfg->ctrl,
+                                     &rt->ph[k].ctrl, err)))
             goto fail;
     if (dev) {
         for (int32_t i = 0; i < n; i++)
             if ((st = dev->event_new(dev->ctx, &rt->ev_end[i], err)) || (st = dev->event_new(dev->ctx, &rt->ev_start[i], err)))
                 goto fail;
         if ((st = dev->event_new(dev->ctx, &rt->ev_round, err))) goto fail;
+        if ((st = dev->event_new(dev->ctx, &rt->ev_upload, err))) goto fail;
         pin_weights(rt);
         if ((st = layout(rt, rt->ph[1].g, err))) goto fail;
     }
@@ -625,12 +705,12 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
         rt->x_bytes[x->op] = rt->w_bytes[x->op]; /* routed experts: set when the router has chosen */
         if (!rt->skip[k]) {
             const int exps = g->ops[x->op].kind == ATS_OP_EXPERTS;
-            if ((!exps && rt->w_bytes[x->op] > x->bytes) || x->offset_bytes + x->slot_bytes > rt->temp_bytes)
+            if ((!exps && rt->w_bytes[x->op] > x->bytes) || rt->ring_base + x->offset_bytes + x->slot_bytes > rt->temp_bytes)
                 return ats_err_set(err, ATS_EINVAL,
                                    "plan: transfer %d of op %d moves %llu bytes at offset %llu; the weight has %zu, the "
-                                   "temp ring %llu", k, x->op, (unsigned long long)x->bytes,
+                                   "temp ring %llu from %llu", k, x->op, (unsigned long long)x->bytes,
                                    (unsigned long long)x->offset_bytes, rt->w_bytes[x->op],
-                                   (unsigned long long)rt->temp_bytes);
+                                   (unsigned long long)(rt->temp_bytes - rt->ring_base), (unsigned long long)rt->ring_base);
             if (x->offset_bytes % 16)
                 return ats_err_set(err, ATS_EINVAL,
                                    "plan: transfer %d of op %d at temp offset %llu: not 16-byte aligned (the GPU kernels' "
@@ -643,7 +723,7 @@ static enum ats_status prepare(ex_rt *rt, int32_t *n_off, ats_err *err)
     }
     for (int32_t i = 0; i < n; i++) {
         if (rt->eff[i] != ATS_GPU || !rt->w_host[i] || is_member(&g->ops[i])) continue;
-        int placed = rt->place.backend[i] == ATS_GPU;
+        int placed = rt->cur->backend[i] == ATS_GPU;
         int32_t k = rt->xfer_of[i];
         if (!placed && (k < 0 || rt->issue_at[k] > i))
             return ats_err_set(err, ATS_EINVAL,
@@ -670,7 +750,7 @@ static enum ats_status issue(ex_rt *rt, int32_t k, ats_err *err)
     for (int q = 0; q < 2; q++)
         if (ws[q] >= 0 && rt->eff[ws[q]] == ATS_GPU && (st = d->wait(d->ctx, EX_DEV_TRANSFER, rt->ev_end[ws[q]], err)))
             return ats_err_set(err, st, "transfer %d into op %d '%s': %s", k, x->op, g->ops[x->op].name, err->msg);
-    char *slot = (char *)rt->temp_region + x->offset_bytes;
+    char *slot = (char *)rt->temp_region + rt->ring_base + x->offset_bytes;
     const int exps = g->ops[x->op].kind == ATS_OP_EXPERTS;
     const size_t eb = (size_t)g->ops[x->op].expert_bytes;
     const size_t b = exps ? (size_t)rt->n_sel * eb : rt->w_bytes[x->op];
@@ -788,7 +868,7 @@ static enum ats_status hook(void *user, int32_t i, int after, ats_err *err)
     if (k >= 0) { /* R4: its slot is free once this op ended */
         const ats_wxfer *x = &rt->plan->wxfers[k];
         if ((st = rt->gbe->bind_weight(rt->gbe->ctx, rt->w_host[i], 0, NULL))) return st;
-        if (d->retire) d->retire(d->ctx, (char *)rt->temp_region + x->offset_bytes, rt->x_bytes[i], rt->ev_end[i]);
+        if (d->retire) d->retire(d->ctx, (char *)rt->temp_region + rt->ring_base + x->offset_bytes, rt->x_bytes[i], rt->ev_end[i]);
     }
     return ATS_OK;
 }
@@ -857,11 +937,14 @@ static enum ats_status run_forward(ex_rt *rt, ats_phase_kind phase, const int32_
     rt->plan = ats_controller_plan(ph->ctrl);
     rt->timed = timed;
     rt->n_off = 0;
+    rt->cur = phase_place(rt, k);
+    rt->ring_base = k == 1 && rt->place_dec.n ? rt->dec_base : 0;
     if ((st = prepare(rt, &rt->n_off, err))) return st;
     rt->next_x = 0;
     rt->round_h2d = 0;
     rt->err = err;
     if (rt->dev && (st = rt->dev->record(rt->dev->ctx, rt->ev_round, EX_DEV_TRANSFER, err))) return st;
+    if (rt->dev && rt->place_dec.n && (st = decode_weights(rt, k == 1, err))) return st;
     ex_session_set_hook(rt->s, hook, rt);
     st = ex_session_forward(rt->s, tokens, n_tok, logits, err);
     ex_session_set_hook(rt->s, NULL, NULL);
@@ -1004,7 +1087,7 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
         ph->calibrated = 1;
         ats_controller_free(ph->ctrl);
         ph->ctrl = NULL;
-        if ((st = ats_controller_new(rt->pol, ph->g, &rt->place, &ph->nominal, &rt->cfg.ctrl, &ph->ctrl, err)) ||
+        if ((st = ats_controller_new(rt->pol, ph->g, phase_place(rt, k), &ph->nominal, &rt->cfg.ctrl, &ph->ctrl, err)) ||
             (st = ats_controller_start(ph->ctrl, (double)(mono_ns() - rt->epoch_ns) * 1e-9, ats_load_idle(), NULL, err)))
             return st;
         ph->pending_resched = 1;
@@ -1024,6 +1107,11 @@ void ex_rt_layout(const ex_rt *rt, uint64_t *resident, uint64_t *temp, uint64_t 
     *temp = rt->temp_bytes;
     *kv = rt->kv_bytes;
     *compute = rt->compute_bytes;
+}
+void ex_rt_decode_placement(const ex_rt *rt, uint64_t *extra_bytes, int64_t *uploads)
+{
+    *extra_bytes = rt->dec_bytes;
+    *uploads = rt->dec_uploads;
 }
 int64_t ex_rt_n_reschedules(const ex_rt *rt)
 {

@@ -188,6 +188,40 @@ enum ats_status ats_place_dp(int32_t n, const uint64_t *size_units, const double
     return ATS_OK;
 }
 
+/* The DP over g's ops with fused groups (ats_op_fused_head: the executor runs a layer's expert
+ * gate/up/down as one op) as one item each: resident whole or not at all; the switch costs into the
+ * group's first op and out of its last stay. A member fixed on the CPU fixes its group there. */
+static enum ats_status place_grouped(const ats_graph *g, const uint64_t *su, const double *r, const double *c,
+                                     const uint8_t *fix, uint64_t B, uint8_t *backend, ats_err *err)
+{
+    const int32_t n = g->n_ops;
+    int32_t m = 0;
+    enum ats_status st;
+    uint64_t *gs = malloc((size_t)n * sizeof *gs);
+    double *gr = malloc((size_t)n * sizeof *gr), *gc = malloc((size_t)n * sizeof *gc);
+    uint8_t *gf = malloc((size_t)n), *gb = malloc((size_t)n);
+    int32_t *first = malloc((size_t)n * sizeof *first);
+    if (!gs || !gr || !gc || !gf || !gb || !first) {
+        st = ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            if (ats_op_fused_head(g, i) != i && m > 0) { /* a member: joins its head's item */
+                gs[m - 1] += su[i];
+                gr[m - 1] += r[i];
+                if (fix[i] == ATS_FIX_CPU) gf[m - 1] = ATS_FIX_CPU;
+                continue;
+            }
+            gs[m] = su[i], gr[m] = r[i], gc[m] = c[i], gf[m] = fix[i], first[m] = i;
+            m++;
+        }
+        st = ats_place_dp(m, gs, gr, gc, gf, B, gb, NULL, err);
+        for (int32_t k = 0; k < m && st == ATS_OK; k++)
+            for (int32_t i = first[k]; i < (k + 1 < m ? first[k + 1] : n); i++) backend[i] = gb[k];
+    }
+    free(gs); free(gr); free(gc); free(gf); free(gb); free(first);
+    return st;
+}
+
 enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, uint64_t budget_bytes,
                                  const ats_placement_opts *opts, ats_placement *out, ats_err *err)
 {
@@ -204,7 +238,7 @@ enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, u
     enum ats_status st = ats_costs_validate(nominal, err);
     if (st) return st;
     int32_t n = g->n_ops;
-    uint64_t *su = malloc((size_t)n * sizeof *su);
+    uint64_t *su = calloc((size_t)n, sizeof *su);
     double *r = calloc((size_t)n, sizeof *r);
     uint8_t *fix = calloc((size_t)n, 1);
     if (!su || !r || !fix) {
@@ -229,40 +263,60 @@ enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, u
             if (!nonexp_fits && is_exp) fix[i] = ATS_FIX_CPU;
         }
     }
-    /* fused groups (ats_op_fused_head: the executor runs a layer's expert gate/up/down as one op)
-       are one item of the DP: resident whole or not at all; the switch costs into the group's first
-       op and out of its last stay */
-    {
-        int32_t m = 0;
-        uint64_t *gs = malloc((size_t)n * sizeof *gs);
-        double *gr = malloc((size_t)n * sizeof *gr), *gc = malloc((size_t)n * sizeof *gc);
-        uint8_t *gf = malloc((size_t)n), *gb = malloc((size_t)n);
-        int32_t *first = malloc((size_t)n * sizeof *first);
-        if (!gs || !gr || !gc || !gf || !gb || !first) {
-            st = ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
-        } else {
-            for (int32_t i = 0; i < n; i++) {
-                if (ats_op_fused_head(g, i) != i && m > 0) { /* a member: joins its head's item */
-                    gs[m - 1] += su[i];
-                    gr[m - 1] += r[i];
-                    if (fix[i] == ATS_FIX_CPU) gf[m - 1] = ATS_FIX_CPU;
-                    continue;
-                }
-                gs[m] = su[i], gr[m] = r[i], gc[m] = nominal->c[i], gf[m] = fix[i], first[m] = i;
-                m++;
-            }
-            st = ats_place_dp(m, gs, gr, gc, gf, B, gb, NULL, err);
-            for (int32_t k = 0; k < m && st == ATS_OK; k++)
-                for (int32_t i = first[k]; i < (k + 1 < m ? first[k + 1] : n); i++) out->backend[i] = gb[k];
-        }
-        free(gs); free(gr); free(gc); free(gf); free(gb); free(first);
-    }
+    st = place_grouped(g, su, r, nominal->c, fix, B, out->backend, err);
     if (st) goto done;
     out->gpu_bytes = 0;
     for (int32_t i = 0; i < n; i++)
         if (out->backend[i] == ATS_GPU) out->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
     out->objective_s = ats_placement_objective(n, r, nominal->c, out->backend);
     ATS_ASSERT(out->gpu_bytes <= budget_bytes);
+done:
+    free(su);
+    free(r);
+    free(fix);
+    return st;
+}
+
+enum ats_status ats_place_extend(const ats_graph *g, const ats_costs *nominal, const ats_placement *base,
+                                 uint64_t extra_bytes, const ats_placement_opts *opts, ats_placement *out, ats_err *err)
+{
+    ats_placement_opts o = opts ? *opts : ats_placement_opts_default();
+    if (!g || g->n_ops < 1) return ats_err_set(err, ATS_EINVAL, "placement: empty graph (no ops)");
+    if (o.quantum_bytes == 0) return ats_err_set(err, ATS_EINVAL, "placement: quantum 0 bytes (must be > 0)");
+    if (!nominal || nominal->n != g->n_ops || !base || base->n != g->n_ops || !out || out->n != g->n_ops ||
+        out == base)
+        return ats_err_set(err, ATS_EINVAL, "placement: extend needs costs, base and output of the graph's %d ops "
+                           "(costs %d, base %d, output %d%s)", (int)g->n_ops, nominal ? (int)nominal->n : -1,
+                           base ? (int)base->n : -1, out ? (int)out->n : -1, out && out == base ? ", the base itself" : "");
+    enum ats_status st = ats_costs_validate(nominal, err);
+    if (st) return st;
+    const int32_t n = g->n_ops;
+    uint64_t *su = calloc((size_t)n, sizeof *su);
+    double *r = calloc((size_t)n, sizeof *r);
+    uint8_t *fix = calloc((size_t)n, 1);
+    if (!su || !r || !fix) {
+        st = ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
+        goto done;
+    }
+    const uint64_t q = o.quantum_bytes;
+    for (int32_t i = 0; i < n; i++) {
+        const ats_op *op = &g->ops[i];
+        uint64_t s = ats_op_resident_bytes(op);
+        r[i] = nominal->t_cpu[i] - nominal->t_gpu[i];
+        su[i] = 0;
+        if (base->backend[i] == ATS_GPU) fix[i] = ATS_FIX_GPU; /* already resident: no new bytes */
+        else if (op->kv_cache_bytes > 0 || op->kind == ATS_OP_EMBED) fix[i] = ATS_FIX_CPU;
+        else su[i] = s / q + (s % q != 0);
+    }
+    st = place_grouped(g, su, r, nominal->c, fix, extra_bytes / q, out->backend, err);
+    if (st) goto done;
+    out->gpu_bytes = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ATS_ASSERT(base->backend[i] != ATS_GPU || out->backend[i] == ATS_GPU);
+        if (out->backend[i] == ATS_GPU) out->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
+    }
+    out->objective_s = ats_placement_objective(n, r, nominal->c, out->backend);
+    ATS_ASSERT(out->gpu_bytes <= base->gpu_bytes + extra_bytes);
 done:
     free(su);
     free(r);

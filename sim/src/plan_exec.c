@@ -42,7 +42,7 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
         if (!otask) otask = own;
         if (!xtask) xtask = own + n;
     }
-    int32_t base = -1, prev = -1;
+    int32_t base = -1, prev = -1, bar[2], nbar = 0; /* tasks everything of the round waits for */
     if (opts->resched_cost_s > 0.0) {
         st = add(prog, SIM_TASK_CPU, SIM_Q_CPU, opts->resched_cost_s, NULL, 0, SIM_TAG_RESCHED, -1, &base,
                  err);
@@ -50,6 +50,13 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
         prog->tasks[base].mem_frac = 0.0; /* the DP is compute-bound */
         prog->tasks[base].flop_frac = 1.0;
         prev = base;
+        bar[nbar++] = base;
+    }
+    if (opts->upload_bytes > 0.0) {
+        int32_t up;
+        st = add(prog, SIM_TASK_CE_H2D, SIM_Q_CE0, opts->upload_bytes, NULL, 0, SIM_TAG_UPLOAD, -1, &up, err);
+        if (st) goto out;
+        bar[nbar++] = up;
     }
     const int serial = opts->force_serialized || plan->serialized;
     int32_t k = 0;
@@ -82,11 +89,11 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
                 st = ats_err_set(err, ATS_EINVAL, "plan: weight transfer %d on copy engine %d", k, x->ce);
                 goto out;
             }
-            int32_t deps[3], nd = 0, idx;
+            int32_t deps[4], nd = 0, idx;
             if (!pre) {
                 if (x->has_wait_router) deps[nd++] = otask[x->wait_router];
                 if (has_w) deps[nd++] = otask[w_op];
-                if (base >= 0) deps[nd++] = base;
+                for (int b = 0; b < nbar; b++) deps[nd++] = bar[b];
             }
             double bytes = (double)x->bytes;
             if (pre && opts->prefetched_bytes) {
@@ -114,8 +121,10 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
                 kind = a->dir == ATS_H2D ? SIM_TASK_SM_H2D : SIM_TASK_SM_D2H;
                 q = SIM_Q_GPU;
             }
-            int32_t adeps[2], nad = 0, idx;
+            int32_t adeps[4], nad = 0, idx;
             if (prev >= 0) adeps[nad++] = prev;
+            for (int b = 0; b < nbar; b++)
+                if (bar[b] != prev) adeps[nad++] = bar[b];
             /* R7: in serialized plans the activation follows the op's weight transfer */
             if (serial && po->has_wait_xfer && po->wait_xfer < k) adeps[nad++] = xtask[po->wait_xfer];
             st = add(prog, kind, q, (double)a->bytes, adeps, nad, SIM_TAG_AXFER, i, &idx, err);
@@ -125,7 +134,7 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
             prev = idx;
         }
         /* op i: after the previous step of the compute stream and its weights (R1, R3) */
-        int32_t deps[3], nd = 0, idx;
+        int32_t deps[4], nd = 0, idx;
         if (prev >= 0) deps[nd++] = prev;
         if (po->has_wait_xfer) {
             if (po->wait_xfer >= k) {
@@ -135,7 +144,8 @@ enum ats_status sim_prog_from_plan(sim_prog *prog, const ats_graph *g, const ats
             }
             deps[nd++] = xtask[po->wait_xfer];
         }
-        if (base >= 0 && prev != base) deps[nd++] = base;
+        for (int b = 0; b < nbar; b++)
+            if (bar[b] != prev) deps[nd++] = bar[b];
         int gpu = po->backend == ATS_GPU;
         double work = gpu ? truth->t_gpu[i] : truth->t_cpu[i];
         if (opts->work_scale) work *= opts->work_scale[i];

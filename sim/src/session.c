@@ -142,6 +142,7 @@ static void tl_task(void *user, const sim_prog *p, int32_t ti)
         cat = "weights";
         break;
     case SIM_TAG_AXFER: name = "activation"; cat = "activation"; break;
+    case SIM_TAG_UPLOAD: name = "w decode placement"; cat = "weights"; break;
     default: name = "re-schedule"; cat = "controller"; break;
     }
     const char *keys[2] = {"op", "work"};
@@ -172,6 +173,7 @@ static void session_free(session *s)
     free(s->pre);
     free(s->dec);
     ats_placement_free(&s->place);
+    ats_placement_free(&s->place_dec);
     ats_policy_free(s->pol);
     sim_engine_free(s->eng);
     sim_prog_free(&s->prog);
@@ -315,6 +317,8 @@ static enum ats_status run_round(session *s, int k, const round_shape *sh, int64
     eo.cpu_flop_frac = cfg->hostmem ? sh->flop_frac : NULL;
     eo.prefetched_bytes = s->prefetched;
     eo.act_switch_s = s->hw->host_switch_s;
+    if (k == 1 && s->dec_upload_bytes > 0.0 && !s->dec_loaded) eo.upload_bytes = s->dec_upload_bytes;
+    s->dec_loaded = k == 1; /* a prefill round's transfers overwrite the ring that held them */
     st = sim_prog_from_plan(&s->prog, g, plan, &s->truth, &eo, s->op_task, s->xfer_task, s->act_task, err);
     if (st) return st;
     const double h2d0 = sim_engine_stats(s->eng)->bytes_h2d;
@@ -399,13 +403,22 @@ static enum ats_status setup_controllers(session *s, ats_err *err)
     const ats_request_shape req = {s->ph[0].g, &s->pre[0].nominal,
                                    (double)((cfg->prompt_tok + cfg->chunk_tok - 1) / cfg->chunk_tok), (double)cfg->gen_tok};
     if ((st = ats_policy_place_request(s->pol, s->ph[1].g, &s->dec[0].nominal, &req, &s->place, err))) return st;
+    const ats_placement *pd = ats_policy_decode_placement(s->pol, NULL);
+    if (pd) { /* decode rounds on the decode placement; its extra weights move at a request's first */
+        if ((st = ats_placement_init(&s->place_dec, n))) return st;
+        ats_placement_copy(&s->place_dec, pd);
+        for (int32_t i = 0; i < n; i++)
+            if (pd->backend[i] == ATS_GPU && s->place.backend[i] != ATS_GPU)
+                s->dec_upload_bytes += (double)s->ph[1].g->ops[i].weight_bytes;
+    }
     for (int k = 0; k < 2; k++) {
         phase_state *ph = &s->ph[k];
         if ((st = ats_costs_init(&ph->ctrl_nominal, n))) return st;
         ats_costs_copy(&ph->ctrl_nominal, k == 0 ? &s->pre[0].nominal : &s->dec[0].nominal);
         ph->n_sel = calloc((size_t)n, sizeof *ph->n_sel);
         if (!ph->n_sel) return ATS_ENOMEM;
-        if ((st = ats_controller_new(s->pol, ph->g, &s->place, &ph->ctrl_nominal, &cfg->ctrl, &ph->ctrl, err))) return st;
+        const ats_placement *p = k == 1 && pd ? &s->place_dec : &s->place;
+        if ((st = ats_controller_new(s->pol, ph->g, p, &ph->ctrl_nominal, &cfg->ctrl, &ph->ctrl, err))) return st;
     }
     if ((st = ats_costs_init(&s->truth, n)) || (st = ats_round_obs_init(&s->obs, n))) return st;
     s->op_task = malloc((size_t)n * sizeof *s->op_task);

@@ -37,6 +37,9 @@ typedef struct session {
     const sim_session_cfg *cfg;
     ats_policy *pol;
     ats_placement place;
+    ats_placement place_dec; /* the decode placement (ats_policy_decode_placement; n 0: none) */
+    double dec_upload_bytes; /* its weights beyond `place`: uploaded at a request's first decode round */
+    int dec_loaded;          /* they are on the GPU (since the last decode round; a prefill drops them) */
     int64_t n_chunks;
     round_shape *pre;        /* n_chunks */
     round_shape *dec;        /* gen_tok */

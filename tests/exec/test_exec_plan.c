@@ -21,7 +21,11 @@
  *  - the device's pin ledger (ex_device_host_stats): the weights, the KV cache and the activation
  *    scratch were pinned without overlapping ranges (cudaHostRegister refuses those) and all
  *    released when the runtime was freed; with every pin refused (ulimit -l), the same results.
- * Each policy also runs serialized (--serialized, R7) at two budgets, with the same checks.
+ * Each policy also runs serialized (--serialized, R7) at two budgets, with the same checks, and placed
+ * for the request (ex_rt_cfg.gen_tok, 4 KiB placement quanta) at four budgets and after a warm-up:
+ * `ats` then takes a decode placement in some runs (ats_policy_decode_placement: more weights in the
+ * temp ring's front from the first decode round to the next prefill; counted, and uploaded once per
+ * decode phase: twice after a warm-up, whose prefill's transfers overwrite them).
  * Negative control: a bound weight retired (poisoned) and then read is counted as a bad read and
  * gives NaN outputs.
  * A budget below the compute buffers is refused with ATS_EINFEASIBLE and a message with numbers.
@@ -120,13 +124,15 @@ static float *cpu_reference(const ex_model *m, const int32_t *prompt, int32_t *g
 }
 
 typedef struct totals {
-    int64_t runs, refused, copies, retired, bound_reads, promoted_rounds, gathers, off_plan;
+    int64_t runs, refused, copies, retired, bound_reads, promoted_rounds, gathers, off_plan, dec_runs;
 } totals;
 
 /* One run of `policy` at `budget` on a fresh host device; 1 when it ran, 0 when refused. */
 static int g_serialized; /* runs with ex_rt_cfg.serialized (R7, --serialized) */
 static int g_warmup;     /* runs after ex_rt_warmup (its rewound KV cache must not show) */
 static int g_no_pin;     /* the device refuses every pin (ulimit -l): pageable copies, same results */
+static int g_request;    /* placed for the request (gen_tok DECODE) in 4 KiB quanta: ats may take a decode
+                            placement, its extra weights in the ring's front from the first decode round */
 
 static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint64_t budget, const int32_t *prompt,
                    const int32_t *gen, const float *ref, totals *t)
@@ -143,6 +149,15 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     cfg.chunk_tok = CHUNK;
     cfg.time_every = 2;
     cfg.serialized = g_serialized;
+    ats_hw hw_req;
+    if (g_request) { /* a CPU 20x slower in prefill matmuls: streaming the prompt pays, a ring is kept */
+        cfg.gen_tok = DECODE;
+        cfg.quantum_bytes = 4096;
+        hw_req = *hw;
+        hw_req.eff_cpu.gemm_flop *= 0.05;
+        hw_req.cpu_mem_bw *= 0.05;
+        cfg.hw = &hw_req;
+    }
     ex_session_opts so = ex_session_opts_default();
     so.n_ctx = 64;
     ex_rt *rt = NULL;
@@ -212,6 +227,15 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
             bad += o.backend[i] == ATS_CPU && !(o.h_call_s[i] <= o.t_end_s[i]);
         }
         CHECK_MSG(bad == 0, "%s budget %llu: %d ops with host times out of order", policy, (unsigned long long)budget, bad);
+    }
+    {
+        uint64_t xb = 0;
+        int64_t ups = 0;
+        ex_rt_decode_placement(rt, &xb, &ups);
+        /* uploaded at the first decode round after each prefill: the warm-up's and the request's */
+        CHECK_MSG(xb == 0 ? ups == 0 : ups == (g_cuda ? 1 : 1) + g_warmup, "%s budget %llu: decode placement of %llu "
+                  "bytes uploaded %lld times", policy, (unsigned long long)budget, (unsigned long long)xb, (long long)ups);
+        t->dec_runs += xb > 0;
     }
     CHECK(ex_rt_warmup(rt, CHUNK, &err) == ATS_EINVAL); /* only before the first round */
     t->runs++;
@@ -310,6 +334,12 @@ static void test_budgets(const ats_hw *hw, ex_model *m, uint64_t *rng, totals *t
         g_no_pin = 1; /* pins refused: the same tokens and logits from pageable memory, no crash */
         run_one(m, hw, pols[p], budgets[1], prompt, gen, ref, t);
         g_no_pin = 0;
+        g_request = 1; /* placed for the request: ats's decode placement; after a warm-up its weights are
+                          dropped at the first prefill (the ring overwritten) and uploaded again */
+        for (int b = 0; b < 4; b++) run_one(m, hw, pols[p], budgets[b], prompt, gen, ref, t);
+        g_warmup = 1;
+        for (int b = 1; b < 3; b++) run_one(m, hw, pols[p], budgets[b], prompt, gen, ref, t);
+        g_warmup = g_request = 0;
         CHECK_MSG(ran > 0, "policy %s never ran on %s", pols[p], a.name);
     }
     /* a budget below the compute buffers: refused with the numbers */
@@ -425,10 +455,13 @@ int main(void)
     test_model(&hw, 1, ATS_RECIPE_Q8_0, &rng, &t);
     CHECK(g_cuda || t.gathers > g0); /* promoted routed experts moved compactly after their router */
     printf("test_exec_plan: %lld runs (%lld budgets refused), %lld rounds with promoted ops, %lld copies, %lld slots "
-           "retired, %lld bound weight reads, %lld compact expert copies, %lld op runs off the plan\n",
+           "retired, %lld bound weight reads, %lld compact expert copies, %lld op runs off the plan, %lld runs with a "
+           "decode placement\n",
            (long long)t.runs, (long long)t.refused, (long long)t.promoted_rounds, (long long)t.copies,
-           (long long)t.retired, (long long)t.bound_reads, (long long)t.gathers, (long long)t.off_plan);
+           (long long)t.retired, (long long)t.bound_reads, (long long)t.gathers, (long long)t.off_plan,
+           (long long)t.dec_runs);
     CHECK(t.runs > 0);
+    CHECK(t.dec_runs > 0); /* ats's decode placement ran (its extra weights uploaded, bound, dropped) */
     CHECK(g_cuda || t.retired > 0); /* the temp-slot path ran */
     CHECK(t.promoted_rounds > 0);
     return tu_finish(g_cuda ? "test_cuda_plan" : "test_exec_plan");

@@ -3,7 +3,8 @@
  * instances (n ≤ 18, many seeds, with switch penalties and forced items), never over budget,
  * monotone in the budget; Algorithm 1's MoE partition; real model graphs; the placement for a mix
  * of rounds (ats_placement_mix_costs) against brute force over the weighted sum of the rounds'
- * objectives; bad inputs.
+ * objectives; the decode placement's extension of a placement (ats_place_extend) against brute
+ * force; bad inputs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -151,6 +152,74 @@ static void test_static_graphs(uint64_t *rng)
             CHECK_NEAR(p.objective_s, brute(n, s, r, c.c, NULL, budget / MIB), 1e-9);
         }
         ats_placement_free(&p);
+        ats_costs_free(&c);
+        ats_graph_free(g);
+    }
+}
+
+/* ats_place_extend (the decode placement of ats) on random graphs against brute force over every
+ * backend vector: a superset of the base, fused groups whole, attention (KV cache) and the embedding
+ * lookup kept where the base has them, the new ops' quantized bytes within the extra budget */
+static void test_extend_vs_brute(uint64_t *rng)
+{
+    for (int it = 0; it < 80; it++) {
+        int n = 4 + (int)(tu_rand(rng) % 13);
+        ats_graph *g = fx_random_graph(rng, n, it % 2);
+        ats_costs c;
+        CHECK(ats_costs_init(&c, n) == ATS_OK);
+        fx_random_costs(rng, g, &c);
+        ats_placement base, ext;
+        CHECK(ats_placement_init(&base, n) == ATS_OK && ats_placement_init(&ext, n) == ATS_OK);
+        const uint64_t total = g->weight_bytes + g->kv_cache_bytes;
+        ats_placement_opts po = ats_placement_opts_default();
+        ats_err err;
+        CHECK(ats_place_static(g, &c, (uint64_t)(tu_uniform(rng, 0.05, 0.6) * (double)total) + MIB, &po, &base, &err) ==
+              ATS_OK);
+        ats_placement_fuse_groups(g, &c, &base);
+        const uint64_t extra = (uint64_t)(tu_uniform(rng, 0.0, 0.7) * (double)total);
+        enum ats_status st = ats_place_extend(g, &c, &base, extra, &po, &ext, &err);
+        CHECK_MSG(st == ATS_OK, "it %d: %s", it, err.msg);
+        double r[32], best = -INFINITY;
+        uint64_t su[32];
+        for (int i = 0; i < n; i++) {
+            r[i] = c.t_cpu[i] - c.t_gpu[i];
+            su[i] = (ats_op_resident_bytes(&g->ops[i]) + MIB - 1) / MIB;
+        }
+        uint8_t b[32];
+        for (uint32_t mask = 0; mask < (1u << n); mask++) {
+            uint64_t used = 0;
+            int ok = 1;
+            for (int i = 0; i < n && ok; i++) {
+                b[i] = (mask >> i) & 1;
+                const ats_op *op = &g->ops[i];
+                if (base.backend[i] == ATS_GPU) ok = b[i] == ATS_GPU;
+                else if (b[i] && (op->kv_cache_bytes > 0 || op->kind == ATS_OP_EMBED)) ok = 0;
+                else if (b[i]) used += su[i];
+                int h = ats_op_fused_head(g, i);
+                if (ok && h != i && b[h] != b[i]) ok = 0;
+            }
+            if (!ok || used > extra / MIB) continue;
+            double v = ats_placement_objective(n, r, c.c, b);
+            if (v > best) best = v;
+        }
+        CHECK_MSG(fabs(ext.objective_s - best) <= 1e-9 * (1 + fabs(best)), "it %d n %d: extend %.12g, brute %.12g", it, n,
+                  ext.objective_s, best);
+        uint64_t add = 0;
+        for (int i = 0; i < n; i++) {
+            CHECK(base.backend[i] != ATS_GPU || ext.backend[i] == ATS_GPU);
+            if (ext.backend[i] == ATS_GPU && base.backend[i] != ATS_GPU) {
+                CHECK(g->ops[i].kv_cache_bytes == 0 && g->ops[i].kind != ATS_OP_EMBED);
+                add += ats_op_resident_bytes(&g->ops[i]);
+            }
+        }
+        CHECK(ext.gpu_bytes == base.gpu_bytes + add && add <= extra);
+        /* no extra bytes: the base itself */
+        CHECK(ats_place_extend(g, &c, &base, 0, &po, &ext, &err) == ATS_OK);
+        CHECK(memcmp(ext.backend, base.backend, (size_t)n) == 0 && ext.gpu_bytes == base.gpu_bytes);
+        /* bad inputs */
+        CHECK(ats_place_extend(g, &c, &base, extra, &po, &base, &err) == ATS_EINVAL);
+        ats_placement_free(&base);
+        ats_placement_free(&ext);
         ats_costs_free(&c);
         ats_graph_free(g);
     }
@@ -310,6 +379,7 @@ int main(void)
     test_monotone(&rng);
     test_static_graphs(&rng);
     test_mix_vs_brute(&rng);
+    test_extend_vs_brute(&rng);
     test_real_models();
     test_bad_inputs(&rng);
     return tu_finish("test_placement");

@@ -294,17 +294,23 @@ static double request_time(const char *pname, uint64_t budget, uint64_t temp, co
     double t = NAN;
     enum ats_status st = ats_policy_place_request(pol, gd, cd, temp ? NULL : &req, &pl, &err);
     if (st == ATS_OK) {
-        double lat[2];
+        double lat[2], up = 0.0;
         const ats_graph *g[2] = {gp, gd};
         const ats_costs *c[2] = {cp, cd};
+        /* decode rounds on the decode placement where there is one, its extra weights moved once */
+        const ats_placement *pd = ats_policy_decode_placement(pol, NULL);
+        for (int32_t i = 0; pd && i < n; i++)
+            if (pd->backend[i] == ATS_GPU && pl.backend[i] != ATS_GPU)
+                up += gd->ops[i].kind == ATS_OP_EXPERTS ? cd->w_expert[i] * (double)gd->arch.n_expert : cd->w[i];
         for (int k = 0; k < 2 && st == ATS_OK; k++) {
+            const ats_placement *p = k == 1 && pd ? pd : &pl;
             ats_predict_opts po = ats_policy_predict_opts(pol, NULL);
-            st = ats_policy_assign(pol, g[k], &pl, c[k], NULL, &a, &err);
-            if (st == ATS_OK) st = ats_policy_plan(pol, g[k], &pl, &a, c[k], NULL, &plan, &err);
+            st = ats_policy_assign(pol, g[k], p, c[k], NULL, &a, &err);
+            if (st == ATS_OK) st = ats_policy_plan(pol, g[k], p, &a, c[k], NULL, &plan, &err);
             if (st == ATS_OK) st = ats_plan_predict(&plan, c[k], &po, &lat[k], NULL, &err);
         }
         CHECK_MSG(st == ATS_OK, "%s temp %llu: %s", pname, (unsigned long long)temp, err.msg);
-        if (st == ATS_OK) t = n_pre * lat[0] + n_dec * lat[1];
+        if (st == ATS_OK) t = n_pre * lat[0] + n_dec * lat[1] + (n_pre > 0 ? up : 0.0);
     } else {
         CHECK_MSG(st == ATS_EINFEASIBLE, "%s temp %llu: %s", pname, (unsigned long long)temp, err.msg);
     }
@@ -494,6 +500,86 @@ static void test_prefill_group_ring(const ats_hw *base)
     moe_case_free(&mc);
 }
 
+/* The decode placement of `ats` (ats_policy_decode_placement): Qwen3-30B-A3B at 9.5 GiB on the H200
+ * profile keeps a prefill ring that decode rounds hardly use; the decode placement fills its front
+ * with more routed-expert groups. Checked: it exists there; a superset of the placement without new
+ * KV caches or the embedding; its extra weights fit [0, ring_base) in whole quanta; ring_base a
+ * multiple of 4 KiB below the ring; a decode plan on it stays inside [0, ring - ring_base); its
+ * predicted decode round plus the upload spread over the request's steps beats the placement's
+ * own; none for other policies, a given ring or no request. */
+static void test_decode_placement(const ats_hw *hw)
+{
+    moe_case mc;
+    if (!moe_case_new(hw, "qwen3-30b-a3b", 1.0, &mc)) return;
+    const int32_t n = mc.gd->n_ops;
+    const uint64_t M = 9 * GIB + GIB / 2;
+    const double n_dec = 128;
+    const ats_request_shape req = {mc.gp, &mc.cp, 1, n_dec};
+    const char *names[] = {"ats", "ats-paper", "static", "gpu-stream", "ats"};
+    for (int k = 0; k < 5; k++) {
+        ats_policy_cfg cfg = ats_policy_cfg_default();
+        cfg.vram_budget_bytes = M;
+        cfg.hostmem_cpu_factor = mc.hw.hostmem_cpu_factor;
+        if (k == 4) cfg.temp_bytes = M / 8; /* a given ring: no decode placement */
+        ats_policy *pol = NULL;
+        ats_err err;
+        ats_placement pl;
+        CHECK(ats_policy_new(names[k], &cfg, &pol, &err) == ATS_OK && ats_placement_init(&pl, n) == ATS_OK);
+        CHECK_MSG(ats_policy_place_request(pol, mc.gd, &mc.cd, &req, &pl, &err) == ATS_OK, "%s", err.msg);
+        uint64_t rb = 1;
+        const ats_placement *pd = ats_policy_decode_placement(pol, &rb);
+        if (k > 0) {
+            CHECK_MSG(!pd && rb == 0, "%s%s: a decode placement", names[k], k == 4 ? " with a given ring" : "");
+        } else {
+            CHECK_MSG(pd != NULL, "ats, qwen3-30b-a3b, 9.5 GiB, 512 + 128 tokens: no decode placement");
+        }
+        if (pd) {
+            const uint64_t T = ats_policy_temp_bytes(pol), q = cfg.quantum_bytes;
+            CHECK(rb > 0 && rb <= T && rb % 4096 == 0);
+            uint64_t extra_q = 0;
+            double up = 0.0;
+            for (int32_t i = 0; i < n; i++) {
+                CHECK(pl.backend[i] != ATS_GPU || pd->backend[i] == ATS_GPU);
+                if (pd->backend[i] == ATS_GPU && pl.backend[i] != ATS_GPU) {
+                    const ats_op *op = &mc.gd->ops[i];
+                    CHECK_MSG(op->kv_cache_bytes == 0 && op->kind != ATS_OP_EMBED, "op %s joins the decode placement", op->name);
+                    extra_q += (ats_op_resident_bytes(op) + q - 1) / q * q;
+                    up += op->kind == ATS_OP_EXPERTS ? mc.cd.w_expert[i] * (double)mc.gd->arch.n_expert : mc.cd.w[i];
+                }
+            }
+            CHECK_MSG(extra_q > 0 && extra_q <= rb, "extra weights %llu bytes in quanta, ring base %llu",
+                      (unsigned long long)extra_q, (unsigned long long)rb);
+            double lat[2];
+            const ats_placement *ps[2] = {&pl, pd};
+            ats_assignment a;
+            ats_plan plan;
+            ats_plan_init(&plan);
+            CHECK(ats_assignment_init(&a, n) == ATS_OK);
+            for (int j = 0; j < 2; j++) {
+                ats_predict_opts po = ats_policy_predict_opts(pol, NULL);
+                CHECK(ats_policy_assign(pol, mc.gd, ps[j], &mc.cd, NULL, &a, &err) == ATS_OK &&
+                      ats_policy_plan(pol, mc.gd, ps[j], &a, &mc.cd, NULL, &plan, &err) == ATS_OK &&
+                      ats_plan_predict(&plan, &mc.cd, &po, &lat[j], NULL, &err) == ATS_OK);
+                for (int32_t x = 0; j == 1 && x < plan.n_wxfers; x++)
+                    CHECK(plan.wxfers[x].offset_bytes + plan.wxfers[x].slot_bytes <= T - rb);
+            }
+            CHECK_MSG(lat[1] + up / n_dec < lat[0], "decode round on the decode placement %.4f ms + upload %.3f ms / %g, "
+                      "on the placement %.4f ms", lat[1] * 1e3, up * 1e3, n_dec, lat[0] * 1e3);
+            printf("  ats, qwen3-30b-a3b, 9.5 GiB, 512 + 128 tokens: decode placement +%.3f GiB in the front %.3f GiB of the "
+                   "%.3f GiB ring: decode %.3f -> %.3f ms, upload %.2f ms once\n",
+                   (double)(pd->gpu_bytes - pl.gpu_bytes) / GIB, (double)rb / GIB, (double)T / GIB, lat[0] * 1e3,
+                   lat[1] * 1e3, up * 1e3);
+            ats_plan_free(&plan);
+            ats_assignment_free(&a);
+            /* placed again without a request: no decode placement */
+            CHECK(ats_policy_place(pol, mc.gd, &mc.cd, &pl, &err) == ATS_OK && !ats_policy_decode_placement(pol, NULL));
+        }
+        ats_placement_free(&pl);
+        ats_policy_free(pol);
+    }
+    moe_case_free(&mc);
+}
+
 int main(void)
 {
     tu_seed("test_policy"); /* deterministic inputs (real models); printed for the record */
@@ -513,5 +599,7 @@ int main(void)
         test_fused_head_costs(&h200);
         test_prefill_group_ring(&h200);
     }
+    ats_hw prof;
+    if (fx_hw("h200-host-profile-qwen3-30b-a3b", &prof)) test_decode_placement(&prof);
     return tu_finish("test_policy");
 }

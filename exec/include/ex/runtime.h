@@ -129,6 +129,8 @@ typedef struct ex_rt_cfg {
                                     is the measured one (each op's last measured time; unmeasured ops
                                     the model's scaled by measured / model); 0: the --hw model's,
                                     scaled only by the controller's load factors */
+    uint64_t quantum_bytes;      /* placement DP unit [bytes]; 0 (default): the policy's (1 MiB). Tests
+                                    of models of a few hundred KiB use 4 KiB */
 } ex_rt_cfg;
 
 ex_rt_cfg ex_rt_cfg_default(void);
@@ -180,6 +182,10 @@ ex_session *ex_rt_session(ex_rt *rt);
 double ex_rt_upload_s(const ex_rt *rt);
 /** Device bytes laid out: resident weights, temp ring, KV caches of GPU attention, compute estimate. */
 void ex_rt_layout(const ex_rt *rt, uint64_t *resident, uint64_t *temp, uint64_t *kv, uint64_t *compute);
+/** The decode placement (ats_policy_decode_placement): the bytes of its extra weights, uploaded into
+ *  the front of the temp region at a decode round after a prefill, and how many times they were
+ *  uploaded so far; 0 and 0 when decode rounds use the placement itself. */
+void ex_rt_decode_placement(const ex_rt *rt, uint64_t *extra_bytes, int64_t *uploads);
 /** Re-plans so far (both phases). */
 int64_t ex_rt_n_reschedules(const ex_rt *rt);
 /** Rounds observed by the controllers. */

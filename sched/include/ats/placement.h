@@ -107,6 +107,19 @@ enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, u
                                  const ats_placement_opts *opts, ats_placement *out, ats_err *err);
 
 /**
+ * A placement that keeps base's GPU ops and makes more ops resident in extra_bytes more bytes: the
+ * DP of ats_place_static (fused groups whole) over the ops base leaves on the CPU, base's GPU ops
+ * fixed there at no size, ops with a KV cache (attention) and the embedding lookup fixed on the CPU.
+ * The decode placement of `ats` (ats_policy_decode_placement): the prefill's temp ring holds these
+ * weights between prefills. Sizes in whole quanta, extra_bytes rounded down to quanta (0: base).
+ * out ⊇ base; out->gpu_bytes ≤ base->gpu_bytes + extra_bytes. ATS_EINVAL on mismatched sizes, out
+ * aliasing base, or invalid costs; ATS_ENOMEM.
+ */
+enum ats_status ats_place_extend(const ats_graph *g, const ats_costs *nominal, const ats_placement *base,
+                                 uint64_t extra_bytes, const ats_placement_opts *opts, ats_placement *out,
+                                 ats_err *err);
+
+/**
  * out = Σ_k weight[k]·costs[k], field by field (t_cpu, t_gpu, w, c, w_expert) [s·rounds]: the
  * snapshot whose placement objective is the weighted sum of the rounds' objectives (see the file
  * comment). costs: n_rounds borrowed snapshots of the same n (the graphs' ops must mean the same

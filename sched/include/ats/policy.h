@@ -152,6 +152,21 @@ enum ats_status ats_policy_place_request(ats_policy *pol, const ats_graph *g, co
 uint64_t ats_policy_temp_bytes(const ats_policy *pol);
 
 /**
+ * The decode placement of `ats` placed by ats_policy_place_request for a request with a prefill and
+ * decode rounds (automatic ring): decode rounds stream far less than prefill chunks, so the front of
+ * the temp ring, [0, *ring_base), holds more resident weights from a request's first decode round
+ * to its next prefill round (ats_place_extend: a superset of the placement; weights only, no KV
+ * cache), and decode plans use the ring [*ring_base, temp_bytes), their slot offsets relative to
+ * *ring_base. Chosen when ats's model predicts a faster decode round than with the whole ring.
+ * NULL (and *ring_base 0) when decode rounds use the placement itself. The caller runs decode
+ * rounds on it (controller, plans), uploads its extra weights (GPU here, CPU in the placement) before
+ * the first decode round after a prefill, packed in op order, each in at most its whole quanta
+ * (cfg.quantum_bytes), and drops them at the next prefill. Borrowed: valid until the next place or
+ * ats_policy_free.
+ */
+const ats_placement *ats_policy_decode_placement(const ats_policy *pol, uint64_t *ring_base);
+
+/**
  * Per-round assignment. `cur`: current costs (load-scaled, routing applied with ats_costs_route);
  * ctx may be NULL (defaults). `out` initialised with n = g->n_ops; its serialized flag says whether
  * the plan runs without overlap. ATS_EINVAL on mismatched sizes / bad costs.

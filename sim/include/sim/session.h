@@ -43,7 +43,7 @@ extern "C" {
 #endif
 
 /** Task tags (sim_task.tag) used by sim_prog_from_plan. */
-enum { SIM_TAG_OP = 0, SIM_TAG_WXFER = 1, SIM_TAG_AXFER = 2, SIM_TAG_RESCHED = 3 };
+enum { SIM_TAG_OP = 0, SIM_TAG_WXFER = 1, SIM_TAG_AXFER = 2, SIM_TAG_RESCHED = 3, SIM_TAG_UPLOAD = 4 };
 
 /** Execution options of one round. */
 typedef struct sim_exec_opts {
@@ -59,6 +59,10 @@ typedef struct sim_exec_opts {
     const double *prefetched_bytes; /**< NULL or n_wxfers: bytes of prefetch transfers already
                                          moved during the previous round */
     double act_switch_s;    /**< host time of each activation crossing (ats_hw.host_switch_s) [s] */
+    double upload_bytes;    /**< > 0: a copy-engine H2D of this many bytes runs first (copy engine 0)
+                                 and everything waits for it: the decode placement's extra weights
+                                 (ats_policy_decode_placement) at the first decode round after a
+                                 prefill */
 } sim_exec_opts;
 
 sim_exec_opts sim_exec_opts_default(void);
