@@ -328,7 +328,10 @@ static void print_fig(const bench_profile_opts *o, const char *name, double v, d
 
 static double clampf(double x) { return x > 1.0 ? 1.0 : (x < 0.01 ? 0.01 : x); }
 
-static enum ats_status dram_rates(const bench_profile_opts *o, json_t *prof, double *at_threads,
+/* Measures the DRAM read rate at 1, 2, 4, ... threads up to o->threads: into prof's
+ * "cpu_read_over_threads" and *curve (a copy, for the description's cpu.mem_bw_over_threads); the
+ * rate at o->threads into *at_threads. */
+static enum ats_status dram_rates(const bench_profile_opts *o, json_t *prof, double *at_threads, json_t **curve,
                                   ats_err *err)
 {
     json_t *arr = json_array();
@@ -356,7 +359,9 @@ static enum ats_status dram_rates(const bench_profile_opts *o, json_t *prof, dou
             break;
         }
     }
+    *curve = json_deep_copy(arr);
     json_object_set_new(prof, "cpu_read_over_threads", arr);
+    if (!*curve) return ats_err_set(err, ATS_ENOMEM, "ats profile: out of memory");
     return ATS_OK;
 }
 
@@ -396,10 +401,16 @@ enum ats_status bench_profile_run(const bench_profile_opts *o, json_t **doc, ats
 
     /* DRAM */
     double cpu_bw = 0;
-    if ((st = dram_rates(o, prof, &cpu_bw, err))) goto fail;
+    json_t *curve = NULL;
+    if ((st = dram_rates(o, prof, &cpu_bw, &curve, err))) goto fail;
     snprintf(src, sizeof src, "%s: best DRAM read rate at %d threads (bench_dram_probe, %s buffer)", host_note,
              o->threads, o->quick ? "64 MiB" : "1 GiB");
     set_fig(d, "cpu", "mem_bw_GBps", cpu_bw * 1e-9, 0, src);
+    snprintf(src, sizeof src, "%s: best DRAM read rate at 1, 2, 4, ... %d threads (bench_dram_probe, %s buffer; "
+             "the same figures as measurements.cpu_read_over_threads)", host_note, o->threads,
+             o->quick ? "64 MiB" : "1 GiB");
+    json_object_set_new(json_object_get(d, "cpu"), "mem_bw_over_threads", curve);
+    json_object_set_new(json_object_get(json_object_get(d, "cpu"), "sources"), "mem_bw_over_threads", json_string(src));
     print_fig_header(o);
     print_fig(o, "cpu.mem_bw_GBps", cpu_bw * 1e-9, base.cpu_mem_bw * 1e-9, "GB/s", "base description's DRAM read");
     hw.cpu_mem_bw = cpu_bw;

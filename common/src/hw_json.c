@@ -261,6 +261,67 @@ static enum ats_status read_section(ctx *c, json_t *root, const char *key, const
     return check_sources(c, key, o, figs, nfig, NULL, 0);
 }
 
+/* cpu.mem_bw_over_threads (optional): [{"threads": n, "GBps": x}, ...], threads strictly increasing
+ * integers in 1..4096, GBps finite in the plausible range of cpu.mem_bw_GBps, 1..ATS_HW_MAX_BW_POINTS
+ * points; into hw->cpu_bw_n / cpu_bw_threads / cpu_bw_Bps. */
+static enum ats_status read_bw_curve(ctx *c, json_t *cpu, ats_hw *hw)
+{
+    char vt[80];
+    json_t *a = json_object_get(cpu, "mem_bw_over_threads");
+    if (!a) return ATS_OK;
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > ATS_HW_MAX_BW_POINTS) {
+        value_text(a, vt, sizeof vt);
+        return fail(c, "field 'cpu.mem_bw_over_threads': %s (must be an array of 1..%d objects {\"threads\", \"GBps\"})",
+                    vt, ATS_HW_MAX_BW_POINTS);
+    }
+    static const char *const keys[] = {"threads", "GBps", NULL};
+    for (size_t k = 0; k < json_array_size(a); k++) {
+        char path[64];
+        snprintf(path, sizeof path, "cpu.mem_bw_over_threads[%zu]", k);
+        json_t *o = json_array_get(a, k);
+        if (!json_is_object(o)) {
+            value_text(o, vt, sizeof vt);
+            return fail(c, "field '%s': %s (must be an object {\"threads\", \"GBps\"})", path, vt);
+        }
+        enum ats_status st = check_keys(c, path, o, NULL, 0, keys);
+        if (st) return st;
+        json_t *t = json_object_get(o, "threads"), *g = json_object_get(o, "GBps");
+        if (!t || !g) return fail(c, "field '%s.%s': missing", path, t ? "GBps" : "threads");
+        value_text(t, vt, sizeof vt);
+        if (!json_is_integer(t) || json_integer_value(t) < 1 || json_integer_value(t) > 4096 ||
+            (k > 0 && json_integer_value(t) <= hw->cpu_bw_threads[k - 1]))
+            return fail(c, "field '%s.threads': %s (must be an integer in 1..4096, above the previous point's)", path,
+                        vt);
+        value_text(g, vt, sizeof vt);
+        double x = json_is_number(g) ? json_number_value(g) : NAN;
+        if (!isfinite(x) || !(x >= 0.1 && x <= 1e5))
+            return fail(c, "field '%s.GBps': %s (must be a number in 0.1..1e5 GB/s, sim/hw/README.md)", path, vt);
+        hw->cpu_bw_threads[k] = (int32_t)json_integer_value(t);
+        hw->cpu_bw_Bps[k] = x * 1e9;
+    }
+    hw->cpu_bw_n = (int32_t)json_array_size(a);
+    return ATS_OK;
+}
+
+/* cpu: the CPU_FIGS and the optional mem_bw_over_threads curve, each with a source. */
+static enum ats_status read_cpu_section(ctx *c, json_t *root, ats_hw *hw)
+{
+    json_t *o;
+    enum ats_status st = get_object(c, root, "", "cpu", &o);
+    if (st) return st;
+    static const char *const also[] = {"mem_bw_over_threads", NULL};
+    if ((st = check_keys(c, "cpu", o, CPU_FIGS, NFIG(CPU_FIGS), also))) return st;
+    for (size_t i = 0; i < NFIG(CPU_FIGS); i++)
+        if ((st = read_fig(c, "cpu", o, &CPU_FIGS[i], (char *)hw))) return st;
+    if ((st = read_bw_curve(c, o, hw))) return st;
+    const int has_curve = json_object_get(o, "mem_bw_over_threads") != NULL;
+    if ((st = check_sources(c, "cpu", o, CPU_FIGS, NFIG(CPU_FIGS), "mem_bw_over_threads", has_curve))) return st;
+    json_t *src = json_object_get(o, "sources");
+    if (!has_curve && json_object_get(src, "mem_bw_over_threads"))
+        return fail(c, "field 'cpu.sources.mem_bw_over_threads': a source for 'cpu.mem_bw_over_threads', which is absent");
+    return ATS_OK;
+}
+
 /* efficiency.cpu / efficiency.gpu: four fractions and an optional quant_scale map. */
 static enum ats_status read_backend_eff(ctx *c, json_t *eff, const char *key, ats_hw_eff *out)
 {
@@ -543,7 +604,7 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
     if ((st = check_keys(&c, "", root, NULL, 0, top_keys))) goto done;
     if ((st = read_string(&c, root, "name", out->name, sizeof out->name))) goto done;
     if ((st = read_string(&c, root, "source", out->source, sizeof out->source))) goto done;
-    if ((st = read_section(&c, root, "cpu", CPU_FIGS, NFIG(CPU_FIGS), out))) goto done;
+    if ((st = read_cpu_section(&c, root, out))) goto done;
     if ((st = read_section(&c, root, "gpu", GPU_FIGS, NFIG(GPU_FIGS), out))) goto done;
     if ((st = read_section(&c, root, "pcie", PCIE_FIGS, NFIG(PCIE_FIGS), out))) goto done;
     if ((st = read_section(&c, root, "host_memory", HOSTMEM_FIGS, NFIG(HOSTMEM_FIGS), out))) goto done;

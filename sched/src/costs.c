@@ -94,6 +94,48 @@ static enum ats_status table_validate(const ats_prof_table *t, ats_err *err)
     return ATS_OK;
 }
 
+static enum ats_status bw_curve_validate(const ats_hw *hw, ats_err *err)
+{
+    if (hw->cpu_bw_n < 0 || hw->cpu_bw_n > ATS_HW_MAX_BW_POINTS)
+        return ats_err_set(err, ATS_EINVAL, "hw 'cpu_bw_n': %d (must be in 0..%d)", (int)hw->cpu_bw_n,
+                           ATS_HW_MAX_BW_POINTS);
+    for (int32_t k = 0; k < hw->cpu_bw_n; k++) {
+        if (hw->cpu_bw_threads[k] < 1 || (k > 0 && hw->cpu_bw_threads[k] <= hw->cpu_bw_threads[k - 1]))
+            return ats_err_set(err, ATS_EINVAL,
+                               "hw 'cpu_bw_threads[%d]': %d (must be >= 1 and above the previous point)", (int)k,
+                               (int)hw->cpu_bw_threads[k]);
+        if (!(hw->cpu_bw_Bps[k] > 0) || !isfinite(hw->cpu_bw_Bps[k]))
+            return ats_err_set(err, ATS_EINVAL, "hw 'cpu_bw_Bps[%d]': %g (must be a finite value > 0)", (int)k,
+                               hw->cpu_bw_Bps[k]);
+    }
+    return ATS_OK;
+}
+
+/* DRAM read rate at n threads [bytes/s]: linear through (0, 0) and the curve's points, constant
+ * beyond the last one (ats_hw_cpu_mem_share). */
+static double bw_at_threads(const ats_hw *hw, double n)
+{
+    const int32_t m = hw->cpu_bw_n;
+    if (n >= hw->cpu_bw_threads[m - 1]) return hw->cpu_bw_Bps[m - 1];
+    double t0 = 0.0, b0 = 0.0;
+    for (int32_t k = 0; k < m; k++) {
+        double t1 = hw->cpu_bw_threads[k], b1 = hw->cpu_bw_Bps[k];
+        if (n <= t1) return b0 + (b1 - b0) * (n - t0) / (t1 - t0);
+        t0 = t1;
+        b0 = b1;
+    }
+    return hw->cpu_bw_Bps[m - 1]; /* not reached: n < the last point */
+}
+
+double ats_hw_cpu_mem_share(const ats_hw *hw, double a)
+{
+    if (hw->cpu_bw_n <= 0) return a;
+    if (!(a > 0)) return 0.0;
+    if (a == 1.0) return 1.0;
+    const double t = (double)hw->cpu_threads;
+    return bw_at_threads(hw, a * t) / bw_at_threads(hw, t);
+}
+
 enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
 {
     if (!hw) return ats_err_set(err, ATS_EINVAL, "hw: NULL");
@@ -122,6 +164,7 @@ enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
     enum ats_status st = eff_validate(&hw->eff_cpu, "eff_cpu", err);
     if (st) return st;
     if ((st = eff_validate(&hw->eff_gpu, "eff_gpu", err))) return st;
+    if ((st = bw_curve_validate(hw, err))) return st;
     return table_validate(&hw->op_table, err);
 }
 

@@ -427,7 +427,12 @@ static int solve(sim_engine *e, const sim_prog *p)
             if (u > 1.0) u = 1.0;
             f = 1.0 - (1.0 - hw->hostmem_cpu_factor) * u;
         }
-        double m = t->mem_frac / f, a = t->flop_frac;
+        /* compute part at a_cpu, memory part at beta = ats_hw_cpu_mem_share(a_cpu) of idle speed:
+         * speed = 1 / max(flop_frac / a_cpu, mem_frac / (f · beta)), written as a_cpu / max(flop_frac,
+         * mem_frac / f · (a_cpu / beta)) so that beta == a_cpu (no DRAM curve) gives bit for bit the
+         * earlier a_cpu / max(flop_frac, mem_frac / f) */
+        double beta = ats_hw_cpu_mem_share(hw, e->a_cpu);
+        double m = t->mem_frac / f * (e->a_cpu / beta), a = t->flop_frac;
         rate[SIM_Q_CPU] = e->a_cpu / (a > m ? a : m);
     }
     slot *gs = &e->run[SIM_Q_GPU];

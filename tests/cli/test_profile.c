@@ -97,6 +97,10 @@ int main(int argc, char **argv)
     CHECK_MSG(atsc_hw_load(path, &hw, &e) == ATS_OK, "%s", e.msg);
     CHECK(atsc_hw_load(base, &b, &e) == ATS_OK);
     CHECK(hw.cpu_threads == 2);
+    /* the DRAM curve at 1 and 2 threads, its last point the description's rate (the CPU load model) */
+    CHECK_MSG(hw.cpu_bw_n == 2 && hw.cpu_bw_threads[0] == 1 && hw.cpu_bw_threads[1] == 2, "curve of %d points",
+              (int)hw.cpu_bw_n);
+    CHECK(hw.cpu_bw_n == 2 && hw.cpu_bw_Bps[1] == hw.cpu_mem_bw && hw.cpu_bw_Bps[0] > 0);
     CHECK(hw.op_table.n > 5);
     for (int32_t i = 0; i < hw.op_table.n; i++) {
         const ats_prof_entry *x = &hw.op_table.e[i];

@@ -483,6 +483,109 @@ static void test_switch_us(void)
     json_decref(j);
 }
 
+/* cpu.mem_bw_over_threads: optional; loaded in SI units; each committed profile's curve equals its own
+ * measurements.cpu_read_over_threads; a bad curve is refused naming the field, the point and the value. */
+static json_t *bw_point(json_int_t th, double gbps)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "threads", json_integer(th));
+    json_object_set_new(o, "GBps", json_real(gbps));
+    return o;
+}
+
+static json_t *bw_curve(int n, const json_int_t *th, const double *gbps)
+{
+    json_t *a = json_array();
+    for (int k = 0; k < n; k++) json_array_append_new(a, bw_point(th[k], gbps[k]));
+    return a;
+}
+
+static void test_bw_curve(void)
+{
+    ats_hw hw;
+    ats_err e = {{0}};
+    json_t *j = load_base();
+    CHECK(atsc_hw_load(write_json(j, "bw0.json"), &hw, &e) == ATS_OK && hw.cpu_bw_n == 0);
+    const json_int_t th[4] = {1, 2, 4, 8};
+    const double gb[4] = {12.5, 24, 40, 45.25};
+    set_path(j, "cpu.mem_bw_over_threads", bw_curve(4, th, gb));
+    CHECK(atsc_hw_load(write_json(j, "bw1.json"), &hw, &e) == ATS_EINVAL);
+    CHECK_MSG(strstr(e.msg, "field 'cpu.sources.mem_bw_over_threads': missing (every figure needs a source)") != NULL,
+              "%s", e.msg);
+    set_path(j, "cpu.sources.mem_bw_over_threads", json_string("measured by ats profile"));
+    e.msg[0] = '\0';
+    CHECK_MSG(atsc_hw_load(write_json(j, "bw2.json"), &hw, &e) == ATS_OK, "%s", e.msg);
+    CHECK(hw.cpu_bw_n == 4);
+    for (int k = 0; k < 4; k++) {
+        CHECK(hw.cpu_bw_threads[k] == (int32_t)th[k]);
+        CHECK_REL(hw.cpu_bw_Bps[k], gb[k] * 1e9, 1e-15, 0);
+    }
+    /* bad curves: non-increasing threads, a negative or absurd rate, wrong shapes, unknown keys */
+    struct { int k; const char *key; json_t *v; const char *want1, *want2; } bad[] = {
+        {2, "threads", json_integer(2), "field 'cpu.mem_bw_over_threads[2].threads'", "2 (must be an integer in 1..4096, above"},
+        {0, "threads", json_integer(0), "field 'cpu.mem_bw_over_threads[0].threads'", "0 (must be an integer"},
+        {1, "threads", json_real(2.5), "field 'cpu.mem_bw_over_threads[1].threads'", "2.5 (must be an integer"},
+        {3, "GBps", json_real(-4), "field 'cpu.mem_bw_over_threads[3].GBps'", "-4.0 (must be a number in 0.1..1e5 GB/s"},
+        {1, "GBps", json_string("fast"), "field 'cpu.mem_bw_over_threads[1].GBps'", "\"fast\" (must be a number"},
+        {2, "GBps", json_real(1e6), "field 'cpu.mem_bw_over_threads[2].GBps'", "(must be a number in 0.1..1e5"},
+        {0, "Gbps", json_real(1), "field 'cpu.mem_bw_over_threads[0].Gbps': unknown field", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *c = json_deep_copy(j);
+        json_t *pt = json_array_get(json_object_get(json_object_get(c, "cpu"), "mem_bw_over_threads"), (size_t)bad[i].k);
+        json_object_set_new(pt, bad[i].key, bad[i].v);
+        expect_bad(c, bad[i].want1, bad[i].want2);
+        json_decref(c);
+    }
+    json_t *c = json_deep_copy(j);
+    json_object_del(json_array_get(json_object_get(json_object_get(c, "cpu"), "mem_bw_over_threads"), 1), "GBps");
+    expect_bad(c, "field 'cpu.mem_bw_over_threads[1].GBps': missing", NULL);
+    json_decref(c);
+    c = json_deep_copy(j);
+    set_path(c, "cpu.mem_bw_over_threads", json_array());
+    expect_bad(c, "field 'cpu.mem_bw_over_threads': []", "(must be an array of 1..16 objects");
+    json_decref(c);
+    c = json_deep_copy(j);
+    json_t *big = json_array();
+    for (int k = 1; k <= ATS_HW_MAX_BW_POINTS + 1; k++) json_array_append_new(big, bw_point(k, 5.0 * k));
+    set_path(c, "cpu.mem_bw_over_threads", big);
+    expect_bad(c, "field 'cpu.mem_bw_over_threads'", "(must be an array of 1..16 objects");
+    json_decref(c);
+    c = json_deep_copy(j);
+    json_array_set_new(json_object_get(json_object_get(c, "cpu"), "mem_bw_over_threads"), 0, json_real(3));
+    expect_bad(c, "field 'cpu.mem_bw_over_threads[0]': 3.0 (must be an object", NULL);
+    json_decref(c);
+    /* a source for an absent curve */
+    del_path(j, "cpu.mem_bw_over_threads");
+    expect_bad(j, "field 'cpu.sources.mem_bw_over_threads': a source for 'cpu.mem_bw_over_threads', which is absent",
+               NULL);
+    json_decref(j);
+
+    /* the committed profiles: the curve is the file's own measurements.cpu_read_over_threads */
+    static const char *const profiles[] = {"h200-host-profile", "h200-host-profile-qwen3-30b-a3b"};
+    for (int i = 0; i < 2; i++) {
+        char p[512], rel[128];
+        snprintf(rel, sizeof rel, "sim/hw/%s.json", profiles[i]);
+        tu_source_path(p, sizeof p, rel);
+        enum ats_status st = atsc_hw_load(p, &hw, &e);
+        CHECK_MSG(st == ATS_OK, "%s: %s", p, e.msg);
+        if (st) continue;
+        json_error_t je;
+        json_t *r = json_load_file(p, 0, &je);
+        json_t *m = json_object_get(json_object_get(r, "measurements"), "cpu_read_over_threads");
+        CHECK_MSG(hw.cpu_bw_n >= 2 && (size_t)hw.cpu_bw_n == json_array_size(m), "%s: %d points, measurements %zu", p,
+                  (int)hw.cpu_bw_n, json_array_size(m));
+        for (int32_t k = 0; k < hw.cpu_bw_n && (size_t)k < json_array_size(m); k++) {
+            json_t *pt = json_array_get(m, (size_t)k);
+            CHECK(hw.cpu_bw_threads[k] == (int32_t)json_integer_value(json_object_get(pt, "threads")));
+            CHECK(hw.cpu_bw_Bps[k] == json_number_value(json_object_get(pt, "GBps")) * 1e9);
+        }
+        CHECK(hw.cpu_bw_n > 0 && hw.cpu_bw_threads[hw.cpu_bw_n - 1] == hw.cpu_threads);
+        CHECK(hw.cpu_bw_n > 0 && hw.cpu_bw_Bps[hw.cpu_bw_n - 1] == hw.cpu_mem_bw);
+        json_decref(r);
+    }
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_hw_json");
@@ -496,6 +599,7 @@ int main(void)
     test_bad_values();
     test_bad_files();
     test_switch_us();
+    test_bw_curve();
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     return tu_finish("test_hw_json");

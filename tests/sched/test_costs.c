@@ -338,6 +338,72 @@ out:
     ats_graph_free(g1);
 }
 
+/* ats_hw_cpu_mem_share: beta(a) = bw(a T) / bw(T), bw linear through (0, 0) and the curve's points,
+ * constant beyond the last; a exactly without a curve; and ats_hw_validate on malformed curves. */
+static void test_mem_share(uint64_t *rng)
+{
+    ats_hw hw;
+    CHECK(fx_hw("h200-host", &hw));
+    hw.cpu_bw_n = 0;
+    for (int i = 0; i < 1000; i++) {
+        double a = tu_uniform(rng, 0.001, 1.0);
+        CHECK(ats_hw_cpu_mem_share(&hw, a) == a); /* bit for bit: the compute-fraction model */
+    }
+    CHECK(ats_hw_cpu_mem_share(&hw, 1.0) == 1.0);
+    /* a saturating curve: 20, 40, 60, 64 GB/s at 2, 4, 8, 16 threads; T = 16 */
+    hw.cpu_threads = 16;
+    hw.cpu_bw_n = 4;
+    const int32_t th[4] = {2, 4, 8, 16};
+    const double bw[4] = {20e9, 40e9, 60e9, 64e9};
+    for (int k = 0; k < 4; k++) hw.cpu_bw_threads[k] = th[k], hw.cpu_bw_Bps[k] = bw[k];
+    ats_err err = {{0}};
+    CHECK_MSG(ats_hw_validate(&hw, &err) == ATS_OK, "%s", err.msg);
+    CHECK(ats_hw_cpu_mem_share(&hw, 1.0) == 1.0);
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.25), 40.0 / 64.0, 1e-15); /* at a point: 4 threads */
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.5), 60.0 / 64.0, 1e-15);  /* 8 threads */
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.4), (40.0 + 20.0 * 2.4 / 4.0) / 64.0, 1e-15); /* 6.4 threads */
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.75), (60.0 + 4.0 * 4.0 / 8.0) / 64.0, 1e-15); /* 12 threads */
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 1.0 / 16.0), 10.0 / 64.0, 1e-15); /* 1 thread: through (0, 0) */
+    CHECK(ats_hw_cpu_mem_share(&hw, 0.0) == 0.0);
+    double prev = 0.0;
+    for (int i = 1; i <= 200; i++) { /* saturating: above a, increasing, at most 1 */
+        double a = i / 200.0, b = ats_hw_cpu_mem_share(&hw, a);
+        CHECK_MSG(b >= a && b <= 1.0 && b > prev, "a %g: beta %g (previous %g)", a, b, prev);
+        prev = b;
+    }
+    CHECK(ats_hw_cpu_mem_share(&hw, 0.4) > 0.4);
+    /* T beyond the last point: bw constant there, so beta = 1 while a T is past the last point */
+    hw.cpu_threads = 32;
+    CHECK(ats_hw_cpu_mem_share(&hw, 0.5) == 1.0);
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.125), 40.0 / 64.0, 1e-15);
+    /* a linear curve through the origin gives beta = a */
+    hw.cpu_threads = 16;
+    for (int k = 0; k < 4; k++) hw.cpu_bw_Bps[k] = 5e9 * th[k];
+    for (int i = 0; i < 100; i++) {
+        double a = tu_uniform(rng, 0.01, 1.0);
+        CHECK_NEAR(ats_hw_cpu_mem_share(&hw, a), a, 1e-14);
+    }
+    /* validation */
+    ats_hw b = hw;
+    b.cpu_bw_threads[2] = 4;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "hw 'cpu_bw_threads[2]': 4 (must be >= 1 and above the previous point)") != NULL, "%s",
+              err.msg);
+    b = hw;
+    b.cpu_bw_threads[0] = 0;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_bw_threads[0]") != NULL);
+    b = hw;
+    b.cpu_bw_Bps[3] = -1e9;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "hw 'cpu_bw_Bps[3]': -1e+09 (must be a finite value > 0)") != NULL, "%s", err.msg);
+    b = hw;
+    b.cpu_bw_Bps[1] = NAN;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_bw_Bps[1]") != NULL);
+    b = hw;
+    b.cpu_bw_n = ATS_HW_MAX_BW_POINTS + 1;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_bw_n") != NULL);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_costs");
@@ -345,5 +411,6 @@ int main(void)
     test_model();
     test_scale_and_estimate(&rng);
     test_table(&rng);
+    test_mem_share(&rng);
     return tu_finish("test_costs");
 }

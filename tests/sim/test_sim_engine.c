@@ -8,8 +8,11 @@
  *  5. random programs without sharing: every start/end equals the list-scheduling recurrence
  *     start = max(queue predecessor end, dependency ends), end = start + latency + work / rate;
  *  6. the same program run twice gives bit-identical times;
- *  7. random programs WITH link sharing, host-memory interference and a random trace against a
- *     brute-force fixed-step integration of the same model (independent code, no events).
+ *  7. random programs WITH link sharing, host-memory interference, a random trace and (in half of
+ *     them) a DRAM-read-over-threads curve against a brute-force fixed-step integration of the same
+ *     model (independent code, no events);
+ *  8. the memory part of a CPU op under CPU availability a with a saturating DRAM curve: at
+ *     beta(a) = bw(a T) / bw(T) of idle speed, the compute part at a (hand-computed).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -311,6 +314,23 @@ static double ref_trace(const sim_trace *tr, int which, double t)
     return which == 0 ? tr->cpu[i] : which == 1 ? tr->gpu[i] : tr->pcie[i];
 }
 
+/* beta(a) of sim/engine.h written plainly: the DRAM rate at a·T threads over the rate at T, linear
+ * through (0, 0) and the points, constant after the last; a without a curve */
+static double ref_beta(const ats_hw *hw, double a)
+{
+    if (hw->cpu_bw_n == 0) return a;
+    double bw[2], n[2] = {a * hw->cpu_threads, hw->cpu_threads};
+    for (int j = 0; j < 2; j++) {
+        bw[j] = hw->cpu_bw_Bps[hw->cpu_bw_n - 1];
+        for (int k = hw->cpu_bw_n - 1; k >= 0; k--) {
+            double t0 = k ? hw->cpu_bw_threads[k - 1] : 0, b0 = k ? hw->cpu_bw_Bps[k - 1] : 0;
+            if (n[j] <= hw->cpu_bw_threads[k] && n[j] >= t0)
+                bw[j] = b0 + (hw->cpu_bw_Bps[k] - b0) * (n[j] - t0) / (hw->cpu_bw_threads[k] - t0);
+        }
+    }
+    return bw[0] / bw[1];
+}
+
 /* rates of the running tasks at time t (same model as sim/engine.h, written plainly) */
 static void ref_rates(const ats_hw *hw, const sim_trace *tr, double t, ref_task *T, int n, double *rate)
 {
@@ -351,7 +371,7 @@ static void ref_rates(const ats_hw *hw, const sim_trace *tr, double t, ref_task 
     double f = 1 - (1 - hw->hostmem_cpu_factor) * (u < 1 ? u : 1);
     for (int i = 0; i < n; i++) {
         if (T[i].state != 1) continue;
-        if (T[i].kind == SIM_TASK_CPU) rate[i] = acpu / fmax(T[i].flop, T[i].mem / f);
+        if (T[i].kind == SIM_TASK_CPU) rate[i] = 1.0 / fmax(T[i].flop / acpu, T[i].mem / (f * ref_beta(hw, acpu)));
         else if (T[i].kind == SIM_TASK_GPU) rate[i] = agpu;
         else if (T[i].lat_left > 0) rate[i] = 0;
     }
@@ -426,6 +446,16 @@ static void test_bruteforce(uint64_t *rs)
             pcie[k] = tu_uniform(rs, 0.3, 1.0);
         }
         sim_trace tr = {4, tt, cpu, gpu, pcie};
+        hw.cpu_bw_n = 0;
+        if (rep % 2) { /* a random increasing DRAM curve over 1..12 threads (T = 8) */
+            hw.cpu_bw_n = 2 + (int32_t)(tu_rand(rs) % 4);
+            double b = 0;
+            for (int32_t k = 0; k < hw.cpu_bw_n; k++) {
+                hw.cpu_bw_threads[k] = (k ? hw.cpu_bw_threads[k - 1] : 0) + 1 + (int32_t)(tu_rand(rs) % 3);
+                b += tu_uniform(rs, 1e9, 20e9);
+                hw.cpu_bw_Bps[k] = b;
+            }
+        }
         sim_engine *e = mk(&hw, &tr, 1);
         sim_prog p;
         sim_prog_init(&p);
@@ -472,6 +502,76 @@ static void test_bruteforce(uint64_t *rs)
               worst_rep);
 }
 
+/* CPU availability 0.4 on T = 16 threads with DRAM 20, 40, 60, 64 GB/s at 2, 4, 8, 16 threads:
+ * beta(0.4) = bw(6.4) / bw(16) = (40 + 20 · 2.4 / 4) / 64 = 0.8125. A memory-bound CPU op of 1 s idle
+ * work takes 1 / 0.8125 s (2.5 s without the curve); a compute-bound one 1 / 0.4 s either way; a mixed
+ * one max(flop_frac / 0.4, mem_frac / 0.8125). With host-memory interference at its calibrated
+ * operating point the memory part runs at f · beta. */
+static void test_dram_curve(void)
+{
+    ats_hw hw = test_hw();
+    hw.cpu_threads = 16;
+    const double t[1] = {0.0}, cpu[1] = {0.4}, one[1] = {1.0};
+    sim_trace tr = {1, t, cpu, one, one};
+    const double beta = (40.0 + 20.0 * 2.4 / 4.0) / 64.0;
+    for (int curve = 0; curve < 2; curve++) {
+        hw.cpu_bw_n = 0;
+        if (curve) {
+            hw.cpu_bw_n = 4;
+            const int32_t th[4] = {2, 4, 8, 16};
+            const double bw[4] = {20e9, 40e9, 60e9, 64e9};
+            for (int k = 0; k < 4; k++) hw.cpu_bw_threads[k] = th[k], hw.cpu_bw_Bps[k] = bw[k];
+        }
+        const double b = curve ? beta : 0.4;
+        sim_engine *e = mk(&hw, &tr, 0);
+        sim_prog p;
+        sim_prog_init(&p);
+        int32_t mem, comp, mix, mix2;
+        CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &mem, NULL) == ATS_OK);
+        CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &comp, NULL) == ATS_OK);
+        p.tasks[comp].flop_frac = 1.0;
+        p.tasks[comp].mem_frac = 0.5;
+        CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &mix, NULL) == ATS_OK);
+        p.tasks[mix].flop_frac = 0.6; /* compute time 1.5 s beats memory time 1.23 s with the curve */
+        CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &mix2, NULL) == ATS_OK);
+        p.tasks[mix2].flop_frac = 0.3;
+        CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+        const double d_mem = 1.0 / b, d_comp = fmax(1.0 / 0.4, 0.5 / b), d_mix = fmax(0.6 / 0.4, 1.0 / b),
+                     d_mix2 = fmax(0.3 / 0.4, 1.0 / b);
+        CHECK_NEAR(p.tasks[mem].t_end_s, d_mem, 1e-12);
+        CHECK_NEAR(p.tasks[comp].t_end_s - p.tasks[comp].t_start_s, d_comp, 1e-12);
+        CHECK_NEAR(p.tasks[mix].t_end_s - p.tasks[mix].t_start_s, d_mix, 1e-12);
+        CHECK_NEAR(p.tasks[mix2].t_end_s - p.tasks[mix2].t_start_s, d_mix2, 1e-12);
+        if (curve) {
+            CHECK_NEAR(p.tasks[mem].t_end_s, 1.0 / 0.8125, 1e-12); /* 1.2308 s, not 2.5 s */
+            CHECK(p.tasks[mem].t_end_s < 2.5 - 1.0);
+            CHECK_NEAR(p.tasks[mix].t_end_s - p.tasks[mix].t_start_s, 1.5, 1e-12);
+        } else {
+            CHECK_NEAR(p.tasks[mem].t_end_s, 2.5, 1e-12);
+        }
+        sim_prog_free(&p);
+        sim_engine_free(e);
+    }
+    /* with the curve and host-memory interference: a copy engine at its calibrated operating point
+     * (cap 10 · 0.9 = 9 GB/s, u = 1; the trace's PCIe availability is 1) while the CPU op reads gives
+     * f = 0.5, so the memory part runs at 0.5 · 0.8125 of idle speed until the transfer ends */
+    hw.pcie_link_bw = 100e9;
+    hw.hostmem_cpu_factor = 0.5;
+    hw.hostmem_dma_factor = 0.9;
+    sim_engine *e = mk(&hw, &tr, 1);
+    sim_prog p;
+    sim_prog_init(&p);
+    int32_t c, x;
+    CHECK(sim_prog_add(&p, SIM_TASK_CPU, SIM_Q_CPU, 1.0, NULL, 0, &c, NULL) == ATS_OK);
+    CHECK(sim_prog_add(&p, SIM_TASK_CE_H2D, SIM_Q_CE0, 4.5e9, NULL, 0, &x, NULL) == ATS_OK);
+    CHECK(sim_engine_run(e, &p, NULL) == ATS_OK);
+    /* DMA at 0.9 · 10 GB/s ends at 0.5 s; the CPU did 0.5 · 0.5 · beta s of work by then */
+    CHECK_NEAR(p.tasks[x].t_end_s, 0.5, 1e-12);
+    CHECK_NEAR(p.tasks[c].t_end_s, 0.5 + (1.0 - 0.25 * beta) / beta, 1e-12);
+    sim_prog_free(&p);
+    sim_engine_free(e);
+}
+
 static void test_bad_input(void)
 {
     sim_prog p;
@@ -508,6 +608,7 @@ int main(void)
     test_trace();
     test_random_oracle(&rs);
     test_bruteforce(&rs);
+    test_dram_curve();
     test_bad_input();
     return tu_finish("test_sim_engine");
 }

@@ -10,7 +10,12 @@
  *
  *   { "name": "rtx3060-laptop", "source": "...",
  *     "cpu":  { "model": "...", "threads": 8, "int8_peak_TOPS": 4.3, "mem_bw_GBps": 41,
- *               "op_overhead_us": 5, "sources": { "threads": "...", ... } },
+ *               "op_overhead_us": 5,
+ *               "mem_bw_over_threads": [ {"threads": 1, "GBps": 9.5}, ..., {"threads": 8, "GBps": 41} ],
+ *               "sources": { "threads": "...", ... } },
+ *     (mem_bw_over_threads optional: the DRAM read rate over reading threads, 1..ATS_HW_MAX_BW_POINTS
+ *      points, threads strictly increasing integers >= 1, GBps > 0; the CPU load model's β(a),
+ *      ats_hw_cpu_mem_share; with a source like every figure)
  *     "gpu":  { "model": "...", "fp16_tensor_peak_TFLOPS": 52.3, "mem_bw_GBps": 336,
  *               "vram_bytes": 6442450944, "op_overhead_us": 5, "sources": {...} },
  *     "pcie": { "h2d_GBps", "d2h_GBps", "sm_copy_GBps", "link_GBps", "latency_us",
@@ -37,12 +42,14 @@ extern "C" {
  * Reads `path` (borrowed) and fills `out` (caller-owned; initialised here with ats_hw_init, so
  * unset q_scale entries are 1.0). The hardware name is the "name" key. Checks every field (type,
  * range: rates and peaks > 0 and finite, overheads/latency >= 0, efficiencies and interference
- * factors in (0, 1], quant_scale > 0, integers >= 1), that every figure has a source, then calls
- * ats_hw_validate().
+ * factors in (0, 1], quant_scale > 0, integers >= 1, the optional cpu.mem_bw_over_threads curve),
+ * that every figure has a source, then calls ats_hw_validate().
  * Returns ATS_OK, or ATS_EINVAL for any bad input (unreadable file, JSON syntax error, missing
  * field, wrong type, bad value, unknown key or quant type) with one line in err (may be NULL):
  *   "sim/hw/x.json: field 'gpu.mem_bw_GBps': -3 (must be > 0)"
  *   "sim/hw/x.json:12:5: JSON syntax error: ..."
+ *   "sim/hw/x.json: field 'cpu.mem_bw_over_threads[2].threads': 2 (must be an integer in 1..4096, above
+ *    the previous point's)"
  * ATS_ENOMEM when jansson runs out of memory. *out is unspecified on failure. Thread-safe.
  */
 enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err);

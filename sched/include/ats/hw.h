@@ -59,6 +59,9 @@ typedef struct ats_prof_table {
     ats_prof_entry e[ATS_PROF_MAX_ENTRIES];
 } ats_prof_table;
 
+/** Most points of the DRAM-read-over-threads curve (`ats profile` measures 1, 2, 4, ... threads). */
+#define ATS_HW_MAX_BW_POINTS 16
+
 typedef struct ats_hw {
     char name[ATS_NAME_LEN];
     char source[ATS_SOURCE_LEN]; /* where the figures come from */
@@ -68,6 +71,12 @@ typedef struct ats_hw {
                                   matmuls (AVX2/AVX-512 VNNI) [FLOP/s] */
     double cpu_mem_bw;         /* DRAM read bandwidth at cpu_threads [bytes/s] */
     double cpu_op_overhead_s;  /* fixed cost per CPU op (thread wake-up, sync) [s] */
+    /* DRAM read rate over reading threads (optional; `ats profile`'s cpu_read_over_threads): the
+       memory part of a CPU op under CPU availability a runs at ats_hw_cpu_mem_share(hw, a) of its
+       idle speed. cpu_bw_n = 0: no curve (the memory part slows by a, as the compute part). */
+    int32_t cpu_bw_n;                                /* 0 .. ATS_HW_MAX_BW_POINTS */
+    int32_t cpu_bw_threads[ATS_HW_MAX_BW_POINTS];    /* strictly increasing, >= 1 [threads] */
+    double cpu_bw_Bps[ATS_HW_MAX_BW_POINTS];         /* DRAM read rate at that count, > 0 [bytes/s] */
     /* GPU */
     double gpu_flops;          /* peak dense FP16 tensor-core FLOP/s [FLOP/s] */
     double gpu_mem_bw;         /* device memory bandwidth [bytes/s] */
@@ -98,9 +107,23 @@ typedef struct ats_hw {
 void ats_hw_init(ats_hw *hw);
 
 /** ATS_EINVAL with "field: value (why)" in err when a rate is ≤ 0 or NaN, a fraction outside (0,1],
- *  n_copy_engines < 1, or an op-table entry is malformed (backend, kind, role, points, tokens not
+ *  n_copy_engines < 1, the DRAM curve malformed (cpu_bw_n outside 0..ATS_HW_MAX_BW_POINTS, threads
+ *  not strictly increasing from ≥ 1, a rate ≤ 0 or not finite; the message names the point), or an
+ *  op-table entry is malformed (backend, kind, role, points, tokens not
  *  strictly increasing, a time ≤ 0, work < 0; the message names the entry and point). */
 enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err);
+
+/**
+ * Memory-bandwidth share β(a) of the CPU under CPU availability `a` (the fraction of CPU time the
+ * runtime's threads get, (0, 1]): the memory part of a CPU op runs at β(a) of its idle speed, the
+ * compute part at a. With T = hw->cpu_threads, β(a) = bw(a·T) / bw(T), bw(n) the DRAM read rate at n
+ * threads: linear between the curve's points (cpu_bw_threads, cpu_bw_Bps), through bw(0) = 0, and
+ * constant beyond the last point. Reason: T threads each running a fraction a of the time read like
+ * a·T threads, and DRAM bandwidth saturates below T, so a memory-bound op slows by less than a.
+ * Without a curve (cpu_bw_n = 0) it returns `a` exactly (the compute-fraction model). β(1) = 1.
+ * `hw` borrowed, valid (ats_hw_validate); `a` ≤ 0 gives 0. Pure, thread-safe.
+ */
+double ats_hw_cpu_mem_share(const ats_hw *hw, double a);
 
 #ifdef __cplusplus
 }

@@ -8,10 +8,13 @@
  * engine knows nothing about ops or plans, only work, queues and dependencies.
  *
  * Resources (DESIGN.md "What the simulator models"):
- *  - CPU: one task at a time; speed = cpu_avail / max(flop_frac, mem_frac / f_hm) where f_hm is the
- *    host-memory factor: 1 - (1 - hostmem_cpu_factor) · min(1, DMA rate / (pcie_h2d_bw ·
- *    hostmem_dma_factor)); at the measured point (a copy engine streaming while 8 threads read) this
- *    gives exactly the DESIGN.md table's pair of rates.
+ *  - CPU: one task at a time; with a = cpu_avail, speed = 1 / max(flop_frac / a, mem_frac /
+ *    (f_hm · β(a))): the compute share slows by a, the memory share by β(a) = ats_hw_cpu_mem_share(hw, a)
+ *    = bw(a · cpu_threads) / bw(cpu_threads), the DRAM read rate over threads of the description
+ *    (cpu.mem_bw_over_threads; β(a) = a without it, which gives a / max(flop_frac, mem_frac / f_hm)
+ *    bit for bit). f_hm is the host-memory factor: 1 - (1 - hostmem_cpu_factor) · min(1, DMA rate /
+ *    (pcie_h2d_bw · hostmem_dma_factor)); at the measured point (a copy engine streaming while 8
+ *    threads read) this gives exactly the DESIGN.md table's pair of rates.
  *  - GPU compute stream: one task at a time (GPU op at speed gpu_avail, or an SM copy flow).
  *  - PCIe, one link per direction of capacity pcie_link_bw · pcie_avail, shared by its flows by
  *    max-min fairness with per-flow caps (copy engine: pcie_h2d_bw / pcie_d2h_bw, SM copy kernel:
