@@ -109,6 +109,7 @@ struct ex_rt {
     int timed;
     int32_t n_off;             /* ops moved off the plan this round */
     size_t *x_bytes;           /* per op: bytes its transfer moves this round */
+    double *xiv;               /* 4 n: the round's copy intervals and ats_cpu_idle_time's scratch */
     int32_t *sel, n_sel;       /* the selected experts of the layer being run (sorted) */
     int32_t *slot_of;          /* expert → compact slot, -1 (n_expert) */
     uint64_t round_h2d;
@@ -222,7 +223,7 @@ void ex_rt_free(ex_rt *rt)
     free(rt->w_host); free(rt->w_bytes); free(rt->ev_end); free(rt->ev_start); free(rt->xev0); free(rt->xev1);
     free(rt->eff); free(rt->need_ev); free(rt->kv_drop); free(rt->skip); free(rt->issue_at); free(rt->wait_of); free(rt->xfer_of);
     free(rt->group_first); free(rt->t_gpu_last); free(rt->t_start); free(rt->t_end); free(rt->t_exec);
-    free(rt->x_start); free(rt->x_end); free(rt->h_in); free(rt->h_sw); free(rt->h_call); free(rt->x_bytes); free(rt->sel); free(rt->slot_of);
+    free(rt->x_start); free(rt->x_end); free(rt->h_in); free(rt->h_sw); free(rt->h_call); free(rt->x_bytes); free(rt->xiv); free(rt->sel); free(rt->slot_of);
     free(rt);
 }
 
@@ -523,11 +524,12 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
     rt->h_call = calloc((size_t)n, sizeof(double));
     rt->x_end = calloc((size_t)n, sizeof(double));
     rt->x_bytes = calloc((size_t)n, sizeof *rt->x_bytes);
+    rt->xiv = calloc(4 * (size_t)n, sizeof *rt->xiv);
     {
         int64_t ne = m->arch.n_expert > 0 ? m->arch.n_expert : 1;
         rt->sel = calloc((size_t)ne, sizeof *rt->sel);
         rt->slot_of = calloc((size_t)ne, sizeof *rt->slot_of);
-        if (!rt->sel || !rt->slot_of || !rt->x_bytes) {
+        if (!rt->sel || !rt->slot_of || !rt->x_bytes || !rt->xiv) {
             st = ATS_ENOMEM;
             goto fail;
         }
@@ -892,13 +894,28 @@ static void measured_snapshot(const ex_rt *rt, const phase_rt *ph)
     }
 }
 
-/* Records a round's measurements into the phase's snapshot (model = the round's model costs). */
+/* Records a round's measurements into the phase's snapshot (model = the round's model costs). A CPU
+ * op's time is its idle time (ats_cpu_idle_time: the part that ran beside a weight copy counted at the
+ * host-memory factor), as the model's nominal: prediction applies R6 itself. Measured on Qwen3-14B at
+ * 4.5 GiB (ats validate, fig13-synth 55-125 s): with the raw times the first decode round's copies
+ * made every CPU op look ~1/0.62 slower, the plans moved more, the copies slowed the CPU ops more:
+ * 3.6 GB a step, 96 ms per token where the simulator predicted 46-72 ms. */
 static void measure_into(ex_rt *rt, phase_rt *ph, const ats_costs *model)
 {
     double sm[3] = {0, 0, 0}, so[3] = {0, 0, 0};
+    int32_t nx = 0; /* this round's copy intervals, compact: x_start at [0, nx), x_end at [n, n + nx) */
+    for (int32_t i = 0; i < rt->n; i++)
+        if (!isnan(rt->x_start[i]) && !isnan(rt->x_end[i])) {
+            rt->xiv[nx] = rt->x_start[i];
+            rt->xiv[rt->n + nx] = rt->x_end[i];
+            nx++;
+        }
+    const double f = rt->cfg.hw->hostmem_cpu_factor > 0 ? rt->cfg.hw->hostmem_cpu_factor : 1.0;
     for (int32_t i = 0; i < rt->n; i++) {
         double t = rt->obs.t_exec[i];
         if (rt->eff[i] == ATS_CPU) {
+            if (nx > 0 && f < 1.0)
+                t = ats_cpu_idle_time(rt->t_start[i], rt->t_start[i] + t, rt->xiv, rt->xiv + rt->n, nx, f, rt->xiv + 2 * rt->n);
             ph->m_cpu[i] = t;
             sm[0] += model->t_cpu[i], so[0] += t;
         } else if (rt->timed) {

@@ -486,3 +486,37 @@ size_t ats_plan_dump(const ats_plan *pl, const ats_graph *g, char *buf, size_t l
     }
     return b.pos;
 }
+
+static int cmp_start(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+double ats_cpu_idle_time(double t0, double t1, const double *x0, const double *x1, int32_t nx, double factor,
+                         double *scratch)
+{
+    if (!(t1 > t0)) return 0.0;
+    int32_t m = 0; /* clipped intervals as (start, end) pairs */
+    for (int32_t k = 0; k < nx; k++) {
+        if (isnan(x0[k]) || isnan(x1[k])) continue;
+        double a = x0[k] > t0 ? x0[k] : t0, b = x1[k] < t1 ? x1[k] : t1;
+        if (!(b > a)) continue; /* empty or outside */
+        scratch[2 * m] = a;
+        scratch[2 * m + 1] = b;
+        m++;
+    }
+    qsort(scratch, (size_t)m, 2 * sizeof *scratch, cmp_start);
+    double ov = 0.0, cs = 0.0, ce = -INFINITY;
+    for (int32_t k = 0; k < m; k++) {
+        if (scratch[2 * k] > ce) { /* a new run of the union */
+            if (ce > cs) ov += ce - cs;
+            cs = scratch[2 * k];
+            ce = scratch[2 * k + 1];
+        } else if (scratch[2 * k + 1] > ce) {
+            ce = scratch[2 * k + 1];
+        }
+    }
+    if (m > 0 && ce > cs) ov += ce - cs;
+    return (t1 - t0) - (1.0 - factor) * ov;
+}

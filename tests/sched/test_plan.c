@@ -282,6 +282,41 @@ static void test_routing(uint64_t *rng)
     }
 }
 
+/* ats_cpu_idle_time against a brute-force integration on a fine grid: random unsorted, overlapping,
+ * partly outside, empty and NaN intervals; factor 1 gives the duration; no interval, the duration */
+static void test_cpu_idle_time(uint64_t *rng)
+{
+    double x0[12], x1[12], scratch[24];
+    for (int it = 0; it < 300; it++) {
+        const int nx = (int)(tu_rand(rng) % 12);
+        const double t0 = tu_uniform(rng, 0.0, 1.0), t1 = t0 + tu_uniform(rng, 0.0, 1.0);
+        const double f = tu_uniform(rng, 0.1, 1.0);
+        for (int k = 0; k < nx; k++) {
+            x0[k] = tu_uniform(rng, -0.2, 2.2);
+            x1[k] = x0[k] + tu_uniform(rng, -0.1, 0.6); /* some empty */
+            if (tu_rand(rng) % 10 == 0) x0[k] = NAN;
+        }
+        const int steps = 20000;
+        double ov = 0.0, h = (t1 - t0) / steps;
+        for (int j = 0; j < steps; j++) {
+            double t = t0 + (j + 0.5) * h;
+            int in = 0;
+            for (int k = 0; k < nx && !in; k++) in = t >= x0[k] && t < x1[k];
+            ov += in ? h : 0.0;
+        }
+        const double want = (t1 - t0) - (1.0 - f) * ov;
+        const double got = ats_cpu_idle_time(t0, t1, x0, x1, nx, f, scratch);
+        CHECK_MSG(fabs(got - want) <= 2.0 * nx * h + 1e-12, "it %d: %d intervals, idle time %.9f, brute force %.9f", it,
+                  nx, got, want);
+        CHECK(got <= t1 - t0 + 1e-15 && got >= f * (t1 - t0) - 1e-12);
+        CHECK_NEAR(ats_cpu_idle_time(t0, t1, x0, x1, nx, 1.0, scratch), t1 - t0, 1e-15);
+        CHECK_NEAR(ats_cpu_idle_time(t0, t1, NULL, NULL, 0, f, NULL), t1 - t0, 1e-15);
+    }
+    /* one copy over the middle half of a 4 ms op at factor 0.5: 3 ms of idle work */
+    double a = 0.001, b = 0.003;
+    CHECK_NEAR(ats_cpu_idle_time(0.0, 0.004, &a, &b, 1, 0.5, scratch), 0.003, 1e-15);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_plan");
@@ -289,5 +324,6 @@ int main(void)
     test_rebuild(&rng);
     test_routing(&rng);
     test_bad_inputs(&rng);
+    test_cpu_idle_time(&rng);
     return tu_finish("test_plan");
 }

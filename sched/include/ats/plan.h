@@ -201,6 +201,18 @@ enum ats_status ats_plan_predict(const ats_plan *plan, const ats_costs *costs,
                                  ats_err *err);
 
 /**
+ * R6 inverted: the idle time [s] of a CPU op measured from t0 to t1 [s] while copy engines ran
+ * during the intervals [x0[k], x1[k]) (any order, may overlap; NaN or empty intervals ignored):
+ * (t1 - t0) - (1 - factor) · |[t0, t1) ∩ ∪ intervals|, the work the op did at rate factor while a
+ * copy ran and at rate 1 otherwise. The executor's measured cost snapshot holds idle times, as the
+ * model's nominal does, so that prediction (which applies R6 itself) does not count the copies'
+ * interference twice. factor in (0, 1]; nx ≥ 0; scratch needs 2·nx doubles (NULL when nx is 0).
+ * Pure, thread-safe.
+ */
+double ats_cpu_idle_time(double t0, double t1, const double *x0, const double *x1, int32_t nx, double factor,
+                         double *scratch);
+
+/**
  * Text dump for debugging (libats_sched writes no files): one line per split, weight transfer and
  * activation transfer, with op names from g (g may be NULL: indices only), into buf (len bytes,
  * always NUL-terminated when len > 0). Returns the length the full dump needs (snprintf-style), so
