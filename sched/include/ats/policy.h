@@ -34,6 +34,8 @@
  *                   cache is cheap to read from host memory, so every KV cache may stay on the CPU;
  *                   in long prefill chunks attention is compute-bound, and moving the cache for the
  *                   round (kv_cache_bytes / B_pcie) costs far less than CPU attention.
+ *                   Placed for a request with a prefill, also a decode placement in the ring's
+ *                   front (ats_policy_decode_placement) where its model predicts a faster decode.
  * Every policy except the ATTN pinning respects the VRAM budget: resident bytes ≤ budget − temp.
  */
 #ifndef ATS_POLICY_H
