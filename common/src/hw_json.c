@@ -172,7 +172,7 @@ static enum ats_status read_fig(ctx *c, const char *prefix, json_t *obj, const f
 /* The "sources" object of a section: every figure present needs a non-empty string, and every
  * entry must name a figure of the section. `extra` is one more figure name (quant_scale) or NULL. */
 static enum ats_status check_sources(ctx *c, const char *prefix, json_t *obj, const figdef *figs,
-                                     size_t nfig, const char *extra, int extra_present)
+                                     size_t nfig, const char *const *extras)
 {
     char path[160], vt[80];
     join(path, sizeof path, prefix, "sources");
@@ -187,8 +187,9 @@ static enum ats_status check_sources(ctx *c, const char *prefix, json_t *obj, co
     json_object_foreach(src, k, v) {
         char p2[200];
         snprintf(p2, sizeof p2, "%s.%s", path, k);
-        if (!find_fig(figs, nfig, k) && !(extra && strcmp(k, extra) == 0))
-            return fail(c, "field '%s': names no figure of '%s'", p2, prefix);
+        int extra = 0;
+        for (size_t e = 0; extras && extras[e]; e++) extra |= strcmp(k, extras[e]) == 0;
+        if (!find_fig(figs, nfig, k) && !extra) return fail(c, "field '%s': names no figure of '%s'", p2, prefix);
         if (!json_is_string(v) || json_string_length(v) == 0) {
             value_text(v, vt, sizeof vt);
             return fail(c, "field '%s': %s (must be a non-empty string)", p2, vt);
@@ -202,8 +203,13 @@ static enum ats_status check_sources(ctx *c, const char *prefix, json_t *obj, co
             return fail(c, "field '%s.%s': a source for '%s.%s', which is absent", path, figs[i].key, prefix,
                         figs[i].key);
     }
-    if (extra && extra_present && !json_object_get(src, extra))
-        return fail(c, "field '%s.%s': missing (every figure needs a source)", path, extra);
+    /* the optional non-figure entries (curves, maps): a source when present, none when absent */
+    for (size_t e = 0; extras && extras[e]; e++) {
+        const int has_src = json_object_get(src, extras[e]) != NULL, has = json_object_get(obj, extras[e]) != NULL;
+        if (has && !has_src) return fail(c, "field '%s.%s': missing (every figure needs a source)", path, extras[e]);
+        if (!has && has_src)
+            return fail(c, "field '%s.%s': a source for '%s.%s', which is absent", path, extras[e], prefix, extras[e]);
+    }
     return ATS_OK;
 }
 
@@ -258,7 +264,7 @@ static enum ats_status read_section(ctx *c, json_t *root, const char *key, const
     if ((st = check_keys(c, key, o, figs, nfig, NULL))) return st;
     for (size_t i = 0; i < nfig; i++)
         if ((st = read_fig(c, key, o, &figs[i], (char *)hw))) return st;
-    return check_sources(c, key, o, figs, nfig, NULL, 0);
+    return check_sources(c, key, o, figs, nfig, NULL);
 }
 
 /* cpu.mem_bw_over_threads (optional): [{"threads": n, "GBps": x}, ...], threads strictly increasing
@@ -303,23 +309,57 @@ static enum ats_status read_bw_curve(ctx *c, json_t *cpu, ats_hw *hw)
     return ATS_OK;
 }
 
-/* cpu: the CPU_FIGS and the optional mem_bw_over_threads curve, each with a source. */
+/* cpu.load_response (optional): [{"avail": a, "slowdown": s}, ...], avail strictly increasing in
+ * (0, 1), slowdown finite in 1..1000, 1..ATS_HW_MAX_BW_POINTS points; into hw->cpu_load_*. */
+static enum ats_status read_load_curve(ctx *c, json_t *cpu, ats_hw *hw)
+{
+    char vt[80];
+    json_t *a = json_object_get(cpu, "load_response");
+    if (!a) return ATS_OK;
+    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > ATS_HW_MAX_BW_POINTS) {
+        value_text(a, vt, sizeof vt);
+        return fail(c, "field 'cpu.load_response': %s (must be an array of 1..%d objects {\"avail\", \"slowdown\"})", vt,
+                    ATS_HW_MAX_BW_POINTS);
+    }
+    static const char *const keys[] = {"avail", "slowdown", NULL};
+    for (size_t k = 0; k < json_array_size(a); k++) {
+        char path[64];
+        snprintf(path, sizeof path, "cpu.load_response[%zu]", k);
+        json_t *o = json_array_get(a, k);
+        if (!json_is_object(o)) {
+            value_text(o, vt, sizeof vt);
+            return fail(c, "field '%s': %s (must be an object {\"avail\", \"slowdown\"})", path, vt);
+        }
+        enum ats_status st = check_keys(c, path, o, NULL, 0, keys);
+        if (st) return st;
+        json_t *x = json_object_get(o, "avail"), *y = json_object_get(o, "slowdown");
+        if (!x || !y) return fail(c, "field '%s.%s': missing", path, x ? "slowdown" : "avail");
+        double xv = json_is_number(x) ? json_number_value(x) : NAN, yv = json_is_number(y) ? json_number_value(y) : NAN;
+        value_text(x, vt, sizeof vt);
+        if (!(xv > 0 && xv < 1) || (k > 0 && !(xv > hw->cpu_load_avail[k - 1])))
+            return fail(c, "field '%s.avail': %s (must be a number in (0, 1), above the previous point's)", path, vt);
+        value_text(y, vt, sizeof vt);
+        if (!(yv >= 1 && yv <= 1000))
+            return fail(c, "field '%s.slowdown': %s (must be a number in 1..1000: time under load / idle time)", path, vt);
+        hw->cpu_load_avail[k] = xv;
+        hw->cpu_load_slow[k] = yv;
+    }
+    hw->cpu_load_n = (int32_t)json_array_size(a);
+    return ATS_OK;
+}
+
+/* cpu: the CPU_FIGS and the optional mem_bw_over_threads and load_response curves, each with a source. */
 static enum ats_status read_cpu_section(ctx *c, json_t *root, ats_hw *hw)
 {
     json_t *o;
     enum ats_status st = get_object(c, root, "", "cpu", &o);
     if (st) return st;
-    static const char *const also[] = {"mem_bw_over_threads", NULL};
+    static const char *const also[] = {"mem_bw_over_threads", "load_response", NULL};
     if ((st = check_keys(c, "cpu", o, CPU_FIGS, NFIG(CPU_FIGS), also))) return st;
     for (size_t i = 0; i < NFIG(CPU_FIGS); i++)
         if ((st = read_fig(c, "cpu", o, &CPU_FIGS[i], (char *)hw))) return st;
-    if ((st = read_bw_curve(c, o, hw))) return st;
-    const int has_curve = json_object_get(o, "mem_bw_over_threads") != NULL;
-    if ((st = check_sources(c, "cpu", o, CPU_FIGS, NFIG(CPU_FIGS), "mem_bw_over_threads", has_curve))) return st;
-    json_t *src = json_object_get(o, "sources");
-    if (!has_curve && json_object_get(src, "mem_bw_over_threads"))
-        return fail(c, "field 'cpu.sources.mem_bw_over_threads': a source for 'cpu.mem_bw_over_threads', which is absent");
-    return ATS_OK;
+    if ((st = read_bw_curve(c, o, hw)) || (st = read_load_curve(c, o, hw))) return st;
+    return check_sources(c, "cpu", o, CPU_FIGS, NFIG(CPU_FIGS), also);
 }
 
 /* efficiency.cpu / efficiency.gpu: four fractions and an optional quant_scale map. */
@@ -359,7 +399,9 @@ static enum ats_status read_backend_eff(ctx *c, json_t *eff, const char *key, at
             out->q_scale[t] = x;
         }
     }
-    return check_sources(c, prefix, o, BACKEND_FIGS, NFIG(BACKEND_FIGS), "quant_scale", qs != NULL);
+    static const char *const extras[] = {"quant_scale", NULL};
+    (void)qs;
+    return check_sources(c, prefix, o, BACKEND_FIGS, NFIG(BACKEND_FIGS), extras);
 }
 
 static enum ats_status read_string(ctx *c, json_t *root, const char *key, char *dst, size_t cap)
@@ -614,7 +656,7 @@ enum ats_status atsc_hw_load(const char *path, ats_hw *out, ats_err *err)
     static const char *const eff_keys[] = {"cpu", "gpu", NULL};
     if ((st = check_keys(&c, "efficiency", eff, EFF_FIGS, NFIG(EFF_FIGS), eff_keys))) goto done;
     if ((st = read_fig(&c, "efficiency", eff, &EFF_FIGS[0], (char *)out))) goto done;
-    if ((st = check_sources(&c, "efficiency", eff, EFF_FIGS, NFIG(EFF_FIGS), NULL, 0))) goto done;
+    if ((st = check_sources(&c, "efficiency", eff, EFF_FIGS, NFIG(EFF_FIGS), NULL))) goto done;
     if ((st = read_backend_eff(&c, eff, "cpu", &out->eff_cpu))) goto done;
     if ((st = read_backend_eff(&c, eff, "gpu", &out->eff_gpu))) goto done;
 

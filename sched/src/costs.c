@@ -127,8 +127,26 @@ static double bw_at_threads(const ats_hw *hw, double n)
     return hw->cpu_bw_Bps[m - 1]; /* not reached: n < the last point */
 }
 
+/* 1 / slowdown at availability a, linear in the slowdown between the measured points and (1, 1);
+ * below the lowest point the share it gives, times a / that point's availability. */
+static double load_share(const ats_hw *hw, double a)
+{
+    const int32_t m = hw->cpu_load_n;
+    const double *x = hw->cpu_load_avail, *s = hw->cpu_load_slow;
+    if (a < x[0]) return a / x[0] / s[0];
+    for (int32_t k = 0; k < m; k++) {
+        double x1 = k + 1 < m ? x[k + 1] : 1.0, s1 = k + 1 < m ? s[k + 1] : 1.0;
+        if (a <= x1) return 1.0 / (s[k] + (s1 - s[k]) * (a - x[k]) / (x1 - x[k]));
+    }
+    return 1.0;
+}
+
 double ats_hw_cpu_mem_share(const ats_hw *hw, double a)
 {
+    if (hw->cpu_load_n > 0) {
+        if (!(a > 0)) return 0.0;
+        return a >= 1.0 ? 1.0 : load_share(hw, a);
+    }
     if (hw->cpu_bw_n <= 0) return a;
     if (!(a > 0)) return 0.0;
     if (a == 1.0) return 1.0;
@@ -165,6 +183,17 @@ enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
     if (st) return st;
     if ((st = eff_validate(&hw->eff_gpu, "eff_gpu", err))) return st;
     if ((st = bw_curve_validate(hw, err))) return st;
+    if (hw->cpu_load_n < 0 || hw->cpu_load_n > ATS_HW_MAX_BW_POINTS)
+        return ats_err_set(err, ATS_EINVAL, "hw 'cpu_load_n': %d (must be in 0..%d)", (int)hw->cpu_load_n,
+                           ATS_HW_MAX_BW_POINTS);
+    for (int32_t k = 0; k < hw->cpu_load_n; k++) {
+        const double x = hw->cpu_load_avail[k], y = hw->cpu_load_slow[k];
+        if (!(x > 0 && x < 1) || (k > 0 && !(x > hw->cpu_load_avail[k - 1])))
+            return ats_err_set(err, ATS_EINVAL, "hw 'cpu_load_avail[%d]': %g (must be in (0, 1), above the previous point)",
+                               (int)k, x);
+        if (!(y >= 1.0) || !isfinite(y))
+            return ats_err_set(err, ATS_EINVAL, "hw 'cpu_load_slow[%d]': %g (must be a finite slowdown >= 1)", (int)k, y);
+    }
     return table_validate(&hw->op_table, err);
 }
 

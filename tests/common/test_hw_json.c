@@ -586,6 +586,44 @@ static void test_bw_curve(void)
     }
 }
 
+/* cpu.load_response: optional, with a source; loaded as given; bad points refused naming the field */
+static void test_load_response(void)
+{
+    ats_hw hw;
+    ats_err e = {{0}};
+    json_t *j = load_base();
+    json_t *a = json_array();
+    const double av[2] = {0.2, 0.6}, sl[2] = {2.0, 1.25};
+    for (int k = 0; k < 2; k++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "avail", json_real(av[k]));
+        json_object_set_new(o, "slowdown", json_real(sl[k]));
+        json_array_append_new(a, o);
+    }
+    set_path(j, "cpu.load_response", a);
+    expect_bad(j, "field 'cpu.sources.load_response': missing (every figure needs a source)", NULL);
+    set_path(j, "cpu.sources.load_response", json_string("measured by cpu-load-response.sh"));
+    CHECK_MSG(atsc_hw_load(write_json(j, "lr1.json"), &hw, &e) == ATS_OK, "%s", e.msg);
+    CHECK(hw.cpu_load_n == 2 && hw.cpu_load_avail[1] == 0.6 && hw.cpu_load_slow[0] == 2.0);
+    struct { int k; const char *key; json_t *v; const char *want1, *want2; } bad[] = {
+        {1, "avail", json_real(0.2), "field 'cpu.load_response[1].avail'", "(must be a number in (0, 1), above"},
+        {0, "avail", json_real(1.0), "field 'cpu.load_response[0].avail'", "(must be a number in (0, 1)"},
+        {0, "slowdown", json_real(0.5), "field 'cpu.load_response[0].slowdown'", "(must be a number in 1..1000"},
+        {1, "slowdown", json_string("x"), "field 'cpu.load_response[1].slowdown'", "(must be a number"},
+        {1, "slow", json_real(2), "field 'cpu.load_response[1].slow': unknown field", NULL},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        json_t *c = json_deep_copy(j);
+        json_t *pt = json_array_get(json_object_get(json_object_get(c, "cpu"), "load_response"), (size_t)bad[i].k);
+        json_object_set_new(pt, bad[i].key, bad[i].v);
+        expect_bad(c, bad[i].want1, bad[i].want2);
+        json_decref(c);
+    }
+    del_path(j, "cpu.load_response");
+    expect_bad(j, "field 'cpu.sources.load_response': a source for 'cpu.load_response', which is absent", NULL);
+    json_decref(j);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_hw_json");
@@ -600,6 +638,7 @@ int main(void)
     test_bad_files();
     test_switch_us();
     test_bw_curve();
+    test_load_response();
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     return tu_finish("test_hw_json");

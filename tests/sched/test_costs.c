@@ -404,6 +404,48 @@ static void test_mem_share(uint64_t *rng)
     CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_bw_n") != NULL);
 }
 
+/* ats_hw_cpu_mem_share with a measured load response (cpu_load_*): 1 / slowdown, linear in the
+ * slowdown between the points and (1, 1), the share at the lowest point scaled by a below it; it
+ * takes precedence over the DRAM curve; ats_hw_validate refuses malformed points. */
+static void test_load_response(void)
+{
+    ats_hw hw;
+    CHECK(fx_hw("h200-host", &hw));
+    hw.cpu_threads = 16;
+    hw.cpu_bw_n = 1; /* a DRAM curve too: the response wins */
+    hw.cpu_bw_threads[0] = 16;
+    hw.cpu_bw_Bps[0] = 100e9;
+    hw.cpu_load_n = 2;
+    hw.cpu_load_avail[0] = 0.2, hw.cpu_load_slow[0] = 2.0;
+    hw.cpu_load_avail[1] = 0.6, hw.cpu_load_slow[1] = 1.2;
+    ats_err err = {{0}};
+    CHECK_MSG(ats_hw_validate(&hw, &err) == ATS_OK, "%s", err.msg);
+    CHECK(ats_hw_cpu_mem_share(&hw, 1.0) == 1.0);
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.6), 1.0 / 1.2, 1e-15);
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.2), 0.5, 1e-15);
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.4), 1.0 / 1.6, 1e-15); /* halfway: slowdown 1.6 */
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.8), 1.0 / 1.1, 1e-15); /* towards (1, 1) */
+    CHECK_NEAR(ats_hw_cpu_mem_share(&hw, 0.1), 0.25, 1e-15);     /* below: 0.5 x 0.1 / 0.2 */
+    CHECK(ats_hw_cpu_mem_share(&hw, 0.0) == 0.0);
+    double prev = 0.0;
+    for (int i = 1; i <= 100; i++) {
+        double b = ats_hw_cpu_mem_share(&hw, i / 100.0);
+        CHECK(b > prev && b <= 1.0);
+        prev = b;
+    }
+    ats_hw b = hw;
+    b.cpu_load_avail[1] = 0.2;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "hw 'cpu_load_avail[1]': 0.2 (must be in (0, 1), above the previous point)") != NULL, "%s",
+              err.msg);
+    b = hw;
+    b.cpu_load_slow[0] = 0.9;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_load_slow[0]") != NULL);
+    b = hw;
+    b.cpu_load_avail[0] = 1.0;
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_load_avail[0]") != NULL);
+}
+
 int main(void)
 {
     uint64_t rng = tu_seed("test_costs");
@@ -412,5 +454,6 @@ int main(void)
     test_scale_and_estimate(&rng);
     test_table(&rng);
     test_mem_share(&rng);
+    test_load_response();
     return tu_finish("test_costs");
 }

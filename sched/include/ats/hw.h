@@ -77,6 +77,13 @@ typedef struct ats_hw {
     int32_t cpu_bw_n;                                /* 0 .. ATS_HW_MAX_BW_POINTS */
     int32_t cpu_bw_threads[ATS_HW_MAX_BW_POINTS];    /* strictly increasing, >= 1 [threads] */
     double cpu_bw_Bps[ATS_HW_MAX_BW_POINTS];         /* DRAM read rate at that count, > 0 [bytes/s] */
+    /* Measured response of memory-bound CPU ops to CPU load (optional; experiments/validation/
+       cpu-load-response.sh): the executor's CPU decode step at cpu_threads under `ats stress` holding
+       the CPU availability at avail takes slowdown times its idle time. When present it is what
+       ats_hw_cpu_mem_share gives (1 / slowdown), before the DRAM curve. */
+    int32_t cpu_load_n;                               /* 0 .. ATS_HW_MAX_BW_POINTS */
+    double cpu_load_avail[ATS_HW_MAX_BW_POINTS];      /* strictly increasing, in (0, 1) */
+    double cpu_load_slow[ATS_HW_MAX_BW_POINTS];       /* >= 1, finite */
     /* GPU */
     double gpu_flops;          /* peak dense FP16 tensor-core FLOP/s [FLOP/s] */
     double gpu_mem_bw;         /* device memory bandwidth [bytes/s] */
