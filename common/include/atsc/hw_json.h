@@ -15,7 +15,9 @@
  *               "sources": { "threads": "...", ... } },
  *     (mem_bw_over_threads optional: the DRAM read rate over reading threads, 1..ATS_HW_MAX_BW_POINTS
  *      points, threads strictly increasing integers >= 1, GBps > 0; the CPU load model's β(a),
- *      ats_hw_cpu_mem_share; with a source like every figure)
+ *      ats_hw_cpu_mem_share; with a source like every figure; "load_response": [{"avail": 0.4,
+ *      "slowdown": 1.19}, ...] optional too: avail strictly increasing in (0, 1), slowdown in 1..1000,
+ *      the measured response that ats_hw_cpu_mem_share prefers)
  *     "gpu":  { "model": "...", "fp16_tensor_peak_TFLOPS": 52.3, "mem_bw_GBps": 336,
  *               "vram_bytes": 6442450944, "op_overhead_us": 5, "sources": {...} },
  *     "pcie": { "h2d_GBps", "d2h_GBps", "sm_copy_GBps", "link_GBps", "latency_us",
