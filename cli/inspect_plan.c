@@ -101,15 +101,16 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
         rc = st == ATS_EINFEASIBLE || st == ATS_EINVAL ? ATS_EXIT_USAGE : ATS_EXIT_FAIL;
         goto done;
     }
-    uint64_t dec_rb = 0; /* the decode placement's ring starts there in the temp region */
+    uint64_t dec_extra = 0; /* the decode placement's weights in the temp region's front [bytes] */
     {
         uint64_t rb = 0, t = ats_policy_temp_bytes(pol), base_bytes = pl.gpu_bytes;
         const ats_placement *pd = ats_policy_decode_placement(pol, &rb);
         if (pd && go->phase.kind == ATS_PHASE_DECODE) {
             ats_placement_copy(&pl, pd);
-            dec_rb = rb;
+            dec_extra = pd->gpu_bytes - base_bytes;
             fprintf(out, "decode placement (this round's): %.3f GiB more weights resident in the front %.3f GiB of the "
-                         "%.3f GiB temp ring from the first decode round to the next prefill, decode ring %.3f GiB\n",
+                         "%.3f GiB temp ring from the first decode round to the next prefill, decode ring %.3f GiB (GPU "
+                         "bytes below: those weights as resident, the rest of the ring as temp)\n",
                     (double)(pd->gpu_bytes - base_bytes) / 1073741824.0, (double)rb / 1073741824.0,
                     (double)t / 1073741824.0, (double)(t - rb) / 1073741824.0);
         } else if (pd) {
@@ -169,7 +170,7 @@ int ats_inspect_plan(const ats_arch *arch, const ats_graph_opts *go, const ats_g
             kv_gpu += gd->ops[i].kv_cache_bytes;
             w_gpu += gd->ops[i].weight_bytes;
         }
-    uint64_t temp = ats_policy_temp_bytes(pol) - dec_rb;
+    uint64_t temp = ats_policy_temp_bytes(pol) - dec_extra;
     fprintf(out, "GPU bytes: resident %.3f GiB (weights %.3f GiB + KV cache %.3f GiB) + temp ring %.3f GiB "
            "(peak %.3f GiB this round) = %.3f GiB of %.3f GiB budget\n",
            (double)pl.gpu_bytes / (1 << 30), (double)w_gpu / (1 << 30), (double)kv_gpu / (1 << 30),

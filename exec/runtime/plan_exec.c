@@ -360,6 +360,9 @@ static enum ats_status layout(ex_rt *rt, const ats_graph *gd, ats_err *err)
         for (int32_t i = 0; i < n; i++) {
             rt->dec_off[i] = UINT64_MAX;
             if (rt->place_dec.backend[i] != ATS_GPU || rt->place.backend[i] == ATS_GPU || !rt->w_host[i]) continue;
+            int res = 0; /* a weight shared with a resident op (tied embeddings) is there already */
+            for (int32_t j = 0; j < n && !res; j++) res = rt->place.backend[j] == ATS_GPU && rt->w_host[j] == rt->w_host[i];
+            if (res) continue;
             for (int32_t j = 0; j < i && rt->dec_off[i] == UINT64_MAX; j++)
                 if (rt->dec_off[j] != UINT64_MAX && rt->w_host[j] == rt->w_host[i]) rt->dec_off[i] = rt->dec_off[j];
             if (rt->dec_off[i] != UINT64_MAX) continue;

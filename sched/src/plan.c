@@ -506,7 +506,7 @@ double ats_cpu_idle_time(double t0, double t1, const double *x0, const double *x
         scratch[2 * m + 1] = b;
         m++;
     }
-    qsort(scratch, (size_t)m, 2 * sizeof *scratch, cmp_start);
+    if (m > 1) qsort(scratch, (size_t)m, 2 * sizeof *scratch, cmp_start);
     double ov = 0.0, cs = 0.0, ce = -INFINITY;
     for (int32_t k = 0; k < m; k++) {
         if (scratch[2 * k] > ce) { /* a new run of the union */

@@ -18,7 +18,8 @@ struct ats_policy {
 /* The ring a plan on placement p may use: the decode placement's own ring, else the whole. */
 static uint64_t temp_of(const ats_policy *self, const ats_placement *p)
 {
-    if (self->dec.n && p && p->n == self->dec.n && memcmp(p->backend, self->dec.backend, (size_t)p->n) == 0)
+    if (self->dec.n && self->dec_base < self->temp_bytes && p && p->n == self->dec.n &&
+        memcmp(p->backend, self->dec.backend, (size_t)p->n) == 0)
         return self->temp_bytes - self->dec_base;
     return self->temp_bytes;
 }
@@ -448,8 +449,9 @@ static enum ats_status round_latency(ats_policy *pol, const ats_graph *g, const 
 
 /* `ats` placed for a request with a prefill: a decode round streams far less than a prefill chunk,
  * so part of the temp ring can hold weights from the first decode round to the next prefill. For
- * decode rings T_d in {0, 2 x the largest movable decode op, T/4, T/2} (T the ring, base = T - T_d
- * rounded down to 4 KiB): the decode placement ats_place_extend(p, base) with the ring [base, T);
+ * decode rings T_d in {T/8, T/4, T/2} (T the ring, base = T - T_d rounded down to 4 KiB; never 0:
+ * a decode round keeps room to stream when load makes the CPU slow, which a ring of 0 took away:
+ * Qwen3-30B-A3B under h200-cpu-compile, TPOT p99 17.9 ms with the whole ring, 35.8 with none): the decode placement ats_place_extend(p, base) with the ring [base, T);
  * the one with the lowest predicted decode round of g under the nominal costs, plus its upload (the
  * extra weights' transfer times, once per request of n_dec decode rounds) spread over the rounds,
  * is kept in pol->dec when it beats p with the whole ring (*lat: p's decode round in, the kept
@@ -464,7 +466,7 @@ static enum ats_status decode_extension(ats_policy *pol, const ats_graph *g, con
     pol->dec_base = 0;
     const uint64_t T = pol->temp_bytes;
     if (strcmp(pol->ops->name, "ats") != 0 || T == 0) return ATS_OK;
-    uint64_t cand[4] = {0, auto_temp(pol, g), T / 4, T / 2};
+    uint64_t cand[3] = {T / 8, T / 4, T / 2};
     ats_placement ext, best;
     ats_assignment a;
     ats_plan plan;
@@ -482,7 +484,7 @@ static enum ats_status decode_extension(ats_policy *pol, const ats_graph *g, con
     po.quantum_bytes = pol->cfg.quantum_bytes;
     double best_lat = *lat, best_total = *lat;
     uint64_t best_base = 0;
-    for (int k = 0; k < 4 && !st; k++) {
+    for (int k = 0; k < 3 && !st; k++) {
         if (cand[k] >= T) continue;
         const uint64_t base = (T - cand[k]) & ~(uint64_t)4095;
         int dup = base == 0;
@@ -543,6 +545,8 @@ static enum ats_status choose_temp(ats_policy *pol, const ats_graph *g, const at
         for (int q = 0; q < k; q++) dup |= cand[q] == t;
         if (dup) continue;
         pol->temp_bytes = t;
+        ats_placement_free(&pol->dec); /* the previous candidate's decode placement */
+        pol->dec_base = 0;
         st = pol->ops->place(pol, g, nominal, scratch, err);
         if (st == ATS_EINFEASIBLE) continue;
         if (st) break;

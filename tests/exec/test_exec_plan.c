@@ -233,7 +233,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         int64_t ups = 0;
         ex_rt_decode_placement(rt, &xb, &ups);
         /* uploaded at the first decode round after each prefill: the warm-up's and the request's */
-        CHECK_MSG(xb == 0 ? ups == 0 : ups == (g_cuda ? 1 : 1) + g_warmup, "%s budget %llu: decode placement of %llu "
+        CHECK_MSG(xb == 0 ? ups == 0 : ups == 1 + g_warmup, "%s budget %llu: decode placement of %llu "
                   "bytes uploaded %lld times", policy, (unsigned long long)budget, (unsigned long long)xb, (long long)ups);
         t->dec_runs += xb > 0;
     }

@@ -158,8 +158,9 @@ uint64_t ats_policy_temp_bytes(const ats_policy *pol);
  * decode rounds (automatic ring): decode rounds stream far less than prefill chunks, so the front of
  * the temp ring, [0, *ring_base), holds more resident weights from a request's first decode round
  * to its next prefill round (ats_place_extend: a superset of the placement; weights only, no KV
- * cache), and decode plans use the ring [*ring_base, temp_bytes), their slot offsets relative to
- * *ring_base. Chosen when ats's model predicts a faster decode round than with the whole ring.
+ * cache), and decode plans use the ring [*ring_base, temp_bytes) (at least an eighth of the ring),
+ * their slot offsets relative to *ring_base. Chosen when ats's model predicts a faster decode round,
+ * its upload spread over the request's decode rounds included, than with the whole ring.
  * NULL (and *ring_base 0) when decode rounds use the placement itself. The caller runs decode
  * rounds on it (controller, plans), uploads its extra weights (GPU here, CPU in the placement) before
  * the first decode round after a prefill, packed in op order, each in at most its whole quanta
