@@ -449,16 +449,16 @@ static enum ats_status round_latency(ats_policy *pol, const ats_graph *g, const 
 
 /* `ats` placed for a request with a prefill: a decode round streams far less than a prefill chunk,
  * so part of the temp ring can hold weights from the first decode round to the next prefill. For
- * decode rings T_d in {T/8, T/4, T/2} (T the ring, base = T - T_d rounded down to 4 KiB; never 0:
- * a decode round keeps room to stream when load makes the CPU slow, which a ring of 0 took away:
- * Qwen3-30B-A3B under h200-cpu-compile, TPOT p99 17.9 ms with the whole ring, 35.8 with none): the decode placement ats_place_extend(p, base) with the ring [base, T);
- * the one with the lowest predicted decode round of g under the nominal costs, plus its upload (the
- * extra weights' transfer times, once per request of n_dec decode rounds) spread over the rounds,
- * is kept in pol->dec when it beats p with the whole ring (*lat: p's decode round in, the kept
- * one's out, without the upload). Measured on
- * Qwen3-30B-A3B at 9.5 GiB (h200-host profile): the prefill ring kept 27 of 48 layers' experts on
- * the CPU in decode, where `static`, without a ring, keeps 24: ats decode 67.9 tok/s, static 72.9
- * (`ats run`, 64 steps after a 512-token prompt). */
+ * decode rings T_d in {T/8, T/4, T/2} (T the ring, base = T - T_d rounded down to 4 KiB), the
+ * decode placement ats_place_extend(p, base) with the ring [base, T); the one with the lowest
+ * predicted decode round of g under the nominal costs, plus its upload (the extra weights' transfer
+ * times, once per request of n_dec decode rounds) spread over the rounds, is kept in pol->dec when
+ * it beats p with the whole ring (*lat: p's decode round in, the kept one's out, without the
+ * upload). Never a ring of 0: a decode round keeps room to stream when load slows the CPU
+ * (Qwen3-30B-A3B under h200-cpu-compile, simulated TPOT p99: 17.9 ms with the whole ring, 35.8 with
+ * a decode ring of 0, 16.5 with T/8). Why: on Qwen3-30B-A3B at 9.5 GiB (h200 profile) the prefill
+ * ring kept 27 of 48 layers' experts on the CPU in decode, where `static`, without a ring, keeps 24:
+ * `ats` decode 67.9 tok/s, `static` 72.9 (`ats run`, 64 steps after a 512-token prompt). */
 static enum ats_status decode_extension(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,
                                         const ats_placement *p, double n_dec, double *lat, ats_err *err)
 {
