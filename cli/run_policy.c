@@ -51,7 +51,8 @@ typedef struct tl_ids {
 } tl_ids;
 
 /* One round on the timeline: CPU ops by the host clock; GPU ops by their events on timed rounds (on
- * the others their host enqueue interval, args timed 0); transfers by their events; the PCIe H2D
+ * the others their host enqueue interval, args timed 0); transfers by their events (the decode
+ * placement's upload as "w decode placement", as `ats sim` names it); the PCIe H2D
  * counter at each transfer's mean rate. The host thread's own work before an op, where it took at
  * least 2 µs, on the CPU track as category "host": "switch to cpu/cuda" (the previous backend's
  * flush: its activations copied back and waited for; KV rows back) and "issue" (transfers issued,
@@ -64,6 +65,17 @@ static void tl_round(tl_ids *t, ex_rt *rt, const ex_rt_round *info, int64_t idx)
     double rv[4] = {(double)idx, (double)info->tokens, (double)info->n_promoted, (double)info->rescheduled};
     (void)atsc_timeline_slice_args(t->tl, t->rounds, info->phase == ATS_PHASE_DECODE ? "decode" : "prefill", "round",
                                    info->t_start_s, info->latency_s, 4, rk, rv, &err);
+    if (info->upload_bytes > 0) { /* the decode placement's weights, before the round's first op */
+        const char *uk[1] = {"bytes"};
+        double uv[1] = {(double)info->upload_bytes};
+        (void)atsc_timeline_slice_args(t->tl, t->ce, "w decode placement", "weights", info->t_start_s, info->upload_s, 1,
+                                       uk, uv, &err);
+        if (info->upload_s > 0) {
+            (void)atsc_timeline_counter(t->tl, t->pid, "PCIe H2D", "GB/s", info->t_start_s,
+                                        (double)info->upload_bytes / info->upload_s / 1e9, &err);
+            (void)atsc_timeline_counter(t->tl, t->pid, "PCIe H2D", "GB/s", info->t_start_s + info->upload_s, 0.0, &err);
+        }
+    }
     ex_rt_op_times o = ex_rt_last_ops(rt);
     const char *ok[3] = {"op", "timed", "exec_s"};
     for (int32_t i = 0; i < o.n; i++) {

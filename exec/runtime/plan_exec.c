@@ -76,6 +76,7 @@ struct ex_rt {
     int dec_loaded;            /* the extra weights are on the device and bound (until a prefill round) */
     uint64_t dec_bytes;        /* their bytes (deduplicated by host address) */
     int64_t dec_uploads;       /* times they were uploaded */
+    uint64_t up_round;         /* bytes of them uploaded before the round being run */
     void *ev_upload;           /* recorded on the transfer stream after their upload */
     const ats_placement *cur;  /* the placement of the round being run ... */
     uint64_t ring_base;        /* ... and where its plans' ring starts in the temp region */
@@ -293,7 +294,7 @@ static enum ats_status decode_weights(ex_rt *rt, int decode, ats_err *err)
         if (decode && own && (st = d->h2d(d->ctx, dst, rt->w_host[i], rt->w_bytes[i], EX_DEV_TRANSFER, err)))
             return ats_err_set(err, st, "uploading the decode placement's weight of op %d '%s': %s", i, g->ops[i].name,
                                err->msg);
-        if (decode && own) rt->round_h2d += rt->w_bytes[i];
+        if (decode && own) rt->round_h2d += rt->w_bytes[i], rt->up_round += rt->w_bytes[i];
         if ((st = rt->gbe->bind_weight(rt->gbe->ctx, rt->w_host[i], decode ? rt->w_bytes[i] : 0, decode ? dst : NULL)))
             return ats_err_set(err, st, "binding the decode placement's weight of op %d '%s'", i, g->ops[i].name);
     }
@@ -962,6 +963,7 @@ static enum ats_status run_forward(ex_rt *rt, ats_phase_kind phase, const int32_
     if ((st = prepare(rt, &rt->n_off, err))) return st;
     rt->next_x = 0;
     rt->round_h2d = 0;
+    rt->up_round = 0;
     rt->err = err;
     if (rt->dev && (st = rt->dev->record(rt->dev->ctx, rt->ev_round, EX_DEV_TRANSFER, err))) return st;
     if (rt->dev && rt->place_dec.n && (st = decode_weights(rt, k == 1, err))) return st;
@@ -1084,6 +1086,12 @@ enum ats_status ex_rt_round_run(ex_rt *rt, ats_phase_kind phase, const int32_t *
         info->resched_cost_s = ph->pending_cost_s;
         info->n_off_plan = rt->n_off;
         info->timed_gpu = rt->timed;
+        if (rt->up_round > 0) {
+            int64_t ns = 0;
+            if ((st = rt->dev->elapsed_ns(rt->dev->ctx, rt->ev_round, rt->ev_upload, &ns, err))) return st;
+            info->upload_bytes = rt->up_round;
+            info->upload_s = (double)ns * 1e-9;
+        }
     }
     /* feed the controller; a re-plan's cost is measured here and reported with the next round */
     if (rt->cfg.measured && !ph->calibrated) {

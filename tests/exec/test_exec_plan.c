@@ -182,6 +182,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
     float *logits = malloc((size_t)V * sizeof *logits);
     double worst = 0.0;
     int r = 0, bad_tok = 0, off = 0;
+    uint64_t up_pre = 0, up_dec = 0, up_first = 0; /* decode placement uploads reported by the rounds */
     for (int64_t i = 0; i < PROMPT; i += CHUNK, r++) {
         int64_t nn = PROMPT - i < CHUNK ? PROMPT - i : CHUNK;
         ex_rt_round info;
@@ -190,6 +191,7 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         if (st) break;
         t->promoted_rounds += info.n_promoted > 0;
         off += info.n_off_plan;
+        up_pre += info.upload_bytes;
         worst = fmax(worst, round_err(logits, ref + (size_t)r * V, V));
     }
     for (int d = 0; d < DECODE && st == ATS_OK; d++, r++) {
@@ -199,6 +201,9 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         CHECK_MSG(st == ATS_OK, "%s: %s", policy, err.msg);
         t->promoted_rounds += info.n_promoted > 0;
         off += info.n_off_plan;
+        up_dec += info.upload_bytes;
+        if (d == 0) up_first = info.upload_bytes;
+        CHECK(info.upload_bytes <= info.bytes_h2d && info.upload_s >= 0.0);
         if (st == ATS_OK) worst = fmax(worst, round_err(logits, ref + (size_t)r * V, V));
     }
     CHECK_MSG(off == 0, "%s %s%s at %llu bytes: %d op runs off the plan (a fused group split, or its weights late)",
@@ -232,6 +237,11 @@ static int run_one(const ex_model *m, const ats_hw *hw, const char *policy, uint
         uint64_t xb = 0;
         int64_t ups = 0;
         ex_rt_decode_placement(rt, &xb, &ups);
+        /* the request's upload: its first decode round reports it, no other round */
+        CHECK_MSG(up_pre == 0 && up_dec == xb && up_first == xb, "%s budget %llu: uploads %llu in prefill, %llu in "
+                  "decode (%llu in the first), decode placement %llu bytes", policy, (unsigned long long)budget,
+                  (unsigned long long)up_pre, (unsigned long long)up_dec, (unsigned long long)up_first,
+                  (unsigned long long)xb);
         /* uploaded at the first decode round after each prefill: the warm-up's and the request's */
         CHECK_MSG(xb == 0 ? ups == 0 : ups == 1 + g_warmup, "%s budget %llu: decode placement of %llu "
                   "bytes uploaded %lld times", policy, (unsigned long long)budget, (unsigned long long)xb, (long long)ups);

@@ -147,6 +147,9 @@ typedef struct ex_rt_round {
     ats_load load;               /* the controller's factors after this round */
     int32_t n_off_plan;          /* ops run on another backend than the plan's (fused MoE rule) */
     int timed_gpu;               /* GPU op times of this round come from events */
+    uint64_t upload_bytes;       /* the decode placement's weights uploaded before this round [bytes]
+                                    (0: none; ex_rt_decode_placement), also in bytes_h2d ... */
+    double upload_s;             /* ... and how long from the round's start that took (events) [s] */
 } ex_rt_round;
 
 typedef struct ex_rt ex_rt;
