@@ -170,7 +170,8 @@ static enum ats_status read_fig(ctx *c, const char *prefix, json_t *obj, const f
 }
 
 /* The "sources" object of a section: every figure present needs a non-empty string, and every
- * entry must name a figure of the section. `extra` is one more figure name (quant_scale) or NULL. */
+ * entry must name a figure of the section or one of `extras` (NULL or a NULL-ended list of optional
+ * non-figure entries: curves, maps), which need a source when present and none when absent. */
 static enum ats_status check_sources(ctx *c, const char *prefix, json_t *obj, const figdef *figs,
                                      size_t nfig, const char *const *extras)
 {
@@ -310,7 +311,7 @@ static enum ats_status read_bw_curve(ctx *c, json_t *cpu, ats_hw *hw)
 }
 
 /* cpu.load_response (optional): [{"avail": a, "slowdown": s}, ...], avail strictly increasing in
- * (0, 1), slowdown finite in 1..1000, 1..ATS_HW_MAX_BW_POINTS points; into hw->cpu_load_*. */
+ * (0, 1), slowdown in 1..1000 and non-increasing, 1..ATS_HW_MAX_BW_POINTS points; into hw->cpu_load_*. */
 static enum ats_status read_load_curve(ctx *c, json_t *cpu, ats_hw *hw)
 {
     char vt[80];
@@ -339,8 +340,9 @@ static enum ats_status read_load_curve(ctx *c, json_t *cpu, ats_hw *hw)
         if (!(xv > 0 && xv < 1) || (k > 0 && !(xv > hw->cpu_load_avail[k - 1])))
             return fail(c, "field '%s.avail': %s (must be a number in (0, 1), above the previous point's)", path, vt);
         value_text(y, vt, sizeof vt);
-        if (!(yv >= 1 && yv <= 1000))
-            return fail(c, "field '%s.slowdown': %s (must be a number in 1..1000: time under load / idle time)", path, vt);
+        if (!(yv >= 1 && yv <= 1000) || (k > 0 && !(yv <= hw->cpu_load_slow[k - 1])))
+            return fail(c, "field '%s.slowdown': %s (must be a number in 1..1000: time under load / idle time, not above "
+                           "the previous point's: more CPU left never slows an op more)", path, vt);
         hw->cpu_load_avail[k] = xv;
         hw->cpu_load_slow[k] = yv;
     }
@@ -399,9 +401,7 @@ static enum ats_status read_backend_eff(ctx *c, json_t *eff, const char *key, at
             out->q_scale[t] = x;
         }
     }
-    static const char *const extras[] = {"quant_scale", NULL};
-    (void)qs;
-    return check_sources(c, prefix, o, BACKEND_FIGS, NFIG(BACKEND_FIGS), extras);
+    return check_sources(c, prefix, o, BACKEND_FIGS, NFIG(BACKEND_FIGS), also);
 }
 
 static enum ats_status read_string(ctx *c, json_t *root, const char *key, char *dst, size_t cap)

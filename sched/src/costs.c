@@ -191,8 +191,9 @@ enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err)
         if (!(x > 0 && x < 1) || (k > 0 && !(x > hw->cpu_load_avail[k - 1])))
             return ats_err_set(err, ATS_EINVAL, "hw 'cpu_load_avail[%d]': %g (must be in (0, 1), above the previous point)",
                                (int)k, x);
-        if (!(y >= 1.0) || !isfinite(y))
-            return ats_err_set(err, ATS_EINVAL, "hw 'cpu_load_slow[%d]': %g (must be a finite slowdown >= 1)", (int)k, y);
+        if (!(y >= 1.0 && y <= 1000.0) || (k > 0 && !(y <= hw->cpu_load_slow[k - 1])))
+            return ats_err_set(err, ATS_EINVAL,
+                               "hw 'cpu_load_slow[%d]': %g (must be in 1..1000, not above the previous point's)", (int)k, y);
     }
     return table_validate(&hw->op_table, err);
 }

@@ -454,9 +454,10 @@ static enum ats_status round_latency(ats_policy *pol, const ats_graph *g, const 
  * predicted decode round of g under the nominal costs, plus its upload (the extra weights' transfer
  * times, once per request of n_dec decode rounds) spread over the rounds, is kept in pol->dec when
  * it beats p with the whole ring (*lat: p's decode round in, the kept one's out, without the
- * upload). Never a ring of 0: a decode round keeps room to stream when load slows the CPU
- * (Qwen3-30B-A3B under h200-cpu-compile, simulated TPOT p99: 17.9 ms with the whole ring, 35.8 with
- * a decode ring of 0, 16.5 with T/8). Why: on Qwen3-30B-A3B at 9.5 GiB (h200 profile) the prefill
+ * upload). Never a ring of 0: a decode round keeps room to stream when load slows the CPU (`ats sim
+ * --hw sim/hw/h200-host-profile-qwen3-30b-a3b.json --model qwen3-30b-a3b --policy ats --vram-budget
+ * 9.5GiB --prompt 512 --gen 256 --requests 1 --trace h200-cpu-compile`: TPOT p99 36.2 ms with a decode
+ * ring of 0, 16.5 with T/8). Why: on Qwen3-30B-A3B at 9.5 GiB (h200 profile) the prefill
  * ring kept 27 of 48 layers' experts on the CPU in decode, where `static`, without a ring, keeps 24:
  * `ats` decode 67.9 tok/s, `static` 72.9 (`ats run`, 64 steps after a 512-token prompt). */
 static enum ats_status decode_extension(ats_policy *pol, const ats_graph *g, const ats_costs *nominal,

@@ -2,7 +2,7 @@
  * test_profile — `ats profile` ($ATS_BIN) on stories260K (../shared/models):
  *  1. --skip-gpu --quick writes a profile that atsc_hw_load reads: cpu.threads as given, a CPU op table
  *     (every entry CPU, 3 points 1/16/64 tokens, times > 0) whose sources say "measured by ats profile",
- *     the GPU figures and sources of the base untouched; `ats sim --hw thatfile --model stories.gguf`
+ *     the GPU figures and sources of the base untouched (a base's cpu.load_response not carried over); `ats sim --hw thatfile --model stories.gguf`
  *     runs on it (exit 0) and predicts another decode rate than the base description (its CPU op: the embedding);
  *  2. no progress text (no '\r') when stderr is not a terminal;
  *  3. bad input: no --model, --threads 0, an unknown --hw, --quant without --dummy-weights: exit 2 with
@@ -115,6 +115,20 @@ int main(int argc, char **argv)
     free(text);
     double t_prof = sim_decode_rate(path), t_base = sim_decode_rate(base);
     CHECK_MSG(t_prof > 0 && t_base > 0 && t_prof != t_base, "decode tok/s with the profile %g, with the base %g", t_prof, t_base);
+    /* a measured profile as the base: its CPU load response is not carried over (machine, threads) */
+    {
+        char pbase[1024], p2[760];
+        tu_source_path(pbase, sizeof pbase, "sim/hw/h200-host-profile.json");
+        snprintf(p2, sizeof p2, "%s/p2.json", dir);
+        snprintf(args, sizeof args, "profile --model '%s' --skip-gpu --quick --threads 2 --hw '%s' --out '%s'", stories, pbase,
+                 p2);
+        rc = ats(args, 300);
+        CHECK_MSG(rc == 0, "`ats %s`: exit %d: %s", args, rc, err);
+        ats_hw h2, hb;
+        CHECK(atsc_hw_load(pbase, &hb, &e) == ATS_OK && hb.cpu_load_n > 0);
+        CHECK_MSG(atsc_hw_load(p2, &h2, &e) == ATS_OK && h2.cpu_load_n == 0, "%s: load response of %d points", p2,
+                  (int)h2.cpu_load_n);
+    }
     /* 3. */
     static const char *const bad[][2] = {
         {"profile --skip-gpu --quick", "--model is required"},

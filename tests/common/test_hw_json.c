@@ -609,6 +609,7 @@ static void test_load_response(void)
         {1, "avail", json_real(0.2), "field 'cpu.load_response[1].avail'", "(must be a number in (0, 1), above"},
         {0, "avail", json_real(1.0), "field 'cpu.load_response[0].avail'", "(must be a number in (0, 1)"},
         {0, "slowdown", json_real(0.5), "field 'cpu.load_response[0].slowdown'", "(must be a number in 1..1000"},
+        {1, "slowdown", json_real(2.5), "field 'cpu.load_response[1].slowdown'", "not above the previous point's"},
         {1, "slowdown", json_string("x"), "field 'cpu.load_response[1].slowdown'", "(must be a number"},
         {1, "slow", json_real(2), "field 'cpu.load_response[1].slow': unknown field", NULL},
     };

@@ -442,6 +442,9 @@ static void test_load_response(void)
     b.cpu_load_slow[0] = 0.9;
     CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_load_slow[0]") != NULL);
     b = hw;
+    b.cpu_load_slow[1] = 2.5; /* more CPU left, slower: refused */
+    CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_load_slow[1]") != NULL);
+    b = hw;
     b.cpu_load_avail[0] = 1.0;
     CHECK(ats_hw_validate(&b, &err) == ATS_EINVAL && strstr(err.msg, "cpu_load_avail[0]") != NULL);
 }

@@ -128,6 +128,8 @@ enum ats_status ats_hw_validate(const ats_hw *hw, ats_err *err);
  * constant beyond the last point. Reason: T threads each running a fraction a of the time read like
  * a·T threads, and DRAM bandwidth saturates below T, so a memory-bound op slows by less than a.
  * Without a curve (cpu_bw_n = 0) it returns `a` exactly (the compute-fraction model). β(1) = 1.
+ * A measured load response (cpu_load_n > 0) comes first: 1 / slowdown(a), linear in the slowdown
+ * between its points and (1, 1), the lowest point's share times a / its avail below it.
  * `hw` borrowed, valid (ats_hw_validate); `a` ≤ 0 gives 0. Pure, thread-safe.
  */
 double ats_hw_cpu_mem_share(const ats_hw *hw, double a);
