@@ -268,32 +268,51 @@ static enum ats_status read_section(ctx *c, json_t *root, const char *key, const
     return check_sources(c, key, o, figs, nfig, NULL);
 }
 
+/* An optional curve cpu.NAME: [{KX: x, KY: y}, ...] of 1..ATS_HW_MAX_BW_POINTS objects with exactly
+ * those keys. *a NULL when absent. point(): point k's two values (not yet checked) and its path. */
+static enum ats_status curve_array(ctx *c, json_t *cpu, const char *name, const char *kx, const char *ky, json_t **a)
+{
+    char vt[80];
+    *a = json_object_get(cpu, name);
+    if (!*a) return ATS_OK;
+    if (!json_is_array(*a) || json_array_size(*a) < 1 || json_array_size(*a) > ATS_HW_MAX_BW_POINTS) {
+        value_text(*a, vt, sizeof vt);
+        return fail(c, "field 'cpu.%s': %s (must be an array of 1..%d objects {\"%s\", \"%s\"})", name, vt,
+                    ATS_HW_MAX_BW_POINTS, kx, ky);
+    }
+    return ATS_OK;
+}
+
+static enum ats_status point(ctx *c, json_t *a, const char *name, size_t k, const char *kx, const char *ky, char *path,
+                             size_t plen, json_t **x, json_t **y)
+{
+    char vt[80];
+    snprintf(path, plen, "cpu.%s[%zu]", name, k);
+    json_t *o = json_array_get(a, k);
+    if (!json_is_object(o)) {
+        value_text(o, vt, sizeof vt);
+        return fail(c, "field '%s': %s (must be an object {\"%s\", \"%s\"})", path, vt, kx, ky);
+    }
+    const char *const keys[] = {kx, ky, NULL};
+    enum ats_status st = check_keys(c, path, o, NULL, 0, keys);
+    if (st) return st;
+    *x = json_object_get(o, kx);
+    *y = json_object_get(o, ky);
+    if (!*x || !*y) return fail(c, "field '%s.%s': missing", path, *x ? ky : kx);
+    return ATS_OK;
+}
+
 /* cpu.mem_bw_over_threads (optional): [{"threads": n, "GBps": x}, ...], threads strictly increasing
  * integers in 1..4096, GBps finite in the plausible range of cpu.mem_bw_GBps, 1..ATS_HW_MAX_BW_POINTS
  * points; into hw->cpu_bw_n / cpu_bw_threads / cpu_bw_Bps. */
 static enum ats_status read_bw_curve(ctx *c, json_t *cpu, ats_hw *hw)
 {
-    char vt[80];
-    json_t *a = json_object_get(cpu, "mem_bw_over_threads");
-    if (!a) return ATS_OK;
-    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > ATS_HW_MAX_BW_POINTS) {
-        value_text(a, vt, sizeof vt);
-        return fail(c, "field 'cpu.mem_bw_over_threads': %s (must be an array of 1..%d objects {\"threads\", \"GBps\"})",
-                    vt, ATS_HW_MAX_BW_POINTS);
-    }
-    static const char *const keys[] = {"threads", "GBps", NULL};
+    char vt[80], path[64];
+    json_t *a, *t, *g;
+    enum ats_status st = curve_array(c, cpu, "mem_bw_over_threads", "threads", "GBps", &a);
+    if (st || !a) return st;
     for (size_t k = 0; k < json_array_size(a); k++) {
-        char path[64];
-        snprintf(path, sizeof path, "cpu.mem_bw_over_threads[%zu]", k);
-        json_t *o = json_array_get(a, k);
-        if (!json_is_object(o)) {
-            value_text(o, vt, sizeof vt);
-            return fail(c, "field '%s': %s (must be an object {\"threads\", \"GBps\"})", path, vt);
-        }
-        enum ats_status st = check_keys(c, path, o, NULL, 0, keys);
-        if (st) return st;
-        json_t *t = json_object_get(o, "threads"), *g = json_object_get(o, "GBps");
-        if (!t || !g) return fail(c, "field '%s.%s': missing", path, t ? "GBps" : "threads");
+        if ((st = point(c, a, "mem_bw_over_threads", k, "threads", "GBps", path, sizeof path, &t, &g))) return st;
         value_text(t, vt, sizeof vt);
         if (!json_is_integer(t) || json_integer_value(t) < 1 || json_integer_value(t) > 4096 ||
             (k > 0 && json_integer_value(t) <= hw->cpu_bw_threads[k - 1]))
@@ -314,27 +333,12 @@ static enum ats_status read_bw_curve(ctx *c, json_t *cpu, ats_hw *hw)
  * (0, 1), slowdown in 1..1000 and non-increasing, 1..ATS_HW_MAX_BW_POINTS points; into hw->cpu_load_*. */
 static enum ats_status read_load_curve(ctx *c, json_t *cpu, ats_hw *hw)
 {
-    char vt[80];
-    json_t *a = json_object_get(cpu, "load_response");
-    if (!a) return ATS_OK;
-    if (!json_is_array(a) || json_array_size(a) < 1 || json_array_size(a) > ATS_HW_MAX_BW_POINTS) {
-        value_text(a, vt, sizeof vt);
-        return fail(c, "field 'cpu.load_response': %s (must be an array of 1..%d objects {\"avail\", \"slowdown\"})", vt,
-                    ATS_HW_MAX_BW_POINTS);
-    }
-    static const char *const keys[] = {"avail", "slowdown", NULL};
+    char vt[80], path[64];
+    json_t *a, *x, *y;
+    enum ats_status st = curve_array(c, cpu, "load_response", "avail", "slowdown", &a);
+    if (st || !a) return st;
     for (size_t k = 0; k < json_array_size(a); k++) {
-        char path[64];
-        snprintf(path, sizeof path, "cpu.load_response[%zu]", k);
-        json_t *o = json_array_get(a, k);
-        if (!json_is_object(o)) {
-            value_text(o, vt, sizeof vt);
-            return fail(c, "field '%s': %s (must be an object {\"avail\", \"slowdown\"})", path, vt);
-        }
-        enum ats_status st = check_keys(c, path, o, NULL, 0, keys);
-        if (st) return st;
-        json_t *x = json_object_get(o, "avail"), *y = json_object_get(o, "slowdown");
-        if (!x || !y) return fail(c, "field '%s.%s': missing", path, x ? "slowdown" : "avail");
+        if ((st = point(c, a, "load_response", k, "avail", "slowdown", path, sizeof path, &x, &y))) return st;
         double xv = json_is_number(x) ? json_number_value(x) : NAN, yv = json_is_number(y) ? json_number_value(y) : NAN;
         value_text(x, vt, sizeof vt);
         if (!(xv > 0 && xv < 1) || (k > 0 && !(xv > hw->cpu_load_avail[k - 1])))
