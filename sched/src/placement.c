@@ -222,6 +222,47 @@ static enum ats_status place_grouped(const ats_graph *g, const uint64_t *su, con
     return st;
 }
 
+/* The DP's items over g's ops: quantized sizes (filled by the caller), r_i = t_cpu - t_gpu, fixes. */
+typedef struct dp_items {
+    uint64_t *su;
+    double *r;
+    uint8_t *fix;
+} dp_items;
+
+static void items_free(dp_items *it)
+{
+    free(it->su);
+    free(it->r);
+    free(it->fix);
+}
+
+static enum ats_status items_new(const ats_graph *g, const ats_costs *nominal, dp_items *it, ats_err *err)
+{
+    const int32_t n = g->n_ops;
+    it->su = calloc((size_t)n, sizeof *it->su);
+    it->r = calloc((size_t)n, sizeof *it->r);
+    it->fix = calloc((size_t)n, 1);
+    if (!it->su || !it->r || !it->fix) {
+        items_free(it);
+        return ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
+    }
+    for (int32_t i = 0; i < n; i++) it->r[i] = nominal->t_cpu[i] - nominal->t_gpu[i];
+    return ATS_OK;
+}
+
+/* place_grouped on the items with B quanta, then out's gpu_bytes (real bytes) and objective. */
+static enum ats_status items_place(const ats_graph *g, const ats_costs *nominal, const dp_items *it, uint64_t B,
+                                   ats_placement *out, ats_err *err)
+{
+    enum ats_status st = place_grouped(g, it->su, it->r, nominal->c, it->fix, B, out->backend, err);
+    if (st) return st;
+    out->gpu_bytes = 0;
+    for (int32_t i = 0; i < g->n_ops; i++)
+        if (out->backend[i] == ATS_GPU) out->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
+    out->objective_s = ats_placement_objective(g->n_ops, it->r, nominal->c, out->backend);
+    return ATS_OK;
+}
+
 enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, uint64_t budget_bytes,
                                  const ats_placement_opts *opts, ats_placement *out, ats_err *err)
 {
@@ -235,45 +276,30 @@ enum ats_status ats_place_static(const ats_graph *g, const ats_costs *nominal, u
     if (!out || out->n != g->n_ops)
         return ats_err_set(err, ATS_EINVAL, "placement: output has n = %d, graph has %d ops",
                            out ? (int)out->n : -1, (int)g->n_ops);
+    dp_items it;
     enum ats_status st = ats_costs_validate(nominal, err);
-    if (st) return st;
-    int32_t n = g->n_ops;
-    uint64_t *su = calloc((size_t)n, sizeof *su);
-    double *r = calloc((size_t)n, sizeof *r);
-    uint8_t *fix = calloc((size_t)n, 1);
-    if (!su || !r || !fix) {
-        st = ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
-        goto done;
-    }
+    if (st || (st = items_new(g, nominal, &it, err))) return st;
+    const int32_t n = g->n_ops;
     uint64_t q = o.quantum_bytes, B = budget_bytes / q, nonexp = 0;
     int moe = 0;
     for (int32_t i = 0; i < n; i++) {
         uint64_t s = ats_op_resident_bytes(&g->ops[i]);
-        su[i] = s / q + (s % q != 0);
-        r[i] = nominal->t_cpu[i] - nominal->t_gpu[i];
+        it.su[i] = s / q + (s % q != 0);
         if (g->ops[i].kind == ATS_OP_EXPERTS) moe = 1;
-        else nonexp += su[i];
+        else nonexp += it.su[i];
     }
     if (moe && o.moe_partition) {
         /* Algorithm 1 lines 13-21 */
         int nonexp_fits = B >= nonexp;
         for (int32_t i = 0; i < n; i++) {
             int is_exp = g->ops[i].kind == ATS_OP_EXPERTS;
-            if (nonexp_fits && !is_exp) fix[i] = ATS_FIX_GPU;
-            if (!nonexp_fits && is_exp) fix[i] = ATS_FIX_CPU;
+            if (nonexp_fits && !is_exp) it.fix[i] = ATS_FIX_GPU;
+            if (!nonexp_fits && is_exp) it.fix[i] = ATS_FIX_CPU;
         }
     }
-    st = place_grouped(g, su, r, nominal->c, fix, B, out->backend, err);
-    if (st) goto done;
-    out->gpu_bytes = 0;
-    for (int32_t i = 0; i < n; i++)
-        if (out->backend[i] == ATS_GPU) out->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
-    out->objective_s = ats_placement_objective(n, r, nominal->c, out->backend);
-    ATS_ASSERT(out->gpu_bytes <= budget_bytes);
-done:
-    free(su);
-    free(r);
-    free(fix);
+    st = items_place(g, nominal, &it, B, out, err);
+    ATS_ASSERT(st || out->gpu_bytes <= budget_bytes);
+    items_free(&it);
     return st;
 }
 
@@ -288,39 +314,21 @@ enum ats_status ats_place_extend(const ats_graph *g, const ats_costs *nominal, c
         return ats_err_set(err, ATS_EINVAL, "placement: extend needs costs, base and output of the graph's %d ops "
                            "(costs %d, base %d, output %d%s)", (int)g->n_ops, nominal ? (int)nominal->n : -1,
                            base ? (int)base->n : -1, out ? (int)out->n : -1, out && out == base ? ", the base itself" : "");
+    dp_items it;
     enum ats_status st = ats_costs_validate(nominal, err);
-    if (st) return st;
-    const int32_t n = g->n_ops;
-    uint64_t *su = calloc((size_t)n, sizeof *su);
-    double *r = calloc((size_t)n, sizeof *r);
-    uint8_t *fix = calloc((size_t)n, 1);
-    if (!su || !r || !fix) {
-        st = ats_err_set(err, ATS_ENOMEM, "placement: out of memory");
-        goto done;
-    }
+    if (st || (st = items_new(g, nominal, &it, err))) return st;
     const uint64_t q = o.quantum_bytes;
-    for (int32_t i = 0; i < n; i++) {
+    for (int32_t i = 0; i < g->n_ops; i++) {
         const ats_op *op = &g->ops[i];
         uint64_t s = ats_op_resident_bytes(op);
-        r[i] = nominal->t_cpu[i] - nominal->t_gpu[i];
-        su[i] = 0;
-        if (base->backend[i] == ATS_GPU) fix[i] = ATS_FIX_GPU; /* already resident: no new bytes */
-        else if (op->kv_cache_bytes > 0 || op->kind == ATS_OP_EMBED) fix[i] = ATS_FIX_CPU;
-        else su[i] = s / q + (s % q != 0);
+        if (base->backend[i] == ATS_GPU) it.fix[i] = ATS_FIX_GPU; /* already resident: no new bytes */
+        else if (op->kv_cache_bytes > 0 || op->kind == ATS_OP_EMBED) it.fix[i] = ATS_FIX_CPU;
+        else it.su[i] = s / q + (s % q != 0);
     }
-    st = place_grouped(g, su, r, nominal->c, fix, extra_bytes / q, out->backend, err);
-    if (st) goto done;
-    out->gpu_bytes = 0;
-    for (int32_t i = 0; i < n; i++) {
-        ATS_ASSERT(base->backend[i] != ATS_GPU || out->backend[i] == ATS_GPU);
-        if (out->backend[i] == ATS_GPU) out->gpu_bytes += ats_op_resident_bytes(&g->ops[i]);
-    }
-    out->objective_s = ats_placement_objective(n, r, nominal->c, out->backend);
-    ATS_ASSERT(out->gpu_bytes <= base->gpu_bytes + extra_bytes);
-done:
-    free(su);
-    free(r);
-    free(fix);
+    st = items_place(g, nominal, &it, extra_bytes / q, out, err);
+    for (int32_t i = 0; i < g->n_ops && !st; i++) ATS_ASSERT(base->backend[i] != ATS_GPU || out->backend[i] == ATS_GPU);
+    ATS_ASSERT(st || out->gpu_bytes <= base->gpu_bytes + extra_bytes);
+    items_free(&it);
     return st;
 }
 
