@@ -73,6 +73,7 @@ struct ex_rt {
     ats_placement place_dec;   /* the decode placement (ats_policy_decode_placement; n 0: none) */
     uint64_t dec_base;         /* its ring starts there in the temp region; its extra weights below */
     uint64_t *dec_off;         /* per op: offset of its extra weight in the temp region (UINT64_MAX: none) */
+    uint8_t *dec_own;          /* per op: its weight is copied for it (0: another op's copy shares its host bytes) */
     int dec_loaded;            /* the extra weights are on the device and bound (until a prefill round) */
     uint64_t dec_bytes;        /* their bytes (deduplicated by host address) */
     int64_t dec_uploads;       /* times they were uploaded */
@@ -219,6 +220,7 @@ void ex_rt_free(ex_rt *rt)
     ats_placement_free(&rt->place);
     ats_placement_free(&rt->place_dec);
     free(rt->dec_off);
+    free(rt->dec_own);
     ats_policy_free(rt->pol);
     ats_round_obs_free(&rt->obs);
     free(rt->w_host); free(rt->w_bytes); free(rt->ev_end); free(rt->ev_start); free(rt->xev0); free(rt->xev1);
@@ -289,8 +291,7 @@ static enum ats_status decode_weights(ex_rt *rt, int decode, ats_err *err)
     for (int32_t i = 0; i < rt->n; i++) {
         if (rt->dec_off[i] == UINT64_MAX) continue;
         char *dst = (char *)rt->temp_region + rt->dec_off[i];
-        int own = 1;
-        for (int32_t j = 0; j < i && own; j++) own = !(rt->dec_off[j] != UINT64_MAX && rt->w_host[j] == rt->w_host[i]);
+        const int own = rt->dec_own[i];
         if (decode && own && (st = d->h2d(d->ctx, dst, rt->w_host[i], rt->w_bytes[i], EX_DEV_TRANSFER, err)))
             return ats_err_set(err, st, "uploading the decode placement's weight of op %d '%s': %s", i, g->ops[i].name,
                                err->msg);
@@ -360,6 +361,7 @@ static enum ats_status layout(ex_rt *rt, const ats_graph *gd, ats_err *err)
         uint64_t eo = 0;
         for (int32_t i = 0; i < n; i++) {
             rt->dec_off[i] = UINT64_MAX;
+            rt->dec_own[i] = 0;
             if (rt->place_dec.backend[i] != ATS_GPU || rt->place.backend[i] == ATS_GPU || !rt->w_host[i]) continue;
             int res = 0; /* a weight shared with a resident op (tied embeddings) is there already */
             for (int32_t j = 0; j < n && !res; j++) res = rt->place.backend[j] == ATS_GPU && rt->w_host[j] == rt->w_host[i];
@@ -368,6 +370,7 @@ static enum ats_status layout(ex_rt *rt, const ats_graph *gd, ats_err *err)
                 if (rt->dec_off[j] != UINT64_MAX && rt->w_host[j] == rt->w_host[i]) rt->dec_off[i] = rt->dec_off[j];
             if (rt->dec_off[i] != UINT64_MAX) continue;
             rt->dec_off[i] = eo;
+            rt->dec_own[i] = 1;
             rt->dec_bytes += rt->w_bytes[i];
             eo = align_up(eo + rt->w_bytes[i]);
         }
@@ -601,7 +604,8 @@ enum ats_status ex_rt_new(const ex_model *m, const ex_session_opts *so, ex_devic
         if (pd) {
             if ((st = ats_placement_init(&rt->place_dec, n))) goto fail;
             ats_placement_copy(&rt->place_dec, pd);
-            if (!(rt->dec_off = malloc((size_t)n * sizeof *rt->dec_off))) {
+            rt->dec_own = calloc((size_t)n, 1);
+            if (!(rt->dec_off = malloc((size_t)n * sizeof *rt->dec_off)) || !rt->dec_own) {
                 st = ATS_ENOMEM;
                 goto fail;
             }
